@@ -1,0 +1,36 @@
+# Two commands set everything up on a fresh machine: `make demo` and `make test`.
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+# A machine without an NVIDIA driver gets the CPU build of torch (a local wheel); never the
+# multi-GB CUDA build.
+HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
+
+.PHONY: demo test lint bench install clean
+
+demo: $(STAMP)
+	$(VENV)/bin/tilegraph check
+
+test: $(STAMP)
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(PY) -m pytest -q
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff format --check src tests benchmarks
+
+bench: $(STAMP)
+	$(PY) benchmarks/kernels.py --out out/bench
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+ifneq ($(HAS_GPU),1)
+	$(PY) -m pip install torch==2.13.0
+endif
+	$(PY) -m pip install -e '.[dev]'
+	touch $@
+
+clean:
+	rm -rf $(VENV) build src/*.egg-info

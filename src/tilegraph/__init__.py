@@ -1,0 +1,14 @@
+"""tilegraph: fused Triton kernels captured into CUDA graphs, and honest measurement.
+
+    import tilegraph as tg
+    y = tg.linear(x, w, norm_weight=g, residual=x)   # RMSNorm + projection + residual, 1 kernel
+"""
+
+from . import _runtime  # noqa: F401  (first: picks the Triton interpreter on CPU machines)
+from .errors import CaptureError, StaleOutputError
+from .kernels import add, gelu, linear, matmul, rms_norm, softmax
+
+__version__ = "0.1.0"
+
+__all__ = ["CaptureError", "StaleOutputError", "add", "gelu", "linear", "matmul", "rms_norm",
+           "softmax", "__version__"]

@@ -1,0 +1,33 @@
+"""What every saved result carries: device, versions, git revision, date, command line."""
+
+from __future__ import annotations
+
+import datetime
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+import triton
+
+from .._runtime import device_name
+
+
+def git_revision() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, cwd=Path(__file__).parent, timeout=5,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def environment() -> dict:
+    from .. import __version__
+
+    return {"device": device_name(), "tilegraph": __version__, "torch": torch.__version__,
+            "triton": triton.__version__, "cuda": torch.version.cuda,
+            "python": platform.python_version(), "git": git_revision(),
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "command": " ".join(sys.argv)}

@@ -1,0 +1,90 @@
+"""Input validation shared by every kernel launcher: clear errors naming the argument."""
+
+from __future__ import annotations
+
+import torch
+
+from .._runtime import INTERPRET
+
+FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def check_tensor(name: str, t, *, dtypes=FLOAT_DTYPES, min_ndim: int = 0) -> None:
+    """A tensor of a supported dtype, on a device the kernels can reach."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dtype not in dtypes:
+        names = ", ".join(str(d).removeprefix("torch.") for d in dtypes)
+        raise TypeError(f"{name} has dtype {t.dtype}; supported dtypes are {names}")
+    if t.ndim < min_ndim:
+        raise ValueError(f"{name} must have at least {min_ndim} dimension(s), got shape "
+                         f"{tuple(t.shape)}")
+    if not INTERPRET and t.device.type != "cuda":
+        raise ValueError(f"{name} is on {t.device}; tilegraph kernels need CUDA tensors "
+                         "(set TRITON_INTERPRET=1 before importing tilegraph to run on CPU)")
+
+
+def check_like(name: str, t: torch.Tensor, ref_name: str, ref: torch.Tensor) -> None:
+    """Same dtype and device as the main input."""
+    if t.dtype != ref.dtype:
+        raise TypeError(f"{name} has dtype {t.dtype} but {ref_name} has {ref.dtype}; "
+                        "they must match")
+    if t.device != ref.device:
+        raise ValueError(f"{name} is on {t.device} but {ref_name} is on {ref.device}; "
+                         "they must be on the same device")
+
+
+def check_shape(name: str, t: torch.Tensor, shape: tuple[int, ...]) -> None:
+    if tuple(t.shape) != tuple(shape):
+        raise ValueError(f"{name} has shape {tuple(t.shape)}, expected {tuple(shape)}")
+
+
+def _byte_range(t: torch.Tensor) -> tuple[int, int]:
+    start = t.data_ptr()
+    span = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride(), strict=True))
+    return start, start + (span + 1) * t.element_size()
+
+
+def check_no_overlap(out: torch.Tensor, name: str, t: torch.Tensor | None, *,
+                     allow_identical: bool = False) -> None:
+    """Refuse an `out` that shares memory with an input the kernel still has to read.
+
+    Element-wise kernels may write in place (`allow_identical`): each element is read before
+    the same program writes it. A shifted overlap would read already-written values.
+    """
+    if t is None or out.numel() == 0 or t.numel() == 0:
+        return
+    if torch.compiler.is_compiling():
+        return  # traced (fake) tensors have no addresses to compare
+    if allow_identical and out.data_ptr() == t.data_ptr() and out.shape == t.shape \
+            and out.stride() == t.stride():
+        return
+    o0, o1 = _byte_range(out)
+    t0, t1 = _byte_range(t)
+    if o0 < t1 and t0 < o1:
+        raise ValueError(f"out overlaps {name} in memory; this kernel cannot work in place, "
+                         f"pass a separate out tensor")
+
+
+def prepare_out(out, shape, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """Allocate the result, or check that the caller's `out` can take it."""
+    if out is None:
+        return torch.empty(shape, dtype=dtype, device=device)
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"out must be a torch.Tensor or None, got {type(out).__name__}")
+    check_shape("out", out, shape)
+    if out.dtype != dtype:
+        raise TypeError(f"out has dtype {out.dtype}, expected {dtype}")
+    if out.device != torch.device(device):
+        raise ValueError(f"out is on {out.device}, expected {device}")
+    if not out.is_contiguous():
+        raise ValueError("out must be contiguous: kernels write it as dense rows")
+    return out
+
+
+def as_rows(t: torch.Tensor) -> torch.Tensor:
+    """View as (rows, last dim) with unit stride along the last dim; copies only if it must."""
+    rows = t.reshape(-1, t.shape[-1]) if t.ndim != 2 else t
+    if rows.stride(-1) != 1:
+        rows = rows.contiguous()
+    return rows

@@ -1,0 +1,32 @@
+"""Launch-shape choices shared by launchers, so block sizes are decided in one place."""
+
+import triton
+
+# Rows up to this many elements are normalised in one register tile; longer rows loop.
+MAX_ROW_TILE = 16384
+
+
+def elementwise_shape(n_elements: int) -> tuple[int, int]:
+    """(BLOCK_SIZE, num_warps): 16 elements a thread, i.e. four 16-byte fp32 vectors."""
+    block = min(4096, max(128, triton.next_power_of_2(n_elements)))
+    return block, max(1, min(8, block // 512))
+
+
+def row_shape(n_rows: int, n_cols: int) -> tuple[int, int, int, bool]:
+    """(BLOCK_M, BLOCK_N, num_warps, single_pass) for a row-wise reduction kernel.
+
+    Short rows are packed several to a program so each program still moves ~4K elements;
+    long rows loop over column chunks.
+    """
+    block_n = triton.next_power_of_2(n_cols)
+    single_pass = block_n <= MAX_ROW_TILE
+    if not single_pass:
+        block_n = 4096
+    block_m = max(1, min(4096 // block_n, triton.next_power_of_2(n_rows)))
+    elements = block_m * block_n
+    num_warps = 16 if elements >= 16384 else 8 if elements >= 4096 else 4
+    return block_m, block_n, num_warps, single_pass
+
+
+def grid_1d(n: int, block: int) -> tuple[int]:
+    return (triton.cdiv(n, block),)

@@ -1,0 +1,58 @@
+"""Element-wise addition: out = a + b (same shape and dtype), accumulated in fp32."""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ._checks import check_like, check_no_overlap, check_shape, check_tensor, prepare_out
+from ._launch import elementwise_shape, grid_1d
+from ._ops import dispatch
+
+
+@triton.jit
+def _add_kernel(out_ptr, a_ptr, b_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    """out_i = a_i + b_i over flat contiguous buffers."""
+    offsets = tl.program_id(0).to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements
+    a = tl.load(a_ptr + offsets, mask=mask).to(tl.float32)
+    b = tl.load(b_ptr + offsets, mask=mask).to(tl.float32)
+    tl.store(out_ptr + offsets, (a + b).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def _launch_add(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
+    a, b = a.contiguous(), b.contiguous()
+    n = out.numel()
+    block, num_warps = elementwise_shape(n)
+    _add_kernel[grid_1d(n, block)](out, a, b, n, BLOCK_SIZE=block, num_warps=num_warps)
+
+
+@torch.library.custom_op("tilegraph::add", mutates_args={"out"})
+def _add_op(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
+    _launch_add(a, b, out)
+
+
+@_add_op.register_fake
+def _(a, b, out):
+    return None
+
+
+def add(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
+    """a + b for two tensors of one shape, dtype and device; writes into `out` if given."""
+    check_tensor("a", a)
+    check_tensor("b", b)
+    check_like("b", b, "a", a)
+    check_shape("b", b, a.shape)
+    out = prepare_out(out, a.shape, a.dtype, a.device)
+    check_no_overlap(out, "a", a, allow_identical=True)
+    check_no_overlap(out, "b", b, allow_identical=True)
+    if out.numel():
+        dispatch(_add_op, _launch_add, a, b, out)
+    return out
+
+
+def add_ref(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Reference: float64 stays float64, anything else is computed in fp32 and cast back."""
+    compute = torch.float64 if a.dtype == torch.float64 else torch.float32
+    return (a.to(compute) + b.to(compute)).to(a.dtype)

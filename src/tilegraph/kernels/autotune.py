@@ -1,0 +1,110 @@
+"""Config search whose results persist on disk and that refuses to run inside graph capture.
+
+Results are keyed by GPU name, Triton version, kernel name and a problem key (sizes, dtype),
+stored as JSON under $TILEGRAPH_CACHE_DIR (default: $XDG_CACHE_HOME/tilegraph or
+~/.cache/tilegraph), so a second process captures its graphs without re-tuning.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import triton
+
+from .._runtime import INTERPRET, device_name, is_capturing
+from ..errors import CaptureError
+
+Config = dict  # kernel meta-parameters plus num_warps / num_stages
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("TILEGRAPH_CACHE_DIR")
+    if root:
+        return Path(root)
+    xdg = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(xdg) / "tilegraph"
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-")
+
+
+class Tuner:
+    """Times each candidate config once per problem key and remembers the fastest."""
+
+    def __init__(self, kernel: str, configs: list[Config]):
+        if not configs:
+            raise ValueError(f"{kernel}: no candidate configs")
+        self.kernel = kernel
+        self.configs = configs
+        self._memo: dict[str, Config] = {}
+        self._disk_loaded = False
+
+    @property
+    def path(self) -> Path:
+        return (cache_dir() / "autotune" / slug(device_name())
+                / f"triton-{triton.__version__}" / f"{self.kernel}.json")
+
+    def _load_disk(self) -> None:
+        if self._disk_loaded:
+            return
+        self._disk_loaded = True
+        try:
+            self._memo.update(json.loads(self.path.read_text()))
+        except (OSError, ValueError):
+            pass  # no cache yet, or a damaged one: tune again and overwrite it
+
+    def _save_disk(self) -> None:
+        path = self.path
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            try:  # merge with what another process may have written meanwhile
+                merged = json.loads(path.read_text())
+            except (OSError, ValueError):
+                merged = {}
+            merged.update(self._memo)
+            with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False) as f:
+                json.dump(merged, f, indent=1, sort_keys=True)
+            os.replace(f.name, path)
+        except OSError:
+            pass  # a read-only cache costs re-tuning, never correctness
+
+    def pick(self, key: tuple, run: Callable[[Config], None],
+             candidates: list[Config] | None = None) -> Config:
+        """The best config for `key`; `run(config)` launches once (into scratch memory)."""
+        skey = repr(key)
+        config = self._memo.get(skey)
+        if config is None:
+            self._load_disk()
+            config = self._memo.get(skey)
+        if config is not None:
+            return config
+        candidates = candidates or self.configs
+        if INTERPRET:
+            # Timing the interpreter says nothing about a GPU: take the first candidate.
+            return candidates[0]
+        if is_capturing():
+            raise CaptureError(
+                f"tilegraph kernel {self.kernel!r} needs autotuning for {key} while a CUDA "
+                "graph is being captured; run the function once before capture (warm up), "
+                "or use tg.capture, which warms up for you")
+        config = min(candidates, key=lambda c: self._time(run, c))
+        self._memo[skey] = config
+        self._save_disk()
+        return config
+
+    @staticmethod
+    def _time(run: Callable[[Config], None], config: Config) -> float:
+        try:
+            return triton.testing.do_bench(lambda: run(config), warmup=5, rep=25,
+                                           return_mode="median")
+        except triton.runtime.errors.OutOfResources:
+            return float("inf")  # e.g. too much shared memory for this GPU
+        finally:
+            torch.cuda.synchronize()

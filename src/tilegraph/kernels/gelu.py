@@ -1,0 +1,68 @@
+"""GELU, tanh approximation or exact (erf), computed in fp32."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+from ._activation import apply_activation
+from ._checks import check_no_overlap, check_tensor, prepare_out
+from ._launch import elementwise_shape, grid_1d
+from ._ops import dispatch
+
+_APPROXIMATIONS = {"tanh": "gelu_tanh", "none": "gelu"}
+
+
+@triton.jit
+def _gelu_kernel(y_ptr, x_ptr, n_elements, ACTIVATION: tl.constexpr, BLOCK_SIZE: tl.constexpr):
+    """y_i = GELU(x_i) over flat contiguous buffers."""
+    offsets = tl.program_id(0).to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements
+    x = tl.load(x_ptr + offsets, mask=mask).to(tl.float32)
+    y = apply_activation(x, ACTIVATION)
+    tl.store(y_ptr + offsets, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def _launch_gelu(x: torch.Tensor, approximate: str, out: torch.Tensor) -> None:
+    x = x.contiguous()
+    n = out.numel()
+    block, num_warps = elementwise_shape(n)
+    _gelu_kernel[grid_1d(n, block)](out, x, n, ACTIVATION=_APPROXIMATIONS[approximate],
+                                    BLOCK_SIZE=block, num_warps=num_warps)
+
+
+@torch.library.custom_op("tilegraph::gelu", mutates_args={"out"})
+def _gelu_op(x: torch.Tensor, approximate: str, out: torch.Tensor) -> None:
+    _launch_gelu(x, approximate, out)
+
+
+@_gelu_op.register_fake
+def _(x, approximate, out):
+    return None
+
+
+def gelu(x: torch.Tensor, *, approximate: str = "tanh",
+         out: torch.Tensor | None = None) -> torch.Tensor:
+    """GELU of x, as torch.nn.functional.gelu(x, approximate=...); "tanh" by default."""
+    check_tensor("x", x)
+    if approximate not in _APPROXIMATIONS:
+        raise ValueError(f"approximate must be 'tanh' or 'none', got {approximate!r}")
+    out = prepare_out(out, x.shape, x.dtype, x.device)
+    check_no_overlap(out, "x", x, allow_identical=True)
+    if out.numel():
+        dispatch(_gelu_op, _launch_gelu, x, approximate, out)
+    return out
+
+
+def gelu_ref(x: torch.Tensor, approximate: str = "tanh") -> torch.Tensor:
+    """Reference formula, in float64 for float64 input, else fp32 cast back."""
+    compute = torch.float64 if x.dtype == torch.float64 else torch.float32
+    v = x.to(compute)
+    if approximate == "tanh":
+        y = 0.5 * v * (1 + torch.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v**3)))
+    else:
+        y = 0.5 * v * (1 + torch.erf(v / math.sqrt(2)))
+    return y.to(x.dtype)

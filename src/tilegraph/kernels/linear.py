@@ -1,0 +1,205 @@
+"""Fused linear layer: y = act(rms_norm(x) * norm_weight @ weight.T + bias) + residual.
+
+One kernel for the whole expression, every part optional. Few rows (decode) take a
+matrix-vector kernel that streams the weight once with all rows at a time; many rows take the
+tiled tensor-core GEMM of matmul.py with the same prologue and epilogue.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ._activation import activation_code, activation_ref, apply_activation
+from ._checks import as_rows, check_like, check_no_overlap, check_shape, check_tensor, prepare_out
+from ._ops import dispatch
+from .autotune import Tuner
+from .matmul import launch_gemm
+from .rms_norm import check_eps, rms_norm_ref
+
+# Up to this many rows the weight-streaming kernel wins: tensor-core tiles need >= 16 rows.
+MATVEC_MAX_ROWS = 8
+
+
+@triton.jit
+def _matvec_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
+                   norm_w_ptr, bias_ptr, res_ptr, stride_rm,
+                   M, N, K, eps,
+                   HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
+                   ACTIVATION: tl.constexpr,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """y_mn = act(rstd_m * sum_k x_mk g_k W_nk + b_n) + r_mn for BLOCK_N outputs a program,
+    with rstd_m = 1 / sqrt(mean_k x_mk^2 + eps) gathered in the same pass over K.
+
+    Each program streams its BLOCK_N rows of W exactly once and applies them to every x row;
+    x is tiny and re-read from L2 by every program.
+    """
+    pid_n = tl.program_id(0)
+    offs_m = tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    m_mask = offs_m < M
+    n_mask = offs_n < N
+    x_ptrs = x_ptr + offs_m[:, None] * stride_xm + offs_k[None, :]
+    w_ptrs = w_ptr + offs_n[:, None].to(tl.int64) * stride_wn + offs_k[None, :]
+
+    acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+    sum_sq = tl.zeros([BLOCK_M], tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        k_mask = offs_k < K - k0
+        x = tl.load(x_ptrs + k0, mask=m_mask[:, None] & k_mask[None, :], other=0.0)
+        x = x.to(tl.float32)                                                  # (BM, BK)
+        w = tl.load(w_ptrs + k0, mask=n_mask[:, None] & k_mask[None, :], other=0.0)
+        w = w.to(tl.float32)                                                  # (BN, BK)
+        if HAS_NORM:
+            sum_sq += tl.sum(x * x, axis=1)
+            g = tl.load(norm_w_ptr + k0 + offs_k, mask=k_mask, other=0.0).to(tl.float32)
+            x = x * g[None, :]
+        acc += tl.sum(x[:, None, :] * w[None, :, :], axis=2)                  # (BM, BN)
+
+    if HAS_NORM:
+        acc = acc * tl.rsqrt(sum_sq / K + eps)[:, None]
+    if HAS_BIAS:
+        acc += tl.load(bias_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)[None, :]
+    acc = apply_activation(acc, ACTIVATION)
+    y_mask = m_mask[:, None] & n_mask[None, :]
+    if HAS_RESIDUAL:
+        res = tl.load(res_ptr + offs_m[:, None] * stride_rm + offs_n[None, :], mask=y_mask,
+                      other=0.0)
+        acc += res.to(tl.float32)
+    tl.store(y_ptr + offs_m[:, None] * stride_ym + offs_n[None, :],
+             acc.to(y_ptr.dtype.element_ty), mask=y_mask)
+
+
+def _matvec_config(block_n, block_k, warps, stages=3):
+    return {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": warps, "num_stages": stages}
+
+
+_MATVEC_CONFIGS = [
+    _matvec_config(bn, bk, w, s)
+    for bn in (4, 8, 16, 32) for bk in (128, 256, 512, 1024) for w in (2, 4, 8) for s in (1, 3)
+]
+_matvec_tuner = Tuner("linear_matvec", _MATVEC_CONFIGS)
+
+
+def _matvec_candidates(M: int, N: int, K: int) -> list[dict]:
+    block_m = triton.next_power_of_2(M)
+
+    def fits(c):
+        # Between 8 and 64 products per thread in the (BM, BN, BK) tile: enough loads in
+        # flight to stream W, few enough registers to avoid spills.
+        per_thread = block_m * c["BLOCK_N"] * c["BLOCK_K"] // (32 * c["num_warps"])
+        return (8 <= per_thread <= 64
+                and c["BLOCK_K"] <= max(128, triton.next_power_of_2(K))
+                and c["BLOCK_N"] <= max(4, triton.next_power_of_2(N)))
+
+    # Sorted small-tile first: the interpreter, which does not time, takes the first.
+    kept = [c for c in _MATVEC_CONFIGS if fits(c)]
+    return kept or [_matvec_config(4, 128, 2)]
+
+
+def _launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual) -> None:
+    M, K = x.shape
+    N = weight.shape[0]
+    block_m = triton.next_power_of_2(M)
+    res_stride = residual.stride(0) if residual is not None else 0
+
+    def run(config, y):
+        config = dict(config)
+        _matvec_kernel[(triton.cdiv(N, config["BLOCK_N"]),)](
+            y, y.stride(0), x, x.stride(0), weight, weight.stride(0),
+            norm_weight, bias, residual, res_stride, M, N, K, eps,
+            HAS_NORM=norm_weight is not None, HAS_BIAS=bias is not None,
+            HAS_RESIDUAL=residual is not None, ACTIVATION=activation, BLOCK_M=block_m, **config)
+
+    key = ("matvec", block_m, N, K, str(x.dtype))
+    config = _matvec_tuner.pick(key, lambda cfg: run(cfg, torch.empty_like(out)),
+                                _matvec_candidates(M, N, K))
+    run(config, out)
+
+
+def _launch_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                   norm_weight: torch.Tensor | None, norm_eps: float, activation: str,
+                   residual: torch.Tensor | None, out: torch.Tensor) -> None:
+    x_rows = as_rows(x)
+    y_rows = out.view(-1, weight.shape[0])
+    res_rows = as_rows(residual) if residual is not None else None
+    weight = weight if weight.stride(-1) == 1 else weight.contiguous()
+    bias = bias.contiguous() if bias is not None else None
+    norm_weight = norm_weight.contiguous() if norm_weight is not None else None
+    if x_rows.shape[0] <= MATVEC_MAX_ROWS:
+        _launch_matvec(x_rows, weight, y_rows, norm_weight, norm_eps, bias, activation,
+                       res_rows)
+    else:
+        launch_gemm(x_rows, weight.t(), y_rows, norm_weight=norm_weight, eps=norm_eps,
+                    bias=bias, activation=activation, residual=res_rows)
+
+
+@torch.library.custom_op("tilegraph::linear", mutates_args={"out"})
+def _linear_op(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+               norm_weight: torch.Tensor | None, norm_eps: float, activation: str,
+               residual: torch.Tensor | None, out: torch.Tensor) -> None:
+    _launch_linear(x, weight, bias, norm_weight, norm_eps, activation, residual, out)
+
+
+@_linear_op.register_fake
+def _(x, weight, bias, norm_weight, norm_eps, activation, residual, out):
+    return None
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, *,
+           norm_weight: torch.Tensor | None = None, norm_eps: float = 1e-6,
+           activation: str | None = None, residual: torch.Tensor | None = None,
+           out: torch.Tensor | None = None) -> torch.Tensor:
+    """act(rms_norm(x) * norm_weight @ weight.T + bias) + residual in one kernel.
+
+    x (..., K); weight (N, K); bias (N,); norm_weight (K,) turns the RMSNorm prologue on;
+    residual (..., N). All tensors share x's dtype and device. Returns (..., N).
+    """
+    check_tensor("x", x, min_ndim=1)
+    check_tensor("weight", weight)
+    check_like("weight", weight, "x", x)
+    if weight.ndim != 2:
+        raise ValueError(f"weight must be 2-D (out_features, in_features), got shape "
+                         f"{tuple(weight.shape)}")
+    n_out, k = weight.shape
+    if x.shape[-1] != k:
+        raise ValueError(f"x has {x.shape[-1]} features but weight expects {k} "
+                         f"(x {tuple(x.shape)}, weight {tuple(weight.shape)})")
+    if k == 0:
+        raise ValueError("x and weight have 0 input features; nothing to normalise or sum")
+    out_shape = (*x.shape[:-1], n_out)
+    for name, t, shape in (("bias", bias, (n_out,)), ("norm_weight", norm_weight, (k,)),
+                           ("residual", residual, out_shape)):
+        if t is not None:
+            check_tensor(name, t)
+            check_like(name, t, "x", x)
+            check_shape(name, t, shape)
+    code = activation_code(activation)
+    norm_eps = check_eps(norm_eps)
+    out = prepare_out(out, out_shape, x.dtype, x.device)
+    for name, t in (("x", x), ("weight", weight), ("bias", bias), ("norm_weight", norm_weight)):
+        check_no_overlap(out, name, t)
+    check_no_overlap(out, "residual", residual, allow_identical=True)
+    if out.numel():
+        dispatch(_linear_op, _launch_linear, x, weight, bias, norm_weight, norm_eps, code,
+                 residual, out)
+    return out
+
+
+def linear_ref(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, *,
+               norm_weight: torch.Tensor | None = None, norm_eps: float = 1e-6,
+               activation: str | None = None, residual: torch.Tensor | None = None):
+    """The unfused expression, float64 for float64 input, else fp32 cast back."""
+    compute = torch.float64 if x.dtype == torch.float64 else torch.float32
+    h = x.to(compute)
+    if norm_weight is not None:
+        h = rms_norm_ref(h, norm_weight.to(compute), norm_eps)
+    y = h @ weight.to(compute).T
+    if bias is not None:
+        y = y + bias.to(compute)
+    y = activation_ref(y, activation)
+    if residual is not None:
+        y = y + residual.to(compute)
+    return y.to(x.dtype)

@@ -1,0 +1,210 @@
+"""Tiled matrix product with grouped tile order, autotuned, and optional fused prologue
+(RMSNorm of A's rows) and epilogue (bias, activation, residual).
+
+tg.matmul uses the plain product; tg.linear's many-row path uses the fused one.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from .._runtime import INTERPRET
+from ._activation import activation_code, activation_ref, apply_activation
+from ._checks import check_like, check_no_overlap, check_tensor, prepare_out
+from ._ops import dispatch
+from .autotune import Tuner
+
+
+@triton.jit
+def _gemm_kernel(c_ptr, stride_cm, stride_cn,
+                 a_ptr, stride_am, stride_ak,
+                 b_ptr, stride_bk, stride_bn,
+                 norm_w_ptr, bias_ptr, res_ptr, stride_rm, stride_rn,
+                 M, N, K, eps,
+                 HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
+                 ACTIVATION: tl.constexpr, DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                 GROUP_M: tl.constexpr):
+    """C = act(rms_norm(A) * norm_w @ B + bias) + residual, fp32 accumulation.
+
+    rms_norm(A)_mk = A_mk / sqrt(mean_k A_mk^2 + eps); the per-row scale is applied to the
+    accumulator after the K loop, since it factors out of the sum over k.
+    """
+    pid = tl.program_id(0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    # Grouped order: GROUP_M tile rows walk the tile columns together, so the A rows and
+    # B columns they share are still in L2 when the neighbours need them.
+    pids_per_group = GROUP_M * num_pid_n
+    first_pid_m = (pid // pids_per_group) * GROUP_M
+    group_rows = tl.minimum(num_pid_m - first_pid_m, GROUP_M)
+    pid_m = first_pid_m + (pid % pids_per_group) % group_rows
+    pid_n = (pid % pids_per_group) // group_rows
+
+    row0 = pid_m * BLOCK_M
+    col0 = pid_n * BLOCK_N
+    # 64-bit base offsets (big matrices overflow int32); small int32 offsets inside the tile.
+    a_ptr += row0.to(tl.int64) * stride_am
+    b_ptr += col0.to(tl.int64) * stride_bn
+    # Rows/cols past the edge wrap onto valid ones: loads need no mask, the store drops them.
+    offs_am = tl.arange(0, BLOCK_M) % (M - row0)
+    offs_bn = tl.arange(0, BLOCK_N) % (N - col0)
+    offs_k = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak
+    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
+
+    if HAS_NORM:
+        sum_sq = tl.zeros([BLOCK_M], tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            a = tl.load(a_ptrs + k0 * stride_ak, mask=offs_k[None, :] < K - k0, other=0.0)
+            a = a.to(tl.float32)
+            sum_sq += tl.sum(a * a, axis=1)
+        rstd = tl.rsqrt(sum_sq / K + eps)
+
+    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        k_mask = offs_k < K - k0
+        a = tl.load(a_ptrs, mask=k_mask[None, :], other=0.0)
+        b = tl.load(b_ptrs, mask=k_mask[:, None], other=0.0)
+        if HAS_NORM:
+            norm_w = tl.load(norm_w_ptr + k0 + offs_k, mask=k_mask, other=0.0).to(tl.float32)
+            a = (a.to(tl.float32) * norm_w[None, :]).to(a_ptr.dtype.element_ty)
+        if UPCAST_DOT:  # the interpreter mis-multiplies bf16 dots; fp32 is exact for them
+            a = a.to(tl.float32)
+            b = b.to(tl.float32)
+        acc = tl.dot(a, b, acc, input_precision=DOT_PRECISION)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+
+    offs_m = row0 + tl.arange(0, BLOCK_M)
+    offs_n = col0 + tl.arange(0, BLOCK_N)
+    if HAS_NORM:
+        acc = acc * rstd[:, None]
+    if HAS_BIAS:
+        acc += tl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)[None, :]
+    acc = apply_activation(acc, ACTIVATION)
+    c_mask = (offs_m < M)[:, None] & (offs_n < N)[None, :]
+    local_m = tl.arange(0, BLOCK_M)[:, None]
+    local_n = tl.arange(0, BLOCK_N)[None, :]
+    tile0 = row0.to(tl.int64)
+    if HAS_RESIDUAL:
+        res_ptrs = (res_ptr + tile0 * stride_rm + col0 * stride_rn
+                    + local_m * stride_rm + local_n * stride_rn)
+        acc += tl.load(res_ptrs, mask=c_mask, other=0.0).to(tl.float32)
+    c_ptrs = (c_ptr + tile0 * stride_cm + col0 * stride_cn
+              + local_m * stride_cm + local_n * stride_cn)
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
+
+
+def _config(bm, bn, bk, warps, stages, group=8):
+    return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group,
+            "num_warps": warps, "num_stages": stages}
+
+
+# Candidates that do well on Hopper and Ampere for 16-bit inputs, from large tiles (fill the
+# tensor cores at big sizes) to small ones (enough tiles for all SMs at small M or N).
+_CONFIGS_16BIT = [
+    _config(128, 256, 64, 8, 3), _config(256, 128, 64, 8, 3), _config(128, 128, 64, 8, 4),
+    _config(128, 128, 64, 4, 4), _config(128, 128, 128, 8, 3), _config(64, 256, 64, 4, 4),
+    _config(128, 64, 64, 4, 4), _config(64, 128, 64, 4, 4), _config(64, 64, 64, 4, 4),
+    _config(32, 64, 64, 4, 4), _config(16, 64, 128, 4, 4), _config(16, 128, 64, 4, 4),
+]
+_CONFIGS_FP32 = [
+    _config(128, 128, 32, 8, 3), _config(128, 64, 32, 4, 4), _config(64, 128, 32, 4, 4),
+    _config(64, 64, 32, 4, 4), _config(32, 64, 32, 4, 4), _config(16, 64, 32, 4, 4),
+]
+_tuner = Tuner("gemm", _CONFIGS_16BIT + _CONFIGS_FP32)
+_SMEM_BUDGET = 200 * 1024  # bytes; Hopper allows 227 KB per block, Ampere 163 KB
+
+
+def _candidates(M: int, N: int, K: int, dtype: torch.dtype) -> list[dict]:
+    pool = _CONFIGS_FP32 if dtype == torch.float32 else _CONFIGS_16BIT
+    size = torch.tensor([], dtype=dtype).element_size()
+
+    def fits(c):
+        smem = c["num_stages"] * (c["BLOCK_M"] + c["BLOCK_N"]) * c["BLOCK_K"] * size
+        return (smem <= _SMEM_BUDGET
+                and c["BLOCK_M"] <= max(16, triton.next_power_of_2(M))
+                and c["BLOCK_N"] <= max(16, triton.next_power_of_2(N))
+                and c["BLOCK_K"] <= max(16, triton.next_power_of_2(K)))
+
+    kept = [c for c in pool if fits(c)]
+    return kept or [min(pool, key=lambda c: c["BLOCK_M"] * c["BLOCK_N"])]
+
+
+def _dot_precision(dtype: torch.dtype) -> str:
+    # fp32 follows torch's own switch, so tg.matmul is as exact as torch.matmul by default.
+    if dtype == torch.float32 and not torch.backends.cuda.matmul.allow_tf32:
+        return "ieee"
+    return "tf32"
+
+
+def launch_gemm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, norm_weight=None,
+                eps: float = 0.0, bias=None, activation: str = "none", residual=None) -> None:
+    """out (M, N) = epilogue(prologue(a) (M, K) @ b (K, N)); any strides for a, b, residual."""
+    M, K = a.shape
+    N = b.shape[1]
+    dtype = a.dtype
+    kernel_args = dict(
+        HAS_NORM=norm_weight is not None, HAS_BIAS=bias is not None,
+        HAS_RESIDUAL=residual is not None, ACTIVATION=activation,
+        DOT_PRECISION=_dot_precision(dtype), UPCAST_DOT=INTERPRET and dtype == torch.bfloat16)
+    res_strides = residual.stride() if residual is not None else (0, 0)
+
+    def run(config, c):
+        grid = (triton.cdiv(M, config["BLOCK_M"]) * triton.cdiv(N, config["BLOCK_N"]),)
+        _gemm_kernel[grid](c, c.stride(0), c.stride(1), a, a.stride(0), a.stride(1),
+                           b, b.stride(0), b.stride(1), norm_weight, bias, residual,
+                           *res_strides, M, N, K, eps, **kernel_args, **config)
+
+    key = ("gemm", triton.next_power_of_2(M), N, K, str(dtype))
+    config = _tuner.pick(key, lambda cfg: run(cfg, torch.empty_like(out)),
+                         _candidates(M, N, K, dtype))
+    run(config, out)
+
+
+def _launch_matmul(a: torch.Tensor, b: torch.Tensor, activation: str, out: torch.Tensor) -> None:
+    launch_gemm(a.reshape(-1, a.shape[-1]), b, out.view(-1, b.shape[1]), activation=activation)
+
+
+@torch.library.custom_op("tilegraph::matmul", mutates_args={"out"})
+def _matmul_op(a: torch.Tensor, b: torch.Tensor, activation: str, out: torch.Tensor) -> None:
+    _launch_matmul(a, b, activation, out)
+
+
+@_matmul_op.register_fake
+def _(a, b, activation, out):
+    return None
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor, *, activation: str | None = None,
+           out: torch.Tensor | None = None) -> torch.Tensor:
+    """act(a @ b) for a (..., K) and b (K, N); activation None, "relu", "gelu", "gelu_tanh"."""
+    check_tensor("a", a, min_ndim=1)
+    check_tensor("b", b)
+    check_like("b", b, "a", a)
+    if b.ndim != 2:
+        raise ValueError(f"b must be 2-D (K, N), got shape {tuple(b.shape)}")
+    if a.shape[-1] != b.shape[0]:
+        raise ValueError(f"a has {a.shape[-1]} columns but b has {b.shape[0]} rows "
+                         f"(shapes {tuple(a.shape)} and {tuple(b.shape)})")
+    code = activation_code(activation)
+    out = prepare_out(out, (*a.shape[:-1], b.shape[1]), a.dtype, a.device)
+    check_no_overlap(out, "a", a)
+    check_no_overlap(out, "b", b)
+    if out.numel() == 0:
+        return out
+    if a.shape[-1] == 0:  # an empty sum, and every activation maps 0 to 0
+        return out.zero_()
+    dispatch(_matmul_op, _launch_matmul, a, b, code, out)
+    return out
+
+
+def matmul_ref(a: torch.Tensor, b: torch.Tensor, *, activation: str | None = None):
+    """Reference in float64 for float64 input, else fp32 (no TF32) cast back."""
+    compute = torch.float64 if a.dtype == torch.float64 else torch.float32
+    y = a.to(compute) @ b.to(compute)
+    return activation_ref(y, activation).to(a.dtype)
+

@@ -1,0 +1,93 @@
+"""Softmax along one dimension (the last by default), computed in fp32."""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ._checks import as_rows, check_tensor, prepare_out
+from ._launch import row_shape
+from ._ops import dispatch
+
+
+@triton.jit
+def _softmax_kernel(y_ptr, y_row_stride, x_ptr, x_row_stride, n_rows, n_cols,
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SINGLE_PASS: tl.constexpr):
+    """y_ij = exp(x_ij - max_j x_ij) / sum_j exp(x_ij - max_j x_ij), BLOCK_M rows a program.
+
+    Rows that fit one tile are read once; longer rows take an online pass (running max and
+    rescaled sum, Milakov & Gimelshein 2018) and a second pass that writes.
+    """
+    rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_mask = rows < n_rows
+    x_rows = x_ptr + rows[:, None] * x_row_stride
+    y_rows = y_ptr + rows[:, None] * y_row_stride
+    cols = tl.arange(0, BLOCK_N)
+    if SINGLE_PASS:
+        mask = row_mask[:, None] & (cols[None, :] < n_cols)
+        x = tl.load(x_rows + cols[None, :], mask=mask, other=-float("inf")).to(tl.float32)
+        e = tl.exp(x - tl.max(x, axis=1)[:, None])
+        y = e / tl.sum(e, axis=1)[:, None]
+        tl.store(y_rows + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
+    else:
+        row_max = tl.full([BLOCK_M], -float("inf"), tl.float32)
+        row_sum = tl.zeros([BLOCK_M], tl.float32)
+        for start in range(0, n_cols, BLOCK_N):
+            mask = row_mask[:, None] & (start + cols[None, :] < n_cols)
+            x = tl.load(x_rows + start + cols[None, :], mask=mask,
+                        other=-float("inf")).to(tl.float32)
+            new_max = tl.maximum(row_max, tl.max(x, axis=1))
+            row_sum = row_sum * tl.exp(row_max - new_max) + tl.sum(
+                tl.exp(x - new_max[:, None]), axis=1)
+            row_max = new_max
+        for start in range(0, n_cols, BLOCK_N):
+            mask = row_mask[:, None] & (start + cols[None, :] < n_cols)
+            x = tl.load(x_rows + start + cols[None, :], mask=mask,
+                        other=-float("inf")).to(tl.float32)
+            y = tl.exp(x - row_max[:, None]) / row_sum[:, None]
+            tl.store(y_rows + start + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def _launch_softmax(x: torch.Tensor, dim: int, out: torch.Tensor) -> None:
+    if dim != x.ndim - 1:
+        # Move `dim` last, normalise dense rows, move it back into the caller's buffer.
+        moved = torch.empty_like(x.movedim(dim, -1), memory_format=torch.contiguous_format)
+        _launch_softmax(x.movedim(dim, -1), moved.ndim - 1, moved)
+        out.copy_(moved.movedim(-1, dim))
+        return
+    x_rows, y_rows = as_rows(x), out.view(-1, x.shape[-1])
+    n_rows, n_cols = x_rows.shape
+    block_m, block_n, num_warps, single_pass = row_shape(n_rows, n_cols)
+    _softmax_kernel[(triton.cdiv(n_rows, block_m),)](
+        y_rows, y_rows.stride(0), x_rows, x_rows.stride(0), n_rows, n_cols,
+        BLOCK_M=block_m, BLOCK_N=block_n, SINGLE_PASS=single_pass, num_warps=num_warps)
+
+
+@torch.library.custom_op("tilegraph::softmax", mutates_args={"out"})
+def _softmax_op(x: torch.Tensor, dim: int, out: torch.Tensor) -> None:
+    _launch_softmax(x, dim, out)
+
+
+@_softmax_op.register_fake
+def _(x, dim, out):
+    return None
+
+
+def softmax(x: torch.Tensor, dim: int = -1, *, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Softmax of x along `dim`; same shape and dtype as x."""
+    check_tensor("x", x, min_ndim=1)
+    if not isinstance(dim, int) or not -x.ndim <= dim < x.ndim:
+        raise ValueError(f"dim={dim!r} is out of range for x of shape {tuple(x.shape)}")
+    out = prepare_out(out, x.shape, x.dtype, x.device)
+    if out.numel():
+        dispatch(_softmax_op, _launch_softmax, x, dim % x.ndim, out)
+    return out
+
+
+def softmax_ref(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """Reference: max-shifted exp over sum, float64 for float64 input, else fp32 cast back."""
+    compute = torch.float64 if x.dtype == torch.float64 else torch.float32
+    v = x.to(compute)
+    e = torch.exp(v - v.amax(dim=dim, keepdim=True))
+    return (e / e.sum(dim=dim, keepdim=True)).to(x.dtype)

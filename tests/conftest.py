@@ -1,0 +1,32 @@
+import pytest
+import torch
+
+import tilegraph  # noqa: F401  (sets TRITON_INTERPRET on machines without CUDA)
+
+HAS_CUDA = torch.cuda.is_available()
+
+
+def pytest_collection_modifyitems(config, items):
+    if HAS_CUDA:
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def device():
+    """Where CPU-sized tests run: the GPU if there is one, else the interpreter on CPU."""
+    return "cuda" if HAS_CUDA else "cpu"
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(1234)
+
+
+@pytest.fixture(autouse=True)
+def _private_tune_cache(tmp_path, monkeypatch):
+    """Tests never read or write the user's autotune cache."""
+    monkeypatch.setenv("TILEGRAPH_CACHE_DIR", str(tmp_path / "cache"))

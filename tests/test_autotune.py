@@ -1,0 +1,76 @@
+import json
+
+import pytest
+import torch
+import triton
+
+from tilegraph import CaptureError
+from tilegraph._runtime import device_name
+from tilegraph.kernels.autotune import Tuner, cache_dir
+
+CONFIGS = [{"BLOCK": 64, "num_warps": 4}, {"BLOCK": 128, "num_warps": 4}]
+
+
+def test_cache_path_is_per_gpu_triton_and_kernel(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILEGRAPH_CACHE_DIR", str(tmp_path))
+    path = Tuner("my_kernel", CONFIGS).path
+    assert path.parent.parent.parent == tmp_path / "autotune"
+    assert path.name == "my_kernel.json"
+    assert path.parent.name == f"triton-{triton.__version__}"
+    assert cache_dir() == tmp_path
+
+
+def test_reads_results_saved_by_another_process(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILEGRAPH_CACHE_DIR", str(tmp_path))
+    tuner = Tuner("k", CONFIGS)
+    tuner.path.parent.mkdir(parents=True)
+    tuner.path.write_text(json.dumps({repr((1, 2)): CONFIGS[1]}))
+
+    def must_not_run(config):
+        raise AssertionError("a cached key was tuned again")
+
+    assert Tuner("k", CONFIGS).pick((1, 2), must_not_run) == CONFIGS[1]
+
+
+def test_damaged_cache_is_ignored(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILEGRAPH_CACHE_DIR", str(tmp_path))
+    tuner = Tuner("k", CONFIGS)
+    tuner.path.parent.mkdir(parents=True)
+    tuner.path.write_text("{not json")
+    assert tuner.pick((3,), lambda config: None) in CONFIGS
+
+
+def test_needs_configs():
+    with pytest.raises(ValueError, match="no candidate configs"):
+        Tuner("k", [])
+
+
+@pytest.mark.gpu
+def test_tunes_once_and_persists(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILEGRAPH_CACHE_DIR", str(tmp_path))
+    x = torch.randn(1 << 20, device="cuda")
+    calls = []
+
+    def run(config):
+        calls.append(config["BLOCK"])
+        # a real launch so do_bench has work to time; bigger blocks are not slower here
+        x.mul_(1.0)
+
+    best = Tuner("persist", CONFIGS).pick(("n", 1 << 20), run)
+    assert best in CONFIGS and set(calls) == {64, 128}
+    saved = json.loads(Tuner("persist", CONFIGS).path.read_text())
+    assert saved == {repr(("n", 1 << 20)): best}
+    assert str(tmp_path) in str(Tuner("persist", CONFIGS).path)
+    assert device_name().split()[0] in Tuner("persist", CONFIGS).path.parts[-3]
+    calls.clear()
+    assert Tuner("persist", CONFIGS).pick(("n", 1 << 20), run) == best
+    assert calls == []
+
+
+@pytest.mark.gpu
+def test_tuning_during_capture_raises():
+    tuner = Tuner("captured", CONFIGS)
+    graph = torch.cuda.CUDAGraph()
+    with pytest.raises(CaptureError, match="warm up"):  # noqa: SIM117
+        with torch.cuda.graph(graph):
+            tuner.pick(("new key",), lambda config: None)

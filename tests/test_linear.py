@@ -1,0 +1,106 @@
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tilegraph as tg
+from _shapes import DTYPES
+from tilegraph.kernels import linear_ref
+from tilegraph.testing import assert_close, poisoned, randn
+
+PARTS = [  # (bias, norm, activation, residual): every part optional
+    (False, False, None, False), (True, False, None, False), (False, True, None, True),
+    (True, True, "gelu", True), (False, False, "relu", False), (True, True, "gelu_tanh", False),
+]
+
+
+def _make(lead, n, k, dtype, device, bias, norm, residual):
+    x = randn(*lead, k, dtype=dtype, device=device)
+    w = randn(n, k, dtype=dtype, device=device, scale=k**-0.5)
+    b = randn(n, dtype=dtype, device=device) if bias else None
+    g = randn(k, dtype=dtype, device=device) if norm else None
+    r = randn(*lead, n, dtype=dtype, device=device) if residual else None
+    return x, w, b, g, r
+
+
+def _check(lead, n, k, dtype, device, bias, norm, activation, residual):
+    x, w, b, g, r = _make(lead, n, k, dtype, device, bias, norm, residual)
+    out = tg.linear(x, w, b, norm_weight=g, activation=activation, residual=r,
+                    out=poisoned((*lead, n), dtype, device))
+    d = lambda t: None if t is None else t.double()  # noqa: E731
+    ref = linear_ref(d(x), d(w), d(b), norm_weight=d(g), activation=activation, residual=d(r))
+    assert_close(out, ref, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("parts", PARTS)
+@pytest.mark.parametrize("lead", [(1,), (3,), (2, 4)])       # matrix-vector path: <= 8 rows
+def test_matvec_path(lead, parts, dtype, device):
+    _check(lead, 29, 781, dtype, device, *parts)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("parts", PARTS)
+@pytest.mark.parametrize("lead", [(9,), (3, 13)])            # tiled path: > 8 rows
+def test_tiled_path(lead, parts, dtype, device):
+    _check(lead, 23, 70, dtype, device, *parts)
+
+
+def test_residual_may_be_out(device):
+    x, w, _, g, r = _make((2,), 16, 32, torch.float32, device, False, True, True)
+    expected = linear_ref(x.double(), w.double(), norm_weight=g.double(), residual=r.double())
+    assert tg.linear(x, w, norm_weight=g, residual=r, out=r) is r
+    assert_close(r, expected, torch.float32)
+
+
+def test_strided_inputs(device):
+    x = randn(40, 3, device=device).t()            # (3, 40), rows not contiguous
+    w = randn(40, 24, device=device).t()           # (24, 40), transposed weight
+    assert_close(tg.linear(x, w), linear_ref(x.double(), w.double()), torch.float32)
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(w_shape=(8, 5)), ValueError, "x has 6 features but weight expects 5"),
+    (dict(w_shape=(8,)), ValueError, "weight must be 2-D"),
+    (dict(bias=(7,)), ValueError, r"bias has shape \(7,\), expected \(8,\)"),
+    (dict(norm_weight=(8,)), ValueError, r"norm_weight has shape \(8,\), expected \(6,\)"),
+    (dict(residual=(3, 6)), ValueError, r"residual has shape \(3, 6\), expected \(3, 8\)"),
+    (dict(activation="tanh"), ValueError, "activation must be None or one of"),
+    (dict(w_dtype=torch.float16), TypeError, "weight has dtype torch.float16 but x has"),
+    (dict(norm_eps=-1e-6), ValueError, "eps must be a non-negative number"),
+])
+def test_bad_input(device, kwargs, error, match):
+    x = torch.ones(3, 6, device=device)
+    w = torch.ones(kwargs.pop("w_shape", (8, 6)), dtype=kwargs.pop("w_dtype", torch.float32),
+                   device=device)
+    for name in ("bias", "norm_weight", "residual"):
+        if name in kwargs:
+            kwargs[name] = torch.ones(kwargs[name], device=device)
+    bias = kwargs.pop("bias", None)
+    with pytest.raises(error, match=match):
+        tg.linear(x, w, bias, **kwargs)
+
+
+def test_refuses_out_aliasing_x_and_handles_empty(device):
+    x = randn(4, 4, device=device)
+    with pytest.raises(ValueError, match="out overlaps x"):
+        tg.linear(x, randn(4, 4, device=device), out=x)
+    assert tg.linear(torch.empty(0, 4, device=device), x).shape == (0, 4)
+    with pytest.raises(ValueError, match="0 input features"):
+        tg.linear(torch.empty(2, 0, device=device), torch.empty(3, 0, device=device))
+
+
+@settings(max_examples=20, deadline=None)
+@given(rows=st.integers(1, 20), n=st.integers(1, 40), k=st.integers(1, 90),
+       dtype=st.sampled_from(DTYPES), parts=st.sampled_from(PARTS))
+def test_any_shape(rows, n, k, dtype, parts):
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    _check((rows,), n, k, dtype, device, *parts)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows", [1, 2, 5, 8, 16, 100, 1031])
+def test_decode_shapes_gpu(rows, dtype):
+    _check((rows,), 2048, 2048, dtype, "cuda", False, True, None, True)
+    _check((rows,), 1023, 781, dtype, "cuda", True, True, "gelu", True)

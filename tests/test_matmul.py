@@ -1,0 +1,59 @@
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tilegraph as tg
+from _shapes import DTYPES
+from tilegraph.kernels import matmul_ref
+from tilegraph.testing import assert_close, poisoned, randn
+
+
+def _check(m, n, k, dtype, device, activation=None, lead=()):
+    a = randn(*lead, m, k, dtype=dtype, device=device)
+    b = randn(k, n, dtype=dtype, device=device, scale=k**-0.5)
+    out = tg.matmul(a, b, activation=activation, out=poisoned((*lead, m, n), dtype, device))
+    assert_close(out, matmul_ref(a.double(), b.double(), activation=activation), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("activation", [None, "relu", "gelu", "gelu_tanh"])
+@pytest.mark.parametrize("mnk", [(1, 1, 1), (37, 29, 65), (130, 70, 200)])
+def test_matches_reference(mnk, activation, dtype, device):
+    _check(*mnk, dtype, device, activation)
+
+
+def test_leading_dims_and_strided_operands(device):
+    _check(5, 12, 33, torch.float32, device, lead=(2, 3))
+    a = randn(33, 20, device=device).t()      # (20, 33) column-major
+    b = randn(17, 33, device=device).t()      # (33, 17) column-major
+    assert_close(tg.matmul(a, b), matmul_ref(a.double(), b.double()), torch.float32)
+
+
+def test_bad_input_and_empty(device):
+    a = randn(4, 5, device=device)
+    with pytest.raises(ValueError, match="a has 5 columns but b has 6 rows"):
+        tg.matmul(a, randn(6, 3, device=device))
+    with pytest.raises(ValueError, match="b must be 2-D"):
+        tg.matmul(a, randn(2, 5, 3, device=device))
+    with pytest.raises(ValueError, match="activation must be None or one of"):
+        tg.matmul(a, randn(5, 3, device=device), activation="silu")
+    with pytest.raises(ValueError, match="out overlaps a"):
+        tg.matmul(a, randn(5, 5, device=device), out=a)
+    assert tg.matmul(torch.empty(0, 5, device=device), randn(5, 3, device=device)).shape == (0, 3)
+    zeros = tg.matmul(torch.empty(4, 0, device=device), torch.empty(0, 3, device=device))
+    assert torch.equal(zeros, torch.zeros(4, 3, device=device))
+
+
+@settings(max_examples=20, deadline=None)
+@given(m=st.integers(1, 70), n=st.integers(1, 70), k=st.integers(1, 70),
+       dtype=st.sampled_from(DTYPES))
+def test_any_shape(m, n, k, dtype):
+    _check(m, n, k, dtype, "cuda" if torch.cuda.is_available() else "cpu")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("mnk", [(4096, 4096, 4096), (1031, 1023, 1011), (16, 5000, 3000)])
+def test_large_gpu(mnk, dtype):
+    _check(*mnk, dtype, "cuda", activation="gelu")

@@ -1,0 +1,72 @@
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tilegraph as tg
+from _shapes import DTYPES, ROW_SHAPES
+from tilegraph.kernels import rms_norm_ref
+from tilegraph.testing import assert_close, poisoned, randn
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", ROW_SHAPES + [(3, 20000)])
+def test_matches_reference(shape, dtype, device):
+    x = randn(*shape, dtype=dtype, device=device)
+    w = randn(shape[-1], dtype=dtype, device=device)
+    out = tg.rms_norm(x, w, out=poisoned(shape, dtype, device))
+    assert_close(out, rms_norm_ref(x.double(), w.double()), dtype)
+
+
+def test_properties(device):
+    x = randn(6, 300, device=device, scale=50.0)
+    ones = torch.ones(300, device=device)
+    y = tg.rms_norm(x, ones, eps=0.0)
+    # Unit weight: every row comes out with root-mean-square 1, whatever its scale.
+    torch.testing.assert_close(y.pow(2).mean(-1), torch.ones(6, device=device), rtol=1e-5,
+                               atol=0)
+    assert_close(tg.rms_norm(7.0 * x, ones, eps=0.0), y.double(), torch.float32)
+
+
+def test_eps_matters_for_tiny_rows(device):
+    x = torch.full((2, 16), 1e-4, device=device)
+    w = torch.ones(16, device=device)
+    assert_close(tg.rms_norm(x, w, eps=1e-2), rms_norm_ref(x.double(), w.double(), 1e-2),
+                 torch.float32)
+
+
+def test_strided_input(device):
+    x = randn(30, 77, device=device).t()  # rows are not contiguous
+    w = randn(30, device=device)
+    assert_close(tg.rms_norm(x, w), rms_norm_ref(x.double(), w.double()), torch.float32)
+
+
+def test_bad_input(device):
+    x = randn(3, 4, device=device)
+    with pytest.raises(ValueError, match=r"weight has shape \(5,\), expected \(4,\)"):
+        tg.rms_norm(x, torch.ones(5, device=device))
+    with pytest.raises(TypeError, match="weight has dtype torch.float16 but x has"):
+        tg.rms_norm(x, torch.ones(4, dtype=torch.float16, device=device))
+    with pytest.raises(ValueError, match="eps must be a non-negative number"):
+        tg.rms_norm(x, torch.ones(4, device=device), eps=-1.0)
+    assert tg.rms_norm(torch.empty(0, 4, device=device), torch.ones(4, device=device)).numel() == 0
+
+
+@settings(max_examples=25, deadline=None)
+@given(rows=st.integers(1, 9), cols=st.integers(1, 300), dtype=st.sampled_from(DTYPES))
+def test_any_shape(rows, cols, dtype):
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    x = randn(rows, cols, dtype=dtype, device=device)
+    w = randn(cols, dtype=dtype, device=device)
+    out = tg.rms_norm(x, w, out=poisoned(x.shape, dtype, device))
+    assert_close(out, rms_norm_ref(x.double(), w.double()), dtype)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(8192, 4096), (1823, 781), (5, 65_537)])
+def test_large_gpu(shape, dtype):
+    x = randn(*shape, dtype=dtype, device="cuda")
+    w = randn(shape[-1], dtype=dtype, device="cuda")
+    out = tg.rms_norm(x, w, out=poisoned(shape, dtype, "cuda"))
+    assert_close(out, rms_norm_ref(x.double(), w.double()), dtype)
