@@ -28,5 +28,7 @@ def _seed():
 
 @pytest.fixture(autouse=True)
 def _private_tune_cache(tmp_path, monkeypatch):
-    """Tests never read or write the user's autotune cache."""
+    """Tests never read or write the user's autotune cache, and take default configs: they
+    check correctness; timing candidates belongs to benchmarks."""
     monkeypatch.setenv("TILEGRAPH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("TILEGRAPH_AUTOTUNE", "0")

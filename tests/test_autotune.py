@@ -48,6 +48,7 @@ def test_needs_configs():
 @pytest.mark.gpu
 def test_tunes_once_and_persists(tmp_path, monkeypatch):
     monkeypatch.setenv("TILEGRAPH_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("TILEGRAPH_AUTOTUNE", "1")
     x = torch.randn(1 << 20, device="cuda")
     calls = []
 
@@ -68,7 +69,8 @@ def test_tunes_once_and_persists(tmp_path, monkeypatch):
 
 
 @pytest.mark.gpu
-def test_tuning_during_capture_raises():
+def test_tuning_during_capture_raises(monkeypatch):
+    monkeypatch.setenv("TILEGRAPH_AUTOTUNE", "1")
     tuner = Tuner("captured", CONFIGS)
     graph = torch.cuda.CUDAGraph()
     with pytest.raises(CaptureError, match="warm up"):  # noqa: SIM117
