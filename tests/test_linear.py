@@ -104,3 +104,16 @@ def test_any_shape(rows, n, k, dtype, parts):
 def test_decode_shapes_gpu(rows, dtype):
     _check((rows,), 2048, 2048, dtype, "cuda", False, True, None, True)
     _check((rows,), 1023, 781, dtype, "cuda", True, True, "gelu", True)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_every_matvec_candidate_is_correct(dtype, monkeypatch):
+    """Whatever the tuner picks must be right: force each candidate config in turn."""
+    from tilegraph.kernels import linear as linear_module
+
+    rows, n, k = 3, 1000, 1500
+    key = repr(("matvec", 4, n, k, str(dtype)))
+    for config in linear_module._matvec_candidates(rows, n, k):
+        monkeypatch.setitem(linear_module._matvec_tuner._memo, key, config)
+        _check((rows,), n, k, dtype, "cuda", True, True, "gelu", True)

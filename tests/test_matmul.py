@@ -57,3 +57,16 @@ def test_any_shape(m, n, k, dtype):
 @pytest.mark.parametrize("mnk", [(4096, 4096, 4096), (1031, 1023, 1011), (16, 5000, 3000)])
 def test_large_gpu(mnk, dtype):
     _check(*mnk, dtype, "cuda", activation="gelu")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_every_candidate_is_correct(dtype, monkeypatch):
+    """Whatever the tuner picks must be right: force each candidate config in turn."""
+    from tilegraph.kernels import matmul as matmul_module
+
+    m, n, k = 300, 520, 333
+    key = repr(("gemm", 512, n, k, str(dtype)))
+    for config in matmul_module._candidates(m, n, k, dtype):
+        monkeypatch.setitem(matmul_module._tuner._memo, key, config)
+        _check(m, n, k, dtype, "cuda", activation="relu")
