@@ -23,17 +23,37 @@ MATVEC_MAX_ROWS = 8
 
 
 @triton.jit
+def _matvec_step(acc, sum_sq, x_ptrs, w, norm_w_ptr, offs_k, m_mask, k0, K,
+                 HAS_NORM: tl.constexpr):
+    """Fold one (BLOCK_N, BLOCK_K) weight tile into the (BLOCK_M, BLOCK_N) accumulator."""
+    k_mask = offs_k < K - k0
+    x = tl.load(x_ptrs + k0, mask=m_mask[:, None] & k_mask[None, :], other=0.0)
+    x = x.to(tl.float32)                                                      # (BM, BK)
+    if HAS_NORM:
+        sum_sq += tl.sum(x * x, axis=1)
+        g = tl.load(norm_w_ptr + k0 + offs_k, mask=k_mask, other=0.0).to(tl.float32)
+        x = x * g[None, :]
+    acc += tl.sum(x[:, None, :] * w.to(tl.float32)[None, :, :], axis=2)      # (BM, BN)
+    return acc, sum_sq
+
+
+@triton.jit
 def _matvec_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
                    norm_w_ptr, bias_ptr, res_ptr, stride_rm,
                    M, N, K, eps,
                    HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
-                   ACTIVATION: tl.constexpr,
+                   ACTIVATION: tl.constexpr, PREFETCH_WEIGHT: tl.constexpr,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     """y_mn = act(rstd_m * sum_k x_mk g_k W_nk + b_n) + r_mn for BLOCK_N outputs a program,
     with rstd_m = 1 / sqrt(mean_k x_mk^2 + eps) gathered in the same pass over K.
 
     Each program streams its BLOCK_N rows of W exactly once and applies them to every x row;
     x is tiny and re-read from L2 by every program.
+
+    PREFETCH_WEIGHT (launched with programmatic dependent launch, Hopper+): the first W tile
+    is loaded before griddepcontrol.wait, i.e. while the previous kernel in the stream is
+    still finishing; x, norm weights, bias and residual are read only after the wait. Valid
+    only when no earlier kernel in flight writes W (decode weights are constant).
     """
     pid_n = tl.program_id(0)
     offs_m = tl.arange(0, BLOCK_M)
@@ -46,17 +66,16 @@ def _matvec_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
 
     acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
     sum_sq = tl.zeros([BLOCK_M], tl.float32)
-    for k0 in range(0, K, BLOCK_K):
-        k_mask = offs_k < K - k0
-        x = tl.load(x_ptrs + k0, mask=m_mask[:, None] & k_mask[None, :], other=0.0)
-        x = x.to(tl.float32)                                                  # (BM, BK)
-        w = tl.load(w_ptrs + k0, mask=n_mask[:, None] & k_mask[None, :], other=0.0)
-        w = w.to(tl.float32)                                                  # (BN, BK)
-        if HAS_NORM:
-            sum_sq += tl.sum(x * x, axis=1)
-            g = tl.load(norm_w_ptr + k0 + offs_k, mask=k_mask, other=0.0).to(tl.float32)
-            x = x * g[None, :]
-        acc += tl.sum(x[:, None, :] * w[None, :, :], axis=2)                  # (BM, BN)
+    w_first = tl.load(w_ptrs, mask=n_mask[:, None] & (offs_k < K)[None, :], other=0.0)
+    if PREFETCH_WEIGHT:
+        tl.extra.cuda.gdc_launch_dependents()  # the next kernel may start its own prefetch
+        tl.extra.cuda.gdc_wait()               # x and the epilogue inputs are now final
+    acc, sum_sq = _matvec_step(acc, sum_sq, x_ptrs, w_first, norm_w_ptr, offs_k, m_mask, 0, K,
+                               HAS_NORM)
+    for k0 in range(BLOCK_K, K, BLOCK_K):
+        w = tl.load(w_ptrs + k0, mask=n_mask[:, None] & (offs_k < K - k0)[None, :], other=0.0)
+        acc, sum_sq = _matvec_step(acc, sum_sq, x_ptrs, w, norm_w_ptr, offs_k, m_mask, k0, K,
+                                   HAS_NORM)
 
     if HAS_NORM:
         acc = acc * tl.rsqrt(sum_sq / K + eps)[:, None]
@@ -99,19 +118,21 @@ def _matvec_candidates(M: int, N: int, K: int) -> list[dict]:
     return kept or [_matvec_config(4, 128, 2)]
 
 
-def _launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual) -> None:
+def _launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
+                   prefetch_weight: bool = False) -> None:
     M, K = x.shape
     N = weight.shape[0]
     block_m = triton.next_power_of_2(M)
     res_stride = residual.stride(0) if residual is not None else 0
+    pdl = {"launch_pdl": True} if prefetch_weight else {}
 
     def run(config, y):
-        config = dict(config)
         _matvec_kernel[(triton.cdiv(N, config["BLOCK_N"]),)](
             y, y.stride(0), x, x.stride(0), weight, weight.stride(0),
             norm_weight, bias, residual, res_stride, M, N, K, eps,
             HAS_NORM=norm_weight is not None, HAS_BIAS=bias is not None,
-            HAS_RESIDUAL=residual is not None, ACTIVATION=activation, BLOCK_M=block_m, **config)
+            HAS_RESIDUAL=residual is not None, ACTIVATION=activation,
+            PREFETCH_WEIGHT=prefetch_weight, BLOCK_M=block_m, **config, **pdl)
 
     key = ("matvec", block_m, N, K, str(x.dtype))
     config = _matvec_tuner.pick(key, lambda cfg: run(cfg, torch.empty_like(out)),

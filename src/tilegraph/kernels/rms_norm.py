@@ -49,7 +49,7 @@ def _launch_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float,
                      out: torch.Tensor) -> None:
     x_rows, y_rows = as_rows(x), out.view(-1, x.shape[-1])
     n_rows, n_cols = x_rows.shape
-    block_m, block_n, num_warps, single_pass = row_shape(n_rows, n_cols)
+    block_m, block_n, num_warps, single_pass = row_shape(n_rows, n_cols, x.element_size())
     _rms_norm_kernel[(triton.cdiv(n_rows, block_m),)](
         y_rows, y_rows.stride(0), x_rows, x_rows.stride(0), weight.contiguous(),
         n_rows, n_cols, eps,

@@ -58,7 +58,7 @@ def _launch_softmax(x: torch.Tensor, dim: int, out: torch.Tensor) -> None:
         return
     x_rows, y_rows = as_rows(x), out.view(-1, x.shape[-1])
     n_rows, n_cols = x_rows.shape
-    block_m, block_n, num_warps, single_pass = row_shape(n_rows, n_cols)
+    block_m, block_n, num_warps, single_pass = row_shape(n_rows, n_cols, x.element_size())
     _softmax_kernel[(triton.cdiv(n_rows, block_m),)](
         y_rows, y_rows.stride(0), x_rows, x_rows.stride(0), n_rows, n_cols,
         BLOCK_M=block_m, BLOCK_N=block_n, SINGLE_PASS=single_pass, num_warps=num_warps)

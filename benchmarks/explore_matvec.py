@@ -1,0 +1,93 @@
+"""Exploration (not a deliverable): matrix-vector configs with and without PDL weight
+prefetch, RMSNorm row packing, and where eager launch time goes.
+
+    PYTHONPATH=src python3 benchmarks/explore_matvec.py
+"""
+
+import cProfile
+import math
+import pstats
+import sys
+
+import torch
+
+import tilegraph as tg
+from tilegraph.bench import measure
+from tilegraph.kernels import _launch, rms_norm_ref
+from tilegraph.testing import rel_error
+
+linear_mod = sys.modules["tilegraph.kernels.linear"]
+
+
+def matvec_sweep(dtype, d=2048, rows=1):
+    weight_bytes = d * d * torch.tensor([], dtype=dtype).element_size()
+    n_sets = max(2, math.ceil(3 * 50e6 / weight_bytes))
+    weights = [torch.randn(d, d, device="cuda", dtype=dtype) * d**-0.5 for _ in range(n_sets)]
+    x = torch.randn(rows, d, device="cuda", dtype=dtype)
+    g = torch.randn(d, device="cuda", dtype=dtype)
+    out = torch.empty(rows, d, device="cuda", dtype=dtype)
+    results = []
+    for config in linear_mod._matvec_candidates(rows, d, d):
+        for prefetch in (False, True):
+            key = repr(("matvec", 1, d, d, str(dtype)))
+            linear_mod._matvec_tuner._memo[key] = config
+            state = {"i": 0}
+
+            def fn():
+                w = weights[state["i"] % n_sets]
+                state["i"] += 1
+                linear_mod._launch_matvec(x, w, out, g, 1e-6, None, "none", x, prefetch)
+
+            fn()
+            err = rel_error(out, tg.kernels.linear_ref(
+                x.double(), weights[0].double(), norm_weight=g.double(), residual=x.double()))
+            us = measure(fn, graph=True).median * 1e3
+            results.append((us, prefetch, config, err))
+    results.sort(key=lambda r: r[0])
+    print(f"matvec d={d} rows={rows} {dtype}: floor {weight_bytes / 3.0e3:.2f} us at 3 TB/s")
+    for us, prefetch, config, err in results[:8]:
+        print(f"  {us:6.2f} us {weight_bytes / us * 1e-3:7.0f} GB/s pdl={prefetch!s:5} "
+              f"{config} err {err:.1e}")
+    for prefetch in (False, True):
+        best = min(r for r in results if r[1] == prefetch)
+        print(f"  best pdl={prefetch}: {best[0]:.2f} us")
+
+
+def rms_norm_sweep():
+    x = torch.randn(8192, 4096, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(4096, device="cuda", dtype=torch.bfloat16)
+    out = torch.empty_like(x)
+    module = sys.modules["tilegraph.kernels.rms_norm"]
+    print("rms_norm bf16 8192x4096, heuristic:", _launch.row_shape(8192, 4096, 2))
+    for block_m in (1, 2, 4):
+        for warps in (4, 8, 16):
+            module.row_shape = lambda r, c, e, bm=block_m, nw=warps: (bm, 4096, nw, True)
+            tg.rms_norm(x, w, out=out)
+            err = rel_error(out, rms_norm_ref(x.double(), w.double()))
+            ms = measure(lambda: tg.rms_norm(x, w, out=out)).median
+            print(f"  BLOCK_M={block_m} warps={warps:2d}: "
+                  f"{2 * x.numel() * 2 / ms * 1e-6:6.0f} GB/s err {err:.1e}")
+    module.row_shape = _launch.row_shape
+
+
+def launch_profile():
+    x = torch.randn(4096, device="cuda")
+    out = torch.empty_like(x)
+    tg.gelu(x, out=out)
+    torch.cuda.synchronize()
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(2000):
+        tg.gelu(x, out=out)
+    prof.disable()
+    torch.cuda.synchronize()
+    pstats.Stats(prof).sort_stats("cumulative").print_stats(18)
+
+
+if __name__ == "__main__":
+    torch.backends.cuda.matmul.allow_tf32 = False
+    for dtype in (torch.bfloat16, torch.float32):
+        matvec_sweep(dtype)
+    matvec_sweep(torch.bfloat16, rows=8)
+    rms_norm_sweep()
+    launch_profile()
