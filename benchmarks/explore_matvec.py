@@ -33,7 +33,7 @@ def matvec_sweep(dtype, d=2048, rows=1):
             linear_mod._matvec_tuner._memo[key] = config
             state = {"i": 0}
 
-            def fn():
+            def fn(state=state, prefetch=prefetch):
                 w = weights[state["i"] % n_sets]
                 state["i"] += 1
                 linear_mod._launch_matvec(x, w, out, g, 1e-6, None, "none", x, prefetch)
