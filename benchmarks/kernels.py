@@ -150,6 +150,8 @@ def _bench_linear(dtype, d, rows, copy_gbps):
     run_case(f"linear 1x{d} @ {d}x{d} {label}", {
         "F.linear": rotating(lambda w: F.linear(x, w)),
         "tilegraph": rotating(lambda w: tg.linear(x, w, out=out)),
+        "tilegraph + PDL prefetch": rotating(
+            lambda w: tg.linear(x, w, out=out, prefetch_weight=True)),
     }, lambda: K.linear_ref(x.double(), weights[0].double()), dtype, nbytes=weight_bytes,
         graph=True, rows=rows, copy_gbps=copy_gbps)
     run_case(f"norm+linear+residual {d} {label}", {
@@ -157,6 +159,9 @@ def _bench_linear(dtype, d, rows, copy_gbps):
             lambda w: F.linear(F.rms_norm(x, (d,), norm_w, 1e-6), w) + x),
         "tilegraph fused": rotating(
             lambda w: tg.linear(x, w, norm_weight=norm_w, residual=x, out=out)),
+        "tilegraph fused + PDL": rotating(
+            lambda w: tg.linear(x, w, norm_weight=norm_w, residual=x, out=out,
+                                prefetch_weight=True)),
     }, lambda: K.linear_ref(x.double(), weights[0].double(), norm_weight=norm_w.double(),
                             residual=x.double()),
         dtype, nbytes=weight_bytes, graph=True, rows=rows, copy_gbps=copy_gbps)
@@ -194,8 +199,9 @@ def main(argv=None) -> int:
         BENCHES[name](rows, ceil["copy_gbps"], args.quick)
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "kernels.json"
-    path.write_text(json.dumps({"environment": env, "ceilings": ceil, "results": rows},
-                               indent=1))
+    tuned = {"gemm": sys.modules["tilegraph.kernels.matmul"]._tuner.results()}
+    path.write_text(json.dumps({"environment": env, "ceilings": ceil, "results": rows,
+                                "tuned_configs": tuned}, indent=1))
     print(f"saved {path}")
     return 0
 

@@ -32,7 +32,7 @@ def test_opcheck_linear(device):
     x, w = randn(3, 16, device=device), randn(8, 16, device=device)
     out = torch.empty(3, 8, device=device)
     torch.library.opcheck(torch.ops.tilegraph.linear.default,
-                          (x, w, None, None, 1e-6, "none", None, out),
+                          (x, w, None, None, 1e-6, "none", None, False, out),
                           test_utils=("test_schema", "test_faketensor"))
 
 

@@ -1,6 +1,11 @@
 """Launch-shape choices shared by launchers, so block sizes are decided in one place."""
 
+import functools
+
+import torch
 import triton
+
+from .._runtime import INTERPRET
 
 # Rows up to this many elements are normalised in one register tile; longer rows loop.
 MAX_ROW_TILE = 16384
@@ -32,3 +37,14 @@ def row_shape(n_rows: int, n_cols: int, element_size: int) -> tuple[int, int, in
 
 def grid_1d(n: int, block: int) -> tuple[int]:
     return (triton.cdiv(n, block),)
+
+
+@functools.cache
+def _capability(index: int) -> tuple[int, int]:
+    return torch.cuda.get_device_capability(index)
+
+
+def supports_pdl(device: torch.device) -> bool:
+    """Programmatic dependent launch: CUDA devices of compute capability 9.0 (Hopper) on."""
+    return (not INTERPRET and device.type == "cuda"
+            and _capability(device.index or 0) >= (9, 0))

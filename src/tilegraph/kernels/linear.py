@@ -13,12 +13,12 @@ import triton.language as tl
 
 from ._activation import activation_code, activation_ref, apply_activation
 from ._checks import as_rows, check_like, check_no_overlap, check_shape, check_tensor, prepare_out
+from ._launch import supports_pdl
 from ._ops import dispatch
-from .autotune import Tuner
 from .matmul import launch_gemm
 from .rms_norm import check_eps, rms_norm_ref
 
-# Up to this many rows the weight-streaming kernel wins: tensor-core tiles need >= 16 rows.
+# Up to this many rows the weight-streaming kernel is used: tensor-core tiles need >= 16 rows.
 MATVEC_MAX_ROWS = 8
 
 
@@ -91,58 +91,41 @@ def _matvec_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
              acc.to(y_ptr.dtype.element_ty), mask=y_mask)
 
 
-def _matvec_config(block_n, block_k, warps, stages=3):
-    return {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": warps, "num_stages": stages}
+def matvec_config(M: int, N: int, K: int) -> dict:
+    """Block shape for the matrix-vector kernel, chosen by rule rather than by timing.
 
-
-_MATVEC_CONFIGS = [
-    _matvec_config(bn, bk, w, s)
-    for bn in (4, 8, 16, 32) for bk in (128, 256, 512, 1024) for w in (2, 4, 8) for s in (1, 3)
-]
-_matvec_tuner = Tuner("linear_matvec", _MATVEC_CONFIGS)
-
-
-def _matvec_candidates(M: int, N: int, K: int) -> list[dict]:
+    Timing candidates on one weight (as an autotuner does) measures them with W hot in L2,
+    while a layer stack streams every layer's W from memory. Measured on H100 with W rotated
+    past L2 (benchmarks/explore_matvec.py, d=2048, fp32 and bf16), the fastest shapes were
+    all narrow and deep: 4 output rows a program (512 programs, ~4 per SM) over the whole K
+    in as few steps as possible, 8 warps. Each thread keeps at most 64 products in flight.
+    """
     block_m = triton.next_power_of_2(M)
-
-    def fits(c):
-        # Between 8 and 64 products per thread in the (BM, BN, BK) tile: enough loads in
-        # flight to stream W, few enough registers to avoid spills.
-        per_thread = block_m * c["BLOCK_N"] * c["BLOCK_K"] // (32 * c["num_warps"])
-        return (8 <= per_thread <= 64
-                and c["BLOCK_K"] <= max(128, triton.next_power_of_2(K))
-                and c["BLOCK_N"] <= max(4, triton.next_power_of_2(N)))
-
-    # Sorted small-tile first: the interpreter, which does not time, takes the first.
-    kept = [c for c in _MATVEC_CONFIGS if fits(c)]
-    return kept or [_matvec_config(4, 128, 2)]
+    num_warps = 8
+    block_k = min(triton.next_power_of_2(K), 4096 // block_m, 2048)
+    return {"BLOCK_N": 4, "BLOCK_K": max(block_k, 16), "num_warps": num_warps,
+            "num_stages": 1}
 
 
 def _launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
-                   prefetch_weight: bool = False) -> None:
+                   prefetch_weight: bool = False, config: dict | None = None) -> None:
     M, K = x.shape
     N = weight.shape[0]
-    block_m = triton.next_power_of_2(M)
-    res_stride = residual.stride(0) if residual is not None else 0
-    pdl = {"launch_pdl": True} if prefetch_weight else {}
-
-    def run(config, y):
-        _matvec_kernel[(triton.cdiv(N, config["BLOCK_N"]),)](
-            y, y.stride(0), x, x.stride(0), weight, weight.stride(0),
-            norm_weight, bias, residual, res_stride, M, N, K, eps,
-            HAS_NORM=norm_weight is not None, HAS_BIAS=bias is not None,
-            HAS_RESIDUAL=residual is not None, ACTIVATION=activation,
-            PREFETCH_WEIGHT=prefetch_weight, BLOCK_M=block_m, **config, **pdl)
-
-    key = ("matvec", block_m, N, K, str(x.dtype))
-    config = _matvec_tuner.pick(key, lambda cfg: run(cfg, torch.empty_like(out)),
-                                _matvec_candidates(M, N, K))
-    run(config, out)
+    config = config or matvec_config(M, N, K)
+    pdl = {"launch_pdl": True} if prefetch_weight and supports_pdl(x.device) else {}
+    _matvec_kernel[(triton.cdiv(N, config["BLOCK_N"]),)](
+        out, out.stride(0), x, x.stride(0), weight, weight.stride(0),
+        norm_weight, bias, residual, residual.stride(0) if residual is not None else 0,
+        M, N, K, eps,
+        HAS_NORM=norm_weight is not None, HAS_BIAS=bias is not None,
+        HAS_RESIDUAL=residual is not None, ACTIVATION=activation,
+        PREFETCH_WEIGHT=bool(pdl), BLOCK_M=triton.next_power_of_2(M), **config, **pdl)
 
 
 def _launch_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
                    norm_weight: torch.Tensor | None, norm_eps: float, activation: str,
-                   residual: torch.Tensor | None, out: torch.Tensor) -> None:
+                   residual: torch.Tensor | None, prefetch_weight: bool,
+                   out: torch.Tensor) -> None:
     x_rows = as_rows(x)
     y_rows = out.view(-1, weight.shape[0])
     res_rows = as_rows(residual) if residual is not None else None
@@ -151,7 +134,7 @@ def _launch_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
     norm_weight = norm_weight.contiguous() if norm_weight is not None else None
     if x_rows.shape[0] <= MATVEC_MAX_ROWS:
         _launch_matvec(x_rows, weight, y_rows, norm_weight, norm_eps, bias, activation,
-                       res_rows)
+                       res_rows, prefetch_weight)
     else:
         launch_gemm(x_rows, weight.t(), y_rows, norm_weight=norm_weight, eps=norm_eps,
                     bias=bias, activation=activation, residual=res_rows)
@@ -160,23 +143,29 @@ def _launch_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
 @torch.library.custom_op("tilegraph::linear", mutates_args={"out"})
 def _linear_op(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
                norm_weight: torch.Tensor | None, norm_eps: float, activation: str,
-               residual: torch.Tensor | None, out: torch.Tensor) -> None:
-    _launch_linear(x, weight, bias, norm_weight, norm_eps, activation, residual, out)
+               residual: torch.Tensor | None, prefetch_weight: bool, out: torch.Tensor) -> None:
+    _launch_linear(x, weight, bias, norm_weight, norm_eps, activation, residual,
+                   prefetch_weight, out)
 
 
 @_linear_op.register_fake
-def _(x, weight, bias, norm_weight, norm_eps, activation, residual, out):
+def _(x, weight, bias, norm_weight, norm_eps, activation, residual, prefetch_weight, out):
     return None
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, *,
            norm_weight: torch.Tensor | None = None, norm_eps: float = 1e-6,
            activation: str | None = None, residual: torch.Tensor | None = None,
-           out: torch.Tensor | None = None) -> torch.Tensor:
+           out: torch.Tensor | None = None, prefetch_weight: bool = False) -> torch.Tensor:
     """act(rms_norm(x) * norm_weight @ weight.T + bias) + residual in one kernel.
 
     x (..., K); weight (N, K); bias (N,); norm_weight (K,) turns the RMSNorm prologue on;
     residual (..., N). All tensors share x's dtype and device. Returns (..., N).
+
+    prefetch_weight=True (few rows, Hopper or newer; ignored elsewhere) launches with
+    programmatic dependent launch: the kernel starts streaming `weight` while the previous
+    kernel in the stream is still finishing, and reads everything else only after it has.
+    Pass it only when no kernel still in flight writes `weight`, as with a model's weights.
     """
     check_tensor("x", x, min_ndim=1)
     check_tensor("weight", weight)
@@ -205,7 +194,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     check_no_overlap(out, "residual", residual, allow_identical=True)
     if out.numel():
         dispatch(_linear_op, _launch_linear, x, weight, bias, norm_weight, norm_eps, code,
-                 residual, out)
+                 residual, bool(prefetch_weight), out)
     return out
 
 

@@ -106,7 +106,8 @@ def _config(bm, bn, bk, warps, stages, group=8):
 # Candidates that do well on Hopper and Ampere for 16-bit inputs, from large tiles (fill the
 # tensor cores at big sizes) to small ones (enough tiles for all SMs at small M or N).
 _CONFIGS_16BIT = [
-    _config(128, 256, 64, 8, 3), _config(256, 128, 64, 8, 3), _config(128, 128, 64, 8, 4),
+    _config(128, 256, 64, 8, 3), _config(256, 128, 64, 8, 3), _config(128, 256, 64, 8, 4),
+    _config(256, 128, 64, 8, 4), _config(128, 128, 64, 8, 4),
     _config(128, 128, 64, 4, 4), _config(128, 128, 128, 8, 3), _config(64, 256, 64, 4, 4),
     _config(128, 64, 64, 4, 4), _config(64, 128, 64, 4, 4), _config(64, 64, 64, 4, 4),
     _config(32, 64, 64, 4, 4), _config(16, 64, 128, 4, 4), _config(16, 128, 64, 4, 4),
