@@ -113,7 +113,7 @@ def test_decode_shapes_gpu(rows, dtype):
 def test_matvec_rule_keeps_tiles_bounded(rows, k):
     c = sys.modules["tilegraph.kernels.linear"].matvec_config(rows, 64, k)
     block_m = triton.next_power_of_2(rows)
-    assert block_m * c["BLOCK_N"] * c["BLOCK_K"] <= 64 * 32 * c["num_warps"]  # no spills
+    assert block_m * c["BLOCK_N"] * c["BLOCK_K"] <= 128 * 32 * c["num_warps"]  # no spills
     assert 16 <= c["BLOCK_K"] <= max(16, triton.next_power_of_2(k))  # no tile wider than K
 
 
