@@ -6,9 +6,10 @@
 
 from . import _runtime  # noqa: F401  (first: picks the Triton interpreter on CPU machines)
 from .errors import CaptureError, StaleOutputError
+from .graph import Graph, GraphRunner, capture, scope
 from .kernels import add, gelu, linear, matmul, rms_norm, softmax
 
 __version__ = "0.1.0"
 
-__all__ = ["CaptureError", "StaleOutputError", "add", "gelu", "linear", "matmul", "rms_norm",
-           "softmax", "__version__"]
+__all__ = ["CaptureError", "Graph", "GraphRunner", "StaleOutputError", "__version__", "add",
+           "capture", "gelu", "linear", "matmul", "rms_norm", "scope", "softmax"]

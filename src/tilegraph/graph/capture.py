@@ -1,0 +1,210 @@
+"""tg.capture and tg.scope: record GPU work once, replay it with one launch.
+
+Rules (../shared/DESIGN.md): warm up before capture, so Triton JIT, autotuning and library
+handles happen outside it; capture on a side stream in thread-local error mode; a replay
+overwrites the previous outputs. On machines without CUDA a Graph replays by re-running its
+function (with one warning), so the same code runs everywhere.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten, tree_map
+
+from ..errors import CaptureError
+from ._errors import as_capture_error, user_frame
+
+_warned_cpu = False
+
+
+def _warn_cpu_once() -> None:
+    global _warned_cpu
+    if not _warned_cpu:
+        _warned_cpu = True
+        warnings.warn("no CUDA device: tilegraph graphs replay by re-running their function; "
+                      "CUDA graphs (and their speed) need a GPU", RuntimeWarning, stacklevel=3)
+
+
+def _uses_cuda(args) -> bool:
+    leaves, _ = tree_flatten(args)
+    tensors = [t for t in leaves if isinstance(t, torch.Tensor)]
+    if tensors:
+        return any(t.is_cuda for t in tensors)
+    return torch.cuda.is_available()
+
+
+class Graph:
+    """A captured function. `replay()` relaunches it and returns the same `outputs` pytree."""
+
+    def __init__(self, fn: Callable | None, inputs: tuple, outputs: Any,
+                 cuda_graph: torch.cuda.CUDAGraph | None, capture_seconds: float,
+                 memory_bytes: int, pool=None):
+        self._fn = fn
+        self.inputs = inputs
+        self.outputs = outputs
+        self._cuda_graph = cuda_graph
+        self.capture_seconds = capture_seconds
+        self.memory_bytes = memory_bytes
+        self.pool = pool
+        self.replays = 0
+
+    @property
+    def is_cuda_graph(self) -> bool:
+        return self._cuda_graph is not None
+
+    def replay(self) -> Any:
+        if self._cuda_graph is not None:
+            self._cuda_graph.replay()
+        elif self._fn is not None:
+            # CPU: run again and write into the same output tensors, as a replay would.
+            fresh = self._fn(*self.inputs)
+            tree_map(lambda old, new: old.copy_(new) if isinstance(old, torch.Tensor) else old,
+                     self.outputs, fresh)
+        else:
+            raise RuntimeError("this scope was recorded without CUDA and has no function to "
+                               "re-run; use tg.capture(fn, *args) for code that must also "
+                               "run on CPU")
+        self.replays += 1
+        return self.outputs
+
+
+def capture(fn: Callable, *args, warmup: int = 2, pool=None) -> Graph:
+    """Warm `fn(*args)` up `warmup` times on a side stream, then capture one call of it.
+
+    `args` become the graph's static inputs: copy new values into them before `replay()`.
+    `pool` (torch.cuda.graph_pool_handle() or another graph's .pool) shares memory between
+    graphs that never replay at the same time.
+    """
+    if warmup < 1:
+        raise ValueError(f"warmup must be >= 1 (Triton compiles and tunes on the first call), "
+                         f"got {warmup}")
+    if not _uses_cuda(args):
+        _warn_cpu_once()
+        start = time.perf_counter()
+        for _ in range(warmup - 1):
+            fn(*args)
+        outputs = fn(*args)
+        return Graph(fn, args, outputs, None, time.perf_counter() - start, 0)
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    start = time.perf_counter()
+    with torch.cuda.stream(stream):
+        for _ in range(warmup):
+            fn(*args)
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+    reserved = torch.cuda.memory_reserved()
+    cuda_graph = torch.cuda.CUDAGraph()
+    pool = pool if pool is not None else torch.cuda.graph_pool_handle()
+    caller_stream = torch.cuda.current_stream()
+    try:
+        with torch.cuda.graph(cuda_graph, pool=pool, stream=stream,
+                              capture_error_mode="thread_local"):
+            outputs = fn(*args)
+    except Exception as error:
+        # A failed capture_end skips restoring the stream: leave the caller's current.
+        torch.cuda.set_stream(caller_stream)
+        raise as_capture_error(error, f"capturing {getattr(fn, '__name__', fn)!s}") from error
+    torch.cuda.synchronize()
+    return Graph(fn, args, outputs, cuda_graph, time.perf_counter() - start,
+                 torch.cuda.memory_reserved() - reserved, pool)
+
+
+def _inside_triton_interpreter() -> bool:
+    """On CPU machines Triton's interpreter copies kernel arguments to host tensors of its
+    own; those are not the user's allocations (and no CUDA graph is recorded there)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_filename.endswith(_INTERPRETER_FILE):
+            return True
+        frame = frame.f_back
+    return False
+
+
+_INTERPRETER_FILE = os.path.join("triton", "runtime", "interpreter.py")
+
+
+class _RefuseAllocation(TorchDispatchMode):
+    """Raise on any op that returns a fresh tensor: inside a scope, memory allocated during
+    capture belongs to the graph and would be silently reused by later replays."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        for ret in func._schema.returns:
+            if (ret.alias_info is None and str(ret.type).startswith("Tensor")
+                    and not _inside_triton_interpreter()):
+                raise CaptureError(
+                    f"{func} allocates a new tensor inside tg.scope(), at "
+                    f"{user_frame()}; allocate buffers before the scope and write into "
+                    "them (out=..., in-place ops, .copy_()), or use tg.capture(fn), which "
+                    "owns its outputs")
+        return func(*args, **(kwargs or {}))
+
+
+
+class scope:
+    """Imperative capture: `with tg.scope() as s: ...` records the block; `s.graph` replays it.
+
+    For code that writes into buffers it already owns: any op that allocates a tensor inside
+    the block raises CaptureError. Run the block once before the scope (warm-up), so Triton
+    compiles and tunes outside the capture. Without CUDA the block runs once and the graph
+    cannot replay (tg.capture(fn) re-runs functions on CPU instead).
+    """
+
+    def __init__(self, pool=None):
+        self.pool = pool
+        self.graph: Graph | None = None
+
+    def __enter__(self) -> scope:
+        self._cuda_graph = None
+        if torch.cuda.is_available():
+            self._caller_stream = torch.cuda.current_stream()
+            self._stream = torch.cuda.Stream()
+            self._stream.wait_stream(torch.cuda.current_stream())
+            torch.cuda.synchronize()
+            self._reserved = torch.cuda.memory_reserved()
+            self._cuda_graph = torch.cuda.CUDAGraph()
+            self.pool = self.pool if self.pool is not None else torch.cuda.graph_pool_handle()
+            self._capturing = torch.cuda.graph(self._cuda_graph, pool=self.pool,
+                                               stream=self._stream,
+                                               capture_error_mode="thread_local")
+            self._capturing.__enter__()
+        else:
+            _warn_cpu_once()
+        self._start = time.perf_counter()
+        self._no_alloc = _RefuseAllocation()
+        self._no_alloc.__enter__()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        self._no_alloc.__exit__(exc_type, exc, tb)
+        end_error = None
+        if self._cuda_graph is not None:
+            try:
+                self._capturing.__exit__(exc_type, exc, tb)
+            except Exception as error:  # capture_end fails after an illegal operation
+                end_error = error
+                torch.cuda.set_stream(self._caller_stream)
+        error = exc if exc is not None else end_error
+        if error is not None:
+            converted = as_capture_error(error, "recording tg.scope()")
+            if converted is not error:
+                raise converted from error
+            if exc is None:
+                raise error
+            return False
+        memory = 0
+        if self._cuda_graph is not None:
+            torch.cuda.synchronize()
+            memory = torch.cuda.memory_reserved() - self._reserved
+        self.graph = Graph(None, (), None, self._cuda_graph, time.perf_counter() - self._start,
+                           memory, self.pool)
+        return False

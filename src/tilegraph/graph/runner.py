@@ -1,0 +1,162 @@
+"""GraphRunner: one CUDA graph per batch size over static buffers, called like the function.
+
+Each call copies the inputs into static buffers sized for the largest size, pads up to the
+next captured size, replays that size's graph and returns the outputs sliced back to the
+caller's size. Padded rows are zeroed and sliced off, so they never reach the caller
+(for functions that treat rows independently, as a decode step does). All sizes share one
+memory pool and are captured largest first.
+"""
+
+from __future__ import annotations
+
+import bisect
+import warnings
+from collections.abc import Callable, Sequence
+
+import torch
+from torch.utils._pytree import tree_map
+
+from ..errors import StaleOutputError
+from .capture import Graph, capture
+
+
+class _GuardedOutput(torch.Tensor):
+    """A view of a graph output that refuses to be read once a later replay overwrote it."""
+
+    @staticmethod
+    def __new__(cls, data: torch.Tensor, graph: Graph):
+        guarded = torch.Tensor._make_subclass(cls, data, False)
+        guarded._graph = graph
+        guarded._replay = graph.replays
+        return guarded
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        for value in (*args, *kwargs.values()):
+            if isinstance(value, _GuardedOutput) and value._graph.replays != value._replay:
+                raise StaleOutputError(
+                    f"this output of replay {value._replay} was overwritten by replay "
+                    f"{value._graph.replays} of the same graph; clone it before calling the "
+                    "runner again (or create the runner with clone_outputs=True)")
+        with torch._C.DisableTorchFunctionSubclass():
+            return func(*args, **kwargs)
+
+
+class GraphRunner:
+    """fn captured once per size in `sizes` along dimension `dim` of every input.
+
+    runner = tg.GraphRunner(step, (x_example,), sizes=(1, 2, 4, 8))
+    y = runner(x)            # x.shape[dim] <= 8: pad, replay, slice
+    runner.stats()           # per size: capture seconds, graph memory bytes, replays
+
+    clone_outputs=True returns copies that later calls cannot overwrite; check_stale=True
+    returns views that raise StaleOutputError if read after the next replay of their size.
+    fallback="eager" runs fn directly for inputs no graph fits (too many rows, none);
+    "error" raises ValueError instead.
+    """
+
+    def __init__(self, fn: Callable, example_inputs, sizes: Sequence[int] = (1, 2, 4, 8),
+                 dim: int = 0, clone_outputs: bool = False, check_stale: bool = False,
+                 fallback: str = "error", warmup: int = 2):
+        examples = (tuple(example_inputs) if isinstance(example_inputs, (tuple, list))
+                    else (example_inputs,))
+        if not examples or not all(isinstance(t, torch.Tensor) for t in examples):
+            raise TypeError("example_inputs must be a tensor or a non-empty tuple of tensors")
+        if isinstance(sizes, int) or not sizes or not all(
+                isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in sizes):
+            raise ValueError(f"sizes must be positive integers, got {sizes!r}")
+        if fallback not in ("error", "eager"):
+            raise ValueError(f"fallback must be 'error' or 'eager', got {fallback!r}")
+        if clone_outputs and check_stale:
+            raise ValueError("clone_outputs=True already makes outputs safe to keep; "
+                             "check_stale applies to uncloned outputs only")
+        for i, t in enumerate(examples):
+            if not -t.ndim <= dim < t.ndim:
+                raise ValueError(f"dim={dim} is out of range for example input {i} of shape "
+                                 f"{tuple(t.shape)}")
+        self.fn = fn
+        self.dim = dim % examples[0].ndim
+        self.sizes = sorted(set(sizes))
+        self.clone_outputs = clone_outputs
+        self.check_stale = check_stale
+        self.fallback = fallback
+        self._examples = [(t.dtype, t.device, t.shape) for t in examples]
+        self._buffers = [self._static_buffer(t) for t in examples]
+        self.pool = torch.cuda.graph_pool_handle() if examples[0].is_cuda else None
+        self._graphs: dict[int, Graph] = {}
+        self.eager_calls = 0
+        for size in reversed(self.sizes):  # largest first: smaller graphs reuse its pool
+            views = tuple(buf.narrow(self.dim, 0, size) for buf in self._buffers)
+            self._graphs[size] = capture(fn, *views, warmup=warmup, pool=self.pool)
+
+    def _static_buffer(self, example: torch.Tensor) -> torch.Tensor:
+        shape = list(example.shape)
+        shape[self.dim] = self.sizes[-1]
+        buffer = torch.zeros(shape, dtype=example.dtype, device=example.device)
+        rows = min(example.shape[self.dim], self.sizes[-1])
+        buffer.narrow(self.dim, 0, rows).copy_(example.narrow(self.dim, 0, rows))
+        return buffer
+
+    def _rows(self, inputs: tuple) -> int:
+        if len(inputs) != len(self._examples):
+            raise ValueError(f"expected {len(self._examples)} input(s), got {len(inputs)}")
+        rows = None
+        for i, (x, (dtype, device, shape)) in enumerate(zip(inputs, self._examples,
+                                                            strict=True)):
+            if not isinstance(x, torch.Tensor):
+                raise TypeError(f"input {i} must be a torch.Tensor, got {type(x).__name__}")
+            if x.dtype != dtype:
+                raise TypeError(f"input {i} has dtype {x.dtype}, the runner was built for "
+                                f"{dtype}")
+            if x.device != device:
+                raise ValueError(f"input {i} is on {x.device}, the runner was built on {device}")
+            expected = list(shape)
+            expected[self.dim] = x.shape[self.dim] if x.ndim == len(shape) else -1
+            if list(x.shape) != expected:
+                shown = [("N" if d == self.dim else n) for d, n in enumerate(shape)]
+                raise ValueError(f"input {i} has shape {tuple(x.shape)}, expected "
+                                 f"({', '.join(map(str, shown))}) with N along dim {self.dim}")
+            if rows is not None and x.shape[self.dim] != rows:
+                raise ValueError(f"inputs disagree on the size of dim {self.dim}: "
+                                 f"{rows} and {x.shape[self.dim]}")
+            rows = x.shape[self.dim]
+        return rows
+
+    def __call__(self, *inputs):
+        rows = self._rows(inputs)
+        index = bisect.bisect_left(self.sizes, rows)
+        if rows == 0 or index == len(self.sizes):
+            if self.fallback == "eager":
+                self.eager_calls += 1
+                return self.fn(*inputs)
+            raise ValueError(f"{rows} rows along dim {self.dim}: the runner has graphs for "
+                             f"{self.sizes} (create it with fallback='eager' to run such "
+                             "inputs without a graph)")
+        size = self.sizes[index]
+        for buffer, x in zip(self._buffers, inputs, strict=True):
+            buffer.narrow(self.dim, 0, rows).copy_(x)
+            if rows < size:
+                buffer.narrow(self.dim, rows, size - rows).zero_()
+        graph = self._graphs[size]
+        outputs = graph.replay()
+        return tree_map(lambda t: self._deliver(t, graph, size, rows), outputs)
+
+    def _deliver(self, value, graph: Graph, size: int, rows: int):
+        if not isinstance(value, torch.Tensor):
+            return value
+        if value.ndim > self.dim and value.shape[self.dim] == size:
+            value = value.narrow(self.dim, 0, rows)
+        else:
+            warnings.warn(f"an output of shape {tuple(value.shape)} is not batched along dim "
+                          f"{self.dim}; it is returned whole", RuntimeWarning, stacklevel=3)
+        if self.clone_outputs:
+            return value.clone()
+        if self.check_stale:
+            return _GuardedOutput(value, graph)
+        return value
+
+    def stats(self) -> dict[int, dict]:
+        """Per captured size: capture seconds, graph memory bytes, replay count."""
+        return {size: {"capture_seconds": g.capture_seconds, "memory_bytes": g.memory_bytes,
+                       "replays": g.replays} for size, g in sorted(self._graphs.items())}

@@ -1,0 +1,165 @@
+"""tg.capture and tg.scope: replay equals eager, errors say what went wrong and where."""
+
+import warnings
+
+import pytest
+import torch
+
+import tilegraph as tg
+from tilegraph.kernels import linear_ref, softmax_ref
+from tilegraph.testing import assert_close, randn
+
+
+def _step(x, w, g, saved):
+    """tg kernels, torch ops and a copy, as a decode step mixes them."""
+    h = tg.linear(x, w, norm_weight=g, residual=x)
+    saved.copy_(torch.tanh(h))
+    return {"probs": tg.softmax(h), "h": h}
+
+
+def _step_ref(x, w, g):
+    h = linear_ref(x.double(), w.double(), norm_weight=g.double(), residual=x.double())
+    return softmax_ref(h), h, torch.tanh(h)
+
+
+def _inputs(device, rows=2, d=64):
+    return (randn(rows, d, device=device), randn(d, d, device=device, scale=d**-0.5),
+            randn(d, device=device), torch.empty(rows, d, device=device))
+
+
+def _check_replays(graph, args, replays):
+    x, w, g, saved = args
+    for _ in range(replays):
+        x.copy_(torch.randn_like(x))            # fresh input in the static buffer
+        for out in graph.outputs.values():
+            out.fill_(float("nan"))             # poison: every element must be rewritten
+        outputs = graph.replay()
+        assert outputs is graph.outputs
+        probs, h, tanh_h = _step_ref(x, w, g)
+        assert_close(outputs["probs"], probs, torch.float32)
+        assert_close(outputs["h"], h, torch.float32)
+        assert_close(saved, tanh_h, torch.float32)
+
+
+def test_cpu_replay_reruns_and_writes_same_outputs():
+    args = _inputs("cpu")
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        graph = tg.capture(_step, *args)
+    assert graph.inputs == args and not graph.is_cuda_graph and graph.capture_seconds > 0
+    _check_replays(graph, args, replays=3)
+    assert graph.replays == 3
+
+
+def test_capture_validates_warmup():
+    with pytest.raises(ValueError, match="warmup must be >= 1"):
+        tg.capture(lambda x: x, torch.ones(1), warmup=0)
+
+
+def test_scope_refuses_allocation_and_names_the_line():
+    x = torch.ones(4)
+    with pytest.raises(tg.CaptureError) as info:  # noqa: SIM117
+        with tg.scope():
+            y = x * 2  # allocates
+            del y
+    message = str(info.value)
+    assert "aten.mul.Tensor allocates a new tensor inside tg.scope()" in message
+    assert "test_capture.py" in message and "y = x * 2" in message
+
+
+def test_scope_allows_writes_into_owned_buffers():
+    x, w, out = randn(1, 16), randn(8, 16), torch.empty(1, 8)
+    with tg.scope() as s:
+        tg.linear(x, w, out=out)
+        out.mul_(2)
+    assert s.graph is not None
+    assert_close(out, 2 * linear_ref(x.double(), w.double()), torch.float32)
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match="no function to re-run"):
+            s.graph.replay()
+
+
+@pytest.mark.gpu
+def test_gpu_replay_equals_eager_over_many_replays():
+    args = _inputs("cuda", rows=3, d=512)
+    graph = tg.capture(_step, *args)
+    assert graph.is_cuda_graph and graph.capture_seconds > 0 and graph.memory_bytes > 0
+    _check_replays(graph, args, replays=120)
+
+
+@pytest.mark.gpu
+def test_gpu_no_memory_growth_over_1000_replays():
+    args = _inputs("cuda")
+    graph = tg.capture(_step, *args)
+    graph.replay()
+    torch.cuda.synchronize()
+    allocated, reserved = torch.cuda.memory_allocated(), torch.cuda.memory_reserved()
+    for _ in range(1000):
+        graph.replay()
+    torch.cuda.synchronize()
+    assert torch.cuda.memory_allocated() == allocated
+    assert torch.cuda.memory_reserved() == reserved
+
+
+def _item(x):
+    return x * float(x.sum().item())
+
+
+def _cpu(x):
+    return x.cpu()
+
+
+def _print(x):
+    print(x)
+    return x
+
+
+def _branch(x):
+    if x.sum() > 0:  # a value-dependent branch would be frozen at capture: refused instead
+        return x + 1
+    return x - 1
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fn, line", [(_item, "x.sum().item()"), (_cpu, "x.cpu()"),
+                                      (_print, "print(x)"), (_branch, "if x.sum() > 0")])
+def test_gpu_host_sync_raises_capture_error_naming_the_line(fn, line):
+    x = torch.randn(8, device="cuda")
+    with pytest.raises(tg.CaptureError) as info:
+        tg.capture(fn, x)
+    assert "test_capture.py" in str(info.value) and line in str(info.value)
+    # The failed capture leaves CUDA usable: the next capture works.
+    graph = tg.capture(lambda v: tg.gelu(v), x)
+    assert_close(graph.replay(), tg.kernels.gelu_ref(x.double()), torch.float32)
+
+
+@pytest.mark.gpu
+def test_gpu_scope_records_and_replays():
+    x, w = randn(2, 256, device="cuda"), randn(128, 256, device="cuda", scale=1 / 16)
+    out = torch.empty(2, 128, device="cuda")
+    tg.linear(x, w, out=out)  # warm-up: compile outside the capture
+    with tg.scope() as s:
+        tg.linear(x, w, out=out)
+    for _ in range(5):
+        x.copy_(torch.randn_like(x))
+        out.fill_(float("nan"))
+        s.graph.replay()
+        assert_close(out, linear_ref(x.double(), w.double()), torch.float32)
+
+
+@pytest.mark.gpu
+def test_gpu_scope_allocation_raises():
+    x = torch.randn(4, device="cuda")
+    with pytest.raises(tg.CaptureError, match="allocates a new tensor"):  # noqa: SIM117
+        with tg.scope():
+            tg.gelu(x)  # no out=: allocates its result
+
+
+@pytest.mark.gpu
+def test_gpu_autotuning_during_capture_raises(monkeypatch):
+    monkeypatch.setenv("TILEGRAPH_AUTOTUNE", "1")
+    a, b = randn(96, 80, device="cuda"), randn(80, 72, device="cuda")
+    out = torch.empty(96, 72, device="cuda")
+    with pytest.raises(tg.CaptureError, match="warm up"):  # noqa: SIM117
+        with tg.scope():
+            tg.matmul(a, b, out=out)  # never run before: would need tuning

@@ -1,0 +1,166 @@
+"""tg.GraphRunner: static buffers, size buckets, padding, output safety, validation."""
+
+import warnings
+
+import pytest
+import torch
+
+import tilegraph as tg
+from tilegraph.kernels import gelu_ref, linear_ref
+from tilegraph.testing import assert_close, randn
+
+D = 48
+
+
+def _layer(x, w, g):
+    """One decode layer: norm fused into the projection, residual into its epilogue."""
+    return tg.linear(x, w, norm_weight=g, residual=x)
+
+
+def _layer_ref(x, w, g):
+    return linear_ref(x.double(), w.double(), norm_weight=g.double(), residual=x.double())
+
+
+@pytest.fixture
+def layer(device):
+    w, g = randn(D, D, device=device, scale=D**-0.5), randn(D, device=device)
+    return (lambda x: _layer(x, w, g)), (lambda x: _layer_ref(x, w, g))
+
+
+@pytest.fixture(autouse=True)
+def _quiet_cpu_warning():
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="no CUDA device")
+        yield
+
+
+@pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 7, 8])
+def test_every_size_and_padding(rows, layer, device):
+    fn, ref = layer
+    runner = tg.GraphRunner(fn, randn(2, D, device=device), sizes=(1, 2, 4, 8))
+    x = randn(rows, D, device=device)
+    y = runner(x)
+    assert y.shape == (rows, D)
+    assert_close(y, ref(x), torch.float32)
+    padded_to = min(s for s in (1, 2, 4, 8) if s >= rows)
+    assert runner.stats()[padded_to]["replays"] == 1
+
+
+def test_padding_rows_never_leak(device):
+    runner = tg.GraphRunner(lambda x: x.sum(dim=0, keepdim=True).expand_as(x) + 0,
+                            randn(8, 3, device=device), sizes=(8,))
+    x = randn(5, 3, device=device)
+    runner(randn(8, 3, device=device) * 1000)   # fills every static row with large values
+    # The padded rows are zeroed, so even a function that mixes rows sees only x's.
+    assert_close(runner(x), x.sum(0, keepdim=True).expand_as(x).double(), torch.float32)
+
+
+def test_outputs_alias_without_clone_and_not_with_it(layer, device):
+    fn, ref = layer
+    x1, x2 = randn(2, D, device=device), randn(2, D, device=device)
+    aliasing = tg.GraphRunner(fn, x1, sizes=(2,))
+    y1 = aliasing(x1)
+    aliasing(x2)
+    assert_close(y1, ref(x2), torch.float32)    # overwritten by the second replay
+    cloning = tg.GraphRunner(fn, x1, sizes=(2,), clone_outputs=True)
+    y1 = cloning(x1)
+    cloning(x2)
+    assert_close(y1, ref(x1), torch.float32)
+
+
+def test_stale_output_raises(layer, device):
+    fn, ref = layer
+    runner = tg.GraphRunner(fn, randn(2, D, device=device), sizes=(2, 4), check_stale=True)
+    x = randn(2, D, device=device)
+    y = runner(x)
+    assert_close(y, ref(x), torch.float32)      # fresh: readable
+    other_size = runner(randn(3, D, device=device))  # size 4's graph: y is untouched
+    assert_close(y, ref(x), torch.float32)
+    runner(randn(1, D, device=device))          # size 2 again: y is overwritten
+    with pytest.raises(tg.StaleOutputError, match="overwritten by replay 2"):
+        y.sum()
+    assert other_size.shape == (3, D)
+
+
+def test_fallback_modes(layer, device):
+    fn, ref = layer
+    strict = tg.GraphRunner(fn, randn(2, D, device=device), sizes=(1, 2))
+    with pytest.raises(ValueError, match=r"3 rows along dim 0: the runner has graphs for \[1, 2\]"):
+        strict(randn(3, D, device=device))
+    with pytest.raises(ValueError, match="0 rows"):
+        strict(randn(0, D, device=device))
+    eager = tg.GraphRunner(fn, randn(2, D, device=device), sizes=(1, 2), fallback="eager")
+    x = randn(3, D, device=device)
+    assert_close(eager(x), ref(x), torch.float32)
+    assert eager.eager_calls == 1
+
+
+def test_other_batch_dim(device):
+    runner = tg.GraphRunner(lambda x: tg.gelu(x), randn(4, 3, device=device), sizes=(2, 4),
+                            dim=1)
+    x = randn(4, 2, device=device)
+    assert_close(runner(x), gelu_ref(x.double()), torch.float32)
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda r, d: r(randn(2, D, device=d).double()), TypeError,
+     "input 0 has dtype torch.float64, the runner was built for torch.float32"),
+    (lambda r, d: r(randn(2, D + 1, device=d)), ValueError,
+     r"input 0 has shape \(2, 49\), expected \(N, 48\) with N along dim 0"),
+    (lambda r, d: r(randn(2, D, device=d), randn(2, D, device=d)), ValueError,
+     "expected 1 input"),
+    (lambda r, d: r([1.0] * D), TypeError, "input 0 must be a torch.Tensor"),
+])
+def test_call_validation(call, error, match, layer, device):
+    runner = tg.GraphRunner(layer[0], randn(2, D, device=device), sizes=(1, 2))
+    with pytest.raises(error, match=match):
+        call(runner, device)
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(sizes=()), ValueError, "sizes must be positive integers"),
+    (dict(sizes=(0, 2)), ValueError, "sizes must be positive integers"),
+    (dict(fallback="pad"), ValueError, "fallback must be 'error' or 'eager'"),
+    (dict(dim=2), ValueError, "dim=2 is out of range"),
+    (dict(clone_outputs=True, check_stale=True), ValueError, "clone_outputs=True already"),
+])
+def test_construction_validation(kwargs, error, match, device):
+    with pytest.raises(error, match=match):
+        tg.GraphRunner(lambda x: x + 1, randn(2, 3, device=device), **kwargs)
+    with pytest.raises(TypeError, match="example_inputs must be a tensor"):
+        tg.GraphRunner(lambda x: x, [1, 2])
+
+
+def test_stats_report_every_size(layer, device):
+    runner = tg.GraphRunner(layer[0], randn(1, D, device=device), sizes=(4, 1, 2))
+    runner(randn(1, D, device=device))
+    stats = runner.stats()
+    assert list(stats) == [1, 2, 4]
+    assert stats[1]["replays"] == 1 and stats[4]["replays"] == 0
+    assert all(s["capture_seconds"] > 0 and s["memory_bytes"] >= 0 for s in stats.values())
+
+
+@pytest.mark.gpu
+def test_gpu_runner_many_replays_all_sizes():
+    w, g = randn(512, 512, device="cuda", scale=512**-0.5), randn(512, device="cuda")
+    runner = tg.GraphRunner(lambda x: _layer(x, w, g), randn(8, 512, device="cuda"),
+                            sizes=(1, 2, 4, 8), clone_outputs=True)
+    for i in range(100):
+        x = randn(1 + i % 8, 512, device="cuda")
+        assert_close(runner(x), _layer_ref(x, w, g), torch.float32)
+    assert sum(s["replays"] for s in runner.stats().values()) == 100
+
+
+@pytest.mark.gpu
+def test_gpu_sizes_share_one_pool():
+    w, g = randn(1024, 1024, device="cuda", scale=1 / 32), randn(1024, device="cuda")
+
+    def two_layers(x):
+        return _layer(_layer(x, w, g), w, g)
+
+    example = randn(64, 1024, device="cuda")
+    alone = tg.GraphRunner(two_layers, example, sizes=(64,))
+    many = tg.GraphRunner(two_layers, example, sizes=(1, 2, 4, 8, 16, 24, 32, 64))
+    total = sum(s["memory_bytes"] for s in many.stats().values())
+    assert alone.stats()[64]["memory_bytes"] > 0
+    assert total <= 1.3 * alone.stats()[64]["memory_bytes"]
