@@ -8,6 +8,7 @@ function (with one warning), so the same code runs everywhere.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import time
@@ -76,6 +77,15 @@ class Graph:
         return self.outputs
 
 
+def _reserved_before_capture() -> int:
+    """Reserved bytes as torch.cuda.graph will leave them on entry (it collects garbage and
+    empties the cache first): the baseline from which a capture's pool memory is counted."""
+    torch.cuda.synchronize()
+    gc.collect()
+    torch.cuda.empty_cache()
+    return torch.cuda.memory_reserved()
+
+
 def capture(fn: Callable, *args, warmup: int = 2, pool=None) -> Graph:
     """Warm `fn(*args)` up `warmup` times on a side stream, then capture one call of it.
 
@@ -101,8 +111,7 @@ def capture(fn: Callable, *args, warmup: int = 2, pool=None) -> Graph:
         for _ in range(warmup):
             fn(*args)
     torch.cuda.current_stream().wait_stream(stream)
-    torch.cuda.synchronize()
-    reserved = torch.cuda.memory_reserved()
+    reserved = _reserved_before_capture()
     cuda_graph = torch.cuda.CUDAGraph()
     pool = pool if pool is not None else torch.cuda.graph_pool_handle()
     caller_stream = torch.cuda.current_stream()
@@ -169,8 +178,7 @@ class scope:
             self._caller_stream = torch.cuda.current_stream()
             self._stream = torch.cuda.Stream()
             self._stream.wait_stream(torch.cuda.current_stream())
-            torch.cuda.synchronize()
-            self._reserved = torch.cuda.memory_reserved()
+            self._reserved = _reserved_before_capture()
             self._cuda_graph = torch.cuda.CUDAGraph()
             self.pool = self.pool if self.pool is not None else torch.cuda.graph_pool_handle()
             self._capturing = torch.cuda.graph(self._cuda_graph, pool=self.pool,
