@@ -17,7 +17,6 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
-	$(VENV)/bin/ruff format --check src tests benchmarks
 
 bench: $(STAMP)
 	$(PY) benchmarks/kernels.py --out out/bench
