@@ -1,7 +1,7 @@
 """Exploration (not a deliverable): matrix-vector configs with and without PDL weight
 prefetch, RMSNorm row packing, and where eager launch time goes.
 
-    PYTHONPATH=src python3 benchmarks/explore_matvec.py
+    PYTHONPATH=src python3 benchmarks/explore_matvec.py [matvec] [rms_norm] [launch]
 """
 
 import cProfile
@@ -86,8 +86,14 @@ def launch_profile():
     pstats.Stats(prof).sort_stats("cumulative").print_stats(18)
 
 
-if __name__ == "__main__":
-    torch.backends.cuda.matmul.allow_tf32 = False
+def matvec_sweeps():
     for dtype in (torch.bfloat16, torch.float32):
         matvec_sweep(dtype)
     matvec_sweep(torch.bfloat16, rows=4)
+
+
+SWEEPS = {"matvec": matvec_sweeps, "rms_norm": rms_norm_sweep, "launch": launch_profile}
+
+if __name__ == "__main__":
+    for name in sys.argv[1:] or ["matvec"]:
+        SWEEPS[name]()
