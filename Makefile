@@ -19,7 +19,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
 
 bench: $(STAMP)
-	$(PY) benchmarks/kernels.py --out out/bench
+	$(VENV)/bin/tilegraph bench --out out/bench --plot
 
 install: $(STAMP)
 

@@ -1,9 +1,12 @@
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from conftest import HAS_CUDA
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -31,7 +34,60 @@ def test_info_names_versions(tmp_path):
     assert "torch" in result.stdout and "triton" in result.stdout
 
 
-@pytest.mark.parametrize("args", [[], ["nonsense"], ["check", "--seed", "x"]])
+def test_bench_checks_times_and_saves(tmp_path):
+    out = tmp_path / "out"
+    result = tilegraph("bench", "gelu", "rms_norm", "--sizes", "1000", "--out", str(out),
+                       "--plot", tmp_path=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    for name in ("torch formula", "F.gelu", "CUDA C++", "tilegraph", "torch.compile",
+                 "F.rms_norm"):
+        assert name in result.stdout
+    rows = json.loads((out / "bench.json").read_text())["results"]
+    by_variant = {(r["kernel"], r["variant"]): r for r in rows}
+    assert by_variant[("gelu", "tilegraph")]["status"] == "ok"
+    assert by_variant[("gelu", "tilegraph")]["median_ms"] > 0
+    assert by_variant[("rms_norm", "tilegraph")]["rel_error"] < 1e-2
+    if not HAS_CUDA:
+        assert by_variant[("gelu", "CUDA C++")]["status"] == "skipped"
+        assert by_variant[("gelu", "CUDA C++")]["reason"] == "no CUDA device"
+    for name in ("bench.csv", "bench.md", "bench-gelu.png", "bench-rms_norm.png"):
+        assert (out / name).stat().st_size > 0
+
+
+def test_bench_variants_and_format_filter(tmp_path):
+    result = tilegraph("bench", "softmax", "--sizes", "100", "--variants", "tilegraph",
+                       "--out", str(tmp_path), "--format", "csv", tmp_path=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert sorted(p.name for p in tmp_path.glob("bench*")) == ["bench.csv"]
+    assert "torch.softmax" not in (tmp_path / "bench.csv").read_text()
+
+
+def test_profile_prints_table_and_writes_trace(tmp_path):
+    trace = tmp_path / "trace.json"
+    result = tilegraph("profile", "gelu", "--size", "1000", "--steps", "2", "--trace",
+                       str(trace), tmp_path=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Self CPU" in result.stdout
+    assert json.loads(trace.read_text())["traceEvents"]
+
+
+@pytest.mark.parametrize("args", [
+    ["bench", "gelu", "--variants", "nothing-like-this", "--sizes", "10"],
+    ["profile", "gelu", "--variant", "nope", "--size", "10"],
+])
+def test_nothing_to_run_exits_2(args, tmp_path):
+    result = tilegraph(*args, tmp_path=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("args", [
+    [], ["nonsense"], ["check", "--seed", "x"], ["bench", "nokernel"],
+    ["bench", "gelu", "--dtype", "fp8"], ["bench", "gelu", "--sizes", "0"],
+    ["bench", "gelu", "--sizes", "12x"], ["bench", "gelu", "--plot"],
+    ["bench", "gelu", "--format", "xml", "--out", "x"], ["profile"], ["profile", "nokernel"],
+    ["profile", "gelu", "--steps", "0"],
+])
 def test_bad_arguments_exit_2_without_traceback(args, tmp_path):
     result = tilegraph(*args, tmp_path=tmp_path)
     assert result.returncode == 2

@@ -1,14 +1,22 @@
-"""The `tilegraph` command: `tilegraph info`, `tilegraph check`."""
+"""The `tilegraph` command: info, check, bench, profile (and demo).
+
+    tilegraph info                      device, versions, measured ceilings
+    tilegraph check                     every kernel against its float64 reference
+    tilegraph bench gelu softmax --out out/bench --plot
+    tilegraph profile rms_norm --trace out/rms_norm.json
+"""
 
 from __future__ import annotations
 
 import argparse
 import platform
 import sys
+from pathlib import Path
 
 import torch
 import triton
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from . import __version__
@@ -16,8 +24,11 @@ from ._runtime import INTERPRET, device_name
 
 console = Console()
 
+DTYPES = {"fp32": torch.float32, "float32": torch.float32, "fp16": torch.float16,
+          "float16": torch.float16, "bf16": torch.bfloat16, "bfloat16": torch.bfloat16}
 
-def _environment() -> dict[str, str]:
+
+def _environment(with_ceilings: bool = False, refresh: bool = False) -> dict[str, str]:
     env = {"device": device_name(), "tilegraph": __version__, "torch": torch.__version__,
            "triton": triton.__version__, "python": platform.python_version()}
     if torch.cuda.is_available():
@@ -26,12 +37,23 @@ def _environment() -> dict[str, str]:
         env["memory"] = f"{props.total_memory / 2**30:.1f} GiB"
         env["CUDA"] = str(torch.version.cuda)
     env["kernels run"] = "Triton interpreter on CPU" if INTERPRET else "compiled for CUDA"
+    if with_ceilings:
+        if torch.cuda.is_available():
+            from .bench import ceilings
+
+            with console.status("measuring this device's ceilings (cached afterwards)"):
+                ceil = ceilings(refresh=refresh)
+            env["copy bandwidth"] = f"{ceil['copy_gbps']:.0f} GB/s (read + write, measured)"
+            env["bf16 matmul"] = f"{ceil['matmul_tflops_bfloat16']:.0f} TFLOP/s (cuBLAS)"
+            env["fp32 matmul"] = f"{ceil['matmul_tflops_float32']:.1f} TFLOP/s (cuBLAS)"
+        else:
+            env["ceilings"] = "need a CUDA device"
     return env
 
 
 def cmd_info(args: argparse.Namespace) -> int:
     table = Table(title="tilegraph", show_header=False)
-    for key, value in _environment().items():
+    for key, value in _environment(with_ceilings=True, refresh=args.refresh).items():
         table.add_row(key, value)
     console.print(table)
     return 0
@@ -62,19 +84,208 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _fmt(value, spec: str, scale: float = 1.0) -> str:
+    return "" if value is None else format(value * scale, spec)
+
+
+def _bench_table(kernel: str, rows: list[dict], throughput: str) -> Table:
+    unit = "TFLOP/s" if throughput == "tflops" else "GB/s"
+    table = Table(title=f"{kernel} ({rows[0]['dtype']})")
+    for column in ("shape", "variant", "result", "rel. error", "median us", "p20-p80 us", unit,
+                   "% ceiling", "speed-up"):
+        table.add_column(column, justify="left" if column in ("shape", "variant") else "right")
+    for row in rows:
+        status = {"ok": "[green]ok[/green]", "FAIL": "[red]FAIL[/red]",
+                  "error": "[red]error[/red]"}.get(row["status"], f"[dim]{row['status']}[/dim]")
+        spread = (f"{row['p20_ms'] * 1e3:.2f}-{row['p80_ms'] * 1e3:.2f}"
+                  if row.get("p20_ms") is not None else "")
+        table.add_row(row["shape"], row["variant"], status, _fmt(row["rel_error"], ".1e"),
+                      _fmt(row.get("median_ms"), ".2f", 1e3), spread,
+                      _fmt(row[throughput], ".0f" if throughput == "gbps" else ".1f"),
+                      _fmt(row["pct_ceiling"], ".1f"),
+                      _fmt(row["speedup"], ".2f") + ("x" if row["speedup"] else ""))
+    reasons = dict.fromkeys(f"{r['variant']} {r['status']}: {r['reason']}" for r in rows
+                            if r["reason"])
+    table.caption = "\n".join(reasons)
+    return table
+
+
+# The Markdown report's columns; JSON and CSV keep every field.
+REPORT_COLUMNS = ("kernel", "shape", "dtype", "variant", "status", "rel_error", "median_ms",
+                  "p20_ms", "p80_ms", "gbps", "tflops", "pct_ceiling", "speedup", "reason")
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from .bench import report
+    from .bench.suite import KERNELS, run_kernel
+
+    benches = [KERNELS[name] for name in args.kernels or KERNELS]
+    ceil = None
+    if torch.cuda.is_available():
+        from .bench import ceilings
+
+        with console.status("measuring this device's ceilings"):
+            ceil = ceilings(refresh=args.refresh_ceilings)
+        console.print(f"{device_name()}: copy {ceil['copy_gbps']:.0f} GB/s, bf16 matmul "
+                      f"{ceil['matmul_tflops_bfloat16']:.0f} TFLOP/s (measured)")
+    else:
+        console.print("No CUDA device: kernels run through Triton's interpreter on small sizes; "
+                      "times are CPU times, not GPU figures.")
+    plan = [(b, args.sizes or b.default_sizes()) for b in benches]
+    all_rows: list[dict] = []
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task("bench", total=sum(len(sizes) for _, sizes in plan))
+        for bench, sizes in plan:
+            rows = []
+            for size in sizes:
+                rows += run_kernel(bench, (size,), args.dtype or bench.dtype, args.variants,
+                                   ceilings=ceil, progress=lambda what: progress.update(
+                                       task, description=what))
+                progress.advance(task)
+            if rows:
+                progress.console.print(_bench_table(bench.name, rows, bench.throughput))
+            all_rows += rows
+    if not all_rows:
+        console.print("[red]No variant matched --variants[/red]")
+        return 2
+    if args.out:
+        written = report.save(all_rows, args.out, "bench", args.format, title="tilegraph bench",
+                              columns=REPORT_COLUMNS, ceilings=ceil or {})
+        if args.plot:
+            for bench in benches:
+                kernel_rows = [r for r in all_rows if r["kernel"] == bench.name]
+                path = report.plot(kernel_rows, args.out / f"bench-{bench.name}.png",
+                                   y=bench.throughput, title=f"{bench.name}",
+                                   xlabel=f"size: {bench.size_means}",
+                                   ylabel="TFLOP/s" if bench.throughput == "tflops" else "GB/s")
+                if path is not None:
+                    written.append(path)
+        console.print("saved " + ", ".join(str(p) for p in written))
+    failed = [r for r in all_rows if r["status"] in ("FAIL", "error")]
+    if failed:
+        console.print(f"[red]{len(failed)} variant(s) wrong or broken:[/red] " + "; ".join(
+            f"{r['kernel']} {r['shape']} {r['variant']}: {r['reason']}" for r in failed))
+    return 1 if any(r["status"] == "FAIL" and r["variant"].startswith("tilegraph")
+                    for r in failed) else 0
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    from .bench import profile
+    from .bench.suite import KERNELS
+
+    bench = KERNELS[args.target]
+    size = args.size or bench.default_sizes()[-1]
+    case = bench.build(size, args.dtype or bench.dtype, "cpu" if INTERPRET else "cuda")
+    names = {name.lower(): name for name in case.variants}
+    wanted = args.variant or next(n for n in case.variants if n.startswith("tilegraph"))
+    if wanted.lower() not in names:
+        console.print(f"[red]{args.target} has no variant {wanted!r}[/red]; "
+                      f"choose from {list(case.variants)}")
+        return 2
+    fn = case.variants[names[wanted.lower()]]
+    if not callable(fn):
+        console.print(f"[red]{wanted} cannot run here: {fn.reason}[/red]")
+        return 1
+    result = profile(lambda: fn(*case.args), trace=args.trace, steps=args.steps)
+    console.print(f"{wanted} on {bench.name} {case.shape} "
+                  f"({str(args.dtype or bench.dtype).removeprefix('torch.')}), "
+                  f"{args.steps} steps, sorted by {result.sort_by}")
+    print(result.table)
+    if result.trace:
+        console.print(f"Chrome trace: {result.trace} (open in ui.perfetto.dev)")
+    return 0
+
+
+def _dtype(text: str) -> torch.dtype:
+    try:
+        return DTYPES[text.lower()]
+    except KeyError:
+        raise argparse.ArgumentTypeError(
+            f"unknown dtype {text!r}; choose from {', '.join(DTYPES)}") from None
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    from .bench.suite import parse_size
+
+    try:
+        return tuple(parse_size(s) for s in text.split(",") if s.strip())
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _names(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def _formats(text: str) -> tuple[str, ...]:
+    from .bench.report import FORMATS
+
+    formats = tuple(_names(text))
+    unknown = [f for f in formats if f not in FORMATS]
+    if unknown or not formats:
+        raise argparse.ArgumentTypeError(f"unknown format(s) {unknown}; choose from {FORMATS}")
+    return formats
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tilegraph", description=__doc__)
+    from .bench.suite import KERNELS
+
+    parser = argparse.ArgumentParser(prog="tilegraph", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"tilegraph {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("info", help="device, versions").set_defaults(func=cmd_info)
+
+    info = sub.add_parser("info", help="device, versions, measured ceilings")
+    info.add_argument("--refresh", action="store_true", help="measure ceilings again")
+    info.set_defaults(func=cmd_info)
+
     check = sub.add_parser("check", help="every kernel against its reference on this device")
     check.add_argument("--seed", type=int, default=0, help="random seed for the inputs")
     check.set_defaults(func=cmd_check)
+
+    kernel_help = "; ".join(f"{k.name}: size = {k.size_means}" for k in KERNELS.values())
+    bench = sub.add_parser("bench", help="the kernel suite against PyTorch, torch.compile, "
+                           "CUDA C++", description=f"Kernels and sizes: {kernel_help}.")
+    bench.add_argument("kernels", nargs="*", metavar="KERNEL",
+                       help=f"which kernels (default: all): {', '.join(KERNELS)}")
+    bench.add_argument("--dtype", type=_dtype, help="fp32, fp16 or bf16 (default per kernel)")
+    bench.add_argument("--sizes", type=_sizes, help="comma-separated, e.g. 4096,1M")
+    bench.add_argument("--variants", type=_names,
+                       help="comma-separated variant names to keep, e.g. tilegraph,F.gelu")
+    bench.add_argument("--out", type=Path, help="folder for the result files")
+    bench.add_argument("--format", type=_formats, default=("json", "csv", "md"),
+                       help="comma-separated: json, csv, md (default: all three)")
+    bench.add_argument("--plot", action="store_true", help="also a PNG per kernel (needs --out)")
+    bench.add_argument("--refresh-ceilings", action="store_true",
+                       help="measure copy bandwidth and matmul rate again")
+    bench.set_defaults(func=cmd_bench)
+
+    prof = sub.add_parser("profile", help="torch.profiler table (and trace) of one kernel")
+    prof.add_argument("target", metavar="KERNEL", choices=list(KERNELS),
+                      help=f"one of {', '.join(KERNELS)}")
+    prof.add_argument("--variant", help="which variant (default: the first tilegraph one)")
+    prof.add_argument("--size", type=lambda s: _sizes(s)[0], help="one size (default: largest)")
+    prof.add_argument("--dtype", type=_dtype)
+    prof.add_argument("--steps", type=int, default=5)
+    prof.add_argument("--trace", type=Path, help="write a Chrome trace here")
+    prof.set_defaults(func=cmd_profile)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    from .bench.suite import KERNELS
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    unknown = [k for k in getattr(args, "kernels", []) if k not in KERNELS]
+    if unknown:
+        parser.error(f"unknown kernel(s) {unknown}; choose from {', '.join(KERNELS)}")
+    if getattr(args, "plot", False) and not args.out:
+        parser.error("--plot writes files: give --out DIR")
+    if getattr(args, "steps", 1) < 1:
+        parser.error("--steps must be at least 1")
     return args.func(args)
 
 

@@ -23,6 +23,14 @@ def git_revision() -> str:
         return "unknown"
 
 
+def command_line() -> str:
+    """How this process was started, with `python -m tilegraph` rather than a path to it."""
+    program = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python"
+    if program == "__main__.py":
+        program = f"python -m {Path(sys.argv[0]).parent.name}"
+    return " ".join([program, *sys.argv[1:]])
+
+
 def environment() -> dict:
     from .. import __version__
 
@@ -30,4 +38,4 @@ def environment() -> dict:
             "triton": triton.__version__, "cuda": torch.version.cuda,
             "python": platform.python_version(), "git": git_revision(),
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "command": " ".join(sys.argv)}
+            "command": command_line()}

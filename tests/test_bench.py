@@ -1,0 +1,195 @@
+"""tilegraph.bench: measure, compare, report, profile; ceilings and the CUDA C++ GELU (GPU)."""
+
+import csv
+import json
+import math
+import time
+
+import pytest
+import torch
+
+import tilegraph as tg
+from tilegraph import bench
+from tilegraph.bench import report
+from tilegraph.cuda import ExtensionUnavailable, gelu_extension, missing_build_tools
+from tilegraph.testing import assert_close
+
+
+def test_measure_cpu_sleep_statistics():
+    stats = bench.measure(lambda: time.sleep(0.002), warmup_ms=5, rep_ms=40)
+    if torch.cuda.is_available():
+        pytest.skip("on a GPU measure() times with CUDA events, not the host clock")
+    assert stats.clock == "monotonic-cpu"
+    assert stats.n >= 5
+    assert 2.0 <= stats.min <= stats.p20 <= stats.median <= stats.p80 <= stats.max
+    assert stats.median < 2.0 * 3  # a 2 ms sleep, with room for a loaded machine
+
+
+def test_measure_scales_with_work():
+    x = torch.randn(256, 256)
+    small = bench.measure(lambda: x @ x, warmup_ms=5, rep_ms=30).median
+    large_x = torch.randn(1024, 1024)
+    large = bench.measure(lambda: large_x @ large_x, warmup_ms=5, rep_ms=30).median
+    assert large > small  # 64x the flops cannot be faster
+
+
+class _Counting:
+    """A variant that counts its calls."""
+    def __init__(self, fn):
+        self.fn, self.calls = fn, 0
+
+    def __call__(self, *args):
+        self.calls += 1
+        return self.fn(*args)
+
+
+def test_compare_fails_wrong_variant_and_does_not_time_it():
+    x = torch.randn(1000, dtype=torch.float32)
+    right = _Counting(lambda x: x * 2)
+    wrong = _Counting(lambda x: x * 2 + 1e-3)
+    result = bench.compare({"right": right, "wrong": wrong}, reference=lambda x: x.double() * 2,
+                           args=(x,), bytes=8000, warmup_ms=1, rep_ms=5)
+    assert result["right"].status == "ok"
+    assert result["wrong"].status == "FAIL"
+    assert "tolerance" in result["wrong"].reason
+    assert wrong.calls == 1  # checked once, never timed
+    assert right.calls > 5
+    assert result["wrong"].stats is None and result["wrong"].gbps is None
+    assert [r.name for r in result.failed] == ["wrong"]
+
+
+def test_compare_reports_errors_skips_and_speedups():
+    x = torch.randn(64, 64)
+
+    def broken(x):
+        raise RuntimeError("boom")
+
+    result = bench.compare(
+        {"slow": lambda x: (x @ x) + 0 * (x @ x) @ x, "fast": lambda x: x @ x,
+         "broken": broken, "absent": bench.Unavailable("no nvcc here")},
+        reference=lambda x: x.double() @ x.double(), args=(x,), baseline="slow",
+        flops=2 * 64**3, bytes=3 * x.numel() * 4, warmup_ms=1, rep_ms=10,
+        ceilings={"copy_gbps": 100.0, "matmul_tflops_float32": 1.0})
+    assert result["broken"].status == "error" and "boom" in result["broken"].reason
+    assert result["absent"].status == "skipped" and result["absent"].reason == "no nvcc here"
+    assert result["slow"].speedup == pytest.approx(1.0)
+    fast = result["fast"]
+    assert fast.speedup == pytest.approx(result["slow"].stats.median / fast.stats.median)
+    assert fast.tflops == pytest.approx(2 * 64**3 / (fast.stats.median * 1e-3) * 1e-12)
+    # The floor is the larger of bytes / bandwidth and flops / rate.
+    floor_ms = max(3 * 64 * 64 * 4 / 100e9, 2 * 64**3 / 1e12) * 1e3
+    assert fast.pct_ceiling == pytest.approx(100 * floor_ms / fast.stats.median)
+    assert "| fast |" in str(result)
+
+
+def test_compare_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="at least one variant"):
+        bench.compare({}, reference=lambda: torch.ones(1))
+    with pytest.raises(ValueError, match="baseline 'nope'"):
+        bench.compare({"a": lambda: torch.ones(1)}, reference=lambda: torch.ones(1),
+                      baseline="nope")
+
+
+def test_compare_shape_mismatch_is_an_error_not_a_pass():
+    result = bench.compare({"short": lambda: torch.ones(3)}, reference=lambda: torch.ones(4),
+                           ceilings={})
+    assert result["short"].status == "error" and "shape" in result["short"].reason
+
+
+ROWS = [{"kernel": "gelu", "size": 1024, "variant": "a", "gbps": 10.0, "status": "ok"},
+        {"kernel": "gelu", "size": 4096, "variant": "a", "gbps": 30.0, "status": "ok"},
+        {"kernel": "gelu", "size": 1024, "variant": "b", "gbps": None, "status": "FAIL",
+         "reason": "relative error | large"}]
+
+
+def test_report_files_parse_back(tmp_path):
+    paths = report.save(ROWS, tmp_path, "r", title="t", ceilings={"copy_gbps": 1.0})
+    assert sorted(p.suffix for p in paths) == [".csv", ".json", ".md"]
+    document = report.read_json(tmp_path / "r.json")
+    assert document["results"] == ROWS
+    for key in ("device", "torch", "triton", "tilegraph", "git", "date", "command"):
+        assert document["environment"][key]
+    assert document["ceilings"] == {"copy_gbps": 1.0}
+    with (tmp_path / "r.csv").open() as f:
+        parsed = list(csv.DictReader(f))
+    assert [row["variant"] for row in parsed] == ["a", "a", "b"]
+    assert float(parsed[1]["gbps"]) == 30.0
+    markdown = (tmp_path / "r.md").read_text().splitlines()
+    table = [line for line in markdown if line.startswith("|")]
+    assert len(table) == 2 + len(ROWS)
+    cells = [line.replace("\\|", "").count("|") for line in table]
+    assert cells == [cells[0]] * len(table)  # a | inside a cell is escaped
+
+
+def test_report_plot_writes_png(tmp_path):
+    path = report.plot(ROWS, tmp_path / "p.png", title="gelu")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert report.plot(ROWS, tmp_path / "none.png", y="tflops") is None  # nothing to plot
+    with pytest.raises(ValueError, match="unknown report format"):
+        report.save(ROWS, tmp_path, "r", formats=("xml",))
+
+
+def test_profile_table_and_trace(tmp_path):
+    x = torch.randn(300, 300)
+    result = bench.profile(lambda: torch.mm(x, x), trace=tmp_path / "trace.json", warmup=1,
+                           steps=2)
+    assert "aten::mm" in result.table
+    events = json.loads(result.trace.read_text())["traceEvents"]
+    assert any(e.get("name") == "step 1" for e in events)
+    with pytest.raises(ValueError, match="steps"):
+        bench.profile(lambda: None, steps=0)
+
+
+def test_nvtx_range_shows_in_profile():
+    def step():
+        with bench.nvtx("my range"):
+            torch.ones(3) + 1
+    assert "my range" in bench.profile(step, warmup=0, steps=1).table
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU message")
+def test_cuda_extension_says_why_it_cannot_build():
+    assert missing_build_tools() == "no CUDA device"
+    with pytest.raises(ExtensionUnavailable, match="no CUDA device"):
+        gelu_extension()
+
+
+@pytest.mark.gpu
+def test_ceilings_are_plausible(tmp_path, monkeypatch):
+    c = bench.ceilings(refresh=True)
+    assert 300 < c["copy_gbps"] < 20_000
+    assert 20 < c["matmul_tflops_bfloat16"] < 5_000
+    assert 1 < c["matmul_tflops_float32"] < 500
+    assert bench.ceilings() == c  # served from the cache
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("n", [1, 4099, 1 << 20])
+def test_cuda_cpp_gelu_builds_and_matches(n, dtype):
+    x = torch.randn(n, device="cuda", dtype=dtype) * 3
+    y = gelu_extension().gelu_tanh_cuda(x)
+    assert_close(y, tg.kernels.gelu_ref(x.double()), dtype)
+    unaligned = torch.randn(n + 1, device="cuda", dtype=dtype)[1:]  # scalar path
+    assert_close(gelu_extension().gelu_tanh_cuda(unaligned),
+                 tg.kernels.gelu_ref(unaligned.double()), dtype)
+
+
+@pytest.mark.gpu
+def test_profile_on_gpu_lists_the_triton_kernel(tmp_path):
+    x = torch.randn(4096, 781, device="cuda")
+    out = torch.empty_like(x)
+    result = bench.profile(lambda: tg.softmax(x, out=out), trace=tmp_path / "t.json")
+    assert result.sort_by == "device_time_total"
+    assert "_softmax_kernel" in result.table
+    assert result.trace.stat().st_size > 0
+
+
+@pytest.mark.gpu
+def test_measure_graph_mode_is_per_call():
+    x = torch.randn(1 << 20, device="cuda")
+    one = bench.measure(lambda: x.mul_(1.0), graph=True)
+    two = bench.measure(lambda: (x.mul_(1.0), x.mul_(1.0)), graph=True)
+    assert one.clock == "cuda-graph-replay"
+    assert 1.3 < two.median / one.median < 3.0
+    assert not math.isnan(one.median)
