@@ -71,7 +71,33 @@ def test_profile_prints_table_and_writes_trace(tmp_path):
     assert json.loads(trace.read_text())["traceEvents"]
 
 
+def test_demo_checks_variants_and_writes_tables_and_plots(tmp_path):
+    out = tmp_path / "demo"
+    result = tilegraph("demo", "--tokens", "2", "--sweep-tokens", "1", "--out", str(out),
+                       tmp_path=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = json.loads((out / "demo.json").read_text())["results"]
+    assert [r["variant"] for r in rows] == ["eager", "torch-graph", "tilegraph"]
+    assert all(r["status"] == "ok" and r["rel_error"] < 1e-5 for r in rows)
+    layers = json.loads((out / "demo-layers.json").read_text())["results"]
+    assert sorted({r["layers"] for r in layers}) == [1, 2, 3]
+    batch = json.loads((out / "demo-batch.json").read_text())["results"]
+    assert [r["batch"] for r in batch] == list(range(1, 9))
+    for name in ("demo.md", "demo-layers.png", "demo-batch.png", "demo-batch.md"):
+        assert (out / name).stat().st_size > 0
+    if not HAS_CUDA:
+        assert "need a CUDA GPU" in result.stdout
+
+
+def test_profile_demo_step(tmp_path):
+    result = tilegraph("profile", "demo", "--steps", "1", tmp_path=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "tilegraph decode step" in result.stdout
+
+
 @pytest.mark.parametrize("args", [
+    ["demo", "--preset", "seed"] if not HAS_CUDA else ["demo", "--preset", "nope"],
+    ["profile", "demo", "--variant", "nope"],
     ["bench", "gelu", "--variants", "nothing-like-this", "--sizes", "10"],
     ["profile", "gelu", "--variant", "nope", "--size", "10"],
 ])
@@ -86,7 +112,7 @@ def test_nothing_to_run_exits_2(args, tmp_path):
     ["bench", "gelu", "--dtype", "fp8"], ["bench", "gelu", "--sizes", "0"],
     ["bench", "gelu", "--sizes", "12x"], ["bench", "gelu", "--plot"],
     ["bench", "gelu", "--format", "xml", "--out", "x"], ["profile"], ["profile", "nokernel"],
-    ["profile", "gelu", "--steps", "0"],
+    ["profile", "gelu", "--steps", "0"], ["demo", "--tokens", "0"], ["demo", "--preset", "x"],
 ])
 def test_bad_arguments_exit_2_without_traceback(args, tmp_path):
     result = tilegraph(*args, tmp_path=tmp_path)

@@ -21,6 +21,7 @@ from rich.table import Table
 
 from . import __version__
 from ._runtime import INTERPRET, device_name
+from .bench.compare import Unavailable
 
 console = Console()
 
@@ -171,31 +172,168 @@ def cmd_bench(args: argparse.Namespace) -> int:
                     for r in failed) else 0
 
 
-def cmd_profile(args: argparse.Namespace) -> int:
-    from .bench import profile
+def _demo_step(variant: str | None):
+    """(label, one decode step of the default preset the way `variant` runs it) to profile."""
+    from . import demo
+    from .models import PRESETS, LayerStack
+
+    config = PRESETS["tiny" if INTERPRET else "seed"]
+    stack = LayerStack(config, device="cpu" if INTERPRET else "cuda")
+    x = stack.token_inputs(1, config.batch)[0]
+    name = variant or "tilegraph"
+    if name not in demo.VARIANTS:
+        raise ValueError(f"the demo has no variant {name!r}; choose from {demo.VARIANTS}")
+    built = demo.build_variant(name, stack, x)
+    if isinstance(built, Unavailable):
+        raise ValueError(f"{name} cannot run here: {built.reason}")
+    return f"{built.name} decode step, d={config.d}, {config.layers} layers", lambda: built.step(x)
+
+
+def _kernel_step(args: argparse.Namespace):
+    """(label, the chosen variant of one suite kernel at one size) to profile."""
     from .bench.suite import KERNELS
 
     bench = KERNELS[args.target]
-    size = args.size or bench.default_sizes()[-1]
-    case = bench.build(size, args.dtype or bench.dtype, "cpu" if INTERPRET else "cuda")
+    dtype = args.dtype or bench.dtype
+    case = bench.build(args.size or bench.default_sizes()[-1], dtype,
+                       "cpu" if INTERPRET else "cuda")
     names = {name.lower(): name for name in case.variants}
     wanted = args.variant or next(n for n in case.variants if n.startswith("tilegraph"))
     if wanted.lower() not in names:
-        console.print(f"[red]{args.target} has no variant {wanted!r}[/red]; "
-                      f"choose from {list(case.variants)}")
-        return 2
+        raise ValueError(f"{args.target} has no variant {wanted!r}; "
+                         f"choose from {list(case.variants)}")
     fn = case.variants[names[wanted.lower()]]
-    if not callable(fn):
-        console.print(f"[red]{wanted} cannot run here: {fn.reason}[/red]")
-        return 1
-    result = profile(lambda: fn(*case.args), trace=args.trace, steps=args.steps)
-    console.print(f"{wanted} on {bench.name} {case.shape} "
-                  f"({str(args.dtype or bench.dtype).removeprefix('torch.')}), "
-                  f"{args.steps} steps, sorted by {result.sort_by}")
+    if isinstance(fn, Unavailable):
+        raise ValueError(f"{wanted} cannot run here: {fn.reason}")
+    label = f"{wanted} on {bench.name} {case.shape} ({str(dtype).removeprefix('torch.')})"
+    return label, lambda: fn(*case.args)
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    from .bench import profile
+
+    try:
+        label, fn = (_demo_step(args.variant) if args.target == "demo"
+                     else _kernel_step(args))
+    except ValueError as e:
+        console.print(f"[red]{e}[/red]")
+        return 2
+    result = profile(fn, trace=args.trace, steps=args.steps)
+    console.print(f"{label}, {args.steps} steps, sorted by {result.sort_by}")
     print(result.table)
     if result.trace:
         console.print(f"Chrome trace: {result.trace} (open in ui.perfetto.dev)")
     return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from . import demo
+    from .bench import report
+    from .models import PRESETS, LayerStack
+
+    config = PRESETS[args.preset or ("tiny" if INTERPRET else "seed")]
+    config = config.with_(**{k: v for k, v in (("tokens", args.tokens), ("batch", args.batch))
+                             if v is not None})
+    if INTERPRET and config.d > 256:
+        console.print(f"[red]preset {args.preset} (d={config.d}) needs a CUDA GPU[/red]: "
+                      "through Triton's interpreter it would take hours; use --preset tiny")
+        return 2
+    names = ["eager", "torch-graph", "tilegraph"] + (["compile"] if args.compile else [])
+    console.print(f"decode stack: d={config.d}, {config.layers} layers, "
+                  f"{str(config.dtype).removeprefix('torch.')}, batch {config.batch}, "
+                  f"{config.tokens} tokens; weights {config.weight_bytes / 2**20:.1f} MiB "
+                  f"per token, on {device_name()}")
+    copy_gbps = None
+    if torch.cuda.is_available():
+        from .bench import ceilings
+
+        with console.status("measuring this device's copy bandwidth (cached afterwards)"):
+            copy_gbps = ceilings()["copy_gbps"]
+        floor_ms = config.weight_bytes / (copy_gbps * 1e9) * 1e3
+        console.print(f"floor: weight bytes / measured copy bandwidth ({copy_gbps:.0f} GB/s) "
+                      f"= {floor_ms:.3f} ms per token")
+    stack = LayerStack(config, device="cpu" if INTERPRET else "cuda")
+    sweep_tokens = min(config.tokens, args.sweep_tokens)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn())
+    steps = len(names) + (0 if args.no_sweeps else
+                          3 * len(demo.layer_counts(config.layers)) + 8)
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task("demo", total=steps)
+
+        def step(what: str) -> None:
+            progress.update(task, description=what)
+            if not what.startswith("building"):
+                progress.advance(task)
+
+        results = demo.compare_variants(stack, names, config.tokens, config.batch, step)
+        rows = demo.summarize(results, config.weight_bytes, config.batch, copy_gbps)
+        progress.console.print(_demo_table(rows))
+        layer_rows = batch_rows = []
+        if not args.no_sweeps:
+            layer_rows = demo.sweep_layers(stack, sweep_tokens, config.batch, step)
+            batch_rows = demo.sweep_batch(stack, sweep_tokens, progress=step)
+    if not args.no_sweeps:
+        console.print(_sweep_table("graph speed-up by number of layers", layer_rows,
+                                   ("layers", "variant", "ms_per_token", "vs_eager",
+                                    "vs_torch_graph")))
+        console.print(_sweep_table("batch sizes through one runner (sizes 1, 2, 4, 8)",
+                                   batch_rows, ("batch", "graph_size", "ms_per_step",
+                                                "us_per_sequence_token", "gbps")))
+    extra = {"config": {**config.__dict__, "dtype": str(config.dtype)}, "copy_gbps": copy_gbps}
+    written = report.save(rows, args.out, "demo", title="tilegraph demo", **extra)
+    if not args.no_sweeps:
+        written += report.save(layer_rows, args.out, "demo-layers",
+                               title="decode: ms per token by number of layers", **extra)
+        written += report.save(batch_rows, args.out, "demo-batch",
+                               title="decode: batch sizes through one runner", **extra)
+        for path in (report.plot(layer_rows, args.out / "demo-layers.png", x="layers",
+                                 y="ms_per_token", title="decode ms/token vs layers",
+                                 ylabel="ms per token", logx=False),
+                     report.plot([{"batch": r["batch"], "what": label, "us": r[key]}
+                                  for r in batch_rows
+                                  for label, key in (("us per step", "ms_per_step"),
+                                                     ("us per sequence-token",
+                                                      "us_per_sequence_token"))
+                                  if r[key] is not None],
+                                 args.out / "demo-batch.png", x="batch", y="us",
+                                 series="what", title="one runner, sizes 1, 2, 4, 8",
+                                 logx=False)):
+            if path is not None:
+                written.append(path)
+    console.print("saved " + ", ".join(str(p) for p in written))
+    if INTERPRET:
+        console.print("No CUDA device: the kernels ran through Triton's interpreter and the "
+                      "'graphs' re-ran their functions. Correctness is checked; CUDA graphs "
+                      "and meaningful timings need a CUDA GPU.")
+    failed = [r for r in results if r.status == "FAIL"]
+    failed += [r for r in layer_rows + batch_rows if r["status"] == "FAIL"]
+    return 1 if failed else 0
+
+
+def _demo_table(rows: list[dict]) -> Table:
+    table = Table(title="decode, token after token")
+    for column in ("variant", "result", "ms/token", "tokens/s", "GB/s", "% floor", "vs eager",
+                   "vs torch-graph", "max rel. error", "build s"):
+        table.add_column(column, justify="left" if column == "variant" else "right")
+    for row in rows:
+        table.add_row(row["variant"], row["status"], _fmt(row["ms_per_token"], ".3f"),
+                      _fmt(row["tokens_per_s"], ".0f"), _fmt(row["gbps"], ".0f"),
+                      _fmt(row["pct_floor"], ".1f"), _fmt(row["vs_eager"], ".2f"),
+                      _fmt(row["vs_torch_graph"], ".2f"), _fmt(row["rel_error"], ".1e"),
+                      _fmt(row["build_seconds"], ".2f"))
+    table.caption = "\n".join(f"{r['variant']}: {r['reason']}" for r in rows if r["reason"])
+    return table
+
+
+def _sweep_table(title: str, rows: list[dict], columns: tuple[str, ...]) -> Table:
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column, justify="right")
+    for row in rows:
+        table.add_row(*(_fmt(row[c], ".3f") if isinstance(row[c], float) else str(row[c])
+                        for c in columns))
+    return table
 
 
 def _dtype(text: str) -> torch.dtype:
@@ -213,6 +351,16 @@ def _sizes(text: str) -> tuple[int, ...]:
         return tuple(parse_size(s) for s in text.split(",") if s.strip())
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+    return value
 
 
 def _names(text: str) -> list[str]:
@@ -263,14 +411,30 @@ def build_parser() -> argparse.ArgumentParser:
     bench.set_defaults(func=cmd_bench)
 
     prof = sub.add_parser("profile", help="torch.profiler table (and trace) of one kernel")
-    prof.add_argument("target", metavar="KERNEL", choices=list(KERNELS),
-                      help=f"one of {', '.join(KERNELS)}")
+    prof.add_argument("target", metavar="KERNEL|demo", choices=[*KERNELS, "demo"],
+                      help=f"one of {', '.join(KERNELS)}, or demo (one decode step)")
     prof.add_argument("--variant", help="which variant (default: the first tilegraph one)")
     prof.add_argument("--size", type=lambda s: _sizes(s)[0], help="one size (default: largest)")
     prof.add_argument("--dtype", type=_dtype)
     prof.add_argument("--steps", type=int, default=5)
     prof.add_argument("--trace", type=Path, help="write a Chrome trace here")
     prof.set_defaults(func=cmd_profile)
+
+    from .models import PRESETS
+
+    demo = sub.add_parser("demo", help="the decode stack: eager, hand graph, tilegraph, compile")
+    demo.add_argument("--preset", choices=list(PRESETS),
+                      help="model size (default: seed on a GPU, tiny without one)")
+    demo.add_argument("--compile", action="store_true",
+                      help="also torch.compile(mode='reduce-overhead') (takes seconds to build)")
+    demo.add_argument("--tokens", type=_positive, help="tokens per decode run (default: preset)")
+    demo.add_argument("--batch", type=_positive, help="sequences decoded together")
+    demo.add_argument("--sweep-tokens", type=_positive, default=64,
+                      help="tokens per run in the layer and batch sweeps (default 64)")
+    demo.add_argument("--no-sweeps", action="store_true", help="the main table only")
+    demo.add_argument("--out", type=Path, default=Path("out/demo"),
+                      help="folder for the result files (default out/demo)")
+    demo.set_defaults(func=cmd_demo)
     return parser
 
 

@@ -1,0 +1,215 @@
+"""`tilegraph demo`: the decode stack run token after token, four ways, measured in one run.
+
+    eager        the nn.Module in PyTorch: four or five small kernels per layer, each launched
+    torch-graph  the same PyTorch ops captured by hand (tg.capture), replayed per token
+    tilegraph    two fused Triton kernels per layer in a tg.GraphRunner: one replay per token
+    compile      torch.compile(mode="reduce-overhead") of the module (behind --compile)
+
+Each token's hidden state is copied into the variant's input, the step runs, and its output is
+copied out, so every variant does the same per-token work. Every variant's outputs for all
+tokens are checked against a float64 reference before it is timed.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from ._runtime import INTERPRET
+from .bench import Unavailable, measure
+from .graph import GraphRunner, capture
+from .models import LayerStack
+from .testing import TOLERANCES
+
+RUNNER_SIZES = (1, 2, 4, 8)
+VARIANTS = ("eager", "torch-graph", "tilegraph", "compile")
+
+
+@dataclass
+class Variant:
+    name: str
+    step: Callable[[torch.Tensor], torch.Tensor]  # one token: (batch, d) -> (batch, d)
+    build_seconds: float  # JIT, capture or compile before the first timed token
+
+
+def _synchronize() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def _timed_build(name: str, build: Callable[[], Callable]) -> Variant:
+    _synchronize()
+    start = time.perf_counter()
+    step = build()
+    _synchronize()
+    return Variant(name, step, time.perf_counter() - start)
+
+
+def build_variant(name: str, stack: LayerStack, example: torch.Tensor,
+                  runner_sizes: Sequence[int] | None = None) -> Variant | Unavailable:
+    """One decode step of `stack` the way `name` runs it, ready to call (warmed up)."""
+    if name == "eager":
+        return Variant("eager", stack, 0.0)
+    if name == "torch-graph":
+        def build_graph():
+            static_input = example.clone()
+            graph = capture(stack, static_input)
+
+            def step(x):
+                static_input.copy_(x)
+                return graph.replay()
+            return step
+        return _timed_build(name, build_graph)
+    if name == "tilegraph":
+        sizes = runner_sizes or (example.shape[0],)
+        return _timed_build(name, lambda: GraphRunner(stack.fused_forward, (example,),
+                                                      sizes=sizes))
+    if name == "compile":
+        if INTERPRET:
+            return Unavailable("needs CUDA (reduce-overhead mode is CUDA graphs)")
+
+        def build_compiled():
+            torch.compiler.reset()
+            compiled = torch.compile(stack, mode="reduce-overhead", fullgraph=True)
+            for _ in range(3):  # compile, then record its graphs
+                compiled(example)
+            return compiled
+        return _timed_build(name, build_compiled)
+    raise ValueError(f"unknown variant {name!r}")
+
+
+def decode(step: Callable, inputs: torch.Tensor, outputs: torch.Tensor) -> None:
+    """Run every token of inputs (tokens, batch, d) through step, into outputs."""
+    for token in range(inputs.shape[0]):
+        outputs[token].copy_(step(inputs[token]))
+
+
+def max_token_error(outputs: torch.Tensor, expected: torch.Tensor) -> float:
+    """The largest per-token ||out - ref|| / ||ref||; inf where anything is not finite."""
+    out = outputs.double().flatten(1)
+    ref = expected.double().flatten(1)
+    if not torch.isfinite(out).all():
+        return math.inf
+    return ((out - ref).norm(dim=1) / ref.norm(dim=1)).max().item()
+
+
+@dataclass
+class DecodeResult:
+    variant: str
+    status: str  # ok, FAIL, skipped
+    rel_error: float | None = None
+    ms_per_token: float | None = None
+    build_seconds: float | None = None
+    reason: str = ""
+
+
+def run_decode(variant: Variant | Unavailable, name: str, inputs: torch.Tensor,
+               expected: torch.Tensor, rep_ms: float = 300) -> DecodeResult:
+    """Check the variant on every token, then time whole decode runs (median per token)."""
+    if isinstance(variant, Unavailable):
+        return DecodeResult(name, "skipped", reason=variant.reason)
+    outputs = torch.full_like(inputs, math.nan)  # poisoned: an unwritten token fails
+    decode(variant.step, inputs, outputs)
+    error = max_token_error(outputs, expected)
+    tolerance = TOLERANCES[inputs.dtype]
+    result = DecodeResult(name, "ok" if error <= tolerance else "FAIL", error,
+                          build_seconds=variant.build_seconds)
+    if result.status != "ok":
+        result.reason = f"relative error {error:.2e} > tolerance {tolerance:.0e}"
+        return result
+    stats = measure(lambda: decode(variant.step, inputs, outputs), warmup_ms=rep_ms / 10,
+                    rep_ms=rep_ms, flush_l2=False)
+    result.ms_per_token = stats.median / inputs.shape[0]
+    return result
+
+
+def summarize(results: list[DecodeResult], weight_bytes: int, batch: int,
+              copy_gbps: float | None) -> list[dict]:
+    """Table rows: throughput, % of the bandwidth floor, speed-ups against eager and the
+    hand-made graph."""
+    times = {r.variant: r.ms_per_token for r in results if r.ms_per_token}
+    floor_ms = weight_bytes / (copy_gbps * 1e9) * 1e3 if copy_gbps else None
+    rows = []
+    for r in results:
+        row = {"variant": r.variant, "status": r.status, "ms_per_token": r.ms_per_token,
+               "tokens_per_s": None, "gbps": None, "pct_floor": None, "vs_eager": None,
+               "vs_torch_graph": None, "rel_error": r.rel_error,
+               "build_seconds": r.build_seconds, "reason": r.reason}
+        if r.ms_per_token:
+            row["tokens_per_s"] = batch * 1e3 / r.ms_per_token
+            row["gbps"] = weight_bytes / (r.ms_per_token * 1e-3) * 1e-9
+            if floor_ms:
+                row["pct_floor"] = 100 * floor_ms / r.ms_per_token
+            for key, other in (("vs_eager", "eager"), ("vs_torch_graph", "torch-graph")):
+                if other in times:
+                    row[key] = times[other] / r.ms_per_token
+        rows.append(row)
+    return rows
+
+
+def expected_outputs(stack: LayerStack, inputs: torch.Tensor) -> torch.Tensor:
+    """float64 outputs for (tokens, batch, d) inputs: tokens are independent, so at once."""
+    return stack.reference(inputs.reshape(-1, inputs.shape[-1])).reshape(inputs.shape)
+
+
+def layer_counts(layers: int) -> list[int]:
+    return sorted({n for n in (1, 2, 4, 8, 16) if n < layers} | {layers})
+
+
+def sweep_layers(stack: LayerStack, tokens: int, batch: int,
+                 progress: Callable[[str], None] = lambda what: None) -> list[dict]:
+    """ms/token of eager, torch-graph and tilegraph for the first 1, 2, 4, ... layers."""
+    rows = []
+    for n_layers in layer_counts(len(stack.layers)):
+        sub = stack.first(n_layers)
+        inputs = sub.token_inputs(tokens, batch)
+        expected = expected_outputs(sub, inputs)
+        results = []
+        for name in ("eager", "torch-graph", "tilegraph"):
+            progress(f"layers sweep: {n_layers} layers, {name}")
+            variant = build_variant(name, sub, inputs[0])
+            results.append(run_decode(variant, name, inputs, expected, rep_ms=100))
+        for row in summarize(results, sub.config.weight_bytes, batch, None):
+            rows.append({"layers": n_layers, **row})
+    return rows
+
+
+def sweep_batch(stack: LayerStack, tokens: int, batches: Sequence[int] = range(1, 9),
+                progress: Callable[[str], None] = lambda what: None) -> list[dict]:
+    """One tilegraph runner with sizes (1, 2, 4, 8); per batch size its cost per decode step
+    and per sequence-token, padded sizes (3, 5, 6, 7) included."""
+    example = stack.token_inputs(1, max(RUNNER_SIZES))[0]
+    variant = _timed_build("tilegraph", lambda: GraphRunner(stack.fused_forward, (example,),
+                                                            sizes=RUNNER_SIZES))
+    rows = []
+    for batch in batches:
+        progress(f"batch sweep: batch {batch}")
+        inputs = stack.token_inputs(tokens, batch, seed=batch)
+        result = run_decode(variant, "tilegraph", inputs, expected_outputs(stack, inputs),
+                            rep_ms=100)
+        graph_size = next(s for s in RUNNER_SIZES if s >= batch)
+        ms = result.ms_per_token
+        rows.append({"batch": batch, "graph_size": graph_size, "status": result.status,
+                     "ms_per_step": ms, "us_per_sequence_token": ms * 1e3 / batch if ms else None,
+                     "gbps": stack.config.weight_bytes / (ms * 1e-3) * 1e-9 if ms else None,
+                     "rel_error": result.rel_error, "reason": result.reason})
+    return rows
+
+
+def compare_variants(stack: LayerStack, names: Sequence[str], tokens: int, batch: int,
+                     progress: Callable[[str], None] = lambda what: None) -> list[DecodeResult]:
+    """The demo's main table: each named variant built, checked and timed on the same tokens."""
+    inputs = stack.token_inputs(tokens, batch)
+    expected = expected_outputs(stack, inputs)
+    results = []
+    for name in names:
+        progress(f"building {name}")
+        variant = build_variant(name, stack, inputs[0], runner_sizes=RUNNER_SIZES
+                                if name == "tilegraph" and batch <= max(RUNNER_SIZES) else None)
+        progress(f"decoding {tokens} tokens: {name}")
+        results.append(run_decode(variant, name, inputs, expected))
+    return results
