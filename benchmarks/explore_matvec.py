@@ -1,7 +1,7 @@
 """Exploration (not a deliverable): matrix-vector configs with and without PDL weight
 prefetch, RMSNorm row packing, and where eager launch time goes.
 
-    PYTHONPATH=src python3 benchmarks/explore_matvec.py [matvec] [rms_norm] [launch]
+    PYTHONPATH=src python3 benchmarks/explore_matvec.py [matvec] [batch] [rms_norm] [launch]
 """
 
 import cProfile
@@ -19,7 +19,7 @@ from tilegraph.testing import rel_error
 linear_mod = sys.modules["tilegraph.kernels.linear"]
 
 
-def matvec_sweep(dtype, d=2048, rows=1):
+def matvec_sweep(dtype, d=2048, rows=1, prefetches=(False, True), row_loops=(False,)):
     weight_bytes = d * d * torch.tensor([], dtype=dtype).element_size()
     n_sets = max(2, math.ceil(3 * 50e6 / weight_bytes))
     weights = [torch.randn(d, d, device="cuda", dtype=dtype) * d**-0.5 for _ in range(n_sets)]
@@ -27,11 +27,15 @@ def matvec_sweep(dtype, d=2048, rows=1):
     g = torch.randn(d, device="cuda", dtype=dtype)
     out = torch.empty(rows, d, device="cuda", dtype=dtype)
     results = []
-    configs = [{"BLOCK_N": bn, "BLOCK_K": bk, "num_warps": nw, "num_stages": 1}
-               for bn in (2, 4, 8) for bk in (512, 1024, 2048) for nw in (4, 8)
-               if rows * bn * bk // (32 * nw) <= 128]
+    configs = [{"BLOCK_N": bn, "BLOCK_K": bk, "num_warps": nw, "num_stages": 1,
+                "ROW_LOOP": loop}
+               for bn in (2, 4, 8, 16) for bk in (512, 1024, 2048) for nw in (4, 8)
+               for loop in row_loops
+               if (1 if loop else rows) * bn * bk // (32 * nw) <= 128]
+    rule = linear_mod.matvec_config(rows, d, d)
+    configs = [rule] + [c for c in configs if c != rule]
     for config in configs:
-        for prefetch in (False, True):
+        for prefetch in prefetches:
             state = {"i": 0}
 
             def fn(state=state, prefetch=prefetch, config=config):
@@ -46,13 +50,16 @@ def matvec_sweep(dtype, d=2048, rows=1):
             us = measure(fn, graph=True).median * 1e3
             results.append((us, prefetch, config, err))
     results.sort(key=lambda r: r[0])
-    print(f"matvec d={d} rows={rows} {dtype}: floor {weight_bytes / 3.0e3:.2f} us at 3 TB/s")
+    print(f"matvec d={d} rows={rows} {dtype}: floor {weight_bytes / 3.0e6:.2f} us at 3 TB/s")
     for us, prefetch, config, err in results[:8]:
         print(f"  {us:6.2f} us {weight_bytes / us * 1e-3:7.0f} GB/s pdl={prefetch!s:5} "
               f"{config} err {err:.1e}")
-    for prefetch in (False, True):
-        best = min(r for r in results if r[1] == prefetch)
+    for prefetch in prefetches:
+        best = min((r for r in results if r[1] == prefetch), key=lambda r: r[0])
         print(f"  best pdl={prefetch}: {best[0]:.2f} us")
+    for us, prefetch, config, _ in results:
+        if config == rule:
+            print(f"  the rule {rule} pdl={prefetch}: {us:.2f} us")
 
 
 def rms_norm_sweep():
@@ -92,7 +99,15 @@ def matvec_sweeps():
     matvec_sweep(torch.bfloat16, rows=4)
 
 
-SWEEPS = {"matvec": matvec_sweeps, "rms_norm": rms_norm_sweep, "launch": launch_profile}
+def batch_sweeps():
+    """Rows 2-8 (batched decode): one broadcast product for all rows vs a loop over rows."""
+    for dtype, rows in ((torch.bfloat16, 8), (torch.float32, 8), (torch.bfloat16, 4),
+                        (torch.bfloat16, 2)):
+        matvec_sweep(dtype, rows=rows, prefetches=(True,), row_loops=(False, True))
+
+
+SWEEPS = {"matvec": matvec_sweeps, "batch": batch_sweeps, "rms_norm": rms_norm_sweep,
+          "launch": launch_profile}
 
 if __name__ == "__main__":
     for name in sys.argv[1:] or ["matvec"]:

@@ -1,3 +1,4 @@
+import itertools
 import sys
 
 import pytest
@@ -112,9 +113,25 @@ def test_decode_shapes_gpu(rows, dtype):
 @pytest.mark.parametrize("rows, k", [(1, 7), (1, 5000), (3, 781), (8, 3000)])
 def test_matvec_rule_keeps_tiles_bounded(rows, k):
     c = sys.modules["tilegraph.kernels.linear"].matvec_config(rows, 64, k)
-    block_m = triton.next_power_of_2(rows)
-    assert block_m * c["BLOCK_N"] * c["BLOCK_K"] <= 128 * 32 * c["num_warps"]  # no spills
+    rows_at_once = 1 if c["ROW_LOOP"] else triton.next_power_of_2(rows)
+    assert rows_at_once * c["BLOCK_N"] * c["BLOCK_K"] <= 128 * 32 * c["num_warps"]  # no spills
     assert 16 <= c["BLOCK_K"] <= max(16, triton.next_power_of_2(k))  # no tile wider than K
+
+
+@pytest.mark.parametrize("row_loop", [False, True])
+@pytest.mark.parametrize("rows", [1, 3, 8])
+def test_matvec_row_loop_and_broadcast_agree(rows, row_loop, device):
+    """Both ways of applying a weight tile to the rows, on awkward sizes with every part."""
+    n, k = 37, 301
+    x, w, b, g, r = _make((rows,), n, k, torch.float32, device, True, True, True)
+    ref = linear_ref(x.double(), w.double(), b.double(), norm_weight=g.double(),
+                     activation="gelu", residual=r.double())
+    config = {"BLOCK_N": 8, "BLOCK_K": 128, "num_warps": 4, "num_stages": 1,
+              "ROW_LOOP": row_loop}
+    out = poisoned((rows, n), torch.float32, device)
+    sys.modules["tilegraph.kernels.linear"]._launch_matvec(x, w, out, g, 1e-6, b, "gelu", r,
+                                                           False, config)
+    assert_close(out, ref, what=str(config))
 
 
 @pytest.mark.gpu
@@ -127,13 +144,12 @@ def test_matvec_block_shapes_and_prefetch(dtype, prefetch_weight):
     x, w, b, g, r = _make((rows,), n, k, dtype, "cuda", True, True, True)
     ref = linear_ref(x.double(), w.double(), b.double(), norm_weight=g.double(),
                      activation="gelu", residual=r.double())
-    for block_n in (4, 16):
-        for block_k in (128, 1024):
-            config = {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": 4, "num_stages": 1}
-            out = poisoned((rows, n), dtype, "cuda")
-            linear_module._launch_matvec(x, w, out, g, 1e-6, b, "gelu", r, prefetch_weight,
-                                         config)
-            assert_close(out, ref, dtype, what=str(config))
+    for block_n, block_k, row_loop in itertools.product((4, 16), (128, 1024), (False, True)):
+        config = {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": 4, "num_stages": 1,
+                  "ROW_LOOP": row_loop}
+        out = poisoned((rows, n), dtype, "cuda")
+        linear_module._launch_matvec(x, w, out, g, 1e-6, b, "gelu", r, prefetch_weight, config)
+        assert_close(out, ref, dtype, what=str(config))
     out = tg.linear(x, w, b, norm_weight=g, activation="gelu", residual=r,
                     prefetch_weight=prefetch_weight)
     assert_close(out, ref, dtype)

@@ -23,17 +23,35 @@ MATVEC_MAX_ROWS = 8
 
 
 @triton.jit
-def _matvec_step(acc, sum_sq, x_ptrs, w, norm_w_ptr, offs_k, m_mask, k0, K,
-                 HAS_NORM: tl.constexpr):
-    """Fold one (BLOCK_N, BLOCK_K) weight tile into the (BLOCK_M, BLOCK_N) accumulator."""
+def _matvec_step(acc, sum_sq, x_ptr, stride_xm, w, norm_w_ptr, offs_m, offs_k, M, k0, K,
+                 HAS_NORM: tl.constexpr, BLOCK_M: tl.constexpr, ROW_LOOP: tl.constexpr):
+    """Fold one (BLOCK_N, BLOCK_K) weight tile into the (BLOCK_M, BLOCK_N) accumulator.
+
+    ROW_LOOP applies the tile to one x row at a time, so the weight tile can stay as large as
+    at batch 1 whatever BLOCK_M is; otherwise one (BM, BN, BK) broadcast product does all rows,
+    whose size limits the weight tile to 1 / BM of that.
+    """
     k_mask = offs_k < K - k0
-    x = tl.load(x_ptrs + k0, mask=m_mask[:, None] & k_mask[None, :], other=0.0)
-    x = x.to(tl.float32)                                                      # (BM, BK)
     if HAS_NORM:
-        sum_sq += tl.sum(x * x, axis=1)
         g = tl.load(norm_w_ptr + k0 + offs_k, mask=k_mask, other=0.0).to(tl.float32)
-        x = x * g[None, :]
-    acc += tl.sum(x[:, None, :] * w.to(tl.float32)[None, :, :], axis=2)      # (BM, BN)
+    if ROW_LOOP:
+        for m in tl.static_range(BLOCK_M):
+            row_ok = (offs_k * 0 + m) < M  # as a vector: the interpreter wants vector masks
+            x = tl.load(x_ptr + m * stride_xm + k0 + offs_k, mask=k_mask & row_ok,
+                        other=0.0).to(tl.float32)                              # (BK,)
+            if HAS_NORM:
+                sum_sq += tl.where(offs_m == m, tl.sum(x * x), 0.0)
+                x = x * g
+            part = tl.sum(w.to(tl.float32) * x[None, :], axis=1)              # (BN,)
+            acc += tl.where(offs_m[:, None] == m, part[None, :], 0.0)
+    else:
+        x = tl.load(x_ptr + offs_m[:, None] * stride_xm + k0 + offs_k[None, :],
+                    mask=(offs_m < M)[:, None] & k_mask[None, :], other=0.0)
+        x = x.to(tl.float32)                                                  # (BM, BK)
+        if HAS_NORM:
+            sum_sq += tl.sum(x * x, axis=1)
+            x = x * g[None, :]
+        acc += tl.sum(x[:, None, :] * w.to(tl.float32)[None, :, :], axis=2)  # (BM, BN)
     return acc, sum_sq
 
 
@@ -43,7 +61,8 @@ def _matvec_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
                    M, N, K, eps,
                    HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
                    ACTIVATION: tl.constexpr, PREFETCH_WEIGHT: tl.constexpr,
-                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                   ROW_LOOP: tl.constexpr):
     """y_mn = act(rstd_m * sum_k x_mk g_k W_nk + b_n) + r_mn for BLOCK_N outputs a program,
     with rstd_m = 1 / sqrt(mean_k x_mk^2 + eps) gathered in the same pass over K.
 
@@ -61,7 +80,6 @@ def _matvec_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
     offs_k = tl.arange(0, BLOCK_K)
     m_mask = offs_m < M
     n_mask = offs_n < N
-    x_ptrs = x_ptr + offs_m[:, None] * stride_xm + offs_k[None, :]
     w_ptrs = w_ptr + offs_n[:, None].to(tl.int64) * stride_wn + offs_k[None, :]
 
     acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
@@ -70,12 +88,12 @@ def _matvec_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
     if PREFETCH_WEIGHT:
         tl.extra.cuda.gdc_launch_dependents()  # the next kernel may start its own prefetch
         tl.extra.cuda.gdc_wait()               # x and the epilogue inputs are now final
-    acc, sum_sq = _matvec_step(acc, sum_sq, x_ptrs, w_first, norm_w_ptr, offs_k, m_mask, 0, K,
-                               HAS_NORM)
+    acc, sum_sq = _matvec_step(acc, sum_sq, x_ptr, stride_xm, w_first, norm_w_ptr, offs_m,
+                               offs_k, M, 0, K, HAS_NORM, BLOCK_M, ROW_LOOP)
     for k0 in range(BLOCK_K, K, BLOCK_K):
         w = tl.load(w_ptrs + k0, mask=n_mask[:, None] & (offs_k < K - k0)[None, :], other=0.0)
-        acc, sum_sq = _matvec_step(acc, sum_sq, x_ptrs, w, norm_w_ptr, offs_k, m_mask, k0, K,
-                                   HAS_NORM)
+        acc, sum_sq = _matvec_step(acc, sum_sq, x_ptr, stride_xm, w, norm_w_ptr, offs_m,
+                                   offs_k, M, k0, K, HAS_NORM, BLOCK_M, ROW_LOOP)
 
     if HAS_NORM:
         acc = acc * tl.rsqrt(sum_sq / K + eps)[:, None]
@@ -96,17 +114,18 @@ def matvec_config(M: int, N: int, K: int) -> dict:
 
     Timing candidates on one weight (as an autotuner does) measures them with W hot in L2,
     while a layer stack streams every layer's W from memory. Swept on H100 with W rotated
-    past L2 (benchmarks/explore_matvec.py, d=2048): the fastest shapes were narrow and deep,
-    8 output rows a program at batch 1 (4 at batch 4), the whole K or half of it per step,
-    4 warps, about 128 products per thread (bf16 4.9 us, fp32 8.0 us with PDL prefetch).
+    past L2 (benchmarks/explore_matvec.py, d=2048, PDL prefetch on): the fastest shape at
+    every batch size streams 8 output rows a program over the whole K (or 2048 of it) with
+    4 warps, about 128 weight elements per thread, applied to one x row at a time (ROW_LOOP)
+    when there are several: bf16 rows 1/2/4/8 in 4.9/5.2/6.3/9.5 us; the single broadcast
+    product over all rows needs a tile 1/rows as large and took 5.4/7.6/16.4 us at rows 2/4/8.
     """
     block_m = triton.next_power_of_2(M)
-    block_n = 8 if block_m == 1 else 4
-    num_warps = 4
-    products_per_program = 128 * 32 * num_warps
-    block_k = min(triton.next_power_of_2(K), 2048, products_per_program // (block_m * block_n))
+    block_n, num_warps = 8, 4
+    elements_per_program = 128 * 32 * num_warps
+    block_k = min(triton.next_power_of_2(K), 2048, elements_per_program // block_n)
     return {"BLOCK_N": block_n, "BLOCK_K": max(block_k, 16), "num_warps": num_warps,
-            "num_stages": 1}
+            "num_stages": 1, "ROW_LOOP": block_m > 1}
 
 
 def _launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
