@@ -9,7 +9,7 @@ HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
 .PHONY: demo test lint bench install clean
 
 demo: $(STAMP)
-	$(VENV)/bin/tilegraph check
+	$(VENV)/bin/tilegraph demo
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks

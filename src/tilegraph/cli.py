@@ -290,12 +290,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         for path in (report.plot(layer_rows, args.out / "demo-layers.png", x="layers",
                                  y="ms_per_token", title="decode ms/token vs layers",
                                  ylabel="ms per token", logx=False),
-                     report.plot([{"batch": r["batch"], "what": label, "us": r[key]}
-                                  for r in batch_rows
-                                  for label, key in (("us per step", "ms_per_step"),
-                                                     ("us per sequence-token",
-                                                      "us_per_sequence_token"))
-                                  if r[key] is not None],
+                     report.plot(demo.batch_plot_rows(batch_rows),
                                  args.out / "demo-batch.png", x="batch", y="us",
                                  series="what", title="one runner, sizes 1, 2, 4, 8",
                                  logx=False)):

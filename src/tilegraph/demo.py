@@ -222,3 +222,11 @@ def compare_variants(stack: LayerStack, names: Sequence[str], tokens: int, batch
         results.append(run_decode(variant, name, inputs, expected,
                                   stack_tolerance(inputs.dtype, len(stack.layers))))
     return results
+
+
+def batch_plot_rows(batch_rows: list[dict]) -> list[dict]:
+    """The batch sweep as two series in microseconds: per decode step, per sequence-token."""
+    return [{"batch": r["batch"], "what": what, "us": value}
+            for r in batch_rows if r["ms_per_step"] is not None
+            for what, value in (("us per step", r["ms_per_step"] * 1e3),
+                                ("us per sequence-token", r["us_per_sequence_token"]))]

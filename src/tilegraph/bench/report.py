@@ -71,9 +71,11 @@ def write_markdown(rows: Sequence[dict], path: Path, title: str = "",
 
 def plot(rows: Sequence[dict], path: Path, x: str = "size", y: str = "gbps",
          series: str = "variant", title: str = "", xlabel: str | None = None,
-         ylabel: str | None = None, logx: bool = True) -> Path | None:
+         ylabel: str | None = None, logx: bool = True,
+         env: dict | None = None) -> Path | None:
     """One line per `series` value of y against x; rows without a number for y are left out.
-    Returns None (and writes nothing) when no row has one."""
+    Returns None (and writes nothing) when no row has one. `env` (default: this process's)
+    names the device in the title, so saved results can be plotted again elsewhere."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only; no display on servers
@@ -93,7 +95,7 @@ def plot(rows: Sequence[dict], path: Path, x: str = "size", y: str = "gbps",
         ax.set_xscale("log", base=2)
     ax.set_xlabel(xlabel or x)
     ax.set_ylabel(ylabel or y)
-    env = environment()
+    env = env or environment()
     ax.set_title(f"{title}\n{env['device']}, torch {env['torch']}, triton {env['triton']}",
                  fontsize=10)
     ax.grid(True, alpha=0.3)
