@@ -75,7 +75,8 @@ def test_max_token_error_sees_one_bad_token():
 
 def test_demo_variants_agree_and_summarize(device):
     stack = LayerStack(PRESETS["tiny"], device=device)
-    results = demo.compare_variants(stack, ["eager", "torch-graph", "tilegraph"], tokens=2, batch=1)
+    results = demo.compare_variants(stack, ["eager", "torch-graph", "tilegraph"], tokens=2,
+                                    batch=1, timed=True)
     assert [r.status for r in results] == ["ok"] * 3
     assert all(r.rel_error <= TOLERANCES[torch.float32] for r in results)
     assert demo.stack_tolerance(torch.bfloat16, 4) == pytest.approx(2 * TOLERANCES[torch.bfloat16])

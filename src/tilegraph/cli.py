@@ -253,7 +253,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         console.print(f"floor: weight bytes / measured copy bandwidth ({copy_gbps:.0f} GB/s) "
                       f"= {floor_ms:.3f} ms per token")
     stack = LayerStack(config, device="cpu" if INTERPRET else "cuda")
-    sweep_tokens = min(config.tokens, args.sweep_tokens)
+    sweep_tokens = min(config.tokens, args.sweep_tokens or (2 if INTERPRET else 64))
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn())
     steps = len(names) + (0 if args.no_sweeps else
@@ -300,7 +300,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if INTERPRET:
         console.print("No CUDA device: the kernels ran through Triton's interpreter and the "
                       "'graphs' re-ran their functions. Correctness is checked; CUDA graphs "
-                      "and meaningful timings need a CUDA GPU.")
+                      "and timings need a CUDA GPU, so none were taken.")
     failed = [r for r in results if r.status == "FAIL"]
     failed += [r for r in layer_rows + batch_rows if r["status"] == "FAIL"]
     return 1 if failed else 0
@@ -424,8 +424,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="also torch.compile(mode='reduce-overhead') (takes seconds to build)")
     demo.add_argument("--tokens", type=_positive, help="tokens per decode run (default: preset)")
     demo.add_argument("--batch", type=_positive, help="sequences decoded together")
-    demo.add_argument("--sweep-tokens", type=_positive, default=64,
-                      help="tokens per run in the layer and batch sweeps (default 64)")
+    demo.add_argument("--sweep-tokens", type=_positive,
+                      help="tokens per run in the layer and batch sweeps (default 64; 2 on CPU)")
     demo.add_argument("--no-sweeps", action="store_true", help="the main table only")
     demo.add_argument("--out", type=Path, default=Path("out/demo"),
                       help="folder for the result files (default out/demo)")

@@ -116,8 +116,11 @@ class DecodeResult:
 
 
 def run_decode(variant: Variant | Unavailable, name: str, inputs: torch.Tensor,
-               expected: torch.Tensor, tolerance: float, rep_ms: float = 300) -> DecodeResult:
-    """Check the variant on every token, then time whole decode runs (median per token)."""
+               expected: torch.Tensor, tolerance: float, rep_ms: float = 300,
+               timed: bool | None = None) -> DecodeResult:
+    """Check the variant on every token, then time whole decode runs (median per token).
+
+    timed defaults to "on a GPU": interpreter times are not worth the minutes they take."""
     if isinstance(variant, Unavailable):
         return DecodeResult(name, "skipped", reason=variant.reason)
     outputs = torch.full_like(inputs, math.nan)  # poisoned: an unwritten token fails
@@ -127,6 +130,8 @@ def run_decode(variant: Variant | Unavailable, name: str, inputs: torch.Tensor,
                           build_seconds=variant.build_seconds)
     if result.status != "ok":
         result.reason = f"relative error {error:.2e} > tolerance {tolerance:.0e}"
+        return result
+    if not (timed if timed is not None else not INTERPRET):
         return result
     stats = measure(lambda: decode(variant.step, inputs, outputs), warmup_ms=rep_ms / 10,
                     rep_ms=rep_ms, flush_l2=False)
@@ -209,7 +214,8 @@ def sweep_batch(stack: LayerStack, tokens: int, batches: Sequence[int] = range(1
 
 
 def compare_variants(stack: LayerStack, names: Sequence[str], tokens: int, batch: int,
-                     progress: Callable[[str], None] = lambda what: None) -> list[DecodeResult]:
+                     progress: Callable[[str], None] = lambda what: None,
+                     timed: bool | None = None) -> list[DecodeResult]:
     """The demo's main table: each named variant built, checked and timed on the same tokens."""
     inputs = stack.token_inputs(tokens, batch)
     expected = expected_outputs(stack, inputs)
@@ -220,7 +226,7 @@ def compare_variants(stack: LayerStack, names: Sequence[str], tokens: int, batch
                                 if name == "tilegraph" and batch <= max(RUNNER_SIZES) else None)
         progress(f"decoding {tokens} tokens: {name}")
         results.append(run_decode(variant, name, inputs, expected,
-                                  stack_tolerance(inputs.dtype, len(stack.layers))))
+                                  stack_tolerance(inputs.dtype, len(stack.layers)), timed=timed))
     return results
 
 
