@@ -113,7 +113,9 @@ def _rotated_args(args: Sequence, copies_past_l2: float = 3.0) -> list[tuple]:
     if not torch.cuda.is_available() or nbytes == 0:
         return [tuple(args)]
     l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 50 * 2**20)
-    copies = min(64, math.ceil(copies_past_l2 * l2 / nbytes))
+    # Enough copies to span 3x L2 whatever the size (small weights need hundreds); the cap
+    # only bounds tiny arguments, which no number of copies pushes out of L2.
+    copies = min(4096, math.ceil(copies_past_l2 * l2 / nbytes))
     clone = lambda a: a.clone() if isinstance(a, torch.Tensor) else a  # noqa: E731
     return [tuple(args)] + [tuple(clone(a) for a in args) for _ in range(copies - 1)]
 
