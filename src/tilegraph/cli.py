@@ -85,6 +85,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _progress() -> Progress:
+    """A bar for long sweeps: what runs now, how many steps of how many, time so far."""
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), console=console, transient=True)
+
+
 def _fmt(value, spec: str, scale: float = 1.0) -> str:
     return "" if value is None else format(value * scale, spec)
 
@@ -134,9 +140,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                       "times are CPU times, not GPU figures.")
     plan = [(b, args.sizes or b.default_sizes()) for b in benches]
     all_rows: list[dict] = []
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn())
-    with Progress(*columns, console=console, transient=True) as progress:
+    with _progress() as progress:
         task = progress.add_task("bench", total=sum(len(sizes) for _, sizes in plan))
         for bench, sizes in plan:
             rows = []
@@ -254,11 +258,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
                       f"= {floor_ms:.3f} ms per token")
     stack = LayerStack(config, device="cpu" if INTERPRET else "cuda")
     sweep_tokens = min(config.tokens, args.sweep_tokens or (2 if INTERPRET else 64))
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn())
     steps = len(names) + (0 if args.no_sweeps else
                           3 * len(demo.layer_counts(config.layers)) + 8)
-    with Progress(*columns, console=console, transient=True) as progress:
+    with _progress() as progress:
         task = progress.add_task("demo", total=steps)
 
         def step(what: str) -> None:
