@@ -77,7 +77,8 @@ def test_demo_checks_variants_and_writes_tables_and_plots(tmp_path):
                        tmp_path=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     rows = json.loads((out / "demo.json").read_text())["results"]
-    assert [r["variant"] for r in rows] == ["eager", "torch-graph", "tilegraph"]
+    assert [r["variant"] for r in rows] == ["eager", "torch-graph", "tilegraph",
+                                            "tilegraph-persistent"]
     assert all(r["status"] == "ok" and r["rel_error"] < 1e-5 for r in rows)
     layers = json.loads((out / "demo-layers.json").read_text())["results"]
     assert sorted({r["layers"] for r in layers}) == [1, 2, 3]

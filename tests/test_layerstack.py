@@ -31,7 +31,9 @@ def test_weights_are_reproducible_and_shared_by_first():
     assert torch.equal(a.layers[1].wq, b.layers[1].wq)
     sub = a.first(2)
     assert len(sub.layers) == 2 and sub.config.layers == 2
-    assert sub.layers[1].wo is a.layers[1].wo
+    assert sub.layers[1].wo.data_ptr() == a.layers[1].wo.data_ptr()
+    # the layers are views into the stacked weights the persistent kernel reads
+    assert a.layers[2].wq.data_ptr() == a.weights.wq[2].data_ptr()
     with pytest.raises(ValueError, match="n_layers"):
         a.first(4)
 
@@ -53,6 +55,14 @@ def test_tiny_fused_equals_eager_and_reference(device):
         assert_close(stack(h[t]), expected[t], what="eager")
         assert_close(stack.fused_forward(h[t]), expected[t], what="fused")
         assert_close(stack.fused_forward(h[t], prefetch_weight=False), expected[t])
+        assert_close(stack.persistent_forward(h[t]), expected[t], what="persistent")
+
+
+def test_persistent_forward_refuses_weights_that_no_longer_alias():
+    stack = LayerStack(PRESETS["tiny"])
+    stack.layers[0].wq = torch.nn.Parameter(stack.layers[0].wq.clone(), requires_grad=False)
+    with pytest.raises(RuntimeError, match="alias"):
+        stack.persistent_forward(stack.token_inputs(1, 1)[0])
 
 
 def test_activations_stay_finite_over_all_layers_of_every_preset():
@@ -75,13 +85,13 @@ def test_max_token_error_sees_one_bad_token():
 
 def test_demo_variants_agree_and_summarize(device):
     stack = LayerStack(PRESETS["tiny"], device=device)
-    results = demo.compare_variants(stack, ["eager", "torch-graph", "tilegraph"], tokens=2,
-                                    batch=1, timed=True)
-    assert [r.status for r in results] == ["ok"] * 3
+    names = ["eager", "torch-graph", "tilegraph", "tilegraph-persistent"]
+    results = demo.compare_variants(stack, names, tokens=2, batch=1, timed=True)
+    assert [r.status for r in results] == ["ok"] * 4
     assert all(r.rel_error <= TOLERANCES[torch.float32] for r in results)
     assert demo.stack_tolerance(torch.bfloat16, 4) == pytest.approx(2 * TOLERANCES[torch.bfloat16])
     rows = demo.summarize(results, stack.config.weight_bytes, 1, copy_gbps=1000.0)
-    eager, graph, fused = rows
+    eager, graph, fused, _ = rows
     assert eager["vs_eager"] == pytest.approx(1.0)
     assert fused["vs_torch_graph"] == pytest.approx(graph["ms_per_token"] / fused["ms_per_token"])
     floor_ms = stack.config.weight_bytes / 1e12 * 1e3
@@ -116,7 +126,7 @@ def test_seed_shaped_stack_matches_reference(dtype):
     stack = LayerStack(config, device="cuda")
     inputs = stack.token_inputs(4, 1)
     expected = demo.expected_outputs(stack, inputs)
-    for name in ("eager", "torch-graph", "tilegraph"):
+    for name in ("eager", "torch-graph", "tilegraph", "tilegraph-persistent"):
         variant = demo.build_variant(name, stack, inputs[0])
         outputs = torch.full_like(inputs, math.nan)
         demo.decode(variant.step, inputs, outputs)
@@ -125,9 +135,10 @@ def test_seed_shaped_stack_matches_reference(dtype):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_seed_shaped_runner_every_batch_size(dtype):
+@pytest.mark.parametrize("forward", ["fused_forward", "persistent_forward"])
+def test_seed_shaped_runner_every_batch_size(dtype, forward):
     stack = LayerStack(PRESETS["seed"].with_(layers=2, dtype=dtype), device="cuda")
-    runner = GraphRunner(stack.fused_forward, (stack.token_inputs(1, 8)[0],),
+    runner = GraphRunner(getattr(stack, forward), (stack.token_inputs(1, 8)[0],),
                          sizes=(1, 2, 4, 8), check_stale=True)
     for batch in range(1, 9):
         inputs = stack.token_inputs(3, batch, seed=batch)

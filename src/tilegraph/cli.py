@@ -242,7 +242,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         console.print(f"[red]preset {args.preset} (d={config.d}) needs a CUDA GPU[/red]: "
                       "through Triton's interpreter it would take hours; use --preset tiny")
         return 2
-    names = ["eager", "torch-graph", "tilegraph"] + (["compile"] if args.compile else [])
+    names = ["eager", "torch-graph", "tilegraph", "tilegraph-persistent"] + (
+        ["compile"] if args.compile else [])
     console.print(f"decode stack: d={config.d}, {config.layers} layers, "
                   f"{str(config.dtype).removeprefix('torch.')}, batch {config.batch}, "
                   f"{config.tokens} tokens; weights {config.weight_bytes / 2**20:.1f} MiB "

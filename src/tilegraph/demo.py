@@ -1,9 +1,12 @@
 """`tilegraph demo`: the decode stack run token after token, four ways, measured in one run.
 
-    eager        the nn.Module in PyTorch: four or five small kernels per layer, each launched
-    torch-graph  the same PyTorch ops captured by hand (tg.capture), replayed per token
-    tilegraph    two fused Triton kernels per layer in a tg.GraphRunner: one replay per token
-    compile      torch.compile(mode="reduce-overhead") of the module (behind --compile)
+    eager                 the nn.Module in PyTorch: four or five small kernels per layer
+    torch-graph           the same PyTorch ops captured by hand (tg.capture), replayed per token
+    tilegraph             two fused Triton kernels per layer (tg.linear) in a tg.GraphRunner:
+                          one replay per token
+    tilegraph-persistent  the whole stack as one persistent kernel (tg.decode_stack) in a
+                          tg.GraphRunner: one replay, one kernel per token
+    compile               torch.compile(mode="reduce-overhead") of the module (behind --compile)
 
 Each token's hidden state is copied into the variant's input, the step runs, and its output is
 copied out, so every variant does the same per-token work. Every variant's outputs for all
@@ -26,7 +29,7 @@ from .models import LayerStack
 from .testing import TOLERANCES
 
 RUNNER_SIZES = (1, 2, 4, 8)
-VARIANTS = ("eager", "torch-graph", "tilegraph", "compile")
+VARIANTS = ("eager", "torch-graph", "tilegraph", "tilegraph-persistent", "compile")
 
 
 @dataclass
@@ -64,10 +67,10 @@ def build_variant(name: str, stack: LayerStack, example: torch.Tensor,
                 return graph.replay()
             return step
         return _timed_build(name, build_graph)
-    if name == "tilegraph":
+    if name in ("tilegraph", "tilegraph-persistent"):
+        forward = stack.fused_forward if name == "tilegraph" else stack.persistent_forward
         sizes = runner_sizes or (example.shape[0],)
-        return _timed_build(name, lambda: GraphRunner(stack.fused_forward, (example,),
-                                                      sizes=sizes))
+        return _timed_build(name, lambda: GraphRunner(forward, (example,), sizes=sizes))
     if name == "compile":
         if INTERPRET:
             return Unavailable("needs CUDA (reduce-overhead mode is CUDA graphs)")
@@ -196,8 +199,7 @@ def sweep_batch(stack: LayerStack, tokens: int, batches: Sequence[int] = range(1
     """One tilegraph runner with sizes (1, 2, 4, 8); per batch size its cost per decode step
     and per sequence-token, padded sizes (3, 5, 6, 7) included."""
     example = stack.token_inputs(1, max(RUNNER_SIZES))[0]
-    variant = _timed_build("tilegraph", lambda: GraphRunner(stack.fused_forward, (example,),
-                                                            sizes=RUNNER_SIZES))
+    variant = build_variant("tilegraph", stack, example, runner_sizes=RUNNER_SIZES)
     rows = []
     for batch in batches:
         progress(f"batch sweep: batch {batch}")
@@ -222,8 +224,9 @@ def compare_variants(stack: LayerStack, names: Sequence[str], tokens: int, batch
     results = []
     for name in names:
         progress(f"building {name}")
-        variant = build_variant(name, stack, inputs[0], runner_sizes=RUNNER_SIZES
-                                if name == "tilegraph" and batch <= max(RUNNER_SIZES) else None)
+        runner_sizes = RUNNER_SIZES if batch <= max(RUNNER_SIZES) else None
+        variant = build_variant(name, stack, inputs[0], runner_sizes=runner_sizes
+                                if name.startswith("tilegraph") else None)
         progress(f"decoding {tokens} tokens: {name}")
         results.append(run_decode(variant, name, inputs, expected,
                                   stack_tolerance(inputs.dtype, len(stack.layers)), timed=timed))

@@ -24,34 +24,42 @@ MATVEC_MAX_ROWS = 8
 
 @triton.jit
 def _matvec_step(acc, sum_sq, x_ptr, stride_xm, w, norm_w_ptr, offs_m, offs_k, M, k0, K,
-                 HAS_NORM: tl.constexpr, BLOCK_M: tl.constexpr, ROW_LOOP: tl.constexpr):
+                 HAS_NORM: tl.constexpr, BLOCK_M: tl.constexpr, ROW_LOOP: tl.constexpr,
+                 X_CACHE: tl.constexpr):
     """Fold one (BLOCK_N, BLOCK_K) weight tile into the (BLOCK_M, BLOCK_N) accumulator.
 
     ROW_LOOP applies the tile to one x row at a time, so the weight tile can stay as large as
     at batch 1 whatever BLOCK_M is; otherwise one (BM, BN, BK) broadcast product does all rows,
-    whose size limits the weight tile to 1 / BM of that.
+    whose size limits the weight tile to 1 / BM of that. X_CACHE is the cache modifier of
+    the x loads (".cg" reads x from L2 when other programs of a running grid wrote it).
     """
     k_mask = offs_k < K - k0
     if HAS_NORM:
         g = tl.load(norm_w_ptr + k0 + offs_k, mask=k_mask, other=0.0).to(tl.float32)
-    if ROW_LOOP:
-        for m in tl.static_range(BLOCK_M):
-            row_ok = (offs_k * 0 + m) < M  # as a vector: the interpreter wants vector masks
-            x = tl.load(x_ptr + m * stride_xm + k0 + offs_k, mask=k_mask & row_ok,
-                        other=0.0).to(tl.float32)                              # (BK,)
-            if HAS_NORM:
-                sum_sq += tl.where(offs_m == m, tl.sum(x * x), 0.0)
-                x = x * g
-            part = tl.sum(w.to(tl.float32) * x[None, :], axis=1)              # (BN,)
-            acc += tl.where(offs_m[:, None] == m, part[None, :], 0.0)
+    if BLOCK_M == 1:  # one vector in the weight tile's own layout: no 2-D detour
+        x1 = tl.load(x_ptr + k0 + offs_k, mask=k_mask, other=0.0,
+                     cache_modifier=X_CACHE).to(tl.float32)                   # (BK,)
+        if HAS_NORM:
+            sum_sq += tl.sum(x1 * x1)
+            x1 = x1 * g
+        acc += tl.sum(w.to(tl.float32) * x1[None, :], axis=1)[None, :]
     else:
+        # All rows in one load: loaded row by row, each load would wait behind the previous
+        # row's reduction (a round trip to L2 per row).
         x = tl.load(x_ptr + offs_m[:, None] * stride_xm + k0 + offs_k[None, :],
-                    mask=(offs_m < M)[:, None] & k_mask[None, :], other=0.0)
+                    mask=(offs_m < M)[:, None] & k_mask[None, :], other=0.0,
+                    cache_modifier=X_CACHE)
         x = x.to(tl.float32)                                                  # (BM, BK)
         if HAS_NORM:
             sum_sq += tl.sum(x * x, axis=1)
             x = x * g[None, :]
-        acc += tl.sum(x[:, None, :] * w.to(tl.float32)[None, :, :], axis=2)  # (BM, BN)
+        if ROW_LOOP:
+            for m in tl.static_range(BLOCK_M):
+                x_m = tl.sum(tl.where(offs_m[:, None] == m, x, 0.0), axis=0)  # (BK,)
+                part = tl.sum(w.to(tl.float32) * x_m[None, :], axis=1)        # (BN,)
+                acc += tl.where(offs_m[:, None] == m, part[None, :], 0.0)
+        else:
+            acc += tl.sum(x[:, None, :] * w.to(tl.float32)[None, :, :], axis=2)  # (BM, BN)
     return acc, sum_sq
 
 
@@ -89,11 +97,11 @@ def _matvec_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
         tl.extra.cuda.gdc_launch_dependents()  # the next kernel may start its own prefetch
         tl.extra.cuda.gdc_wait()               # x and the epilogue inputs are now final
     acc, sum_sq = _matvec_step(acc, sum_sq, x_ptr, stride_xm, w_first, norm_w_ptr, offs_m,
-                               offs_k, M, 0, K, HAS_NORM, BLOCK_M, ROW_LOOP)
+                               offs_k, M, 0, K, HAS_NORM, BLOCK_M, ROW_LOOP, "")
     for k0 in range(BLOCK_K, K, BLOCK_K):
         w = tl.load(w_ptrs + k0, mask=n_mask[:, None] & (offs_k < K - k0)[None, :], other=0.0)
         acc, sum_sq = _matvec_step(acc, sum_sq, x_ptr, stride_xm, w, norm_w_ptr, offs_m,
-                                   offs_k, M, k0, K, HAS_NORM, BLOCK_M, ROW_LOOP)
+                                   offs_k, M, k0, K, HAS_NORM, BLOCK_M, ROW_LOOP, "")
 
     if HAS_NORM:
         acc = acc * tl.rsqrt(sum_sq / K + eps)[:, None]

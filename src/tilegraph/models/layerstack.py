@@ -3,6 +3,7 @@
     stack = LayerStack(PRESETS["seed"], device="cuda")
     y = stack(h)                 # PyTorch ops (eager, or captured by hand)
     y = stack.fused_forward(h)   # two tilegraph kernels per layer
+    y = stack.persistent_forward(h)  # one persistent tilegraph kernel for the whole stack
     y = stack.reference(h)       # float64, for checking either
 
 Batch-1 decode reads every weight once per token and does two flops per weight element: the
@@ -61,19 +62,14 @@ PRESETS: dict[str, LayerStackConfig] = {
 class DecodeLayer(nn.Module):
     """h + (rms_norm(h) * norm_weight) @ wq.T @ wo.T"""
 
-    def __init__(self, d: int, eps: float, dtype: torch.dtype, device, generator):
+    def __init__(self, norm_weight: torch.Tensor, wq: torch.Tensor, wo: torch.Tensor,
+                 eps: float):
         super().__init__()
         self.eps = eps
-
-        def param(*shape, mean=0.0, std=1.0):
-            values = torch.randn(shape, generator=generator, dtype=torch.float32) * std + mean
-            return nn.Parameter(values.to(device=device, dtype=dtype), requires_grad=False)
-
-        # Unit-variance projections (std d^-1/2) keep each layer's update about as large as
-        # rms_norm(h), so |h| grows like sqrt(layers) and stays finite in every dtype.
-        self.norm_weight = param(d, mean=1.0, std=0.1)
-        self.wq = param(d, d, std=d**-0.5)
-        self.wo = param(d, d, std=d**-0.5)
+        # Parameters that alias the given tensors (views into the stack's weights).
+        self.norm_weight = nn.Parameter(norm_weight, requires_grad=False)
+        self.wq = nn.Parameter(wq, requires_grad=False)
+        self.wo = nn.Parameter(wo, requires_grad=False)
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         x = F.rms_norm(h, (h.shape[-1],), self.norm_weight, self.eps)
@@ -93,25 +89,56 @@ class DecodeLayer(nn.Module):
         return h + (x @ self.wq.double().T) @ self.wo.double().T
 
 
+@dataclass(frozen=True)
+class StackedWeights:
+    """Every layer's weights in one tensor each, as the one-kernel stack reads them."""
+    norm_weight: torch.Tensor  # (layers, d)
+    wq: torch.Tensor           # (layers, d, d)
+    wo: torch.Tensor           # (layers, d, d)
+
+    @classmethod
+    def random(cls, config: LayerStackConfig, device) -> StackedWeights:
+        generator = torch.Generator().manual_seed(config.seed)
+        shape, d = (config.layers, config.d), config.d
+
+        def param(*shape, mean=0.0, std=1.0):
+            values = torch.randn(shape, generator=generator, dtype=torch.float32) * std + mean
+            return values.to(device=device, dtype=config.dtype)
+
+        # Unit-variance projections (std d^-1/2) keep each layer's update about as large as
+        # rms_norm(h), so |h| grows like sqrt(layers) and stays finite in every dtype.
+        return cls(param(*shape, mean=1.0, std=0.1), param(*shape, d, std=d**-0.5),
+                   param(*shape, d, std=d**-0.5))
+
+    def first(self, n_layers: int) -> StackedWeights:
+        return StackedWeights(self.norm_weight[:n_layers], self.wq[:n_layers],
+                              self.wo[:n_layers])
+
+
 class LayerStack(nn.Module):
-    """`config.layers` DecodeLayers with random weights (reproducible from config.seed)."""
+    """`config.layers` DecodeLayers with random weights (reproducible from config.seed).
+
+    The layers' parameters are views into one stacked tensor per weight kind (`weights`),
+    so the stack runs either layer by layer or as one persistent kernel with no copies.
+    """
 
     def __init__(self, config: LayerStackConfig, device: str | torch.device = "cpu",
-                 layers: nn.ModuleList | None = None):
+                 weights: StackedWeights | None = None):
         super().__init__()
         self.config = config
-        if layers is None:
-            generator = torch.Generator().manual_seed(config.seed)
-            layers = nn.ModuleList(DecodeLayer(config.d, config.eps, config.dtype, device,
-                                               generator) for _ in range(config.layers))
-        self.layers = layers
+        self.weights = weights or StackedWeights.random(config, device)
+        self.workspace = K.decode_stack_workspace(self.weights.wq.device)
+        self.layers = nn.ModuleList(
+            DecodeLayer(g, wq, wo, config.eps)
+            for g, wq, wo in zip(self.weights.norm_weight, self.weights.wq, self.weights.wo,
+                                 strict=True))
 
     def first(self, n_layers: int) -> LayerStack:
         """The stack of its first n layers, sharing their weights (for layer-count sweeps)."""
         if not 1 <= n_layers <= len(self.layers):
             raise ValueError(f"n_layers must be in 1..{len(self.layers)}, got {n_layers}")
         return LayerStack(self.config.with_(layers=n_layers),
-                          layers=nn.ModuleList(self.layers[:n_layers]))
+                          weights=self.weights.first(n_layers))
 
     def _check(self, h: torch.Tensor) -> None:
         weight = self.layers[0].wq
@@ -129,10 +156,22 @@ class LayerStack(nn.Module):
         return h
 
     def fused_forward(self, h: torch.Tensor, prefetch_weight: bool = True) -> torch.Tensor:
+        """Two tilegraph kernels per layer (see DecodeLayer.fused_forward)."""
         self._check(h)
         for layer in self.layers:
             h = layer.fused_forward(h, prefetch_weight)
         return h
+
+    def persistent_forward(self, h: torch.Tensor) -> torch.Tensor:
+        """The whole stack as one persistent kernel (tg.decode_stack), up to 8 rows of h."""
+        self._check(h)
+        if self.layers[0].wq.data_ptr() != self.weights.wq.data_ptr():
+            raise RuntimeError("the layers' weights no longer alias the stacked weights (moved "
+                               "or replaced after construction); build the LayerStack on its "
+                               "device with the weights it should use")
+        w = self.weights
+        return K.decode_stack(h, w.norm_weight, w.wq, w.wo, self.config.eps,
+                              workspace=self.workspace)
 
     def reference(self, h: torch.Tensor) -> torch.Tensor:
         """float64 result of forward(h)."""
