@@ -94,11 +94,11 @@ def test_config_owns_every_row_with_at_most_one_tile_per_sm():
         assert config.programs * config.block_n >= max(d, nq)
         assert config.block_k >= 16 and config.num_warps in (4, 8, 16)
         assert config.chunks * config.block_k >= max(d, nq)
-        # a chunk held in registers stays at 128 bytes a thread or fewer
-        assert config.block_n * config.block_k * 2 <= 128 * 32 * config.num_warps
+        # a chunk held in registers stays at 64 bytes a thread or fewer
+        assert config.block_n * config.block_k * 2 <= 64 * 32 * config.num_warps
     seed = decode_stack_config(2048, 2048, 4, 132)
-    assert (seed.programs, seed.block_n, seed.block_k, seed.chunks) == (128, 16, 1024, 2)
-    assert decode_stack_config(2048, 2048, 2, 132).chunks == 1
+    assert (seed.programs, seed.block_n, seed.block_k, seed.chunks) == (128, 16, 512, 4)
+    assert decode_stack_config(2048, 2048, 2, 132).chunks == 2
 
 
 @pytest.mark.gpu

@@ -35,9 +35,10 @@ from .rms_norm import check_eps, rms_norm_ref
 
 # Rows of h decoded together; more rows belong to a tensor-core GEMM, as in tg.linear.
 MAX_ROWS = 8
-# Registers a thread spends on one weight chunk: two chunks are live at a time (the one being
-# used and the next one in flight), within Hopper's 128 registers a thread at 16 warps.
-CHUNK_BYTES_PER_THREAD = 128
+# Bytes of weight a thread holds per chunk: two chunks are live at a time (the one being used
+# and the next one in flight). 64 was the fastest on H100 at d=2048 (bf16 195.6 us/token
+# against 202.4 at 128, which also spills; benchmarks/explore_decode_stack.py).
+CHUNK_BYTES_PER_THREAD = 64
 
 
 @triton.jit
@@ -185,8 +186,8 @@ def _sm_count(index: int) -> int:
 def decode_stack_config(d: int, nq: int, element_size: int, sm_count: int) -> DecodeStackConfig:
     """Every program owns one row tile of every matrix: block_n rows, so that the largest
     matrix has at most `sm_count` tiles (d=2048 on 132 SMs: 16 rows, 128 programs, 3% idle).
-    The tile streams in chunks of CHUNK_BYTES_PER_THREAD a thread (d=2048: one chunk in bf16,
-    two in fp32), the next always in flight while one is used."""
+    The tile streams in chunks of CHUNK_BYTES_PER_THREAD a thread (d=2048: two chunks in bf16,
+    four in fp32), the next always in flight while one is used."""
     n_max = max(d, nq)
     block_n = triton.next_power_of_2(triton.cdiv(n_max, sm_count))
     k_max = triton.next_power_of_2(n_max)
