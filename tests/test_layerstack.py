@@ -60,9 +60,17 @@ def test_tiny_fused_equals_eager_and_reference(device):
 
 def test_persistent_forward_refuses_weights_that_no_longer_alias():
     stack = LayerStack(PRESETS["tiny"])
-    stack.layers[0].wq = torch.nn.Parameter(stack.layers[0].wq.clone(), requires_grad=False)
+    stack.layers[2].wo = torch.nn.Parameter(stack.layers[2].wo.clone(), requires_grad=False)
     with pytest.raises(RuntimeError, match="alias"):
         stack.persistent_forward(stack.token_inputs(1, 1)[0])
+    with pytest.raises(ValueError, match="expected"):
+        LayerStack(PRESETS["tiny"].with_(layers=2), weights=stack.weights)
+
+
+def test_persistent_variant_is_unavailable_past_eight_rows():
+    stack = LayerStack(PRESETS["tiny"])
+    built = demo.build_variant("tilegraph-persistent", stack, stack.token_inputs(1, 9)[0])
+    assert "at most 8 rows" in built.reason
 
 
 def test_activations_stay_finite_over_all_layers_of_every_preset():

@@ -25,6 +25,7 @@ import torch
 from ._runtime import INTERPRET
 from .bench import Unavailable, measure
 from .graph import GraphRunner, capture
+from .kernels.decode_stack import MAX_ROWS
 from .models import LayerStack
 from .testing import TOLERANCES
 
@@ -67,6 +68,8 @@ def build_variant(name: str, stack: LayerStack, example: torch.Tensor,
                 return graph.replay()
             return step
         return _timed_build(name, build_graph)
+    if name == "tilegraph-persistent" and max(runner_sizes or example.shape[:1]) > MAX_ROWS:
+        return Unavailable(f"tg.decode_stack takes at most {MAX_ROWS} rows")
     if name in ("tilegraph", "tilegraph-persistent"):
         forward = stack.fused_forward if name == "tilegraph" else stack.persistent_forward
         sizes = runner_sizes or (example.shape[0],)

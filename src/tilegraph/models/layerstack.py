@@ -127,6 +127,9 @@ class LayerStack(nn.Module):
         super().__init__()
         self.config = config
         self.weights = weights or StackedWeights.random(config, device)
+        if self.weights.wq.shape != (config.layers, config.d, config.d):
+            raise ValueError(f"weights.wq has shape {tuple(self.weights.wq.shape)}, expected "
+                             f"{(config.layers, config.d, config.d)} for this config")
         self.workspace = K.decode_stack_workspace(self.weights.wq.device)
         self.layers = nn.ModuleList(
             DecodeLayer(g, wq, wo, config.eps)
@@ -165,11 +168,14 @@ class LayerStack(nn.Module):
     def persistent_forward(self, h: torch.Tensor) -> torch.Tensor:
         """The whole stack as one persistent kernel (tg.decode_stack), up to 8 rows of h."""
         self._check(h)
-        if self.layers[0].wq.data_ptr() != self.weights.wq.data_ptr():
+        w = self.weights
+        if any(p.data_ptr() != stacked[i].data_ptr()
+               for i, layer in enumerate(self.layers)
+               for p, stacked in ((layer.norm_weight, w.norm_weight), (layer.wq, w.wq),
+                                  (layer.wo, w.wo))):
             raise RuntimeError("the layers' weights no longer alias the stacked weights (moved "
                                "or replaced after construction); build the LayerStack on its "
                                "device with the weights it should use")
-        w = self.weights
         return K.decode_stack(h, w.norm_weight, w.wq, w.wo, self.config.eps,
                               workspace=self.workspace)
 
