@@ -16,6 +16,11 @@ The barrier needs every program resident at once: the launch is cooperative, whi
 driver refuses (rather than deadlocks) when the grid does not fit. Triton's interpreter runs
 programs one after another, where no program may wait for another: there each phase is its
 own launch, the kernel boundary standing in for the barrier (same code, no waiting).
+
+Status (H100, notes/decode.md): correct and graph-safe, but only in bf16 faster than two
+tg.linear kernels a layer (d=2048: 195.6 against 200.5 us/token; fp32 323 against 280): one
+chunk in flight per SM is not enough to reach the floor, and Triton 3.6 holds in-flight
+weights only in registers.
 """
 
 from __future__ import annotations
