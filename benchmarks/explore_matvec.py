@@ -106,8 +106,42 @@ def batch_sweeps():
         matvec_sweep(dtype, rows=rows, prefetches=(True,), row_loops=(False, True))
 
 
-SWEEPS = {"matvec": matvec_sweeps, "batch": batch_sweeps, "rms_norm": rms_norm_sweep,
-          "launch": launch_profile}
+def stack_sweep():
+    """Batch-1 block shapes timed where they matter: the whole two-kernels-a-layer decode
+    stack, GPU time per token from a graph of many tokens."""
+    from tilegraph.models import PRESETS, LayerStack
+
+    rule = linear_mod.matvec_config
+    for preset in ("seed", "seed-bf16", "small"):
+        stack = LayerStack(PRESETS[preset], device="cuda")
+        x = stack.token_inputs(1, 1)[0]
+        ref = stack.reference(x)
+        d = stack.config.d
+        results = []
+        configs = [{"BLOCK_N": bn, "BLOCK_K": bk, "num_warps": nw, "num_stages": 1,
+                    "ROW_LOOP": False}
+                   for bn in (4, 8, 16, 32) for bk in (256, 512, 1024, 2048) for nw in (2, 4, 8, 16)
+                   if bk <= d and 16 <= bn * bk // (32 * nw) <= 128]
+        for config in [None, *configs]:
+            linear_mod.matvec_config = (rule if config is None
+                                        else lambda M, N, K, c=config: dict(c))
+            try:
+                err = rel_error(stack.fused_forward(x), ref)
+                us = measure(lambda s=stack, x=x: s.fused_forward(x), graph=True,
+                             rep_ms=100).median * 1e3
+            except Exception as e:
+                print(f"  {config}: {type(e).__name__} {e}"[:200])
+                continue
+            results.append((us, config or "rule", err))
+        linear_mod.matvec_config = rule
+        results.sort(key=lambda r: r[0])
+        print(f"{preset}: stack us/token, best first")
+        for us, config, err in results[:6] + [r for r in results if r[1] == "rule"]:
+            print(f"  {us:7.1f} us {config} err {err:.1e}", flush=True)
+
+
+SWEEPS = {"stack": stack_sweep, "matvec": matvec_sweeps, "batch": batch_sweeps,
+          "rms_norm": rms_norm_sweep, "launch": launch_profile}
 
 if __name__ == "__main__":
     for name in sys.argv[1:] or ["matvec"]:

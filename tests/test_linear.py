@@ -110,12 +110,25 @@ def test_decode_shapes_gpu(rows, dtype):
     _check((rows,), 1023, 781, dtype, "cuda", True, True, "gelu", True)
 
 
-@pytest.mark.parametrize("rows, k", [(1, 7), (1, 5000), (3, 781), (8, 3000)])
-def test_matvec_rule_keeps_tiles_bounded(rows, k):
-    c = sys.modules["tilegraph.kernels.linear"].matvec_config(rows, 64, k)
+@pytest.mark.parametrize("element_size", [2, 4])
+@pytest.mark.parametrize("rows, k", [(1, 7), (1, 5000), (1, 96), (3, 781), (8, 3000)])
+def test_matvec_rule_keeps_tiles_bounded(rows, k, element_size):
+    c = sys.modules["tilegraph.kernels.linear"].matvec_config(rows, 64, k, element_size)
     rows_at_once = 1 if c["ROW_LOOP"] else triton.next_power_of_2(rows)
     assert rows_at_once * c["BLOCK_N"] * c["BLOCK_K"] <= 128 * 32 * c["num_warps"]  # no spills
     assert 16 <= c["BLOCK_K"] <= max(16, triton.next_power_of_2(k))  # no tile wider than K
+    assert 1 <= c["num_warps"] <= 16
+    if rows == 1:
+        assert c["BLOCK_N"] * c["BLOCK_K"] * element_size <= 32 * 1024
+
+
+def test_matvec_rule_picks_the_swept_batch_1_shapes():
+    """The fastest shapes of whole-stack sweeps on H100 (benchmarks/explore_matvec.py stack)."""
+    rule = sys.modules["tilegraph.kernels.linear"].matvec_config
+    shape = lambda c: (c["BLOCK_N"], c["BLOCK_K"], c["num_warps"])  # noqa: E731
+    assert shape(rule(1, 2048, 2048, 4)) == (4, 2048, 4)    # fp32 d=2048
+    assert shape(rule(1, 2048, 2048, 2)) == (8, 2048, 8)    # bf16 d=2048
+    assert shape(rule(1, 512, 512, 4)) == (8, 512, 2)       # fp32 d=512
 
 
 @pytest.mark.parametrize("row_loop", [False, True])

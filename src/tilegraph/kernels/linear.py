@@ -120,30 +120,42 @@ def _matvec_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
              acc.to(y_ptr.dtype.element_ty), mask=y_mask)
 
 
-def matvec_config(M: int, N: int, K: int) -> dict:
+# Batch-1 tiles: a program streams at most 32 KB of weight, 64 weight elements a thread.
+MATVEC_TILE_BYTES = 32 * 1024
+MATVEC_ELEMENTS_PER_THREAD = 64
+
+
+def matvec_config(M: int, N: int, K: int, element_size: int = 4) -> dict:
     """Block shape for the matrix-vector kernel, chosen by rule rather than by timing.
 
     Timing candidates on one weight (as an autotuner does) measures them with W hot in L2,
-    while a layer stack streams every layer's W from memory. Swept on H100 with W rotated
-    past L2 (benchmarks/explore_matvec.py, d=2048, PDL prefetch on): the fastest shape at
-    every batch size streams 8 output rows a program over the whole K (or 2048 of it) with
-    4 warps, about 128 weight elements per thread, applied to one x row at a time (ROW_LOOP)
-    when there are several: bf16 rows 1/2/4/8 in 4.9/5.2/6.3/9.5 us; the single broadcast
-    product over all rows needs a tile 1/rows as large and took 5.4/7.6/16.4 us at rows 2/4/8.
+    while a layer stack streams every layer's W from memory. So the shapes come from sweeps
+    of whole decode stacks (benchmarks/explore_matvec.py stack, H100 and H200, 2026-11-21):
+    at batch 1 the fastest tile covers the whole row (up to 2048 columns), is at most 32 KB
+    and 8 rows, with 64 elements a thread: d=2048 fp32 4 rows x 4 warps (269 us/token
+    against 287 for the earlier 8 rows x 4 warps), bf16 8 rows x 8 warps (184 against 199),
+    d=512 fp32 8 rows x 2 warps (65 against 79). Several rows (batched decode) keep 8 rows
+    x 4 warps, applied to one x row at a time (ROW_LOOP): bf16 rows 2/4/8 in 5.2/6.3/9.5 us
+    a d=2048 linear, where one broadcast product over all rows needs a tile 1 / rows as
+    large (5.4/7.6/16.4 us).
     """
-    block_m = triton.next_power_of_2(M)
+    block_k = max(16, min(triton.next_power_of_2(K), 2048))
+    if M == 1:
+        block_n = max(1, min(8, MATVEC_TILE_BYTES // (block_k * element_size)))
+        num_warps = block_n * block_k // (32 * MATVEC_ELEMENTS_PER_THREAD)
+        return {"BLOCK_N": block_n, "BLOCK_K": block_k,
+                "num_warps": max(1, min(16, num_warps)), "num_stages": 1, "ROW_LOOP": False}
     block_n, num_warps = 8, 4
-    elements_per_program = 128 * 32 * num_warps
-    block_k = min(triton.next_power_of_2(K), 2048, elements_per_program // block_n)
-    return {"BLOCK_N": block_n, "BLOCK_K": max(block_k, 16), "num_warps": num_warps,
-            "num_stages": 1, "ROW_LOOP": block_m > 1}
+    block_k = max(16, min(block_k, 128 * 32 * num_warps // block_n))
+    return {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": num_warps, "num_stages": 1,
+            "ROW_LOOP": True}
 
 
 def _launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
                    prefetch_weight: bool = False, config: dict | None = None) -> None:
     M, K = x.shape
     N = weight.shape[0]
-    config = config or matvec_config(M, N, K)
+    config = config or matvec_config(M, N, K, weight.element_size())
     pdl = {"launch_pdl": True} if prefetch_weight and supports_pdl(x.device) else {}
     _matvec_kernel[(triton.cdiv(N, config["BLOCK_N"]),)](
         out, out.stride(0), x, x.stride(0), weight, weight.stride(0),
