@@ -68,6 +68,19 @@ def test_outputs_alias_without_clone_and_not_with_it(layer, device):
     assert_close(y1, ref(x1), torch.float32)
 
 
+def test_calls_reuse_the_views_prepared_for_their_row_count(layer, device):
+    fn, ref = layer
+    runner = tg.GraphRunner(fn, randn(2, D, device=device), sizes=(2, 4))
+    x1, x2, x3 = (randn(rows, D, device=device) for rows in (3, 3, 2))
+    y1 = runner(x1)
+    assert_close(y1, ref(x1), torch.float32)
+    assert runner(x2) is y1                     # the same static view, now x2's result
+    assert_close(y1, ref(x2), torch.float32)
+    y3 = runner(x3)
+    assert y3 is not y1 and y3.shape == (2, D)
+    assert_close(y3, ref(x3), torch.float32)
+
+
 def test_stale_output_raises(layer, device):
     fn, ref = layer
     runner = tg.GraphRunner(fn, randn(2, D, device=device), sizes=(2, 4), check_stale=True)

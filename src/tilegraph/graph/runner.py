@@ -12,6 +12,8 @@ from __future__ import annotations
 import bisect
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch.utils._pytree import tree_map
@@ -43,6 +45,17 @@ class _GuardedOutput(torch.Tensor):
             return func(*args, **kwargs)
 
 
+@dataclass
+class _SizedCall:
+    """What a call with a given number of rows does: copy the inputs into `destinations`
+    (the static buffers' first rows), zero `padding` (the rows up to the graph's size),
+    replay `graph`, return `outputs` (its outputs sliced back to those rows)."""
+    graph: Graph
+    destinations: list[torch.Tensor]
+    padding: list[torch.Tensor]
+    outputs: Any
+
+
 class GraphRunner:
     """fn captured once per size in `sizes` along dimension `dim` of every input.
 
@@ -50,6 +63,8 @@ class GraphRunner:
     y = runner(x)            # x.shape[dim] <= 8: pad, replay, slice
     runner.stats()           # per size: capture seconds, graph memory bytes, replays
 
+    By default a call returns views of the graph's static outputs (the same views at every
+    call with as many rows), which the next replay of that size overwrites.
     clone_outputs=True returns copies that later calls cannot overwrite; check_stale=True
     returns views that raise StaleOutputError if read after the next replay of their size.
     fallback="eager" runs fn directly for inputs no graph fits (too many rows, none);
@@ -85,6 +100,7 @@ class GraphRunner:
         self._buffers = [self._static_buffer(t) for t in examples]
         self.pool = torch.cuda.graph_pool_handle() if examples[0].is_cuda else None
         self._graphs: dict[int, Graph] = {}
+        self._calls: dict[int, _SizedCall] = {}
         self.eager_calls = 0
         for size in reversed(self.sizes):  # largest first: smaller graphs reuse its pool
             views = tuple(buf.narrow(self.dim, 0, size) for buf in self._buffers)
@@ -99,9 +115,11 @@ class GraphRunner:
         return buffer
 
     def _rows(self, inputs: tuple) -> int:
+        """The size of dim along every input, after checking them against the examples."""
         if len(inputs) != len(self._examples):
             raise ValueError(f"expected {len(self._examples)} input(s), got {len(inputs)}")
         rows = None
+        dim = self.dim
         for i, (x, (dtype, device, shape)) in enumerate(zip(inputs, self._examples,
                                                             strict=True)):
             if not isinstance(x, torch.Tensor):
@@ -111,49 +129,64 @@ class GraphRunner:
                                 f"{dtype}")
             if x.device != device:
                 raise ValueError(f"input {i} is on {x.device}, the runner was built on {device}")
-            expected = list(shape)
-            expected[self.dim] = x.shape[self.dim] if x.ndim == len(shape) else -1
-            if list(x.shape) != expected:
-                shown = [("N" if d == self.dim else n) for d, n in enumerate(shape)]
-                raise ValueError(f"input {i} has shape {tuple(x.shape)}, expected "
-                                 f"({', '.join(map(str, shown))}) with N along dim {self.dim}")
-            if rows is not None and x.shape[self.dim] != rows:
-                raise ValueError(f"inputs disagree on the size of dim {self.dim}: "
-                                 f"{rows} and {x.shape[self.dim]}")
-            rows = x.shape[self.dim]
+            x_shape = x.shape
+            if (len(x_shape) != len(shape) or x_shape[:dim] != shape[:dim]
+                    or x_shape[dim + 1:] != shape[dim + 1:]):
+                shown = [("N" if d == dim else n) for d, n in enumerate(shape)]
+                raise ValueError(f"input {i} has shape {tuple(x_shape)}, expected "
+                                 f"({', '.join(map(str, shown))}) with N along dim {dim}")
+            if rows is not None and x_shape[dim] != rows:
+                raise ValueError(f"inputs disagree on the size of dim {dim}: "
+                                 f"{rows} and {x_shape[dim]}")
+            rows = x_shape[dim]
         return rows
 
     def __call__(self, *inputs):
         rows = self._rows(inputs)
-        index = bisect.bisect_left(self.sizes, rows)
-        if rows == 0 or index == len(self.sizes):
-            if self.fallback == "eager":
-                self.eager_calls += 1
-                return self.fn(*inputs)
-            raise ValueError(f"{rows} rows along dim {self.dim}: the runner has graphs for "
-                             f"{self.sizes} (create it with fallback='eager' to run such "
-                             "inputs without a graph)")
-        size = self.sizes[index]
-        for buffer, x in zip(self._buffers, inputs, strict=True):
-            buffer.narrow(self.dim, 0, rows).copy_(x)
-            if rows < size:
-                buffer.narrow(self.dim, rows, size - rows).zero_()
-        graph = self._graphs[size]
-        outputs = graph.replay()
-        return tree_map(lambda t: self._deliver(t, graph, size, rows), outputs)
+        call = self._calls.get(rows)
+        if call is None:
+            if rows == 0 or rows > self.sizes[-1]:
+                return self._without_graph(inputs, rows)
+            call = self._calls[rows] = self._prepare(rows)
+        for destination, x in zip(call.destinations, inputs, strict=True):
+            destination.copy_(x)
+        for padding in call.padding:
+            padding.zero_()
+        call.graph.replay()
+        if self.clone_outputs:
+            return tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t,
+                            call.outputs)
+        if self.check_stale:
+            return tree_map(lambda t: _GuardedOutput(t, call.graph)
+                            if isinstance(t, torch.Tensor) else t, call.outputs)
+        return call.outputs
 
-    def _deliver(self, value, graph: Graph, size: int, rows: int):
+    def _without_graph(self, inputs: tuple, rows: int):
+        if self.fallback == "eager":
+            self.eager_calls += 1
+            return self.fn(*inputs)
+        raise ValueError(f"{rows} rows along dim {self.dim}: the runner has graphs for "
+                         f"{self.sizes} (create it with fallback='eager' to run such inputs "
+                         "without a graph)")
+
+    def _prepare(self, rows: int) -> _SizedCall:
+        """Everything a call with `rows` rows touches, made once: a call is then copies, a
+        replay and no new views (the runner's Python was the cost of short graphs)."""
+        size = self.sizes[bisect.bisect_left(self.sizes, rows)]
+        graph = self._graphs[size]
+        padding = [buf.narrow(self.dim, rows, size - rows) for buf in self._buffers
+                   if rows < size]
+        return _SizedCall(graph, [buf.narrow(self.dim, 0, rows) for buf in self._buffers],
+                          padding, tree_map(lambda t: self._sliced(t, size, rows),
+                                            graph.outputs))
+
+    def _sliced(self, value, size: int, rows: int):
         if not isinstance(value, torch.Tensor):
             return value
         if value.ndim > self.dim and value.shape[self.dim] == size:
-            value = value.narrow(self.dim, 0, rows)
-        else:
-            warnings.warn(f"an output of shape {tuple(value.shape)} is not batched along dim "
-                          f"{self.dim}; it is returned whole", RuntimeWarning, stacklevel=3)
-        if self.clone_outputs:
-            return value.clone()
-        if self.check_stale:
-            return _GuardedOutput(value, graph)
+            return value.narrow(self.dim, 0, rows)
+        warnings.warn(f"an output of shape {tuple(value.shape)} is not batched along dim "
+                      f"{self.dim}; it is returned whole", RuntimeWarning, stacklevel=4)
         return value
 
     def stats(self) -> dict[int, dict]:
