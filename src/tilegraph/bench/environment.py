@@ -15,10 +15,12 @@ from .._runtime import device_name
 
 
 def git_revision() -> str:
+    """The checkout's commit, with "-dirty" when its files differ from that commit (results
+    then came from code no commit holds exactly)."""
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, cwd=Path(__file__).parent, timeout=5,
-                              check=True).stdout.strip()
+        return subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=7"],
+                              capture_output=True, text=True, cwd=Path(__file__).parent,
+                              timeout=5, check=True).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
 

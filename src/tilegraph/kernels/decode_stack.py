@@ -17,10 +17,11 @@ driver refuses (rather than deadlocks) when the grid does not fit. Triton's inte
 programs one after another, where no program may wait for another: there each phase is its
 own launch, the kernel boundary standing in for the barrier (same code, no waiting).
 
-Status (H100, notes/decode.md): correct and graph-safe, but only in bf16 faster than two
-tg.linear kernels a layer (d=2048: 195.6 against 200.5 us/token; fp32 323 against 280): one
-chunk in flight per SM is not enough to reach the floor, and Triton 3.6 holds in-flight
-weights only in registers.
+Status (H100, notes/decode.md): correct and graph-safe, but slower than two tg.linear
+kernels a layer since those got tiles sized on the whole stack (d=2048: fp32 0.326 against
+0.275 ms/token, bf16 0.195 against 0.185): one chunk in flight per SM is not enough to reach
+the floor, Triton 3.6 holds in-flight weights only in registers, and each barrier is a
+latency chain (replacing it with tagged exchange words was slower still).
 """
 
 from __future__ import annotations
