@@ -145,10 +145,8 @@ def matvec_config(M: int, N: int, K: int, element_size: int = 4) -> dict:
         num_warps = block_n * block_k // (32 * MATVEC_ELEMENTS_PER_THREAD)
         return {"BLOCK_N": block_n, "BLOCK_K": block_k,
                 "num_warps": max(1, min(16, num_warps)), "num_stages": 1, "ROW_LOOP": False}
-    block_n, num_warps = 8, 4
-    block_k = max(16, min(block_k, 128 * 32 * num_warps // block_n))
-    return {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": num_warps, "num_stages": 1,
-            "ROW_LOOP": True}
+    # 8 rows x up to 2048 columns over 4 warps: at most 128 elements a thread
+    return {"BLOCK_N": 8, "BLOCK_K": block_k, "num_warps": 4, "num_stages": 1, "ROW_LOOP": True}
 
 
 def _launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
