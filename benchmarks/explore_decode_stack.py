@@ -39,7 +39,8 @@ def explore_batch(stack: LayerStack, batch: int, floor_us: float) -> None:
     ref = stack.reference(x)
     out = torch.empty_like(x)
     base = ds.decode_stack_config(config.d, config.d, x.element_size(), ds._sm_count(0))
-    candidates = [("layers (2 kernels/layer, PDL)", lambda: stack.fused_forward(x))]
+    candidates = [("layers (2 kernels/layer, PDL)",
+                   lambda: stack.fused_forward(x, kernels_per_layer=2))]
     shapes = [(w, c) for w in (4, 8, 16) for c in (64, 128)] if batch == 1 else [
         (base.num_warps, ds.CHUNK_BYTES_PER_THREAD)]
     for warps, chunk_bytes in shapes:

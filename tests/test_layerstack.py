@@ -7,7 +7,7 @@ import torch
 
 from tilegraph import GraphRunner, demo
 from tilegraph.models import PRESETS, LayerStack, LayerStackConfig
-from tilegraph.testing import TOLERANCES, assert_close
+from tilegraph.testing import TOLERANCES, assert_close, rel_error
 
 
 def test_presets_match_the_issue():
@@ -55,7 +55,32 @@ def test_tiny_fused_equals_eager_and_reference(device):
         assert_close(stack(h[t]), expected[t], what="eager")
         assert_close(stack.fused_forward(h[t]), expected[t], what="fused")
         assert_close(stack.fused_forward(h[t], prefetch_weight=False), expected[t])
+        for kernels in (1, 2):
+            assert_close(stack.fused_forward(h[t], kernels_per_layer=kernels), expected[t],
+                         what=f"{kernels} kernel(s) a layer")
         assert_close(stack.persistent_forward(h[t]), expected[t], what="persistent")
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_one_kernel_a_layer_keeps_h_in_fp32(device, dtype):
+    stack = LayerStack(PRESETS["tiny"].with_(dtype=dtype), device=device)
+    h = stack.token_inputs(1, 2)[0].view(2, 1, -1)  # leading dims are kept
+    expected = stack.reference(h)
+    one, two = (stack.fused_forward(h, kernels_per_layer=k) for k in (1, 2))
+    assert one.shape == two.shape == h.shape and one.dtype == dtype
+    # h is rounded to the storage dtype once, at the end, rather than after every layer
+    assert rel_error(one, expected) < rel_error(two, expected)
+    assert rel_error(one, expected) <= TOLERANCES[dtype]
+
+
+def test_kernels_per_layer_is_checked():
+    stack = LayerStack(PRESETS["tiny"])
+    with pytest.raises(ValueError, match="kernels_per_layer"):
+        stack.fused_forward(stack.token_inputs(1, 1)[0], kernels_per_layer=3)
+    with pytest.raises(ValueError, match="at most 8 rows"):
+        stack.fused_forward(stack.token_inputs(1, 9)[0], kernels_per_layer=1)
+    empty = stack.token_inputs(1, 1)[0][:0]
+    assert stack.fused_forward(empty, kernels_per_layer=1).shape == empty.shape
 
 
 def test_persistent_forward_refuses_weights_that_no_longer_alias():
@@ -155,3 +180,22 @@ def test_seed_shaped_runner_every_batch_size(dtype, forward):
             assert_close(runner(inputs[t]).clone(), expected[t], dtype,
                          what=f"batch {batch} token {t}")
     assert sum(s["replays"] for s in runner.stats().values()) == 24
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("preset", ["seed-bf16", "small"])
+def test_one_kernel_a_layer_in_a_runner_every_batch_size(preset):
+    stack = LayerStack(PRESETS[preset].with_(layers=3), device="cuda")
+    dtype = stack.config.dtype
+
+    def forward(h):
+        return stack.fused_forward(h, kernels_per_layer=1)
+
+    runner = GraphRunner(forward, (stack.token_inputs(1, 8)[0],), sizes=(1, 2, 4, 8),
+                         check_stale=True)
+    for batch in range(1, 9):
+        inputs = stack.token_inputs(3, batch, seed=batch)
+        expected = demo.expected_outputs(stack, inputs)
+        for t in range(3):  # the accumulators must be zero again at every replay
+            assert_close(runner(inputs[t]).clone(), expected[t], dtype,
+                         what=f"batch {batch} token {t}")

@@ -2,8 +2,9 @@
 
     eager                 the nn.Module in PyTorch: four or five small kernels per layer
     torch-graph           the same PyTorch ops captured by hand (tg.capture), replayed per token
-    tilegraph             two fused Triton kernels per layer (tg.linear) in a tg.GraphRunner:
-                          one replay per token
+    tilegraph             fused Triton kernels in a tg.GraphRunner, one replay per token:
+                          one kernel per layer (decode_layer) where that was measured
+                          faster, else two (tg.linear); LayerStack.fused_forward chooses
     tilegraph-persistent  the whole stack as one persistent kernel (tg.decode_stack) in a
                           tg.GraphRunner: one replay, one kernel per token
     compile               torch.compile(mode="reduce-overhead") of the module (behind --compile)

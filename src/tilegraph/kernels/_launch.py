@@ -48,3 +48,15 @@ def supports_pdl(device: torch.device) -> bool:
     """Programmatic dependent launch: CUDA devices of compute capability 9.0 (Hopper) on."""
     return (not INTERPRET and device.type == "cuda"
             and _capability(device.index or 0) >= (9, 0))
+
+
+def sm_count(device: torch.device) -> int | None:
+    """Streaming multiprocessors of a CUDA device; None where kernels run interpreted."""
+    if INTERPRET or device.type != "cuda":
+        return None
+    return _sm_count(device.index or 0)
+
+
+@functools.cache
+def _sm_count(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count

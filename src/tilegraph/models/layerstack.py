@@ -2,7 +2,7 @@
 
     stack = LayerStack(PRESETS["seed"], device="cuda")
     y = stack(h)                 # PyTorch ops (eager, or captured by hand)
-    y = stack.fused_forward(h)   # two tilegraph kernels per layer
+    y = stack.fused_forward(h)   # one or two tilegraph kernels per layer
     y = stack.persistent_forward(h)  # one persistent tilegraph kernel for the whole stack
     y = stack.reference(h)       # float64, for checking either
 
@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import kernels as K
+from ..kernels import _launch, decode_layer
 
 
 @dataclass(frozen=True)
@@ -158,12 +159,50 @@ class LayerStack(nn.Module):
             h = layer(h)
         return h
 
-    def fused_forward(self, h: torch.Tensor, prefetch_weight: bool = True) -> torch.Tensor:
-        """Two tilegraph kernels per layer (see DecodeLayer.fused_forward)."""
+    def fused_forward(self, h: torch.Tensor, prefetch_weight: bool = True,
+                      kernels_per_layer: int | None = None) -> torch.Tensor:
+        """The stack in tilegraph kernels: one a layer (kernels/decode_layer.py) where that
+        was measured faster, else two (DecodeLayer.fused_forward); kernels_per_layer=1 or 2
+        chooses. One kernel a layer carries h between layers in fp32 and sums each layer's
+        parts with atomic adds, in an order that varies from run to run: results may differ
+        in the last bits between runs (two kernels a layer are bit-reproducible).
+        """
         self._check(h)
-        for layer in self.layers:
-            h = layer.fused_forward(h, prefetch_weight)
-        return h
+        if kernels_per_layer not in (None, 1, 2):
+            raise ValueError(f"kernels_per_layer must be 1, 2 or None (choose by the "
+                             f"measured rule), got {kernels_per_layer!r}")
+        rows = h.reshape(-1, self.config.d)
+        config = decode_layer.decode_layer_config(rows.shape[0], self.config.d,
+                                                  h.element_size())
+        if kernels_per_layer is None:
+            one_kernel = decode_layer.one_kernel_is_faster(
+                config, rows.shape[0], self.config.d, h.element_size(),
+                _launch.sm_count(h.device))
+        else:
+            one_kernel = kernels_per_layer == 1 and rows.shape[0] > 0
+            if one_kernel and rows.shape[0] > decode_layer.MAX_ROWS:
+                raise ValueError(f"one kernel a layer takes at most {decode_layer.MAX_ROWS} "
+                                 f"rows of h, got {rows.shape[0]}")
+        if not one_kernel:
+            for layer in self.layers:
+                h = layer.fused_forward(h, prefetch_weight)
+            return h
+        return self._one_kernel_layers(rows, config, prefetch_weight).view(h.shape)
+
+    def _one_kernel_layers(self, h: torch.Tensor, config: dict,
+                           prefetch_weight: bool) -> torch.Tensor:
+        # Layer i accumulates into acc[i % 3], reads acc[(i - 1) % 3] and zeroes
+        # acc[(i + 1) % 3] for layer i + 1: the buffer layer i - 1 read, free once layer i
+        # has passed its wait for layer i - 1. Only layer 0's buffer needs zeroing here.
+        h = h if h.stride(-1) == 1 else h.contiguous()
+        acc = torch.zeros((3, *h.shape), dtype=torch.float32, device=h.device)
+        x = h
+        for i, layer in enumerate(self.layers):
+            decode_layer.launch_decode_layer(acc[i % 3], acc[(i + 1) % 3], x,
+                                             layer.norm_weight, layer.wq, layer.wo,
+                                             self.config.eps, config, prefetch_weight)
+            x = acc[i % 3]
+        return x.to(h.dtype)
 
     def persistent_forward(self, h: torch.Tensor) -> torch.Tensor:
         """The whole stack as one persistent kernel (tg.decode_stack), up to 8 rows of h."""
