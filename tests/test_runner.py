@@ -126,6 +126,7 @@ def test_other_batch_dim(device):
 ])
 def test_call_validation(call, error, match, layer, device):
     runner = tg.GraphRunner(layer[0], randn(2, D, device=device), sizes=(1, 2))
+    runner(randn(2, D, device=device))  # a good call first: its prepared call is no shortcut
     with pytest.raises(error, match=match):
         call(runner, device)
 
