@@ -17,11 +17,12 @@ driver refuses (rather than deadlocks) when the grid does not fit. Triton's inte
 programs one after another, where no program may wait for another: there each phase is its
 own launch, the kernel boundary standing in for the barrier (same code, no waiting).
 
-Status (H100, notes/decode.md): correct and graph-safe, but slower than two tg.linear
-kernels a layer since those got tiles sized on the whole stack (d=2048: fp32 0.326 against
-0.275 ms/token, bf16 0.195 against 0.185): one chunk in flight per SM is not enough to reach
-the floor, Triton 3.6 holds in-flight weights only in registers, and each barrier is a
-latency chain (replacing it with tagged exchange words was slower still).
+Status (H100, notes/decode.md): correct and graph-safe, but slower than the layers path of
+LayerStack.fused_forward (d=2048 fp32 0.326 against 0.274 ms/token with two tg.linear kernels
+a layer; bf16 0.195 against 0.170 and d=512 0.087 against 0.053 with one decode_layer kernel
+a layer): one chunk in flight per SM is not enough to reach the floor, Triton 3.6 holds
+in-flight weights only in registers, and each barrier is a latency chain (replacing it with
+tagged exchange words was slower still).
 """
 
 from __future__ import annotations
