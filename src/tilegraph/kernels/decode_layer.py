@@ -110,9 +110,12 @@ def launch_decode_layer(acc: torch.Tensor, zero: torch.Tensor, h: torch.Tensor,
                         norm_weight: torch.Tensor, wq: torch.Tensor, wo: torch.Tensor,
                         eps: float, config: dict, prefetch_weight: bool = True) -> None:
     """acc += layer(h), with acc zero on entry; zero.zero_(). acc and zero are fp32 (M, D)
-    views with the same strides; wo may be any strided view of Wo. Unchecked: the caller
-    (LayerStack) owns the buffers and has checked h and the weights."""
+    views with the same strides; wo may be any strided view of Wo. Shapes, dtypes and
+    devices are unchecked: the caller (LayerStack) owns the buffers and has checked h."""
     M, D = h.shape
+    # The kernel walks h, Wq's rows and the norm weight with unit stride (any Wo strides do).
+    h, wq, norm_weight = (t if t.stride(-1) == 1 else t.contiguous()
+                          for t in (h, wq, norm_weight))
     pdl = {"launch_pdl": True} if prefetch_weight and supports_pdl(h.device) else {}
     _decode_layer_kernel[(triton.cdiv(D, config["BLOCK_Q"]),)](
         acc, acc.stride(0), zero, h, h.stride(0), norm_weight,

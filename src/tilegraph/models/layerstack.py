@@ -194,7 +194,6 @@ class LayerStack(nn.Module):
         # Layer i accumulates into acc[i % 3], reads acc[(i - 1) % 3] and zeroes
         # acc[(i + 1) % 3] for layer i + 1: the buffer layer i - 1 read, free once layer i
         # has passed its wait for layer i - 1. Only layer 0's buffer needs zeroing here.
-        h = h if h.stride(-1) == 1 else h.contiguous()
         acc = torch.zeros((3, *h.shape), dtype=torch.float32, device=h.device)
         x = h
         for i, layer in enumerate(self.layers):
