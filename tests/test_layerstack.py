@@ -73,8 +73,8 @@ def test_one_kernel_a_layer_keeps_h_in_fp32(device, dtype):
     assert rel_error(one, expected) <= TOLERANCES[dtype]
 
 
-def test_kernels_per_layer_is_checked():
-    stack = LayerStack(PRESETS["tiny"])
+def test_kernels_per_layer_is_checked(device):
+    stack = LayerStack(PRESETS["tiny"], device=device)
     with pytest.raises(ValueError, match="kernels_per_layer"):
         stack.fused_forward(stack.token_inputs(1, 1)[0], kernels_per_layer=3)
     with pytest.raises(ValueError, match="at most 8 rows"):
