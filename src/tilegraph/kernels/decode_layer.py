@@ -32,8 +32,8 @@ def _decode_layer_kernel(acc_ptr, stride_am, zero_ptr, h_ptr, stride_hm, norm_w_
     """acc_m += [p == 0] h_m + sum_{i in rows(p)} Wo[:, i] * q_mi, with
     q_mi = rstd_m * sum_k h_mk g_k Wq_ik and rstd_m = 1 / sqrt(mean_k h_mk^2 + eps).
 
-    Both weight tiles are read as (BLOCK_Q, BLOCK_D): Wq by its rows, Wo by its columns
-    (stride_wo_in between columns; 1 for a transposed copy of Wo, whose rows are then
+    Both weight tiles are read as (BLOCK_Q, BLOCK_D): Wq by its rows, Wo by its columns,
+    with any strides (stride_wo_out is 1 where Wo is stored transposed, its columns then
     contiguous). PREFETCH_WEIGHT: both tiles are loaded before griddepcontrol.wait, while
     the previous kernel in the stream finishes.
     """
