@@ -76,3 +76,15 @@ def test_tuning_during_capture_raises(monkeypatch):
     with pytest.raises(CaptureError, match="warm up"):  # noqa: SIM117
         with torch.cuda.graph(graph):
             tuner.pick(("new key",), lambda config: None)
+
+
+def test_choices_report_every_tuners_picks(tmp_path, monkeypatch):
+    from tilegraph.kernels.autotune import choices
+
+    monkeypatch.setenv("TILEGRAPH_CACHE_DIR", str(tmp_path))
+    tuner = Tuner("reported_kernel", CONFIGS)
+    assert "reported_kernel" not in choices()  # nothing picked yet
+    tuner.path.parent.mkdir(parents=True)
+    tuner.path.write_text(json.dumps({repr((5, 6)): CONFIGS[1]}))  # tuned by another process
+    assert tuner.pick((5, 6), lambda config: None) == CONFIGS[1]
+    assert choices()["reported_kernel"] == {repr((5, 6)): CONFIGS[1]}

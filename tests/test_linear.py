@@ -114,21 +114,57 @@ def test_decode_shapes_gpu(rows, dtype):
 @pytest.mark.parametrize("rows, k", [(1, 7), (1, 5000), (1, 96), (3, 781), (8, 3000)])
 def test_matvec_rule_keeps_tiles_bounded(rows, k, element_size):
     c = sys.modules["tilegraph.kernels.linear"].matvec_config(rows, 64, k, element_size)
+    assert 1 <= c["num_warps"] <= 16
+    if "SPLIT" in c:  # the one-row kernel: a row split in chunks
+        assert rows == 1
+        block_k = c["SPLIT"] * c["CHUNK"]
+        assert c["BLOCK_N"] * block_k <= 128 * 32 * c["num_warps"]      # no spills
+        assert 16 <= block_k <= max(16, triton.next_power_of_2(k))      # no tile wider than K
+        return
     rows_at_once = 1 if c["ROW_LOOP"] else triton.next_power_of_2(rows)
     assert rows_at_once * c["BLOCK_N"] * c["BLOCK_K"] <= 128 * 32 * c["num_warps"]  # no spills
     assert 16 <= c["BLOCK_K"] <= max(16, triton.next_power_of_2(k))  # no tile wider than K
-    assert 1 <= c["num_warps"] <= 16
     if rows == 1:
         assert c["BLOCK_N"] * c["BLOCK_K"] * element_size <= 32 * 1024
 
 
 def test_matvec_rule_picks_the_swept_batch_1_shapes():
-    """The fastest shapes of whole-stack sweeps on H100 (benchmarks/explore_matvec.py stack)."""
+    """The fastest shapes of rotated-weight and whole-stack sweeps on H100
+    (benchmarks/explore_linear_chain.py, benchmarks/explore_matvec.py stack)."""
     rule = sys.modules["tilegraph.kernels.linear"].matvec_config
     shape = lambda c: (c["BLOCK_N"], c["BLOCK_K"], c["num_warps"])  # noqa: E731
-    assert shape(rule(1, 2048, 2048, 4)) == (4, 2048, 4)    # fp32 d=2048
-    assert shape(rule(1, 2048, 2048, 2)) == (8, 2048, 8)    # bf16 d=2048
-    assert shape(rule(1, 512, 512, 4)) == (8, 512, 2)       # fp32 d=512
+    split = lambda c: (c["BLOCK_N"], c["SPLIT"], c["CHUNK"], c["num_warps"])  # noqa: E731
+    assert shape(rule(1, 2048, 2048, 4)) == (4, 2048, 4)      # fp32 d=2048
+    assert split(rule(1, 2048, 2048, 2)) == (4, 16, 128, 4)   # bf16 d=2048
+    assert shape(rule(1, 512, 512, 4)) == (8, 512, 2)         # fp32 d=512
+
+
+GEMV_TILES = [  # (BLOCK_N, SPLIT, CHUNK, num_warps): rows past N, chunks past K, a K loop
+    (4, 16, 128, 4), (1, 1, 16, 1), (16, 4, 32, 2), (2, 8, 64, 4), (8, 2, 256, 8)]
+
+
+@pytest.mark.parametrize("tile", GEMV_TILES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_gemv_tiles_with_every_part(tile, dtype, device):
+    """The one-row kernel at awkward sizes (37 outputs, 301 or 2100 inputs: a partial last
+    row block, a partial chunk, a second pass over K) with every part at once."""
+    linear_module = sys.modules["tilegraph.kernels.linear"]
+    block_n, split, chunk, warps = tile
+    config = {"BLOCK_N": block_n, "SPLIT": split, "CHUNK": chunk, "num_warps": warps,
+              "num_stages": 1}
+    for k in (301, 2100):
+        x, w, b, g, r = _make((1,), 37, k, dtype, device, True, True, True)
+        ref = linear_ref(x.double(), w.double(), b.double(), norm_weight=g.double(),
+                         activation="gelu", residual=r.double())
+        for prefetch_weight in (False, True):
+            out = poisoned((1, 37), dtype, device)
+            linear_module._launch_matvec(x, w, out, g, 1e-6, b, "gelu", r, prefetch_weight,
+                                         config)
+            assert_close(out, ref, dtype, what=f"{config} k={k}")
+    with pytest.raises(ValueError, match="one-row kernel got 2 rows"):
+        linear_module._launch_matvec(randn(2, 301, device=device), w.float(),
+                                     torch.empty(2, 37, device=device), None, 1e-6, None,
+                                     "none", None, False, config)
 
 
 @pytest.mark.parametrize("row_loop", [False, True])

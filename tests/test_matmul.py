@@ -72,3 +72,30 @@ def test_every_candidate_is_correct(dtype, monkeypatch):
     for config in matmul_module._candidates(m, n, k, dtype):
         monkeypatch.setitem(matmul_module._tuner._memo, key, config)
         _check(m, n, k, dtype, "cuda", activation="relu")
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_every_tma_candidate_is_correct(dtype, device, monkeypatch):
+    """The persistent TMA kernel, forced config by config: tiles past the edges (300 x 136
+    outputs), a K that is not a multiple of BLOCK_K, more tiles than programs."""
+    matmul_module = sys.modules["tilegraph.kernels.matmul"]
+    if not matmul_module._tma_ready(randn(8, 8, dtype=dtype, device=device)):
+        pytest.skip("this GPU has no TMA (Hopper on)")
+    m, n, k = 300, 136, 200
+    key = repr(("gemm", 512, n, k, str(dtype), "tma"))
+    configs = [c for c in matmul_module._candidates(m, n, k, dtype, tma=True) if c.get("TMA")]
+    assert configs
+    for config in configs:
+        monkeypatch.setitem(matmul_module._tuner._memo, key, config)
+        _check(m, n, k, dtype, device, activation="gelu_tanh")
+
+
+def test_tma_only_for_aligned_row_major_16bit(device):
+    ready = sys.modules["tilegraph.kernels.matmul"]._tma_ready
+    bf16 = randn(16, 24, dtype=torch.bfloat16, device=device)
+    expected = ready(bf16)  # False only on a CUDA GPU older than Hopper
+    assert ready(randn(16, 24, device=device)) is False                        # fp32
+    assert ready(bf16.t()) is False                                            # column-major
+    assert ready(randn(16, 21, dtype=torch.bfloat16, device=device)) is False  # 42-byte rows
+    assert ready(bf16[:, 1:9]) is False                                        # base not aligned
+    assert ready(bf16[:, 8:16]) is expected

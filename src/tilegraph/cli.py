@@ -156,8 +156,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         console.print("[red]No variant matched --variants[/red]")
         return 2
     if args.out:
+        from .kernels.autotune import choices
+
         written = report.save(all_rows, args.out, "bench", args.format, title="tilegraph bench",
-                              columns=REPORT_COLUMNS, ceilings=ceil or {})
+                              columns=REPORT_COLUMNS, ceilings=ceil or {}, autotune=choices())
         if args.plot:
             for bench in benches:
                 kernel_rows = [r for r in all_rows if r["kernel"] == bench.name]

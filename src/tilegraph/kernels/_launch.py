@@ -44,10 +44,15 @@ def _capability(index: int) -> tuple[int, int]:
     return torch.cuda.get_device_capability(index)
 
 
-def supports_pdl(device: torch.device) -> bool:
-    """Programmatic dependent launch: CUDA devices of compute capability 9.0 (Hopper) on."""
+def is_hopper_or_newer(device: torch.device) -> bool:
+    """A CUDA device of compute capability 9.0 or more, run compiled (not interpreted)."""
     return (not INTERPRET and device.type == "cuda"
             and _capability(device.index or 0) >= (9, 0))
+
+
+def supports_pdl(device: torch.device) -> bool:
+    """Programmatic dependent launch (griddepcontrol): Hopper on."""
+    return is_hopper_or_newer(device)
 
 
 def sm_count(device: torch.device) -> int | None:

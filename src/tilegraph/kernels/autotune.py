@@ -23,6 +23,7 @@ from .._runtime import INTERPRET, device_name, is_capturing
 from ..errors import CaptureError
 
 Config = dict  # kernel meta-parameters plus num_warps / num_stages
+_TUNERS: list[Tuner] = []  # every Tuner made, for reports of what was picked
 
 
 def cache_dir() -> Path:
@@ -47,6 +48,7 @@ class Tuner:
         self.configs = configs
         self._memo: dict[str, Config] = {}
         self._disk_loaded = False
+        _TUNERS.append(self)
 
     @property
     def path(self) -> Path:
@@ -127,3 +129,8 @@ class Tuner:
             return float("inf")  # e.g. too much shared memory for this GPU
         finally:
             torch.cuda.synchronize()
+
+
+def choices() -> dict[str, dict[str, Config]]:
+    """{kernel: {problem key: config}} of every tuner that has picked or loaded something."""
+    return {t.kernel: t.results() for t in _TUNERS if t.results()}

@@ -120,48 +120,137 @@ def _matvec_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
              acc.to(y_ptr.dtype.element_ty), mask=y_mask)
 
 
-# Batch-1 tiles: a program streams at most 32 KB of weight, 64 weight elements a thread.
+@triton.jit
+def _gemv_step(acc, sum_sq, w, x_ptr, norm_w_ptr, cols, k0, K, HAS_NORM: tl.constexpr):
+    """Fold one (BLOCK_N, SPLIT, CHUNK) weight tile w, columns k0 + cols, into acc (BLOCK_N,).
+    The norm weights are read here, after the wait, although they are constant: read with
+    the weight tile before it, their registers cost more (fewer programs an SM) than the
+    load saves (bf16 d=2048 with norm 4.3 -> 4.8 us, H100)."""
+    k_mask = cols < K - k0
+    x = tl.load(x_ptr + k0 + cols, mask=k_mask, other=0.0).to(tl.float32)   # (1, S, C)
+    if HAS_NORM:
+        sum_sq += tl.sum(x * x)
+        x = x * tl.load(norm_w_ptr + k0 + cols, mask=k_mask, other=0.0).to(tl.float32)
+    acc += tl.sum(tl.sum(w.to(tl.float32) * x, axis=2), axis=1)
+    return acc, sum_sq
+
+
+@triton.jit
+def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr,
+                 N, K, eps,
+                 HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
+                 ACTIVATION: tl.constexpr, PREFETCH_WEIGHT: tl.constexpr,
+                 BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, CHUNK: tl.constexpr):
+    """One row: y_n = act(rstd * sum_k x_k g_k W_nk + b_n) + r_n, BLOCK_N outputs a program,
+    rstd = 1 / sqrt(mean_k x_k^2 + eps) gathered in the same pass over K.
+
+    The weight tile is (BLOCK_N, SPLIT, CHUNK), SPLIT chunks of one row side by side, which
+    Triton lays out with the warps across the chunks and each thread holding a few 16-byte
+    vectors of every row: the tile costs little more than its own registers, so small
+    programs fit many to an SM and the next kernel's programs find room to start streaming
+    early (bf16 d=2048 on H100: 3.5 us against 4.5 for the same values as a (BLOCK_N,
+    BLOCK_K) tile in _matvec_kernel). PREFETCH_WEIGHT as in _matvec_kernel: the first weight
+    tile is read before griddepcontrol.wait.
+    """
+    offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    n_mask = offs_n < N
+    cols = tl.arange(0, SPLIT)[None, :, None] * CHUNK + tl.arange(0, CHUNK)[None, None, :]
+    w_ptrs = w_ptr + offs_n[:, None, None].to(tl.int64) * stride_wn + cols  # (BN, S, C)
+    w_mask = n_mask[:, None, None]
+    acc = tl.zeros([BLOCK_N], tl.float32)
+    sum_sq = 0.0
+    w = tl.load(w_ptrs, mask=w_mask & (cols < K), other=0.0)
+    if PREFETCH_WEIGHT:
+        tl.extra.cuda.gdc_launch_dependents()  # the next kernel may start its own prefetch
+        tl.extra.cuda.gdc_wait()               # x and the epilogue inputs are now final
+    acc, sum_sq = _gemv_step(acc, sum_sq, w, x_ptr, norm_w_ptr, cols, 0, K, HAS_NORM)
+    for k0 in range(SPLIT * CHUNK, K, SPLIT * CHUNK):
+        w = tl.load(w_ptrs + k0, mask=w_mask & (cols < K - k0), other=0.0)
+        acc, sum_sq = _gemv_step(acc, sum_sq, w, x_ptr, norm_w_ptr, cols, k0, K, HAS_NORM)
+
+    if HAS_NORM:
+        acc = acc * tl.rsqrt(sum_sq / K + eps)
+    if HAS_BIAS:
+        acc += tl.load(bias_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)
+    acc = apply_activation(acc, ACTIVATION)
+    if HAS_RESIDUAL:
+        acc += tl.load(res_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)
+    tl.store(y_ptr + offs_n, acc.to(y_ptr.dtype.element_ty), mask=n_mask)
+
+
+# Batch 1, 16-bit weights: programs of GEMV_WARPS warps, GEMV_ELEMENTS_PER_THREAD weight
+# values a thread, rows split in chunks of GEMV_CHUNK columns (see matvec_config).
+GEMV_WARPS = 4
+GEMV_ELEMENTS_PER_THREAD = 64
+GEMV_CHUNK = 128
+# Batch 1, fp32 weights: a _matvec_kernel tile of at most 32 KB, 64 elements a thread.
 MATVEC_TILE_BYTES = 32 * 1024
 MATVEC_ELEMENTS_PER_THREAD = 64
 
 
+def gemv_config(N: int, K: int) -> dict:
+    """Tile of the one-row kernel (_gemv_kernel): GEMV_WARPS warps, GEMV_ELEMENTS_PER_THREAD
+    values a thread, chunks of GEMV_CHUNK columns, at most 16 rows."""
+    block_k = max(16, min(triton.next_power_of_2(K), 2048))
+    chunk = min(GEMV_CHUNK, block_k)
+    block_n = GEMV_ELEMENTS_PER_THREAD * 32 * GEMV_WARPS // block_k
+    block_n = max(1, min(16, block_n, triton.next_power_of_2(N)))
+    num_warps = block_n * block_k // (32 * GEMV_ELEMENTS_PER_THREAD)
+    return {"BLOCK_N": block_n, "SPLIT": block_k // chunk, "CHUNK": chunk,
+            "num_warps": max(1, min(GEMV_WARPS, num_warps)), "num_stages": 1}
+
+
 def matvec_config(M: int, N: int, K: int, element_size: int = 4) -> dict:
-    """Block shape for the matrix-vector kernel, chosen by rule rather than by timing.
+    """Kernel and tile for 1 to MATVEC_MAX_ROWS rows, chosen by rule rather than by timing.
 
     Timing candidates on one weight (as an autotuner does) measures them with W hot in L2,
-    while a layer stack streams every layer's W from memory. So the shapes come from sweeps
-    of whole decode stacks (benchmarks/explore_matvec.py stack, H100 and H200, 2026-11-21):
-    at batch 1 the fastest tile covers the whole row (up to 2048 columns), is at most 32 KB
-    and 8 rows, with 64 elements a thread: d=2048 fp32 4 rows x 4 warps (269 us/token
-    against 287 for the earlier 8 rows x 4 warps), bf16 8 rows x 8 warps (184 against 199),
-    d=512 fp32 8 rows x 2 warps (65 against 79). Several rows (batched decode) keep 8 rows
-    x 4 warps, applied to one x row at a time (ROW_LOOP): bf16 rows 2/4/8 in 5.2/6.3/9.5 us
-    a d=2048 linear, where one broadcast product over all rows needs a tile 1 / rows as
-    large (5.4/7.6/16.4 us).
+    while a layer stack streams every layer's W from memory. So the rules come from sweeps
+    over weights rotated past L2 and over whole decode stacks (benchmarks/explore_matvec.py
+    stack, benchmarks/explore_linear_chain.py; H100 and H200, 2026-11-21; notes/kernels.md):
+    - one row, 16-bit: _gemv_kernel, 4 rows x 16 chunks of 128 columns x 4 warps at d=2048
+      (bf16 on H100: 3.5 us a linear against 4.5 for the _matvec_kernel tile below; the
+      seed-bf16 stack with two kernels a layer 164-169 us/token against 184).
+    - one row, fp32: _matvec_kernel with the whole row (up to 2048 columns), at most 32 KB
+      and 8 rows, 64 elements a thread: d=2048 4 rows x 4 warps, 269 us/token for the seed
+      stack, where the best _gemv_kernel tile took 300 (64 fp32 values a thread are 64
+      registers of data, so the split tile's saving in registers matters less).
+    - several rows (batched decode): 8 rows x up to 2048 columns over 4 warps, applied to
+      one x row at a time (ROW_LOOP): bf16 rows 2/4/8 in 5.2/6.3/9.5 us a d=2048 linear,
+      where one broadcast product over all rows needs a tile 1 / rows as large
+      (5.4/7.6/16.4 us).
     """
     block_k = max(16, min(triton.next_power_of_2(K), 2048))
+    if M == 1 and element_size <= 2:
+        return gemv_config(N, K)
     if M == 1:
         block_n = max(1, min(8, MATVEC_TILE_BYTES // (block_k * element_size)))
         num_warps = block_n * block_k // (32 * MATVEC_ELEMENTS_PER_THREAD)
         return {"BLOCK_N": block_n, "BLOCK_K": block_k,
                 "num_warps": max(1, min(16, num_warps)), "num_stages": 1, "ROW_LOOP": False}
-    # 8 rows x up to 2048 columns over 4 warps: at most 128 elements a thread
     return {"BLOCK_N": 8, "BLOCK_K": block_k, "num_warps": 4, "num_stages": 1, "ROW_LOOP": True}
 
 
 def _launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
-                   prefetch_weight: bool = False, config: dict | None = None) -> None:
+                   prefetch_weight: bool = False, config: dict | None = None):
+    """y = linear(x) for 1 to MATVEC_MAX_ROWS rows; a config with SPLIT (one row only) runs
+    _gemv_kernel, one with BLOCK_K _matvec_kernel. Returns Triton's compiled-kernel handle."""
     M, K = x.shape
     N = weight.shape[0]
     config = config or matvec_config(M, N, K, weight.element_size())
     pdl = {"launch_pdl": True} if prefetch_weight and supports_pdl(x.device) else {}
-    _matvec_kernel[(triton.cdiv(N, config["BLOCK_N"]),)](
+    parts = dict(HAS_NORM=norm_weight is not None, HAS_BIAS=bias is not None,
+                 HAS_RESIDUAL=residual is not None, ACTIVATION=activation,
+                 PREFETCH_WEIGHT=bool(pdl))
+    grid = (triton.cdiv(N, config["BLOCK_N"]),)
+    if "SPLIT" in config:
+        if M != 1:
+            raise ValueError(f"the one-row kernel got {M} rows")
+        return _gemv_kernel[grid](out, x, weight, weight.stride(0), norm_weight, bias,
+                                  residual, N, K, eps, **parts, **config, **pdl)
+    return _matvec_kernel[grid](
         out, out.stride(0), x, x.stride(0), weight, weight.stride(0),
         norm_weight, bias, residual, residual.stride(0) if residual is not None else 0,
-        M, N, K, eps,
-        HAS_NORM=norm_weight is not None, HAS_BIAS=bias is not None,
-        HAS_RESIDUAL=residual is not None, ACTIVATION=activation,
-        PREFETCH_WEIGHT=bool(pdl), BLOCK_M=triton.next_power_of_2(M), **config, **pdl)
+        M, N, K, eps, **parts, BLOCK_M=triton.next_power_of_2(M), **config, **pdl)
 
 
 def _launch_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,

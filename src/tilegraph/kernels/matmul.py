@@ -1,7 +1,10 @@
 """Tiled matrix product with grouped tile order, autotuned, and optional fused prologue
 (RMSNorm of A's rows) and epilogue (bias, activation, residual).
 
-tg.matmul uses the plain product; tg.linear's many-row path uses the fused one.
+tg.matmul uses the plain product; tg.linear's many-row path uses the fused one. Two kernels
+compete in the tuner: tiles loaded through pointers (any strides, every prologue and
+epilogue), and a persistent one fed by TMA (Hopper's tensor-memory copy engine; row-major
+16-bit operands, activation only), which one program an SM keeps busy across tiles.
 """
 
 from __future__ import annotations
@@ -13,8 +16,22 @@ import triton.language as tl
 from .._runtime import INTERPRET
 from ._activation import activation_code, activation_ref, apply_activation
 from ._checks import check_like, check_no_overlap, check_tensor, prepare_out
+from ._launch import is_hopper_or_newer, sm_count
 from ._ops import dispatch
 from .autotune import Tuner
+
+
+@triton.jit
+def _tile_position(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    """(pid_m, pid_n) of output tile number `tile` in grouped order: GROUP_M tile rows walk
+    the tile columns together, so the A rows and B columns they share are still in L2 when
+    the neighbours need them."""
+    tiles_per_group = GROUP_M * num_pid_n
+    first_pid_m = (tile // tiles_per_group) * GROUP_M
+    group_rows = tl.minimum(num_pid_m - first_pid_m, GROUP_M)
+    pid_m = first_pid_m + (tile % tiles_per_group) % group_rows
+    pid_n = (tile % tiles_per_group) // group_rows
+    return pid_m, pid_n
 
 
 @triton.jit
@@ -32,16 +49,8 @@ def _gemm_kernel(c_ptr, stride_cm, stride_cn,
     rms_norm(A)_mk = A_mk / sqrt(mean_k A_mk^2 + eps); the per-row scale is applied to the
     accumulator after the K loop, since it factors out of the sum over k.
     """
-    pid = tl.program_id(0)
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-    # Grouped order: GROUP_M tile rows walk the tile columns together, so the A rows and
-    # B columns they share are still in L2 when the neighbours need them.
-    pids_per_group = GROUP_M * num_pid_n
-    first_pid_m = (pid // pids_per_group) * GROUP_M
-    group_rows = tl.minimum(num_pid_m - first_pid_m, GROUP_M)
-    pid_m = first_pid_m + (pid % pids_per_group) % group_rows
-    pid_n = (pid % pids_per_group) // group_rows
+    pid_m, pid_n = _tile_position(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N),
+                                  GROUP_M)
 
     row0 = pid_m * BLOCK_M
     col0 = pid_n * BLOCK_N
@@ -98,9 +107,42 @@ def _gemm_kernel(c_ptr, stride_cm, stride_cn,
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
 
 
-def _config(bm, bn, bk, warps, stages, group=8):
-    return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group,
-            "num_warps": warps, "num_stages": stages}
+@triton.jit
+def _gemm_tma_kernel(c_desc, a_desc, b_desc, M, N, K,
+                     ACTIVATION: tl.constexpr, UPCAST_DOT: tl.constexpr,
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                     GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr):
+    """C = act(A @ B), fp32 accumulation; persistent: program p computes output tiles p,
+    p + NUM_PROGRAMS, ... in grouped order.
+
+    One program an SM for the whole product removes the partial last wave of a one-tile-a-
+    program grid (4096^2 in 128 x 256 tiles is 512 tiles, 3.9 waves on 132 SMs), and the
+    flattened loop lets the compiler issue the next tile's first loads under this tile's
+    epilogue. TMA reads past the matrix edge as zeros and clips stores to it: no masks.
+    """
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    for tile in tl.range(tl.program_id(0), num_pid_m * num_pid_n, NUM_PROGRAMS, flatten=True):
+        pid_m, pid_n = _tile_position(tile, num_pid_m, num_pid_n, GROUP_M)
+        row0 = pid_m * BLOCK_M
+        col0 = pid_n * BLOCK_N
+        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        for kk in range(k_tiles):
+            a = a_desc.load([row0, kk * BLOCK_K])
+            b = b_desc.load([kk * BLOCK_K, col0])
+            if UPCAST_DOT:  # the interpreter mis-multiplies bf16 dots; fp32 is exact for them
+                a = a.to(tl.float32)
+                b = b.to(tl.float32)
+            acc = tl.dot(a, b, acc)
+        acc = apply_activation(acc, ACTIVATION)
+        c_desc.store([row0, col0], acc.to(c_desc.dtype))
+
+
+def _config(bm, bn, bk, warps, stages, group=8, tma=False):
+    config = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group,
+              "num_warps": warps, "num_stages": stages}
+    return {**config, "TMA": True} if tma else config
 
 
 # Candidates that do well on Hopper and Ampere for 16-bit inputs, from large tiles (fill the
@@ -116,17 +158,41 @@ _CONFIGS_FP32 = [
     _config(128, 128, 32, 8, 3), _config(128, 64, 32, 4, 4), _config(64, 128, 32, 4, 4),
     _config(64, 64, 32, 4, 4), _config(32, 64, 32, 4, 4), _config(16, 64, 32, 4, 4),
 ]
-_tuner = Tuner("gemm", _CONFIGS_16BIT + _CONFIGS_FP32)
+# Persistent TMA candidates; their epilogue also stages the output tile in shared memory.
+# Each takes more than half an SM's shared memory, so no SM ever runs two of the one-an-SM
+# programs (two on one SM would double that SM's share of the tiles).
+_CONFIGS_TMA = [
+    _config(128, 256, 64, 8, 3, tma=True), _config(128, 128, 64, 8, 4, tma=True),
+    _config(128, 128, 64, 4, 4, tma=True), _config(128, 128, 64, 8, 5, tma=True),
+    _config(128, 64, 64, 4, 6, tma=True), _config(64, 128, 64, 4, 6, tma=True),
+]
+_tuner = Tuner("gemm", _CONFIGS_16BIT + _CONFIGS_FP32 + _CONFIGS_TMA)
 _SMEM_BUDGET = 200 * 1024  # bytes; Hopper allows 227 KB per block, Ampere 163 KB
+_SMEM_BUDGET_TMA = 220 * 1024  # TMA kernels run on Hopper on only
 
 
-def _candidates(M: int, N: int, K: int, dtype: torch.dtype) -> list[dict]:
+def _tma_ready(*tensors: torch.Tensor) -> bool:
+    """TMA needs 16-bit row-major matrices with 16-byte aligned rows and base addresses, and
+    a GPU with the copy engine (Hopper on); the interpreter emulates it on CPU tensors."""
+    if tensors[0].dtype not in (torch.float16, torch.bfloat16):
+        return False
+    if not (INTERPRET or is_hopper_or_newer(tensors[0].device)):
+        return False
+    return all(t.stride(1) == 1 and (t.stride(0) * t.element_size()) % 16 == 0
+               and t.data_ptr() % 16 == 0 for t in tensors)
+
+
+def _candidates(M: int, N: int, K: int, dtype: torch.dtype, tma: bool = False) -> list[dict]:
     pool = _CONFIGS_FP32 if dtype == torch.float32 else _CONFIGS_16BIT
+    if tma:
+        pool = pool + _CONFIGS_TMA
     size = torch.tensor([], dtype=dtype).element_size()
 
     def fits(c):
         smem = c["num_stages"] * (c["BLOCK_M"] + c["BLOCK_N"]) * c["BLOCK_K"] * size
-        return (smem <= _SMEM_BUDGET
+        if c.get("TMA"):
+            smem += c["BLOCK_M"] * c["BLOCK_N"] * size
+        return (smem <= (_SMEM_BUDGET_TMA if c.get("TMA") else _SMEM_BUDGET)
                 and c["BLOCK_M"] <= max(16, triton.next_power_of_2(M))
                 and c["BLOCK_N"] <= max(16, triton.next_power_of_2(N))
                 and c["BLOCK_K"] <= max(16, triton.next_power_of_2(K)))
@@ -153,17 +219,39 @@ def launch_gemm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, norm_wei
         HAS_RESIDUAL=residual is not None, ACTIVATION=activation,
         DOT_PRECISION=_dot_precision(dtype), UPCAST_DOT=INTERPRET and dtype == torch.bfloat16)
     res_strides = residual.stride() if residual is not None else (0, 0)
+    plain = norm_weight is None and bias is None and residual is None
+    tma = plain and _tma_ready(a, b, out)
 
     def run(config, c):
+        if config.get("TMA"):
+            _launch_gemm_tma(a, b, c, activation, config)
+            return
         grid = (triton.cdiv(M, config["BLOCK_M"]) * triton.cdiv(N, config["BLOCK_N"]),)
         _gemm_kernel[grid](c, c.stride(0), c.stride(1), a, a.stride(0), a.stride(1),
                            b, b.stride(0), b.stride(1), norm_weight, bias, residual,
                            *res_strides, M, N, K, eps, **kernel_args, **config)
 
-    key = ("gemm", triton.next_power_of_2(M), N, K, str(dtype))
+    key = ("gemm", triton.next_power_of_2(M), N, K, str(dtype)) + (("tma",) if tma else ())
     config = _tuner.pick(key, lambda cfg: run(cfg, torch.empty_like(out)),
-                         _candidates(M, N, K, dtype))
+                         _candidates(M, N, K, dtype, tma))
     run(config, out)
+
+
+def _launch_gemm_tma(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, activation: str,
+                     config: dict):
+    """Launch the persistent kernel; returns Triton's handle of the compiled kernel."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
+    M, K = a.shape
+    N = b.shape[1]
+    tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
+    programs = min(tiles, sm_count(a.device) or 4)  # the interpreter: a few, to walk tiles
+    meta = {name: value for name, value in config.items() if name != "TMA"}
+    return _gemm_tma_kernel[(programs,)](
+        TensorDescriptor.from_tensor(out, [bm, bn]), TensorDescriptor.from_tensor(a, [bm, bk]),
+        TensorDescriptor.from_tensor(b, [bk, bn]), M, N, K, ACTIVATION=activation,
+        UPCAST_DOT=INTERPRET and a.dtype == torch.bfloat16, NUM_PROGRAMS=programs, **meta)
 
 
 def _launch_matmul(a: torch.Tensor, b: torch.Tensor, activation: str, out: torch.Tensor) -> None:

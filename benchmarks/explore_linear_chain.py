@@ -1,0 +1,218 @@
+"""Exploration (not a deliverable): where the time of a batch-1 linear goes when many run back
+to back in one CUDA graph with programmatic dependent launch (PDL), and which tile streams best.
+
+    PYTHONPATH=src python3 benchmarks/explore_linear_chain.py parts [d]
+    PYTHONPATH=src python3 benchmarks/explore_linear_chain.py sweep [dtype d ...]   # bf16 2048
+    PYTHONPATH=src python3 benchmarks/explore_linear_chain.py stack
+    PYTHONPATH=src python3 benchmarks/explore_linear_chain.py sweep+stack [dtype d ...]  # short
+
+Every variant is timed as graph replays of many calls (bench.measure(graph=True)), over weight
+sets rotated past L2 ("hbm") and over one weight that stays in L2 ("hot").
+- parts: an empty kernel that only waits for the previous one (the PDL boundary alone); a
+  kernel that streams its weight rows before the wait and stores one sum after it (bytes and
+  boundary, no x); the (BLOCK_N, BLOCK_K) matvec kernel; the (BLOCK_N, SPLIT, CHUNK) gemv.
+- sweep: gemv tiles, fastest first, with registers a thread.
+- stack: the decode presets with two tg.linear a layer, at gemv tiles.
+"""
+
+import math
+import sys
+
+import torch
+import triton
+import triton.language as tl
+
+from tilegraph.bench import ceilings, measure
+from tilegraph.kernels import linear_ref
+from tilegraph.testing import rel_error
+
+linear_mod = sys.modules["tilegraph.kernels.linear"]
+DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32, "fp16": torch.float16}
+
+
+@triton.jit
+def _empty_kernel(out_ptr, PDL: tl.constexpr):
+    if PDL:
+        tl.extra.cuda.gdc_launch_dependents()
+        tl.extra.cuda.gdc_wait()
+    tl.store(out_ptr + tl.program_id(0), 1.0)
+
+
+@triton.jit
+def _read_kernel(out_ptr, w_ptr, stride_wn, K, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    w = tl.load(w_ptr + offs_n[:, None].to(tl.int64) * stride_wn + offs_k[None, :],
+                mask=(offs_k < K)[None, :], other=0.0)
+    tl.extra.cuda.gdc_launch_dependents()
+    tl.extra.cuda.gdc_wait()
+    tl.store(out_ptr + tl.program_id(0), tl.sum(tl.sum(w.to(tl.float32), axis=1), axis=0))
+
+
+class Problem:
+    """A batch-1 linear's operands, with enough weight copies to span 3x L2."""
+
+    def __init__(self, d: int, dtype: torch.dtype):
+        self.d, self.dtype = d, dtype
+        self.weight_bytes = d * d * torch.empty((), dtype=dtype).element_size()
+        n_sets = max(2, math.ceil(3 * 50e6 / self.weight_bytes))
+        self.weights = [torch.randn(d, d, device="cuda", dtype=dtype) * d**-0.5
+                        for _ in range(n_sets)]
+        self.x = torch.randn(1, d, device="cuda", dtype=dtype)
+        self.g = torch.randn(d, device="cuda", dtype=dtype)
+        self.out = torch.empty(1, d, device="cuda", dtype=dtype)
+        self.floor_us = self.weight_bytes / ceilings()["copy_gbps"] * 1e-3
+
+    def reference(self, norm: bool):
+        x, w = self.x.double(), self.weights[0].double()
+        if norm:
+            return linear_ref(x, w, norm_weight=self.g.double(), residual=x)
+        return linear_ref(x, w)
+
+    def linear(self, config: dict | None, norm: bool = False, pdl: bool = True):
+        """launch(weight) of tg.linear's batch-1 kernel at `config` (None: the rule)."""
+        g, residual = (self.g, self.x) if norm else (None, None)
+        return lambda w: linear_mod._launch_matvec(self.x, w, self.out, g, 1e-6, None, "none",
+                                                   residual, pdl, config)
+
+    def time(self, launch) -> tuple[float, float]:
+        """(us over rotated weights, us with one weight hot in L2) of launch(weight)."""
+        times = []
+        for pool in (self.weights, self.weights[:1]):
+            state = {"i": 0}
+
+            def call(pool=pool, state=state):
+                launch(pool[state["i"] % len(pool)])
+                state["i"] += 1
+            times.append(measure(call, graph=True, rep_ms=50).median * 1e3)
+        return times[0], times[1]
+
+
+def _gemv(block_n, split, chunk, warps, eviction=""):
+    config = {"BLOCK_N": block_n, "SPLIT": split, "CHUNK": chunk, "num_warps": warps,
+              "num_stages": 1}
+    return {**config, "WEIGHT_EVICTION": eviction} if eviction else config
+
+
+# The fastest tiles of the full sweeps on H100 and H200, each also with evict-first weights.
+SHORTLIST = {
+    torch.bfloat16: [(4, 16, 128, 4), (2, 16, 128, 4), (4, 8, 256, 4), (8, 16, 128, 4),
+                     (2, 32, 64, 2), (4, 16, 128, 8)],
+    torch.float32: [(4, 4, 512, 2), (2, 4, 512, 2), (1, 16, 128, 2), (4, 4, 512, 4),
+                    (2, 8, 256, 2), (4, 8, 256, 2)],
+}
+
+
+def parts(d: int = 2048, dtype=torch.bfloat16) -> None:
+    p = Problem(d, dtype)
+    scratch = torch.empty(8192, device="cuda")
+    block_k = triton.next_power_of_2(d)
+    print(f"\n{torch.cuda.get_device_name()} d={d} {dtype}: floor {p.floor_us:.2f} us", flush=True)
+
+    def report(name, launch, check=False):
+        try:
+            launch(p.weights[0])
+            err = f"err {rel_error(p.out, p.reference(False)):.1e}" if check else ""
+            hbm, hot = p.time(launch)
+        except Exception as e:  # a shape the GPU refuses: say so and go on
+            print(f"  {name:40}: {type(e).__name__} {str(e)[:80]}")
+            return
+        print(f"  {name:40} hbm {hbm:6.2f} us ({p.floor_us / hbm:6.1%})  hot {hot:6.2f} us {err}",
+              flush=True)
+
+    for pdl in (False, True):
+        report(f"empty, 256 programs, pdl={pdl}",
+               lambda w, pdl=pdl: _empty_kernel[(256,)](scratch, PDL=pdl, launch_pdl=pdl))
+    for bn, warps in ((8, 8), (4, 4), (2, 4)):
+        report(f"read {bn} rows, {warps} warps",
+               lambda w, bn=bn, nw=warps: _read_kernel[(triton.cdiv(d, bn),)](
+                   scratch, w, w.stride(0), d, BLOCK_N=bn, BLOCK_K=block_k, num_warps=nw,
+                   launch_pdl=True))
+    old = {"BLOCK_N": 8, "BLOCK_K": min(2048, block_k), "num_warps": 8, "num_stages": 1,
+           "ROW_LOOP": False}
+    report("matvec 8 x 2048, 8 warps (old rule)", p.linear(old), check=True)
+    report(f"gemv rule {linear_mod.matvec_config(1, d, d, dtype.itemsize)}", p.linear(None),
+           check=True)
+
+
+def sweep(d: int = 2048, dtype=torch.bfloat16, top: int = 12, short: bool = False) -> list[dict]:
+    """gemv tiles over weights rotated past L2, fastest first; returns the best configs.
+    short: only SHORTLIST's tiles, with and without evict-first weight loads."""
+    p = Problem(d, dtype)
+    block_k = min(2048, triton.next_power_of_2(d))
+    results = []
+    if short:
+        candidates = [_gemv(*shape, eviction) for shape in SHORTLIST[dtype]
+                      for eviction in ("", "evict_first")]
+    else:
+        candidates = [_gemv(bn, block_k // chunk, chunk, warps)
+                      for bn in (1, 2, 4, 8, 16) for chunk in (64, 128, 256, 512)
+                      for warps in (2, 4, 8)
+                      if chunk <= block_k and 16 <= bn * block_k // (32 * warps) <= 128]
+    rule = linear_mod.matvec_config(1, d, d, dtype.itemsize)
+    for config in [rule] + [c for c in candidates if c != rule]:
+        try:
+            kernel = p.linear(config, norm=True)(p.weights[0])
+            err = rel_error(p.out, p.reference(True))
+            hbm, hot = p.time(p.linear(config))
+            hbm_norm, _ = p.time(p.linear(config, norm=True))
+        except Exception as e:  # a shape the GPU refuses: say so and go on
+            print(f"  {config}: {type(e).__name__} {str(e)[:100]}", flush=True)
+            continue
+        regs = getattr(kernel, "n_regs", "?")
+        results.append((hbm, hot, hbm_norm, config, regs, err, config == rule))
+    results.sort(key=lambda r: r[0])
+    print(f"\n{torch.cuda.get_device_name()} gemv d={d} {dtype}: floor {p.floor_us:.2f} us; "
+          "plain / hot L2 / with norm+residual, fastest plain first", flush=True)
+    for hbm, hot, hbm_norm, config, regs, err, is_rule in results[:top] + [
+            r for r in results[top:] if r[-1]]:
+        shape = (f"{config['BLOCK_N']}x{config['SPLIT']}x{config['CHUNK']} "
+                 f"w{config['num_warps']} {config.get('WEIGHT_EVICTION', '')}")
+        print(f"  {hbm:6.2f} us ({p.floor_us / hbm:5.1%})  hot {hot:5.2f}  norm {hbm_norm:5.2f}"
+              f"  {shape:28} regs {regs} err {err:.1e}{'  (rule)' if is_rule else ''}",
+              flush=True)
+    return [r[3] for r in results[:4]]
+
+
+def stack(configs_by_dtype: dict | None = None) -> None:
+    """Decode presets with two tg.linear a layer, GPU time per token in a graph."""
+    from tilegraph.models import PRESETS, LayerStack
+
+    rule = linear_mod.matvec_config
+    for preset in ("seed", "seed-bf16"):
+        s = LayerStack(PRESETS[preset], device="cuda")
+        x = s.token_inputs(1, 1)[0]
+        ref = s.reference(x)
+        configs = (configs_by_dtype or {}).get(s.config.dtype, [])
+        old = {"BLOCK_N": 4 if s.config.dtype == torch.float32 else 8, "BLOCK_K": 2048,
+               "num_warps": 4 if s.config.dtype == torch.float32 else 8, "num_stages": 1,
+               "ROW_LOOP": False}
+        print(f"{preset}: us/token, two kernels a layer", flush=True)
+        for config in [None, old, *configs]:
+            if config is not None:
+                linear_mod.matvec_config = lambda M, N, K, e, c=config: dict(c)
+            err = rel_error(s.fused_forward(x, kernels_per_layer=2), ref)
+            us = measure(lambda s=s, x=x: s.fused_forward(x, kernels_per_layer=2), graph=True,
+                         rep_ms=100).median * 1e3
+            linear_mod.matvec_config = rule
+            print(f"  {us:7.1f} us {config or 'rule'} err {err:.1e}", flush=True)
+        one = measure(lambda s=s, x=x: s.fused_forward(x), graph=True, rep_ms=100).median * 1e3
+        print(f"  {one:7.1f} us fused_forward's own choice of kernels a layer", flush=True)
+
+
+if __name__ == "__main__":
+    mode, args = (sys.argv[1:2] or ["parts"])[0], sys.argv[2:]
+    if mode == "parts":
+        parts(*(int(a) for a in args[:1]))
+    elif mode in ("sweep", "sweep+stack"):
+        found = {}
+        pairs = list(zip(args[::2], args[1::2], strict=True)) or [("bf16", "2048")]
+        for name, d in pairs:
+            found.setdefault(DTYPES[name], []).extend(
+                sweep(int(d), DTYPES[name], short=mode == "sweep+stack"))
+        if mode == "sweep+stack":  # the best tiles of each dtype, on the whole stack
+            stack(found)
+    elif mode == "stack":
+        stack()
+    else:
+        sys.exit(__doc__)
