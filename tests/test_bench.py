@@ -195,3 +195,32 @@ def test_measure_graph_mode_is_per_call():
     assert one.clock == "cuda-graph-replay"
     assert 1.3 < two.median / one.median < 3.0
     assert not math.isnan(one.median)
+
+
+@pytest.mark.gpu
+def test_rotation_copies_only_the_named_arguments():
+    from tilegraph.bench.compare import _rotated_args
+
+    weight = torch.randn(1024, 1024, device="cuda")  # 4 MB: a few dozen copies span 3x L2
+    x = torch.randn(1024, device="cuda")
+    sets = _rotated_args((x, weight, "tag"), rotate=(1,))
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    assert len(sets) * weight.numel() * 4 >= 3 * l2
+    assert all(s[0] is x and s[2] == "tag" for s in sets)           # shared, not copied
+    assert len({s[1].data_ptr() for s in sets}) == len(sets)         # every weight its own
+    assert all(torch.equal(s[1], weight) for s in sets[:3])
+    everything = _rotated_args((x, weight))
+    assert len({s[0].data_ptr() for s in everything}) == len(everything)
+
+
+@pytest.mark.gpu
+def test_host_time_before_the_launch_is_not_counted():
+    """A call that spends 2 ms in Python before a microsecond kernel is timed as the kernel,
+    not as the host's time to issue it."""
+    x = torch.randn(1024, device="cuda")
+
+    def slow_to_issue():
+        time.sleep(0.002)
+        x.add_(1.0)
+
+    assert bench.measure(slow_to_issue, rep_ms=20).median < 0.5

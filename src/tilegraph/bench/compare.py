@@ -106,18 +106,24 @@ def _error_against(output, expected) -> tuple[float, float]:
     return max(errors), max(tolerances)
 
 
-def _rotated_args(args: Sequence, copies_past_l2: float = 3.0) -> list[tuple]:
-    """Copies of `args` whose tensors together span about 3x L2, so that cycling through them
-    reads memory, not a cache the previous call warmed (for graph-mode timing)."""
-    nbytes = sum(t.numel() * t.element_size() for t in _leaves(list(args)))
+def _rotated_args(args: Sequence, rotate: Sequence[int] | None = None,
+                  copies_past_l2: float = 3.0) -> list[tuple]:
+    """Copies of `args` whose rotated tensors (positions `rotate`; None: all) together span
+    about 3x L2, so that cycling through them reads memory, not a cache the previous call
+    warmed (for graph-mode timing). The other arguments are shared by every copy."""
+    rotate = range(len(args)) if rotate is None else rotate
+    nbytes = sum(t.numel() * t.element_size() for t in _leaves([args[i] for i in rotate]))
     if not torch.cuda.is_available() or nbytes == 0:
         return [tuple(args)]
     l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 50 * 2**20)
     # Enough copies to span 3x L2 whatever the size (small weights need hundreds); the cap
     # only bounds tiny arguments, which no number of copies pushes out of L2.
     copies = min(4096, math.ceil(copies_past_l2 * l2 / nbytes))
-    clone = lambda a: a.clone() if isinstance(a, torch.Tensor) else a  # noqa: E731
-    return [tuple(args)] + [tuple(clone(a) for a in args) for _ in range(copies - 1)]
+
+    def copy():
+        return tuple(a.clone() if i in rotate and isinstance(a, torch.Tensor) else a
+                     for i, a in enumerate(args))
+    return [tuple(args)] + [copy() for _ in range(copies - 1)]
 
 
 def _cycling(fn: Callable, arg_sets: list[tuple]) -> Callable[[], object]:
@@ -149,6 +155,7 @@ def _floor_ms(nbytes: int | None, flops: int | None, dtype: torch.dtype | None,
 def compare(variants: Mapping[str, Callable | Unavailable], reference: Callable,
             args: Sequence = (), bytes: int | None = None, flops: int | None = None,
             baseline: str | None = None, *, graph: bool = False, flush_l2: bool = True,
+            rotate: Sequence[int] | None = None,
             warmup_ms: float = 25, rep_ms: float = 100, ceilings: dict | None = None,
             progress: Callable[[str], None] | None = None) -> Comparison:
     """Check every variant against `reference`, then time the correct ones.
@@ -156,7 +163,9 @@ def compare(variants: Mapping[str, Callable | Unavailable], reference: Callable,
     bytes / flops: ideal traffic and arithmetic of one call, for GB/s, TFLOP/s and % of the
     device ceiling. baseline: the variant speed-ups are quoted against (default: the first).
     graph: time replays of a CUDA graph of many calls (for microsecond calls); with flush_l2
-    the calls then cycle through copies of `args` spanning 3x L2. ceilings: as returned by
+    the calls then cycle through copies of `args` spanning 3x L2 (only of the arguments at
+    positions `rotate` when given, e.g. a layer's weights but not the activations the
+    previous kernel just wrote, which a real stack finds in L2). ceilings: as returned by
     bench.ceilings(); measured (or read from its cache) when omitted on a GPU.
     """
     if not variants:
@@ -170,7 +179,7 @@ def compare(variants: Mapping[str, Callable | Unavailable], reference: Callable,
         ceilings = measured_ceilings() if torch.cuda.is_available() else {}
     expected = reference(*args)
     out_dtype = next((t.dtype for t in _leaves(expected)), None)
-    arg_sets = _rotated_args(args) if graph and flush_l2 else [tuple(args)]
+    arg_sets = _rotated_args(args, rotate) if graph and flush_l2 else [tuple(args)]
 
     results = []
     for name, fn in variants.items():

@@ -33,6 +33,7 @@ class Case:
     bytes: int | None = None
     flops: int | None = None
     graph: bool = False  # microsecond calls: time graph replays over rotated inputs
+    rotate: tuple[int, ...] | None = None  # which args those are (None: all)
 
 
 @dataclass(frozen=True)
@@ -146,7 +147,8 @@ def _linear(d: int, dtype: torch.dtype, device: str) -> Case:
         "tilegraph + PDL": lambda x, w: K.linear(x, w, out=out, prefetch_weight=True),
         "torch.compile": _compiled(F.linear),
     }, lambda x, w: K.linear_ref(x.double(), w.double()), (x, w), "F.linear",
-        bytes=(d * d + 2 * d) * x.element_size(), flops=2 * d * d, graph=True)
+        bytes=(d * d + 2 * d) * x.element_size(), flops=2 * d * d, graph=True,
+        rotate=(1,))  # weights rotated past L2; x is in L2, written by the previous layer
 
 
 def _norm_linear(d: int, dtype: torch.dtype, device: str) -> Case:
@@ -163,7 +165,7 @@ def _norm_linear(d: int, dtype: torch.dtype, device: str) -> Case:
     }, lambda x, w, g: K.linear_ref(x.double(), w.double(), norm_weight=g.double(),
                                     residual=x.double()),
         (x, w, g), "torch formula", bytes=(d * d + 4 * d) * x.element_size(), flops=2 * d * d,
-        graph=True)
+        graph=True, rotate=(1, 2))  # a layer's weights rotated past L2, as in _linear
 
 
 def _matmul(n: int, dtype: torch.dtype, device: str) -> Case:
@@ -249,7 +251,8 @@ def run_kernel(bench: KernelBench, sizes: tuple[int, ...], dtype: torch.dtype,
             continue
         baseline = case.baseline if case.baseline in chosen else None
         result = compare(chosen, case.reference, case.args, bytes=case.bytes, flops=case.flops,
-                         baseline=baseline, graph=case.graph, ceilings=ceilings,
+                         baseline=baseline, graph=case.graph, rotate=case.rotate,
+                         ceilings=ceilings,
                          progress=(lambda v, s=size: progress(f"{bench.name} {s}: {v}"))
                          if progress else None, **short)
         for row in result.rows():
