@@ -1,8 +1,9 @@
 """Fused linear layer: y = act(rms_norm(x) * norm_weight @ weight.T + bias) + residual.
 
 One kernel for the whole expression, every part optional. Few rows (decode) take a
-matrix-vector kernel that streams the weight once with all rows at a time; many rows take the
-tiled tensor-core GEMM of matmul.py with the same prologue and epilogue.
+matrix-vector kernel that streams the weight once with all rows at a time (one row of 16-bit
+weights: _gemv_kernel, whose tile needs fewer registers); many rows take the tiled
+tensor-core GEMM of matmul.py with the same prologue and epilogue.
 """
 
 from __future__ import annotations
