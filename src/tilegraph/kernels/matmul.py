@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from .._runtime import INTERPRET
 from ._activation import activation_code, activation_ref, apply_activation
@@ -240,8 +241,6 @@ def launch_gemm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, norm_wei
 def _launch_gemm_tma(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, activation: str,
                      config: dict):
     """Launch the persistent kernel; returns Triton's handle of the compiled kernel."""
-    from triton.tools.tensor_descriptor import TensorDescriptor
-
     bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
     M, K = a.shape
     N = b.shape[1]
