@@ -109,12 +109,13 @@ def _gemm_kernel(c_ptr, stride_cm, stride_cn,
 
 
 @triton.jit
-def _gemm_tma_kernel(c_desc, a_desc, b_desc, M, N, K,
+def _gemm_tma_kernel(c_desc, a_desc, b_desc, M, N, K, num_programs,
                      ACTIVATION: tl.constexpr, UPCAST_DOT: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                     GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr):
+                     GROUP_M: tl.constexpr):
     """C = act(A @ B), fp32 accumulation; persistent: program p computes output tiles p,
-    p + NUM_PROGRAMS, ... in grouped order.
+    p + num_programs, ... in grouped order (num_programs a runtime value: problems with fewer
+    tiles than SMs do not each compile their own kernel).
 
     One program an SM for the whole product removes the partial last wave of a one-tile-a-
     program grid (4096^2 in 128 x 256 tiles is 512 tiles, 3.9 waves on 132 SMs), and the
@@ -124,7 +125,7 @@ def _gemm_tma_kernel(c_desc, a_desc, b_desc, M, N, K,
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     k_tiles = tl.cdiv(K, BLOCK_K)
-    for tile in tl.range(tl.program_id(0), num_pid_m * num_pid_n, NUM_PROGRAMS, flatten=True):
+    for tile in tl.range(tl.program_id(0), num_pid_m * num_pid_n, num_programs, flatten=True):
         pid_m, pid_n = _tile_position(tile, num_pid_m, num_pid_n, GROUP_M)
         row0 = pid_m * BLOCK_M
         col0 = pid_n * BLOCK_N
@@ -249,8 +250,8 @@ def _launch_gemm_tma(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, activa
     meta = {name: value for name, value in config.items() if name != "TMA"}
     return _gemm_tma_kernel[(programs,)](
         TensorDescriptor.from_tensor(out, [bm, bn]), TensorDescriptor.from_tensor(a, [bm, bk]),
-        TensorDescriptor.from_tensor(b, [bk, bn]), M, N, K, ACTIVATION=activation,
-        UPCAST_DOT=INTERPRET and a.dtype == torch.bfloat16, NUM_PROGRAMS=programs, **meta)
+        TensorDescriptor.from_tensor(b, [bk, bn]), M, N, K, programs, ACTIVATION=activation,
+        UPCAST_DOT=INTERPRET and a.dtype == torch.bfloat16, **meta)
 
 
 def _launch_matmul(a: torch.Tensor, b: torch.Tensor, activation: str, out: torch.Tensor) -> None:
