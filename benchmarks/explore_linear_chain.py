@@ -4,6 +4,7 @@ to back in one CUDA graph with programmatic dependent launch (PDL), and which ti
     PYTHONPATH=src python3 benchmarks/explore_linear_chain.py parts [d]
     PYTHONPATH=src python3 benchmarks/explore_linear_chain.py sweep [dtype d ...]   # bf16 2048
     PYTHONPATH=src python3 benchmarks/explore_linear_chain.py stack
+    PYTHONPATH=src python3 benchmarks/explore_linear_chain.py regs [d]
     PYTHONPATH=src python3 benchmarks/explore_linear_chain.py sweep+stack [dtype d ...]  # short
 
 Every variant is timed as graph replays of many calls (bench.measure(graph=True)), over weight
@@ -13,6 +14,8 @@ sets rotated past L2 ("hbm") and over one weight that stays in L2 ("hot").
   boundary, no x); the (BLOCK_N, BLOCK_K) matvec kernel; the (BLOCK_N, SPLIT, CHUNK) gemv.
 - sweep: gemv tiles, fastest first, with registers a thread.
 - stack: the decode presets with two tg.linear a layer, at gemv tiles.
+- regs: registers a thread of the shortlisted bf16 tiles and how many of their grids fit the
+  GPU at once (a kernel's PDL prefetch only streams from programs that found room).
 """
 
 import math
@@ -174,6 +177,33 @@ def sweep(d: int = 2048, dtype=torch.bfloat16, top: int = 12, short: bool = Fals
     return [r[3] for r in results[:4]]
 
 
+def _programs_per_sm(regs: int, warps: int, shared: int) -> int:
+    """Resident programs an SM on Hopper: 64K registers allotted per warp in units of 256,
+    64 warps, 32 programs, 227 KB of shared memory."""
+    per_warp = -(-regs * 32 // 256) * 256
+    limits = [65536 // (per_warp * warps), 64 // warps, 32]
+    if shared:
+        limits.append(227 * 1024 // shared)
+    return min(limits)
+
+
+def regs(d: int = 2048) -> None:
+    p = Problem(d, torch.bfloat16)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    print(f"\n{torch.cuda.get_device_name()} gemv d={d} bf16: {sms} SMs", flush=True)
+    for shape in SHORTLIST[torch.bfloat16]:
+        config = _gemv(*shape)
+        for norm in (False, True):
+            kernel = p.linear(config, norm=norm)(p.weights[0])
+            kernel._init_handles()
+            per_sm = _programs_per_sm(kernel.n_regs, config["num_warps"],
+                                      kernel.metadata.shared)
+            programs = triton.cdiv(d, config["BLOCK_N"])
+            print(f"  {shape} norm={norm!s:5} regs {kernel.n_regs:3d} spills {kernel.n_spills}"
+                  f" shared {kernel.metadata.shared:5d}: {per_sm:2d} programs an SM, grid of"
+                  f" {programs}: {per_sm * sms / programs:4.2f} grids at once", flush=True)
+
+
 def stack(configs_by_dtype: dict | None = None) -> None:
     """Decode presets with two tg.linear a layer, GPU time per token in a graph."""
     from tilegraph.models import PRESETS, LayerStack
@@ -214,5 +244,7 @@ if __name__ == "__main__":
             stack(found)
     elif mode == "stack":
         stack()
+    elif mode == "regs":
+        regs(*(int(a) for a in args[:1]))
     else:
         sys.exit(__doc__)

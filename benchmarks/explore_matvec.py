@@ -1,7 +1,9 @@
 """Exploration (not a deliverable): matrix-vector configs with and without PDL weight
-prefetch, RMSNorm row packing, and where eager launch time goes.
+prefetch, and where eager launch time goes.
 
-    PYTHONPATH=src python3 benchmarks/explore_matvec.py [matvec] [batch] [rms_norm] [launch]
+    PYTHONPATH=src python3 benchmarks/explore_matvec.py [matvec] [batch] [launch]
+
+RMSNorm and softmax tiles: benchmarks/explore_rows.py.
 """
 
 import cProfile
@@ -13,7 +15,6 @@ import torch
 
 import tilegraph as tg
 from tilegraph.bench import measure
-from tilegraph.kernels import _launch, rms_norm_ref
 from tilegraph.testing import rel_error
 
 linear_mod = sys.modules["tilegraph.kernels.linear"]
@@ -60,23 +61,6 @@ def matvec_sweep(dtype, d=2048, rows=1, prefetches=(False, True), row_loops=(Fal
     for us, prefetch, config, _ in results:
         if config == rule:
             print(f"  the rule {rule} pdl={prefetch}: {us:.2f} us")
-
-
-def rms_norm_sweep():
-    x = torch.randn(8192, 4096, device="cuda", dtype=torch.bfloat16)
-    w = torch.randn(4096, device="cuda", dtype=torch.bfloat16)
-    out = torch.empty_like(x)
-    module = sys.modules["tilegraph.kernels.rms_norm"]
-    print("rms_norm bf16 8192x4096, heuristic:", _launch.row_shape(8192, 4096, 2))
-    for block_m in (1, 2, 4):
-        for warps in (4, 8, 16):
-            module.row_shape = lambda r, c, e, bm=block_m, nw=warps: (bm, 4096, nw, True)
-            tg.rms_norm(x, w, out=out)
-            err = rel_error(out, rms_norm_ref(x.double(), w.double()))
-            ms = measure(lambda: tg.rms_norm(x, w, out=out)).median
-            print(f"  BLOCK_M={block_m} warps={warps:2d}: "
-                  f"{2 * x.numel() * 2 / ms * 1e-6:6.0f} GB/s err {err:.1e}")
-    module.row_shape = _launch.row_shape
 
 
 def launch_profile():
@@ -141,7 +125,7 @@ def stack_sweep():
 
 
 SWEEPS = {"stack": stack_sweep, "matvec": matvec_sweeps, "batch": batch_sweeps,
-          "rms_norm": rms_norm_sweep, "launch": launch_profile}
+          "launch": launch_profile}
 
 if __name__ == "__main__":
     for name in sys.argv[1:] or ["matvec"]:

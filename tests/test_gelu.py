@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 import tilegraph as tg
 from _shapes import DTYPES, ROW_SHAPES
 from tilegraph.kernels import gelu_ref
+from tilegraph.kernels._launch import elementwise_shape
 from tilegraph.testing import assert_close, poisoned, randn
 
 
@@ -66,3 +67,17 @@ def test_large_gpu(dtype):
     x = randn(4099, 4097, dtype=dtype, device="cuda", scale=3.0)
     out = tg.gelu(x, out=poisoned(x.shape, dtype, "cuda"))
     assert_close(out, gelu_ref(x.double()), dtype)
+
+
+@pytest.mark.parametrize("element_size", [2, 4])
+@pytest.mark.parametrize("n", [1, 7, 781, 1823, 4099, 2**20, 2**26])
+def test_elementwise_rule_gives_each_thread_one_16_byte_vector(n, element_size):
+    """GELU and add launch programs of one 16-byte vector a thread and up to 16 warps
+    (fastest on H100 at 64M elements, benchmarks/explore_rows.py); a small input gets one
+    program no larger than it needs."""
+    block, warps = elementwise_shape(n, element_size)
+    assert block == warps * 32 * (16 // element_size)
+    assert 1 <= warps <= 16
+    assert block >= n or warps == 16
+    if n == 2**26:
+        assert (block, warps) == ((2048, 16) if element_size == 4 else (4096, 16))

@@ -11,18 +11,25 @@ from .._runtime import INTERPRET
 MAX_ROW_TILE = 16384
 
 
-def elementwise_shape(n_elements: int) -> tuple[int, int]:
-    """(BLOCK_SIZE, num_warps): 16 elements a thread, i.e. four 16-byte fp32 vectors."""
-    block = min(4096, max(128, triton.next_power_of_2(n_elements)))
-    return block, max(1, min(8, block // 512))
+def elementwise_shape(n_elements: int, element_size: int) -> tuple[int, int]:
+    """(BLOCK_SIZE, num_warps): one 16-byte vector a thread, up to 16 warps a program.
+
+    Small programs with one vector a thread streamed best on H100 (GELU 64M fp32: 2048
+    elements x 16 warps 181.3 us, 1024 x 8 181.8, the earlier 16 elements a thread x 8 warps
+    183.6; bf16 at 8 elements a thread within 0.3% of the best; benchmarks/explore_rows.py).
+    """
+    vector = max(1, 16 // element_size)
+    block = min(512 * vector, max(32 * vector, triton.next_power_of_2(n_elements)))
+    return block, max(1, block // (32 * vector))
 
 
-def row_shape(n_rows: int, n_cols: int, element_size: int) -> tuple[int, int, int, bool]:
-    """(BLOCK_M, BLOCK_N, num_warps, single_pass) for a row-wise reduction kernel.
+def row_config(n_rows: int, n_cols: int, element_size: int) -> dict:
+    """Launch config of a row-wise reduction kernel (softmax, RMSNorm): BLOCK_M rows of
+    BLOCK_N columns a program, SINGLE_PASS, num_warps.
 
     Short rows are packed several to a program so that each program moves ~16 KB (a 4096-wide
     fp32 row, which streams at copy speed on H100; one 8 KB bf16 row a program reached only
-    84% of it); long rows loop over column chunks.
+    84% of it); rows longer than MAX_ROW_TILE loop over column chunks, reading x twice.
     """
     block_n = triton.next_power_of_2(n_cols)
     single_pass = block_n <= MAX_ROW_TILE
@@ -32,7 +39,8 @@ def row_shape(n_rows: int, n_cols: int, element_size: int) -> tuple[int, int, in
     block_m = min(rows_for_16kb, triton.next_power_of_2(n_rows))
     elements = block_m * block_n
     num_warps = 16 if elements >= 16384 else 8 if elements >= 4096 else 4
-    return block_m, block_n, num_warps, single_pass
+    return {"BLOCK_M": block_m, "BLOCK_N": block_n, "SINGLE_PASS": single_pass,
+            "num_warps": num_warps}
 
 
 def grid_1d(n: int, block: int) -> tuple[int]:

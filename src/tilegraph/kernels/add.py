@@ -24,7 +24,7 @@ def _add_kernel(out_ptr, a_ptr, b_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
 def _launch_add(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
     a, b = a.contiguous(), b.contiguous()
     n = out.numel()
-    block, num_warps = elementwise_shape(n)
+    block, num_warps = elementwise_shape(n, out.element_size())
     _add_kernel[grid_1d(n, block)](out, a, b, n, BLOCK_SIZE=block, num_warps=num_warps)
 
 

@@ -29,7 +29,7 @@ def _gelu_kernel(y_ptr, x_ptr, n_elements, ACTIVATION: tl.constexpr, BLOCK_SIZE:
 def _launch_gelu(x: torch.Tensor, approximate: str, out: torch.Tensor) -> None:
     x = x.contiguous()
     n = out.numel()
-    block, num_warps = elementwise_shape(n)
+    block, num_warps = elementwise_shape(n, out.element_size())
     _gelu_kernel[grid_1d(n, block)](out, x, n, ACTIVATION=_APPROXIMATIONS[approximate],
                                     BLOCK_SIZE=block, num_warps=num_warps)
 

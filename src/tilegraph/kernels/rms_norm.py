@@ -7,7 +7,7 @@ import triton
 import triton.language as tl
 
 from ._checks import as_rows, check_like, check_shape, check_tensor, prepare_out
-from ._launch import row_shape
+from ._launch import row_config
 from ._ops import dispatch
 
 
@@ -46,14 +46,13 @@ def _rms_norm_kernel(y_ptr, y_row_stride, x_ptr, x_row_stride, w_ptr, n_rows, n_
 
 
 def _launch_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float,
-                     out: torch.Tensor) -> None:
+                     out: torch.Tensor, config: dict | None = None) -> None:
     x_rows, y_rows = as_rows(x), out.view(-1, x.shape[-1])
     n_rows, n_cols = x_rows.shape
-    block_m, block_n, num_warps, single_pass = row_shape(n_rows, n_cols, x.element_size())
-    _rms_norm_kernel[(triton.cdiv(n_rows, block_m),)](
+    config = config or row_config(n_rows, n_cols, x.element_size())
+    _rms_norm_kernel[(triton.cdiv(n_rows, config["BLOCK_M"]),)](
         y_rows, y_rows.stride(0), x_rows, x_rows.stride(0), weight.contiguous(),
-        n_rows, n_cols, eps,
-        BLOCK_M=block_m, BLOCK_N=block_n, SINGLE_PASS=single_pass, num_warps=num_warps)
+        n_rows, n_cols, eps, **config)
 
 
 @torch.library.custom_op("tilegraph::rms_norm", mutates_args={"out"})

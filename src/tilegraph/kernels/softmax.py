@@ -7,7 +7,7 @@ import triton
 import triton.language as tl
 
 from ._checks import as_rows, check_tensor, prepare_out
-from ._launch import row_shape
+from ._launch import row_config
 from ._ops import dispatch
 
 
@@ -49,19 +49,19 @@ def _softmax_kernel(y_ptr, y_row_stride, x_ptr, x_row_stride, n_rows, n_cols,
             tl.store(y_rows + start + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
-def _launch_softmax(x: torch.Tensor, dim: int, out: torch.Tensor) -> None:
+def _launch_softmax(x: torch.Tensor, dim: int, out: torch.Tensor,
+                    config: dict | None = None) -> None:
     if dim != x.ndim - 1:
         # Move `dim` last, normalise dense rows, move it back into the caller's buffer.
         moved = torch.empty_like(x.movedim(dim, -1), memory_format=torch.contiguous_format)
-        _launch_softmax(x.movedim(dim, -1), moved.ndim - 1, moved)
+        _launch_softmax(x.movedim(dim, -1), moved.ndim - 1, moved, config)
         out.copy_(moved.movedim(-1, dim))
         return
     x_rows, y_rows = as_rows(x), out.view(-1, x.shape[-1])
     n_rows, n_cols = x_rows.shape
-    block_m, block_n, num_warps, single_pass = row_shape(n_rows, n_cols, x.element_size())
-    _softmax_kernel[(triton.cdiv(n_rows, block_m),)](
-        y_rows, y_rows.stride(0), x_rows, x_rows.stride(0), n_rows, n_cols,
-        BLOCK_M=block_m, BLOCK_N=block_n, SINGLE_PASS=single_pass, num_warps=num_warps)
+    config = config or row_config(n_rows, n_cols, x.element_size())
+    _softmax_kernel[(triton.cdiv(n_rows, config["BLOCK_M"]),)](
+        y_rows, y_rows.stride(0), x_rows, x_rows.stride(0), n_rows, n_cols, **config)
 
 
 @torch.library.custom_op("tilegraph::softmax", mutates_args={"out"})
