@@ -163,7 +163,8 @@ def bench_setup_case(kind: str, quick: bool):
             2 * x.numel() * x.element_size(), (out, reference))
 
 
-CASES = {"rms4096": lambda q: rms_norm_case(4096, q), "rms16384": lambda q: rms_norm_case(16384, q),
+CASES = {"rms1024": lambda q: rms_norm_case(1024, q), "rms4096": lambda q: rms_norm_case(4096, q),
+         "rms16384": lambda q: rms_norm_case(16384, q),
          "softmax4096": lambda q: softmax_case(4096, q),
          "softmax16384": lambda q: softmax_case(16384, q), "gelu": gelu_case,
          "gelu_bf16": lambda q: gelu_case(q, torch.bfloat16),
