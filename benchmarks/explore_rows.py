@@ -1,7 +1,12 @@
 """Exploration (not a deliverable): launch configs of the row kernels (RMSNorm bf16, softmax
 fp32) and of GELU at the PERF.md sizes, beside the peers and a plain copy of the same bytes.
 
-    PYTHONPATH=src python3 benchmarks/explore_rows.py [rounds] [case ...]
+    PYTHONPATH=src python3 benchmarks/explore_rows.py [rounds] [case ...] [--quick]
+    PYTHONPATH=src python3 benchmarks/explore_rows.py harness | hold
+
+Cases: see CASES (rms4096, softmax4096, gelu, gelu_bf16, placement_*, bench_*, ...); --quick
+times only the rules' configs beside the peers. harness and hold look for the cause of the
+bench's slower row-kernel times (notes/kernels.md, session 7).
 
 Every variant is timed once a round with bench.measure (L2 flushed before each call), rounds
 interleaved so that drift hits all variants alike; the table gives the median over rounds.
