@@ -6,6 +6,7 @@ to back in one CUDA graph with programmatic dependent launch (PDL), and which ti
     PYTHONPATH=src python3 benchmarks/explore_linear_chain.py stack
     PYTHONPATH=src python3 benchmarks/explore_linear_chain.py regs [d]
     PYTHONPATH=src python3 benchmarks/explore_linear_chain.py sweep+stack [dtype d ...]  # short
+    PYTHONPATH=src python3 benchmarks/explore_linear_chain.py timeline [d]
 
 Every variant is timed as graph replays of many calls (bench.measure(graph=True)), over weight
 sets rotated past L2 ("hbm") and over one weight that stays in L2 ("hot").
@@ -16,6 +17,10 @@ sets rotated past L2 ("hbm") and over one weight that stays in L2 ("hot").
 - stack: the decode presets with two tg.linear a layer, at gemv tiles.
 - regs: registers a thread of the shortlisted bf16 tiles and how many of their grids fit the
   GPU at once (a kernel's PDL prefetch only streams from programs that found room).
+- timeline: a copy of the bf16 gemv that stamps the global timer at each program's start,
+  after its wait and at its end, run as a chain over rotated weights: when each kernel's
+  programs start relative to the previous kernel's end, how many start only after it ended,
+  how long the wait takes to release, and what a link costs.
 """
 
 import math
@@ -27,6 +32,7 @@ import triton.language as tl
 
 from tilegraph.bench import ceilings, measure
 from tilegraph.kernels import linear_ref
+from tilegraph.kernels.linear import _gemv_step
 from tilegraph.testing import rel_error
 
 linear_mod = sys.modules["tilegraph.kernels.linear"]
@@ -50,6 +56,47 @@ def _read_kernel(out_ptr, w_ptr, stride_wn, K, BLOCK_N: tl.constexpr, BLOCK_K: t
     tl.extra.cuda.gdc_launch_dependents()
     tl.extra.cuda.gdc_wait()
     tl.store(out_ptr + tl.program_id(0), tl.sum(tl.sum(w.to(tl.float32), axis=1), axis=0))
+
+
+@triton.jit
+def _now():
+    return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64,
+                                     is_pure=False, pack=1)
+
+
+@triton.jit
+def _smid():
+    return tl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r", [], dtype=tl.int32,
+                                     is_pure=True, pack=1)
+
+
+@triton.jit
+def _gemv_timeline_kernel(y_ptr, x_ptr, w_ptr, stride_wn, stamps_ptr, N, K,
+                          EARLY_TRIGGER: tl.constexpr, BLOCK_N: tl.constexpr,
+                          SPLIT: tl.constexpr, CHUNK: tl.constexpr):
+    """_gemv_kernel (plain, PDL) with stamps (start, after wait, end, SM) a program."""
+    start = _now()
+    if EARLY_TRIGGER:
+        tl.extra.cuda.gdc_launch_dependents()
+    offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    n_mask = offs_n < N
+    cols = tl.arange(0, SPLIT)[None, :, None] * CHUNK + tl.arange(0, CHUNK)[None, None, :]
+    w_ptrs = w_ptr + offs_n[:, None, None].to(tl.int64) * stride_wn + cols
+    acc = tl.zeros([BLOCK_N], tl.float32)
+    w = tl.load(w_ptrs, mask=n_mask[:, None, None] & (cols < K), other=0.0)
+    if not EARLY_TRIGGER:
+        tl.extra.cuda.gdc_launch_dependents()
+    tl.extra.cuda.gdc_wait()
+    released = _now()
+    acc, _ = _gemv_step(acc, 0.0, w, x_ptr, x_ptr, cols, 0, K, False)
+    tl.store(y_ptr + offs_n, acc.to(y_ptr.dtype.element_ty), mask=n_mask)
+    tl.debug_barrier()
+    end = _now()
+    stamp = stamps_ptr + tl.program_id(0) * 4
+    tl.store(stamp, start)
+    tl.store(stamp + 1, released)
+    tl.store(stamp + 2, end)
+    tl.store(stamp + 3, _smid().to(tl.int64))
 
 
 class Problem:
@@ -204,6 +251,72 @@ def regs(d: int = 2048) -> None:
                   f" {programs}: {per_sm * sms / programs:4.2f} grids at once", flush=True)
 
 
+def _timeline_stats(stamps: torch.Tensor) -> dict:
+    """stamps (calls, programs, 4) of one replay -> medians over the middle calls, in us."""
+    start, released, end = (stamps[..., i].double() for i in range(3))
+    first_start, last_start = start.min(1).values, start.max(1).values
+    first_release, last_end = released.min(1).values, end.max(1).values
+    prev_end = last_end[:-1]
+    keep = slice(len(prev_end) // 4, 3 * len(prev_end) // 4)  # away from the graph's ends
+
+    def med(v):
+        return float(v[keep].median()) * 1e-3
+    late = (start[1:] > prev_end[:, None]).double().mean(1)  # programs starting after it
+    return {"link": med(last_end[1:] - prev_end),
+            "launch after prev launch": med(first_start[1:] - first_start[:-1]),
+            "last start - prev end": med(last_start[1:] - prev_end),
+            "wait release - prev end": med(first_release[1:] - prev_end),
+            "end - release (post-wait)": med(last_end[1:] - first_release[1:]),
+            "late programs %": 100 * float(late[keep].median()),
+            "one program start->end": float((end - start)[1:].median()) * 1e-3}
+
+
+def timeline(d: int = 2048) -> None:
+    p = Problem(d, torch.bfloat16)
+    calls = 48
+    print(f"\n{torch.cuda.get_device_name()} gemv d={d} bf16, chains of {calls} over rotated "
+          f"weights, globaltimer stamps; medians over the middle calls, us", flush=True)
+    for shape in [(4, 16, 128, 4), (8, 16, 128, 4), (2, 16, 128, 4), (4, 16, 128, 8)]:
+        for early in (False, True):
+            bn, split, chunk, warps = shape
+            grid = (triton.cdiv(d, bn),)
+            stamps = torch.zeros(calls, grid[0], 4, dtype=torch.int64, device="cuda")
+
+            def launch(w, i, stamps=stamps, bn=bn, split=split, chunk=chunk, warps=warps,
+                       grid=grid, early=early):
+                _gemv_timeline_kernel[grid](p.out, p.x, w, w.stride(0), stamps[i], d, d,
+                                            EARLY_TRIGGER=early, BLOCK_N=bn, SPLIT=split,
+                                            CHUNK=chunk, num_warps=warps, launch_pdl=True)
+            launch(p.weights[0], 0)
+            err = rel_error(p.out, p.reference(False))
+            state = {"i": 0}
+
+            def call(state=state, launch=launch):
+                launch(p.weights[state["i"] % len(p.weights)], state["i"] % calls)
+                state["i"] += 1
+            torch.cuda.synchronize()
+            graph = torch.cuda.CUDAGraph()
+            stream = torch.cuda.Stream()
+            with torch.cuda.stream(stream):
+                call()
+            torch.cuda.synchronize()
+            state["i"] = 0
+            with torch.cuda.graph(graph, stream=stream):
+                for _ in range(calls):
+                    call()
+            for _ in range(5):
+                graph.replay()
+            torch.cuda.synchronize()
+            stats = _timeline_stats(stamps.cpu())
+            timed = measure(graph.replay, graph=False, flush_l2=False, rep_ms=50).median
+            print(f"  {shape} early trigger={early!s:5} err {err:.1e}: replay "
+                  f"{timed * 1e3 / calls:.2f} us a call; " + ", ".join(
+                      f"{k} {v:.2f}" for k, v in stats.items()), flush=True)
+            sms = stamps[calls // 2, :, 3].cpu()
+            print(f"      programs an SM in one call: max {int(sms.bincount().max())}, "
+                  f"SMs used {int((sms.bincount() > 0).sum())}", flush=True)
+
+
 def stack(configs_by_dtype: dict | None = None) -> None:
     """Decode presets with two tg.linear a layer, GPU time per token in a graph."""
     from tilegraph.models import PRESETS, LayerStack
@@ -244,6 +357,8 @@ if __name__ == "__main__":
             stack(found)
     elif mode == "stack":
         stack()
+    elif mode == "timeline":
+        timeline(*(int(a) for a in args[:1]))
     elif mode == "regs":
         regs(*(int(a) for a in args[:1]))
     else:

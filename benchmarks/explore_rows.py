@@ -1,12 +1,17 @@
 """Exploration (not a deliverable): launch configs of the row kernels (RMSNorm bf16, softmax
 fp32) and of GELU at the PERF.md sizes, beside the peers and a plain copy of the same bytes.
 
-    PYTHONPATH=src python3 benchmarks/explore_rows.py [rounds] [case ...] [--quick]
-    PYTHONPATH=src python3 benchmarks/explore_rows.py harness | hold
+    PYTHONPATH=src python3 benchmarks/explore_rows.py [rounds] [case ...] [--quick] [--graph]
+    PYTHONPATH=src python3 benchmarks/explore_rows.py harness | hold | flush [order]
+    PYTHONPATH=src python3 benchmarks/explore_rows.py rotated [rounds] [--wide] | rms_sizes
 
 Cases: see CASES (rms4096, softmax4096, gelu, gelu_bf16, placement_*, bench_*, ...); --quick
-times only the rules' configs beside the peers. harness and hold look for the cause of the
-bench's slower row-kernel times (notes/kernels.md, session 7).
+times only the rules' configs beside the peers; --graph times replays of a
+CUDA graph of many calls with no flush (for the 4096-column cases, whose 128-256 MiB pass L2
+on their own) instead of single calls after an L2 flush. harness and hold look for the cause of the
+bench's slower row-kernel times (notes/kernels.md, session 7); flush times them under four ways
+of keeping the input out of L2 (see flush()); rotated times the row-kernel configs and cache hints
+as the bench now does (graph replays cycling through input copies past 3x L2).
 
 Every variant is timed once a round with bench.measure (L2 flushed before each call), rounds
 interleaved so that drift hits all variants alike; the table gives the median over rounds.
@@ -45,8 +50,8 @@ def _row_configs(n_cols: int, element_size: int) -> list[dict]:
     for chunk in (1024, 2048, 4096):  # two passes, the second re-reading the row from L2
         for warps in (4, 8, 16):
             if chunk < n_cols and 4 <= chunk // (32 * warps) <= 32:
-                configs.append({"BLOCK_M": 1, "BLOCK_N": chunk, "SINGLE_PASS": False,
-                                "num_warps": warps})
+                configs.append({**rule, "BLOCK_M": 1, "BLOCK_N": chunk,
+                                "SINGLE_PASS": False, "num_warps": warps})
     return configs
 
 
@@ -54,7 +59,9 @@ def _label(config: dict) -> str:
     if "BLOCK_SIZE" in config:
         return f"block {config['BLOCK_SIZE']} w{config['num_warps']}"
     passes = "" if config["SINGLE_PASS"] else " two-pass"
-    return f"{config['BLOCK_M']}x{config['BLOCK_N']} w{config['num_warps']}{passes}"
+    hint = config.get("LOAD_POLICY")
+    return (f"{config['BLOCK_M']}x{config['BLOCK_N']} w{config['num_warps']}{passes}"
+            + (f" {hint}" if hint else ""))
 
 
 def rms_norm_case(n_cols: int, quick: bool):
@@ -179,7 +186,7 @@ CASES = {"rms1024": lambda q: rms_norm_case(1024, q), "rms4096": lambda q: rms_n
          "bench_rms": lambda q: bench_setup_case("rms_norm", q)}
 
 
-def run(name: str, rounds: int, quick: bool) -> None:
+def run(name: str, rounds: int, quick: bool, graph: bool = False) -> None:
     title, variants, n_bytes, check = CASES[name](quick)
     copy_gbps = ceilings()["copy_gbps"]
     errors = {}
@@ -198,10 +205,12 @@ def run(name: str, rounds: int, quick: bool) -> None:
     times = {label: [] for label in variants}
     for _ in range(rounds):
         for label, fn in variants.items():
-            times[label].append(measure(fn, warmup_ms=10, rep_ms=40).median * 1e3)
+            times[label].append(measure(fn, warmup_ms=10, rep_ms=40, graph=graph,
+                                        flush_l2=not graph).median * 1e3)
     us = {label: statistics.median(t) for label, t in times.items()}
     print(f"\n{torch.cuda.get_device_name()} {title}: {n_bytes / 2**20:.0f} MiB moved, "
-          f"{rounds} rounds; copy ceiling {copy_gbps:.0f} GB/s (1 GiB); fastest first", flush=True)
+          f"{rounds} rounds{', graph replays' if graph else ''}; copy ceiling "
+          f"{copy_gbps:.0f} GB/s (1 GiB); fastest first", flush=True)
     copy_here = us.get("copy", min(us.values()))
     for label in sorted(us, key=us.get):
         gbps = n_bytes / us[label] * 1e-3
@@ -273,12 +282,172 @@ def hold() -> None:
                   f"   host {host:.1f} us", flush=True)
 
 
+def flush(order: str = "tilegraph-first") -> None:
+    """Is the row kernels' state-dependent time a matter of how L2 is flushed? The bench's
+    tensors timed (a) after zeroing a 2x L2 buffer (measure()'s flush: leaves L2 full of dirty
+    lines that the kernel must write back), (b) after reading such a buffer (clean lines),
+    (c) back to back with no flush (the working set is over 2x L2; how the copy ceiling is
+    timed), (d) as graph replays cycling through input copies past 3x L2 (QuACK's method).
+    Each (variant, method) twice, in the order given, in one process."""
+    from tilegraph.bench import suite, timing
+    from tilegraph.bench.compare import _cycling, _rotated_args
+
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    dirty = timing._L2Flusher()
+    clean_buffer = torch.ones(2 * l2 // 4, dtype=torch.int32, device="cuda")
+    for build, n, dtype in ((suite._rms_norm, 4096, torch.bfloat16),
+                            (suite._softmax, 4096, torch.float32)):
+        case = build(n, dtype, "cuda")
+        x = case.args[0]
+        copy = torch.empty_like(x)
+        names = ["tilegraph", "torch.compile"]
+        if order != "tilegraph-first":
+            names.reverse()
+        fns = {name: case.variants[name] for name in names}
+        fns["copy"] = lambda x, *rest, c=copy: c.copy_(x)
+        n_bytes = case.bytes
+
+        def events(fn, before):
+            fn()
+            hold = 2 * timing._host_us(fn)
+            timing._time_events(fn, 50, before, hold)
+            return statistics.median(timing._time_events(fn, 400, before, hold)) * 1e3
+
+        methods = {
+            "zeroed 2xL2 (bench)": lambda fn: events(fn, dirty),
+            "read 2xL2": lambda fn: events(fn, lambda: clean_buffer.sum()),
+            "no flush": lambda fn: events(fn, None),
+            "graph, rotated 3xL2": lambda fn: measure(fn, flush_l2=False, graph=True,
+                                                      rep_ms=100).median * 1e3,
+        }
+        arg_sets = _rotated_args(case.args, (0,))
+        print(f"\n{torch.cuda.get_device_name()} {case.shape} {dtype} ({order}): median us, "
+              f"% of the copy ceiling ({ceilings()['copy_gbps']:.0f} GB/s), two passes",
+              flush=True)
+        for name, fn in fns.items():
+            for method, timer in methods.items():
+                target = _cycling(fn, arg_sets if method.startswith("graph")
+                                  else [tuple(case.args)])
+                us = [timer(target) for _ in range(2)]
+                pct = [n_bytes / u * 1e-3 / ceilings()["copy_gbps"] for u in us]
+                print(f"  {name:14} {method:22} {us[0]:7.2f} {us[1]:7.2f} us "
+                      f"({pct[0]:6.1%} {pct[1]:6.1%})", flush=True)
+
+
+HINTS = ["", "evict_first", "evict_last"]  # x loads; streaming (.cs) stores gave no steady gain
+
+
+def _inductor_configs() -> list[str]:
+    """The launch configs torch.compile's Triton kernels settled on in this process."""
+    from torch._inductor.codecache import PyCodeCache
+
+    modules = PyCodeCache.modules
+    found = []
+    for module in (modules.values() if isinstance(modules, dict) else modules):
+        for name, value in vars(module).items():
+            for launcher in getattr(value, "launchers", None) or []:
+                found.append(f"{name}: {launcher.config}")
+    return found
+
+
+def rms_sizes(rounds: int = 2) -> None:
+    """RMSNorm bf16 at 1024-16384 columns: every tile of 4-32 KB with 8-32 elements a thread,
+    with and without evict-last loads, all listed (graph replays over rotated copies)."""
+    for n_cols in (1024, 2048, 4096, 8192, 16384):
+        _rotated_kind("rms_norm", n_cols, rounds, wide=True, top=100)
+    print("\ntorch.compile's kernels:", *_inductor_configs(), sep="\n  ")
+
+
+def rotated(rounds: int = 2, wide: bool = False) -> None:
+    """Row-kernel configs and cache hints beside the peers, timed like `tilegraph bench`:
+    graph replays cycling through copies of x spanning 3x L2, rounds interleaved.
+    wide: tiles of 2-64 KB and 1-32 warps, with and without evict-last loads."""
+    for kind in ("softmax", "rms_norm"):
+        for n_cols in (1024, 4096, 16384):
+            _rotated_kind(kind, n_cols, rounds, wide)
+    print("\ntorch.compile's kernels:", *_inductor_configs(), sep="\n  ")
+
+
+def _wide_configs(n_cols: int, element_size: int, low: int = 4, high: int = 64) -> list[dict]:
+    rule = _launch.row_config(8192, n_cols, element_size)
+    configs = []
+    for tile_bytes in (2048, 4096, 8192, 16384, 32768, 65536):
+        block_m = tile_bytes // (n_cols * element_size)
+        for warps in (1, 2, 4, 8, 16, 32):
+            if block_m >= 1 and low <= block_m * n_cols // (32 * warps) <= high:
+                configs += [{**rule, "BLOCK_M": block_m, "num_warps": warps, "LOAD_POLICY": p}
+                            for p in ("", "evict_last")]
+    return configs
+
+
+def _rotated_kind(kind: str, n_cols: int, rounds: int, wide: bool = False,
+                  top: int = 12) -> None:
+    from tilegraph.bench.compare import _cycling, _rotated_args
+
+    copy_gbps = ceilings()["copy_gbps"]
+    dtype = torch.float32 if kind == "softmax" else torch.bfloat16
+    x = (torch.randn(8192, n_cols, device="cuda") * 3).to(dtype)
+    w = torch.randn(n_cols, device="cuda", dtype=dtype)
+    out, copy = torch.empty_like(x), torch.empty_like(x)
+    variants = {"copy": lambda x: copy.copy_(x)}
+    singles = [c for c in _row_configs(n_cols, x.element_size()) if c["SINGLE_PASS"]]
+    configs = [{**c, "LOAD_POLICY": load} for c in singles[:3] for load in HINTS]
+    if wide:
+        configs = [singles[0]] + [c for c in _wide_configs(n_cols, x.element_size(), *(
+            (8, 32) if top > 12 else ())) if c != singles[0]]
+    if kind == "softmax":
+        compiled = torch.compile(softmax_formula, dynamic=False)
+        variants["torch.compile"] = compiled
+        for config in configs:
+            variants[_label(config)] = (
+                lambda x, c=config: softmax_mod._launch_softmax(x, 1, out, c))
+        reference = K.softmax_ref(x.double())
+    else:
+        compiled = torch.compile(rms_norm_formula, dynamic=False)
+        variants["torch.compile"] = lambda x: compiled(x, w)
+        for config in configs:
+            variants[_label(config)] = (
+                lambda x, c=config: rms_norm_mod._launch_rms_norm(x, w, 1e-6, out, c))
+        reference = K.rms_norm_ref(x.double(), w.double())
+    errors = {}
+    for label, fn in variants.items():
+        out.fill_(float("nan"))
+        fn(x)
+        if label not in ("copy", "torch.compile"):
+            errors[label] = rel_error(out, reference)
+    arg_sets = _rotated_args((x,))
+    times = {label: [] for label in variants}
+    for _ in range(rounds):
+        for label, fn in variants.items():
+            stats = measure(_cycling(fn, arg_sets), warmup_ms=10, rep_ms=40, graph=True,
+                            flush_l2=False)
+            times[label].append(stats.median * 1e3)
+    us = {label: statistics.median(t) for label, t in times.items()}
+    n_bytes = 2 * x.numel() * x.element_size()
+    print(f"\n{torch.cuda.get_device_name()} {kind} {dtype} 8192x{n_cols}, graph replays over "
+          f"{len(arg_sets)} copies of x, {rounds} rounds; % of {copy_gbps:.0f} GB/s", flush=True)
+    for label in sorted(us, key=us.get)[:top]:
+        spread = max(times[label]) - min(times[label])
+        err = f"err {errors[label]:.1e}" if label in errors else ""
+        print(f"  {us[label]:8.2f} us +-{spread / 2:5.2f} "
+              f"{n_bytes / us[label] * 1e-3 / copy_gbps:6.1%}  {label:40} {err}", flush=True)
+    rule = _label({**singles[0]})
+    print(f"  rule {rule}: {us[rule]:.2f} us", flush=True)
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["rms_sizes"]:
+        sys.exit(rms_sizes())
+    if sys.argv[1:2] == ["rotated"]:
+        sys.exit(rotated(*(int(a) for a in sys.argv[2:3] if a.isdigit()),
+                         wide="--wide" in sys.argv))
+    if sys.argv[1:2] == ["flush"]:
+        sys.exit(flush(*sys.argv[2:3]))
     if sys.argv[1:] in (["harness"], ["hold"]):
         sys.exit({"harness": harness, "hold": hold}[sys.argv[1]]())
     args = sys.argv[1:]
     rounds = int(args.pop(0)) if args and args[0].isdigit() else 3
-    quick = "--quick" in args
-    names = [a for a in args if a != "--quick"] or list(CASES)
+    quick, graph = "--quick" in args, "--graph" in args
+    names = [a for a in args if not a.startswith("--")] or list(CASES)
     for case in names:
-        run(case, rounds, quick)
+        run(case, rounds, quick, graph)

@@ -82,6 +82,25 @@ def test_compare_reports_errors_skips_and_speedups():
     assert "| fast |" in str(result)
 
 
+def test_compare_times_yardsticks_without_checking_them():
+    x = torch.randn(1000)
+    copy = _Counting(lambda x: x.clone())  # not the computation: would FAIL as a variant
+    result = bench.compare({"double": lambda x: x * 2}, reference=lambda x: x.double() * 2,
+                           args=(x,), bytes=8000, warmup_ms=1, rep_ms=5, ceilings={},
+                           yardsticks={"copy": copy})
+    assert [r.name for r in result.results] == ["double", "copy"]
+    yardstick = result["copy"]
+    assert yardstick.status == "yardstick" and yardstick.rel_error is None
+    assert copy.calls > 5 and yardstick.gbps == pytest.approx(
+        8000 / (yardstick.stats.median * 1e-3) * 1e-9)
+    assert yardstick.speedup == pytest.approx(
+        result["double"].stats.median / yardstick.stats.median)
+    assert not result.failed
+    with pytest.raises(ValueError, match="also variant names"):
+        bench.compare({"a": lambda x: x}, reference=lambda x: x, args=(x,),
+                      yardsticks={"a": lambda x: x})
+
+
 def test_compare_rejects_bad_arguments():
     with pytest.raises(ValueError, match="at least one variant"):
         bench.compare({}, reference=lambda: torch.ones(1))

@@ -70,3 +70,25 @@ def test_large_gpu(shape, dtype):
     w = randn(shape[-1], dtype=dtype, device="cuda")
     out = tg.rms_norm(x, w, out=poisoned(shape, dtype, "cuda"))
     assert_close(out, rms_norm_ref(x.double(), w.double()), dtype)
+
+
+@pytest.mark.parametrize("n_cols", [1, 7, 100, 781, 1024, 2048, 4096, 8192, 16384, 20000])
+@pytest.mark.parametrize("element_size", [2, 4])
+def test_row_rule_covers_rows_with_whole_vectors(n_cols, element_size):
+    """softmax and RMSNorm launch rule: a tile spans the row (or 4096-column chunks past
+    MAX_ROW_TILE), every thread holds whole 16-byte vectors, at most 32 warps; long and short
+    rows are loaded evict-last, and softmax loads every row so (notes/kernels.md, session 8)."""
+    from tilegraph.kernels._launch import MAX_ROW_TILE, row_config, softmax_config
+
+    config = row_config(8192, n_cols, element_size)
+    tile_bytes = config["BLOCK_M"] * config["BLOCK_N"] * element_size
+    assert config["SINGLE_PASS"] == (n_cols <= MAX_ROW_TILE)
+    assert config["BLOCK_N"] >= n_cols if config["SINGLE_PASS"] else config["BLOCK_N"] == 4096
+    assert config["num_warps"] in (1, 2, 4, 8, 16, 32)
+    assert tile_bytes // (32 * config["num_warps"]) >= 16 or config["num_warps"] == 1
+    row_bytes = config["BLOCK_N"] * element_size
+    if config["SINGLE_PASS"] and (row_bytes >= 16384 or row_bytes <= 2048):
+        assert config["LOAD_POLICY"] == "evict_last"
+        assert tile_bytes // (32 * config["num_warps"]) in (32, 64) or config["num_warps"] == 1
+    assert softmax_config(8192, n_cols, element_size)["LOAD_POLICY"] == "evict_last"
+    assert row_config(3, n_cols, element_size)["BLOCK_M"] <= 4  # no more rows than exist

@@ -8,7 +8,9 @@ Every variant is called with `args` and checked against `reference(*args)` (best
 float64) by relative error, with the tolerance of the output's dtype. A variant that is wrong
 is reported FAIL and never timed; one that raises is reported as an error; one given as
 `Unavailable("why")` is listed as skipped with its reason. Only then are the correct ones
-timed, and throughput is quoted against this device's measured ceilings.
+timed, and throughput is quoted against this device's measured ceilings. Yardsticks (e.g. a
+plain copy of the same bytes) are timed the same way but not checked: they do a different
+computation, and show how fast any pass over those bytes can be at this size.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ class Unavailable:
 @dataclass
 class VariantResult:
     name: str
-    status: str  # "ok", "FAIL" (wrong result, not timed), "error" (raised), "skipped"
+    status: str  # "ok", "FAIL" (wrong result, not timed), "error" (raised), "skipped",
+    #              "yardstick" (timed, not checked: not the same computation)
     rel_error: float | None = None
     tolerance: float | None = None
     stats: Stats | None = None
@@ -157,7 +160,8 @@ def compare(variants: Mapping[str, Callable | Unavailable], reference: Callable,
             baseline: str | None = None, *, graph: bool = False, flush_l2: bool = True,
             rotate: Sequence[int] | None = None,
             warmup_ms: float = 25, rep_ms: float = 100, ceilings: dict | None = None,
-            progress: Callable[[str], None] | None = None) -> Comparison:
+            progress: Callable[[str], None] | None = None,
+            yardsticks: Mapping[str, Callable] | None = None) -> Comparison:
     """Check every variant against `reference`, then time the correct ones.
 
     bytes / flops: ideal traffic and arithmetic of one call, for GB/s, TFLOP/s and % of the
@@ -167,12 +171,18 @@ def compare(variants: Mapping[str, Callable | Unavailable], reference: Callable,
     positions `rotate` when given, e.g. a layer's weights but not the activations the
     previous kernel just wrote, which a real stack finds in L2). ceilings: as returned by
     bench.ceilings(); measured (or read from its cache) when omitted on a GPU.
+    yardsticks: callables taking `args`, timed like the variants but never checked, listed
+    after them with status "yardstick".
     """
     if not variants:
         raise ValueError("compare() needs at least one variant")
     names = list(variants)
     if baseline is not None and baseline not in variants:
         raise ValueError(f"baseline {baseline!r} is not one of the variants {names}")
+    yardsticks = dict(yardsticks or {})
+    if set(yardsticks) & set(variants):
+        raise ValueError(f"yardstick names {sorted(set(yardsticks) & set(variants))} are "
+                         "also variant names")
     if ceilings is None:
         from .roofline import ceilings as measured_ceilings
 
@@ -180,6 +190,14 @@ def compare(variants: Mapping[str, Callable | Unavailable], reference: Callable,
     expected = reference(*args)
     out_dtype = next((t.dtype for t in _leaves(expected)), None)
     arg_sets = _rotated_args(args, rotate) if graph and flush_l2 else [tuple(args)]
+
+    def timed(result: VariantResult, fn: Callable) -> VariantResult:
+        result.stats = measure(_cycling(fn, arg_sets), warmup_ms=warmup_ms, rep_ms=rep_ms,
+                               flush_l2=flush_l2 and not graph, graph=graph)
+        seconds = result.stats.median * 1e-3
+        result.gbps = bytes / seconds * 1e-9 if bytes else None
+        result.tflops = flops / seconds * 1e-12 if flops else None
+        return result
 
     results = []
     for name, fn in variants.items():
@@ -198,14 +216,16 @@ def compare(variants: Mapping[str, Callable | Unavailable], reference: Callable,
         result = VariantResult(name, "ok" if err <= tol else "FAIL", rel_error=err,
                                tolerance=tol)
         if result.status == "ok":
-            result.stats = measure(_cycling(fn, arg_sets), warmup_ms=warmup_ms, rep_ms=rep_ms,
-                                   flush_l2=flush_l2 and not graph, graph=graph)
-            seconds = result.stats.median * 1e-3
-            result.gbps = bytes / seconds * 1e-9 if bytes else None
-            result.tflops = flops / seconds * 1e-12 if flops else None
+            timed(result, fn)
         else:
             result.reason = f"relative error {err:.2e} > tolerance {tol:.0e}"
         results.append(result)
+    for name, fn in yardsticks.items():
+        if progress is not None:
+            progress(name)
+        results.append(timed(VariantResult(
+            name, "yardstick", reason="not checked: a different computation over the same "
+            "bytes, timed the same way"), fn))
 
     floor = _floor_ms(bytes, flops, out_dtype, ceilings)
     timed = {r.name: r.stats.median for r in results if r.stats is not None}

@@ -8,7 +8,7 @@ ideal traffic (each input read once, each output written once); flops count mult
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -32,8 +32,9 @@ class Case:
     baseline: str
     bytes: int | None = None
     flops: int | None = None
-    graph: bool = False  # microsecond calls: time graph replays over rotated inputs
+    graph: bool = False  # time graph replays over inputs rotated past L2 (see _STREAMED)
     rotate: tuple[int, ...] | None = None  # which args those are (None: all)
+    yardsticks: dict = field(default_factory=dict)  # timed beside, not checked
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,25 @@ def norm_linear_formula(x, w, g, eps: float = 1e-6):
     return F.linear(F.rms_norm(x, (x.shape[-1],), g, eps), w) + x
 
 
+def _plain_pass(x: torch.Tensor) -> dict:
+    """The yardstick of a memory-bound case: the same bytes read and written by the simplest
+    elementwise kernel, x.neg() into another buffer. Not copy_(): captured in a graph that is
+    a memcpy node, which moved 512 MiB at 81% of the copy ceiling on an H100 where kernels
+    moved it at 100%."""
+    y = torch.empty_like(x)
+    return {"plain pass (same bytes)": lambda x, *rest: torch.neg(x, out=y)}
+
+
+# Memory-bound cases (graph=True below) are timed as graph replays cycling through input
+# copies spanning 3x L2 (QuACK's method), not as single calls after an L2 flush. The copy
+# ceiling is a copy of 1 GiB timed back to back; timed one call after an L2 flush (a 2x L2
+# buffer zeroed), a copy of the 128 MiB of RMSNorm 8192x4096 bf16 reads 89% of that ceiling,
+# and a kernel that matches the copy 89% too: the event and launch around one call and the
+# flush's dirty lines, which the timed call must write back, cost ~5 us of a 47 us kernel.
+# Replayed from a graph over rotated copies, the same copy reads 96% (H100,
+# benchmarks/explore_rows.py flush).
+
+
 def _gelu(n: int, dtype: torch.dtype, device: str) -> Case:
     x = randn(n, dtype=dtype, device=device, scale=3.0)
     out = torch.empty_like(x)
@@ -105,7 +125,8 @@ def _gelu(n: int, dtype: torch.dtype, device: str) -> Case:
         "CUDA C++": _cuda_gelu(),
         "tilegraph": lambda x: K.gelu(x, out=out),
         "torch.compile": _compiled(gelu_tanh_formula),
-    }, lambda x: K.gelu_ref(x.double()), (x,), "F.gelu", bytes=2 * n * _element_size(dtype))
+    }, lambda x: K.gelu_ref(x.double()), (x,), "F.gelu", bytes=2 * n * _element_size(dtype),
+        yardsticks=_plain_pass(x), graph=True)
 
 
 def _rows(device: str) -> int:
@@ -121,7 +142,7 @@ def _softmax(n: int, dtype: torch.dtype, device: str) -> Case:
         "tilegraph": lambda x: K.softmax(x, out=out),
         "torch.compile": _compiled(softmax_formula),
     }, lambda x: K.softmax_ref(x.double()), (x,), "torch.softmax",
-        bytes=2 * x.numel() * x.element_size())
+        bytes=2 * x.numel() * x.element_size(), yardsticks=_plain_pass(x), graph=True)
 
 
 def _rms_norm(n: int, dtype: torch.dtype, device: str) -> Case:
@@ -134,7 +155,8 @@ def _rms_norm(n: int, dtype: torch.dtype, device: str) -> Case:
         "tilegraph": lambda x, w: K.rms_norm(x, w, out=out),
         "torch.compile": _compiled(rms_norm_formula),
     }, lambda x, w: K.rms_norm_ref(x.double(), w.double()), (x, w), "F.rms_norm",
-        bytes=(2 * x.numel() + n) * x.element_size())
+        bytes=(2 * x.numel() + n) * x.element_size(), yardsticks=_plain_pass(x),
+        rotate=(0,), graph=True)  # w stays in L2, as it does across a real batch
 
 
 def _linear(d: int, dtype: torch.dtype, device: str) -> Case:
@@ -227,10 +249,14 @@ def parse_size(text: str) -> int:
 
 def select_variants(case: Case, wanted: list[str] | None) -> dict:
     """The case's variants, only those named in `wanted` (case-insensitive) when given."""
+    return _named(case.variants, wanted)
+
+
+def _named(fns: dict, wanted: list[str] | None) -> dict:
     if not wanted:
-        return case.variants
+        return fns
     keep = {w.lower() for w in wanted}
-    return {name: fn for name, fn in case.variants.items() if name.lower() in keep}
+    return {name: fn for name, fn in fns.items() if name.lower() in keep}
 
 
 def run_kernel(bench: KernelBench, sizes: tuple[int, ...], dtype: torch.dtype,
@@ -252,7 +278,7 @@ def run_kernel(bench: KernelBench, sizes: tuple[int, ...], dtype: torch.dtype,
         baseline = case.baseline if case.baseline in chosen else None
         result = compare(chosen, case.reference, case.args, bytes=case.bytes, flops=case.flops,
                          baseline=baseline, graph=case.graph, rotate=case.rotate,
-                         ceilings=ceilings,
+                         ceilings=ceilings, yardsticks=_named(case.yardsticks, variants),
                          progress=(lambda v, s=size: progress(f"{bench.name} {s}: {v}"))
                          if progress else None, **short)
         for row in result.rows():

@@ -23,24 +23,49 @@ def elementwise_shape(n_elements: int, element_size: int) -> tuple[int, int]:
     return block, max(1, block // (32 * vector))
 
 
+# Row kernels (softmax, RMSNorm), timed as graph replays over inputs rotated past L2 against
+# torch.compile at 1024-16384 columns (H100, benchmarks/explore_rows.py rotated / rms_sizes,
+# notes/kernels.md session 8): rows of 16 KB and more went fastest one a program with 16
+# elements a thread (torch.compile's choice too) and loaded evict-last; rows of 2 KB and less
+# in 4 KB tiles, also 16 elements a thread and evict-last; rows in between in ~16 KB tiles.
+LONG_ROW_BYTES, SHORT_ROW_BYTES, ROW_TILE_BYTES = 16384, 2048, 16384
+
+
 def row_config(n_rows: int, n_cols: int, element_size: int) -> dict:
     """Launch config of a row-wise reduction kernel (softmax, RMSNorm): BLOCK_M rows of
-    BLOCK_N columns a program, SINGLE_PASS, num_warps.
+    BLOCK_N columns a program, SINGLE_PASS, num_warps, and LOAD_POLICY (the eviction policy
+    of the one-tile path's x load).
 
-    Short rows are packed several to a program so that each program moves ~16 KB (a 4096-wide
-    fp32 row, which streams at copy speed on H100; one 8 KB bf16 row a program reached only
-    84% of it); rows longer than MAX_ROW_TILE loop over column chunks, reading x twice.
+    Rows longer than MAX_ROW_TILE loop over 4096-column chunks, reading x twice. Measured
+    (bf16 RMSNorm, H100): 8192 x 1024 2x1024 4 warps evict-last 10.6 us (the earlier 16 KB
+    tile 11.6, torch.compile 11.0); x 4096 2x4096 8 warps 45.9 (compile 47.3; evict-last
+    46.7); x 8192 1 row 16 warps evict-last 90.9 (8 warps, no hint, 92.1; compile 91.1);
+    x 16384 32 warps evict-last 178.9 (16 warps 180.1; compile 179.0).
     """
     block_n = triton.next_power_of_2(n_cols)
     single_pass = block_n <= MAX_ROW_TILE
     if not single_pass:
         block_n = 4096
-    rows_for_16kb = max(1, 16384 // (block_n * element_size))
-    block_m = min(rows_for_16kb, triton.next_power_of_2(n_rows))
-    elements = block_m * block_n
-    num_warps = 16 if elements >= 16384 else 8 if elements >= 4096 else 4
+    row_bytes = block_n * element_size
+    if single_pass and (row_bytes >= LONG_ROW_BYTES or row_bytes <= SHORT_ROW_BYTES):
+        block_m = max(1, 2 * SHORT_ROW_BYTES // row_bytes)
+        block_m = min(block_m, triton.next_power_of_2(n_rows))
+        num_warps = max(1, min(32, block_m * block_n // (32 * 16)))  # 16 elements a thread
+        policy = "evict_last"
+    else:
+        block_m = min(max(1, ROW_TILE_BYTES // row_bytes), triton.next_power_of_2(n_rows))
+        elements = block_m * block_n
+        num_warps = 16 if elements >= 16384 else 8 if elements >= 4096 else 4
+        policy = ""
     return {"BLOCK_M": block_m, "BLOCK_N": block_n, "SINGLE_PASS": single_pass,
-            "num_warps": num_warps}
+            "num_warps": num_warps, "LOAD_POLICY": policy}
+
+
+def softmax_config(n_rows: int, n_cols: int, element_size: int) -> dict:
+    """row_config with x loaded evict-last at every length, as torch.compile's softmax loads
+    it: 0.2-2% faster at 1024-16384 fp32 columns (H100, graph replays over rotated inputs;
+    8192 x 4096: 90.2 us against 91.0 without the hint and 90.4 for torch.compile)."""
+    return {**row_config(n_rows, n_cols, element_size), "LOAD_POLICY": "evict_last"}
 
 
 def grid_1d(n: int, block: int) -> tuple[int]:

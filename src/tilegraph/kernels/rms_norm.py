@@ -13,9 +13,11 @@ from ._ops import dispatch
 
 @triton.jit
 def _rms_norm_kernel(y_ptr, y_row_stride, x_ptr, x_row_stride, w_ptr, n_rows, n_cols, eps,
-                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SINGLE_PASS: tl.constexpr):
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SINGLE_PASS: tl.constexpr,
+                     LOAD_POLICY: tl.constexpr):
     """y_ij = x_ij / sqrt(mean_j x_ij^2 + eps) * w_j (Zhang & Sennrich 2019), BLOCK_M rows a
-    program; rows longer than one tile are read twice (sum of squares, then scale)."""
+    program; rows longer than one tile are read twice (sum of squares, then scale).
+    LOAD_POLICY: eviction policy of the one-tile path's x load ("" or "evict_last")."""
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_mask = rows < n_rows
     x_rows = x_ptr + rows[:, None] * x_row_stride
@@ -24,7 +26,8 @@ def _rms_norm_kernel(y_ptr, y_row_stride, x_ptr, x_row_stride, w_ptr, n_rows, n_
     if SINGLE_PASS:
         col_mask = cols < n_cols
         mask = row_mask[:, None] & col_mask[None, :]
-        x = tl.load(x_rows + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        x = tl.load(x_rows + cols[None, :], mask=mask, other=0.0,
+                    eviction_policy=LOAD_POLICY).to(tl.float32)
         rstd = tl.rsqrt(tl.sum(x * x, axis=1) / n_cols + eps)
         w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
         y = x * rstd[:, None] * w[None, :]

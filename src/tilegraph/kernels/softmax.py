@@ -7,17 +7,19 @@ import triton
 import triton.language as tl
 
 from ._checks import as_rows, check_tensor, prepare_out
-from ._launch import row_config
+from ._launch import softmax_config
 from ._ops import dispatch
 
 
 @triton.jit
 def _softmax_kernel(y_ptr, y_row_stride, x_ptr, x_row_stride, n_rows, n_cols,
-                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SINGLE_PASS: tl.constexpr):
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SINGLE_PASS: tl.constexpr,
+                    LOAD_POLICY: tl.constexpr):
     """y_ij = exp(x_ij - max_j x_ij) / sum_j exp(x_ij - max_j x_ij), BLOCK_M rows a program.
 
     Rows that fit one tile are read once; longer rows take an online pass (running max and
     rescaled sum, Milakov & Gimelshein 2018) and a second pass that writes.
+    LOAD_POLICY: eviction policy of the one-tile path's x load ("" or "evict_last").
     """
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_mask = rows < n_rows
@@ -26,7 +28,8 @@ def _softmax_kernel(y_ptr, y_row_stride, x_ptr, x_row_stride, n_rows, n_cols,
     cols = tl.arange(0, BLOCK_N)
     if SINGLE_PASS:
         mask = row_mask[:, None] & (cols[None, :] < n_cols)
-        x = tl.load(x_rows + cols[None, :], mask=mask, other=-float("inf")).to(tl.float32)
+        x = tl.load(x_rows + cols[None, :], mask=mask, other=-float("inf"),
+                    eviction_policy=LOAD_POLICY).to(tl.float32)
         e = tl.exp(x - tl.max(x, axis=1)[:, None])
         y = e / tl.sum(e, axis=1)[:, None]
         tl.store(y_rows + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
@@ -59,7 +62,7 @@ def _launch_softmax(x: torch.Tensor, dim: int, out: torch.Tensor,
         return
     x_rows, y_rows = as_rows(x), out.view(-1, x.shape[-1])
     n_rows, n_cols = x_rows.shape
-    config = config or row_config(n_rows, n_cols, x.element_size())
+    config = config or softmax_config(n_rows, n_cols, x.element_size())
     _softmax_kernel[(triton.cdiv(n_rows, config["BLOCK_M"]),)](
         y_rows, y_rows.stride(0), x_rows, x_rows.stride(0), n_rows, n_cols, **config)
 
