@@ -191,7 +191,7 @@ def compare(variants: Mapping[str, Callable | Unavailable], reference: Callable,
     out_dtype = next((t.dtype for t in _leaves(expected)), None)
     arg_sets = _rotated_args(args, rotate) if graph and flush_l2 else [tuple(args)]
 
-    def timed(result: VariantResult, fn: Callable) -> VariantResult:
+    def time_into(result: VariantResult, fn: Callable) -> VariantResult:
         result.stats = measure(_cycling(fn, arg_sets), warmup_ms=warmup_ms, rep_ms=rep_ms,
                                flush_l2=flush_l2 and not graph, graph=graph)
         seconds = result.stats.median * 1e-3
@@ -216,14 +216,14 @@ def compare(variants: Mapping[str, Callable | Unavailable], reference: Callable,
         result = VariantResult(name, "ok" if err <= tol else "FAIL", rel_error=err,
                                tolerance=tol)
         if result.status == "ok":
-            timed(result, fn)
+            time_into(result, fn)
         else:
             result.reason = f"relative error {err:.2e} > tolerance {tol:.0e}"
         results.append(result)
     for name, fn in yardsticks.items():
         if progress is not None:
             progress(name)
-        results.append(timed(VariantResult(
+        results.append(time_into(VariantResult(
             name, "yardstick", reason="not checked: a different computation over the same "
             "bytes, timed the same way"), fn))
 

@@ -32,7 +32,7 @@ class Case:
     baseline: str
     bytes: int | None = None
     flops: int | None = None
-    graph: bool = False  # time graph replays over inputs rotated past L2 (see _STREAMED)
+    graph: bool = False  # time graph replays over inputs rotated past L2 (see above _gelu)
     rotate: tuple[int, ...] | None = None  # which args those are (None: all)
     yardsticks: dict = field(default_factory=dict)  # timed beside, not checked
 

@@ -28,7 +28,8 @@ def elementwise_shape(n_elements: int, element_size: int) -> tuple[int, int]:
 # notes/kernels.md session 8): rows of 16 KB and more went fastest one a program with 16
 # elements a thread (torch.compile's choice too) and loaded evict-last; rows of 2 KB and less
 # in 4 KB tiles, also 16 elements a thread and evict-last; rows in between in ~16 KB tiles.
-LONG_ROW_BYTES, SHORT_ROW_BYTES, ROW_TILE_BYTES = 16384, 2048, 16384
+LONG_ROW_BYTES, SHORT_ROW_BYTES = 16384, 2048
+SHORT_ROW_TILE_BYTES, ROW_TILE_BYTES = 4096, 16384
 
 
 def row_config(n_rows: int, n_cols: int, element_size: int) -> dict:
@@ -48,7 +49,7 @@ def row_config(n_rows: int, n_cols: int, element_size: int) -> dict:
         block_n = 4096
     row_bytes = block_n * element_size
     if single_pass and (row_bytes >= LONG_ROW_BYTES or row_bytes <= SHORT_ROW_BYTES):
-        block_m = max(1, 2 * SHORT_ROW_BYTES // row_bytes)
+        block_m = max(1, SHORT_ROW_TILE_BYTES // row_bytes)  # long rows: one a program
         block_m = min(block_m, triton.next_power_of_2(n_rows))
         num_warps = max(1, min(32, block_m * block_n // (32 * 16)))  # 16 elements a thread
         policy = "evict_last"
