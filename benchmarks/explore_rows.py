@@ -6,12 +6,12 @@ fp32) and of GELU at the PERF.md sizes, beside the peers and a plain copy of the
     PYTHONPATH=src python3 benchmarks/explore_rows.py rotated [rounds] [--wide] | rms_sizes
 
 Cases: see CASES (rms4096, softmax4096, gelu, gelu_bf16, placement_*, bench_*, ...); --quick
-times only the rules' configs beside the peers; --graph times replays of a
-CUDA graph of many calls with no flush (for the 4096-column cases, whose 128-256 MiB pass L2
-on their own) instead of single calls after an L2 flush. harness and hold look for the cause of the
+times only the rules' configs beside the peers; --graph times replays of a CUDA graph of many
+calls on one x, with no flush (this flatters: L2 keeps part of x between calls, so even a copy
+reads 102% of the ceiling; rotated does it right). harness and hold look for the cause of the
 bench's slower row-kernel times (notes/kernels.md, session 7); flush times them under four ways
-of keeping the input out of L2 (see flush()); rotated times the row-kernel configs and cache hints
-as the bench now does (graph replays cycling through input copies past 3x L2).
+of keeping the input out of L2 (see flush()); rotated and rms_sizes time the row-kernel configs
+and cache hints as the bench now does (graph replays cycling through copies of x past 3x L2).
 
 Every variant is timed once a round with bench.measure (L2 flushed before each call), rounds
 interleaved so that drift hits all variants alike; the table gives the median over rounds.
