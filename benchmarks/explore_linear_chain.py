@@ -74,7 +74,8 @@ def _smid():
 def _gemv_timeline_kernel(y_ptr, x_ptr, w_ptr, stride_wn, stamps_ptr, N, K,
                           EARLY_TRIGGER: tl.constexpr, BLOCK_N: tl.constexpr,
                           SPLIT: tl.constexpr, CHUNK: tl.constexpr):
-    """_gemv_kernel (plain, PDL) with stamps (start, after wait, end, SM) a program."""
+    """_gemv_kernel (plain, PDL) with stamps (start, after wait, after the dot product, end,
+    SM) a program."""
     start = _now()
     if EARLY_TRIGGER:
         tl.extra.cuda.gdc_launch_dependents()
@@ -89,14 +90,17 @@ def _gemv_timeline_kernel(y_ptr, x_ptr, w_ptr, stride_wn, stamps_ptr, N, K,
     tl.extra.cuda.gdc_wait()
     released = _now()
     acc, _ = _gemv_step(acc, 0.0, w, x_ptr, x_ptr, cols, 0, K, False)
+    tl.debug_barrier()
+    computed = _now()
     tl.store(y_ptr + offs_n, acc.to(y_ptr.dtype.element_ty), mask=n_mask)
     tl.debug_barrier()
     end = _now()
-    stamp = stamps_ptr + tl.program_id(0) * 4
+    stamp = stamps_ptr + tl.program_id(0) * 5
     tl.store(stamp, start)
     tl.store(stamp + 1, released)
     tl.store(stamp + 2, end)
     tl.store(stamp + 3, _smid().to(tl.int64))
+    tl.store(stamp + 4, computed)
 
 
 class Problem:
@@ -271,16 +275,30 @@ def _timeline_stats(stamps: torch.Tensor) -> dict:
             "one program start->end": float((end - start)[1:].median()) * 1e-3}
 
 
+def _program_quantiles(one_call: torch.Tensor, prev_end: float) -> None:
+    """Per-program spans of one call (programs, 5 stamps): quantiles 0/10/50/90/100, us."""
+    start, released, end, computed = (one_call[:, i] for i in (0, 1, 2, 4))
+    spans = {"start - prev end": start - prev_end, "release - prev end": released - prev_end,
+             "dot product (after wait)": computed - released, "store + exit": end - computed,
+             "end - prev end": end - prev_end}
+    q = torch.tensor([0.0, 0.1, 0.5, 0.9, 1.0], dtype=torch.float64)
+    for name, span in spans.items():
+        print(f"      {name:26} " + " ".join(f"{v * 1e-3:6.2f}" for v in span.quantile(q)),
+              flush=True)
+
+
 def timeline(d: int = 2048) -> None:
     p = Problem(d, torch.bfloat16)
     calls = 48
     print(f"\n{torch.cuda.get_device_name()} gemv d={d} bf16, chains of {calls} over rotated "
-          f"weights, globaltimer stamps; medians over the middle calls, us", flush=True)
-    for shape in [(4, 16, 128, 4), (8, 16, 128, 4), (2, 16, 128, 4), (4, 16, 128, 8)]:
-        for early in (False, True):
+          f"weights (hot: one weight), globaltimer stamps; medians over the middle calls, us",
+          flush=True)
+    for shape in [(4, 16, 128, 4), (8, 16, 128, 4), (2, 16, 128, 4)]:
+        for early, hot in ((False, False), (False, True), (True, False)):
+            pool = p.weights[:1] if hot else p.weights
             bn, split, chunk, warps = shape
             grid = (triton.cdiv(d, bn),)
-            stamps = torch.zeros(calls, grid[0], 4, dtype=torch.int64, device="cuda")
+            stamps = torch.zeros(calls, grid[0], 5, dtype=torch.int64, device="cuda")
 
             def launch(w, i, stamps=stamps, bn=bn, split=split, chunk=chunk, warps=warps,
                        grid=grid, early=early):
@@ -291,8 +309,8 @@ def timeline(d: int = 2048) -> None:
             err = rel_error(p.out, p.reference(False))
             state = {"i": 0}
 
-            def call(state=state, launch=launch):
-                launch(p.weights[state["i"] % len(p.weights)], state["i"] % calls)
+            def call(state=state, launch=launch, pool=pool):
+                launch(pool[state["i"] % len(pool)], state["i"] % calls)
                 state["i"] += 1
             torch.cuda.synchronize()
             graph = torch.cuda.CUDAGraph()
@@ -309,12 +327,15 @@ def timeline(d: int = 2048) -> None:
             torch.cuda.synchronize()
             stats = _timeline_stats(stamps.cpu())
             timed = measure(graph.replay, graph=False, flush_l2=False, rep_ms=50).median
-            print(f"  {shape} early trigger={early!s:5} err {err:.1e}: replay "
+            where = "hot" if hot else "hbm"
+            print(f"  {shape} {where} early trigger={early!s:5} err {err:.1e}: replay "
                   f"{timed * 1e3 / calls:.2f} us a call; " + ", ".join(
                       f"{k} {v:.2f}" for k, v in stats.items()), flush=True)
             sms = stamps[calls // 2, :, 3].cpu()
             print(f"      programs an SM in one call: max {int(sms.bincount().max())}, "
                   f"SMs used {int((sms.bincount() > 0).sum())}", flush=True)
+            _program_quantiles(stamps[calls // 2].cpu().double(),
+                               float(stamps[calls // 2 - 1, :, 2].max()))
 
 
 def stack(configs_by_dtype: dict | None = None) -> None:
