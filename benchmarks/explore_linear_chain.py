@@ -7,6 +7,7 @@ to back in one CUDA graph with programmatic dependent launch (PDL), and which ti
     PYTHONPATH=src python3 benchmarks/explore_linear_chain.py regs [d]
     PYTHONPATH=src python3 benchmarks/explore_linear_chain.py sweep+stack [dtype d ...]  # short
     PYTHONPATH=src python3 benchmarks/explore_linear_chain.py timeline [d]
+    PYTHONPATH=src python3 benchmarks/explore_linear_chain.py tiles BN,S,C,W ...  # bf16 2048
 
 Every variant is timed as graph replays of many calls (bench.measure(graph=True)), over weight
 sets rotated past L2 ("hbm") and over one weight that stays in L2 ("hot").
@@ -24,6 +25,7 @@ sets rotated past L2 ("hbm") and over one weight that stays in L2 ("hot").
 """
 
 import math
+import statistics
 import sys
 
 import torch
@@ -275,6 +277,36 @@ def _timeline_stats(stamps: torch.Tensor) -> dict:
             "one program start->end": float((end - start)[1:].median()) * 1e-3}
 
 
+def tiles(shapes: list[tuple[int, ...]], rounds: int = 5, d: int = 2048) -> None:
+    """Given bf16 gemv tiles, timed in interleaved rounds over rotated weights (the bench's
+    method); medians over rounds, with registers and resident programs an SM."""
+    p = Problem(d, torch.bfloat16)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    launches = {shape: p.linear(_gemv(*shape)) for shape in shapes}
+    times = {shape: [] for shape in shapes}
+    for shape, launch in launches.items():
+        kernel = launch(p.weights[0])
+        kernel._init_handles()
+        per_sm = _programs_per_sm(kernel.n_regs, shape[3], kernel.metadata.shared)
+        err = rel_error(p.out, p.reference(False))
+        print(f"  {shape}: regs {kernel.n_regs} spills {kernel.n_spills}, {per_sm} an SM, "
+              f"{per_sm * sms / triton.cdiv(d, shape[0]):.2f} grids at once, err {err:.1e}",
+              flush=True)
+    hot = {shape: [] for shape in shapes}
+    for _ in range(rounds):
+        for shape, launch in launches.items():
+            hbm_us, hot_us = p.time(launch)
+            times[shape].append(hbm_us)
+            hot[shape].append(hot_us)
+    print(f"\n{torch.cuda.get_device_name()} gemv d={d} bf16, {rounds} rounds, floor "
+          f"{p.floor_us:.2f} us", flush=True)
+    for shape in sorted(shapes, key=lambda s: statistics.median(times[s])):
+        t, median = times[shape], statistics.median(times[shape])
+        print(f"  {shape}: {median:6.3f} us ({p.floor_us / median:6.1%}), hot "
+              f"{statistics.median(hot[shape]):5.2f}; rounds {' '.join(f'{v:.2f}' for v in t)}",
+              flush=True)
+
+
 def _program_quantiles(one_call: torch.Tensor, prev_end: float) -> None:
     """Per-program spans of one call (programs, 5 stamps): quantiles 0/10/50/90/100, us."""
     start, released, end, computed = (one_call[:, i] for i in (0, 1, 2, 4))
@@ -378,6 +410,8 @@ if __name__ == "__main__":
             stack(found)
     elif mode == "stack":
         stack()
+    elif mode == "tiles":
+        tiles([tuple(int(v) for v in a.split(",")) for a in args])
     elif mode == "timeline":
         timeline(*(int(a) for a in args[:1]))
     elif mode == "regs":
