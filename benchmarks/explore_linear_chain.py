@@ -144,13 +144,12 @@ class Problem:
         return times[0], times[1]
 
 
-def _gemv(block_n, split, chunk, warps, eviction=""):
-    config = {"BLOCK_N": block_n, "SPLIT": split, "CHUNK": chunk, "num_warps": warps,
-              "num_stages": 1}
-    return {**config, "WEIGHT_EVICTION": eviction} if eviction else config
+def _gemv(block_n, split, chunk, warps):
+    return {"BLOCK_N": block_n, "SPLIT": split, "CHUNK": chunk, "num_warps": warps,
+            "num_stages": 1}
 
 
-# The fastest tiles of the full sweeps on H100 and H200, each also with evict-first weights.
+# The fastest tiles of the full sweeps on H100 and H200.
 SHORTLIST = {
     torch.bfloat16: [(4, 16, 128, 4), (2, 16, 128, 4), (4, 8, 256, 4), (8, 16, 128, 4),
                      (2, 32, 64, 2), (4, 16, 128, 8)],
@@ -193,13 +192,12 @@ def parts(d: int = 2048, dtype=torch.bfloat16) -> None:
 
 def sweep(d: int = 2048, dtype=torch.bfloat16, top: int = 12, short: bool = False) -> list[dict]:
     """gemv tiles over weights rotated past L2, fastest first; returns the best configs.
-    short: only SHORTLIST's tiles, with and without evict-first weight loads."""
+    short: only SHORTLIST's tiles."""
     p = Problem(d, dtype)
     block_k = min(2048, triton.next_power_of_2(d))
     results = []
     if short:
-        candidates = [_gemv(*shape, eviction) for shape in SHORTLIST[dtype]
-                      for eviction in ("", "evict_first")]
+        candidates = [_gemv(*shape) for shape in SHORTLIST[dtype]]
     else:
         candidates = [_gemv(bn, block_k // chunk, chunk, warps)
                       for bn in (1, 2, 4, 8, 16) for chunk in (64, 128, 256, 512)
@@ -223,7 +221,7 @@ def sweep(d: int = 2048, dtype=torch.bfloat16, top: int = 12, short: bool = Fals
     for hbm, hot, hbm_norm, config, regs, err, is_rule in results[:top] + [
             r for r in results[top:] if r[-1]]:
         shape = (f"{config['BLOCK_N']}x{config['SPLIT']}x{config['CHUNK']} "
-                 f"w{config['num_warps']} {config.get('WEIGHT_EVICTION', '')}")
+                 f"w{config['num_warps']}")
         print(f"  {hbm:6.2f} us ({p.floor_us / hbm:5.1%})  hot {hot:5.2f}  norm {hbm_norm:5.2f}"
               f"  {shape:28} regs {regs} err {err:.1e}{'  (rule)' if is_rule else ''}",
               flush=True)
