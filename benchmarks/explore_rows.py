@@ -431,8 +431,9 @@ def _rotated_kind(kind: str, n_cols: int, rounds: int, wide: bool = False,
         err = f"err {errors[label]:.1e}" if label in errors else ""
         print(f"  {us[label]:8.2f} us +-{spread / 2:5.2f} "
               f"{n_bytes / us[label] * 1e-3 / copy_gbps:6.1%}  {label:40} {err}", flush=True)
-    rule = _label({**singles[0]})
-    print(f"  rule {rule}: {us[rule]:.2f} us", flush=True)
+    rule_of = _launch.softmax_config if kind == "softmax" else _launch.row_config
+    rule = _label(rule_of(8192, n_cols, x.element_size()))  # the config the launcher uses
+    print(f"  rule {rule}: {us.get(rule, float('nan')):.2f} us", flush=True)
 
 
 if __name__ == "__main__":
