@@ -7,7 +7,12 @@ to back in one CUDA graph with programmatic dependent launch (PDL), and which ti
     PYTHONPATH=src python3 benchmarks/explore_linear_chain.py regs [d]
     PYTHONPATH=src python3 benchmarks/explore_linear_chain.py sweep+stack [dtype d ...]  # short
     PYTHONPATH=src python3 benchmarks/explore_linear_chain.py timeline [d]
-    PYTHONPATH=src python3 benchmarks/explore_linear_chain.py tiles BN,S,C,W ...  # bf16 2048
+    PYTHONPATH=src python3 benchmarks/explore_linear_chain.py tiles BN,S,C,W[,MAXNREG] ...
+    PYTHONPATH=src python3 benchmarks/explore_linear_chain.py replay [BN,S,C,W]   # for ncu
+    PYTHONPATH=src python3 benchmarks/explore_linear_chain.py state
+    PYTHONPATH=src python3 benchmarks/explore_linear_chain.py first
+    PYTHONPATH=src python3 benchmarks/explore_linear_chain.py graphs
+    PYTHONPATH=src python3 benchmarks/explore_linear_chain.py streams
 
 Every variant is timed as graph replays of many calls (bench.measure(graph=True)), over weight
 sets rotated past L2 ("hbm") and over one weight that stays in L2 ("hot").
@@ -24,15 +29,18 @@ sets rotated past L2 ("hbm") and over one weight that stays in L2 ("hot").
   how long the wait takes to release, and what a link costs.
 """
 
+import itertools
 import math
+import os
 import statistics
 import sys
+import time
 
 import torch
 import triton
 import triton.language as tl
 
-from tilegraph.bench import ceilings, measure
+from tilegraph.bench import ceilings, measure, timing
 from tilegraph.kernels import linear_ref
 from tilegraph.kernels.linear import _gemv_step
 from tilegraph.testing import rel_error
@@ -144,9 +152,12 @@ class Problem:
         return times[0], times[1]
 
 
-def _gemv(block_n, split, chunk, warps):
-    return {"BLOCK_N": block_n, "SPLIT": split, "CHUNK": chunk, "num_warps": warps,
-            "num_stages": 1}
+def _gemv(block_n, split, chunk, warps, maxnreg=None):
+    config = {"BLOCK_N": block_n, "SPLIT": split, "CHUNK": chunk, "num_warps": warps,
+              "num_stages": 1}
+    if maxnreg:  # a register cap for ptxas: more programs an SM, maybe spills
+        config["maxnreg"] = maxnreg
+    return config
 
 
 # The fastest tiles of the full sweeps on H100 and H200.
@@ -291,11 +302,16 @@ def tiles(shapes: list[tuple[int, ...]], rounds: int = 5, d: int = 2048) -> None
               f"{per_sm * sms / triton.cdiv(d, shape[0]):.2f} grids at once, err {err:.1e}",
               flush=True)
     hot = {shape: [] for shape in shapes}
-    for _ in range(rounds):
+    captured = _count_captured_calls()
+    t0 = time.time()
+    for r in range(rounds):
         for shape, launch in launches.items():
             hbm_us, hot_us = p.time(launch)
             times[shape].append(hbm_us)
             hot[shape].append(hot_us)
+            print(f"    round {r} {shape} at {time.time() - t0:6.2f} s (unix {time.time():.1f}):"
+                  f" hbm {hbm_us:.3f} us, hot {hot_us:.3f}; calls a graph {captured[-2:]}",
+                  flush=True)
     print(f"\n{torch.cuda.get_device_name()} gemv d={d} bf16, {rounds} rounds, floor "
           f"{p.floor_us:.2f} us", flush=True)
     for shape in sorted(shapes, key=lambda s: statistics.median(times[s])):
@@ -303,6 +319,18 @@ def tiles(shapes: list[tuple[int, ...]], rounds: int = 5, d: int = 2048) -> None
         print(f"  {shape}: {median:6.3f} us ({p.floor_us / median:6.1%}), hot "
               f"{statistics.median(hot[shape]):5.2f}; rounds {' '.join(f'{v:.2f}' for v in t)}",
               flush=True)
+
+
+def _count_captured_calls() -> list[int]:
+    """From now on, the number of calls each bench.measure(graph=True) captures."""
+    counts = []
+    capture = timing._capture_calls
+
+    def counting(fn, calls):
+        counts.append(calls)
+        return capture(fn, calls)
+    timing._capture_calls = counting
+    return counts
 
 
 def _program_quantiles(one_call: torch.Tensor, prev_end: float) -> None:
@@ -368,6 +396,199 @@ def timeline(d: int = 2048) -> None:
                                float(stamps[calls // 2 - 1, :, 2].max()))
 
 
+def state(d: int = 2048) -> None:
+    """Is the first timing in a process faster because of the GPU's state? The rule's tile and
+    a 1 GiB copy, timed in turn with idle pauses between some of them."""
+    from tilegraph.bench.roofline import _copy_gbps
+
+    p = Problem(d, torch.bfloat16)
+    launch = p.linear(None)
+    launch(p.weights[0])
+    t0 = time.time()
+    for step in ["copy", "linear", "linear", "linear", "idle", "linear", "linear", "copy",
+                 "idle", "copy", "linear", "idle", "idle", "linear", "copy", "linear"]:
+        if step == "idle":
+            torch.cuda.synchronize()
+            time.sleep(2.0)
+            print(f"  {time.time() - t0:6.2f} s: idle 2 s", flush=True)
+        elif step == "copy":
+            gbps = _copy_gbps()
+            print(f"  {time.time() - t0:6.2f} s: copy {gbps:.0f} GB/s", flush=True)
+        else:
+            hbm, hot = p.time(launch)
+            print(f"  {time.time() - t0:6.2f} s: linear hbm {hbm:.3f} us "
+                  f"({p.floor_us / hbm:.1%} of the cached ceiling), hot {hot:.3f}", flush=True)
+
+
+def first(d: int = 2048, timings: int = 4) -> None:
+    """The first timing in a process reads faster: measure()'s graph path step by step, a few
+    times in a row, with what each step chose (calls captured, hold before each replay) and
+    every replay's time, to see which step differs the first time."""
+    p = Problem(d, torch.bfloat16)
+    launch = p.linear(None)
+    order = itertools.cycle(p.weights)
+
+    def call():
+        launch(next(order))
+    call()
+    torch.cuda.synchronize()
+    # Variants, by environment: torch.cuda.graph() empties the allocator's cache before each
+    # capture (unmapping freed blocks); FIRST_KEEP_CACHE=1 stops that, FIRST_ONE_FLUSHER=1
+    # allocates the L2 flush buffer once instead of once a timing.
+    if os.environ.get("FIRST_KEEP_CACHE"):
+        torch.cuda.empty_cache = lambda: None
+    one_flusher = timing._L2Flusher() if os.environ.get("FIRST_ONE_FLUSHER") else None
+    for n in range(timings):
+        flusher = one_flusher or timing._L2Flusher()
+        host_us = timing._host_us(call)
+        estimate = statistics.median(timing._time_events(call, 5, flusher, 2 * host_us))
+        calls = timing._repetitions(estimate, 2.0, lo=10, hi=1000)
+        graph = timing._capture_calls(call, calls)
+        replay_host_us = timing._host_us(graph.replay, 2)
+        hold_us = min(5000.0, 2 * replay_host_us)
+        for hold, flush in ((hold_us, flusher), (hold_us, None), (5000.0, flusher)):
+            times = timing._time_events(graph.replay, 40, flush, hold)
+            per_call = sorted(t * 1e3 / calls for t in times)
+            print(f"  timing {n}: host {host_us:.0f} us a call, estimate {estimate * 1e3:.1f} us,"
+                  f" {calls} calls, replay host {replay_host_us:.0f} us, hold {hold:.0f} us, "
+                  f"flush {flush is not None}: per call min {per_call[0]:.3f} median "
+                  f"{per_call[20]:.3f} max {per_call[-1]:.3f} us", flush=True)
+        del graph
+
+
+def graphs(d: int = 2048) -> None:
+    """Follow-up of `first`: the first two graphs timed in a process read faster. Is that a
+    state of the process that ends at the third graph's capture, or a property of the first
+    graphs captured, and does it touch chains without PDL? Graphs of the same chain (PDL, and
+    one without) are captured one at a time, each timed once captured, with the older ones
+    timed again after every capture."""
+    p = Problem(d, torch.bfloat16)
+    order = itertools.cycle(p.weights)
+    launches = {"pdl": p.linear(None), "no pdl": p.linear(None, pdl=False)}
+    for launch in launches.values():
+        launch(p.weights[0])
+    torch.cuda.synchronize()
+    calls = 232
+    flusher = timing._L2Flusher()
+    # Variants, by environment: GRAPHS_ONE_STREAM=1 captures every graph on one side stream
+    # (bench.measure takes a new one a capture); GRAPHS_TOUCH_STREAMS=n first runs a small
+    # op on n new streams.
+    for _ in range(int(os.environ.get("GRAPHS_TOUCH_STREAMS", "0"))):
+        with torch.cuda.stream(torch.cuda.Stream()):
+            flusher.buffer[:1].add_(1)
+    torch.cuda.synchronize()
+    one_stream = torch.cuda.Stream() if os.environ.get("GRAPHS_ONE_STREAM") else None
+
+    def capture(fn):
+        if one_stream is None:
+            return timing._capture_calls(fn, calls)
+        one_stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(one_stream):
+            fn()
+        torch.cuda.current_stream().wait_stream(one_stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=one_stream):
+            for _ in range(calls):
+                fn()
+        torch.cuda.synchronize()
+        return graph
+    kept = {}
+    for name in ("pdl A", "no pdl A", "pdl B", "no pdl B", "pdl C"):
+        launch = launches[name.rsplit(" ", 1)[0]]
+        kept[name] = capture(lambda launch=launch: launch(next(order)))
+        line = []
+        for old, graph in kept.items():
+            times = sorted(timing._time_events(graph.replay, 40, flusher, 400.0))
+            line.append(f"{old} {times[20] * 1e3 / calls:.3f}")
+        print(f"  after capturing {name:9}: " + ", ".join(line) + " us a call", flush=True)
+
+
+def streams(d: int = 2048) -> None:
+    """Follow-up of `graphs`: graph replays slow down once a process has run work on a few
+    streams. The same graphs (captured on one side stream) timed before and after running a
+    small op on 4 new streams (or else, STREAMS_DISTURB: see _disturb): chains of empty
+    kernels and of one-element adds (the cost of a graph node alone), the rule's bf16 linear
+    over rotated weights, and RMSNorm over rotated inputs."""
+    from tilegraph.kernels import rms_norm
+
+    p = Problem(d, torch.bfloat16)
+    order = itertools.cycle(p.weights)
+    linear = p.linear(None)
+    scratch = torch.zeros(8192, device="cuda")
+    rows = [torch.randn(8192, 4096, device="cuda", dtype=torch.bfloat16) for _ in range(3)]
+    row_order = itertools.cycle(rows)
+    gain = torch.randn(4096, device="cuda", dtype=torch.bfloat16)
+    normed = torch.empty_like(rows[0])
+    work = {
+        "empty kernel, 132 programs": (lambda: _empty_kernel[(132,)](scratch, PDL=False), 500),
+        "empty kernel, PDL": (lambda: _empty_kernel[(132,)](scratch, PDL=True,
+                                                            launch_pdl=True), 500),
+        "one-element add": (lambda: scratch[:1].add_(1), 500),
+        "bf16 linear d=2048, PDL": (lambda: linear(next(order)), 232),
+        "rms_norm 8192x4096 bf16": (lambda: rms_norm(next(row_order), gain, out=normed), 30),
+    }
+    side = torch.cuda.Stream()
+    graphs = {}
+    for name, (fn, calls) in work.items():
+        with torch.cuda.stream(side):
+            fn()
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=side):
+            for _ in range(calls):
+                fn()
+        torch.cuda.synchronize()
+        graphs[name] = (graph, calls)
+    flusher = timing._L2Flusher()
+    connections = os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS", "unset")
+    how = os.environ.get("STREAMS_DISTURB", "streams")
+    for state in ("before", "after"):
+        if state == "after":
+            _disturb(os.environ.get("STREAMS_DISTURB", "streams"), scratch)
+        for name, (graph, calls) in graphs.items():
+            times = sorted(timing._time_events(graph.replay, 40, flusher, 400.0))
+            print(f"  connections {connections}, {state} {how}: {name:28} "
+                  f"{times[20] * 1e3 / calls:7.3f} us a call", flush=True)
+
+
+def _disturb(how: str, scratch: torch.Tensor) -> None:
+    """What `streams` does between its two timings: a small op on 4 new streams ("streams"),
+    4 new streams that only record an event ("events"), or 4 GiB allocated, written and
+    given back to the driver ("alloc")."""
+    if how == "streams":
+        for _ in range(4):
+            with torch.cuda.stream(torch.cuda.Stream()):
+                scratch[:1].add_(1)
+    elif how == "events":
+        for _ in range(4):
+            torch.cuda.Stream().record_event()
+    elif how == "alloc":
+        blocks = [torch.ones(2**28, device="cuda") for _ in range(4)]
+        del blocks
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+    torch.cuda.synchronize()
+
+
+def replay(shape: tuple[int, ...] = (4, 16, 128, 4), d: int = 2048, replays: int = 3) -> None:
+    """One graph of a chain of links over every rotated weight set, replayed a few times and
+    nothing else: a workload for ncu --graph-profiling graph (DRAM bytes, L2 hit rate)."""
+    p = Problem(d, torch.bfloat16)
+    launch = p.linear(_gemv(*shape))
+    launch(p.weights[0])
+    links = 10 * len(p.weights)
+    order = itertools.cycle(p.weights)
+    graph = timing._capture_calls(lambda: launch(next(order)), links)
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStart()  # ncu --profile-from-start off sees only these
+    for _ in range(replays):
+        graph.replay()
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStop()
+    print(f"{shape}: {replays} replays of {links} links, {p.weight_bytes} weight bytes a link",
+          flush=True)
+
+
 def stack(configs_by_dtype: dict | None = None) -> None:
     """Decode presets with two tg.linear a layer, GPU time per token in a graph."""
     from tilegraph.models import PRESETS, LayerStack
@@ -412,6 +633,16 @@ if __name__ == "__main__":
         tiles([tuple(int(v) for v in a.split(",")) for a in args])
     elif mode == "timeline":
         timeline(*(int(a) for a in args[:1]))
+    elif mode == "state":
+        state()
+    elif mode == "first":
+        first()
+    elif mode == "graphs":
+        graphs()
+    elif mode == "streams":
+        streams()
+    elif mode == "replay":
+        replay(*[tuple(int(v) for v in a.split(",")) for a in args[:1]])
     elif mode == "regs":
         regs(*(int(a) for a in args[:1]))
     else:

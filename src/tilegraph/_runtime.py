@@ -5,6 +5,7 @@ is defined, since triton.jit reads it at decoration time.
 """
 
 import os
+import threading
 import warnings
 
 import torch
@@ -30,3 +31,25 @@ def device_name() -> str:
     if torch.cuda.is_available():
         return torch.cuda.get_device_name()
     return "cpu-interpreter"
+
+
+_side_streams = threading.local()
+
+
+def side_stream() -> torch.cuda.Stream:
+    """The side stream of this thread and device that every tilegraph graph is captured on.
+
+    Always the same one, for two reasons. The caching allocator reuses a block only on the
+    stream that freed it, so graphs sharing a pool must be captured on one stream (a new
+    stream per capture made every runner size take a fresh segment). And once a process has
+    run work on a few streams, every kernel node of every CUDA graph costs ~0.35 us more,
+    for good (H100 and H200, notes/graphs.md): a new stream per capture put tilegraph's own
+    benchmarks in that state after their third graph.
+    """
+    device = torch.cuda.current_device()
+    streams = getattr(_side_streams, "by_device", None)
+    if streams is None:
+        streams = _side_streams.by_device = {}
+    if device not in streams:
+        streams[device] = torch.cuda.Stream(device)
+    return streams[device]

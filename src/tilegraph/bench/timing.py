@@ -7,9 +7,9 @@ twice the host's time to issue one call: otherwise, whenever issuing takes longe
 kernels run (any Python-level op on a short kernel), the GPU reaches the start event first
 and waits for the launch, and that host time is counted as kernel time (it made tg.rms_norm
 at 4096 x 4096 read 28, 59 or 71 us in three runs on one H100). `graph=True` captures many
-calls in one CUDA graph and divides a replay's time by their number: for microsecond kernels
-whose launch cost would otherwise dominate. On CPU a monotonic clock times plain calls and
-the result says so.
+calls in one CUDA graph (on tilegraph's one side stream) and divides a replay's time by their
+number: for microsecond kernels whose launch cost would otherwise dominate. On CPU a
+monotonic clock times plain calls and the result says so.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import torch
+
+from .._runtime import side_stream
 
 
 @dataclass(frozen=True)
@@ -108,7 +110,7 @@ def _time_events(fn: Callable[[], object], reps: int, before=None,
 
 
 def _capture_calls(fn: Callable[[], object], calls: int) -> torch.cuda.CUDAGraph:
-    stream = torch.cuda.Stream()
+    stream = side_stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
         fn()  # warm-up outside capture: JIT, autotuning, library handles

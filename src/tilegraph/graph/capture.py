@@ -11,7 +11,6 @@ from __future__ import annotations
 import gc
 import os
 import sys
-import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -21,6 +20,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
+from .._runtime import side_stream
 from ..errors import CaptureError
 from ._errors import as_capture_error, user_frame
 
@@ -78,22 +78,6 @@ class Graph:
         return self.outputs
 
 
-_streams = threading.local()
-
-
-def _side_stream() -> torch.cuda.Stream:
-    """One capture stream per thread and device. The caching allocator reuses a block only on
-    the stream that freed it, so graphs sharing a pool must be captured on the same stream
-    (a new stream per capture made every runner size take a fresh segment)."""
-    device = torch.cuda.current_device()
-    streams = getattr(_streams, "by_device", None)
-    if streams is None:
-        streams = _streams.by_device = {}
-    if device not in streams:
-        streams[device] = torch.cuda.Stream(device)
-    return streams[device]
-
-
 def _reserved_before_capture() -> int:
     """Reserved bytes as torch.cuda.graph will leave them on entry (it collects garbage and
     empties the cache first): the baseline from which a capture's pool memory is counted."""
@@ -121,7 +105,7 @@ def capture(fn: Callable, *args, warmup: int = 2, pool=None) -> Graph:
         outputs = fn(*args)
         return Graph(fn, args, outputs, None, time.perf_counter() - start, 0)
 
-    stream = _side_stream()
+    stream = side_stream()
     stream.wait_stream(torch.cuda.current_stream())
     start = time.perf_counter()
     with torch.cuda.stream(stream):
@@ -193,7 +177,7 @@ class scope:
         self._cuda_graph = None
         if torch.cuda.is_available():
             self._caller_stream = torch.cuda.current_stream()
-            self._stream = _side_stream()
+            self._stream = side_stream()
             self._stream.wait_stream(torch.cuda.current_stream())
             self._reserved = _reserved_before_capture()
             self._cuda_graph = torch.cuda.CUDAGraph()
