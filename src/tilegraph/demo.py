@@ -225,12 +225,17 @@ def compare_variants(stack: LayerStack, names: Sequence[str], tokens: int, batch
     """The demo's main table: each named variant built, checked and timed on the same tokens."""
     inputs = stack.token_inputs(tokens, batch)
     expected = expected_outputs(stack, inputs)
-    results = []
+    variants = {}
     for name in names:
         progress(f"building {name}")
         runner_sizes = RUNNER_SIZES if batch <= max(RUNNER_SIZES) else None
-        variant = build_variant(name, stack, inputs[0], runner_sizes=runner_sizes
-                                if name.startswith("tilegraph") else None)
+        variants[name] = build_variant(name, stack, inputs[0], runner_sizes=runner_sizes
+                                       if name.startswith("tilegraph") else None)
+    # Timed only once all are built: building torch.compile's graphs makes every graph node
+    # of the process cost more from then on (0.97 -> 1.15 us on an H100, notes/graphs.md),
+    # and the variants built before it would otherwise be timed in the cheaper state.
+    results = []
+    for name, variant in variants.items():
         progress(f"decoding {tokens} tokens: {name}")
         results.append(run_decode(variant, name, inputs, expected,
                                   stack_tolerance(inputs.dtype, len(stack.layers)), timed=timed))
