@@ -27,6 +27,13 @@ sets rotated past L2 ("hbm") and over one weight that stays in L2 ("hot").
   after its wait and at its end, run as a chain over rotated weights: when each kernel's
   programs start relative to the previous kernel's end, how many start only after it ended,
   how long the wait takes to release, and what a link costs.
+- tiles: given tiles in interleaved rounds, optionally under a register cap (ptxas maxnreg).
+- replay: one graph of a chain over every weight set, for ncu (DRAM bytes, L2 hit rate).
+- state, first, graphs, streams: why the first timings in a process were faster (the cost of
+  a graph node is a state of the process; notes/graphs.md): the same chain timed with idle
+  pauses and copies between (state), measure()'s steps one by one (first, with variants by
+  environment), graphs captured one at a time (graphs), graphs timed before and after work
+  on new streams or other disturbances (streams).
 """
 
 import itertools
