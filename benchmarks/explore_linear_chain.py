@@ -450,7 +450,7 @@ def first(d: int = 2048, timings: int = 4) -> None:
         host_us = timing._host_us(call)
         estimate = statistics.median(timing._time_events(call, 5, flusher, 2 * host_us))
         calls = timing._repetitions(estimate, 2.0, lo=10, hi=1000)
-        graph = timing._capture_calls(call, calls)
+        graph = timing._capture_calls(call, calls, stream=torch.cuda.Stream())  # as it then was
         replay_host_us = timing._host_us(graph.replay, 2)
         hold_us = min(5000.0, 2 * replay_host_us)
         for hold, flush in ((hold_us, flusher), (hold_us, None), (5000.0, flusher)):
@@ -478,7 +478,7 @@ def graphs(d: int = 2048) -> None:
     calls = 232
     flusher = timing._L2Flusher()
     # Variants, by environment: GRAPHS_ONE_STREAM=1 captures every graph on one side stream
-    # (bench.measure takes a new one a capture); GRAPHS_TOUCH_STREAMS=n first runs a small
+    # (bench.measure took a new one a capture then); GRAPHS_TOUCH_STREAMS=n first runs a small
     # op on n new streams.
     for _ in range(int(os.environ.get("GRAPHS_TOUCH_STREAMS", "0"))):
         with torch.cuda.stream(torch.cuda.Stream()):
@@ -486,19 +486,8 @@ def graphs(d: int = 2048) -> None:
     torch.cuda.synchronize()
     one_stream = torch.cuda.Stream() if os.environ.get("GRAPHS_ONE_STREAM") else None
 
-    def capture(fn):
-        if one_stream is None:
-            return timing._capture_calls(fn, calls)
-        one_stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(one_stream):
-            fn()
-        torch.cuda.current_stream().wait_stream(one_stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, stream=one_stream):
-            for _ in range(calls):
-                fn()
-        torch.cuda.synchronize()
-        return graph
+    def capture(fn):  # a new stream a capture, as bench.measure did when this was found
+        return timing._capture_calls(fn, calls, stream=one_stream or torch.cuda.Stream())
     kept = {}
     for name in ("pdl A", "no pdl A", "pdl B", "no pdl B", "pdl C"):
         launch = launches[name.rsplit(" ", 1)[0]]

@@ -109,8 +109,9 @@ def _time_events(fn: Callable[[], object], reps: int, before=None,
     return [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
 
 
-def _capture_calls(fn: Callable[[], object], calls: int) -> torch.cuda.CUDAGraph:
-    stream = side_stream()
+def _capture_calls(fn: Callable[[], object], calls: int,
+                   stream: torch.cuda.Stream | None = None) -> torch.cuda.CUDAGraph:
+    stream = stream or side_stream()  # another stream only to study the state it avoids
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
         fn()  # warm-up outside capture: JIT, autotuning, library handles
