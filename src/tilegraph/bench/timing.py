@@ -111,7 +111,7 @@ def _time_events(fn: Callable[[], object], reps: int, before=None,
 
 def _capture_calls(fn: Callable[[], object], calls: int,
                    stream: torch.cuda.Stream | None = None) -> torch.cuda.CUDAGraph:
-    stream = stream or side_stream()  # another stream only to study the state it avoids
+    stream = side_stream() if stream is None else stream  # another: only to study the state
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
         fn()  # warm-up outside capture: JIT, autotuning, library handles
