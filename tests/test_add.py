@@ -3,7 +3,7 @@ import torch
 
 import tilegraph as tg
 from _shapes import DTYPES, ROW_SHAPES
-from tilegraph.kernels import add_ref
+from tilegraph.kernels.add import add_ref
 from tilegraph.testing import assert_close, poisoned, randn
 
 

@@ -22,9 +22,9 @@ def test_check_passes_and_prints_table(tmp_path):
     result = tilegraph("check", tmp_path=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     for kernel in ("add", "gelu tanh", "gelu erf", "softmax", "rms_norm", "linear matvec",
-                   "linear tiled", "matmul+gelu"):
+                   "linear tiled", "matmul+gelu", "decode_layer", "decode_layer fp32 h"):
         assert kernel in result.stdout
-    assert "24 passed, 0 failed" in result.stdout
+    assert "30 passed, 0 failed" in result.stdout
     assert "FAIL" not in result.stdout
 
 
@@ -55,6 +55,17 @@ def test_bench_checks_times_and_saves(tmp_path):
         assert (out / name).stat().st_size > 0
 
 
+def test_bench_decode_layer_stack(tmp_path):
+    result = tilegraph("bench", "decode_layer", "--out", str(tmp_path), "--format", "json",
+                       tmp_path=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = json.loads((tmp_path / "bench.json").read_text())["results"]
+    by_variant = {r["variant"]: r for r in rows}
+    assert by_variant["tilegraph"]["status"] == "ok"
+    assert by_variant["torch formula"]["status"] == "ok"
+    assert by_variant["tilegraph"]["rel_error"] < 1e-2
+
+
 def test_bench_variants_and_format_filter(tmp_path):
     result = tilegraph("bench", "softmax", "--sizes", "100", "--variants", "tilegraph",
                        "--out", str(tmp_path), "--format", "csv", tmp_path=tmp_path)
@@ -78,8 +89,7 @@ def test_demo_checks_variants_and_writes_tables_and_plots(tmp_path):
                        tmp_path=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     rows = json.loads((out / "demo.json").read_text())["results"]
-    assert [r["variant"] for r in rows] == ["eager", "torch-graph", "tilegraph",
-                                            "tilegraph-persistent"]
+    assert [r["variant"] for r in rows] == ["eager", "torch-graph", "tilegraph"]
     assert all(r["status"] == "ok" and r["rel_error"] < 1e-5 for r in rows)
     layers = json.loads((out / "demo-layers.json").read_text())["results"]
     assert sorted({r["layers"] for r in layers}) == [1, 2, 3]

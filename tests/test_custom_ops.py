@@ -5,7 +5,11 @@ import pytest
 import torch
 
 import tilegraph as tg
-from tilegraph.kernels import gelu_ref, linear_ref, matmul_ref, rms_norm_ref, softmax_ref
+from tilegraph.kernels.gelu import gelu_ref
+from tilegraph.kernels.linear import linear_ref
+from tilegraph.kernels.matmul import matmul_ref
+from tilegraph.kernels.rms_norm import rms_norm_ref
+from tilegraph.kernels.softmax import softmax_ref
 from tilegraph.testing import assert_close, randn
 
 
@@ -24,7 +28,7 @@ def _block_ref(x, w, g, r):
 
 
 def test_ops_are_registered():
-    for name in ("add", "gelu", "softmax", "rms_norm", "linear", "matmul"):
+    for name in ("add", "gelu", "softmax", "rms_norm", "linear", "matmul", "decode_layer"):
         assert hasattr(torch.ops.tilegraph, name)
 
 
@@ -33,6 +37,14 @@ def test_opcheck_linear(device):
     out = torch.empty(3, 8, device=device)
     torch.library.opcheck(torch.ops.tilegraph.linear.default,
                           (x, w, None, None, 1e-6, "none", None, False, out),
+                          test_utils=("test_schema", "test_faketensor"))
+
+
+def test_opcheck_decode_layer(device):
+    h, g = randn(3, 16, device=device), randn(16, device=device)
+    wq, wo = randn(16, 16, device=device, scale=0.25), randn(16, 16, device=device, scale=0.25)
+    torch.library.opcheck(torch.ops.tilegraph.decode_layer.default,
+                          (h, g, wq, wo, 1e-6, torch.empty_like(h)),
                           test_utils=("test_schema", "test_faketensor"))
 
 

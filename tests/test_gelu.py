@@ -7,8 +7,8 @@ from hypothesis import strategies as st
 
 import tilegraph as tg
 from _shapes import DTYPES, ROW_SHAPES
-from tilegraph.kernels import gelu_ref
 from tilegraph.kernels._launch import elementwise_shape
+from tilegraph.kernels.gelu import gelu_ref
 from tilegraph.testing import assert_close, poisoned, randn
 
 

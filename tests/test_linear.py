@@ -1,5 +1,4 @@
 import itertools
-import sys
 
 import pytest
 import torch
@@ -8,8 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tilegraph as tg
+import tilegraph.kernels.linear as linear_module
 from _shapes import DTYPES
-from tilegraph.kernels import linear_ref
+from tilegraph.kernels.linear import linear_ref
 from tilegraph.testing import assert_close, poisoned, randn
 
 PARTS = [  # (bias, norm, activation, residual): every part optional
@@ -113,7 +113,7 @@ def test_decode_shapes_gpu(rows, dtype):
 @pytest.mark.parametrize("element_size", [2, 4])
 @pytest.mark.parametrize("rows, k", [(1, 7), (1, 5000), (1, 96), (3, 781), (8, 3000)])
 def test_matvec_rule_keeps_tiles_bounded(rows, k, element_size):
-    c = sys.modules["tilegraph.kernels.linear"].matvec_config(rows, 64, k, element_size)
+    c = linear_module.matvec_config(rows, 64, k, element_size)
     assert 1 <= c["num_warps"] <= 16
     if "SPLIT" in c:  # the one-row kernel: a row split in chunks
         assert rows == 1
@@ -131,7 +131,7 @@ def test_matvec_rule_keeps_tiles_bounded(rows, k, element_size):
 def test_matvec_rule_picks_the_swept_batch_1_shapes():
     """The fastest shapes of rotated-weight and whole-stack sweeps on H100
     (benchmarks/explore_linear_chain.py, benchmarks/explore_matvec.py stack)."""
-    rule = sys.modules["tilegraph.kernels.linear"].matvec_config
+    rule = linear_module.matvec_config
     shape = lambda c: (c["BLOCK_N"], c["BLOCK_K"], c["num_warps"])  # noqa: E731
     split = lambda c: (c["BLOCK_N"], c["SPLIT"], c["CHUNK"], c["num_warps"])  # noqa: E731
     assert shape(rule(1, 2048, 2048, 4)) == (4, 2048, 4)      # fp32 d=2048
@@ -148,7 +148,6 @@ GEMV_TILES = [  # (BLOCK_N, SPLIT, CHUNK, num_warps): rows past N, chunks past K
 def test_gemv_tiles_with_every_part(tile, dtype, device):
     """The one-row kernel at awkward sizes (37 outputs, 301 or 2100 inputs: a partial last
     row block, a partial chunk, a second pass over K) with every part at once."""
-    linear_module = sys.modules["tilegraph.kernels.linear"]
     block_n, split, chunk, warps = tile
     config = {"BLOCK_N": block_n, "SPLIT": split, "CHUNK": chunk, "num_warps": warps,
               "num_stages": 1}
@@ -178,7 +177,7 @@ def test_matvec_row_loop_and_broadcast_agree(rows, row_loop, device):
     config = {"BLOCK_N": 8, "BLOCK_K": 128, "num_warps": 4, "num_stages": 1,
               "ROW_LOOP": row_loop}
     out = poisoned((rows, n), torch.float32, device)
-    sys.modules["tilegraph.kernels.linear"]._launch_matvec(x, w, out, g, 1e-6, b, "gelu", r,
+    linear_module._launch_matvec(x, w, out, g, 1e-6, b, "gelu", r,
                                                            False, config)
     assert_close(out, ref, what=str(config))
 
@@ -188,7 +187,6 @@ def test_matvec_row_loop_and_broadcast_agree(rows, row_loop, device):
 @pytest.mark.parametrize("prefetch_weight", [False, True])
 def test_matvec_block_shapes_and_prefetch(dtype, prefetch_weight):
     """Every block shape the kernel may be given computes the same, PDL launch or not."""
-    linear_module = sys.modules["tilegraph.kernels.linear"]
     rows, n, k = 3, 1000, 1500
     x, w, b, g, r = _make((rows,), n, k, dtype, "cuda", True, True, True)
     ref = linear_ref(x.double(), w.double(), b.double(), norm_weight=g.double(),

@@ -1,4 +1,3 @@
-import sys
 
 import pytest
 import torch
@@ -6,8 +5,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tilegraph as tg
+import tilegraph.kernels.matmul as matmul_module
 from _shapes import DTYPES
-from tilegraph.kernels import matmul_ref
+from tilegraph.kernels.matmul import matmul_ref
 from tilegraph.testing import assert_close, poisoned, randn
 
 
@@ -65,7 +65,6 @@ def test_large_gpu(mnk, dtype):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_every_candidate_is_correct(dtype, monkeypatch):
     """Whatever the tuner picks must be right: force each candidate config in turn."""
-    matmul_module = sys.modules["tilegraph.kernels.matmul"]  # the package re-exports the function
 
     m, n, k = 300, 520, 333
     key = repr(("gemm", 512, n, k, str(dtype)))
@@ -78,7 +77,6 @@ def test_every_candidate_is_correct(dtype, monkeypatch):
 def test_every_tma_candidate_is_correct(dtype, device, monkeypatch):
     """The persistent TMA kernel, forced config by config: tiles past the edges (300 x 136
     outputs), a K that is not a multiple of BLOCK_K, more tiles than programs."""
-    matmul_module = sys.modules["tilegraph.kernels.matmul"]
     if not matmul_module._tma_ready(randn(8, 8, dtype=dtype, device=device)):
         pytest.skip("this GPU has no TMA (Hopper on)")
     m, n, k = 300, 136, 200
@@ -91,7 +89,7 @@ def test_every_tma_candidate_is_correct(dtype, device, monkeypatch):
 
 
 def test_tma_only_for_aligned_row_major_16bit(device):
-    ready = sys.modules["tilegraph.kernels.matmul"]._tma_ready
+    ready = matmul_module._tma_ready
     bf16 = randn(16, 24, dtype=torch.bfloat16, device=device)
     expected = ready(bf16)  # False only on a CUDA GPU older than Hopper
     assert ready(randn(16, 24, device=device)) is False                        # fp32

@@ -5,7 +5,7 @@ from hypothesis import strategies as st
 
 import tilegraph as tg
 from _shapes import DTYPES, ROW_SHAPES
-from tilegraph.kernels import rms_norm_ref
+from tilegraph.kernels.rms_norm import rms_norm_ref
 from tilegraph.testing import assert_close, poisoned, randn
 
 

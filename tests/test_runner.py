@@ -6,7 +6,8 @@ import pytest
 import torch
 
 import tilegraph as tg
-from tilegraph.kernels import gelu_ref, linear_ref
+from tilegraph.kernels.gelu import gelu_ref
+from tilegraph.kernels.linear import linear_ref
 from tilegraph.testing import assert_close, randn
 
 D = 48

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 import tilegraph as tg
 from _shapes import DTYPES, ROW_SHAPES
-from tilegraph.kernels import softmax_ref
+from tilegraph.kernels.softmax import softmax_ref
 from tilegraph.testing import assert_close, poisoned, randn
 
 

@@ -7,19 +7,16 @@
 from . import _runtime  # noqa: F401  (first: picks the Triton interpreter on CPU machines)
 from .errors import CaptureError, StaleOutputError
 from .graph import Graph, GraphRunner, capture, scope
-from .kernels import (
-    add,
-    decode_stack,
-    decode_stack_workspace,
-    gelu,
-    linear,
-    matmul,
-    rms_norm,
-    softmax,
-)
+from .kernels.add import add
+from .kernels.decode_layer import decode_layer
+from .kernels.gelu import gelu
+from .kernels.linear import linear
+from .kernels.matmul import matmul
+from .kernels.rms_norm import rms_norm
+from .kernels.softmax import softmax
 
 __version__ = "0.1.0"
 
 __all__ = ["CaptureError", "Graph", "GraphRunner", "StaleOutputError", "__version__", "add",
-           "capture", "decode_stack", "decode_stack_workspace", "gelu", "linear", "matmul",
-           "rms_norm", "scope", "softmax"]
+           "capture", "decode_layer", "gelu", "linear", "matmul", "rms_norm", "scope",
+           "softmax"]

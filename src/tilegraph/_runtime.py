@@ -4,6 +4,7 @@ Imported first by the package: TRITON_INTERPRET must be set before any @triton.j
 is defined, since triton.jit reads it at decoration time.
 """
 
+import contextlib
 import os
 import threading
 import warnings
@@ -53,3 +54,23 @@ def side_stream() -> torch.cuda.Stream:
     if device not in streams:
         streams[device] = torch.cuda.Stream(device)
     return streams[device]
+
+
+_captures = threading.local()
+
+
+@contextlib.contextmanager
+def tilegraph_capture():
+    """Mark the block as one capture made by tilegraph (tg.capture, tg.scope, a runner), so
+    that work zeroed for a later call of the same capture is known to belong to it."""
+    previous = getattr(_captures, "token", None)
+    _captures.token = object()
+    try:
+        yield
+    finally:
+        _captures.token = previous
+
+
+def capture_token() -> object | None:
+    """The capture tilegraph is making on this thread, or None."""
+    return getattr(_captures, "token", None)

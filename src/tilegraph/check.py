@@ -7,7 +7,15 @@ from dataclasses import dataclass
 
 import torch
 
-from . import kernels as K
+import tilegraph as tg
+
+from .kernels.add import add_ref
+from .kernels.decode_layer import decode_layer_ref
+from .kernels.gelu import gelu_ref
+from .kernels.linear import linear_ref
+from .kernels.matmul import matmul_ref
+from .kernels.rms_norm import rms_norm_ref
+from .kernels.softmax import softmax_ref
 from .testing import TOLERANCES, poisoned, randn, rel_error
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -32,23 +40,23 @@ def _cases(large: bool) -> list[tuple[str, str, Callable]]:
 
     def add(dt, dev):
         a, b = randn(rows, cols, dtype=dt, device=dev), randn(rows, cols, dtype=dt, device=dev)
-        return K.add(a, b, out=poisoned(a.shape, dt, dev)), K.add_ref(a.double(), b.double())
+        return tg.add(a, b, out=poisoned(a.shape, dt, dev)), add_ref(a.double(), b.double())
 
     def gelu(approximate):
         def run(dt, dev):
             x = randn(rows, cols, dtype=dt, device=dev, scale=3.0)
-            out = K.gelu(x, approximate=approximate, out=poisoned(x.shape, dt, dev))
-            return out, K.gelu_ref(x.double(), approximate)
+            out = tg.gelu(x, approximate=approximate, out=poisoned(x.shape, dt, dev))
+            return out, gelu_ref(x.double(), approximate)
         return run
 
     def softmax(dt, dev):
         x = randn(rows, cols, dtype=dt, device=dev, scale=3.0)
-        return K.softmax(x, out=poisoned(x.shape, dt, dev)), K.softmax_ref(x.double())
+        return tg.softmax(x, out=poisoned(x.shape, dt, dev)), softmax_ref(x.double())
 
     def rms_norm(dt, dev):
         x, w = randn(rows, cols, dtype=dt, device=dev), randn(cols, dtype=dt, device=dev)
-        out = K.rms_norm(x, w, out=poisoned(x.shape, dt, dev))
-        return out, K.rms_norm_ref(x.double(), w.double())
+        out = tg.rms_norm(x, w, out=poisoned(x.shape, dt, dev))
+        return out, rms_norm_ref(x.double(), w.double())
 
     def linear(n_rows):
         def run(dt, dev):
@@ -57,8 +65,8 @@ def _cases(large: bool) -> list[tuple[str, str, Callable]]:
             g, b = randn(k, dtype=dt, device=dev), randn(n, dtype=dt, device=dev)
             r = randn(n_rows, n, dtype=dt, device=dev)
             kw = dict(norm_weight=g, activation="gelu_tanh", residual=r)
-            out = K.linear(x, w, b, **kw, out=poisoned((n_rows, n), dt, dev))
-            ref = K.linear_ref(x.double(), w.double(), b.double(),
+            out = tg.linear(x, w, b, **kw, out=poisoned((n_rows, n), dt, dev))
+            ref = linear_ref(x.double(), w.double(), b.double(),
                                **{key: v.double() if torch.is_tensor(v) else v
                                   for key, v in kw.items()})
             return out, ref
@@ -67,8 +75,21 @@ def _cases(large: bool) -> list[tuple[str, str, Callable]]:
     def matmul(dt, dev):
         a = randn(m, k, dtype=dt, device=dev)
         b = randn(k, n, dtype=dt, device=dev, scale=k**-0.5)
-        out = K.matmul(a, b, activation="gelu", out=poisoned((m, n), dt, dev))
-        return out, K.matmul_ref(a.double(), b.double(), activation="gelu")
+        out = tg.matmul(a, b, activation="gelu", out=poisoned((m, n), dt, dev))
+        return out, matmul_ref(a.double(), b.double(), activation="gelu")
+
+    def decode_layer(h_dtype):
+        """A square layer of 3 rows: h in the weights' dtype (two kernels), or in fp32 (one
+        kernel where the rule takes it, the accumulator written in place)."""
+        def run(dt, dev):
+            d = cols
+            h = randn(3, d, dtype=h_dtype or dt, device=dev)
+            g = randn(d, dtype=dt, device=dev, scale=0.1) + 1
+            wq, wo = (randn(d, d, dtype=dt, device=dev, scale=d**-0.5) for _ in range(2))
+            out = tg.decode_layer(h, g, wq, wo, out=poisoned(h.shape, h.dtype, dev))
+            ref = decode_layer_ref(h.double(), g.double(), wq.double(), wo.double())
+            return out, ref
+        return run
 
     return [
         ("add", f"{rows}x{cols}", add),
@@ -79,6 +100,8 @@ def _cases(large: bool) -> list[tuple[str, str, Callable]]:
         ("linear matvec", f"3x{k} @ {n}x{k}", linear(3)),
         ("linear tiled", f"{m}x{k} @ {n}x{k}", linear(m)),
         ("matmul+gelu", f"{m}x{k} @ {k}x{n}", matmul),
+        ("decode_layer", f"3x{cols}, {cols}^2 weights", decode_layer(None)),
+        ("decode_layer fp32 h", f"3x{cols}, {cols}^2 weights", decode_layer(torch.float32)),
     ]
 
 

@@ -1,4 +1,5 @@
-"""The `tilegraph` command: info, check, bench, profile (and demo).
+"""The `tilegraph` command: info, check, bench, profile, demo. Parsing and printing only; the
+work lives in check.py, bench/, demo.py.
 
     tilegraph info                      device, versions, measured ceilings
     tilegraph check                     every kernel against its float64 reference
@@ -9,19 +10,15 @@
 from __future__ import annotations
 
 import argparse
-import platform
 import sys
 from pathlib import Path
 
 import torch
-import triton
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
-from . import __version__
+from . import __version__, tables
 from ._runtime import INTERPRET, device_name
-from .bench.compare import Unavailable
 
 console = Console()
 
@@ -29,34 +26,21 @@ DTYPES = {"fp32": torch.float32, "float32": torch.float32, "fp16": torch.float16
           "float16": torch.float16, "bf16": torch.bfloat16, "bfloat16": torch.bfloat16}
 
 
-def _environment(with_ceilings: bool = False, refresh: bool = False) -> dict[str, str]:
-    env = {"device": device_name(), "tilegraph": __version__, "torch": torch.__version__,
-           "triton": triton.__version__, "python": platform.python_version()}
-    if torch.cuda.is_available():
-        props = torch.cuda.get_device_properties(0)
-        env["SMs"] = str(props.multi_processor_count)
-        env["memory"] = f"{props.total_memory / 2**30:.1f} GiB"
-        env["CUDA"] = str(torch.version.cuda)
-    env["kernels run"] = "Triton interpreter on CPU" if INTERPRET else "compiled for CUDA"
-    if with_ceilings:
-        if torch.cuda.is_available():
-            from .bench import ceilings
-
-            with console.status("measuring this device's ceilings (cached afterwards)"):
-                ceil = ceilings(refresh=refresh)
-            env["copy bandwidth"] = f"{ceil['copy_gbps']:.0f} GB/s (read + write, measured)"
-            env["bf16 matmul"] = f"{ceil['matmul_tflops_bfloat16']:.0f} TFLOP/s (cuBLAS)"
-            env["fp32 matmul"] = f"{ceil['matmul_tflops_float32']:.1f} TFLOP/s (cuBLAS)"
-        else:
-            env["ceilings"] = "need a CUDA device"
-    return env
-
-
 def cmd_info(args: argparse.Namespace) -> int:
-    table = Table(title="tilegraph", show_header=False)
-    for key, value in _environment(with_ceilings=True, refresh=args.refresh).items():
-        table.add_row(key, value)
-    console.print(table)
+    from .bench.environment import describe
+
+    shown = describe()
+    if torch.cuda.is_available():
+        from .bench import ceilings
+
+        with console.status("measuring this device's ceilings (cached afterwards)"):
+            ceil = ceilings(refresh=args.refresh)
+        shown["copy bandwidth"] = f"{ceil['copy_gbps']:.0f} GB/s (read + write, measured)"
+        shown["bf16 matmul"] = f"{ceil['matmul_tflops_bfloat16']:.0f} TFLOP/s (cuBLAS)"
+        shown["fp32 matmul"] = f"{ceil['matmul_tflops_float32']:.1f} TFLOP/s (cuBLAS)"
+    else:
+        shown["ceilings"] = "need a CUDA device"
+    console.print(tables.key_values("tilegraph", shown))
     return 0
 
 
@@ -69,14 +53,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     with console.status("") as status:
         results = run_checks(seed=args.seed,
                              progress=lambda what: status.update(f"checking {what}"))
-    table = Table(title="tilegraph check")
-    for column in ("kernel", "dtype", "shape", "max rel. error", "tolerance", "result"):
-        table.add_column(column)
-    for r in results:
-        table.add_row(r.kernel, str(r.dtype).removeprefix("torch."), r.shape, f"{r.error:.2e}",
-                      f"{TOLERANCES[r.dtype]:.0e}",
-                      "[green]pass[/green]" if r.passed else "[red]FAIL[/red]")
-    console.print(table)
+    console.print(tables.check_table(results, TOLERANCES))
     failed = [r for r in results if not r.passed]
     console.print(f"{len(results) - len(failed)} passed, {len(failed)} failed")
     if INTERPRET:
@@ -91,40 +68,14 @@ def _progress() -> Progress:
                     TimeElapsedColumn(), console=console, transient=True)
 
 
-def _fmt(value, spec: str, scale: float = 1.0) -> str:
-    return "" if value is None else format(value * scale, spec)
-
-
-def _bench_table(kernel: str, rows: list[dict], throughput: str) -> Table:
-    unit = "TFLOP/s" if throughput == "tflops" else "GB/s"
-    table = Table(title=f"{kernel} ({rows[0]['dtype']})")
-    for column in ("shape", "variant", "result", "rel. error", "median us", "p20-p80 us", unit,
-                   "% ceiling", "speed-up"):
-        table.add_column(column, justify="left" if column in ("shape", "variant") else "right")
-    for row in rows:
-        status = {"ok": "[green]ok[/green]", "FAIL": "[red]FAIL[/red]",
-                  "error": "[red]error[/red]"}.get(row["status"], f"[dim]{row['status']}[/dim]")
-        spread = (f"{row['p20_ms'] * 1e3:.2f}-{row['p80_ms'] * 1e3:.2f}"
-                  if row.get("p20_ms") is not None else "")
-        table.add_row(row["shape"], row["variant"], status, _fmt(row["rel_error"], ".1e"),
-                      _fmt(row.get("median_ms"), ".2f", 1e3), spread,
-                      _fmt(row[throughput], ".0f" if throughput == "gbps" else ".1f"),
-                      _fmt(row["pct_ceiling"], ".1f"),
-                      _fmt(row["speedup"], ".2f") + ("x" if row["speedup"] else ""))
-    reasons = dict.fromkeys(f"{r['variant']} {r['status']}: {r['reason']}" for r in rows
-                            if r["reason"])
-    table.caption = "\n".join(reasons)
-    return table
-
-
 # The Markdown report's columns; JSON and CSV keep every field.
 REPORT_COLUMNS = ("kernel", "shape", "dtype", "variant", "status", "rel_error", "median_ms",
                   "p20_ms", "p80_ms", "gbps", "tflops", "pct_ceiling", "speedup", "reason")
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from .bench import report
-    from .bench.suite import KERNELS, run_kernel
+    from .bench.cases import KERNELS
+    from .bench.suite import run_kernel, save
 
     benches = [KERNELS[name] for name in args.kernels or KERNELS]
     ceil = None
@@ -150,25 +101,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
                                        task, description=what))
                 progress.advance(task)
             if rows:
-                progress.console.print(_bench_table(bench.name, rows, bench.throughput))
+                progress.console.print(tables.bench_table(bench.name, rows, bench.throughput))
             all_rows += rows
     if not all_rows:
         console.print("[red]No variant matched --variants[/red]")
         return 2
     if args.out:
-        from .kernels.autotune import choices
-
-        written = report.save(all_rows, args.out, "bench", args.format, title="tilegraph bench",
-                              columns=REPORT_COLUMNS, ceilings=ceil or {}, autotune=choices())
-        if args.plot:
-            for bench in benches:
-                kernel_rows = [r for r in all_rows if r["kernel"] == bench.name]
-                path = report.plot(kernel_rows, args.out / f"bench-{bench.name}.png",
-                                   y=bench.throughput, title=f"{bench.name}",
-                                   xlabel=f"size: {bench.size_means}",
-                                   ylabel="TFLOP/s" if bench.throughput == "tflops" else "GB/s")
-                if path is not None:
-                    written.append(path)
+        written = save(all_rows, benches, args.out, args.format, REPORT_COLUMNS, ceil or {},
+                       args.plot)
         console.print("saved " + ", ".join(str(p) for p in written))
     failed = [r for r in all_rows if r["status"] in ("FAIL", "error")]
     if failed:
@@ -178,49 +118,19 @@ def cmd_bench(args: argparse.Namespace) -> int:
                     for r in failed) else 0
 
 
-def _demo_step(variant: str | None):
-    """(label, one decode step of the default preset the way `variant` runs it) to profile."""
-    from . import demo
-    from .models import PRESETS, LayerStack
-
-    config = PRESETS["tiny" if INTERPRET else "seed"]
-    stack = LayerStack(config, device="cpu" if INTERPRET else "cuda")
-    x = stack.token_inputs(1, config.batch)[0]
-    name = variant or "tilegraph"
-    if name not in demo.VARIANTS:
-        raise ValueError(f"the demo has no variant {name!r}; choose from {demo.VARIANTS}")
-    built = demo.build_variant(name, stack, x)
-    if isinstance(built, Unavailable):
-        raise ValueError(f"{name} cannot run here: {built.reason}")
-    return f"{built.name} decode step, d={config.d}, {config.layers} layers", lambda: built.step(x)
-
-
-def _kernel_step(args: argparse.Namespace):
-    """(label, the chosen variant of one suite kernel at one size) to profile."""
-    from .bench.suite import KERNELS
-
-    bench = KERNELS[args.target]
-    dtype = args.dtype or bench.dtype
-    case = bench.build(args.size or bench.default_sizes()[-1], dtype,
-                       "cpu" if INTERPRET else "cuda")
-    names = {name.lower(): name for name in case.variants}
-    wanted = args.variant or next(n for n in case.variants if n.startswith("tilegraph"))
-    if wanted.lower() not in names:
-        raise ValueError(f"{args.target} has no variant {wanted!r}; "
-                         f"choose from {list(case.variants)}")
-    fn = case.variants[names[wanted.lower()]]
-    if isinstance(fn, Unavailable):
-        raise ValueError(f"{wanted} cannot run here: {fn.reason}")
-    label = f"{wanted} on {bench.name} {case.shape} ({str(dtype).removeprefix('torch.')})"
-    return label, lambda: fn(*case.args)
-
-
 def cmd_profile(args: argparse.Namespace) -> int:
     from .bench import profile
 
     try:
-        label, fn = (_demo_step(args.variant) if args.target == "demo"
-                     else _kernel_step(args))
+        if args.target == "demo":
+            from .demo import profile_step
+
+            label, fn = profile_step(args.variant)
+        else:
+            from .bench.cases import KERNELS
+            from .bench.suite import profile_step
+
+            label, fn = profile_step(KERNELS[args.target], args.size, args.dtype, args.variant)
     except ValueError as e:
         console.print(f"[red]{e}[/red]")
         return 2
@@ -234,7 +144,6 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from . import demo
-    from .bench import report
     from .models import PRESETS, LayerStack
 
     config = PRESETS[args.preset or ("tiny" if INTERPRET else "seed")]
@@ -244,8 +153,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         console.print(f"[red]preset {args.preset} (d={config.d}) needs a CUDA GPU[/red]: "
                       "through Triton's interpreter it would take hours; use --preset tiny")
         return 2
-    names = ["eager", "torch-graph", "tilegraph", "tilegraph-persistent"] + (
-        ["compile"] if args.compile else [])
+    names = ["eager", "torch-graph", "tilegraph"] + (["compile"] if args.compile else [])
     console.print(f"decode stack: d={config.d}, {config.layers} layers, "
                   f"{str(config.dtype).removeprefix('torch.')}, batch {config.batch}, "
                   f"{config.tokens} tokens; weights {config.weight_bytes / 2**20:.1f} MiB "
@@ -256,15 +164,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
         with console.status("measuring this device's copy bandwidth (cached afterwards)"):
             copy_gbps = ceilings()["copy_gbps"]
-        floor_ms = config.weight_bytes / (copy_gbps * 1e9) * 1e3
         console.print(f"floor: weight bytes / measured copy bandwidth ({copy_gbps:.0f} GB/s) "
-                      f"= {floor_ms:.3f} ms per token")
+                      f"= {demo.floor_ms(config, copy_gbps):.3f} ms per token")
     stack = LayerStack(config, device="cpu" if INTERPRET else "cuda")
     sweep_tokens = min(config.tokens, args.sweep_tokens or (2 if INTERPRET else 64))
-    steps = len(names) + (0 if args.no_sweeps else
-                          3 * len(demo.layer_counts(config.layers)) + 8)
+    sweeps = not args.no_sweeps
+    layer_rows, batch_rows = [], []
     with _progress() as progress:
-        task = progress.add_task("demo", total=steps)
+        task = progress.add_task("demo", total=demo.planned_steps(names, config.layers, sweeps))
 
         def step(what: str) -> None:
             progress.update(task, description=what)
@@ -273,34 +180,18 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
         results = demo.compare_variants(stack, names, config.tokens, config.batch, step)
         rows = demo.summarize(results, config.weight_bytes, config.batch, copy_gbps)
-        progress.console.print(_demo_table(rows))
-        layer_rows = batch_rows = []
-        if not args.no_sweeps:
+        progress.console.print(tables.demo_table(rows))
+        if sweeps:
             layer_rows = demo.sweep_layers(stack, sweep_tokens, config.batch, step)
             batch_rows = demo.sweep_batch(stack, sweep_tokens, progress=step)
-    if not args.no_sweeps:
-        console.print(_sweep_table("graph speed-up by number of layers", layer_rows,
-                                   ("layers", "variant", "ms_per_token", "vs_eager",
-                                    "vs_torch_graph")))
-        console.print(_sweep_table("batch sizes through one runner (sizes 1, 2, 4, 8)",
-                                   batch_rows, ("batch", "graph_size", "ms_per_step",
-                                                "us_per_sequence_token", "gbps")))
-    extra = {"config": {**config.__dict__, "dtype": str(config.dtype)}, "copy_gbps": copy_gbps}
-    written = report.save(rows, args.out, "demo", title="tilegraph demo", **extra)
-    if not args.no_sweeps:
-        written += report.save(layer_rows, args.out, "demo-layers",
-                               title="decode: ms per token by number of layers", **extra)
-        written += report.save(batch_rows, args.out, "demo-batch",
-                               title="decode: batch sizes through one runner", **extra)
-        for path in (report.plot(layer_rows, args.out / "demo-layers.png", x="layers",
-                                 y="ms_per_token", title="decode ms/token vs layers",
-                                 ylabel="ms per token", logx=False),
-                     report.plot(demo.batch_plot_rows(batch_rows),
-                                 args.out / "demo-batch.png", x="batch", y="us",
-                                 series="what", title="one runner, sizes 1, 2, 4, 8",
-                                 logx=False)):
-            if path is not None:
-                written.append(path)
+    if sweeps:
+        console.print(tables.sweep_table("graph speed-up by number of layers", layer_rows,
+                                         ("layers", "variant", "ms_per_token", "vs_eager",
+                                          "vs_torch_graph")))
+        console.print(tables.sweep_table("batch sizes through one runner (sizes 1, 2, 4, 8)",
+                                         batch_rows, ("batch", "graph_size", "ms_per_step",
+                                                      "us_per_sequence_token", "gbps")))
+    written = demo.save(args.out, config, copy_gbps, rows, layer_rows, batch_rows)
     console.print("saved " + ", ".join(str(p) for p in written))
     if INTERPRET:
         console.print("No CUDA device: the kernels ran through Triton's interpreter and the "
@@ -311,31 +202,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _demo_table(rows: list[dict]) -> Table:
-    table = Table(title="decode, token after token")
-    for column in ("variant", "result", "ms/token", "tokens/s", "GB/s", "% floor", "vs eager",
-                   "vs torch-graph", "max rel. error", "build s"):
-        table.add_column(column, justify="left" if column == "variant" else "right")
-    for row in rows:
-        table.add_row(row["variant"], row["status"], _fmt(row["ms_per_token"], ".3f"),
-                      _fmt(row["tokens_per_s"], ".0f"), _fmt(row["gbps"], ".0f"),
-                      _fmt(row["pct_floor"], ".1f"), _fmt(row["vs_eager"], ".2f"),
-                      _fmt(row["vs_torch_graph"], ".2f"), _fmt(row["rel_error"], ".1e"),
-                      _fmt(row["build_seconds"], ".2f"))
-    table.caption = "\n".join(f"{r['variant']}: {r['reason']}" for r in rows if r["reason"])
-    return table
-
-
-def _sweep_table(title: str, rows: list[dict], columns: tuple[str, ...]) -> Table:
-    table = Table(title=title)
-    for column in columns:
-        table.add_column(column, justify="right")
-    for row in rows:
-        table.add_row(*(_fmt(row[c], ".3f") if isinstance(row[c], float) else str(row[c])
-                        for c in columns))
-    return table
-
-
 def _dtype(text: str) -> torch.dtype:
     try:
         return DTYPES[text.lower()]
@@ -344,9 +210,17 @@ def _dtype(text: str) -> torch.dtype:
             f"unknown dtype {text!r}; choose from {', '.join(DTYPES)}") from None
 
 
-def _sizes(text: str) -> tuple[int, ...]:
-    from .bench.suite import parse_size
+def parse_size(text: str) -> int:
+    """'4096', '64K', '16M' -> int (K = 1024, M = 1024^2)."""
+    text = text.strip()
+    scale = {"k": 2**10, "m": 2**20, "g": 2**30}.get(text[-1:].lower(), 1)
+    digits = text[:-1] if scale > 1 else text
+    if not digits.isdigit() or int(digits) == 0:
+        raise ValueError(f"size {text!r} is not a positive integer (suffixes K and M allowed)")
+    return int(digits) * scale
 
+
+def _sizes(text: str) -> tuple[int, ...]:
     try:
         return tuple(parse_size(s) for s in text.split(",") if s.strip())
     except ValueError as e:
@@ -378,7 +252,7 @@ def _formats(text: str) -> tuple[str, ...]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .bench.suite import KERNELS
+    from .bench.cases import KERNELS
 
     parser = argparse.ArgumentParser(prog="tilegraph", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -439,7 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .bench.suite import KERNELS
+    from .bench.cases import KERNELS
 
     parser = build_parser()
     args = parser.parse_args(argv)

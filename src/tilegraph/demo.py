@@ -1,13 +1,10 @@
-"""`tilegraph demo`: the decode stack run token after token, four ways, measured in one run.
+"""`tilegraph demo`: the decode stack run token after token, several ways, measured in one run.
 
-    eager                 the nn.Module in PyTorch: four or five small kernels per layer
-    torch-graph           the same PyTorch ops captured by hand (tg.capture), replayed per token
-    tilegraph             fused Triton kernels in a tg.GraphRunner, one replay per token:
-                          one kernel per layer (decode_layer) where that was measured
-                          faster, else two (tg.linear); LayerStack.fused_forward chooses
-    tilegraph-persistent  the whole stack as one persistent kernel (tg.decode_stack) in a
-                          tg.GraphRunner: one replay, one kernel per token
-    compile               torch.compile(mode="reduce-overhead") of the module (behind --compile)
+    eager         the nn.Module in PyTorch: four or five small kernels per layer
+    torch-graph   the same PyTorch ops captured by hand (tg.capture), replayed per token
+    tilegraph     LayerStack.fused_forward (a loop of tg.decode_layer: one kernel a layer where
+                  that was measured faster, else two) in a tg.GraphRunner, one replay a token
+    compile       torch.compile(mode="reduce-overhead") of the module (behind --compile)
 
 Each token's hidden state is copied into the variant's input, the step runs, and its output is
 copied out, so every variant does the same per-token work. Every variant's outputs for all
@@ -20,18 +17,18 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
 from ._runtime import INTERPRET
-from .bench import Unavailable, measure
+from .bench import Unavailable, measure, report
 from .graph import GraphRunner, capture
-from .kernels.decode_stack import MAX_ROWS
-from .models import LayerStack
-from .testing import TOLERANCES
+from .models import LayerStack, LayerStackConfig
+from .testing import max_token_error, stack_tolerance
 
 RUNNER_SIZES = (1, 2, 4, 8)
-VARIANTS = ("eager", "torch-graph", "tilegraph", "tilegraph-persistent", "compile")
+VARIANTS = ("eager", "torch-graph", "tilegraph", "compile")
 
 
 @dataclass
@@ -69,12 +66,10 @@ def build_variant(name: str, stack: LayerStack, example: torch.Tensor,
                 return graph.replay()
             return step
         return _timed_build(name, build_graph)
-    if name == "tilegraph-persistent" and max(runner_sizes or example.shape[:1]) > MAX_ROWS:
-        return Unavailable(f"tg.decode_stack takes at most {MAX_ROWS} rows")
-    if name in ("tilegraph", "tilegraph-persistent"):
-        forward = stack.fused_forward if name == "tilegraph" else stack.persistent_forward
+    if name == "tilegraph":
         sizes = runner_sizes or (example.shape[0],)
-        return _timed_build(name, lambda: GraphRunner(forward, (example,), sizes=sizes))
+        return _timed_build(name, lambda: GraphRunner(stack.fused_forward, (example,),
+                                                      sizes=sizes))
     if name == "compile":
         if INTERPRET:
             return Unavailable("needs CUDA (reduce-overhead mode is CUDA graphs)")
@@ -93,23 +88,6 @@ def decode(step: Callable, inputs: torch.Tensor, outputs: torch.Tensor) -> None:
     """Run every token of inputs (tokens, batch, d) through step, into outputs."""
     for token in range(inputs.shape[0]):
         outputs[token].copy_(step(inputs[token]))
-
-
-def max_token_error(outputs: torch.Tensor, expected: torch.Tensor) -> float:
-    """The largest per-token ||out - ref|| / ||ref||; inf where anything is not finite."""
-    out = outputs.double().flatten(1)
-    ref = expected.double().flatten(1)
-    if not torch.isfinite(out).all():
-        return math.inf
-    return ((out - ref).norm(dim=1) / ref.norm(dim=1)).max().item()
-
-
-def stack_tolerance(dtype: torch.dtype, layers: int) -> float:
-    """The relative error allowed after `layers` layers. Every layer rounds h and its two
-    projections to the storage dtype; independent rounding errors add like a random walk, so
-    the bound grows as sqrt(layers). (PyTorch eager itself lands at 1.0e-2 after 22 bf16
-    layers on the seed-bf16 preset, over the single-op bf16 tolerance.)"""
-    return TOLERANCES[dtype] * math.sqrt(layers)
 
 
 @dataclass
@@ -248,3 +226,51 @@ def batch_plot_rows(batch_rows: list[dict]) -> list[dict]:
             for r in batch_rows if r["ms_per_step"] is not None
             for what, value in (("us per step", r["ms_per_step"] * 1e3),
                                 ("us per sequence-token", r["us_per_sequence_token"]))]
+
+
+def planned_steps(names: Sequence[str], layers: int, sweeps: bool) -> int:
+    """Progress steps of a demo run: one a variant, three a layer count, eight batch sizes."""
+    return len(names) + (3 * len(layer_counts(layers)) + 8 if sweeps else 0)
+
+
+def floor_ms(config: LayerStackConfig, copy_gbps: float) -> float:
+    """The bandwidth floor of one token: weight bytes / measured copy bandwidth."""
+    return config.weight_bytes / (copy_gbps * 1e9) * 1e3
+
+
+def save(out: Path, config: LayerStackConfig, copy_gbps: float | None, rows: list[dict],
+         layer_rows: list[dict], batch_rows: list[dict]) -> list[Path]:
+    """JSON, CSV and Markdown of each table (with the environment), PNGs of the sweeps."""
+    extra = {"config": {**config.__dict__, "dtype": str(config.dtype)}, "copy_gbps": copy_gbps}
+    written = report.save(rows, out, "demo", title="tilegraph demo", **extra)
+    if not (layer_rows or batch_rows):
+        return written
+    written += report.save(layer_rows, out, "demo-layers",
+                           title="decode: ms per token by number of layers", **extra)
+    written += report.save(batch_rows, out, "demo-batch",
+                           title="decode: batch sizes through one runner", **extra)
+    for path in (report.plot(layer_rows, out / "demo-layers.png", x="layers",
+                             y="ms_per_token", title="decode ms/token vs layers",
+                             ylabel="ms per token", logx=False),
+                 report.plot(batch_plot_rows(batch_rows), out / "demo-batch.png", x="batch",
+                             y="us", series="what", title="one runner, sizes 1, 2, 4, 8",
+                             logx=False)):
+        if path is not None:
+            written.append(path)
+    return written
+
+
+def profile_step(variant: str | None) -> tuple[str, Callable[[], object]]:
+    """(label, one decode step of the default preset the way `variant` runs it), to profile."""
+    from .models import PRESETS
+
+    config = PRESETS["tiny" if INTERPRET else "seed"]
+    stack = LayerStack(config, device="cpu" if INTERPRET else "cuda")
+    x = stack.token_inputs(1, config.batch)[0]
+    name = variant or "tilegraph"
+    if name not in VARIANTS:
+        raise ValueError(f"the demo has no variant {name!r}; choose from {VARIANTS}")
+    built = build_variant(name, stack, x)
+    if isinstance(built, Unavailable):
+        raise ValueError(f"{name} cannot run here: {built.reason}")
+    return f"{built.name} decode step, d={config.d}, {config.layers} layers", lambda: built.step(x)

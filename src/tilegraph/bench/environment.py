@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 import triton
 
-from .._runtime import device_name
+from .._runtime import INTERPRET, device_name
 
 
 def git_revision() -> str:
@@ -41,3 +41,16 @@ def environment() -> dict:
             "python": platform.python_version(), "git": git_revision(),
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "command": command_line()}
+
+
+def describe() -> dict[str, str]:
+    """What `tilegraph info` shows: device, versions and how kernels run here."""
+    env = environment()
+    shown = {key: str(env[key]) for key in ("device", "tilegraph", "torch", "triton", "python")}
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        shown["SMs"] = str(props.multi_processor_count)
+        shown["memory"] = f"{props.total_memory / 2**30:.1f} GiB"
+        shown["CUDA"] = str(env["cuda"])
+    shown["kernels run"] = "Triton interpreter on CPU" if INTERPRET else "compiled for CUDA"
+    return shown

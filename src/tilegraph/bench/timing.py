@@ -4,10 +4,9 @@ On a GPU every repetition is bracketed by CUDA events; `flush_l2` writes a buffe
 L2 size before each one, so data the function reads comes from memory, not from the cache a
 previous repetition warmed. Before the start event the GPU is kept busy (a spin kernel) for
 twice the host's time to issue one call: otherwise, whenever issuing takes longer than the
-kernels run (any Python-level op on a short kernel), the GPU reaches the start event first
-and waits for the launch, and that host time is counted as kernel time (it made tg.rms_norm
-at 4096 x 4096 read 28, 59 or 71 us in three runs on one H100). `graph=True` captures many
-calls in one CUDA graph (on tilegraph's one side stream) and divides a replay's time by their
+kernels run, the GPU reaches the start event first and waits for the launch, and that host
+time is counted as kernel time (notes/kernels.md). `graph=True` captures many calls in one
+CUDA graph (tg.capture, on tilegraph's one side stream) and divides a replay's time by their
 number: for microsecond kernels whose launch cost would otherwise dominate. On CPU a
 monotonic clock times plain calls and the result says so.
 """
@@ -21,7 +20,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from .._runtime import side_stream
+from ..graph.capture import capture
 
 
 @dataclass(frozen=True)
@@ -109,19 +108,11 @@ def _time_events(fn: Callable[[], object], reps: int, before=None,
     return [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
 
 
-def _capture_calls(fn: Callable[[], object], calls: int,
-                   stream: torch.cuda.Stream | None = None) -> torch.cuda.CUDAGraph:
-    stream = side_stream() if stream is None else stream  # another: only to study the state
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        fn()  # warm-up outside capture: JIT, autotuning, library handles
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, stream=stream):
+def _calls(fn: Callable[[], object], calls: int) -> Callable[[], None]:
+    def run() -> None:  # outputs dropped: in a graph each call's memory is then reused
         for _ in range(calls):
             fn()
-    torch.cuda.synchronize()
-    return graph
+    return run
 
 
 def measure(fn: Callable[[], object], warmup_ms: float = 25, rep_ms: float = 100,
@@ -141,7 +132,7 @@ def measure(fn: Callable[[], object], warmup_ms: float = 25, rep_ms: float = 100
     estimate = statistics.median(_time_events(fn, 5, flusher, hold_us))
     if graph:
         calls = _repetitions(estimate, 2.0, lo=10, hi=1000)  # ~2 ms of work per replay
-        cuda_graph = _capture_calls(fn, calls)
+        cuda_graph = capture(_calls(fn, calls), warmup=1)
         hold_us = min(5000.0, 2 * _host_us(cuda_graph.replay, 2))
         replay_ms = statistics.median(_time_events(cuda_graph.replay, 3, flusher, hold_us))
         _time_events(cuda_graph.replay, _repetitions(replay_ms, warmup_ms, lo=1), flusher,

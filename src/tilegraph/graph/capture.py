@@ -20,7 +20,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
-from .._runtime import side_stream
+from .._runtime import side_stream, tilegraph_capture
 from ..errors import CaptureError
 from ._errors import as_capture_error, user_frame
 
@@ -118,7 +118,7 @@ def capture(fn: Callable, *args, warmup: int = 2, pool=None) -> Graph:
     caller_stream = torch.cuda.current_stream()
     try:
         with torch.cuda.graph(cuda_graph, pool=pool, stream=stream,
-                              capture_error_mode="thread_local"):
+                              capture_error_mode="thread_local"), tilegraph_capture():
             outputs = fn(*args)
     except Exception as error:
         # A failed capture_end skips restoring the stream: leave the caller's current.
@@ -159,7 +159,6 @@ class _RefuseAllocation(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-
 class scope:
     """Imperative capture: `with tg.scope() as s: ...` records the block; `s.graph` replays it.
 
@@ -188,6 +187,8 @@ class scope:
             self._capturing.__enter__()
         else:
             _warn_cpu_once()
+        self._marked = tilegraph_capture()
+        self._marked.__enter__()
         self._start = time.perf_counter()
         self._no_alloc = _RefuseAllocation()
         self._no_alloc.__enter__()
@@ -195,6 +196,7 @@ class scope:
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         self._no_alloc.__exit__(exc_type, exc, tb)
+        self._marked.__exit__(exc_type, exc, tb)
         end_error = None
         if self._cuda_graph is not None:
             try:

@@ -39,6 +39,13 @@ def check_shape(name: str, t: torch.Tensor, shape: tuple[int, ...]) -> None:
         raise ValueError(f"{name} has shape {tuple(t.shape)}, expected {tuple(shape)}")
 
 
+def check_eps(eps) -> float:
+    """An RMSNorm epsilon: a non-negative number (bools are refused, though they are ints)."""
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps >= 0:
+        raise ValueError(f"eps must be a non-negative number, got {eps!r}")
+    return float(eps)
+
+
 def _byte_range(t: torch.Tensor) -> tuple[int, int]:
     start = t.data_ptr()
     span = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride(), strict=True))

@@ -9,25 +9,22 @@ from .._runtime import INTERPRET
 
 # Rows up to this many elements are normalised in one register tile; longer rows loop.
 MAX_ROW_TILE = 16384
+# Decode kernels (tg.linear's matrix-vector path, tg.decode_layer's one kernel) take up to this
+# many rows: they apply each weight tile to the rows one by one, and tensor-core tiles need 16.
+MATVEC_MAX_ROWS = 8
 
 
 def elementwise_shape(n_elements: int, element_size: int) -> tuple[int, int]:
-    """(BLOCK_SIZE, num_warps): one 16-byte vector a thread, up to 16 warps a program.
-
-    Small programs with one vector a thread streamed best on H100 (GELU 64M fp32: 2048
-    elements x 16 warps 181.3 us, 1024 x 8 181.8, the earlier 16 elements a thread x 8 warps
-    183.6; bf16 at 8 elements a thread within 0.3% of the best; benchmarks/explore_rows.py).
-    """
+    """(BLOCK_SIZE, num_warps): one 16-byte vector a thread, up to 16 warps a program; small
+    programs with one vector a thread keep the most loads in flight (notes/kernels.md)."""
     vector = max(1, 16 // element_size)
     block = min(512 * vector, max(32 * vector, triton.next_power_of_2(n_elements)))
     return block, max(1, block // (32 * vector))
 
 
-# Row kernels (softmax, RMSNorm), timed as graph replays over inputs rotated past L2 against
-# torch.compile at 1024-16384 columns (H100, benchmarks/explore_rows.py rotated / rms_sizes,
-# notes/kernels.md session 8): rows of 16 KB and more went fastest one a program with 16
-# elements a thread (torch.compile's choice too) and loaded evict-last; rows of 2 KB and less
-# in 4 KB tiles, also 16 elements a thread and evict-last; rows in between in ~16 KB tiles.
+# Row kernels (softmax, RMSNorm): rows of 16 KB and more go one a program with 16 elements a
+# thread, loaded evict-last; rows of 2 KB and less in 4 KB tiles, also evict-last; rows in
+# between in ~16 KB tiles. Swept against torch.compile at 1024-16384 columns (notes/kernels.md).
 LONG_ROW_BYTES, SHORT_ROW_BYTES = 16384, 2048
 SHORT_ROW_TILE_BYTES, ROW_TILE_BYTES = 4096, 16384
 
@@ -37,11 +34,7 @@ def row_config(n_rows: int, n_cols: int, element_size: int) -> dict:
     BLOCK_N columns a program, SINGLE_PASS, num_warps, and LOAD_POLICY (the eviction policy
     of the one-tile path's x load).
 
-    Rows longer than MAX_ROW_TILE loop over 4096-column chunks, reading x twice. Measured
-    (bf16 RMSNorm, H100): 8192 x 1024 2x1024 4 warps evict-last 10.6 us (the earlier 16 KB
-    tile 11.6, torch.compile 11.0); x 4096 2x4096 8 warps 45.9 (compile 47.3; evict-last
-    46.7); x 8192 1 row 16 warps evict-last 90.9 (8 warps, no hint, 92.1; compile 91.1);
-    x 16384 32 warps evict-last 178.9 (16 warps 180.1; compile 179.0).
+    Rows longer than MAX_ROW_TILE loop over 4096-column chunks, reading x twice.
     """
     block_n = triton.next_power_of_2(n_cols)
     single_pass = block_n <= MAX_ROW_TILE
@@ -64,8 +57,7 @@ def row_config(n_rows: int, n_cols: int, element_size: int) -> dict:
 
 def softmax_config(n_rows: int, n_cols: int, element_size: int) -> dict:
     """row_config with x loaded evict-last at every length, as torch.compile's softmax loads
-    it: 0.2-2% faster at 1024-16384 fp32 columns (H100, graph replays over rotated inputs;
-    8192 x 4096: 90.2 us against 91.0 without the hint and 90.4 for torch.compile)."""
+    it (0.2-2% faster at 1024-16384 fp32 columns, notes/kernels.md)."""
     return {**row_config(n_rows, n_cols, element_size), "LOAD_POLICY": "evict_last"}
 
 

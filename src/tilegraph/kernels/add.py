@@ -8,7 +8,7 @@ import triton.language as tl
 
 from ._checks import check_like, check_no_overlap, check_shape, check_tensor, prepare_out
 from ._launch import elementwise_shape, grid_1d
-from ._ops import dispatch
+from ._ops import custom_op
 
 
 @triton.jit
@@ -28,14 +28,7 @@ def _launch_add(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
     _add_kernel[grid_1d(n, block)](out, a, b, n, BLOCK_SIZE=block, num_warps=num_warps)
 
 
-@torch.library.custom_op("tilegraph::add", mutates_args={"out"})
-def _add_op(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
-    _launch_add(a, b, out)
-
-
-@_add_op.register_fake
-def _(a, b, out):
-    return None
+_run_add = custom_op("add", _launch_add)
 
 
 def add(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -48,7 +41,7 @@ def add(a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None) ->
     check_no_overlap(out, "a", a, allow_identical=True)
     check_no_overlap(out, "b", b, allow_identical=True)
     if out.numel():
-        dispatch(_add_op, _launch_add, a, b, out)
+        _run_add(a, b, out)
     return out
 
 

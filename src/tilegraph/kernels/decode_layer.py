@@ -1,17 +1,26 @@
-"""One decode layer in one kernel: h_next = h + (rms_norm(h) * g @ Wq.T) @ Wo.T.
+"""The seed's decode layer: h_next = h + (rms_norm(h) * g) @ Wq.T @ Wo.T, in one or two kernels.
 
-Two matrix-vector products in a row need the whole q = rms_norm(h) * g @ Wq.T before the
-second can finish, which as separate kernels costs a kernel boundary (the previous grid
-retiring, the next one's wait, x fetched from L2 again) per product. Here program p owns
-the rows [p*BQ, (p+1)*BQ) of Wq and the same columns of Wo: it computes its BQ values of q
-alone, multiplies them into its (D, BQ) slice of Wo, and adds that partial h_next into an
-fp32 accumulator with atomic adds (program 0 adds h itself, the residual). One boundary per
-layer instead of two; every program still streams its own weight bytes exactly once.
+Two kernels: tg.linear's matrix-vector path twice, the norm in the first one's prologue and
+the residual in the second one's epilogue, each streaming its weight before the previous
+kernel ends (programmatic dependent launch). Bit-reproducible.
 
-The price: the accumulator must be zero before the layer starts, and the order of the fp32
-additions differs from run to run (results vary in the last bits; the two-kernel path of
-tg.linear is bit-reproducible). Layer l zeroes the buffer that layer l+1 will accumulate
-into, after its own griddepcontrol.wait, when the previous layer that read it has finished.
+One kernel (square layers of at most MATVEC_MAX_ROWS rows, where the rule below says it is
+faster): program p owns rows [p*BQ, (p+1)*BQ) of Wq and the same columns of Wo. It computes
+its BQ values of q alone, multiplies them into its (D, BQ) slice of Wo, and adds that partial
+h_next into an fp32 accumulator with atomic adds (program 0 adds h itself, the residual).
+One kernel boundary a layer instead of two; each weight byte is still read once. The price:
+the order of the fp32 additions varies from run to run (the last bits of the result vary;
+torch.use_deterministic_algorithms(True) selects the two kernels), the result is the fp32
+accumulator itself (so this path runs where h, and so the result, is fp32: 16-bit models
+carry h in fp32 between layers), and the accumulator must be zero before the kernel starts.
+
+That last point is the buffer protocol. A memset before every layer would break the chain of
+dependent launches, so each kernel also zeroes the accumulator of the *next* layer, after its
+griddepcontrol.wait (when the previous layer, which may have read that memory, is done). A
+result made with out=None carries that zeroed buffer with it, and a decode_layer given that
+result as h accumulates into it: a loop of tg.decode_layer costs one kernel a layer. The
+buffer is used once, only on the stream and in the capture it was zeroed in (a graph replays
+its own zeroing, an eager call cannot), and otherwise a fresh zeroed buffer is made.
 """
 
 from __future__ import annotations
@@ -20,22 +29,35 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import supports_pdl
+from .._runtime import capture_token, is_capturing
+from ._checks import (
+    check_eps,
+    check_like,
+    check_no_overlap,
+    check_shape,
+    check_tensor,
+    prepare_out,
+)
+from ._launch import MATVEC_MAX_ROWS, sm_count, supports_pdl
+from ._ops import custom_op
+from .linear import _launch_linear
+from .rms_norm import rms_norm_ref
 
 
 @triton.jit
 def _decode_layer_kernel(acc_ptr, stride_am, zero_ptr, h_ptr, stride_hm, norm_w_ptr,
                          wq_ptr, stride_wq, wo_ptr, stride_wo_out, stride_wo_in,
                          M, D, eps,
-                         PREFETCH_WEIGHT: tl.constexpr, BLOCK_M: tl.constexpr,
-                         BLOCK_Q: tl.constexpr, BLOCK_D: tl.constexpr):
+                         ZERO_NEXT: tl.constexpr, PREFETCH_WEIGHT: tl.constexpr,
+                         BLOCK_M: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_D: tl.constexpr):
     """acc_m += [p == 0] h_m + sum_{i in rows(p)} Wo[:, i] * q_mi, with
     q_mi = rstd_m * sum_k h_mk g_k Wq_ik and rstd_m = 1 / sqrt(mean_k h_mk^2 + eps).
 
     Both weight tiles are read as (BLOCK_Q, BLOCK_D): Wq by its rows, Wo by its columns,
     with any strides (stride_wo_out is 1 where Wo is stored transposed, its columns then
     contiguous). PREFETCH_WEIGHT: both tiles are loaded before griddepcontrol.wait, while
-    the previous kernel in the stream finishes.
+    the previous kernel in the stream finishes. ZERO_NEXT: zero the next layer's
+    accumulator (same strides as acc) after the wait.
     """
     pid = tl.program_id(0)
     offs_q = pid * BLOCK_Q + tl.arange(0, BLOCK_Q)
@@ -61,8 +83,9 @@ def _decode_layer_kernel(acc_ptr, stride_am, zero_ptr, h_ptr, stride_hm, norm_w_
         part += tl.where(pid == 0, h, 0.0)
         tl.atomic_add(acc_ptr + m * stride_am + offs_d, part, mask=offs_d < n_valid,
                       sem="relaxed")
-        tl.store(zero_ptr + m * stride_am + offs_q, tl.zeros([BLOCK_Q], tl.float32),
-                 mask=offs_q < n_valid)
+        if ZERO_NEXT:
+            tl.store(zero_ptr + m * stride_am + offs_q, tl.zeros([BLOCK_Q], tl.float32),
+                     mask=offs_q < n_valid)
 
 
 # A program's two weight tiles (its rows of Wq, its columns of Wo) live in registers: at most
@@ -70,17 +93,11 @@ def _decode_layer_kernel(acc_ptr, stride_am, zero_ptr, h_ptr, stride_hm, norm_w_
 MAX_TILE_BYTES = 128 * 1024
 # Weight bytes a thread holds: 512 was the fastest, or within 10% of it, in every swept case.
 BYTES_PER_THREAD = 512
-# Rows of h applied one after another to the tiles; more rows belong to a GEMM.
-MAX_ROWS = 8
 
 
 def decode_layer_config(rows: int, d: int, element_size: int) -> dict:
-    """Block shape: rows of Wq (and columns of Wo) a program owns, and its warps.
-
-    From whole-stack sweeps on an H100 (benchmarks/explore_decode_layer.py): 16 rows a
-    program at batch 1, 8 with more rows of h (more work a row), 512 weight bytes a thread;
-    within 10% of the best shape swept wherever one kernel a layer wins at all.
-    """
+    """Block shape of the one-kernel path: rows of Wq (and columns of Wo) a program owns, and
+    its warps; 16 rows a program at batch 1, 8 with more rows of h (more work a row)."""
     block_d = triton.next_power_of_2(d)
     block_q = 16 if rows == 1 else 8
     tile_bytes = 2 * block_q * block_d * element_size
@@ -90,34 +107,140 @@ def decode_layer_config(rows: int, d: int, element_size: int) -> dict:
 
 def one_kernel_is_faster(config: dict, rows: int, d: int, element_size: int,
                          sm_count: int | None) -> bool:
-    """Whether a stack runs faster with this kernel than with two tg.linear kernels a layer.
-
-    Measured (H100, us per token in a graph, one kernel against two a layer): d=2048 bf16
-    batch 1 169 vs 177; d=512 fp32 batch 1/2/4/8 45/83/96/163 vs 65/110/141/258. Slower:
-    d=2048 fp32 (302 vs 270 at its best shape: a 32 MB layer does not fit in flight in one
-    wave of programs, so half of them start only when the first half has finished) and
-    d=2048 bf16 with 2-8 rows (285-576 vs 196-380: applying the tile row by row keeps its
-    fp32 copy, 256 values a thread, in registers, which spills).
+    """Whether a stack of these layers runs faster in one kernel a layer than in two: where a
+    layer fits in one wave of programs of at most MAX_TILE_BYTES (else the second wave streams
+    only after the first has finished), and, with several rows, where the tile is at most
+    128 values a thread (else its fp32 copy spills). Measured on whole stacks, notes/decode.md.
     """
     tile_bytes = 2 * config["BLOCK_Q"] * config["BLOCK_D"] * element_size
     programs = triton.cdiv(d, config["BLOCK_Q"])
     one_wave = tile_bytes <= MAX_TILE_BYTES and (sm_count is None or programs <= sm_count)
     fits_rows = rows == 1 or BYTES_PER_THREAD // element_size <= 128
-    return one_wave and fits_rows and 1 <= rows <= MAX_ROWS
+    return one_wave and fits_rows and 1 <= rows <= MATVEC_MAX_ROWS
 
 
-def launch_decode_layer(acc: torch.Tensor, zero: torch.Tensor, h: torch.Tensor,
-                        norm_weight: torch.Tensor, wq: torch.Tensor, wo: torch.Tensor,
-                        eps: float, config: dict, prefetch_weight: bool = True) -> None:
-    """acc += layer(h), with acc zero on entry; zero.zero_(). acc and zero are fp32 (M, D)
-    views with the same strides; wo may be any strided view of Wo. Shapes, dtypes and
-    devices are unchecked: the caller (LayerStack) owns the buffers and has checked h."""
-    M, D = h.shape
+def _uses_one_kernel(h: torch.Tensor, wq: torch.Tensor, wo: torch.Tensor) -> bool:
+    d = h.shape[-1]
+    rows = h.numel() // d
+    if (h.dtype != torch.float32 or wq.shape != (d, d) or wo.shape != (d, d)
+            or torch.are_deterministic_algorithms_enabled()):
+        return False
+    config = decode_layer_config(rows, d, wq.element_size())
+    return one_kernel_is_faster(config, rows, d, wq.element_size(), sm_count(h.device))
+
+
+def _launch_one_kernel(acc: torch.Tensor, zero_next: torch.Tensor | None, h: torch.Tensor,
+                       norm_weight: torch.Tensor, wq: torch.Tensor, wo: torch.Tensor,
+                       eps: float, config: dict | None = None) -> None:
+    """acc += layer(h), acc being zero on entry, and zero_next.zero_() when given. acc and
+    zero_next are contiguous fp32 tensors of h's shape; config: decode_layer_config's."""
+    h_rows = h.reshape(-1, h.shape[-1])
+    M, D = h_rows.shape
     # The kernel walks h, Wq's rows and the norm weight with unit stride (any Wo strides do).
-    h, wq, norm_weight = (t if t.stride(-1) == 1 else t.contiguous()
-                          for t in (h, wq, norm_weight))
-    pdl = {"launch_pdl": True} if prefetch_weight and supports_pdl(h.device) else {}
+    h_rows, wq, norm_weight = (t if t.stride(-1) == 1 else t.contiguous()
+                               for t in (h_rows, wq, norm_weight))
+    config = config or decode_layer_config(M, D, wq.element_size())
+    pdl = {"launch_pdl": True} if supports_pdl(h.device) else {}
+    acc_rows = acc.view(M, D)
     _decode_layer_kernel[(triton.cdiv(D, config["BLOCK_Q"]),)](
-        acc, acc.stride(0), zero, h, h.stride(0), norm_weight,
-        wq, wq.stride(0), wo, wo.stride(0), wo.stride(1),
-        M, D, eps, PREFETCH_WEIGHT=bool(pdl), BLOCK_M=triton.next_power_of_2(M), **config, **pdl)
+        acc_rows, acc_rows.stride(0), zero_next if zero_next is not None else acc_rows,
+        h_rows, h_rows.stride(0), norm_weight, wq, wq.stride(0), wo, wo.stride(0), wo.stride(1),
+        M, D, eps, ZERO_NEXT=zero_next is not None, PREFETCH_WEIGHT=bool(pdl),
+        BLOCK_M=triton.next_power_of_2(M), **config, **pdl)
+
+
+def _launch_decode_layer(h: torch.Tensor, norm_weight: torch.Tensor, wq: torch.Tensor,
+                         wo: torch.Tensor, eps: float, out: torch.Tensor) -> None:
+    if _uses_one_kernel(h, wq, wo):
+        out.zero_()  # a caller's buffer: nothing zeroed it for us
+        _launch_one_kernel(out, None, h, norm_weight, wq, wo, eps)
+        return
+    # Weights never change while a decode step runs, so each kernel may stream its weight
+    # before the previous kernel has finished (programmatic dependent launch).
+    q = torch.empty((*h.shape[:-1], wq.shape[0]), dtype=out.dtype, device=h.device)
+    _launch_linear(h, wq, None, norm_weight, eps, "none", None, True, q)
+    _launch_linear(q, wo, None, None, eps, "none", h, True, out)
+
+
+_run_decode_layer = custom_op("decode_layer", _launch_decode_layer)
+
+
+def _where(device: torch.device) -> tuple:
+    """Where a buffer zeroed now is zero: (stream, capturing, the tilegraph capture if any)."""
+    if device.type != "cuda":
+        return (None, False, None)
+    capturing = is_capturing()
+    return (torch.cuda.current_stream(device).cuda_stream, capturing,
+            capture_token() if capturing else None)
+
+
+def _zeroed_accumulator(h: torch.Tensor) -> torch.Tensor:
+    """The zeroed buffer h carries from the decode_layer that made it, if it may be used here;
+    else a new zeroed one. A carried buffer is handed out once."""
+    carried = h.__dict__.pop("_tilegraph_zeroed_next", None)
+    if carried is not None:
+        buffer, where = carried
+        _, capturing, token = where
+        # Inside a capture tilegraph did not start (no token), the buffer may come from an
+        # earlier capture on the same stream, whose replays alone zero it.
+        if where == _where(h.device) and (not capturing or token is not None):
+            return buffer
+    return torch.zeros(h.shape, dtype=torch.float32, device=h.device)
+
+
+def _check(h, norm_weight, wq, wo) -> None:
+    check_tensor("h", h, min_ndim=1)
+    for name, t in (("norm_weight", norm_weight), ("wq", wq), ("wo", wo)):
+        check_tensor(name, t)
+    check_like("norm_weight", norm_weight, "wq", wq)
+    check_like("wo", wo, "wq", wq)
+    if h.device != wq.device:
+        raise ValueError(f"h is on {h.device} but wq is on {wq.device}")
+    if h.dtype not in (wq.dtype, torch.float32):
+        raise TypeError(f"h has dtype {h.dtype}; it must be the weights' dtype ({wq.dtype}) "
+                        "or float32 (a residual stream kept in fp32)")
+    d = h.shape[-1]
+    if wq.ndim != 2 or wq.shape[1] != d:
+        raise ValueError(f"wq must have shape (q_features, {d}) for h of shape "
+                         f"{tuple(h.shape)}, got {tuple(wq.shape)}")
+    check_shape("wo", wo, (d, wq.shape[0]))
+    check_shape("norm_weight", norm_weight, (d,))
+    if d == 0:
+        raise ValueError("h has 0 features; nothing to normalise")
+
+
+def decode_layer(h: torch.Tensor, norm_weight: torch.Tensor, wq: torch.Tensor,
+                 wo: torch.Tensor, eps: float = 1e-6, *,
+                 out: torch.Tensor | None = None) -> torch.Tensor:
+    """h + (rms_norm(h) * norm_weight) @ wq.T @ wo.T for h (..., d), norm_weight (d,),
+    wq (n, d), wo (d, n). The weights share one dtype; h is of that dtype or float32 (16-bit
+    weights with h kept in fp32 between layers: then a square layer of at most 8 rows runs as
+    one kernel where that was measured faster). Returns h's shape and dtype.
+
+    Weights are streamed before the previous kernel in the stream has finished: do not let a
+    kernel still in flight write them (model weights are constant while a step runs).
+    """
+    _check(h, norm_weight, wq, wo)
+    eps = check_eps(eps)
+    if (out is None and not torch.compiler.is_compiling() and h.numel()
+            and _uses_one_kernel(h, wq, wo)):
+        acc = _zeroed_accumulator(h)
+        zero_next = torch.empty_like(acc)
+        _launch_one_kernel(acc, zero_next, h, norm_weight, wq, wo, eps)
+        acc._tilegraph_zeroed_next = (zero_next, _where(h.device))
+        return acc
+    out = prepare_out(out, h.shape, h.dtype, h.device)
+    for name, t in (("h", h), ("norm_weight", norm_weight), ("wq", wq), ("wo", wo)):
+        check_no_overlap(out, name, t)
+    if out.numel():
+        _run_decode_layer(h, norm_weight, wq, wo, eps, out)
+    return out
+
+
+def decode_layer_ref(h: torch.Tensor, norm_weight: torch.Tensor, wq: torch.Tensor,
+                     wo: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """The layer in PyTorch: float64 for float64 input, else fp32 cast back to h's dtype."""
+    compute = torch.float64 if h.dtype == torch.float64 else torch.float32
+    v = h.to(compute)
+    q = rms_norm_ref(v, norm_weight.to(compute), eps) @ wq.to(compute).T
+    return (v + q @ wo.to(compute).T).to(h.dtype)

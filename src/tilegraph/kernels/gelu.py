@@ -11,7 +11,7 @@ import triton.language as tl
 from ._activation import apply_activation
 from ._checks import check_no_overlap, check_tensor, prepare_out
 from ._launch import elementwise_shape, grid_1d
-from ._ops import dispatch
+from ._ops import custom_op
 
 _APPROXIMATIONS = {"tanh": "gelu_tanh", "none": "gelu"}
 
@@ -34,14 +34,7 @@ def _launch_gelu(x: torch.Tensor, approximate: str, out: torch.Tensor) -> None:
                                     BLOCK_SIZE=block, num_warps=num_warps)
 
 
-@torch.library.custom_op("tilegraph::gelu", mutates_args={"out"})
-def _gelu_op(x: torch.Tensor, approximate: str, out: torch.Tensor) -> None:
-    _launch_gelu(x, approximate, out)
-
-
-@_gelu_op.register_fake
-def _(x, approximate, out):
-    return None
+_run_gelu = custom_op("gelu", _launch_gelu)
 
 
 def gelu(x: torch.Tensor, *, approximate: str = "tanh",
@@ -53,7 +46,7 @@ def gelu(x: torch.Tensor, *, approximate: str = "tanh",
     out = prepare_out(out, x.shape, x.dtype, x.device)
     check_no_overlap(out, "x", x, allow_identical=True)
     if out.numel():
-        dispatch(_gelu_op, _launch_gelu, x, approximate, out)
+        _run_gelu(x, approximate, out)
     return out
 
 

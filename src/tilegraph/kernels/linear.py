@@ -13,14 +13,19 @@ import triton
 import triton.language as tl
 
 from ._activation import activation_code, activation_ref, apply_activation
-from ._checks import as_rows, check_like, check_no_overlap, check_shape, check_tensor, prepare_out
-from ._launch import supports_pdl
-from ._ops import dispatch
+from ._checks import (
+    as_rows,
+    check_eps,
+    check_like,
+    check_no_overlap,
+    check_shape,
+    check_tensor,
+    prepare_out,
+)
+from ._launch import MATVEC_MAX_ROWS, supports_pdl
+from ._ops import custom_op
 from .matmul import launch_gemm
-from .rms_norm import check_eps, rms_norm_ref
-
-# Up to this many rows the weight-streaming kernel is used: tensor-core tiles need >= 16 rows.
-MATVEC_MAX_ROWS = 8
+from .rms_norm import rms_norm_ref
 
 
 @triton.jit
@@ -29,13 +34,13 @@ def _matvec_step(acc, sum_sq, x_ptr, stride_xm, w, norm_w_ptr, offs_m, offs_k, M
                  X_CACHE: tl.constexpr):
     """Fold one (BLOCK_N, BLOCK_K) weight tile into the (BLOCK_M, BLOCK_N) accumulator.
 
-    One row (BLOCK_M == 1) is applied as a vector in the tile's own layout (a 2-D x tile and
-    the broadcast product cost layout shuffles through shared memory: d=2048 fp32 stack 318 ->
-    280 us/token on H100 without them). For more rows, ROW_LOOP applies the tile to one x row
-    at a time, so the weight tile can stay as large as at batch 1 whatever BLOCK_M is;
-    otherwise one (BM, BN, BK) broadcast product does all rows, whose size limits the weight
-    tile to 1 / BM of that. X_CACHE is the cache modifier of
-    the x loads (".cg" reads x from L2 when other programs of a running grid wrote it).
+    One row (BLOCK_M == 1) is applied as a vector in the tile's own layout: a 2-D x tile and
+    the broadcast product cost layout shuffles through shared memory (notes/decode.md). For
+    more rows, ROW_LOOP applies the tile to one x row at a time, so the weight tile can stay
+    as large as at batch 1 whatever BLOCK_M is; otherwise one (BM, BN, BK) broadcast product
+    does all rows, whose size limits the weight tile to 1 / BM of that. X_CACHE is the cache
+    modifier of the x loads (".cg" reads x from L2 when other programs of a running grid
+    wrote it).
     """
     k_mask = offs_k < K - k0
     if HAS_NORM:
@@ -126,7 +131,7 @@ def _gemv_step(acc, sum_sq, w, x_ptr, norm_w_ptr, cols, k0, K, HAS_NORM: tl.cons
     """Fold one (BLOCK_N, SPLIT, CHUNK) weight tile w, columns k0 + cols, into acc (BLOCK_N,).
     The norm weights are read here, after the wait, although they are constant: read with
     the weight tile before it, their registers cost more (fewer programs an SM) than the
-    load saves (bf16 d=2048 with norm 4.3 -> 4.8 us, H100)."""
+    load saves (notes/kernels.md)."""
     k_mask = cols < K - k0
     x = tl.load(x_ptr + k0 + cols, mask=k_mask, other=0.0).to(tl.float32)   # (1, S, C)
     if HAS_NORM:
@@ -149,9 +154,8 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr,
     Triton lays out with the warps across the chunks and each thread holding a few 16-byte
     vectors of every row: the tile costs little more than its own registers, so small
     programs fit many to an SM and the next kernel's programs find room to start streaming
-    early (bf16 d=2048 on H100: 3.5 us against 4.5 for the same values as a (BLOCK_N,
-    BLOCK_K) tile in _matvec_kernel). PREFETCH_WEIGHT as in _matvec_kernel: the first weight
-    tile is read before griddepcontrol.wait.
+    early (notes/kernels.md). PREFETCH_WEIGHT as in _matvec_kernel: the first weight tile is
+    read before griddepcontrol.wait.
     """
     offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     n_mask = offs_n < N
@@ -202,23 +206,16 @@ def gemv_config(N: int, K: int) -> dict:
 
 
 def matvec_config(M: int, N: int, K: int, element_size: int = 4) -> dict:
-    """Kernel and tile for 1 to MATVEC_MAX_ROWS rows, chosen by rule rather than by timing.
-
-    Timing candidates on one weight (as an autotuner does) measures them with W hot in L2,
-    while a layer stack streams every layer's W from memory. So the rules come from sweeps
-    over weights rotated past L2 and over whole decode stacks (benchmarks/explore_matvec.py
-    stack, benchmarks/explore_linear_chain.py; H100 and H200, 2026-11-21; notes/kernels.md):
-    - one row, 16-bit: _gemv_kernel, 4 rows x 16 chunks of 128 columns x 4 warps at d=2048
-      (bf16 on H100: 3.5 us a linear against 4.5 for the _matvec_kernel tile below; the
-      seed-bf16 stack with two kernels a layer 164-169 us/token against 184).
+    """Kernel and tile for 1 to MATVEC_MAX_ROWS rows, chosen by rule rather than by timing:
+    timing one weight (as an autotuner does) sees it hot in L2, while a layer stack streams
+    every weight from memory. The rules come from sweeps over weights rotated past L2 and
+    over whole decode stacks (notes/kernels.md, notes/decode.md):
+    - one row, 16-bit: _gemv_kernel, chunks of 128 columns, 64 values a thread, 4 warps.
     - one row, fp32: _matvec_kernel with the whole row (up to 2048 columns), at most 32 KB
-      and 8 rows, 64 elements a thread: d=2048 4 rows x 4 warps, 269 us/token for the seed
-      stack, where the best _gemv_kernel tile took 300 (64 fp32 values a thread are 64
-      registers of data, so the split tile's saving in registers matters less).
-    - several rows (batched decode): 8 rows x up to 2048 columns over 4 warps, applied to
-      one x row at a time (ROW_LOOP): bf16 rows 2/4/8 in 5.2/6.3/9.5 us a d=2048 linear,
-      where one broadcast product over all rows needs a tile 1 / rows as large
-      (5.4/7.6/16.4 us).
+      and 8 rows, 64 values a thread (64 fp32 values are 64 registers of data, so the split
+      tile saves less there).
+    - several rows: 8 rows x up to 2048 columns over 4 warps, applied to one x row at a
+      time (ROW_LOOP): one broadcast product over all rows needs a tile 1 / rows as large.
     """
     block_k = max(16, min(triton.next_power_of_2(K), 2048))
     if M == 1 and element_size <= 2:
@@ -268,21 +265,13 @@ def _launch_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
         _launch_matvec(x_rows, weight, y_rows, norm_weight, norm_eps, bias, activation,
                        res_rows, prefetch_weight)
     else:
+        # tg.decode_layer may pass fp32 rows with 16-bit weights; tensor cores take one dtype.
+        x_rows = x_rows.to(weight.dtype)
         launch_gemm(x_rows, weight.t(), y_rows, norm_weight=norm_weight, eps=norm_eps,
                     bias=bias, activation=activation, residual=res_rows)
 
 
-@torch.library.custom_op("tilegraph::linear", mutates_args={"out"})
-def _linear_op(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-               norm_weight: torch.Tensor | None, norm_eps: float, activation: str,
-               residual: torch.Tensor | None, prefetch_weight: bool, out: torch.Tensor) -> None:
-    _launch_linear(x, weight, bias, norm_weight, norm_eps, activation, residual,
-                   prefetch_weight, out)
-
-
-@_linear_op.register_fake
-def _(x, weight, bias, norm_weight, norm_eps, activation, residual, prefetch_weight, out):
-    return None
+_run_linear = custom_op("linear", _launch_linear)
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, *,
@@ -325,8 +314,8 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
         check_no_overlap(out, name, t)
     check_no_overlap(out, "residual", residual, allow_identical=True)
     if out.numel():
-        dispatch(_linear_op, _launch_linear, x, weight, bias, norm_weight, norm_eps, code,
-                 residual, bool(prefetch_weight), out)
+        _run_linear(x, weight, bias, norm_weight, norm_eps, code, residual,
+                    bool(prefetch_weight), out)
     return out
 
 

@@ -18,7 +18,7 @@ from .._runtime import INTERPRET
 from ._activation import activation_code, activation_ref, apply_activation
 from ._checks import check_like, check_no_overlap, check_tensor, prepare_out
 from ._launch import is_hopper_or_newer, sm_count
-from ._ops import dispatch
+from ._ops import custom_op
 from .autotune import Tuner
 
 
@@ -258,14 +258,7 @@ def _launch_matmul(a: torch.Tensor, b: torch.Tensor, activation: str, out: torch
     launch_gemm(a.reshape(-1, a.shape[-1]), b, out.view(-1, b.shape[1]), activation=activation)
 
 
-@torch.library.custom_op("tilegraph::matmul", mutates_args={"out"})
-def _matmul_op(a: torch.Tensor, b: torch.Tensor, activation: str, out: torch.Tensor) -> None:
-    _launch_matmul(a, b, activation, out)
-
-
-@_matmul_op.register_fake
-def _(a, b, activation, out):
-    return None
+_run_matmul = custom_op("matmul", _launch_matmul)
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, *, activation: str | None = None,
@@ -287,7 +280,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, activation: str | None = None,
         return out
     if a.shape[-1] == 0:  # an empty sum, and every activation maps 0 to 0
         return out.zero_()
-    dispatch(_matmul_op, _launch_matmul, a, b, code, out)
+    _run_matmul(a, b, code, out)
     return out
 
 

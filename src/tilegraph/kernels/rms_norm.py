@@ -6,9 +6,9 @@ import torch
 import triton
 import triton.language as tl
 
-from ._checks import as_rows, check_like, check_shape, check_tensor, prepare_out
+from ._checks import as_rows, check_eps, check_like, check_shape, check_tensor, prepare_out
 from ._launch import row_config
-from ._ops import dispatch
+from ._ops import custom_op
 
 
 @triton.jit
@@ -49,29 +49,16 @@ def _rms_norm_kernel(y_ptr, y_row_stride, x_ptr, x_row_stride, w_ptr, n_rows, n_
 
 
 def _launch_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float,
-                     out: torch.Tensor, config: dict | None = None) -> None:
+                     out: torch.Tensor) -> None:
     x_rows, y_rows = as_rows(x), out.view(-1, x.shape[-1])
     n_rows, n_cols = x_rows.shape
-    config = config or row_config(n_rows, n_cols, x.element_size())
+    config = row_config(n_rows, n_cols, x.element_size())
     _rms_norm_kernel[(triton.cdiv(n_rows, config["BLOCK_M"]),)](
         y_rows, y_rows.stride(0), x_rows, x_rows.stride(0), weight.contiguous(),
         n_rows, n_cols, eps, **config)
 
 
-@torch.library.custom_op("tilegraph::rms_norm", mutates_args={"out"})
-def _rms_norm_op(x: torch.Tensor, weight: torch.Tensor, eps: float, out: torch.Tensor) -> None:
-    _launch_rms_norm(x, weight, eps, out)
-
-
-@_rms_norm_op.register_fake
-def _(x, weight, eps, out):
-    return None
-
-
-def check_eps(eps) -> float:
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps >= 0:
-        raise ValueError(f"eps must be a non-negative number, got {eps!r}")
-    return float(eps)
+_run_rms_norm = custom_op("rms_norm", _launch_rms_norm)
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, *,
@@ -84,7 +71,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, *,
     eps = check_eps(eps)
     out = prepare_out(out, x.shape, x.dtype, x.device)
     if out.numel():
-        dispatch(_rms_norm_op, _launch_rms_norm, x, weight, eps, out)
+        _run_rms_norm(x, weight, eps, out)
     return out
 
 

@@ -8,7 +8,7 @@ import triton.language as tl
 
 from ._checks import as_rows, check_tensor, prepare_out
 from ._launch import softmax_config
-from ._ops import dispatch
+from ._ops import custom_op
 
 
 @triton.jit
@@ -52,29 +52,21 @@ def _softmax_kernel(y_ptr, y_row_stride, x_ptr, x_row_stride, n_rows, n_cols,
             tl.store(y_rows + start + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
-def _launch_softmax(x: torch.Tensor, dim: int, out: torch.Tensor,
-                    config: dict | None = None) -> None:
+def _launch_softmax(x: torch.Tensor, dim: int, out: torch.Tensor) -> None:
     if dim != x.ndim - 1:
         # Move `dim` last, normalise dense rows, move it back into the caller's buffer.
         moved = torch.empty_like(x.movedim(dim, -1), memory_format=torch.contiguous_format)
-        _launch_softmax(x.movedim(dim, -1), moved.ndim - 1, moved, config)
+        _launch_softmax(x.movedim(dim, -1), moved.ndim - 1, moved)
         out.copy_(moved.movedim(-1, dim))
         return
     x_rows, y_rows = as_rows(x), out.view(-1, x.shape[-1])
     n_rows, n_cols = x_rows.shape
-    config = config or softmax_config(n_rows, n_cols, x.element_size())
+    config = softmax_config(n_rows, n_cols, x.element_size())
     _softmax_kernel[(triton.cdiv(n_rows, config["BLOCK_M"]),)](
         y_rows, y_rows.stride(0), x_rows, x_rows.stride(0), n_rows, n_cols, **config)
 
 
-@torch.library.custom_op("tilegraph::softmax", mutates_args={"out"})
-def _softmax_op(x: torch.Tensor, dim: int, out: torch.Tensor) -> None:
-    _launch_softmax(x, dim, out)
-
-
-@_softmax_op.register_fake
-def _(x, dim, out):
-    return None
+_run_softmax = custom_op("softmax", _launch_softmax)
 
 
 def softmax(x: torch.Tensor, dim: int = -1, *, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -84,7 +76,7 @@ def softmax(x: torch.Tensor, dim: int = -1, *, out: torch.Tensor | None = None) 
         raise ValueError(f"dim={dim!r} is out of range for x of shape {tuple(x.shape)}")
     out = prepare_out(out, x.shape, x.dtype, x.device)
     if out.numel():
-        dispatch(_softmax_op, _launch_softmax, x, dim % x.ndim, out)
+        _run_softmax(x, dim % x.ndim, out)
     return out
 
 

@@ -1,5 +1,5 @@
-"""Models built from tilegraph kernels: the decode layer stack and its presets."""
+"""Models built from tilegraph's public API: the decode layer stack and its presets."""
 
-from .layerstack import PRESETS, DecodeLayer, LayerStack, LayerStackConfig, StackedWeights
+from .layerstack import PRESETS, DecodeLayer, LayerStack, LayerStackConfig
 
-__all__ = ["PRESETS", "DecodeLayer", "LayerStack", "LayerStackConfig", "StackedWeights"]
+__all__ = ["PRESETS", "DecodeLayer", "LayerStack", "LayerStackConfig"]

@@ -1,0 +1,74 @@
+"""The tables the `tilegraph` command prints (rich), one function a table, from plain rows."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+
+def fmt(value, spec: str, scale: float = 1.0) -> str:
+    return "" if value is None else format(value * scale, spec)
+
+
+def key_values(title: str, values: dict[str, str]) -> Table:
+    table = Table(title=title, show_header=False)
+    for key, value in values.items():
+        table.add_row(key, value)
+    return table
+
+
+def check_table(results, tolerances: dict) -> Table:
+    table = Table(title="tilegraph check")
+    for column in ("kernel", "dtype", "shape", "max rel. error", "tolerance", "result"):
+        table.add_column(column)
+    for r in results:
+        table.add_row(r.kernel, str(r.dtype).removeprefix("torch."), r.shape, f"{r.error:.2e}",
+                      f"{tolerances[r.dtype]:.0e}",
+                      "[green]pass[/green]" if r.passed else "[red]FAIL[/red]")
+    return table
+
+
+def bench_table(kernel: str, rows: list[dict], throughput: str) -> Table:
+    unit = "TFLOP/s" if throughput == "tflops" else "GB/s"
+    table = Table(title=f"{kernel} ({rows[0]['dtype']})")
+    for column in ("shape", "variant", "result", "rel. error", "median us", "p20-p80 us", unit,
+                   "% ceiling", "speed-up"):
+        table.add_column(column, justify="left" if column in ("shape", "variant") else "right")
+    for row in rows:
+        status = {"ok": "[green]ok[/green]", "FAIL": "[red]FAIL[/red]",
+                  "error": "[red]error[/red]"}.get(row["status"], f"[dim]{row['status']}[/dim]")
+        spread = (f"{row['p20_ms'] * 1e3:.2f}-{row['p80_ms'] * 1e3:.2f}"
+                  if row.get("p20_ms") is not None else "")
+        table.add_row(row["shape"], row["variant"], status, fmt(row["rel_error"], ".1e"),
+                      fmt(row.get("median_ms"), ".2f", 1e3), spread,
+                      fmt(row[throughput], ".0f" if throughput == "gbps" else ".1f"),
+                      fmt(row["pct_ceiling"], ".1f"),
+                      fmt(row["speedup"], ".2f") + ("x" if row["speedup"] else ""))
+    reasons = dict.fromkeys(f"{r['variant']} {r['status']}: {r['reason']}" for r in rows
+                            if r["reason"])
+    table.caption = "\n".join(reasons)
+    return table
+
+
+def demo_table(rows: list[dict]) -> Table:
+    table = Table(title="decode, token after token")
+    for column in ("variant", "result", "ms/token", "tokens/s", "GB/s", "% floor", "vs eager",
+                   "vs torch-graph", "max rel. error", "build s"):
+        table.add_column(column, justify="left" if column == "variant" else "right")
+    for row in rows:
+        table.add_row(row["variant"], row["status"], fmt(row["ms_per_token"], ".3f"),
+                      fmt(row["tokens_per_s"], ".0f"), fmt(row["gbps"], ".0f"),
+                      fmt(row["pct_floor"], ".1f"), fmt(row["vs_eager"], ".2f"),
+                      fmt(row["vs_torch_graph"], ".2f"), fmt(row["rel_error"], ".1e"),
+                      fmt(row["build_seconds"], ".2f"))
+    table.caption = "\n".join(f"{r['variant']}: {r['reason']}" for r in rows if r["reason"])
+    return table
+
+
+def sweep_table(title: str, rows: list[dict], columns: tuple[str, ...]) -> Table:
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column, justify="right")
+    for row in rows:
+        table.add_row(*(fmt(row[c], ".3f") if isinstance(row[c], float) else str(row[c])
+                        for c in columns))
+    return table
