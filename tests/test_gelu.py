@@ -73,7 +73,7 @@ def test_large_gpu(dtype):
 @pytest.mark.parametrize("n", [1, 7, 781, 1823, 4099, 2**20, 2**26])
 def test_elementwise_rule_gives_each_thread_one_16_byte_vector(n, element_size):
     """GELU and add launch programs of one 16-byte vector a thread and up to 16 warps
-    (fastest on H100 at 64M elements, benchmarks/explore_rows.py); a small input gets one
+    (fastest on H100 at 64M elements, notes/kernels.md); a small input gets one
     program no larger than it needs."""
     block, warps = elementwise_shape(n, element_size)
     assert block == warps * 32 * (16 // element_size)

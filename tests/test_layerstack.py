@@ -6,8 +6,15 @@ import pytest
 import torch
 
 import tilegraph as tg
+from tilegraph.kernels.decode_layer import residual_dtype
 from tilegraph.models import PRESETS, LayerStack, LayerStackConfig
-from tilegraph.testing import TOLERANCES, assert_close, max_token_error, rel_error
+from tilegraph.testing import (
+    TOLERANCES,
+    assert_close,
+    max_token_error,
+    rel_error,
+    stack_tolerance,
+)
 
 
 def test_presets_match_the_issue():
@@ -67,15 +74,20 @@ def test_tiny_fused_equals_eager_and_reference(device):
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_fused_stack_keeps_h_in_fp32(device, dtype):
+def test_fused_stack_keeps_h_in_fp32_where_one_kernel_a_layer_runs(device, dtype):
     stack = LayerStack(PRESETS["tiny"].with_(dtype=dtype), device=device)
-    h = stack.token_inputs(1, 2)[0].view(2, 1, -1)  # leading dims are kept
-    expected = stack.reference(h)
-    fused, eager = stack.fused_forward(h), stack(h)
-    assert fused.shape == eager.shape == h.shape and fused.dtype == dtype
-    # h is rounded to the storage dtype once, at the end, rather than after every layer
-    assert rel_error(fused, expected) < rel_error(eager, expected)
-    assert rel_error(fused, expected) <= TOLERANCES[dtype]
+    layer = stack.layers[0]
+    for batch in (1, 2):  # 16-bit rows one by one would spill: two kernels from 2 rows
+        h = stack.token_inputs(1, batch)[0].view(batch, 1, -1)  # leading dims are kept
+        assert residual_dtype(h, layer.wq, layer.wo) == (torch.float32 if batch == 1 else dtype)
+        expected = stack.reference(h)
+        fused, eager = stack.fused_forward(h), stack(h)
+        assert fused.shape == eager.shape == h.shape and fused.dtype == dtype
+        if batch == 1:  # h is rounded to its dtype once, at the end, not after every layer
+            assert rel_error(fused, expected) <= TOLERANCES[dtype]
+            assert rel_error(fused, expected) < rel_error(eager, expected)
+        else:  # rounded after every layer, as eager PyTorch does
+            assert rel_error(fused, expected) <= stack_tolerance(dtype, len(stack.layers))
 
 
 def test_empty_batch(device):

@@ -130,7 +130,7 @@ def test_matvec_rule_keeps_tiles_bounded(rows, k, element_size):
 
 def test_matvec_rule_picks_the_swept_batch_1_shapes():
     """The fastest shapes of rotated-weight and whole-stack sweeps on H100
-    (benchmarks/explore_linear_chain.py, benchmarks/explore_matvec.py stack)."""
+    (notes/kernels.md, notes/decode.md)."""
     rule = linear_module.matvec_config
     shape = lambda c: (c["BLOCK_N"], c["BLOCK_K"], c["num_warps"])  # noqa: E731
     split = lambda c: (c["BLOCK_N"], c["SPLIT"], c["CHUNK"], c["num_warps"])  # noqa: E731

@@ -119,14 +119,26 @@ def one_kernel_is_faster(config: dict, rows: int, d: int, element_size: int,
     return one_wave and fits_rows and 1 <= rows <= MATVEC_MAX_ROWS
 
 
-def _uses_one_kernel(h: torch.Tensor, wq: torch.Tensor, wo: torch.Tensor) -> bool:
+def _fits_one_kernel(h: torch.Tensor, wq: torch.Tensor, wo: torch.Tensor) -> bool:
+    """Whether the one-kernel path is the faster one for this layer, whatever h's dtype."""
     d = h.shape[-1]
     rows = h.numel() // d
-    if (h.dtype != torch.float32 or wq.shape != (d, d) or wo.shape != (d, d)
-            or torch.are_deterministic_algorithms_enabled()):
+    if wq.shape != (d, d) or wo.shape != (d, d) or torch.are_deterministic_algorithms_enabled():
         return False
     config = decode_layer_config(rows, d, wq.element_size())
     return one_kernel_is_faster(config, rows, d, wq.element_size(), sm_count(h.device))
+
+
+def _uses_one_kernel(h: torch.Tensor, wq: torch.Tensor, wo: torch.Tensor) -> bool:
+    return h.dtype == torch.float32 and _fits_one_kernel(h, wq, wo)
+
+
+def residual_dtype(h: torch.Tensor, wq: torch.Tensor, wo: torch.Tensor) -> torch.dtype:
+    """The dtype to carry h in between layers like this one, for the fastest chain: float32
+    where one kernel a layer runs (its fp32 accumulator is the result), else the weights'
+    dtype (the two kernels re-read h from L2 in every program: fp32 h doubles those bytes,
+    10% of a bf16 d=2048 stack at 3-8 rows, notes/decode.md)."""
+    return torch.float32 if _fits_one_kernel(h, wq, wo) else wq.dtype
 
 
 def _launch_one_kernel(acc: torch.Tensor, zero_next: torch.Tensor | None, h: torch.Tensor,

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import tilegraph as tg
-from tilegraph.kernels.decode_layer import decode_layer_ref
+from tilegraph.kernels.decode_layer import decode_layer_ref, residual_dtype
 
 
 @dataclass(frozen=True)
@@ -132,12 +132,14 @@ class LayerStack(nn.Module):
         return h
 
     def fused_forward(self, h: torch.Tensor) -> torch.Tensor:
-        """The stack in tilegraph kernels, a loop of tg.decode_layer. h is carried in fp32
-        between layers and rounded to its dtype once, at the end: tg.decode_layer then runs
-        one kernel a layer where that was measured faster (its results vary in the last bits
-        from run to run; under torch.use_deterministic_algorithms(True) it runs two)."""
+        """The stack in tilegraph kernels, a loop of tg.decode_layer, with h carried between
+        layers in the dtype the op's fastest path wants: fp32 where it runs one kernel a layer
+        (h is then rounded to its dtype once, at the end; the sums vary in the last bits from
+        run to run), else the weights' dtype (two kernels a layer, bit-reproducible; under
+        torch.use_deterministic_algorithms(True) always)."""
         self._check(h)
-        x = h.float()
+        first = self.layers[0]
+        x = h.to(residual_dtype(h, first.wq, first.wo))
         for layer in self.layers:
             x = layer.fused_forward(x)
         return x.to(h.dtype)
