@@ -22,6 +22,7 @@ from ._runtime import INTERPRET, device_name
 
 console = Console()
 
+GRID = "decode-grid"  # `tilegraph bench decode-grid`: tg.linear against cuBLAS over a grid
 DTYPES = {"fp32": torch.float32, "float32": torch.float32, "fp16": torch.float16,
           "float16": torch.float16, "bf16": torch.bfloat16, "bfloat16": torch.bfloat16}
 
@@ -73,11 +74,49 @@ REPORT_COLUMNS = ("kernel", "shape", "dtype", "variant", "status", "rel_error", 
                   "p20_ms", "p80_ms", "gbps", "tflops", "pct_ceiling", "speedup", "reason")
 
 
+def cmd_decode_grid(args: argparse.Namespace, ceil: dict | None) -> int:
+    from .bench import grid, report
+
+    dtypes = [args.dtype] if args.dtype else list(grid.DTYPES)
+    rows = args.rows or grid.ROWS
+    shapes = grid.default_shapes()
+    with _progress() as progress:
+        task = progress.add_task("decode grid", total=len(dtypes) * len(rows) * len(shapes))
+
+        def step(what: str) -> None:
+            progress.update(task, description=what)
+            progress.advance(task)
+        results = grid.run(dtypes, rows, shapes, ceilings=ceil or {}, progress=step)
+    for dtype in dict.fromkeys(r["dtype"] for r in results):
+        console.print(tables.grid_table(results, dtype))
+    summary = grid.summary(results)
+    console.print(tables.sweep_table("geometric mean speed-up over F.linear, and points slower",
+                                     summary, ("dtype", "points", "tilegraph_geomean",
+                                               "tilegraph_slower", "pdl_geomean",
+                                               "pdl_slower")))
+    if args.out:
+        written = report.save(results, args.out, "decode-grid", args.format,
+                              title="decode grid: tg.linear against F.linear",
+                              ceilings=ceil or {}, summary=summary)
+        for dtype in dict.fromkeys(r["dtype"] for r in results):
+            for key in ("tilegraph_speedup", "pdl_speedup"):
+                path = grid.heatmap(results, dtype,
+                                    args.out / f"decode-grid-{dtype}-{key.split('_')[0]}.png",
+                                    key=key)
+                if path is not None:
+                    written.append(path)
+        console.print("saved " + ", ".join(str(p) for p in written))
+    failed = [r for r in results if r["status"] != "ok"]
+    for r in failed:
+        console.print(f"[red]{r['dtype']} {r['n']}x{r['k']} {r['rows']} rows: {r['reason']}[/red]")
+    return 1 if failed else 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from .bench.cases import KERNELS
     from .bench.suite import run_kernel, save
 
-    benches = [KERNELS[name] for name in args.kernels or KERNELS]
+    benches = [KERNELS[name] for name in args.kernels or KERNELS if name != GRID]
     ceil = None
     if torch.cuda.is_available():
         from .bench import ceilings
@@ -89,6 +128,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     else:
         console.print("No CUDA device: kernels run through Triton's interpreter on small sizes; "
                       "times are CPU times, not GPU figures.")
+    if args.kernels == [GRID]:
+        return cmd_decode_grid(args, ceil)
     plan = [(b, args.sizes or b.default_sizes()) for b in benches]
     all_rows: list[dict] = []
     with _progress() as progress:
@@ -271,9 +312,12 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="the kernel suite against PyTorch, torch.compile, "
                            "CUDA C++", description=f"Kernels and sizes: {kernel_help}.")
     bench.add_argument("kernels", nargs="*", metavar="KERNEL",
-                       help=f"which kernels (default: all): {', '.join(KERNELS)}")
+                       help=f"which kernels (default: all): {', '.join(KERNELS)}; or "
+                       f"{GRID} alone: one projection at 1-16 rows over decoder shapes, "
+                       "tg.linear against F.linear")
     bench.add_argument("--dtype", type=_dtype, help="fp32, fp16 or bf16 (default per kernel)")
     bench.add_argument("--sizes", type=_sizes, help="comma-separated, e.g. 4096,1M")
+    bench.add_argument("--rows", type=_sizes, help=f"{GRID}: row counts (default 1,2,4,8,16)")
     bench.add_argument("--variants", type=_names,
                        help="comma-separated variant names to keep, e.g. tilegraph,F.gelu")
     bench.add_argument("--out", type=Path, help="folder for the result files")
@@ -317,9 +361,17 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = build_parser()
     args = parser.parse_args(argv)
-    unknown = [k for k in getattr(args, "kernels", []) if k not in KERNELS]
+    kernels = getattr(args, "kernels", [])
+    unknown = [k for k in kernels if k not in KERNELS and k != GRID]
     if unknown:
-        parser.error(f"unknown kernel(s) {unknown}; choose from {', '.join(KERNELS)}")
+        parser.error(f"unknown kernel(s) {unknown}; choose from {', '.join(KERNELS)}, {GRID}")
+    if GRID in kernels and len(kernels) > 1:
+        parser.error(f"{GRID} runs alone: give it without other kernels")
+    if GRID in kernels and (args.sizes or args.variants):
+        parser.error(f"{GRID} takes --dtype, --rows, --out and --format, not --sizes or "
+                     "--variants")
+    if getattr(args, "rows", None) and GRID not in kernels:
+        parser.error(f"--rows applies to {GRID} only")
     if getattr(args, "plot", False) and not args.out:
         parser.error("--plot writes files: give --out DIR")
     if getattr(args, "steps", 1) < 1:

@@ -72,3 +72,29 @@ def sweep_table(title: str, rows: list[dict], columns: tuple[str, ...]) -> Table
         table.add_row(*(fmt(row[c], ".3f") if isinstance(row[c], float) else str(row[c])
                         for c in columns))
     return table
+
+
+def grid_table(results: list[dict], dtype: str) -> Table:
+    """Speed-up over F.linear by shape and row count: tilegraph's default (with PDL)."""
+    mine = [r for r in results if r["dtype"] == dtype]
+    row_counts = sorted({r["rows"] for r in mine})
+    table = Table(title=f"decode grid, {dtype}: speed-up over F.linear, default (with PDL); "
+                        "% of floor at the best")
+    table.add_column("N x K")
+    table.add_column("MB", justify="right")
+    for m in row_counts:
+        table.add_column(f"{m} rows", justify="right")
+    for n, k in dict.fromkeys((r["n"], r["k"]) for r in mine):
+        cells = []
+        for m in row_counts:
+            r = next(r for r in mine if (r["n"], r["k"], r["rows"]) == (n, k, m))
+            if r["status"] != "ok":
+                cells.append(f"[red]{r['status']}[/red]")
+                continue
+            best = max(filter(None, (r["tilegraph_pct_floor"], r["pdl_pct_floor"])),
+                       default=None)
+            cells.append(f"{fmt(r['tilegraph_speedup'], '.2f')} ({fmt(r['pdl_speedup'], '.2f')})"
+                         f" {fmt(best, '.0f')}%")
+        weight_mb = next(r["weight_mb"] for r in mine if (r["n"], r["k"]) == (n, k))
+        table.add_row(f"{n} x {k}", f"{weight_mb:.1f}", *cells)
+    return table

@@ -1,0 +1,141 @@
+"""The decode grid: one projection y = x @ W.T at decode row counts, over the (N, K) shapes of
+real decoders, tg.linear against F.linear (cuBLAS), each point checked against a float64
+reference and then timed as graph replays over weights rotated past L2 (how a stack streams
+them). Rows: speed-ups and % of the bandwidth floor, saved as JSON / CSV / Markdown and one
+heatmap a dtype.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+import tilegraph as tg
+from tilegraph.kernels.linear import linear_ref
+from tilegraph.testing import randn
+
+from .._runtime import INTERPRET
+from .compare import compare
+
+# (N, K): square projections, an MLP's up and down (2048 <-> 5632, 4096 <-> 14336), a
+# grouped-query k/v projection (256 x 2048) and an LM head (32000 x 2048).
+GPU_SHAPES = ((2048, 2048), (4096, 4096), (8192, 8192), (5632, 2048), (2048, 5632),
+              (256, 2048), (14336, 4096), (4096, 14336), (32000, 2048))
+CPU_SHAPES = ((96, 64), (40, 130))  # through the interpreter: small, awkward
+ROWS = (1, 2, 4, 8, 16)
+DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+VARIANTS = ("F.linear", "tilegraph", "tilegraph + PDL")
+
+
+def default_shapes() -> tuple[tuple[int, int], ...]:
+    return CPU_SHAPES if INTERPRET else GPU_SHAPES
+
+
+def _point(n: int, k: int, rows: int, dtype: torch.dtype, device: str, ceilings: dict) -> dict:
+    x = randn(rows, k, dtype=dtype, device=device)
+    w = randn(n, k, dtype=dtype, device=device, scale=k**-0.5)
+    out = torch.empty(rows, n, dtype=dtype, device=device)
+    size = x.element_size()
+    result = compare({
+        "F.linear": F.linear,
+        "tilegraph": lambda x, w: tg.linear(x, w, out=out),
+        "tilegraph + PDL": lambda x, w: tg.linear(x, w, out=out, prefetch_weight=True),
+    }, lambda x, w: linear_ref(x.double(), w.double()), (x, w),
+        bytes=(n * k + rows * k + rows * n) * size, flops=2 * rows * n * k,
+        baseline="F.linear", graph=True, rotate=(1,), ceilings=ceilings,
+        **({"warmup_ms": 2, "rep_ms": 10} if INTERPRET else {}))  # interpreter: seconds a call
+    row = {"dtype": str(dtype).removeprefix("torch."), "n": n, "k": k, "rows": rows,
+           "weight_mb": n * k * size / 2**20, "status": "ok", "reason": ""}
+    for name in VARIANTS:
+        r = result[name]
+        key = name.replace("F.linear", "cublas").replace("tilegraph + PDL", "pdl")
+        row[f"{key}_us"] = r.stats.median * 1e3 if r.stats is not None else None
+        row[f"{key}_pct_floor"] = r.pct_ceiling
+        if name != "F.linear":
+            row[f"{key}_speedup"] = r.speedup
+        if r.status not in ("ok", "skipped") and row["status"] == "ok":
+            row["status"], row["reason"] = r.status, f"{name}: {r.reason}"
+    return row
+
+
+def run(dtypes: Sequence[torch.dtype] = DTYPES, rows: Sequence[int] = ROWS,
+        shapes: Sequence[tuple[int, int]] | None = None, ceilings: dict | None = None,
+        progress: Callable[[str], None] | None = None) -> list[dict]:
+    """One row per (dtype, shape, row count); `progress(what)` is called before each point."""
+    device = "cpu" if INTERPRET else "cuda"
+    if ceilings is None:
+        from .roofline import ceilings as measured
+
+        ceilings = measured() if torch.cuda.is_available() else {}
+    results = []
+    for dtype in dtypes:
+        for n, k in shapes or default_shapes():
+            for m in rows:
+                what = f"decode grid {str(dtype).removeprefix('torch.')} {n}x{k}, {m} rows"
+                if progress is not None:
+                    progress(what)
+                results.append(_point(n, k, m, dtype, device, ceilings))
+    return results
+
+
+def geometric_mean(values: Sequence[float]) -> float | None:
+    values = [v for v in values if v]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def summary(results: Sequence[dict]) -> list[dict]:
+    """Per dtype: the geometric-mean speed-up over F.linear of each tilegraph variant, and
+    how many points lose to it."""
+    rows = []
+    for dtype in dict.fromkeys(r["dtype"] for r in results):
+        mine = [r for r in results if r["dtype"] == dtype]
+        row = {"dtype": dtype, "points": len(mine)}
+        for key in ("tilegraph", "pdl"):
+            speedups = [r.get(f"{key}_speedup") for r in mine]
+            row[f"{key}_geomean"] = geometric_mean(speedups)
+            row[f"{key}_slower"] = sum(1 for s in speedups if s is not None and s < 1)
+        rows.append(row)
+    return rows
+
+
+def heatmap(results: Sequence[dict], dtype: str, path: Path, key: str = "tilegraph_speedup",
+            env: dict | None = None) -> Path | None:
+    """Speed-up over F.linear by shape (rows of the image) and row count (columns), one dtype;
+    None (nothing written) if no point of that dtype was timed."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only; no display on servers
+    import matplotlib.pyplot as plt
+
+    from .environment import environment
+
+    mine = [r for r in results if r["dtype"] == dtype and r.get(key)]
+    if not mine:
+        return None
+    shapes = list(dict.fromkeys((r["n"], r["k"]) for r in mine))
+    row_counts = sorted({r["rows"] for r in mine})
+    grid = [[math.nan] * len(row_counts) for _ in shapes]
+    for r in mine:
+        grid[shapes.index((r["n"], r["k"]))][row_counts.index(r["rows"])] = r[key]
+    fig, ax = plt.subplots(figsize=(1.2 * len(row_counts) + 3, 0.45 * len(shapes) + 2))
+    image = ax.imshow(grid, cmap="RdYlGn", vmin=0.5, vmax=1.5, aspect="auto")
+    for i, line in enumerate(grid):
+        for j, value in enumerate(line):
+            if not math.isnan(value):
+                ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=8)
+    ax.set_xticks(range(len(row_counts)), [str(m) for m in row_counts])
+    ax.set_yticks(range(len(shapes)), [f"{n} x {k}" for n, k in shapes])
+    ax.set_xlabel("rows")
+    ax.set_ylabel("N x K")
+    env = env or environment()
+    ax.set_title(f"{key.replace('_', ' ')} over F.linear, {dtype}\n{env['device']}, "
+                 f"torch {env['torch']}, triton {env['triton']}", fontsize=9)
+    fig.colorbar(image, ax=ax, fraction=0.05)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
