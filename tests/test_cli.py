@@ -66,6 +66,23 @@ def test_bench_decode_layer_stack(tmp_path):
     assert by_variant["tilegraph"]["rel_error"] < 1e-2
 
 
+def test_bench_decode_grid_checks_times_and_saves(tmp_path):
+    out = tmp_path / "grid"
+    result = tilegraph("bench", "decode-grid", "--dtype", "bf16", "--rows", "1,3", "--out",
+                       str(out), tmp_path=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    saved = json.loads((out / "decode-grid.json").read_text())
+    points = saved["results"]
+    assert {(r["n"], r["k"], r["rows"]) for r in points} == {
+        (n, k, m) for n, k in ((96, 64), (40, 130)) for m in (1, 3)}
+    assert all(r["status"] == "ok" and r["dtype"] == "bfloat16" for r in points)
+    assert all(r["tilegraph_us"] > 0 and r["cublas_us"] > 0 for r in points)
+    assert saved["summary"][0]["points"] == 4
+    for name in ("decode-grid.csv", "decode-grid.md", "decode-grid-bfloat16-tilegraph.png",
+                 "decode-grid-bfloat16-pdl.png"):
+        assert (out / name).stat().st_size > 0
+
+
 def test_bench_variants_and_format_filter(tmp_path):
     result = tilegraph("bench", "softmax", "--sizes", "100", "--variants", "tilegraph",
                        "--out", str(tmp_path), "--format", "csv", tmp_path=tmp_path)
@@ -129,6 +146,8 @@ def test_nothing_to_run_exits_2(args, tmp_path):
     ["bench", "gelu", "--sizes", "12x"], ["bench", "gelu", "--plot"],
     ["bench", "gelu", "--format", "xml", "--out", "x"], ["profile"], ["profile", "nokernel"],
     ["profile", "gelu", "--steps", "0"], ["demo", "--tokens", "0"], ["demo", "--preset", "x"],
+    ["bench", "decode-grid", "gelu"], ["bench", "decode-grid", "--sizes", "4096"],
+    ["bench", "gelu", "--rows", "2"], ["bench", "decode-grid", "--rows", "0"],
 ])
 def test_bad_arguments_exit_2_without_traceback(args, tmp_path):
     result = tilegraph(*args, tmp_path=tmp_path)
