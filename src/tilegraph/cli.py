@@ -75,7 +75,7 @@ REPORT_COLUMNS = ("kernel", "shape", "dtype", "variant", "status", "rel_error", 
 
 
 def cmd_decode_grid(args: argparse.Namespace, ceil: dict | None) -> int:
-    from .bench import grid, report
+    from .bench import grid
 
     dtypes = [args.dtype] if args.dtype else list(grid.DTYPES)
     rows = args.rows or grid.ROWS
@@ -95,16 +95,7 @@ def cmd_decode_grid(args: argparse.Namespace, ceil: dict | None) -> int:
                                                "tilegraph_slower", "pdl_geomean",
                                                "pdl_slower")))
     if args.out:
-        written = report.save(results, args.out, "decode-grid", args.format,
-                              title="decode grid: tg.linear against F.linear",
-                              ceilings=ceil or {}, summary=summary)
-        for dtype in dict.fromkeys(r["dtype"] for r in results):
-            for key in ("tilegraph_speedup", "pdl_speedup"):
-                path = grid.heatmap(results, dtype,
-                                    args.out / f"decode-grid-{dtype}-{key.split('_')[0]}.png",
-                                    key=key)
-                if path is not None:
-                    written.append(path)
+        written = grid.save(results, summary, args.out, args.format, ceil or {})
         console.print("saved " + ", ".join(str(p) for p in written))
     failed = [r for r in results if r["status"] != "ok"]
     for r in failed:

@@ -139,3 +139,21 @@ def heatmap(results: Sequence[dict], dtype: str, path: Path, key: str = "tilegra
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def save(results: Sequence[dict], summary_rows: Sequence[dict], out: Path, formats,
+         ceilings: dict) -> list[Path]:
+    """decode-grid.{json,csv,md} (the JSON with the summary and ceilings) and two heatmaps a
+    dtype: tg.linear's default and with PDL."""
+    from . import report
+
+    written = report.save(results, out, "decode-grid", formats,
+                          title="decode grid: tg.linear against F.linear", ceilings=ceilings,
+                          summary=list(summary_rows))
+    for dtype in dict.fromkeys(r["dtype"] for r in results):
+        for variant in ("tilegraph", "pdl"):
+            path = heatmap(results, dtype, Path(out) / f"decode-grid-{dtype}-{variant}.png",
+                           key=f"{variant}_speedup")
+            if path is not None:
+                written.append(path)
+    return written
