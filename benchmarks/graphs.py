@@ -43,8 +43,8 @@ def runner_per_size(d: int = 2048, dtype=torch.float32) -> dict:
     g = torch.randn(d, device="cuda", dtype=dtype)
 
     def layer(h):
-        q = tg.linear(h, wq, norm_weight=g, prefetch_weight=True)
-        return tg.linear(q, wo, residual=h, prefetch_weight=True)
+        q = tg.linear(h, wq, norm_weight=g)
+        return tg.linear(q, wo, residual=h)
 
     runner = tg.GraphRunner(layer, torch.randn(8, d, device="cuda", dtype=dtype))
     results = {}

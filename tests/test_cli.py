@@ -79,7 +79,7 @@ def test_bench_decode_grid_checks_times_and_saves(tmp_path):
     assert all(r["tilegraph_us"] > 0 and r["cublas_us"] > 0 for r in points)
     assert saved["summary"][0]["points"] == 4
     for name in ("decode-grid.csv", "decode-grid.md", "decode-grid-bfloat16-tilegraph.png",
-                 "decode-grid-bfloat16-pdl.png"):
+                 "decode-grid-bfloat16-nopdl.png"):
         assert (out / name).stat().st_size > 0
 
 

@@ -7,8 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tilegraph as tg
-import tilegraph.kernels.linear as linear_module
+import tilegraph.kernels._matvec as matvec_module
 from _shapes import DTYPES
+from tilegraph.kernels._launch import supports_pdl
 from tilegraph.kernels.linear import linear_ref
 from tilegraph.testing import assert_close, poisoned, randn
 
@@ -38,14 +39,14 @@ def _check(lead, n, k, dtype, device, bias, norm, activation, residual):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("parts", PARTS)
-@pytest.mark.parametrize("lead", [(1,), (3,), (2, 4)])       # matrix-vector path: <= 8 rows
+@pytest.mark.parametrize("lead", [(1,), (3,), (2, 4), (9,), (2, 8)])  # decode path: <= 16 rows
 def test_matvec_path(lead, parts, dtype, device):
     _check(lead, 29, 781, dtype, device, *parts)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("parts", PARTS)
-@pytest.mark.parametrize("lead", [(9,), (3, 13)])            # tiled path: > 8 rows
+@pytest.mark.parametrize("lead", [(17,), (3, 13)])           # tiled path: > 16 rows
 def test_tiled_path(lead, parts, dtype, device):
     _check(lead, 23, 70, dtype, device, *parts)
 
@@ -113,7 +114,7 @@ def test_decode_shapes_gpu(rows, dtype):
 @pytest.mark.parametrize("element_size", [2, 4])
 @pytest.mark.parametrize("rows, k", [(1, 7), (1, 5000), (1, 96), (3, 781), (8, 3000)])
 def test_matvec_rule_keeps_tiles_bounded(rows, k, element_size):
-    c = linear_module.matvec_config(rows, 64, k, element_size)
+    c = matvec_module.matvec_config(rows, 64, k, element_size)
     assert 1 <= c["num_warps"] <= 16
     if "SPLIT" in c:  # the one-row kernel: a row split in chunks
         assert rows == 1
@@ -131,7 +132,7 @@ def test_matvec_rule_keeps_tiles_bounded(rows, k, element_size):
 def test_matvec_rule_picks_the_swept_batch_1_shapes():
     """The fastest shapes of rotated-weight and whole-stack sweeps on H100
     (notes/kernels.md, notes/decode.md)."""
-    rule = linear_module.matvec_config
+    rule = matvec_module.matvec_config
     shape = lambda c: (c["BLOCK_N"], c["BLOCK_K"], c["num_warps"])  # noqa: E731
     split = lambda c: (c["BLOCK_N"], c["SPLIT"], c["CHUNK"], c["num_warps"])  # noqa: E731
     assert shape(rule(1, 2048, 2048, 4)) == (4, 2048, 4)      # fp32 d=2048
@@ -157,13 +158,13 @@ def test_gemv_tiles_with_every_part(tile, dtype, device):
                          activation="gelu", residual=r.double())
         for prefetch_weight in (False, True):
             out = poisoned((1, 37), dtype, device)
-            linear_module._launch_matvec(x, w, out, g, 1e-6, b, "gelu", r, prefetch_weight,
-                                         config)
+            matvec_module.launch_matvec(x, w, out, g, 1e-6, b, "gelu", r, config,
+                                        prefetch_weight and supports_pdl(x.device))
             assert_close(out, ref, dtype, what=f"{config} k={k}")
     with pytest.raises(ValueError, match="one-row kernel got 2 rows"):
-        linear_module._launch_matvec(randn(2, 301, device=device), w.float(),
-                                     torch.empty(2, 37, device=device), None, 1e-6, None,
-                                     "none", None, False, config)
+        matvec_module.launch_matvec(randn(2, 301, device=device), w.float(),
+                                    torch.empty(2, 37, device=device), None, 1e-6, None,
+                                    "none", None, config, False)
 
 
 @pytest.mark.parametrize("row_loop", [False, True])
@@ -177,8 +178,7 @@ def test_matvec_row_loop_and_broadcast_agree(rows, row_loop, device):
     config = {"BLOCK_N": 8, "BLOCK_K": 128, "num_warps": 4, "num_stages": 1,
               "ROW_LOOP": row_loop}
     out = poisoned((rows, n), torch.float32, device)
-    linear_module._launch_matvec(x, w, out, g, 1e-6, b, "gelu", r,
-                                                           False, config)
+    matvec_module.launch_matvec(x, w, out, g, 1e-6, b, "gelu", r, config, False)
     assert_close(out, ref, what=str(config))
 
 
@@ -195,7 +195,8 @@ def test_matvec_block_shapes_and_prefetch(dtype, prefetch_weight):
         config = {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": 4, "num_stages": 1,
                   "ROW_LOOP": row_loop}
         out = poisoned((rows, n), dtype, "cuda")
-        linear_module._launch_matvec(x, w, out, g, 1e-6, b, "gelu", r, prefetch_weight, config)
+        matvec_module.launch_matvec(x, w, out, g, 1e-6, b, "gelu", r, config,
+                                    prefetch_weight and supports_pdl(x.device))
         assert_close(out, ref, dtype, what=str(config))
     out = tg.linear(x, w, b, norm_weight=g, activation="gelu", residual=r,
                     prefetch_weight=prefetch_weight)

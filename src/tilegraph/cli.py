@@ -92,8 +92,8 @@ def cmd_decode_grid(args: argparse.Namespace, ceil: dict | None) -> int:
     summary = grid.summary(results)
     console.print(tables.sweep_table("geometric mean speed-up over F.linear, and points slower",
                                      summary, ("dtype", "points", "tilegraph_geomean",
-                                               "tilegraph_slower", "pdl_geomean",
-                                               "pdl_slower")))
+                                               "tilegraph_slower", "nopdl_geomean",
+                                               "nopdl_slower")))
     if args.out:
         written = grid.save(results, summary, args.out, args.format, ceil or {})
         console.print("saved " + ", ".join(str(p) for p in written))
@@ -234,6 +234,46 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def cmd_tune(args: argparse.Namespace) -> int:
+    from .bench import grid
+    from .bench.report import save
+    from .tune import tune_shape
+
+    if INTERPRET or not torch.cuda.is_available():
+        console.print("[red]tilegraph tune times kernels on a CUDA GPU; there is none here.[/red]")
+        return 2
+    shapes = args.shapes or grid.GPU_SHAPES
+    points = [(m, n, k) for n, k in shapes for m in args.rows]
+    results = []
+    with _progress() as progress:
+        task = progress.add_task("tune", total=len(points))
+        for m, n, k in points:
+            results.append(tune_shape(m, n, k, args.dtype, progress=lambda what: progress.update(
+                task, description=what)))
+            progress.advance(task)
+    console.print(tables.tune_table(results, device_name()))
+    if args.out:
+        rows = [{k: v for k, v in r.items() if k != "candidates"} for r in results]
+        written = save(rows, args.out, "tune", ("json", "csv", "md"),
+                       title=f"tilegraph tune on {device_name()}", candidates=[
+                           {"rows": r["rows"], "n": r["n"], "k": r["k"], "us": r["candidates"]}
+                           for r in results])
+        console.print("saved " + ", ".join(str(p) for p in written))
+    return 0
+
+
+def _shapes(text: str) -> tuple[tuple[int, int], ...]:
+    """'4096x4096,14336x4096' -> ((4096, 4096), (14336, 4096))."""
+    try:
+        pairs = [tuple(parse_size(v) for v in item.lower().split("x"))
+                 for item in text.split(",") if item.strip()]
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    if not pairs or any(len(p) != 2 or min(p) < 1 for p in pairs):
+        raise argparse.ArgumentTypeError(f"{text!r}: give N x K pairs, e.g. 4096x4096,256x2048")
+    return tuple(pairs)
+
+
 def _dtype(text: str) -> torch.dtype:
     try:
         return DTYPES[text.lower()]
@@ -329,6 +369,17 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("--trace", type=Path, help="write a Chrome trace here")
     prof.set_defaults(func=cmd_profile)
 
+    tune = sub.add_parser("tune", help="time tg.linear's decode kernels for your shapes on this "
+                          "GPU and keep the fastest (cached on disk)")
+    tune.add_argument("--shapes", type=_shapes,
+                      help="N x K weight shapes, e.g. 4096x4096,256x2048 (default: the decode "
+                      "grid's nine)")
+    tune.add_argument("--rows", type=_sizes, default=(1, 2, 4, 8, 16),
+                      help="row counts (default 1,2,4,8,16; 3 rows use 4's choice)")
+    tune.add_argument("--dtype", type=_dtype, default=torch.bfloat16, help="default bf16")
+    tune.add_argument("--out", type=Path, help="folder for tune.{json,csv,md}")
+    tune.set_defaults(func=cmd_tune)
+
     from .models import PRESETS
 
     demo = sub.add_parser("demo", help="the decode stack: eager, hand graph, tilegraph, compile")
@@ -361,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
     if GRID in kernels and (args.sizes or args.variants):
         parser.error(f"{GRID} takes --dtype, --rows, --out and --format, not --sizes or "
                      "--variants")
-    if getattr(args, "rows", None) and GRID not in kernels:
+    if args.command == "bench" and args.rows and GRID not in kernels:
         parser.error(f"--rows applies to {GRID} only")
     if getattr(args, "plot", False) and not args.out:
         parser.error("--plot writes files: give --out DIR")

@@ -78,8 +78,8 @@ def grid_table(results: list[dict], dtype: str) -> Table:
     """Speed-up over F.linear by shape and row count: tilegraph's default (with PDL)."""
     mine = [r for r in results if r["dtype"] == dtype]
     row_counts = sorted({r["rows"] for r in mine})
-    table = Table(title=f"decode grid, {dtype}: speed-up over F.linear, default (with PDL); "
-                        "% of floor at the best")
+    table = Table(title=f"decode grid, {dtype}: speed-up over F.linear, default (PDL off); "
+                        "% of floor of the default")
     table.add_column("N x K")
     table.add_column("MB", justify="right")
     for m in row_counts:
@@ -91,10 +91,25 @@ def grid_table(results: list[dict], dtype: str) -> Table:
             if r["status"] != "ok":
                 cells.append(f"[red]{r['status']}[/red]")
                 continue
-            best = max(filter(None, (r["tilegraph_pct_floor"], r["pdl_pct_floor"])),
-                       default=None)
-            cells.append(f"{fmt(r['tilegraph_speedup'], '.2f')} ({fmt(r['pdl_speedup'], '.2f')})"
-                         f" {fmt(best, '.0f')}%")
+            cells.append(f"{fmt(r['tilegraph_speedup'], '.2f')} "
+                         f"({fmt(r['nopdl_speedup'], '.2f')}) "
+                         f"{fmt(r['tilegraph_pct_floor'], '.0f')}%")
         weight_mb = next(r["weight_mb"] for r in mine if (r["n"], r["k"]) == (n, k))
         table.add_row(f"{n} x {k}", f"{weight_mb:.1f}", *cells)
+    return table
+
+
+def tune_table(results, device: str) -> Table:
+    """tilegraph tune: the plan kept per shape, against the rule's plan and cuBLAS."""
+    table = Table(title=f"tilegraph tune on {device}: fastest plan per shape (graph replays, "
+                        "weights rotated past L2)")
+    for name in ("N x K", "rows", "dtype", "kept", "us", "rule us", "cuBLAS us"):
+        table.add_column(name, justify="left" if name in ("N x K", "kept") else "right")
+    for r in results:
+        plan = r["plan"]
+        kept = plan["kind"] + "".join(
+            f" {key.lower().removeprefix('block_')}={value}" for key, value in plan.items()
+            if key not in ("kind", "fused"))
+        table.add_row(f"{r['n']} x {r['k']}", str(r["rows"]), r["dtype"], kept,
+                      fmt(r["us"], ".2f"), fmt(r["rule_us"], ".2f"), fmt(r["cublas_us"], ".2f"))
     return table

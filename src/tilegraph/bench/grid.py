@@ -28,7 +28,8 @@ GPU_SHAPES = ((2048, 2048), (4096, 4096), (8192, 8192), (5632, 2048), (2048, 563
 CPU_SHAPES = ((96, 64), (40, 130))  # through the interpreter: small, awkward
 ROWS = (1, 2, 4, 8, 16)
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
-VARIANTS = ("F.linear", "tilegraph", "tilegraph + PDL")
+VARIANTS = ("F.linear", "tilegraph", "tilegraph, no PDL")
+KEYS = {"F.linear": "cublas", "tilegraph": "tilegraph", "tilegraph, no PDL": "nopdl"}
 
 
 def default_shapes() -> tuple[tuple[int, int], ...]:
@@ -43,7 +44,7 @@ def _point(n: int, k: int, rows: int, dtype: torch.dtype, device: str, ceilings:
     result = compare({
         "F.linear": F.linear,
         "tilegraph": lambda x, w: tg.linear(x, w, out=out),
-        "tilegraph + PDL": lambda x, w: tg.linear(x, w, out=out, prefetch_weight=True),
+        "tilegraph, no PDL": lambda x, w: tg.linear(x, w, out=out, prefetch_weight=False),
     }, lambda x, w: linear_ref(x.double(), w.double()), (x, w),
         bytes=(n * k + rows * k + rows * n) * size, flops=2 * rows * n * k,
         baseline="F.linear", graph=True, rotate=(1,), ceilings=ceilings,
@@ -52,7 +53,7 @@ def _point(n: int, k: int, rows: int, dtype: torch.dtype, device: str, ceilings:
            "weight_mb": n * k * size / 2**20, "status": "ok", "reason": ""}
     for name in VARIANTS:
         r = result[name]
-        key = name.replace("F.linear", "cublas").replace("tilegraph + PDL", "pdl")
+        key = KEYS[name]
         row[f"{key}_us"] = r.stats.median * 1e3 if r.stats is not None else None
         row[f"{key}_pct_floor"] = r.pct_ceiling
         if name != "F.linear":
@@ -94,7 +95,7 @@ def summary(results: Sequence[dict]) -> list[dict]:
     for dtype in dict.fromkeys(r["dtype"] for r in results):
         mine = [r for r in results if r["dtype"] == dtype]
         row = {"dtype": dtype, "points": len(mine)}
-        for key in ("tilegraph", "pdl"):
+        for key in ("tilegraph", "nopdl"):
             speedups = [r.get(f"{key}_speedup") for r in mine]
             row[f"{key}_geomean"] = geometric_mean(speedups)
             row[f"{key}_slower"] = sum(1 for s in speedups if s is not None and s < 1)
@@ -144,14 +145,14 @@ def heatmap(results: Sequence[dict], dtype: str, path: Path, key: str = "tilegra
 def save(results: Sequence[dict], summary_rows: Sequence[dict], out: Path, formats,
          ceilings: dict) -> list[Path]:
     """decode-grid.{json,csv,md} (the JSON with the summary and ceilings) and two heatmaps a
-    dtype: tg.linear's default and with PDL."""
+    dtype: tg.linear's default (PDL where safe) and with PDL off."""
     from . import report
 
     written = report.save(results, out, "decode-grid", formats,
                           title="decode grid: tg.linear against F.linear", ceilings=ceilings,
                           summary=list(summary_rows))
     for dtype in dict.fromkeys(r["dtype"] for r in results):
-        for variant in ("tilegraph", "pdl"):
+        for variant in ("tilegraph", "nopdl"):
             path = heatmap(results, dtype, Path(out) / f"decode-grid-{dtype}-{variant}.png",
                            key=f"{variant}_speedup")
             if path is not None:

@@ -9,9 +9,6 @@ from .._runtime import INTERPRET
 
 # Rows up to this many elements are normalised in one register tile; longer rows loop.
 MAX_ROW_TILE = 16384
-# Decode kernels (tg.linear's matrix-vector path, tg.decode_layer's one kernel) take up to this
-# many rows: they apply each weight tile to the rows one by one, and tensor-core tiles need 16.
-MATVEC_MAX_ROWS = 8
 
 
 def elementwise_shape(n_elements: int, element_size: int) -> tuple[int, int]:

@@ -79,14 +79,25 @@ class Tuner:
         except OSError:
             pass  # a read-only cache costs re-tuning, never correctness
 
-    def pick(self, key: tuple, run: Callable[[Config], None],
-             candidates: list[Config] | None = None) -> Config:
-        """The best config for `key`; `run(config)` launches once (into scratch memory)."""
+    def lookup(self, key: tuple) -> Config | None:
+        """The config chosen for `key` in this process or an earlier one, else None."""
         skey = repr(key)
         config = self._memo.get(skey)
         if config is None:
             self._load_disk()
             config = self._memo.get(skey)
+        return config
+
+    def record(self, key: tuple, config: Config) -> None:
+        """Remember `config` for `key`, here and on disk (for choices timed elsewhere)."""
+        self._load_disk()
+        self._memo[repr(key)] = config
+        self._save_disk()
+
+    def pick(self, key: tuple, run: Callable[[Config], None],
+             candidates: list[Config] | None = None) -> Config:
+        """The best config for `key`; `run(config)` launches once (into scratch memory)."""
+        config = self.lookup(key)
         if config is not None:
             return config
         candidates = candidates or self.configs
@@ -100,8 +111,7 @@ class Tuner:
                 "graph is being captured; run the function once before capture (warm up), "
                 "or use tg.capture, which warms up for you")
         config = self._search(run, candidates)
-        self._memo[skey] = config
-        self._save_disk()
+        self.record(key, config)
         return config
 
     def _search(self, run: Callable[[Config], None], candidates: list[Config]) -> Config:

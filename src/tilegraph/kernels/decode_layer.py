@@ -4,8 +4,8 @@ Two kernels: tg.linear's matrix-vector path twice, the norm in the first one's p
 the residual in the second one's epilogue, each streaming its weight before the previous
 kernel ends (programmatic dependent launch). Bit-reproducible.
 
-One kernel (square layers of at most MATVEC_MAX_ROWS rows, where the rule below says it is
-faster): program p owns rows [p*BQ, (p+1)*BQ) of Wq and the same columns of Wo. It computes
+One kernel (square layers of at most ONE_KERNEL_MAX_ROWS rows, where the rule below says it
+is faster): program p owns rows [p*BQ, (p+1)*BQ) of Wq and the same columns of Wo. It computes
 its BQ values of q alone, multiplies them into its (D, BQ) slice of Wo, and adds that partial
 h_next into an fp32 accumulator with atomic adds (program 0 adds h itself, the residual).
 One kernel boundary a layer instead of two; each weight byte is still read once. The price:
@@ -38,8 +38,9 @@ from ._checks import (
     check_tensor,
     prepare_out,
 )
-from ._launch import MATVEC_MAX_ROWS, sm_count, supports_pdl
+from ._launch import sm_count
 from ._ops import custom_op
+from ._pdl import launched, use_pdl
 from .linear import _launch_linear
 from .rms_norm import rms_norm_ref
 
@@ -56,8 +57,8 @@ def _decode_layer_kernel(acc_ptr, stride_am, zero_ptr, h_ptr, stride_hm, norm_w_
     Both weight tiles are read as (BLOCK_Q, BLOCK_D): Wq by its rows, Wo by its columns,
     with any strides (stride_wo_out is 1 where Wo is stored transposed, its columns then
     contiguous). PREFETCH_WEIGHT: both tiles are loaded before griddepcontrol.wait, while
-    the previous kernel in the stream finishes. ZERO_NEXT: zero the next layer's
-    accumulator (same strides as acc) after the wait.
+    the previous kernel in the stream finishes (_pdl.py: it must not write them).
+    ZERO_NEXT: zero the next layer's accumulator (same strides as acc) after the wait.
     """
     pid = tl.program_id(0)
     offs_q = pid * BLOCK_Q + tl.arange(0, BLOCK_Q)
@@ -70,8 +71,8 @@ def _decode_layer_kernel(acc_ptr, stride_am, zero_ptr, h_ptr, stride_hm, norm_w_
     wo = tl.load(wo_ptr + rows * stride_wo_in + offs_d[None, :].to(tl.int64) * stride_wo_out,
                  mask=tile_mask, other=0.0)
     if PREFETCH_WEIGHT:
-        tl.extra.cuda.gdc_launch_dependents()  # the next layer may start its own prefetch
         tl.extra.cuda.gdc_wait()               # h is final; the buffer to zero is free
+        tl.extra.cuda.gdc_launch_dependents()  # only now may the next layer prefetch
     g = tl.load(norm_w_ptr + offs_d, mask=d_mask, other=0.0).to(tl.float32)
     for m in tl.static_range(BLOCK_M):
         n_valid = tl.where(m < M, D, 0)  # masks nothing in rows past M
@@ -88,6 +89,8 @@ def _decode_layer_kernel(acc_ptr, stride_am, zero_ptr, h_ptr, stride_hm, norm_w_
                      mask=offs_q < n_valid)
 
 
+# The one-kernel path applies each weight tile to the rows one by one, up to this many.
+ONE_KERNEL_MAX_ROWS = 8
 # A program's two weight tiles (its rows of Wq, its columns of Wo) live in registers: at most
 # half of an SM's 256 KB register file, so a program fits beside the next layer's.
 MAX_TILE_BYTES = 128 * 1024
@@ -116,7 +119,7 @@ def one_kernel_is_faster(config: dict, rows: int, d: int, element_size: int,
     programs = triton.cdiv(d, config["BLOCK_Q"])
     one_wave = tile_bytes <= MAX_TILE_BYTES and (sm_count is None or programs <= sm_count)
     fits_rows = rows == 1 or BYTES_PER_THREAD // element_size <= 128
-    return one_wave and fits_rows and 1 <= rows <= MATVEC_MAX_ROWS
+    return one_wave and fits_rows and 1 <= rows <= ONE_KERNEL_MAX_ROWS
 
 
 def _fits_one_kernel(h: torch.Tensor, wq: torch.Tensor, wo: torch.Tensor) -> bool:
@@ -152,13 +155,14 @@ def _launch_one_kernel(acc: torch.Tensor, zero_next: torch.Tensor | None, h: tor
     h_rows, wq, norm_weight = (t if t.stride(-1) == 1 else t.contiguous()
                                for t in (h_rows, wq, norm_weight))
     config = config or decode_layer_config(M, D, wq.element_size())
-    pdl = {"launch_pdl": True} if supports_pdl(h.device) else {}
+    pdl = use_pdl(h.device, (wq, wo))
     acc_rows = acc.view(M, D)
     _decode_layer_kernel[(triton.cdiv(D, config["BLOCK_Q"]),)](
         acc_rows, acc_rows.stride(0), zero_next if zero_next is not None else acc_rows,
         h_rows, h_rows.stride(0), norm_weight, wq, wq.stride(0), wo, wo.stride(0), wo.stride(1),
-        M, D, eps, ZERO_NEXT=zero_next is not None, PREFETCH_WEIGHT=bool(pdl),
-        BLOCK_M=triton.next_power_of_2(M), **config, **pdl)
+        M, D, eps, ZERO_NEXT=zero_next is not None, PREFETCH_WEIGHT=pdl,
+        BLOCK_M=triton.next_power_of_2(M), **config, **({"launch_pdl": True} if pdl else {}))
+    launched(h.device, pdl, (acc, zero_next) if zero_next is not None else (acc,))
 
 
 def _launch_decode_layer(h: torch.Tensor, norm_weight: torch.Tensor, wq: torch.Tensor,
@@ -167,11 +171,9 @@ def _launch_decode_layer(h: torch.Tensor, norm_weight: torch.Tensor, wq: torch.T
         out.zero_()  # a caller's buffer: nothing zeroed it for us
         _launch_one_kernel(out, None, h, norm_weight, wq, wo, eps)
         return
-    # Weights never change while a decode step runs, so each kernel may stream its weight
-    # before the previous kernel has finished (programmatic dependent launch).
     q = torch.empty((*h.shape[:-1], wq.shape[0]), dtype=out.dtype, device=h.device)
-    _launch_linear(h, wq, None, norm_weight, eps, "none", None, True, q)
-    _launch_linear(q, wo, None, None, eps, "none", h, True, out)
+    _launch_linear(h, wq, None, norm_weight, eps, "none", None, None, q)
+    _launch_linear(q, wo, None, None, eps, "none", h, None, out)
 
 
 _run_decode_layer = custom_op("decode_layer", _launch_decode_layer)
@@ -229,8 +231,8 @@ def decode_layer(h: torch.Tensor, norm_weight: torch.Tensor, wq: torch.Tensor,
     weights with h kept in fp32 between layers: then a square layer of at most 8 rows runs as
     one kernel where that was measured faster). Returns h's shape and dtype.
 
-    Weights are streamed before the previous kernel in the stream has finished: do not let a
-    kernel still in flight write them (model weights are constant while a step runs).
+    Weights are streamed before the previous kernel in the stream has finished (programmatic
+    dependent launch), except where that kernel is a tilegraph kernel writing them.
     """
     _check(h, norm_weight, wq, wo)
     eps = check_eps(eps)

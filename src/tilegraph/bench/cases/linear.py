@@ -24,7 +24,7 @@ def _linear(d: int, dtype: torch.dtype, device: str) -> Case:
     return Case(f"1x{d} @ {d}x{d}", {
         "F.linear": F.linear,
         "tilegraph": lambda x, w: tg.linear(x, w, out=out),
-        "tilegraph + PDL": lambda x, w: tg.linear(x, w, out=out, prefetch_weight=True),
+        "tilegraph, no PDL": lambda x, w: tg.linear(x, w, out=out, prefetch_weight=False),
         "torch.compile": compiled(F.linear),
     }, lambda x, w: linear_ref(x.double(), w.double()), (x, w), "F.linear",
         bytes=(d * d + 2 * d) * x.element_size(), flops=2 * d * d, graph=True,
@@ -39,8 +39,8 @@ def _norm_linear(d: int, dtype: torch.dtype, device: str) -> Case:
     return Case(f"1x{d} @ {d}x{d}", {
         "torch formula": norm_linear_formula,
         "tilegraph fused": lambda x, w, g: tg.linear(x, w, norm_weight=g, residual=x, out=out),
-        "tilegraph fused + PDL": lambda x, w, g: tg.linear(
-            x, w, norm_weight=g, residual=x, out=out, prefetch_weight=True),
+        "tilegraph fused, no PDL": lambda x, w, g: tg.linear(
+            x, w, norm_weight=g, residual=x, out=out, prefetch_weight=False),
         "torch.compile": compiled(norm_linear_formula),
     }, lambda x, w, g: linear_ref(x.double(), w.double(), norm_weight=g.double(),
                                   residual=x.double()),

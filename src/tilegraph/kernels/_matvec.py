@@ -1,0 +1,242 @@
+"""Few-row linear kernels on the CUDA cores: the matrix-vector paths of tg.linear.
+
+_gemv_kernel takes one row of 16-bit weights (its split tile needs few registers, so many
+programs fit an SM); _matvec_kernel takes fp32 weights, or several rows applied to each
+weight tile one at a time. Both stream every weight byte once and re-read x from L2.
+Which of these (or the tensor-core kernel of _dot_rows.py) runs a shape is decode_plan's
+choice.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from ._activation import apply_activation
+
+
+@triton.jit
+def _matvec_step(acc, sum_sq, x_ptr, stride_xm, w, norm_w_ptr, offs_m, offs_k, M, k0, K,
+                 HAS_NORM: tl.constexpr, BLOCK_M: tl.constexpr, ROW_LOOP: tl.constexpr,
+                 X_CACHE: tl.constexpr):
+    """Fold one (BLOCK_N, BLOCK_K) weight tile into the (BLOCK_M, BLOCK_N) accumulator.
+
+    One row (BLOCK_M == 1) is applied as a vector in the tile's own layout: a 2-D x tile and
+    the broadcast product cost layout shuffles through shared memory (notes/decode.md). For
+    more rows, ROW_LOOP applies the tile to one x row at a time, so the weight tile can stay
+    as large as at batch 1 whatever BLOCK_M is; otherwise one (BM, BN, BK) broadcast product
+    does all rows, whose size limits the weight tile to 1 / BM of that. X_CACHE is the cache
+    modifier of the x loads (".cg" reads x from L2 when other programs of a running grid
+    wrote it).
+    """
+    k_mask = offs_k < K - k0
+    if HAS_NORM:
+        g = tl.load(norm_w_ptr + k0 + offs_k, mask=k_mask, other=0.0).to(tl.float32)
+    if BLOCK_M == 1:  # one vector in the weight tile's own layout: no 2-D detour
+        x1 = tl.load(x_ptr + k0 + offs_k, mask=k_mask, other=0.0,
+                     cache_modifier=X_CACHE).to(tl.float32)                   # (BK,)
+        if HAS_NORM:
+            sum_sq += tl.sum(x1 * x1)
+            x1 = x1 * g
+        acc += tl.sum(w.to(tl.float32) * x1[None, :], axis=1)[None, :]
+    else:
+        # All rows in one load: loaded row by row, each load would wait behind the previous
+        # row's reduction (a round trip to L2 per row).
+        x = tl.load(x_ptr + offs_m[:, None] * stride_xm + k0 + offs_k[None, :],
+                    mask=(offs_m < M)[:, None] & k_mask[None, :], other=0.0,
+                    cache_modifier=X_CACHE)
+        x = x.to(tl.float32)                                                  # (BM, BK)
+        if HAS_NORM:
+            sum_sq += tl.sum(x * x, axis=1)
+            x = x * g[None, :]
+        if ROW_LOOP:
+            for m in tl.static_range(BLOCK_M):
+                x_m = tl.sum(tl.where(offs_m[:, None] == m, x, 0.0), axis=0)  # (BK,)
+                part = tl.sum(w.to(tl.float32) * x_m[None, :], axis=1)        # (BN,)
+                acc += tl.where(offs_m[:, None] == m, part[None, :], 0.0)
+        else:
+            acc += tl.sum(x[:, None, :] * w.to(tl.float32)[None, :, :], axis=2)  # (BM, BN)
+    return acc, sum_sq
+
+
+@triton.jit
+def _matvec_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
+                   norm_w_ptr, bias_ptr, res_ptr, stride_rm,
+                   M, N, K, eps,
+                   HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
+                   ACTIVATION: tl.constexpr, PREFETCH_WEIGHT: tl.constexpr,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                   ROW_LOOP: tl.constexpr):
+    """y_mn = act(rstd_m * sum_k x_mk g_k W_nk + b_n) + r_mn for BLOCK_N outputs a program,
+    with rstd_m = 1 / sqrt(mean_k x_mk^2 + eps) gathered in the same pass over K.
+
+    Each program streams its BLOCK_N rows of W exactly once and applies them to every x row;
+    x is tiny and re-read from L2 by every program.
+
+    PREFETCH_WEIGHT (launched with programmatic dependent launch, Hopper+): the first W tile
+    is loaded before griddepcontrol.wait, i.e. while the previous kernel in the stream is
+    still finishing; x, norm weights, bias and residual are read only after the wait. The
+    next kernel is released after the wait, so only the one kernel before this one can
+    still be running during the prefetch (_pdl.py checks that it does not write W).
+    """
+    pid_n = tl.program_id(0)
+    offs_m = tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    m_mask = offs_m < M
+    n_mask = offs_n < N
+    w_ptrs = w_ptr + offs_n[:, None].to(tl.int64) * stride_wn + offs_k[None, :]
+
+    acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+    sum_sq = tl.zeros([BLOCK_M], tl.float32)
+    w_first = tl.load(w_ptrs, mask=n_mask[:, None] & (offs_k < K)[None, :], other=0.0)
+    if PREFETCH_WEIGHT:
+        tl.extra.cuda.gdc_wait()               # x and the epilogue inputs are now final
+        tl.extra.cuda.gdc_launch_dependents()  # only now may the next kernel prefetch
+    acc, sum_sq = _matvec_step(acc, sum_sq, x_ptr, stride_xm, w_first, norm_w_ptr, offs_m,
+                               offs_k, M, 0, K, HAS_NORM, BLOCK_M, ROW_LOOP, "")
+    for k0 in range(BLOCK_K, K, BLOCK_K):
+        w = tl.load(w_ptrs + k0, mask=n_mask[:, None] & (offs_k < K - k0)[None, :], other=0.0)
+        acc, sum_sq = _matvec_step(acc, sum_sq, x_ptr, stride_xm, w, norm_w_ptr, offs_m,
+                                   offs_k, M, k0, K, HAS_NORM, BLOCK_M, ROW_LOOP, "")
+
+    if HAS_NORM:
+        acc = acc * tl.rsqrt(sum_sq / K + eps)[:, None]
+    if HAS_BIAS:
+        acc += tl.load(bias_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)[None, :]
+    acc = apply_activation(acc, ACTIVATION)
+    y_mask = m_mask[:, None] & n_mask[None, :]
+    if HAS_RESIDUAL:
+        res = tl.load(res_ptr + offs_m[:, None] * stride_rm + offs_n[None, :], mask=y_mask,
+                      other=0.0)
+        acc += res.to(tl.float32)
+    tl.store(y_ptr + offs_m[:, None] * stride_ym + offs_n[None, :],
+             acc.to(y_ptr.dtype.element_ty), mask=y_mask)
+
+
+@triton.jit
+def _gemv_step(acc, sum_sq, w, x_ptr, norm_w_ptr, cols, k0, K, HAS_NORM: tl.constexpr):
+    """Fold one (BLOCK_N, SPLIT, CHUNK) weight tile w, columns k0 + cols, into acc (BLOCK_N,).
+    The norm weights are read here, after the wait, although they are constant: read with
+    the weight tile before it, their registers cost more (fewer programs an SM) than the
+    load saves (notes/kernels.md)."""
+    k_mask = cols < K - k0
+    x = tl.load(x_ptr + k0 + cols, mask=k_mask, other=0.0).to(tl.float32)   # (1, S, C)
+    if HAS_NORM:
+        sum_sq += tl.sum(x * x)
+        x = x * tl.load(norm_w_ptr + k0 + cols, mask=k_mask, other=0.0).to(tl.float32)
+    acc += tl.sum(tl.sum(w.to(tl.float32) * x, axis=2), axis=1)
+    return acc, sum_sq
+
+
+@triton.jit
+def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr,
+                 N, K, eps,
+                 HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
+                 ACTIVATION: tl.constexpr, PREFETCH_WEIGHT: tl.constexpr,
+                 BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, CHUNK: tl.constexpr):
+    """One row: y_n = act(rstd * sum_k x_k g_k W_nk + b_n) + r_n, BLOCK_N outputs a program,
+    rstd = 1 / sqrt(mean_k x_k^2 + eps) gathered in the same pass over K.
+
+    The weight tile is (BLOCK_N, SPLIT, CHUNK), SPLIT chunks of one row side by side, which
+    Triton lays out with the warps across the chunks and each thread holding a few 16-byte
+    vectors of every row: the tile costs little more than its own registers, so small
+    programs fit many to an SM and the next kernel's programs find room to start streaming
+    early (notes/kernels.md). PREFETCH_WEIGHT as in _matvec_kernel: the first weight tile is
+    read before griddepcontrol.wait.
+    """
+    offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    n_mask = offs_n < N
+    cols = tl.arange(0, SPLIT)[None, :, None] * CHUNK + tl.arange(0, CHUNK)[None, None, :]
+    w_ptrs = w_ptr + offs_n[:, None, None].to(tl.int64) * stride_wn + cols  # (BN, S, C)
+    w_mask = n_mask[:, None, None]
+    acc = tl.zeros([BLOCK_N], tl.float32)
+    sum_sq = 0.0
+    w = tl.load(w_ptrs, mask=w_mask & (cols < K), other=0.0)
+    if PREFETCH_WEIGHT:
+        tl.extra.cuda.gdc_wait()               # x and the epilogue inputs are now final
+        tl.extra.cuda.gdc_launch_dependents()  # only now may the next kernel prefetch
+    acc, sum_sq = _gemv_step(acc, sum_sq, w, x_ptr, norm_w_ptr, cols, 0, K, HAS_NORM)
+    for k0 in range(SPLIT * CHUNK, K, SPLIT * CHUNK):
+        w = tl.load(w_ptrs + k0, mask=w_mask & (cols < K - k0), other=0.0)
+        acc, sum_sq = _gemv_step(acc, sum_sq, w, x_ptr, norm_w_ptr, cols, k0, K, HAS_NORM)
+
+    if HAS_NORM:
+        acc = acc * tl.rsqrt(sum_sq / K + eps)
+    if HAS_BIAS:
+        acc += tl.load(bias_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)
+    acc = apply_activation(acc, ACTIVATION)
+    if HAS_RESIDUAL:
+        acc += tl.load(res_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)
+    tl.store(y_ptr + offs_n, acc.to(y_ptr.dtype.element_ty), mask=n_mask)
+
+
+# Batch 1, 16-bit weights: programs of GEMV_WARPS warps, GEMV_ELEMENTS_PER_THREAD weight
+# values a thread, rows split in chunks of GEMV_CHUNK columns (see matvec_config).
+GEMV_WARPS = 4
+GEMV_ELEMENTS_PER_THREAD = 64
+GEMV_CHUNK = 128
+# Batch 1, fp32 weights: a _matvec_kernel tile of at most 32 KB, 64 elements a thread.
+MATVEC_TILE_BYTES = 32 * 1024
+MATVEC_ELEMENTS_PER_THREAD = 64
+
+
+def gemv_config(N: int, K: int) -> dict:
+    """Tile of the one-row kernel (_gemv_kernel): GEMV_WARPS warps, GEMV_ELEMENTS_PER_THREAD
+    values a thread, chunks of GEMV_CHUNK columns, at most 16 rows."""
+    block_k = max(16, min(triton.next_power_of_2(K), 2048))
+    chunk = min(GEMV_CHUNK, block_k)
+    block_n = GEMV_ELEMENTS_PER_THREAD * 32 * GEMV_WARPS // block_k
+    block_n = max(1, min(16, block_n, triton.next_power_of_2(N)))
+    num_warps = block_n * block_k // (32 * GEMV_ELEMENTS_PER_THREAD)
+    return {"BLOCK_N": block_n, "SPLIT": block_k // chunk, "CHUNK": chunk,
+            "num_warps": max(1, min(GEMV_WARPS, num_warps)), "num_stages": 1}
+
+
+def matvec_config(M: int, N: int, K: int, element_size: int = 4) -> dict:
+    """Kernel and tile for 1 to 16 rows, chosen by rule rather than by timing:
+    timing one weight (as an autotuner does) sees it hot in L2, while a layer stack streams
+    every weight from memory. The rules come from sweeps over weights rotated past L2 and
+    over whole decode stacks (notes/kernels.md, notes/decode.md):
+    - one row, 16-bit: _gemv_kernel, chunks of 128 columns, 64 values a thread, 4 warps.
+    - one row, fp32: _matvec_kernel with the whole row (up to 2048 columns), at most 32 KB
+      and 8 rows, 64 values a thread (64 fp32 values are 64 registers of data, so the split
+      tile saves less there).
+    - several rows: 8 rows x up to 2048 columns over 4 warps, applied to one x row at a
+      time (ROW_LOOP): one broadcast product over all rows needs a tile 1 / rows as large.
+    """
+    block_k = max(16, min(triton.next_power_of_2(K), 2048))
+    if M == 1 and element_size <= 2:
+        return gemv_config(N, K)
+    if M == 1:
+        block_n = max(1, min(8, MATVEC_TILE_BYTES // (block_k * element_size)))
+        num_warps = block_n * block_k // (32 * MATVEC_ELEMENTS_PER_THREAD)
+        return {"BLOCK_N": block_n, "BLOCK_K": block_k,
+                "num_warps": max(1, min(16, num_warps)), "num_stages": 1, "ROW_LOOP": False}
+    # ROW_LOOP still loads all rows of an x tile at once: past 8 rows, narrower tiles keep
+    # that load at 64 values a thread.
+    block_k = block_k if M <= 8 else min(block_k, 512)
+    return {"BLOCK_N": 8, "BLOCK_K": block_k, "num_warps": 4, "num_stages": 1, "ROW_LOOP": True}
+
+
+def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
+                  config: dict, pdl: bool):
+    """y = linear(x) for few rows; a config with SPLIT (one row only) runs _gemv_kernel, one
+    with BLOCK_K _matvec_kernel. pdl: launch with programmatic dependent launch, W's first
+    tile read before the previous kernel in the stream has finished."""
+    M, K = x.shape
+    N = weight.shape[0]
+    parts = dict(HAS_NORM=norm_weight is not None, HAS_BIAS=bias is not None,
+                 HAS_RESIDUAL=residual is not None, ACTIVATION=activation,
+                 PREFETCH_WEIGHT=pdl)
+    launch = {"launch_pdl": True} if pdl else {}
+    grid = (triton.cdiv(N, config["BLOCK_N"]),)
+    if "SPLIT" in config:
+        if M != 1:
+            raise ValueError(f"the one-row kernel got {M} rows")
+        return _gemv_kernel[grid](out, x, weight, weight.stride(0), norm_weight, bias,
+                                  residual, N, K, eps, **parts, **config, **launch)
+    return _matvec_kernel[grid](
+        out, out.stride(0), x, x.stride(0), weight, weight.stride(0),
+        norm_weight, bias, residual, residual.stride(0) if residual is not None else 0,
+        M, N, K, eps, **parts, BLOCK_M=triton.next_power_of_2(M), **config, **launch)

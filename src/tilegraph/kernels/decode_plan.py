@@ -1,0 +1,145 @@
+"""Which kernel and block shape run a linear layer of 1 to DECODE_MAX_ROWS rows (decode).
+
+Three kernels stream the weight once for all rows: _gemv_kernel (one row, 16-bit),
+_matvec_kernel (CUDA cores, rows applied one at a time) and _dot_rows_kernel (tensor cores,
+rows padded to 16). A shape takes the plan `tilegraph tune` timed fastest for it on this GPU
+(inside a CUDA graph, over weights rotated past L2, cached on disk by GPU, Triton version,
+rows, N, K and dtype), or else `rule`'s. The call never times anything itself: timing one
+weight, hot in L2, would pick for a case no decode step runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import triton
+
+from ._dot_rows import DOT_ROWS, launch_dot_rows
+from ._launch import sm_count
+from ._matvec import gemv_config, launch_matvec, matvec_config
+from .autotune import Tuner
+
+DECODE_MAX_ROWS = DOT_ROWS  # more rows take the tiled GEMM
+KINDS = ("gemv", "matvec", "dot", "cublas")
+ASSUMED_SM_COUNT = 132  # where there is no GPU to ask (the interpreter): an H100's
+
+
+@dataclass(frozen=True)
+class Plan:
+    kind: str     # one of KINDS
+    config: dict  # the kernel's block shape, num_warps, num_stages; for "cublas", the
+                  # fastest Triton plan ("fused"), which calls with fused parts still take
+
+    def as_dict(self) -> dict:
+        return {"kind": self.kind, **self.config}
+
+    @staticmethod
+    def from_dict(saved: dict) -> Plan:
+        config = dict(saved)
+        return Plan(config.pop("kind"), config)
+
+
+def rows_bucket(rows: int) -> int:
+    """Tuned plans are kept per power-of-two row count: 3 rows run 4 rows' plan."""
+    return triton.next_power_of_2(rows)
+
+
+def dot_config(N: int, K: int, element_size: int, sms: int, block_n: int | None = None) -> dict:
+    """Tensor-core tile: 512-byte rows of K (256 16-bit values) four stages deep, and the
+    widest BLOCK_N of 64, 32, 16 that still gives most SMs a program (0.6 of them; N = 2048
+    takes 16, 4096 takes 32, 8192 and more 64: the fastest of 31 candidates, or within 3% of
+    it, at every swept shape on H100, notes/kernels.md)."""
+    if block_n is None:
+        block_n = next((bn for bn in (64, 32) if triton.cdiv(N, bn) >= 0.6 * sms), 16)
+    block_k = max(16, min(512 // element_size, triton.next_power_of_2(K)))
+    return {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": 4, "num_stages": 4}
+
+
+def rule(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -> Plan:
+    """The plan of an untuned shape, from sweeps over rotated weights on H100
+    (notes/kernels.md): one 16-bit row takes the split-tile GEMV; the tensor-core kernel
+    costs about the same at 2 and 16 rows, which the CUDA-core kernels beat only on small
+    weights at 2-4 rows (where the tensor-core kernel's ~4 us latency shows); fp32 keeps the
+    CUDA-core kernel up to 8 rows (1.05-4.5x cuBLAS) and multiplies 9-16 rows at tf32x3."""
+    sms = sms or ASSUMED_SM_COUNT
+    size = torch.finfo(dtype).bits // 8
+    weights = N * K
+    if dtype == torch.float32:
+        if rows <= 8:
+            return Plan("matvec", matvec_config(rows, N, K, size))
+        return Plan("dot", dot_config(N, K, size, sms))
+    if rows == 1:
+        return Plan("gemv", gemv_config(N, K))
+    if (rows == 2 and weights < 16 * 2**20) or (rows <= 4 and weights < 8 * 2**20):
+        return Plan("matvec", matvec_config(rows, N, K, size))
+    return Plan("dot", dot_config(N, K, size, sms))
+
+
+def candidates(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -> list[Plan]:
+    """What `tilegraph tune` times for a shape: the rule's plan first, then the CUDA-core
+    kernel's default and a few tile widths, and tensor-core tiles of every width, depth and
+    pipeline length that fits the shared memory."""
+    size = torch.finfo(dtype).bits // 8
+    plans = [rule(rows, N, K, dtype, sms)]
+    base = matvec_config(rows, N, K, size)
+    plans.append(Plan("gemv" if "SPLIT" in base else "matvec", base))
+    if "SPLIT" not in base:
+        plans += [Plan("matvec", {**base, "BLOCK_N": bn}) for bn in (4, 16)]
+    k_cap = triton.next_power_of_2(K)
+    for block_n in (16, 32, 64):
+        for block_k in (128 // size, 256 // size, 512 // size):
+            for stages in (2, 3, 4):
+                if block_k > max(16, k_cap):
+                    continue
+                plans.append(Plan("dot", {"BLOCK_N": block_n, "BLOCK_K": block_k,
+                                          "num_warps": 4, "num_stages": stages}))
+    unique = []
+    for plan in plans:
+        if plan not in unique:
+            unique.append(plan)
+    return unique
+
+
+_tuned = Tuner("linear-decode", [{}])  # a store of timed plans; `tilegraph tune` fills it
+
+
+def tuned_key(rows: int, N: int, K: int, dtype: torch.dtype) -> tuple:
+    return (rows_bucket(rows), N, K, str(dtype).removeprefix("torch."))
+
+
+def plan(rows: int, N: int, K: int, dtype: torch.dtype, device: torch.device,
+         fused: bool = False) -> Plan:
+    """The tuned plan of this shape on this GPU if `tilegraph tune` timed it, else the rule's.
+    fused: the call has a norm prologue or an activation, which cuBLAS cannot run."""
+    saved = _tuned.lookup(tuned_key(rows, N, K, dtype))
+    if saved is not None and saved.get("kind") in KINDS:
+        chosen = Plan.from_dict(saved)
+        if chosen.kind == "cublas" and fused:
+            chosen = Plan.from_dict(chosen.config["fused"])
+        if chosen.kind != "gemv" or rows == 1:
+            return chosen
+    return rule(rows, N, K, dtype, sm_count(device))
+
+
+def record(rows: int, N: int, K: int, dtype: torch.dtype, chosen: Plan) -> None:
+    """Keep a timed plan for this shape (tuning results)."""
+    _tuned.record(tuned_key(rows, N, K, dtype), chosen.as_dict())
+
+
+def launch(chosen: Plan, x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
+           norm_weight, eps: float, bias, activation: str, residual, pdl: bool):
+    """Run `chosen` on x (rows, K) into out (rows, N), unit column strides."""
+    if chosen.kind == "cublas":  # tuned where it beat every plan; no norm, no activation
+        if norm_weight is not None or activation != "none":
+            raise ValueError("cuBLAS runs plain projections only; plan(fused=True) says what "
+                             "runs the others")
+        x = x.to(weight.dtype)
+        y = torch.addmm(bias, x, weight.T) if bias is not None else x @ weight.T
+        out.copy_(y if residual is None else y + residual)
+        return None
+    if chosen.kind == "dot":
+        return launch_dot_rows(x, weight, out, norm_weight, eps, bias, activation, residual,
+                               chosen.config, pdl)
+    return launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
+                         chosen.config, pdl)

@@ -1,0 +1,89 @@
+"""`tilegraph tune`: time tg.linear's decode plans for given shapes on this GPU and keep the
+fastest, so later processes run it (kernels/decode_plan.py reads the cache).
+
+Each candidate is checked against a float64 reference, then timed the way a decode step
+runs it: many calls captured in one CUDA graph, cycling through copies of the weight that
+together span three times the L2 cache, programmatic dependent launch as tg.linear would
+use it. cuBLAS (F.linear) is timed beside them; where it is faster than every candidate,
+plain projections of that shape dispatch to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+import triton
+
+from ._runtime import INTERPRET, is_capturing
+from .errors import CaptureError
+from .kernels import decode_plan
+from .kernels._launch import sm_count
+from .kernels._pdl import use_pdl
+from .kernels.linear import linear_ref
+from .testing import TOLERANCES, randn, rel_error
+
+L2_SPAN_BYTES = 150 * 2**20  # three H100 L2 caches: each call streams its weight from memory
+
+
+def _rotating(call: Callable[[torch.Tensor], object], weights: list[torch.Tensor]):
+    turn = [0]
+
+    def run() -> None:
+        call(weights[turn[0] % len(weights)])
+        turn[0] += 1
+    return run
+
+
+def tune_shape(rows: int, n: int, k: int, dtype: torch.dtype,
+               progress: Callable[[str], None] | None = None) -> dict:
+    """Time every candidate plan of one shape; record and return the winner with the times
+    ({"plan", "us", "cublas_us", "candidates": {plan: us}})."""
+    from .bench.timing import measure
+
+    if is_capturing():
+        raise CaptureError("tilegraph tune times kernels; it cannot run while a CUDA graph is "
+                           "being captured")
+    if INTERPRET or not torch.cuda.is_available():
+        raise RuntimeError("tilegraph tune times kernels on a CUDA GPU; there is none here")
+    size = torch.finfo(dtype).bits // 8
+    copies = max(2, -(-L2_SPAN_BYTES // (n * k * size)))
+    weights = [randn(n, k, dtype=dtype, device="cuda", scale=k**-0.5) for _ in range(copies)]
+    x = randn(rows, k, dtype=dtype, device="cuda")
+    out = torch.empty(rows, n, dtype=dtype, device="cuda")
+    ref = linear_ref(x.double(), weights[0].double())
+    pdl = use_pdl(x.device, ())
+    times = {}
+    plans = decode_plan.candidates(rows, n, k, dtype, sm_count(x.device))
+    for i, plan in enumerate(plans):
+        if progress is not None:
+            progress(f"tune {n}x{k} {rows} rows {str(dtype).removeprefix('torch.')}: "
+                     f"candidate {i + 1}/{len(plans)}")
+        launch = lambda w, plan=plan: decode_plan.launch(  # noqa: E731
+            plan, x, w, out, None, 0.0, None, "none", None, pdl)
+        try:
+            out.fill_(float("nan"))
+            launch(weights[0])
+            if not rel_error(out, ref) <= TOLERANCES[dtype]:
+                continue  # never pick a plan that is wrong here
+            stats = measure(_rotating(launch, weights), warmup_ms=2, rep_ms=10, graph=True)
+        except triton.runtime.errors.OutOfResources:
+            continue  # more shared memory or registers than this GPU has
+        times[plan] = stats.median * 1e3
+    cublas = measure(_rotating(lambda w: torch.matmul(x, w.T, out=out), weights),
+                     warmup_ms=2, rep_ms=10, graph=True).median * 1e3
+    best = min(times, key=times.get)
+    chosen = best if times[best] <= cublas else decode_plan.Plan("cublas",
+                                                                 {"fused": best.as_dict()})
+    decode_plan.record(rows, n, k, dtype, chosen)
+    return {"rows": rows, "n": n, "k": k, "dtype": str(dtype).removeprefix("torch."),
+            "plan": chosen.as_dict(), "us": min(times[best], cublas), "cublas_us": cublas,
+            "rule_us": times.get(plans[0]),
+            "candidates": {repr(p.as_dict()): t for p, t in times.items()}}
+
+
+def tune(shapes: Sequence[tuple[int, int]], rows: Sequence[int], dtypes: Sequence[torch.dtype],
+         progress: Callable[[str], None] | None = None) -> list[dict]:
+    """tune_shape for every (N, K) in `shapes`, row count and dtype."""
+    return [tune_shape(m, n, k, dtype, progress)
+            for dtype in dtypes for n, k in shapes for m in rows]

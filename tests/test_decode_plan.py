@@ -1,0 +1,227 @@
+"""The few-row (decode) kernels of tg.linear, their choice by rule or by tuning, and
+programmatic dependent launch on by default: every plan against a float64 reference."""
+
+import itertools
+
+import pytest
+import torch
+
+import tilegraph as tg
+from _shapes import DTYPES
+from tilegraph.kernels import _pdl, decode_plan
+from tilegraph.kernels.autotune import Tuner
+from tilegraph.kernels.linear import linear_ref
+from tilegraph.testing import assert_close, poisoned, randn
+
+
+def _parts(rows, n, k, dtype, device):
+    x = randn(rows, k, dtype=dtype, device=device)
+    w = randn(n, k, dtype=dtype, device=device, scale=k**-0.5)
+    b = randn(n, dtype=dtype, device=device)
+    g = randn(k, dtype=dtype, device=device)
+    r = randn(rows, n, dtype=dtype, device=device)
+    ref = linear_ref(x.double(), w.double(), b.double(), norm_weight=g.double(),
+                     activation="gelu", residual=r.double())
+    return x, w, b, g, r, ref
+
+
+def _run(plan, x, w, b, g, r, pdl=False):
+    out = poisoned((x.shape[0], w.shape[0]), x.dtype, x.device)
+    decode_plan.launch(plan, x, w, out, g, 1e-6, b, "gelu", r, pdl)
+    return out
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows", [1, 2, 3, 5, 8, 9, 16])
+def test_rule_plan_at_awkward_sizes(rows, dtype, device):
+    """N and K multiples of no block (70 x 300), every part at once."""
+    x, w, b, g, r, ref = _parts(rows, 70, 300, dtype, device)
+    plan = decode_plan.rule(rows, 70, 300, dtype, None)
+    assert_close(_run(plan, x, w, b, g, r), ref, dtype, what=str(plan))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("tile", [(16, 32, 2), (32, 64, 3), (64, 16, 4)])
+@pytest.mark.parametrize("rows", [1, 4, 16])
+def test_tensor_core_tiles(tile, rows, dtype, device):
+    """Rows fewer than the 16-row tile, a partial last N block, a partial last K block and
+    a K loop, with x rows strided (a column slice of a wider tensor)."""
+    block_n, block_k, stages = tile
+    plan = decode_plan.Plan("dot", {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": 4,
+                                    "num_stages": stages})
+    x, w, b, g, r, ref = _parts(rows, 37, 150, dtype, device)
+    wide = randn(rows, 170, dtype=dtype, device=device)
+    wide[:, 10:160] = x
+    assert_close(_run(plan, wide[:, 10:160], w, b, g, r), ref, dtype, what=str(plan))
+
+
+def test_fp32_rows_multiply_at_fp32_accuracy(device):
+    """The tensor-core kernel takes fp32 weights at tf32x3 (or IEEE): fp32's tolerance, not
+    tf32's. Values of mixed magnitude, where plain tf32 loses about 1e-3."""
+    x = randn(12, 513, device=device) * torch.logspace(-2, 2, 513, device=device)
+    w = randn(40, 513, device=device)
+    ref = linear_ref(x.double(), w.double())
+    for precision in ("tf32x3", "ieee"):
+        plan = decode_plan.Plan("dot", {"BLOCK_N": 16, "BLOCK_K": 64, "num_warps": 4,
+                                        "num_stages": 2, "DOT_PRECISION": precision})
+        out = poisoned((12, 40), torch.float32, device)
+        decode_plan.launch(plan, x, w, out, None, 1e-6, None, "none", None, False)
+        assert_close(out, ref, torch.float32, what=precision)
+
+
+def test_rule_by_rows_dtype_and_size():
+    bf16, fp32 = torch.bfloat16, torch.float32
+    assert decode_plan.rule(1, 2048, 2048, bf16, 132).kind == "gemv"
+    assert decode_plan.rule(2, 2048, 2048, bf16, 132).kind == "matvec"   # small: latency
+    assert decode_plan.rule(2, 8192, 8192, bf16, 132).kind == "dot"
+    assert decode_plan.rule(4, 4096, 4096, bf16, 132).kind == "dot"
+    assert decode_plan.rule(8, 256, 2048, bf16, 132).kind == "dot"
+    assert decode_plan.rule(8, 2048, 2048, fp32, 132).kind == "matvec"
+    assert decode_plan.rule(16, 2048, 2048, fp32, 132).kind == "dot"
+    # the widest N block that still gives most SMs a program
+    block_n = lambda n: decode_plan.rule(16, n, 4096, bf16, 132).config["BLOCK_N"]  # noqa: E731
+    assert (block_n(256), block_n(2048), block_n(4096), block_n(8192)) == (16, 16, 32, 64)
+    assert decode_plan.rule(16, 8192, 4096, bf16, 16).config["BLOCK_N"] == 64  # a small GPU
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows, n, k", [(1, 3000, 7), (3, 64, 9000), (16, 16, 16),
+                                        (2, 5, 100000)])
+def test_every_candidate_is_bounded(rows, n, k, dtype):
+    """No tile wider than K, no plan the launcher cannot take, the rule's plan first."""
+    plans = decode_plan.candidates(rows, n, k, dtype, 132)
+    assert plans[0] == decode_plan.rule(rows, n, k, dtype, 132)
+    assert len(plans) == len(set(map(repr, plans)))
+    for plan in plans:
+        assert plan.kind in decode_plan.KINDS
+        assert plan.kind != "gemv" or rows == 1
+        if plan.kind == "dot":
+            size = torch.finfo(dtype).bits // 8
+            assert 16 <= plan.config["BLOCK_K"] <= max(16, 2 ** (k - 1).bit_length())
+            stage_bytes = (plan.config["BLOCK_N"] + 16) * plan.config["BLOCK_K"] * size
+            assert stage_bytes * plan.config["num_stages"] <= 200 * 1024  # H100: 227 KB
+
+
+def test_tuned_plan_is_used_kept_on_disk_and_bucketed(device):
+    """A plan `tilegraph tune` recorded is what tg.linear runs (and a fresh store reads it
+    from disk); 3 rows take 4 rows' plan; a damaged entry falls back to the rule."""
+    tuned = decode_plan.Plan("dot", {"BLOCK_N": 32, "BLOCK_K": 64, "num_warps": 4,
+                                     "num_stages": 2})
+    decode_plan.record(4, 96, 200, torch.float16, tuned)
+    assert decode_plan.plan(3, 96, 200, torch.float16, torch.device(device)) == tuned
+    assert decode_plan.plan(8, 96, 200, torch.float16, torch.device(device)) == \
+        decode_plan.rule(8, 96, 200, torch.float16, decode_plan.sm_count(torch.device(device)))
+    fresh = Tuner("linear-decode", [{}])
+    assert fresh.lookup(decode_plan.tuned_key(4, 96, 200, torch.float16))["BLOCK_N"] == 32
+    x, w, b, g, r, ref = _parts(3, 96, 200, torch.float16, device)
+    out = tg.linear(x, w, b, norm_weight=g, activation="gelu", residual=r)
+    assert_close(out, ref, torch.float16)
+    fresh.record(decode_plan.tuned_key(2, 96, 200, torch.float16), {"kind": "bogus"})
+    assert decode_plan.plan(2, 96, 200, torch.float16, torch.device(device)).kind != "bogus"
+
+
+def test_pdl_is_off_without_a_hopper_gpu_and_when_asked(device):
+    assert not _pdl.use_pdl(torch.device(device), (), requested=False)
+    if device == "cpu":
+        assert not _pdl.use_pdl(torch.device("cpu"), ())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows", [2, 5, 16])
+def test_every_candidate_is_correct_on_gpu(rows, dtype):
+    """Every plan the tuner may pick, with and without PDL, at a size that loops over K."""
+    x, w, b, g, r, ref = _parts(rows, 1000, 1500, dtype, "cuda")
+    for plan, pdl in itertools.product(decode_plan.candidates(rows, 1000, 1500, dtype, 132),
+                                       (False, True)):
+        assert_close(_run(plan, x, w, b, g, r, pdl), ref, dtype, what=f"{plan} pdl={pdl}")
+
+
+@pytest.mark.gpu
+def test_pdl_is_refused_when_the_previous_kernel_writes_the_weight():
+    """A linear whose out is the next linear's weight: the second must not prefetch it."""
+    if not _pdl.supports_pdl(torch.device("cuda")):
+        pytest.skip("programmatic dependent launch needs Hopper or newer")
+    x = randn(16, 64, dtype=torch.bfloat16, device="cuda")
+    w1 = randn(64, 64, dtype=torch.bfloat16, device="cuda")
+    w2 = torch.empty(16, 64, dtype=torch.bfloat16, device="cuda")
+    other = torch.empty(16, 64, dtype=torch.bfloat16, device="cuda")
+    tg.linear(x, w1, out=w2)
+    assert not _pdl.use_pdl(x.device, (w2,))
+    assert _pdl.use_pdl(x.device, (other,))
+    assert not _pdl.use_pdl(x.device, (w2[3:5],))  # any overlap counts
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("rows", [1, 4, 16])
+def test_pdl_chains_in_a_graph_equal_eager_over_replays(rows, dtype):
+    """A chain where each linear's output is the next one's input, and where one output is
+    the next linear's *weight* (the hazard PDL must avoid), captured with PDL on by default,
+    replayed 100 times with fresh inputs, against the same chain run eagerly without PDL."""
+    d = 384
+    w0, w1, w2 = (randn(d, d, dtype=dtype, device="cuda", scale=d**-0.5) for _ in range(3))
+    w_up = randn(d, 16, dtype=dtype, device="cuda", scale=0.25)
+    g = randn(d, dtype=dtype, device="cuda")
+
+    def chain(x, a, prefetch=None):
+        h = tg.linear(x, w0, norm_weight=g, prefetch_weight=prefetch)
+        h = tg.linear(h, w1, residual=x, prefetch_weight=prefetch)
+        w_made = tg.linear(a, w2, prefetch_weight=prefetch)       # (16, d), written just now
+        y = tg.linear(h, w_made, prefetch_weight=prefetch)        # ... and read as a weight
+        return tg.linear(y, w_up, activation="gelu", prefetch_weight=prefetch)
+
+    graph = tg.capture(chain, randn(rows, d, dtype=dtype, device="cuda"),
+                       randn(16, d, dtype=dtype, device="cuda"))
+    for _ in range(100):
+        for static in graph.inputs:
+            static.copy_(randn(*static.shape, dtype=dtype, device="cuda"))
+        got = graph.replay()
+        expected = chain(*(t.clone() for t in graph.inputs), prefetch=False)
+        assert_close(got, expected.double(), dtype)
+
+
+def test_cublas_plan_runs_plain_projections_and_fused_calls_keep_a_kernel(device):
+    """Where tuning found cuBLAS faster, plain projections go to it (bias and residual added
+    after), and calls with a norm or an activation run the fastest Triton plan instead."""
+    fused = decode_plan.Plan("matvec", {"BLOCK_N": 8, "BLOCK_K": 128, "num_warps": 4,
+                                        "num_stages": 1, "ROW_LOOP": True})
+    decode_plan.record(2, 50, 120, torch.float32,
+                       decode_plan.Plan("cublas", {"fused": fused.as_dict()}))
+    where = torch.device(device)
+    assert decode_plan.plan(2, 50, 120, torch.float32, where).kind == "cublas"
+    assert decode_plan.plan(2, 50, 120, torch.float32, where, fused=True) == fused
+    x, w, b, g, r, ref = _parts(2, 50, 120, torch.float32, device)
+    plain = linear_ref(x.double(), w.double(), b.double(), residual=r.double())
+    assert_close(tg.linear(x, w, b, residual=r), plain, torch.float32)
+    assert_close(tg.linear(x, w, b, norm_weight=g, activation="gelu", residual=r), ref,
+                 torch.float32)
+
+
+def test_tune_needs_a_gpu_and_the_cli_says_so(capsys):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    from tilegraph.cli import main
+    from tilegraph.tune import tune_shape
+
+    with pytest.raises(RuntimeError, match="CUDA GPU"):
+        tune_shape(2, 64, 64, torch.bfloat16)
+    assert main(["tune", "--shapes", "64x64"]) == 2
+    assert "there is none here" in capsys.readouterr().out
+
+
+@pytest.mark.gpu
+def test_tune_keeps_a_correct_plan_and_refuses_capture():
+    from tilegraph.errors import CaptureError
+    from tilegraph.tune import tune_shape
+
+    result = tune_shape(4, 300, 520, torch.bfloat16)
+    assert result["plan"] == decode_plan.plan(4, 300, 520, torch.bfloat16,
+                                              torch.device("cuda")).as_dict()
+    assert result["us"] <= min(result["candidates"].values()) + 1e-9
+    x, w, b, g, r, ref = _parts(4, 300, 520, torch.bfloat16, "cuda")
+    assert_close(tg.linear(x, w, b, norm_weight=g, activation="gelu", residual=r), ref,
+                 torch.bfloat16)
+    with pytest.raises(CaptureError, match="captured"):
+        with tg.scope():
+            tune_shape(4, 300, 520, torch.bfloat16)
