@@ -69,17 +69,17 @@ def tune_shape(rows: int, n: int, k: int, dtype: torch.dtype,
             stats = measure(_rotating(launch, weights), warmup_ms=2, rep_ms=10, graph=True)
         except triton.runtime.errors.OutOfResources:
             continue  # more shared memory or registers than this GPU has
-        times[plan] = stats.median * 1e3
+        times[i] = stats.median * 1e3
     cublas = measure(_rotating(lambda w: torch.matmul(x, w.T, out=out), weights),
                      warmup_ms=2, rep_ms=10, graph=True).median * 1e3
-    best = min(times, key=times.get)
-    chosen = best if times[best] <= cublas else decode_plan.Plan("cublas",
-                                                                 {"fused": best.as_dict()})
+    best = min(times, key=times.get)  # index of the fastest correct plan
+    chosen = plans[best] if times[best] <= cublas else decode_plan.Plan(
+        "cublas", {"fused": plans[best].as_dict()})
     decode_plan.record(rows, n, k, dtype, chosen)
     return {"rows": rows, "n": n, "k": k, "dtype": str(dtype).removeprefix("torch."),
             "plan": chosen.as_dict(), "us": min(times[best], cublas), "cublas_us": cublas,
-            "rule_us": times.get(plans[0]),
-            "candidates": {repr(p.as_dict()): t for p, t in times.items()}}
+            "rule_us": times.get(0),
+            "candidates": {repr(plans[i].as_dict()): t for i, t in times.items()}}
 
 
 def tune(shapes: Sequence[tuple[int, int]], rows: Sequence[int], dtypes: Sequence[torch.dtype],

@@ -23,6 +23,10 @@ from .autotune import Tuner
 DECODE_MAX_ROWS = DOT_ROWS  # more rows take the tiled GEMM
 KINDS = ("gemv", "matvec", "dot", "cublas")
 ASSUMED_SM_COUNT = 132  # where there is no GPU to ask (the interpreter): an H100's
+# One 16-bit row takes the split-tile GEMV up to this many columns; past it the GEMV walks K
+# one 2048-column tile at a time (4096 x 14336: 82% of the floor, 0.91x cuBLAS) while the
+# tensor-core kernel keeps four tiles in flight (93% at 2 rows, as fast at 1 as at 16).
+GEMV_MAX_K = 8192
 
 
 @dataclass(frozen=True)
@@ -58,18 +62,26 @@ def dot_config(N: int, K: int, element_size: int, sms: int, block_n: int | None 
 
 def rule(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -> Plan:
     """The plan of an untuned shape, from sweeps over rotated weights on H100
-    (notes/kernels.md): one 16-bit row takes the split-tile GEMV; the tensor-core kernel
+    (notes/kernels.md): one 16-bit row takes the split-tile GEMV (up to GEMV_MAX_K
+    columns); the tensor-core kernel
     costs about the same at 2 and 16 rows, which the CUDA-core kernels beat only on small
     weights at 2-4 rows (where the tensor-core kernel's ~4 us latency shows); fp32 keeps the
-    CUDA-core kernel up to 8 rows (1.05-4.5x cuBLAS) and multiplies 9-16 rows at tf32x3."""
+    CUDA-core kernel up to 8 rows (1.05-4.5x cuBLAS) and multiplies 9-16 rows at tf32x3
+    where the weights are not small."""
     sms = sms or ASSUMED_SM_COUNT
     size = torch.finfo(dtype).bits // 8
     weights = N * K
     if dtype == torch.float32:
         if rows <= 8:
             return Plan("matvec", matvec_config(rows, N, K, size))
+        if weights < 2 * 2**20:
+            # Small weights at 9-16 fp32 rows: both kernels were 0.5x cuBLAS (256 x 2048),
+            # where tf32x3 was 1.04-1.63x from 2048 x 2048 up. Plain projections go to
+            # cuBLAS; fused calls keep the CUDA-core kernel.
+            fused = Plan("matvec", matvec_config(rows, N, K, size))
+            return Plan("cublas", {"fused": fused.as_dict()})
         return Plan("dot", dot_config(N, K, size, sms))
-    if rows == 1:
+    if rows == 1 and K <= GEMV_MAX_K:
         return Plan("gemv", gemv_config(N, K))
     if (rows == 2 and weights < 16 * 2**20) or (rows <= 4 and weights < 8 * 2**20):
         return Plan("matvec", matvec_config(rows, N, K, size))
@@ -77,11 +89,14 @@ def rule(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -> Plan
 
 
 def candidates(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -> list[Plan]:
-    """What `tilegraph tune` times for a shape: the rule's plan first, then the CUDA-core
+    """What `tilegraph tune` times for a shape: the rule's kernel first, then the CUDA-core
     kernel's default and a few tile widths, and tensor-core tiles of every width, depth and
     pipeline length that fits the shared memory."""
     size = torch.finfo(dtype).bits // 8
-    plans = [rule(rows, N, K, dtype, sms)]
+    first = rule(rows, N, K, dtype, sms)
+    if first.kind == "cublas":  # timed beside the candidates by the tuner, not one of them
+        first = Plan.from_dict(first.config["fused"])
+    plans = [first]
     base = matvec_config(rows, N, K, size)
     plans.append(Plan("gemv" if "SPLIT" in base else "matvec", base))
     if "SPLIT" not in base:
@@ -113,13 +128,12 @@ def plan(rows: int, N: int, K: int, dtype: torch.dtype, device: torch.device,
     """The tuned plan of this shape on this GPU if `tilegraph tune` timed it, else the rule's.
     fused: the call has a norm prologue or an activation, which cuBLAS cannot run."""
     saved = _tuned.lookup(tuned_key(rows, N, K, dtype))
-    if saved is not None and saved.get("kind") in KINDS:
-        chosen = Plan.from_dict(saved)
-        if chosen.kind == "cublas" and fused:
-            chosen = Plan.from_dict(chosen.config["fused"])
-        if chosen.kind != "gemv" or rows == 1:
-            return chosen
-    return rule(rows, N, K, dtype, sm_count(device))
+    chosen = Plan.from_dict(saved) if saved is not None and saved.get("kind") in KINDS else None
+    if chosen is None or (chosen.kind == "gemv" and rows != 1):
+        chosen = rule(rows, N, K, dtype, sm_count(device))
+    if chosen.kind == "cublas" and fused:
+        chosen = Plan.from_dict(chosen.config["fused"])
+    return chosen
 
 
 def record(rows: int, N: int, K: int, dtype: torch.dtype, chosen: Plan) -> None:
@@ -135,6 +149,9 @@ def launch(chosen: Plan, x: torch.Tensor, weight: torch.Tensor, out: torch.Tenso
             raise ValueError("cuBLAS runs plain projections only; plan(fused=True) says what "
                              "runs the others")
         x = x.to(weight.dtype)
+        if bias is None and residual is None and out.dtype == weight.dtype:
+            torch.matmul(x, weight.T, out=out)  # no copy kernel after it
+            return None
         y = torch.addmm(bias, x, weight.T) if bias is not None else x @ weight.T
         out.copy_(y if residual is None else y + residual)
         return None
