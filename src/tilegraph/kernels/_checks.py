@@ -46,7 +46,7 @@ def check_eps(eps) -> float:
     return float(eps)
 
 
-def _byte_range(t: torch.Tensor) -> tuple[int, int]:
+def byte_range(t: torch.Tensor) -> tuple[int, int]:
     start = t.data_ptr()
     span = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride(), strict=True))
     return start, start + (span + 1) * t.element_size()
@@ -68,8 +68,8 @@ def check_no_overlap(out: torch.Tensor, name: str, t: torch.Tensor | None, *,
     if allow_identical and out.data_ptr() == t.data_ptr() and out.shape == t.shape \
             and out.stride() == t.stride():
         return
-    o0, o1 = _byte_range(out)
-    t0, t1 = _byte_range(t)
+    o0, o1 = byte_range(out)
+    t0, t1 = byte_range(t)
     if o0 < t1 and t0 < o1:
         raise ValueError(f"out overlaps {name} in memory; this kernel cannot work in place, "
                          f"pass a separate out tensor")

@@ -16,7 +16,7 @@ import triton
 import triton.language as tl
 
 from .._runtime import INTERPRET
-from ._activation import apply_activation
+from ._matvec import rows_epilogue
 
 DOT_ROWS = 16  # the tile's rows: an mma operand needs at least 16
 
@@ -82,18 +82,8 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
         acc, sum_sq = _dot_rows_step(acc, sum_sq, w, x_ptrs, norm_w_ptr, offs_m,
                                      offs_k, M, k0, K, HAS_NORM, DOT_PRECISION, UPCAST_DOT)
 
-    if HAS_NORM:
-        acc = acc * tl.rsqrt(sum_sq / K + eps)[:, None]
-    if HAS_BIAS:
-        acc += tl.load(bias_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)[None, :]
-    acc = apply_activation(acc, ACTIVATION)
-    y_mask = (offs_m < M)[:, None] & n_mask[None, :]
-    if HAS_RESIDUAL:
-        res = tl.load(res_ptr + offs_m[:, None] * stride_rm + offs_n[None, :], mask=y_mask,
-                      other=0.0)
-        acc += res.to(tl.float32)
-    tl.store(y_ptr + offs_m[:, None] * stride_ym + offs_n[None, :],
-             acc.to(y_ptr.dtype.element_ty), mask=y_mask)
+    rows_epilogue(acc, sum_sq, y_ptr, stride_ym, bias_ptr, res_ptr, stride_rm, offs_m, offs_n,
+                  M, N, K, eps, HAS_NORM, HAS_BIAS, HAS_RESIDUAL, ACTIVATION)
 
 
 def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,

@@ -60,6 +60,26 @@ def _matvec_step(acc, sum_sq, x_ptr, stride_xm, w, norm_w_ptr, offs_m, offs_k, M
 
 
 @triton.jit
+def rows_epilogue(acc, sum_sq, y_ptr, stride_ym, bias_ptr, res_ptr, stride_rm, offs_m, offs_n,
+                  M, N, K, eps, HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr,
+                  HAS_RESIDUAL: tl.constexpr, ACTIVATION: tl.constexpr):
+    """Finish and store a (rows, BLOCK_N) accumulator of the few-row kernels: the RMSNorm
+    scale rstd_m (it factors out of the sum over k), bias, activation, residual."""
+    if HAS_NORM:
+        acc = acc * tl.rsqrt(sum_sq / K + eps)[:, None]
+    if HAS_BIAS:
+        acc += tl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)[None, :]
+    acc = apply_activation(acc, ACTIVATION)
+    y_mask = (offs_m < M)[:, None] & (offs_n < N)[None, :]
+    if HAS_RESIDUAL:
+        res = tl.load(res_ptr + offs_m[:, None] * stride_rm + offs_n[None, :], mask=y_mask,
+                      other=0.0)
+        acc += res.to(tl.float32)
+    tl.store(y_ptr + offs_m[:, None] * stride_ym + offs_n[None, :],
+             acc.to(y_ptr.dtype.element_ty), mask=y_mask)
+
+
+@triton.jit
 def _matvec_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
                    norm_w_ptr, bias_ptr, res_ptr, stride_rm,
                    M, N, K, eps,
@@ -83,7 +103,6 @@ def _matvec_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
     offs_m = tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_k = tl.arange(0, BLOCK_K)
-    m_mask = offs_m < M
     n_mask = offs_n < N
     w_ptrs = w_ptr + offs_n[:, None].to(tl.int64) * stride_wn + offs_k[None, :]
 
@@ -100,18 +119,8 @@ def _matvec_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
         acc, sum_sq = _matvec_step(acc, sum_sq, x_ptr, stride_xm, w, norm_w_ptr, offs_m,
                                    offs_k, M, k0, K, HAS_NORM, BLOCK_M, ROW_LOOP, "")
 
-    if HAS_NORM:
-        acc = acc * tl.rsqrt(sum_sq / K + eps)[:, None]
-    if HAS_BIAS:
-        acc += tl.load(bias_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)[None, :]
-    acc = apply_activation(acc, ACTIVATION)
-    y_mask = m_mask[:, None] & n_mask[None, :]
-    if HAS_RESIDUAL:
-        res = tl.load(res_ptr + offs_m[:, None] * stride_rm + offs_n[None, :], mask=y_mask,
-                      other=0.0)
-        acc += res.to(tl.float32)
-    tl.store(y_ptr + offs_m[:, None] * stride_ym + offs_n[None, :],
-             acc.to(y_ptr.dtype.element_ty), mask=y_mask)
+    rows_epilogue(acc, sum_sq, y_ptr, stride_ym, bias_ptr, res_ptr, stride_rm, offs_m, offs_n,
+                  M, N, K, eps, HAS_NORM, HAS_BIAS, HAS_RESIDUAL, ACTIVATION)
 
 
 @triton.jit

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 import torch
 
+from ._checks import byte_range
 from ._launch import supports_pdl
 
 ENABLED = os.environ.get("TILEGRAPH_PDL", "1") != "0"
@@ -35,12 +36,6 @@ def _stream_key(device: torch.device) -> tuple[int, int]:
     return index, torch.cuda.current_stream(index).cuda_stream
 
 
-def _byte_range(t: torch.Tensor) -> tuple[int, int]:
-    start = t.data_ptr()
-    span = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride(), strict=True))
-    return start, start + (span + 1) * t.element_size()
-
-
 def use_pdl(device: torch.device, early_reads: Sequence[torch.Tensor],
             requested: bool | None = None) -> bool:
     """Whether a decode kernel reading `early_reads` before its wait may launch with PDL:
@@ -51,7 +46,7 @@ def use_pdl(device: torch.device, early_reads: Sequence[torch.Tensor],
     for t in early_reads:
         if t is None or t.numel() == 0:
             continue
-        start, end = _byte_range(t)
+        start, end = byte_range(t)
         if any(start < w_end and w_start < end for w_start, w_end in writes):
             return False
     return True
@@ -63,6 +58,6 @@ def launched(device: torch.device, pdl: bool, writes: Sequence[torch.Tensor]) ->
         return
     key = _stream_key(device)
     if pdl:
-        _in_flight_writes[key] = tuple(_byte_range(t) for t in writes if t.numel())
+        _in_flight_writes[key] = tuple(byte_range(t) for t in writes if t.numel())
     else:
         _in_flight_writes.pop(key, None)
