@@ -61,6 +61,27 @@ def test_tensor_core_tiles(tile, rows, dtype, device):
     assert_close(_run(plan, wide[:, 10:160], w, b, g, r), ref, dtype, what=str(plan))
 
 
+def _split_plan(split, block_n=32, block_k=32):
+    return decode_plan.Plan("dot", {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": 4,
+                                    "num_stages": 2, "SPLIT_K": split})
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("split", [2, 3, 8])
+@pytest.mark.parametrize("rows", [1, 5, 16])
+def test_split_k_at_awkward_sizes(split, rows, dtype, device):
+    """K split over programs (3 splits of 300 columns: 128 + 128 + 44; 8 asked of 10 tiles:
+    5 splits of 2), every part fused, x strided; launched twice, bit-identical (partials
+    summed in split order, counters reset by the last program)."""
+    x, w, b, g, r, ref = _parts(rows, 70, 300, dtype, device)
+    wide = randn(rows, 310, dtype=dtype, device=device)
+    wide[:, 5:305] = x
+    plan = _split_plan(split, block_k=64 if split == 3 else 32)
+    first = _run(plan, wide[:, 5:305], w, b, g, r)
+    assert_close(first, ref, dtype, what=str(plan))
+    assert torch.equal(_run(plan, wide[:, 5:305], w, b, g, r), first)
+
+
 def test_fp32_rows_multiply_at_fp32_accuracy(device):
     """The tensor-core kernel takes fp32 weights at tf32x3 (or IEEE): fp32's tolerance, not
     tf32's. Values of mixed magnitude, where plain tf32 loses about 1e-3."""
@@ -88,9 +109,14 @@ def test_rule_by_rows_dtype_and_size():
     small = decode_plan.rule(16, 256, 2048, fp32, 132)   # cuBLAS, a kernel for fused calls
     assert small.kind == "cublas" and small.config["fused"]["kind"] == "matvec"
     # the widest N block that still gives most SMs a program
-    block_n = lambda n: decode_plan.rule(16, n, 4096, bf16, 132).config["BLOCK_N"]  # noqa: E731
-    assert (block_n(256), block_n(2048), block_n(4096), block_n(8192)) == (16, 16, 32, 64)
+    block_n = lambda n: decode_plan.rule(16, n, n, bf16, 132).config["BLOCK_N"]  # noqa: E731
+    assert (block_n(2048), block_n(4096), block_n(8192)) == (16, 32, 64)
     assert decode_plan.rule(16, 8192, 4096, bf16, 16).config["BLOCK_N"] == 64  # a small GPU
+    # rows at least twice as long as N is wide: wide tiles, K split to give SMs programs
+    split = lambda n, k: decode_plan.rule(16, n, k, bf16, 132).config.get("SPLIT_K", 1)  # noqa: E731
+    assert (split(256, 4096), split(2048, 5632), split(4096, 14336)) == (8, 8, 4)
+    assert (split(2048, 2048), split(8192, 8192), split(16384, 53248)) == (1, 1, 1)
+    assert decode_plan.rule(16, 256, 4096, bf16, 132).config["BLOCK_N"] == 32
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -193,6 +219,39 @@ def test_pdl_chains_in_a_graph_equal_eager_over_replays(rows, dtype):
         got = graph.replay()
         expected = chain(*(t.clone() for t in graph.inputs), prefetch=False)
         assert_close(got, expected.double(), dtype)
+
+
+@pytest.mark.gpu
+def test_split_k_chains_in_a_graph_equal_eager_and_leave_counters_zero(monkeypatch):
+    """Split-K launches back to back (PDL on), each reusing its stream's workspace, captured
+    and replayed 100 times with fresh inputs: equal to eager at every replay, and every
+    counter is back at zero after the last."""
+    from tilegraph.kernels import _split_workspace
+
+    monkeypatch.setattr(decode_plan, "plan", lambda *a, **k: _split_plan(3, 16, 64))
+    test_pdl_chains_in_a_graph_equal_eager_over_replays(16, torch.bfloat16)
+    torch.cuda.synchronize()
+    for _, counters in _split_workspace._workspaces.values():
+        assert not counters.any()
+
+
+@pytest.mark.gpu
+def test_split_k_captured_without_a_workspace_runs_unsplit():
+    """A raw torch.cuda.graph on a stream that never ran a split launch: no workspace can
+    be made during capture, so the captured kernel is not split, and it is still right."""
+    from tilegraph.kernels import _split_workspace
+
+    x, w, b, g, r, ref = _parts(4, 300, 1000, torch.bfloat16, "cuda")
+    out = poisoned((4, 300), torch.bfloat16, "cuda")
+    stream = torch.cuda.Stream()
+    graph = torch.cuda.CUDAGraph()
+    decode_plan.launch(_split_plan(4), x, w, out, g, 1e-6, b, "gelu", r, False)  # compiled
+    with torch.cuda.graph(graph, stream=stream):
+        decode_plan.launch(_split_plan(4), x, w, out, g, 1e-6, b, "gelu", r, False)
+    assert (torch.cuda.current_device(), stream.cuda_stream) not in _split_workspace._workspaces
+    out.fill_(float("nan"))
+    graph.replay()
+    assert_close(out, ref, torch.bfloat16)
 
 
 def test_cublas_plan_runs_plain_projections_and_fused_calls_keep_a_kernel(device):

@@ -17,16 +17,18 @@ import triton.language as tl
 
 from .._runtime import INTERPRET
 from ._matvec import rows_epilogue
+from ._split_workspace import split_workspace
 
 DOT_ROWS = 16  # the tile's rows: an mma operand needs at least 16
 
 
 @triton.jit
-def _dot_rows_step(acc, sum_sq, w, x_ptrs, norm_w_ptr, offs_m, offs_k, M, k0, K,
+def _dot_rows_step(acc, sum_sq, w, x_ptrs, norm_w_ptr, offs_m, offs_k, M, k0, k_stop,
                    HAS_NORM: tl.constexpr, DOT_PRECISION: tl.constexpr,
                    UPCAST_DOT: tl.constexpr):
-    """Fold weight tile w (BLOCK_N, BLOCK_K), columns k0 + offs_k, into acc (BLOCK_M, BLOCK_N)."""
-    k_mask = offs_k < K - k0
+    """Fold weight tile w (BLOCK_N, BLOCK_K), columns k0 + offs_k (those below k_stop), into
+    acc (BLOCK_M, BLOCK_N)."""
+    k_mask = offs_k < k_stop - k0
     x = tl.load(x_ptrs + k0, mask=(offs_m < M)[:, None] & k_mask[None, :], other=0.0)
     if HAS_NORM:
         xf = x.to(tl.float32)
@@ -45,15 +47,23 @@ def _dot_rows_step(acc, sum_sq, w, x_ptrs, norm_w_ptr, offs_m, offs_k, M, k0, K,
 @triton.jit
 def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
                      norm_w_ptr, bias_ptr, res_ptr, stride_rm,
-                     M, N, K, eps,
+                     partial_ptr, partial_sq_ptr, count_ptr,
+                     M, N, K, K_SPLIT, eps,
                      HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
                      ACTIVATION: tl.constexpr, PREFETCH_WEIGHT: tl.constexpr,
                      DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr,
+                     SPLIT_K: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     """y_mn = act(rstd_m * sum_k x_mk g_k W_nk + b_n) + r_mn for M <= BLOCK_M rows and
     BLOCK_N outputs a program, rstd_m = 1 / sqrt(mean_k x_mk^2 + eps) gathered on the way.
     fp32 weights multiply at DOT_PRECISION: "tf32x3" (three tf32 products, about fp32's
     accuracy, still far below the weight stream's time at 16 rows) or "ieee".
+
+    SPLIT_K > 1: program (n, s) sums columns [s * K_SPLIT, (s + 1) * K_SPLIT) only, so a
+    narrow layer still gives every SM programs of a wide tile (fewer re-reads of x a weight
+    byte). It stores its partial acc and sum_sq in the workspace (_split_workspace.py) and
+    counts itself in; the last of the SPLIT_K to arrive sums the partials in split order
+    and finishes the block.
 
     PREFETCH_WEIGHT (programmatic dependent launch): the first weight tile is loaded before
     griddepcontrol.wait, while the previous kernel in the stream finishes; everything else
@@ -62,48 +72,90 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
     not write W).
     """
     pid_n = tl.program_id(0)
+    pid_k = tl.program_id(1)
     offs_m = tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_k = tl.arange(0, BLOCK_K)
     n_mask = offs_n < N
+    k_start = pid_k * K_SPLIT
+    k_stop = tl.minimum(K, k_start + K_SPLIT)
     w_ptrs = w_ptr + offs_n[:, None].to(tl.int64) * stride_wn + offs_k[None, :]
     x_ptrs = x_ptr + offs_m[:, None] * stride_xm + offs_k[None, :]
 
     acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
     sum_sq = tl.zeros([BLOCK_M], tl.float32)
-    w = tl.load(w_ptrs, mask=n_mask[:, None] & (offs_k < K)[None, :], other=0.0)
+    w = tl.load(w_ptrs + k_start, mask=n_mask[:, None] & (offs_k < k_stop - k_start)[None, :],
+                other=0.0)
     if PREFETCH_WEIGHT:
         tl.extra.cuda.gdc_wait()               # x and the epilogue inputs are now final
         tl.extra.cuda.gdc_launch_dependents()  # the next kernel may start its prefetch
-    acc, sum_sq = _dot_rows_step(acc, sum_sq, w, x_ptrs, norm_w_ptr, offs_m,
-                                 offs_k, M, 0, K, HAS_NORM, DOT_PRECISION, UPCAST_DOT)
-    for k0 in range(BLOCK_K, K, BLOCK_K):
-        w = tl.load(w_ptrs + k0, mask=n_mask[:, None] & (offs_k < K - k0)[None, :], other=0.0)
-        acc, sum_sq = _dot_rows_step(acc, sum_sq, w, x_ptrs, norm_w_ptr, offs_m,
-                                     offs_k, M, k0, K, HAS_NORM, DOT_PRECISION, UPCAST_DOT)
+    acc, sum_sq = _dot_rows_step(acc, sum_sq, w, x_ptrs, norm_w_ptr, offs_m, offs_k, M,
+                                 k_start, k_stop, HAS_NORM, DOT_PRECISION, UPCAST_DOT)
+    for k0 in range(k_start + BLOCK_K, k_stop, BLOCK_K):
+        w = tl.load(w_ptrs + k0, mask=n_mask[:, None] & (offs_k < k_stop - k0)[None, :],
+                    other=0.0)
+        acc, sum_sq = _dot_rows_step(acc, sum_sq, w, x_ptrs, norm_w_ptr, offs_m, offs_k, M,
+                                     k0, k_stop, HAS_NORM, DOT_PRECISION, UPCAST_DOT)
 
-    rows_epilogue(acc, sum_sq, y_ptr, stride_ym, bias_ptr, res_ptr, stride_rm, offs_m, offs_n,
-                  M, N, K, eps, HAS_NORM, HAS_BIAS, HAS_RESIDUAL, ACTIVATION)
+    if SPLIT_K > 1:
+        # partials (SPLIT_K, BLOCK_M, N) and partial sums of squares (SPLIT_K, blocks, BLOCK_M)
+        tile = offs_m[:, None] * N + offs_n[None, :]
+        tile_mask = (offs_m < M)[:, None] & n_mask[None, :]
+        sq_at = (pid_k * tl.num_programs(0) + pid_n) * BLOCK_M + offs_m
+        tl.store(partial_ptr + pid_k * BLOCK_M * N + tile, acc, mask=tile_mask)
+        if HAS_NORM:
+            tl.store(partial_sq_ptr + sq_at, sum_sq)
+        tl.debug_barrier()  # every thread's partials are out before the count says so
+        arrived = tl.atomic_add(count_ptr + pid_n, 1, sem="acq_rel")
+        if arrived == SPLIT_K - 1:
+            acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+            sum_sq = tl.zeros([BLOCK_M], tl.float32)
+            for s in range(SPLIT_K):  # split order, whatever the arrival order
+                acc += tl.load(partial_ptr + s * BLOCK_M * N + tile, mask=tile_mask,
+                               other=0.0, cache_modifier=".cg")
+                if HAS_NORM:
+                    sum_sq += tl.load(partial_sq_ptr + (s * tl.num_programs(0) + pid_n)
+                                      * BLOCK_M + offs_m, cache_modifier=".cg")
+            tl.store(count_ptr + pid_n, 0)  # zero for the next launch on this stream
+            rows_epilogue(acc, sum_sq, y_ptr, stride_ym, bias_ptr, res_ptr, stride_rm, offs_m,
+                          offs_n, M, N, K, eps, HAS_NORM, HAS_BIAS, HAS_RESIDUAL, ACTIVATION)
+    else:
+        rows_epilogue(acc, sum_sq, y_ptr, stride_ym, bias_ptr, res_ptr, stride_rm, offs_m,
+                      offs_n, M, N, K, eps, HAS_NORM, HAS_BIAS, HAS_RESIDUAL, ACTIVATION)
 
 
 def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
                     norm_weight, eps: float, bias, activation: str, residual,
                     config: dict, pdl: bool):
     """out = linear(x) for 1 to DOT_ROWS rows of x (M, K), x and out with unit column
-    stride; config: BLOCK_N, BLOCK_K, num_warps, num_stages, and for fp32 weights
-    optionally DOT_PRECISION (default "tf32x3")."""
+    stride; config: BLOCK_N, BLOCK_K, num_warps, num_stages, optionally SPLIT_K (default 1)
+    and for fp32 weights DOT_PRECISION (default "tf32x3")."""
     M, K = x.shape
     N = weight.shape[0]
     if not 1 <= M <= DOT_ROWS:
         raise ValueError(f"the tensor-core decode kernel takes 1 to {DOT_ROWS} rows, got {M}")
     config = dict(config)
     precision = config.pop("DOT_PRECISION", "tf32x3")
-    grid = (triton.cdiv(N, config["BLOCK_N"]),)
-    return _dot_rows_kernel[grid](
+    n_blocks = triton.cdiv(N, config["BLOCK_N"])
+    # Every split gets whole BLOCK_K tiles; a split past K (rounding) would get none.
+    k_tiles = triton.cdiv(K, config["BLOCK_K"])
+    split = max(1, min(config.pop("SPLIT_K", 1), k_tiles))
+    k_split = triton.cdiv(k_tiles, split) * config["BLOCK_K"]
+    split = triton.cdiv(K, k_split)
+    partials = partial_sq = counters = out  # placeholders, never touched without a split
+    if split > 1:
+        workspace = split_workspace(x.device, split * DOT_ROWS * (N + n_blocks), n_blocks)
+        if workspace is None:
+            split, k_split = 1, K
+        else:
+            scratch, counters = workspace
+            partials, partial_sq = scratch, scratch[split * DOT_ROWS * N:]
+    return _dot_rows_kernel[(n_blocks, split)](
         out, out.stride(0), x, x.stride(0), weight, weight.stride(0),
         norm_weight, bias, residual, residual.stride(0) if residual is not None else 0,
-        M, N, K, eps, HAS_NORM=norm_weight is not None, HAS_BIAS=bias is not None,
+        partials, partial_sq, counters,
+        M, N, K, k_split, eps, HAS_NORM=norm_weight is not None, HAS_BIAS=bias is not None,
         HAS_RESIDUAL=residual is not None, ACTIVATION=activation, PREFETCH_WEIGHT=pdl,
         DOT_PRECISION=precision if weight.dtype == torch.float32 else "tf32",
-        UPCAST_DOT=INTERPRET and weight.dtype == torch.bfloat16,
+        UPCAST_DOT=INTERPRET and weight.dtype == torch.bfloat16, SPLIT_K=split,
         BLOCK_M=DOT_ROWS, **config, **({"launch_pdl": True} if pdl else {}))

@@ -78,6 +78,13 @@ def supports_pdl(device: torch.device) -> bool:
     return is_hopper_or_newer(device)
 
 
+def stream_key(device: torch.device) -> tuple[int, int]:
+    """(device index, handle of its current stream): what kernels ordered one after another
+    share."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return index, torch.cuda.current_stream(index).cuda_stream
+
+
 def sm_count(device: torch.device) -> int | None:
     """Streaming multiprocessors of a CUDA device; None where kernels run interpreted."""
     if INTERPRET or device.type != "cuda":

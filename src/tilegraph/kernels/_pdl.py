@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import torch
 
 from ._checks import byte_range
-from ._launch import supports_pdl
+from ._launch import stream_key, supports_pdl
 
 ENABLED = os.environ.get("TILEGRAPH_PDL", "1") != "0"
 
@@ -31,18 +31,13 @@ ENABLED = os.environ.get("TILEGRAPH_PDL", "1") != "0"
 _in_flight_writes: dict[tuple[int, int], tuple[tuple[int, int], ...]] = {}
 
 
-def _stream_key(device: torch.device) -> tuple[int, int]:
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    return index, torch.cuda.current_stream(index).cuda_stream
-
-
 def use_pdl(device: torch.device, early_reads: Sequence[torch.Tensor],
             requested: bool | None = None) -> bool:
     """Whether a decode kernel reading `early_reads` before its wait may launch with PDL:
     the GPU has it, it is not turned off, and the kernel before it does not write them."""
     if requested is False or not ENABLED or not supports_pdl(device):
         return False
-    writes = _in_flight_writes.get(_stream_key(device), ())
+    writes = _in_flight_writes.get(stream_key(device), ())
     for t in early_reads:
         if t is None or t.numel() == 0:
             continue
@@ -56,7 +51,7 @@ def launched(device: torch.device, pdl: bool, writes: Sequence[torch.Tensor]) ->
     """Note the kernel just launched on the current stream: with PDL, what it writes."""
     if device.type != "cuda":
         return
-    key = _stream_key(device)
+    key = stream_key(device)
     if pdl:
         _in_flight_writes[key] = tuple(byte_range(t) for t in writes if t.numel())
     else:

@@ -10,6 +10,7 @@ weight, hot in L2, would pick for a case no decode step runs.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import torch
@@ -53,10 +54,24 @@ def dot_config(N: int, K: int, element_size: int, sms: int, block_n: int | None 
     """Tensor-core tile: 512-byte rows of K (256 16-bit values) four stages deep, and the
     widest BLOCK_N of 64, 32, 16 that still gives most SMs a program (0.6 of them; N = 2048
     takes 16, 4096 takes 32, 8192 and more 64: the fastest of 31 candidates, or within 3% of
-    it, at every swept shape on H100, notes/kernels.md)."""
+    it, at every swept shape on H100, notes/kernels.md).
+
+    Rows at least twice as long as N is wide (a down projection, 2048 x 5632; a narrow
+    head, 256 x 2048) split K instead: wide tiles (64, or 32 below 1024 outputs), SPLIT_K
+    up to 8 so that about two programs an SM stream the weight, three stages. 1.02-1.57x
+    the unsplit tile at the swept shapes of that kind (notes/kernels.md); square and wide
+    layers gained nothing from splitting.
+    """
+    block_k = max(16, min(512 // element_size, triton.next_power_of_2(K)))
+    if block_n is None and K >= 2 * N:
+        block_n = 32 if N < 1024 else 64
+        split = min(8, 2 * sms // triton.cdiv(N, block_n))
+        if split >= 2:
+            return {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": 4, "num_stages": 3,
+                    "SPLIT_K": split}
+        block_n = None
     if block_n is None:
         block_n = next((bn for bn in (64, 32) if triton.cdiv(N, bn) >= 0.6 * sms), 16)
-    block_k = max(16, min(512 // element_size, triton.next_power_of_2(K)))
     return {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": 4, "num_stages": 4}
 
 
@@ -91,7 +106,7 @@ def rule(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -> Plan
 def candidates(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -> list[Plan]:
     """What `tilegraph tune` times for a shape: the rule's kernel first, then the CUDA-core
     kernel's default and a few tile widths, and tensor-core tiles of every width, depth and
-    pipeline length that fits the shared memory."""
+    pipeline length that fits the shared memory, and split-K tiles."""
     size = torch.finfo(dtype).bits // 8
     first = rule(rows, N, K, dtype, sms)
     if first.kind == "cublas":  # timed beside the candidates by the tuner, not one of them
@@ -109,6 +124,11 @@ def candidates(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -
                     continue
                 plans.append(Plan("dot", {"BLOCK_N": block_n, "BLOCK_K": block_k,
                                           "num_warps": 4, "num_stages": stages}))
+    block_k = max(16, min(512 // size, k_cap))
+    for block_n, split in itertools.product((32, 64), (2, 4, 8)):
+        if triton.cdiv(K, block_k) >= split:
+            plans.append(Plan("dot", {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": 4,
+                                      "num_stages": 3, "SPLIT_K": split}))
     unique = []
     for plan in plans:
         if plan not in unique:

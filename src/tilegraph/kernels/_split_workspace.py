@@ -1,0 +1,51 @@
+"""Scratch memory of the split-K decode kernel: partial sums and arrival counters, per stream.
+
+The programs of a split-K launch each sum one slice of K. They leave their partial sums here
+and count their arrival per column block with an atomic; the last to arrive adds the partials
+up in a fixed order (so results are bit-reproducible), runs the epilogue and sets its counter
+back to zero. The counters are therefore zero before every launch without a memset, which in
+a graph would be a node of its own and break the chain of dependent launches.
+
+One workspace serves every launch on a stream: kernels of a stream run one after another (a
+kernel launched with PDL touches it only after griddepcontrol.wait, when the previous kernel
+has finished). Streams get their own, because kernels on two streams may run at once. A graph
+keeps the pointers it was captured with, so a workspace is never freed: a larger request
+makes a new one and keeps the old. A capture that finds none large enough gets None (memory
+allocated during capture would be zeroed only when the graph replays) and the caller runs
+without splitting; tilegraph's captures warm up on their capture stream first, so they find it.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .._runtime import is_capturing
+from ._launch import stream_key
+
+# (device index, stream handle) -> (partials fp32, counters int32), the largest made there.
+_workspaces: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] = {}
+_kept: list[tuple[torch.Tensor, torch.Tensor]] = []  # outgrown ones, still in captured graphs
+
+
+def split_workspace(device: torch.device, partial_elements: int,
+                    counters: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """fp32 scratch of at least `partial_elements` and `counters` zeroed int32 counters for a
+    split-K launch on the current stream of `device`; None during a capture that finds none
+    large enough."""
+    if device.type != "cuda":  # the interpreter runs programs one by one: fresh ones do
+        return (torch.empty(partial_elements, dtype=torch.float32, device=device),
+                torch.zeros(counters, dtype=torch.int32, device=device))
+    key = stream_key(device)
+    have = _workspaces.get(key)
+    if have is not None and have[0].numel() >= partial_elements and have[1].numel() >= counters:
+        return have
+    if is_capturing():
+        return None
+    if have is not None:
+        _kept.append(have)
+        partial_elements = max(partial_elements, have[0].numel())
+        counters = max(counters, have[1].numel())
+    made = (torch.empty(partial_elements, dtype=torch.float32, device=device),
+            torch.zeros(counters, dtype=torch.int32, device=device))
+    _workspaces[key] = made
+    return made
