@@ -83,6 +83,22 @@ def test_bench_decode_grid_checks_times_and_saves(tmp_path):
         assert (out / name).stat().st_size > 0
 
 
+def test_bench_stack_grid_checks_and_saves(tmp_path):
+    """Both variants checked against float64 at every point; timed (and judged against the
+    issue's bar) only on a GPU."""
+    out = tmp_path / "stack"
+    result = tilegraph("bench", "stack-grid", "--dtype", "fp16", "--rows", "1,3", "--widths",
+                       "48", "--out", str(out), tmp_path=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    points = json.loads((out / "stack-grid.json").read_text())["results"]
+    assert {(r["d"], r["batch"]) for r in points} == {(48, 1), (48, 3)}
+    for r in points:
+        assert r["status"] == "ok" and r["dtype"] == "float16"
+        assert r["hand_rel_error"] < 5e-2 and r["tilegraph_rel_error"] < 5e-2
+        assert (r["speedup"] is not None) == HAS_CUDA
+    assert (out / "stack-grid.md").stat().st_size > 0
+
+
 def test_bench_variants_and_format_filter(tmp_path):
     result = tilegraph("bench", "softmax", "--sizes", "100", "--variants", "tilegraph",
                        "--out", str(tmp_path), "--format", "csv", tmp_path=tmp_path)
@@ -148,6 +164,8 @@ def test_nothing_to_run_exits_2(args, tmp_path):
     ["profile", "gelu", "--steps", "0"], ["demo", "--tokens", "0"], ["demo", "--preset", "x"],
     ["bench", "decode-grid", "gelu"], ["bench", "decode-grid", "--sizes", "4096"],
     ["bench", "gelu", "--rows", "2"], ["bench", "decode-grid", "--rows", "0"],
+    ["bench", "stack-grid", "decode-grid"], ["bench", "decode-grid", "--widths", "512"],
+    ["bench", "stack-grid", "--widths", "0"],
 ])
 def test_bad_arguments_exit_2_without_traceback(args, tmp_path):
     result = tilegraph(*args, tmp_path=tmp_path)

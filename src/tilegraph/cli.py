@@ -23,6 +23,8 @@ from ._runtime import INTERPRET, device_name
 console = Console()
 
 GRID = "decode-grid"  # `tilegraph bench decode-grid`: tg.linear against cuBLAS over a grid
+STACK_GRID = "stack-grid"  # `tilegraph bench stack-grid`: the decode stack against a hand graph
+GRIDS = (GRID, STACK_GRID)  # each runs alone, instead of the kernel suite
 DTYPES = {"fp32": torch.float32, "float32": torch.float32, "fp16": torch.float16,
           "float16": torch.float16, "bf16": torch.bfloat16, "bfloat16": torch.bfloat16}
 
@@ -103,11 +105,45 @@ def cmd_decode_grid(args: argparse.Namespace, ceil: dict | None) -> int:
     return 1 if failed else 0
 
 
+def cmd_stack_grid(args: argparse.Namespace, ceil: dict | None) -> int:
+    from . import stack_grid
+
+    dtypes = [args.dtype] if args.dtype else list(stack_grid.DTYPES)
+    batches = args.rows or stack_grid.BATCHES
+    widths = args.widths or stack_grid.default_widths()
+    copy_gbps = (ceil or {}).get("copy_gbps")
+    with _progress() as progress:
+        task = progress.add_task("stack grid", total=len(dtypes) * len(batches) * len(widths))
+
+        def step(what: str) -> None:
+            progress.update(task, description=what)
+            progress.advance(task)
+        results = stack_grid.run(dtypes, batches, widths, copy_gbps, progress=step)
+    columns = ("dtype", "d", "batch", "layers", "hand_us", "tilegraph_us", "speedup",
+               "hand_pct_floor", "tilegraph_pct_floor", "target")
+    console.print(tables.sweep_table("stack grid: us per token, tilegraph's GraphRunner "
+                                     "against the hand graph", results, columns))
+    summary = stack_grid.summary(results)
+    console.print(tables.sweep_table("geometric mean speed-up over the hand graph", summary,
+                                     ("dtype", "points", "geomean_speedup", "min_speedup",
+                                      "missed")))
+    if args.out:
+        written = stack_grid.save(results, summary, args.out, args.format, copy_gbps)
+        console.print("saved " + ", ".join(str(p) for p in written))
+    if INTERPRET:
+        console.print("No CUDA device: both variants ran through Triton's interpreter and were "
+                      "checked; timings need a CUDA GPU.")
+    failed = [r for r in results if r["status"] != "ok"]
+    for r in failed:
+        console.print(f"[red]{r['dtype']} d={r['d']} batch {r['batch']}: {r['reason']}[/red]")
+    return 1 if failed else 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from .bench.cases import KERNELS
     from .bench.suite import run_kernel, save
 
-    benches = [KERNELS[name] for name in args.kernels or KERNELS if name != GRID]
+    benches = [KERNELS[name] for name in args.kernels or KERNELS if name not in GRIDS]
     ceil = None
     if torch.cuda.is_available():
         from .bench import ceilings
@@ -121,6 +157,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
                       "times are CPU times, not GPU figures.")
     if args.kernels == [GRID]:
         return cmd_decode_grid(args, ceil)
+    if args.kernels == [STACK_GRID]:
+        return cmd_stack_grid(args, ceil)
     plan = [(b, args.sizes or b.default_sizes()) for b in benches]
     all_rows: list[dict] = []
     with _progress() as progress:
@@ -345,10 +383,14 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("kernels", nargs="*", metavar="KERNEL",
                        help=f"which kernels (default: all): {', '.join(KERNELS)}; or "
                        f"{GRID} alone: one projection at 1-16 rows over decoder shapes, "
-                       "tg.linear against F.linear")
+                       f"tg.linear against F.linear; or {STACK_GRID} alone: the decode stack "
+                       "over widths and batches against its hand-captured graph")
     bench.add_argument("--dtype", type=_dtype, help="fp32, fp16 or bf16 (default per kernel)")
     bench.add_argument("--sizes", type=_sizes, help="comma-separated, e.g. 4096,1M")
-    bench.add_argument("--rows", type=_sizes, help=f"{GRID}: row counts (default 1,2,4,8,16)")
+    bench.add_argument("--rows", type=_sizes, help=f"{GRID}: row counts, {STACK_GRID}: batch "
+                       "sizes (default 1,2,4,8,16)")
+    bench.add_argument("--widths", type=_sizes, help=f"{STACK_GRID}: model widths d "
+                       "(default 512,1024,2048,4096,8192)")
     bench.add_argument("--variants", type=_names,
                        help="comma-separated variant names to keep, e.g. tilegraph,F.gelu")
     bench.add_argument("--out", type=Path, help="folder for the result files")
@@ -404,16 +446,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     kernels = getattr(args, "kernels", [])
-    unknown = [k for k in kernels if k not in KERNELS and k != GRID]
+    unknown = [k for k in kernels if k not in KERNELS and k not in GRIDS]
     if unknown:
-        parser.error(f"unknown kernel(s) {unknown}; choose from {', '.join(KERNELS)}, {GRID}")
-    if GRID in kernels and len(kernels) > 1:
-        parser.error(f"{GRID} runs alone: give it without other kernels")
-    if GRID in kernels and (args.sizes or args.variants):
-        parser.error(f"{GRID} takes --dtype, --rows, --out and --format, not --sizes or "
+        parser.error(f"unknown kernel(s) {unknown}; choose from {', '.join(KERNELS)}, "
+                     f"{GRID}, {STACK_GRID}")
+    grids = [k for k in kernels if k in GRIDS]
+    if grids and len(kernels) > 1:
+        parser.error(f"{grids[0]} runs alone: give it without other kernels")
+    if grids and (args.sizes or args.variants):
+        parser.error(f"{grids[0]} takes --dtype, --rows, --out and --format"
+                     f"{', --widths' if grids[0] == STACK_GRID else ''}, not --sizes or "
                      "--variants")
-    if args.command == "bench" and args.rows and GRID not in kernels:
-        parser.error(f"--rows applies to {GRID} only")
+    if args.command == "bench" and args.rows and not grids:
+        parser.error(f"--rows applies to {GRID} and {STACK_GRID} only")
+    if args.command == "bench" and args.widths and kernels != [STACK_GRID]:
+        parser.error(f"--widths applies to {STACK_GRID} only")
     if getattr(args, "plot", False) and not args.out:
         parser.error("--plot writes files: give --out DIR")
     if getattr(args, "steps", 1) < 1:
