@@ -6,7 +6,9 @@ matrix-vector kernels, whose per-row reductions on the CUDA cores cost more with
 76-101%, notes/kernels.md). Here the rows are padded to one 16-row tensor-core tile in registers:
 each program streams a (BLOCK_N, K) strip of W exactly once, and mma does all rows of a
 (BLOCK_N, BLOCK_K) tile at once, so 16 rows cost about what 2 do. Small BLOCK_N (16-64)
-keeps enough programs to fill every SM when N is a few thousand.
+keeps enough programs to fill every SM when N is a few thousand, and split-K where N is
+narrow for its K. A norm prologue runs as a small kernel of its own just before (see
+_norm_rows_kernel); bias, activation and residual stay in the epilogue.
 """
 
 from __future__ import annotations
@@ -23,45 +25,71 @@ DOT_ROWS = 16  # the tile's rows: an mma operand needs at least 16
 
 
 @triton.jit
-def _dot_rows_step(acc, sum_sq, w, x_ptrs, norm_w_ptr, offs_m, offs_k, M, k0, k_stop,
-                   HAS_NORM: tl.constexpr, DOT_PRECISION: tl.constexpr,
-                   UPCAST_DOT: tl.constexpr):
+def _dot_rows_step(acc, w, x_ptrs, offs_m, offs_k, M, k0, k_stop,
+                   DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr):
     """Fold weight tile w (BLOCK_N, BLOCK_K), columns k0 + offs_k (those below k_stop), into
     acc (BLOCK_M, BLOCK_N)."""
-    k_mask = offs_k < k_stop - k0
-    x = tl.load(x_ptrs + k0, mask=(offs_m < M)[:, None] & k_mask[None, :], other=0.0)
-    if HAS_NORM:
-        xf = x.to(tl.float32)
-        sum_sq += tl.sum(xf * xf, axis=1)
-        g = tl.load(norm_w_ptr + k0 + offs_k, mask=k_mask, other=0.0).to(tl.float32)
-        x = xf * g[None, :]
+    x = tl.load(x_ptrs + k0, mask=(offs_m < M)[:, None] & (offs_k < k_stop - k0)[None, :],
+                other=0.0)
     # x may be fp32 (a residual stream kept in fp32): the mma takes the weights' dtype.
     x = x.to(w.dtype)
     if UPCAST_DOT:  # the interpreter mis-multiplies bf16 dots; fp32 is exact for them
         x = x.to(tl.float32)
         w = w.to(tl.float32)
-    acc = tl.dot(x, tl.trans(w), acc, input_precision=DOT_PRECISION)
-    return acc, sum_sq
+    return tl.dot(x, tl.trans(w), acc, input_precision=DOT_PRECISION)
+
+
+@triton.jit
+def _norm_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, norm_w_ptr, K, eps,
+                      PDL: tl.constexpr, BLOCK_K: tl.constexpr):
+    """y_m = x_m / sqrt(mean_k x_mk^2 + eps) * g in y's dtype, one program a row: the input
+    of the tensor-core kernel where a norm prologue is asked for. Scaling x inside that
+    kernel's K loop keeps Triton from pipelining x's loads into the mma (a norm prologue
+    there made a 2048 x 2048 bf16 linear 1.7x slower in a chain on H100); this kernel costs
+    a launch, which PDL overlaps with the previous one."""
+    if PDL:
+        tl.extra.cuda.gdc_wait()               # x is final
+        tl.extra.cuda.gdc_launch_dependents()  # the projection may start streaming weights
+    x_row = x_ptr + tl.program_id(0).to(tl.int64) * stride_xm
+    y_row = y_ptr + tl.program_id(0).to(tl.int64) * stride_ym
+    offs_k = tl.arange(0, BLOCK_K)
+    if BLOCK_K >= K:  # the row in registers: one read of x
+        k_mask = offs_k < K
+        x = tl.load(x_row + offs_k, mask=k_mask, other=0.0).to(tl.float32)
+        rstd = tl.rsqrt(tl.sum(x * x) / K + eps)
+        g = tl.load(norm_w_ptr + offs_k, mask=k_mask, other=0.0).to(tl.float32)
+        tl.store(y_row + offs_k, (x * rstd * g).to(y_ptr.dtype.element_ty), mask=k_mask)
+    else:
+        sum_sq = tl.zeros([BLOCK_K], tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            x = tl.load(x_row + k0 + offs_k, mask=offs_k < K - k0, other=0.0).to(tl.float32)
+            sum_sq += x * x
+        rstd = tl.rsqrt(tl.sum(sum_sq) / K + eps)
+        for k0 in range(0, K, BLOCK_K):
+            k_mask = offs_k < K - k0
+            x = tl.load(x_row + k0 + offs_k, mask=k_mask, other=0.0).to(tl.float32)
+            g = tl.load(norm_w_ptr + k0 + offs_k, mask=k_mask, other=0.0).to(tl.float32)
+            tl.store(y_row + k0 + offs_k, (x * rstd * g).to(y_ptr.dtype.element_ty),
+                     mask=k_mask)
 
 
 @triton.jit
 def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
-                     norm_w_ptr, bias_ptr, res_ptr, stride_rm,
-                     partial_ptr, partial_sq_ptr, count_ptr,
-                     M, N, K, K_SPLIT, eps,
-                     HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
+                     bias_ptr, res_ptr, stride_rm, partial_ptr, count_ptr,
+                     M, N, K, K_SPLIT,
+                     HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
                      ACTIVATION: tl.constexpr, PREFETCH_WEIGHT: tl.constexpr,
                      DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr,
                      SPLIT_K: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """y_mn = act(rstd_m * sum_k x_mk g_k W_nk + b_n) + r_mn for M <= BLOCK_M rows and
-    BLOCK_N outputs a program, rstd_m = 1 / sqrt(mean_k x_mk^2 + eps) gathered on the way.
+    """y_mn = act(sum_k x_mk W_nk + b_n) + r_mn for M <= BLOCK_M rows and BLOCK_N outputs
+    a program (a norm prologue is _norm_rows_kernel's, launched before this one).
     fp32 weights multiply at DOT_PRECISION: "tf32x3" (three tf32 products, about fp32's
     accuracy, still far below the weight stream's time at 16 rows) or "ieee".
 
     SPLIT_K > 1: program (n, s) sums columns [s * K_SPLIT, (s + 1) * K_SPLIT) only, so a
     narrow layer still gives every SM programs of a wide tile (fewer re-reads of x a weight
-    byte). It stores its partial acc and sum_sq in the workspace (_split_workspace.py) and
+    byte). It stores its partial acc in the workspace (_split_workspace.py) and
     counts itself in; the last of the SPLIT_K to arrive sums the partials in split order
     and finishes the block.
 
@@ -83,45 +111,39 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
     x_ptrs = x_ptr + offs_m[:, None] * stride_xm + offs_k[None, :]
 
     acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
-    sum_sq = tl.zeros([BLOCK_M], tl.float32)
     w = tl.load(w_ptrs + k_start, mask=n_mask[:, None] & (offs_k < k_stop - k_start)[None, :],
                 other=0.0)
     if PREFETCH_WEIGHT:
         tl.extra.cuda.gdc_wait()               # x and the epilogue inputs are now final
         tl.extra.cuda.gdc_launch_dependents()  # the next kernel may start its prefetch
-    acc, sum_sq = _dot_rows_step(acc, sum_sq, w, x_ptrs, norm_w_ptr, offs_m, offs_k, M,
-                                 k_start, k_stop, HAS_NORM, DOT_PRECISION, UPCAST_DOT)
+    acc = _dot_rows_step(acc, w, x_ptrs, offs_m, offs_k, M, k_start, k_stop, DOT_PRECISION,
+                         UPCAST_DOT)
     for k0 in range(k_start + BLOCK_K, k_stop, BLOCK_K):
         w = tl.load(w_ptrs + k0, mask=n_mask[:, None] & (offs_k < k_stop - k0)[None, :],
                     other=0.0)
-        acc, sum_sq = _dot_rows_step(acc, sum_sq, w, x_ptrs, norm_w_ptr, offs_m, offs_k, M,
-                                     k0, k_stop, HAS_NORM, DOT_PRECISION, UPCAST_DOT)
+        acc = _dot_rows_step(acc, w, x_ptrs, offs_m, offs_k, M, k0, k_stop, DOT_PRECISION,
+                             UPCAST_DOT)
 
+    no_sum_sq = tl.zeros([BLOCK_M], tl.float32)  # rows_epilogue's, for a norm: none here
     if SPLIT_K > 1:
-        # partials (SPLIT_K, BLOCK_M, N) and partial sums of squares (SPLIT_K, blocks, BLOCK_M)
+        # partials (SPLIT_K, BLOCK_M, N): program (n, s) writes its tile of slice s
         tile = offs_m[:, None] * N + offs_n[None, :]
         tile_mask = (offs_m < M)[:, None] & n_mask[None, :]
-        sq_at = (pid_k * tl.num_programs(0) + pid_n) * BLOCK_M + offs_m
         tl.store(partial_ptr + pid_k * BLOCK_M * N + tile, acc, mask=tile_mask)
-        if HAS_NORM:
-            tl.store(partial_sq_ptr + sq_at, sum_sq)
         tl.debug_barrier()  # every thread's partials are out before the count says so
         arrived = tl.atomic_add(count_ptr + pid_n, 1, sem="acq_rel")
         if arrived == SPLIT_K - 1:
             acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
-            sum_sq = tl.zeros([BLOCK_M], tl.float32)
             for s in range(SPLIT_K):  # split order, whatever the arrival order
                 acc += tl.load(partial_ptr + s * BLOCK_M * N + tile, mask=tile_mask,
                                other=0.0, cache_modifier=".cg")
-                if HAS_NORM:
-                    sum_sq += tl.load(partial_sq_ptr + (s * tl.num_programs(0) + pid_n)
-                                      * BLOCK_M + offs_m, cache_modifier=".cg")
             tl.store(count_ptr + pid_n, 0)  # zero for the next launch on this stream
-            rows_epilogue(acc, sum_sq, y_ptr, stride_ym, bias_ptr, res_ptr, stride_rm, offs_m,
-                          offs_n, M, N, K, eps, HAS_NORM, HAS_BIAS, HAS_RESIDUAL, ACTIVATION)
+            rows_epilogue(acc, no_sum_sq, y_ptr, stride_ym, bias_ptr, res_ptr, stride_rm,
+                          offs_m, offs_n, M, N, K, 0.0, False, HAS_BIAS, HAS_RESIDUAL,
+                          ACTIVATION)
     else:
-        rows_epilogue(acc, sum_sq, y_ptr, stride_ym, bias_ptr, res_ptr, stride_rm, offs_m,
-                      offs_n, M, N, K, eps, HAS_NORM, HAS_BIAS, HAS_RESIDUAL, ACTIVATION)
+        rows_epilogue(acc, no_sum_sq, y_ptr, stride_ym, bias_ptr, res_ptr, stride_rm, offs_m,
+                      offs_n, M, N, K, 0.0, False, HAS_BIAS, HAS_RESIDUAL, ACTIVATION)
 
 
 def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
@@ -134,6 +156,12 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
     N = weight.shape[0]
     if not 1 <= M <= DOT_ROWS:
         raise ValueError(f"the tensor-core decode kernel takes 1 to {DOT_ROWS} rows, got {M}")
+    if norm_weight is not None:
+        x_normed = torch.empty((M, K), dtype=weight.dtype, device=x.device)
+        _norm_rows_kernel[(M,)](x_normed, x_normed.stride(0), x, x.stride(0), norm_weight, K,
+                                eps, PDL=pdl, BLOCK_K=min(4096, triton.next_power_of_2(K)),
+                                num_warps=4, **({"launch_pdl": True} if pdl else {}))
+        x, norm_weight = x_normed, None
     config = dict(config)
     precision = config.pop("DOT_PRECISION", "tf32x3")
     n_blocks = triton.cdiv(N, config["BLOCK_N"])
@@ -142,19 +170,17 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
     split = max(1, min(config.pop("SPLIT_K", 1), k_tiles))
     k_split = triton.cdiv(k_tiles, split) * config["BLOCK_K"]
     split = triton.cdiv(K, k_split)
-    partials = partial_sq = counters = out  # placeholders, never touched without a split
+    partials = counters = out  # placeholders, never touched without a split
     if split > 1:
-        workspace = split_workspace(x.device, split * DOT_ROWS * (N + n_blocks), n_blocks)
+        workspace = split_workspace(x.device, split * DOT_ROWS * N, n_blocks)
         if workspace is None:
             split, k_split = 1, K
         else:
-            scratch, counters = workspace
-            partials, partial_sq = scratch, scratch[split * DOT_ROWS * N:]
+            partials, counters = workspace
     return _dot_rows_kernel[(n_blocks, split)](
         out, out.stride(0), x, x.stride(0), weight, weight.stride(0),
-        norm_weight, bias, residual, residual.stride(0) if residual is not None else 0,
-        partials, partial_sq, counters,
-        M, N, K, k_split, eps, HAS_NORM=norm_weight is not None, HAS_BIAS=bias is not None,
+        bias, residual, residual.stride(0) if residual is not None else 0, partials, counters,
+        M, N, K, k_split, HAS_BIAS=bias is not None,
         HAS_RESIDUAL=residual is not None, ACTIVATION=activation, PREFETCH_WEIGHT=pdl,
         DOT_PRECISION=precision if weight.dtype == torch.float32 else "tf32",
         UPCAST_DOT=INTERPRET and weight.dtype == torch.bfloat16, SPLIT_K=split,

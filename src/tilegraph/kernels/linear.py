@@ -1,6 +1,7 @@
 """Fused linear layer: y = act(rms_norm(x) * norm_weight @ weight.T + bias) + residual.
 
-One kernel for the whole expression, every part optional. Up to DECODE_MAX_ROWS rows
+One kernel for the whole expression, every part optional (except a norm prologue on the
+tensor-core decode path, which runs as a small kernel just before it). Up to DECODE_MAX_ROWS rows
 (decode) take one of the kernels that stream the weight once for all rows (decode_plan.py
 says which: tuned per shape, or by rule), launched with programmatic dependent launch where
 that is safe (_pdl.py); more rows take the tiled tensor-core GEMM of matmul.py with the same
@@ -60,7 +61,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
            norm_weight: torch.Tensor | None = None, norm_eps: float = 1e-6,
            activation: str | None = None, residual: torch.Tensor | None = None,
            out: torch.Tensor | None = None, prefetch_weight: bool | None = None) -> torch.Tensor:
-    """act(rms_norm(x) * norm_weight @ weight.T + bias) + residual in one kernel.
+    """act(rms_norm(x) * norm_weight @ weight.T + bias) + residual, fused (see the module).
 
     x (..., K); weight (N, K); bias (N,); norm_weight (K,) turns the RMSNorm prologue on;
     residual (..., N). All tensors share x's dtype and device. Returns (..., N).
