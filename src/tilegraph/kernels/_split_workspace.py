@@ -13,6 +13,8 @@ keeps the pointers it was captured with, so a workspace is never freed: a larger
 makes a new one and keeps the old. A capture that finds none large enough gets None (memory
 allocated during capture would be zeroed only when the graph replays) and the caller runs
 without splitting; tilegraph's captures warm up on their capture stream first, so they find it.
+Graphs captured on one stream share its workspace: replay them one after another (as a decode
+loop does), not at the same time on two streams.
 """
 
 from __future__ import annotations

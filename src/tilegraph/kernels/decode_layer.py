@@ -1,8 +1,9 @@
 """The seed's decode layer: h_next = h + (rms_norm(h) * g) @ Wq.T @ Wo.T, in one or two kernels.
 
-Two kernels: tg.linear's matrix-vector path twice, the norm in the first one's prologue and
-the residual in the second one's epilogue, each streaming its weight before the previous
-kernel ends (programmatic dependent launch). Bit-reproducible.
+Two kernels: tg.linear's decode path twice, the norm in the first one's prologue and the
+residual in the second one's epilogue, each streaming its weight before the previous kernel
+ends (programmatic dependent launch); on the tensor-core path (2-16 rows) the norm is a small
+kernel of its own before the first. Bit-reproducible.
 
 One kernel (square layers of at most ONE_KERNEL_MAX_ROWS rows, where the rule below says it
 is faster): program p owns rows [p*BQ, (p+1)*BQ) of Wq and the same columns of Wo. It computes
