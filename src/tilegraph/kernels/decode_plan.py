@@ -50,6 +50,11 @@ def rows_bucket(rows: int) -> int:
     return triton.next_power_of_2(rows)
 
 
+def dot_block_k(K: int, element_size: int) -> int:
+    """The tensor-core tile's K width: 512-byte rows, no wider than K needs."""
+    return max(16, min(512 // element_size, triton.next_power_of_2(K)))
+
+
 def dot_config(N: int, K: int, element_size: int, sms: int, block_n: int | None = None) -> dict:
     """Tensor-core tile: 512-byte rows of K (256 16-bit values) four stages deep, and the
     widest BLOCK_N of 64, 32, 16 that still gives most SMs a program (0.6 of them; N = 2048
@@ -62,7 +67,7 @@ def dot_config(N: int, K: int, element_size: int, sms: int, block_n: int | None 
     the unsplit tile at the swept shapes of that kind (notes/kernels.md); square and wide
     layers gained nothing from splitting.
     """
-    block_k = max(16, min(512 // element_size, triton.next_power_of_2(K)))
+    block_k = dot_block_k(K, element_size)
     if block_n is None and K >= 2 * N:
         block_n = 32 if N < 1024 else 64
         split = min(8, 2 * sms // triton.cdiv(N, block_n))
@@ -124,7 +129,7 @@ def candidates(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -
                     continue
                 plans.append(Plan("dot", {"BLOCK_N": block_n, "BLOCK_K": block_k,
                                           "num_warps": 4, "num_stages": stages}))
-    block_k = max(16, min(512 // size, k_cap))
+    block_k = dot_block_k(K, size)
     for block_n, split in itertools.product((32, 64), (2, 4, 8)):
         if triton.cdiv(K, block_k) >= split:
             plans.append(Plan("dot", {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": 4,
