@@ -104,19 +104,24 @@ def test_rule_by_rows_dtype_and_size():
     assert decode_plan.rule(2, 8192, 8192, bf16, 132).kind == "dot"
     assert decode_plan.rule(4, 4096, 4096, bf16, 132).kind == "dot"
     assert decode_plan.rule(8, 256, 2048, bf16, 132).kind == "dot"
-    assert decode_plan.rule(8, 2048, 2048, fp32, 132).kind == "matvec"
-    assert decode_plan.rule(16, 2048, 2048, fp32, 132).kind == "dot"
-    small = decode_plan.rule(16, 256, 2048, fp32, 132)   # cuBLAS, a kernel for fused calls
-    assert small.kind == "cublas" and small.config["fused"]["kind"] == "matvec"
-    # the widest N block that still gives most SMs a program
-    block_n = lambda n: decode_plan.rule(16, n, n, bf16, 132).config["BLOCK_N"]  # noqa: E731
-    assert (block_n(2048), block_n(4096), block_n(8192)) == (16, 32, 64)
-    assert decode_plan.rule(16, 8192, 4096, bf16, 16).config["BLOCK_N"] == 64  # a small GPU
-    # rows at least twice as long as N is wide: wide tiles, K split to give SMs programs
-    split = lambda n, k: decode_plan.rule(16, n, k, bf16, 132).config.get("SPLIT_K", 1)  # noqa: E731
+    assert decode_plan.rule(3, 512, 512, bf16, 132).kind == "dot"       # tiny: CUDA cores slow
+    assert decode_plan.rule(3, 640, 640, bf16, 132).kind == "matvec"
+    assert decode_plan.rule(4, 8192, 8192, fp32, 132).kind == "matvec"
+    assert decode_plan.rule(8, 1024, 1024, fp32, 132).kind == "matvec"
+    assert decode_plan.rule(8, 2048, 2048, fp32, 132).kind == "dot"
+    assert decode_plan.rule(16, 256, 2048, fp32, 132).kind == "dot"
+    # BLOCK_N 32, 64 for 16-bit N >= 3072; K split until about two programs an SM
+    tile = lambda n, k, dtype=bf16, sms=132: decode_plan.rule(16, n, k, dtype, sms).config  # noqa: E731
+    assert [tile(n, n)["BLOCK_N"] for n in (1024, 2048, 3072, 8192)] == [32, 32, 64, 64]
+    assert tile(4096, 4096, fp32)["BLOCK_N"] == 32
+    split = lambda n, k, dtype=bf16, sms=132: tile(n, k, dtype, sms).get("SPLIT_K", 1)  # noqa: E731
+    assert [split(n, n) for n in (1024, 2048, 4096, 8192)] == [4, 4, 4, 2]  # 4: K's tiles
+    assert [split(n, n, fp32) for n in (2048, 4096, 8192)] == [4, 2, 1]
+    assert split(8192, 4096, sms=16) == 1  # a small GPU: the column blocks fill it
+    # rows at least twice as long as N is wide: wide tiles (32 below 1024 outputs)
     assert (split(256, 4096), split(2048, 5632), split(4096, 14336)) == (8, 8, 4)
-    assert (split(2048, 2048), split(8192, 8192), split(16384, 53248)) == (1, 1, 1)
-    assert decode_plan.rule(16, 256, 4096, bf16, 132).config["BLOCK_N"] == 32
+    assert (tile(256, 4096)["BLOCK_N"], tile(2048, 5632)["BLOCK_N"]) == (32, 64)
+    assert split(16384, 53248) == 1
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -26,7 +26,11 @@ CPU_WIDTHS = (48, 96)  # through the interpreter: small
 BATCHES = (1, 2, 4, 8, 16)
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 L2_SPAN_BYTES = 150 * 2**20  # three H100 L2 caches
-MIN_LAYERS, MAX_LAYERS = 2, 64
+# At least as deep as the issue's shallowest stack (d=4096, 8 layers) and real decoders
+# (16-80 layers): with 2-3 layers the token's fixed costs (input copy, graph launch, a first
+# kernel that cannot prefetch) would be a third of a d=4096 point.
+MIN_LAYERS, MAX_LAYERS = 8, 64
+CPU_LAYERS = 2  # through the interpreter: seconds a layer
 TOKENS = 4  # a decode run: enough to check and to time, the timing loop repeats it
 BIG_LAYER_BYTES = 8 * 2**20  # the issue's "a layer's weights >= 8 MB" points
 
@@ -38,7 +42,7 @@ def default_widths() -> tuple[int, ...]:
 def layers_for(d: int, dtype: torch.dtype) -> int:
     """Layers whose weights together span L2_SPAN_BYTES, within MIN_LAYERS..MAX_LAYERS."""
     if INTERPRET:
-        return MIN_LAYERS
+        return CPU_LAYERS
     layer_bytes = 2 * d * d * torch.finfo(dtype).bits // 8
     return max(MIN_LAYERS, min(MAX_LAYERS, math.ceil(L2_SPAN_BYTES / layer_bytes)))
 

@@ -28,6 +28,9 @@ ASSUMED_SM_COUNT = 132  # where there is no GPU to ask (the interpreter): an H10
 # one 2048-column tile at a time (4096 x 14336: 82% of the floor, 0.91x cuBLAS) while the
 # tensor-core kernel keeps four tiles in flight (93% at 2 rows, as fast at 1 as at 16).
 GEMV_MAX_K = 8192
+# At 3-4 rows the CUDA-core kernel took 1.5x the tensor-core kernel's time on weights this
+# small (512 x 512 stacks), and 0.75x from 640 x 640 up.
+TINY_WEIGHTS = 512 * 512
 
 
 @dataclass(frozen=True)
@@ -55,56 +58,51 @@ def dot_block_k(K: int, element_size: int) -> int:
     return max(16, min(512 // element_size, triton.next_power_of_2(K)))
 
 
-def dot_config(N: int, K: int, element_size: int, sms: int, block_n: int | None = None) -> dict:
-    """Tensor-core tile: 512-byte rows of K (256 16-bit values) four stages deep, and the
-    widest BLOCK_N of 64, 32, 16 that still gives most SMs a program (0.6 of them; N = 2048
-    takes 16, 4096 takes 32, 8192 and more 64: the fastest of 31 candidates, or within 3% of
-    it, at every swept shape on H100, notes/kernels.md).
+def dot_config(N: int, K: int, element_size: int, sms: int) -> dict:
+    """Tensor-core tile: 512-byte rows of K, BLOCK_N 32 (64 for 16-bit N of 3072 and up), and
+    K split into up to 8 slices so that about two programs an SM stream the weight.
 
-    Rows at least twice as long as N is wide (a down projection, 2048 x 5632; a narrow
-    head, 256 x 2048) split K instead: wide tiles (64, or 32 below 1024 outputs), SPLIT_K
-    up to 8 so that about two programs an SM stream the weight, three stages. 1.02-1.57x
-    the unsplit tile at the swept shapes of that kind (notes/kernels.md); square and wide
-    layers gained nothing from splitting.
+    Chosen on whole LayerStacks through a GraphRunner (H100, notes/kernels.md), where each
+    projection reads an x just written by the kernel before it: BLOCK_N 16 re-reads x (16
+    padded rows) once for every 16 weight rows, which cost 1.1-1.3x against these tiles at
+    8-16 rows (bf16 d=1024-4096, fp32 d=512-8192); a split pays wherever the column blocks
+    alone leave SMs idle. Rows at least twice as long as N is wide (a down projection, a
+    narrow head) keep the rule of the split-K sweep: BLOCK_N 64 (32 below 1024 outputs).
     """
     block_k = dot_block_k(K, element_size)
-    if block_n is None and K >= 2 * N:
+    if K >= 2 * N:
         block_n = 32 if N < 1024 else 64
-        split = min(8, 2 * sms // triton.cdiv(N, block_n))
-        if split >= 2:
-            return {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": 4, "num_stages": 3,
-                    "SPLIT_K": split}
-        block_n = None
-    if block_n is None:
-        block_n = next((bn for bn in (64, 32) if triton.cdiv(N, bn) >= 0.6 * sms), 16)
+    else:
+        block_n = 64 if element_size <= 2 and N >= 3072 else 32
+    split = min(8, triton.cdiv(K, block_k), 2 * sms // triton.cdiv(N, block_n))
+    if split >= 2:
+        return {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": 4, "num_stages": 3,
+                "SPLIT_K": split}
     return {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": 4, "num_stages": 4}
 
 
 def rule(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -> Plan:
-    """The plan of an untuned shape, from sweeps over rotated weights on H100
-    (notes/kernels.md): one 16-bit row takes the split-tile GEMV (up to GEMV_MAX_K
-    columns); the tensor-core kernel
-    costs about the same at 2 and 16 rows, which the CUDA-core kernels beat only on small
-    weights at 2-4 rows (where the tensor-core kernel's ~4 us latency shows); fp32 keeps the
-    CUDA-core kernel up to 8 rows (1.05-4.5x cuBLAS) and multiplies 9-16 rows at tf32x3
-    where the weights are not small."""
+    """The plan of an untuned shape, from single projections over rotated weights and whole
+    LayerStacks on H100 (notes/kernels.md). One 16-bit row takes the split-tile GEMV (up to
+    GEMV_MAX_K columns). The tensor-core kernel costs about the same at 2 and 16 rows; the
+    CUDA-core kernel, whose cost grows with every row, beats it on small weights at 2-4 rows
+    (where the tensor-core kernel's fixed latency shows), except on the smallest (d = 512,
+    3-4 rows: 0.65x). fp32 keeps the CUDA-core kernel up to 4 rows, and up to 8 on small
+    weights; past that tf32x3 on the tensor cores was 1.1-2.2x faster in stacks."""
     sms = sms or ASSUMED_SM_COUNT
     size = torch.finfo(dtype).bits // 8
     weights = N * K
+    matvec = Plan("matvec", matvec_config(rows, N, K, size))
     if dtype == torch.float32:
-        if rows <= 8:
-            return Plan("matvec", matvec_config(rows, N, K, size))
-        if weights < 2 * 2**20:
-            # Small weights at 9-16 fp32 rows: both kernels were 0.5x cuBLAS (256 x 2048),
-            # where tf32x3 was 1.04-1.63x from 2048 x 2048 up. Plain projections go to
-            # cuBLAS; fused calls keep the CUDA-core kernel.
-            fused = Plan("matvec", matvec_config(rows, N, K, size))
-            return Plan("cublas", {"fused": fused.as_dict()})
+        if rows <= 4 or (rows <= 8 and weights < 2 * 2**20):
+            return matvec
         return Plan("dot", dot_config(N, K, size, sms))
     if rows == 1 and K <= GEMV_MAX_K:
         return Plan("gemv", gemv_config(N, K))
-    if (rows == 2 and weights < 16 * 2**20) or (rows <= 4 and weights < 8 * 2**20):
-        return Plan("matvec", matvec_config(rows, N, K, size))
+    if rows == 2 and weights < 16 * 2**20:
+        return matvec
+    if rows <= 4 and TINY_WEIGHTS < weights < 8 * 2**20:
+        return matvec
     return Plan("dot", dot_config(N, K, size, sms))
 
 

@@ -1,0 +1,77 @@
+"""Decode plans forced onto whole LayerStacks: which kernel and tile a layer's projections
+should take, measured where they really run (each projection reads an x the kernel before
+it has just written), not on a lone projection.
+
+    PYTHONPATH=src python3 research/stack_plans.py bf16 2048x8,4096x4 [short]
+
+For each d x batch: a stack of layers spanning 150 MB (tilegraph.stack_grid.layers_for),
+the hand-captured PyTorch graph, then tilegraph's GraphRunner with the rule's plan, the
+CUDA-core plan, the rule's tensor-core tile, and (without `short`) a fixed set of tensor-core
+tiles (BLOCK_N x SPLIT_K x stages), each recorded as the tuned plan for that shape before the
+runner captures. Prints microseconds a token; an error over 5% against float64 is flagged.
+Results behind the rule: results/2026-11-22-session13/README.md.
+"""
+
+import sys
+
+import torch
+
+import tilegraph as tg
+from tilegraph.bench.timing import measure
+from tilegraph.kernels import decode_plan as dp
+from tilegraph.models import LayerStack, LayerStackConfig
+from tilegraph.stack_grid import layers_for
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+TILES = ((16, 1, 4), (32, 1, 4), (16, 2, 3), (32, 2, 3), (32, 4, 3), (64, 4, 3), (16, 1, 2))
+
+
+def us(fn):
+    return measure(fn, warmup_ms=20, rep_ms=60).median * 1e3
+
+
+def plans(batch, d, dtype, short):
+    size = torch.finfo(dtype).bits // 8
+    found = {"rule": None, "matvec": dp.Plan("matvec", dp.matvec_config(batch, d, d, size))}
+    if batch == 1 and size == 2:
+        found["gemv"] = dp.Plan("gemv", dp.gemv_config(d, d))
+    found["dot-rule"] = dp.Plan("dot", dp.dot_config(d, d, size, 132))
+    if short:
+        return found
+    block_k = dp.dot_block_k(d, size)
+    for block_n, split, stages in TILES:
+        config = {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": 4, "num_stages": stages}
+        if split > 1:
+            config["SPLIT_K"] = split
+        found[f"dot{block_n}s{split}st{stages}"] = dp.Plan("dot", config)
+    return found
+
+
+def main():
+    name, points = sys.argv[1], sys.argv[2]
+    dtype, short = DTYPES[name], len(sys.argv) > 3
+    torch.manual_seed(0)
+    for point in points.split(","):
+        d, batch = map(int, point.split("x"))
+        layers = layers_for(d, dtype)
+        stack = LayerStack(LayerStackConfig(d=d, layers=layers, dtype=dtype), device="cuda")
+        x = stack.token_inputs(1, batch)[0]
+        expected = stack.reference(x)
+        hand = tg.capture(stack, x.clone())
+        line = [f"{name} d={d} b={batch} L={layers} hand {us(hand.replay):.1f}"]
+        for label, plan in plans(batch, d, dtype, short).items():
+            dp._tuned._memo.clear()  # research only: forget plans recorded for earlier labels
+            if plan is not None:
+                dp.record(batch, d, d, dtype, plan)
+            runner = tg.GraphRunner(stack.fused_forward, (x,), sizes=(batch,))
+            y = runner(x).double()
+            error = ((y - expected).abs().max() / expected.abs().max()).item()
+            flag = "" if error < 0.05 else f" (ERROR {error:.0e})"
+            line.append(f"{label} {us(lambda r=runner, x=x: r(x)):.1f}{flag}")
+        print(" | ".join(line), flush=True)
+        del stack, hand
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
