@@ -1,9 +1,19 @@
+import os
+
 import pytest
 import torch
+from hypothesis import settings
 
 import tilegraph  # noqa: F401  (sets TRITON_INTERPRET on machines without CUDA)
 
 HAS_CUDA = torch.cuda.is_available()
+
+# Property tests draw the same examples on every run ("derandomize"), so a red CI run can be
+# replayed exactly; a failure prints the example that failed. HYPOTHESIS_PROFILE=explore
+# draws fresh random examples, for hunting new failures by hand.
+settings.register_profile("ci", derandomize=True, print_blob=True, deadline=None)
+settings.register_profile("explore", print_blob=True, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 def pytest_collection_modifyitems(config, items):

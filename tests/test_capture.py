@@ -130,6 +130,10 @@ def test_gpu_host_sync_raises_capture_error_naming_the_line(fn, line):
     with pytest.raises(tg.CaptureError) as info:
         tg.capture(fn, x)
     assert "test_capture.py" in str(info.value) and line in str(info.value)
+    # Found before capture began, so the CUDA RNG is not left in capture state (raw
+    # torch.cuda.graph leaves it there: "Offset increment outside graph capture").
+    assert torch.randn(4, device="cuda").isfinite().all()
+    assert torch.nn.functional.dropout(x, 0.5).shape == x.shape
     # The failed capture leaves CUDA usable: the next capture works.
     graph = tg.capture(lambda v: tg.gelu(v), x)
     assert_close(graph.replay(), gelu_ref(x.double()), torch.float32)
@@ -165,3 +169,15 @@ def test_gpu_autotuning_during_capture_raises(monkeypatch):
     with pytest.raises(tg.CaptureError, match="warm up"):  # noqa: SIM117
         with tg.scope():
             tg.matmul(a, b, out=out)  # never run before: would need tuning
+
+
+def test_a_function_recording_autograd_history_is_refused(device):
+    w = torch.nn.Parameter(randn(8, 8, device=device))
+    x = randn(2, 8, device=device)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="no CUDA device")
+        with pytest.raises(tg.CaptureError, match="records autograd history.*inference_mode"):
+            tg.capture(lambda v: v @ w, x)
+        with torch.no_grad():
+            graph = tg.capture(lambda v: v @ w, x)
+    assert torch.equal(graph.replay(), (x @ w).detach())

@@ -52,6 +52,18 @@ def test_bad_input(device):
     assert tg.rms_norm(torch.empty(0, 4, device=device), torch.ones(4, device=device)).numel() == 0
 
 
+def test_out_may_be_x_but_not_overlap_it_shifted(device):
+    buffer, w = randn(201, 96, device=device), randn(96, device=device)
+    with pytest.raises(ValueError, match="out overlaps x"):
+        tg.rms_norm(buffer[:200], w, out=buffer[1:])
+    with pytest.raises(ValueError, match="out overlaps weight"):
+        tg.rms_norm(buffer[:1, :96], buffer[0], out=buffer[:1])
+    x = randn(5, 96, device=device)
+    expected = rms_norm_ref(x.double(), w.double())
+    assert tg.rms_norm(x, w, out=x) is x
+    assert_close(x, expected, torch.float32)
+
+
 @settings(max_examples=25, deadline=None)
 @given(rows=st.integers(1, 9), cols=st.integers(1, 300), dtype=st.sampled_from(DTYPES))
 def test_any_shape(rows, cols, dtype):

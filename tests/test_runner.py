@@ -47,13 +47,15 @@ def test_every_size_and_padding(rows, layer, device):
     assert runner.stats()[padded_to]["replays"] == 1
 
 
-def test_padding_rows_never_leak(device):
-    runner = tg.GraphRunner(lambda x: x.sum(dim=0, keepdim=True).expand_as(x) + 0,
-                            randn(8, 3, device=device), sizes=(8,))
-    x = randn(5, 3, device=device)
+def test_padding_rows_are_zeroed_and_never_returned(device):
+    runner = tg.GraphRunner(lambda x: tg.gelu(x), randn(8, 3, device=device), sizes=(8,))
     runner(randn(8, 3, device=device) * 1000)   # fills every static row with large values
-    # The padded rows are zeroed, so even a function that mixes rows sees only x's.
-    assert_close(runner(x), x.sum(0, keepdim=True).expand_as(x).double(), torch.float32)
+    x = randn(5, 3, device=device)
+    y = runner(x)
+    assert y.shape == (5, 3)
+    assert_close(y, gelu_ref(x.double()), torch.float32)
+    # the rows past x's were zeroed before the replay (gelu(0) = 0), not left from the call before
+    assert torch.equal(runner._graphs[8].outputs[5:], torch.zeros(3, 3, device=device))
 
 
 def test_outputs_alias_without_clone_and_not_with_it(layer, device):
@@ -107,6 +109,14 @@ def test_fallback_modes(layer, device):
     x = randn(3, D, device=device)
     assert_close(eager(x), ref(x), torch.float32)
     assert eager.eager_calls == 1
+
+
+@pytest.mark.parametrize("fn", [lambda x: tg.softmax(x, dim=0),
+                                lambda x: x - x.mean(dim=0),          # batch statistics
+                                lambda x: tg.gelu(x.sum(dim=0, keepdim=True) + x)])
+def test_functions_mixing_rows_are_refused(fn, device):
+    with pytest.raises(ValueError, match="fn mixes rows along dim 0"):
+        tg.GraphRunner(fn, randn(4, 8, device=device), sizes=(2, 4))
 
 
 def test_other_batch_dim(device):

@@ -63,6 +63,14 @@ def test_bad_input(device):
     with pytest.raises(TypeError, match="out has dtype torch.float16, expected torch.float32"):
         tg.softmax(x, out=torch.empty(3, 4, dtype=torch.float16, device=device))
     assert tg.softmax(torch.empty(0, 7, device=device)).shape == (0, 7)
+    with pytest.raises(TypeError, match="dim must be an int, got float 1.0"):
+        tg.softmax(x, dim=1.0)
+
+
+def test_out_overlapping_x_shifted_is_refused(device):
+    buffer = randn(9, 64, device=device)
+    with pytest.raises(ValueError, match="out overlaps x"):
+        tg.softmax(buffer[:8], out=buffer[1:])
 
 
 @settings(max_examples=25, deadline=None)

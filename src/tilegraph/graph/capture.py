@@ -78,6 +78,41 @@ class Graph:
         return self.outputs
 
 
+def _check_no_autograd(outputs, fn) -> None:
+    """A graph replays kernels, not autograd's bookkeeping: outputs that record history would
+    fail at .backward() after a replay (in-place version errors) far from the cause."""
+    leaves, _ = tree_flatten(outputs)
+    for leaf in leaves:
+        if isinstance(leaf, torch.Tensor) and leaf.grad_fn is not None:
+            raise CaptureError(
+                f"{getattr(fn, '__name__', fn)!s} records autograd history (an output of "
+                f"shape {tuple(leaf.shape)} has grad_fn {type(leaf.grad_fn).__name__}); a "
+                "captured graph cannot replay it. Capture inference under "
+                "torch.inference_mode() or torch.no_grad(), or give parameters "
+                "requires_grad=False (capturing a whole training step is not supported yet)")
+
+
+def _warm_up_without_host_syncs(fn: Callable, args: tuple):
+    """Run fn once with CUDA's sync debug mode set to error, so that a host sync (.item(),
+    .cpu(), `if tensor:`) raises here, before capture begins. A sync inside a capture leaves
+    the process broken (the CUDA RNG stays in capture state); found here, it does not."""
+    previous = torch.cuda.get_sync_debug_mode()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        return fn(*args)
+    except RuntimeError as error:
+        if "synchroniz" not in str(error):
+            raise
+        raise CaptureError(
+            f"capturing {getattr(fn, '__name__', fn)!s}: the host waits for the GPU at "
+            f"{user_frame(error.__traceback__)}\n  CUDA sync check said: "
+            f"{str(error).strip().splitlines()[0]}\n  A graph replays GPU work only: keep "
+            "values on the device (torch.where instead of `if`), and move host reads "
+            "(.item(), .cpu(), printing) out of the captured function.") from error
+    finally:
+        torch.cuda.set_sync_debug_mode(previous)
+
+
 def _reserved_before_capture() -> int:
     """Reserved bytes as torch.cuda.graph will leave them on entry (it collects garbage and
     empties the cache first): the baseline from which a capture's pool memory is counted."""
@@ -103,15 +138,20 @@ def capture(fn: Callable, *args, warmup: int = 2, pool=None) -> Graph:
         for _ in range(warmup - 1):
             fn(*args)
         outputs = fn(*args)
+        _check_no_autograd(outputs, fn)
         return Graph(fn, args, outputs, None, time.perf_counter() - start, 0)
 
     stream = side_stream()
     stream.wait_stream(torch.cuda.current_stream())
     start = time.perf_counter()
     with torch.cuda.stream(stream):
-        for _ in range(warmup):
-            fn(*args)
+        # The first call compiles and tunes (which may wait for the GPU); a second one,
+        # where there is one, must not.
+        outputs = fn(*args)
+        for _ in range(warmup - 1):
+            outputs = _warm_up_without_host_syncs(fn, args)
     torch.cuda.current_stream().wait_stream(stream)
+    _check_no_autograd(outputs, fn)
     reserved = _reserved_before_capture()
     cuda_graph = torch.cuda.CUDAGraph()
     pool = pool if pool is not None else torch.cuda.graph_pool_handle()

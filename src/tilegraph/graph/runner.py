@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch.utils._pytree import tree_map
+from torch.utils._pytree import tree_flatten, tree_map
 
 from ..errors import StaleOutputError
 from .capture import Graph, capture
@@ -54,6 +54,13 @@ class _SizedCall:
     destinations: list[torch.Tensor]
     padding: list[torch.Tensor]
     outputs: Any
+
+
+def _batched(outputs, dim: int, size: int) -> list[torch.Tensor]:
+    """The output tensors that have `size` rows along `dim`: the ones a runner slices."""
+    leaves, _ = tree_flatten(outputs)
+    return [t for t in leaves if isinstance(t, torch.Tensor) and t.ndim > dim
+            and t.shape[dim] == size]
 
 
 class GraphRunner:
@@ -104,9 +111,41 @@ class GraphRunner:
         # skips the checks (1.8 -> 0.7 us of Python for one input, measured on CPU).
         self._calls: dict[tuple, _SizedCall] = {}
         self.eager_calls = 0
+        self._check_rows_independent()
         for size in reversed(self.sizes):  # largest first: smaller graphs reuse its pool
             views = tuple(buf.narrow(self.dim, 0, size) for buf in self._buffers)
             self._graphs[size] = capture(fn, *views, warmup=warmup, pool=self.pool)
+
+    def _check_rows_independent(self) -> None:
+        """Refuse a function whose output rows depend on other rows (softmax or a sum over
+        dim, batch statistics): padded rows would leak into every result. Two eager calls
+        on the largest size, the second with its last row changed; the other rows of every
+        batched output must not move (beyond the last bits of a run-to-run variation)."""
+        size = self.sizes[-1]
+        if size < 2:
+            return
+        inputs = [buf.narrow(self.dim, 0, size) for buf in self._buffers]
+        with torch.no_grad():
+            first = [t.clone() for t in _batched(self.fn(*inputs), self.dim, size)]
+            changed = [t.clone() for t in inputs]
+            for t in changed:
+                last = t.narrow(self.dim, size - 1, 1)
+                if t.dtype == torch.bool:
+                    last.logical_not_()
+                elif t.is_floating_point():
+                    last.mul_(-2).add_(1)
+                else:
+                    last.add_(1)
+            second = _batched(self.fn(*changed), self.dim, size)
+        for i, (a, b) in enumerate(zip(first, second, strict=True)):
+            a, b = (t.narrow(self.dim, 0, size - 1).double() for t in (a, b))
+            moved = (a - b).abs().max().item()
+            if moved > 1e-3 * max(a.abs().max().item(), 1e-30):
+                raise ValueError(
+                    f"fn mixes rows along dim {self.dim}: changing row {size - 1} of the "
+                    f"inputs changed other rows of output {i} (by up to {moved:.3g}). A "
+                    "runner pads inputs with zero rows, which would leak into every result; "
+                    "capture such a function with tg.capture at a fixed size instead")
 
     def _static_buffer(self, example: torch.Tensor) -> torch.Tensor:
         shape = list(example.shape)

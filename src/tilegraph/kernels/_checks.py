@@ -19,9 +19,22 @@ def check_tensor(name: str, t, *, dtypes=FLOAT_DTYPES, min_ndim: int = 0) -> Non
     if t.ndim < min_ndim:
         raise ValueError(f"{name} must have at least {min_ndim} dimension(s), got shape "
                          f"{tuple(t.shape)}")
+    if t.device.type == "meta":
+        raise ValueError(f"{name} is a meta tensor (shape and dtype, no data); tilegraph "
+                         "kernels need a tensor with memory")
+    check_no_grad(name, t)
     if not INTERPRET and t.device.type != "cuda":
         raise ValueError(f"{name} is on {t.device}; tilegraph kernels need CUDA tensors "
                          "(set TRITON_INTERPRET=1 before importing tilegraph to run on CPU)")
+
+
+def check_no_grad(name: str, t: torch.Tensor) -> None:
+    """Refuse what autograd would need a gradient for: the kernels have no backward yet,
+    and returning a result detached from the graph would fail far away, at .backward()."""
+    if t.requires_grad and torch.is_grad_enabled():
+        raise ValueError(f"{name} requires grad, but tilegraph's kernels do not compute "
+                         "gradients yet; call them under torch.no_grad() or "
+                         f"torch.inference_mode(), or pass {name}.detach()")
 
 
 def check_like(name: str, t: torch.Tensor, ref_name: str, ref: torch.Tensor) -> None:
@@ -82,6 +95,7 @@ def prepare_out(out, shape, dtype: torch.dtype, device: torch.device) -> torch.T
     if not isinstance(out, torch.Tensor):
         raise TypeError(f"out must be a torch.Tensor or None, got {type(out).__name__}")
     check_shape("out", out, shape)
+    check_no_grad("out", out)
     if out.dtype != dtype:
         raise TypeError(f"out has dtype {out.dtype}, expected {dtype}")
     if out.device != torch.device(device):

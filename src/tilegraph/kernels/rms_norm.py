@@ -6,7 +6,15 @@ import torch
 import triton
 import triton.language as tl
 
-from ._checks import as_rows, check_eps, check_like, check_shape, check_tensor, prepare_out
+from ._checks import (
+    as_rows,
+    check_eps,
+    check_like,
+    check_no_overlap,
+    check_shape,
+    check_tensor,
+    prepare_out,
+)
 from ._launch import row_config
 from ._ops import custom_op
 
@@ -70,6 +78,10 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, *,
     check_shape("weight", weight, (x.shape[-1],))
     eps = check_eps(eps)
     out = prepare_out(out, x.shape, x.dtype, x.device)
+    # In place (out is x) is fine: a program reads each element before writing it, and
+    # reads no other program's rows.
+    check_no_overlap(out, "x", x, allow_identical=True)
+    check_no_overlap(out, "weight", weight)
     if out.numel():
         _run_rms_norm(x, weight, eps, out)
     return out

@@ -6,7 +6,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._checks import as_rows, check_tensor, prepare_out
+from ._checks import as_rows, check_no_overlap, check_tensor, prepare_out
 from ._launch import softmax_config
 from ._ops import custom_op
 
@@ -72,9 +72,14 @@ _run_softmax = custom_op("softmax", _launch_softmax)
 def softmax(x: torch.Tensor, dim: int = -1, *, out: torch.Tensor | None = None) -> torch.Tensor:
     """Softmax of x along `dim`; same shape and dtype as x."""
     check_tensor("x", x, min_ndim=1)
-    if not isinstance(dim, int) or not -x.ndim <= dim < x.ndim:
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise TypeError(f"dim must be an int, got {type(dim).__name__} {dim!r}")
+    if not -x.ndim <= dim < x.ndim:
         raise ValueError(f"dim={dim!r} is out of range for x of shape {tuple(x.shape)}")
     out = prepare_out(out, x.shape, x.dtype, x.device)
+    # In place (out is x) is fine: a program reads each element before writing it, and
+    # reads no other program's rows.
+    check_no_overlap(out, "x", x, allow_identical=True)
     if out.numel():
         _run_softmax(x, dim % x.ndim, out)
     return out
