@@ -1,0 +1,136 @@
+"""Hugging Face weights into tilegraph's Llama: from a transformers model object or a local
+checkpoint directory (config.json + *.safetensors, sharded or not). Nothing is downloaded.
+
+Checkpoints keep q, k, v and gate, up as separate matrices; the model fuses them once here
+(the way gpt-fast converts a checkpoint), so a decode step runs one projection for each pair.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+
+from .llama_config import LlamaConfig
+
+# Buffers some checkpoints carry that the model recomputes.
+_IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
+
+
+def _tensors_from_directory(path: Path) -> Iterator[tuple[str, torch.Tensor]]:
+    try:
+        from safetensors import safe_open
+    except ImportError as error:
+        raise ImportError("loading a checkpoint directory needs safetensors: "
+                          "pip install 'tilegraph[hf]'") from error
+    index = path / "model.safetensors.index.json"
+    if index.is_file():
+        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        files = [path / name for name in shards]
+    else:
+        files = sorted(path.glob("*.safetensors"))
+    if not files:
+        raise FileNotFoundError(f"no *.safetensors files in {path} (tilegraph reads "
+                                "safetensors checkpoints only)")
+    for file in files:
+        with safe_open(str(file), framework="pt", device="cpu") as shard:
+            for name in shard.keys():  # noqa: SIM118 (safe_open is not a dict)
+                yield name, shard.get_tensor(name)
+
+
+def _source(model_or_path) -> tuple[LlamaConfig, Iterator, torch.dtype, torch.device]:
+    """Config, (name, tensor) pairs, and the checkpoint's own dtype and device."""
+    if isinstance(model_or_path, (str, Path)):
+        path = Path(model_or_path)
+        if not path.is_dir():
+            raise FileNotFoundError(f"{path} is not a checkpoint directory (config.json and "
+                                    "*.safetensors)")
+        if not (path / "config.json").is_file():
+            raise FileNotFoundError(f"no config.json in {path}")
+        config_values = json.loads((path / "config.json").read_text())
+        stored = config_values.get("dtype") or config_values.get("torch_dtype") or "float32"
+        dtype = getattr(torch, str(stored), None)
+        dtype = dtype if isinstance(dtype, torch.dtype) else torch.float32
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        return (LlamaConfig.from_hf(config_values), _tensors_from_directory(path), dtype,
+                device)
+    if hasattr(model_or_path, "config") and hasattr(model_or_path, "state_dict"):
+        state = model_or_path.state_dict()
+        first = next(iter(state.values()))
+        return (LlamaConfig.from_hf(model_or_path.config), iter(state.items()), first.dtype,
+                first.device)
+    raise TypeError(f"from_hf takes a transformers model or a checkpoint directory, got "
+                    f"{type(model_or_path).__name__}")
+
+
+def _our_name(name: str) -> tuple[str, str] | None:
+    """HF key -> (our parameter, part), where part names the slice of a fused weight."""
+    name = name.removeprefix("model.")
+    if name == "embed_tokens.weight":
+        return "embed", ""
+    if name == "norm.weight":
+        return "norm", ""
+    if name == "lm_head.weight":
+        return "lm_head", ""
+    parts = name.split(".")
+    if len(parts) < 4 or parts[0] != "layers":
+        return None
+    prefix = f"layers.{parts[1]}."
+    module, kind = ".".join(parts[2:-1]), parts[-1]
+    fused = {"self_attn.q_proj": ("qkv", "q"), "self_attn.k_proj": ("qkv", "k"),
+             "self_attn.v_proj": ("qkv", "v"), "mlp.gate_proj": ("gate_up", "gate"),
+             "mlp.up_proj": ("gate_up", "up")}
+    if module in fused:
+        target, part = fused[module]
+        letter = "w" if kind == "weight" else "b"
+        return f"{prefix}{letter}{'_' if target == 'gate_up' else ''}{target}", part
+    plain = {("self_attn.o_proj", "weight"): "wo", ("self_attn.o_proj", "bias"): "bo",
+             ("mlp.down_proj", "weight"): "w_down", ("mlp.down_proj", "bias"): "b_down",
+             ("input_layernorm", "weight"): "attn_norm",
+             ("post_attention_layernorm", "weight"): "mlp_norm"}
+    return (prefix + plain[module, kind], "") if (module, kind) in plain else None
+
+
+_ORDER = {"q": 0, "k": 1, "v": 2, "gate": 0, "up": 1}
+
+
+def load_llama(cls, model_or_path, dtype: torch.dtype | None, device):
+    config, tensors, stored_dtype, stored_device = _source(model_or_path)
+    dtype = dtype or stored_dtype
+    device = torch.device(device) if device is not None else stored_device
+    model = cls(config, dtype=dtype, device=device)
+    params = dict(model.named_parameters(remove_duplicate=False))
+    pieces: dict[str, dict[str, torch.Tensor]] = {}
+    unexpected = []
+    for name, tensor in tensors:
+        if name.endswith(_IGNORED_SUFFIXES):
+            continue
+        mapped = _our_name(name)
+        if mapped is None or mapped[0] not in params:
+            unexpected.append(name)
+            continue
+        target, part = mapped
+        pieces.setdefault(target, {})[part] = tensor.to(device=device, dtype=dtype)
+    if unexpected:
+        raise ValueError(f"checkpoint tensors tilegraph's Llama has no place for: "
+                         f"{unexpected[:8]}{' ...' if len(unexpected) > 8 else ''}")
+    if config.tie_embeddings:
+        pieces.pop("lm_head", None)
+    elif "lm_head" not in pieces and "embed" in pieces:
+        raise ValueError("the checkpoint has no lm_head.weight but its config does not tie "
+                         "embeddings (tie_word_embeddings=false)")
+    missing = [name for name in params if name not in pieces
+               and not (name == "lm_head" and config.tie_embeddings)]
+    if missing:
+        raise ValueError(f"checkpoint lacks weights for: {missing[:8]}"
+                         f"{' ...' if len(missing) > 8 else ''}")
+    for name, parts in pieces.items():
+        ordered = [parts[p] for p in sorted(parts, key=lambda p: _ORDER.get(p, 0))]
+        value = ordered[0] if len(ordered) == 1 else torch.cat(ordered, dim=0)
+        if value.shape != params[name].shape:
+            raise ValueError(f"{name}: checkpoint shape {tuple(value.shape)} does not match "
+                             f"the config's {tuple(params[name].shape)}")
+        params[name].data.copy_(value)
+    return model.eval()

@@ -1,0 +1,278 @@
+"""The Llama family (Llama 2/3.x, Mistral, Qwen2) in plain PyTorch, with a decode path on
+tilegraph's kernels.
+
+    model = Llama.from_hf("path/to/checkpoint", dtype=torch.bfloat16, device="cuda")
+    logits = model(input_ids)                    # (B, T, vocab): plain PyTorch, the reference
+    cache = model.new_cache(max_batch=8, max_seq=2048)
+    logits = model.prefill(prompt_ids, cache)    # (B, vocab) of the last prompt token
+    logits = model.decode(tokens, positions, cache)   # one token per row, graph-safe
+
+Weights are fused at load time (q|k|v, gate|up), so the fast path runs four tg.linear calls a
+layer: RMSNorm in the prologue of the QKV and gate/up projections, the residual add in the
+epilogue of the output and down projections. Attention over the cache is PyTorch here
+(reading the whole cache, masked per sequence), so a decode step has fixed shapes and one
+captured graph serves every position.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import tilegraph as tg
+
+from .llama_config import LlamaConfig, rope_frequencies
+
+
+def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """Hugging Face's order of operations: normalise in fp32, cast back, then scale."""
+    x32 = x.float()
+    normed = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * normed.to(x.dtype)
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotary embedding in the half-split layout of Hugging Face checkpoints: pairs are
+    (x_i, x_{i + d/2}). x (..., heads, head_dim); cos, sin (..., head_dim / 2) in fp32."""
+    first, second = x.float().chunk(2, dim=-1)
+    cos, sin = cos.unsqueeze(-2), sin.unsqueeze(-2)  # broadcast over heads
+    rotated = torch.cat((first * cos - second * sin, second * cos + first * sin), dim=-1)
+    return rotated.to(x.dtype)
+
+
+def _parameter(*shape, dtype, device, fill: float | None = None) -> nn.Parameter:
+    data = torch.empty(shape, dtype=dtype, device=device)
+    if fill is None:
+        nn.init.normal_(data, std=0.02)
+    else:
+        data.fill_(fill)
+    return nn.Parameter(data, requires_grad=False)
+
+
+class LlamaLayer(nn.Module):
+    """One decoder layer's weights, fused: wqkv = [Wq; Wk; Wv], w_gate_up = [Wgate; Wup]."""
+
+    def __init__(self, config: LlamaConfig, dtype: torch.dtype, device):
+        super().__init__()
+        c, kw = config, {"dtype": dtype, "device": device}
+        qkv = c.q_dim + 2 * c.kv_dim
+        self.attn_norm = _parameter(c.dim, fill=1.0, **kw)
+        self.wqkv = _parameter(qkv, c.dim, **kw)
+        self.bqkv = _parameter(qkv, fill=0.0, **kw) if c.qkv_bias else None
+        self.wo = _parameter(c.dim, c.q_dim, **kw)
+        self.bo = _parameter(c.dim, fill=0.0, **kw) if c.o_bias else None
+        self.mlp_norm = _parameter(c.dim, fill=1.0, **kw)
+        self.w_gate_up = _parameter(2 * c.ffn_dim, c.dim, **kw)
+        self.b_gate_up = _parameter(2 * c.ffn_dim, fill=0.0, **kw) if c.mlp_bias else None
+        self.w_down = _parameter(c.dim, c.ffn_dim, **kw)
+        self.b_down = _parameter(c.dim, fill=0.0, **kw) if c.mlp_bias else None
+
+
+@dataclass
+class KVCache:
+    """What decoding keeps between steps, allocated once: keys and values for `max_batch`
+    sequences of up to `max_seq` positions, (layers, max_batch, kv_heads, max_seq, head_dim)
+    each, and the rotary tables (max_seq, head_dim / 2) for every position the cache holds.
+    Sequence b of a batch lives in slot b."""
+    k: torch.Tensor
+    v: torch.Tensor
+    cos: torch.Tensor
+    sin: torch.Tensor
+    slots: torch.Tensor      # arange(max_batch): row -> slot, for the cache writes
+    key_positions: torch.Tensor   # arange(max_seq): for the per-sequence attention masks
+
+    @property
+    def max_batch(self) -> int:
+        return self.k.shape[1]
+
+    @property
+    def max_seq(self) -> int:
+        return self.k.shape[3]
+
+    @property
+    def nbytes(self) -> int:
+        return 2 * self.k.numel() * self.k.element_size()
+
+
+class Llama(nn.Module):
+    """A Llama-family decoder (see the module docstring). Parameters never require grad:
+    tilegraph's kernels have no backward yet."""
+
+    def __init__(self, config: LlamaConfig, dtype: torch.dtype = torch.float32, device=None):
+        super().__init__()
+        self.config = config
+        kw = {"dtype": dtype, "device": device}
+        self.embed = _parameter(config.vocab_size, config.dim, **kw)
+        self.layers = nn.ModuleList(LlamaLayer(config, dtype, device)
+                                    for _ in range(config.n_layers))
+        self.norm = _parameter(config.dim, fill=1.0, **kw)
+        self.lm_head = (self.embed if config.tie_embeddings
+                        else _parameter(config.vocab_size, config.dim, **kw))
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.embed.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.embed.device
+
+    @classmethod
+    def from_hf(cls, model_or_path, dtype: torch.dtype | None = None, device=None) -> Llama:
+        """Weights from a transformers model object or a local checkpoint directory
+        (config.json and *.safetensors, sharded or not); nothing is downloaded."""
+        from .hf_weights import load_llama
+        return load_llama(cls, model_or_path, dtype, device)
+
+    # -- the reference: plain PyTorch over whole sequences, no cache --------------------------
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Logits (B, T, vocab) for input_ids (B, T), causal, positions 0..T-1."""
+        c = self.config
+        batch, length = _check_ids(input_ids, self.device, c.vocab_size)
+        if c.sliding_window is not None and length > c.sliding_window:
+            raise ValueError(f"{length} tokens exceed sliding_window={c.sliding_window}, "
+                             "which tilegraph does not implement")
+        cos, sin = self._rope_table(length)
+        x = F.embedding(input_ids, self.embed)
+        for layer in self.layers:
+            qkv = F.linear(_rms_norm(x, layer.attn_norm, c.norm_eps), layer.wqkv, layer.bqkv)
+            q, k, v = self._split_heads(qkv, cos, sin)   # (B, T, heads, head_dim)
+            attn = F.scaled_dot_product_attention(
+                q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True,
+                enable_gqa=c.n_heads != c.n_kv_heads)       # (B, heads, T, head_dim)
+            attn = attn.transpose(1, 2).reshape(batch, length, c.q_dim)
+            x = x + F.linear(attn, layer.wo, layer.bo)
+            gate_up = F.linear(_rms_norm(x, layer.mlp_norm, c.norm_eps), layer.w_gate_up,
+                               layer.b_gate_up)
+            x = x + F.linear(_swiglu(gate_up), layer.w_down, layer.b_down)
+        return F.linear(_rms_norm(x, self.norm, c.norm_eps), self.lm_head)
+
+    def _rope_table(self, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+        angles = torch.outer(torch.arange(length, dtype=torch.float64),
+                             rope_frequencies(self.config))
+        return (angles.cos().float().to(self.device), angles.sin().float().to(self.device))
+
+    def _split_heads(self, qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+        """(..., q_dim + 2 kv_dim) -> q, k with rotary embeddings applied, and v, each
+        (..., heads, head_dim); cos and sin broadcast against the leading dims."""
+        c = self.config
+        q, k, v = qkv.split((c.q_dim, c.kv_dim, c.kv_dim), dim=-1)
+        lead = qkv.shape[:-1]
+        q = _rotate(q.reshape(*lead, c.n_heads, c.head_dim), cos, sin)
+        k = _rotate(k.reshape(*lead, c.n_kv_heads, c.head_dim), cos, sin)
+        return q, k, v.reshape(*lead, c.n_kv_heads, c.head_dim)
+
+    # -- the fast path: tilegraph kernels, a static cache ----------------------------------------
+
+    def new_cache(self, max_batch: int, max_seq: int) -> KVCache:
+        c = self.config
+        for name, value in (("max_batch", max_batch), ("max_seq", max_seq)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if c.sliding_window is not None and max_seq > c.sliding_window:
+            raise ValueError(f"max_seq={max_seq} passes the model's sliding_window="
+                             f"{c.sliding_window}, which tilegraph does not implement; use "
+                             f"max_seq <= {c.sliding_window}")
+        shape = (c.n_layers, max_batch, c.n_kv_heads, max_seq, c.head_dim)
+        k = torch.zeros(shape, dtype=self.dtype, device=self.device)
+        cos, sin = self._rope_table(max_seq)
+        return KVCache(k, torch.zeros_like(k), cos, sin,
+                       torch.arange(max_batch, device=self.device),
+                       torch.arange(max_seq, device=self.device))
+
+    @torch.no_grad()
+    def prefill(self, input_ids: torch.Tensor, cache: KVCache, first_slot: int = 0
+                ) -> torch.Tensor:
+        """Run prompts (B, T) through the model eagerly, writing their keys and values into
+        cache slots first_slot .. first_slot + B - 1 at positions 0..T-1. Returns the logits
+        (B, vocab) of each prompt's last token."""
+        c = self.config
+        batch, length = _check_ids(input_ids, self.device, c.vocab_size)
+        if first_slot < 0 or first_slot + batch > cache.max_batch:
+            raise ValueError(f"slots {first_slot}..{first_slot + batch - 1} are outside the "
+                             f"cache's {cache.max_batch}")
+        if length > cache.max_seq:
+            raise ValueError(f"a prompt of {length} tokens does not fit a cache of "
+                             f"{cache.max_seq} positions")
+        slots = slice(first_slot, first_slot + batch)
+        x = F.embedding(input_ids, self.embed).view(batch * length, c.dim)
+        cos, sin = cache.cos[:length], cache.sin[:length]
+
+        def attend(index: int, q, k, v):  # (B, T, heads, head_dim)
+            cache.k[index, slots, :, :length] = k.transpose(1, 2)
+            cache.v[index, slots, :, :length] = v.transpose(1, 2)
+            attn = F.scaled_dot_product_attention(
+                q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True,
+                enable_gqa=c.n_heads != c.n_kv_heads)
+            return attn.transpose(1, 2).reshape(batch * length, c.q_dim)
+
+        x = self._fused_layers(x, (batch, length), cos, sin, attend)
+        last = x.view(batch, length, c.dim)[:, -1].contiguous()
+        return tg.linear(last, self.lm_head, norm_weight=self.norm, norm_eps=c.norm_eps)
+
+    @torch.no_grad()
+    def decode(self, tokens: torch.Tensor, positions: torch.Tensor, cache: KVCache
+               ) -> torch.Tensor:
+        """One token per sequence: tokens (S,) at positions (S,) of cache slots 0..S-1.
+        Writes their keys and values into the cache and returns logits (S, vocab). No host
+        sync and fixed shapes: safe to capture, one graph for every position."""
+        c = self.config
+        rows = tokens.shape[0]
+        cos, sin = cache.cos[positions], cache.sin[positions]        # (S, head_dim / 2)
+        slots = cache.slots[:rows]
+        # Keys beyond each sequence's position are masked: (S, 1, 1, max_seq)
+        hidden = (cache.key_positions > positions[:, None])[:, None, None, :]
+        groups = c.n_heads // c.n_kv_heads
+        scale = c.head_dim ** -0.5
+
+        def attend(index: int, q, k, v):  # q (S, heads, head_dim); k, v (S, kv_heads, ...)
+            cache.k[index, slots, :, positions] = k
+            cache.v[index, slots, :, positions] = v
+            keys, values = cache.k[index, :rows], cache.v[index, :rows]
+            q = q.view(rows, c.n_kv_heads, groups, c.head_dim)
+            scores = torch.matmul(q, keys.transpose(-1, -2)).float() * scale
+            probs = torch.softmax(scores.masked_fill(hidden, float("-inf")), dim=-1)
+            attn = torch.matmul(probs.to(values.dtype), values)   # (S, kv_heads, groups, hd)
+            return attn.reshape(rows, c.q_dim)
+
+        x = F.embedding(tokens, self.embed)
+        x = self._fused_layers(x, (rows,), cos, sin, attend)
+        return tg.linear(x, self.lm_head, norm_weight=self.norm, norm_eps=c.norm_eps)
+
+    def _fused_layers(self, x: torch.Tensor, lead: tuple, cos, sin, attend) -> torch.Tensor:
+        """x (rows, dim) through every layer: four tg.linear calls and `attend` a layer."""
+        c = self.config
+        for index, layer in enumerate(self.layers):
+            qkv = tg.linear(x, layer.wqkv, layer.bqkv, norm_weight=layer.attn_norm,
+                            norm_eps=c.norm_eps)
+            q, k, v = self._split_heads(qkv.view(*lead, -1), cos, sin)
+            x = tg.linear(attend(index, q, k, v), layer.wo, layer.bo, residual=x)
+            gate_up = tg.linear(x, layer.w_gate_up, layer.b_gate_up,
+                                norm_weight=layer.mlp_norm, norm_eps=c.norm_eps)
+            x = tg.linear(_swiglu(gate_up), layer.w_down, layer.b_down, residual=x)
+        return x
+
+
+def _swiglu(gate_up: torch.Tensor) -> torch.Tensor:
+    gate, up = gate_up.chunk(2, dim=-1)
+    return F.silu(gate) * up
+
+
+def _check_ids(input_ids, device: torch.device, vocab_size: int) -> tuple[int, int]:
+    if not isinstance(input_ids, torch.Tensor) or input_ids.dtype not in (torch.int64,
+                                                                          torch.int32):
+        raise TypeError("input_ids must be an int64 or int32 tensor of token ids (B, T)")
+    if input_ids.ndim != 2 or 0 in input_ids.shape:
+        raise ValueError(f"input_ids must be (batch, tokens) with both > 0, got shape "
+                         f"{tuple(input_ids.shape)}")
+    if input_ids.device != device:
+        raise ValueError(f"input_ids are on {input_ids.device}, the model on {device}")
+    low, high = input_ids.min().item(), input_ids.max().item()
+    if low < 0 or high >= vocab_size:
+        raise ValueError(f"token ids must lie in [0, {vocab_size}), got {low}..{high}")
+    return input_ids.shape
+

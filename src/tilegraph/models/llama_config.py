@@ -1,0 +1,179 @@
+"""LlamaConfig: the shape of a Llama-family model, read from a Hugging Face config.
+
+    config = LlamaConfig.from_hf(hf_model.config)        # or a config.json dict, or a path
+
+Supported: Llama 2 and 3.x (rope scaling "llama3"), Mistral without a sliding window that
+the cache could pass, and Qwen2 (bias on q, k and v). Anything else raises a ValueError that
+names the field, so a model is never run with a part silently ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+SUPPORTED_TYPES = ("llama", "mistral", "qwen2")
+SUPPORTED_ROPE = ("default", "llama3")
+
+
+@dataclass(frozen=True)
+class LlamaConfig:
+    vocab_size: int
+    dim: int                    # hidden size
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int             # fewer than n_heads: grouped-query attention
+    ffn_dim: int                # SwiGLU inner size
+    head_dim: int = 0           # 0: dim // n_heads
+    norm_eps: float = 1e-5
+    rope_theta: float = 10000.0
+    # Llama 3's frequency scaling: {"factor", "low_freq_factor", "high_freq_factor",
+    # "original_max_position_embeddings"}; None for plain rotary embeddings.
+    rope_llama3: dict | None = None
+    tie_embeddings: bool = False
+    qkv_bias: bool = False
+    o_bias: bool = False
+    mlp_bias: bool = False
+    max_position_embeddings: int = 4096
+    sliding_window: int | None = None   # attention window (Mistral); None: whole context
+    model_type: str = "llama"
+    extra: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self):
+        if self.head_dim == 0:
+            if self.dim % self.n_heads:
+                raise ValueError(f"hidden size {self.dim} does not divide into {self.n_heads} "
+                                 "heads; give head_dim")
+            object.__setattr__(self, "head_dim", self.dim // self.n_heads)
+        for name in ("vocab_size", "dim", "n_layers", "n_heads", "n_kv_heads", "ffn_dim",
+                     "head_dim"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"LlamaConfig.{name} must be a positive int, got {value!r}")
+        if self.n_heads % self.n_kv_heads:
+            raise ValueError(f"num_attention_heads ({self.n_heads}) must be a multiple of "
+                             f"num_key_value_heads ({self.n_kv_heads})")
+        if self.head_dim % 2:
+            raise ValueError(f"head_dim must be even for rotary embeddings, got {self.head_dim}")
+
+    @property
+    def q_dim(self) -> int:
+        return self.n_heads * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        return self.n_kv_heads * self.head_dim
+
+    def parameter_count(self) -> int:
+        per_layer = (self.dim * (self.q_dim + 2 * self.kv_dim) + self.q_dim * self.dim
+                     + 3 * self.dim * self.ffn_dim + 2 * self.dim
+                     + (self.q_dim + 2 * self.kv_dim) * self.qkv_bias + self.dim * self.o_bias
+                     + (2 * self.ffn_dim + self.dim) * self.mlp_bias)
+        embeddings = self.vocab_size * self.dim * (1 if self.tie_embeddings else 2)
+        return self.n_layers * per_layer + embeddings + self.dim
+
+    def decode_bytes(self, element_size: int) -> int:
+        """Weight bytes one decode step reads: every layer and the LM head in full, one row of
+        the embedding table (per token; batch rows share the weights)."""
+        head = self.vocab_size * self.dim
+        embeddings = self.vocab_size * self.dim * (1 if self.tie_embeddings else 2)
+        return (self.parameter_count() - embeddings + head + self.dim) * element_size
+
+    @classmethod
+    def from_hf(cls, config: Any) -> LlamaConfig:
+        """From a transformers config object, a config.json dict, or a checkpoint directory
+        (or its config.json path)."""
+        if isinstance(config, (str, Path)):
+            path = Path(config)
+            path = path / "config.json" if path.is_dir() else path
+            if not path.is_file():
+                raise FileNotFoundError(f"no config.json at {path}")
+            config = json.loads(path.read_text())
+        values = dict(config) if isinstance(config, dict) else config.to_dict()
+        return cls(**_fields_from_hf(values))
+
+
+def _unsupported(name: str, value, what: str) -> ValueError:
+    return ValueError(f"{name}={value!r} is not supported: {what}")
+
+
+def _rope_fields(values: dict) -> dict:
+    """rope_theta and Llama 3 scaling, from transformers 5 (`rope_parameters`) or 4
+    (`rope_theta` + `rope_scaling`) spellings."""
+    params = values.get("rope_parameters") or {}
+    scaling = values.get("rope_scaling") or {}
+    if params and not isinstance(params, dict):
+        raise _unsupported("rope_parameters", params, "expected one dict of rope settings")
+    merged = {**scaling, **params}
+    rope_type = merged.get("rope_type", merged.get("type", "default")) or "default"
+    if rope_type not in SUPPORTED_ROPE:
+        raise _unsupported("rope_scaling.rope_type", rope_type,
+                           f"tilegraph implements {', '.join(SUPPORTED_ROPE)}")
+    partial = merged.get("partial_rotary_factor", values.get("partial_rotary_factor", 1.0))
+    if partial not in (None, 1, 1.0):
+        raise _unsupported("partial_rotary_factor", partial, "rotary embeddings must cover "
+                           "the whole head")
+    theta = merged.get("rope_theta", values.get("rope_theta", 10000.0))
+    llama3 = None
+    if rope_type == "llama3":
+        llama3 = {key: float(merged[key]) for key in
+                  ("factor", "low_freq_factor", "high_freq_factor",
+                   "original_max_position_embeddings")}
+    return {"rope_theta": float(theta), "rope_llama3": llama3}
+
+
+def _fields_from_hf(values: dict) -> dict:
+    model_type = values.get("model_type", "llama")
+    if model_type not in SUPPORTED_TYPES:
+        raise _unsupported("model_type", model_type,
+                           f"tilegraph runs {', '.join(SUPPORTED_TYPES)} models")
+    for name in ("num_local_experts", "num_experts", "n_routed_experts"):
+        if values.get(name):
+            raise _unsupported(name, values[name], "mixture-of-experts layers are not "
+                               "implemented")
+    activation = values.get("hidden_act", "silu")
+    if activation != "silu":
+        raise _unsupported("hidden_act", activation, "the MLP is SwiGLU (silu)")
+    if values.get("pretraining_tp", 1) not in (None, 1):
+        raise _unsupported("pretraining_tp", values["pretraining_tp"], "use 1")
+    window = values.get("sliding_window")
+    if model_type == "qwen2" and not values.get("use_sliding_window", False):
+        window = None
+    if model_type == "llama":
+        qkv_bias = o_bias = bool(values.get("attention_bias", False))
+        mlp_bias = bool(values.get("mlp_bias", False))
+    else:
+        qkv_bias, o_bias, mlp_bias = model_type == "qwen2", False, False
+    heads = values["num_attention_heads"]
+    return dict(
+        vocab_size=values["vocab_size"], dim=values["hidden_size"],
+        n_layers=values["num_hidden_layers"], n_heads=heads,
+        n_kv_heads=values.get("num_key_value_heads") or heads,
+        ffn_dim=values["intermediate_size"], head_dim=values.get("head_dim") or 0,
+        norm_eps=float(values.get("rms_norm_eps", 1e-6)),
+        tie_embeddings=bool(values.get("tie_word_embeddings", False)),
+        qkv_bias=qkv_bias, o_bias=o_bias, mlp_bias=mlp_bias,
+        max_position_embeddings=values.get("max_position_embeddings", 4096),
+        sliding_window=window, model_type=model_type, **_rope_fields(values))
+
+
+def rope_frequencies(config: LlamaConfig) -> torch.Tensor:
+    """Inverse frequencies theta^(-2i/d) of the rotary embedding, with Llama 3's scaling:
+    long wavelengths (beyond original context / low_freq_factor) divided by `factor`, short
+    ones (below original context / high_freq_factor) kept, a linear blend in between."""
+    exponents = torch.arange(0, config.head_dim, 2, dtype=torch.float64) / config.head_dim
+    inv_freq = config.rope_theta ** -exponents
+    scaling = config.rope_llama3
+    if scaling is None:
+        return inv_freq
+    factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
+    context = scaling["original_max_position_embeddings"]
+    wavelength = 2 * math.pi / inv_freq
+    blend = ((context / wavelength - low) / (high - low)).clamp(0, 1)
+    scaled = (1 - blend) * inv_freq / factor + blend * inv_freq
+    return scaled
