@@ -6,6 +6,7 @@
 
 from . import _runtime  # noqa: F401  (first: picks the Triton interpreter on CPU machines)
 from .errors import CaptureError, StaleOutputError
+from .generate import Generator
 from .graph import Graph, GraphRunner, capture, scope
 from .kernels.add import add
 from .kernels.decode_layer import decode_layer
@@ -17,6 +18,6 @@ from .kernels.softmax import softmax
 
 __version__ = "0.1.0"
 
-__all__ = ["CaptureError", "Graph", "GraphRunner", "StaleOutputError", "__version__", "add",
-           "capture", "decode_layer", "gelu", "linear", "matmul", "rms_norm", "scope",
-           "softmax"]
+__all__ = ["CaptureError", "Generator", "Graph", "GraphRunner", "StaleOutputError",
+           "__version__", "add", "capture", "decode_layer", "gelu", "linear", "matmul",
+           "rms_norm", "scope", "softmax"]

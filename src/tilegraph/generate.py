@@ -1,0 +1,267 @@
+"""Generator: prefill eagerly, then decode one CUDA graph replay per token.
+
+    gen = tg.Generator(model, max_batch=8, max_seq=2048, sizes=(1, 2, 4, 8))
+    ids = gen.generate(prompt_ids, max_new_tokens=256, temperature=0.0)  # new ids per row
+    for tokens in gen.stream(prompt_ids, max_new_tokens=256): ...      # one list per step
+
+A decode step is a pure function of (tokens, positions): the model's forward over the static
+KV cache, the choice of the next token (greedy, or sampled on the device from a seeded
+hash), and positions + 1, all inside one GraphRunner graph per batch bucket. Its outputs
+feed the next call on the device, and each new token is also written into a device-side
+history at its position, so the host only waits when it reads that history: every
+`sync_every` tokens, to stream them and to stop at end of sequence.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from . import sampling
+from .graph import GraphRunner
+from .models.llama import Llama
+
+
+@dataclass
+class GenerationStats:
+    """Timing of the last generate/stream call (host clock, GPU synchronised)."""
+    batch: int = 0
+    prompt_tokens: int = 0
+    new_tokens: int = 0          # per sequence, including those after end of sequence
+    prefill_seconds: float = 0.0   # prompt to first token (the time to first token)
+    decode_seconds: float = 0.0    # first token to the last
+
+    @property
+    def decode_ms_per_token(self) -> float:
+        steps = self.new_tokens - 1
+        return 1e3 * self.decode_seconds / steps if steps > 0 else float("nan")
+
+    @property
+    def tokens_per_second(self) -> float:
+        """Generated tokens of all sequences per second of decoding."""
+        ms = self.decode_ms_per_token
+        return self.batch * 1e3 / ms if ms == ms else float("nan")
+
+
+class Generator:
+    """Batched decoding of a tilegraph Llama with a static KV cache (see the module)."""
+
+    def __init__(self, model: Llama, max_batch: int = 8, max_seq: int = 2048,
+                 sizes: Sequence[int] | None = (1, 2, 4, 8), sync_every: int = 16):
+        if not isinstance(model, Llama):
+            raise TypeError(f"Generator takes a tilegraph.models.llama.Llama, got "
+                            f"{type(model).__name__} (load one with Llama.from_hf)")
+        sizes = tuple(sorted({s for s in sizes if s <= max_batch})) if sizes else ()
+        if not sizes or sizes[-1] != max_batch:
+            sizes = (*sizes, max_batch)  # every batch up to max_batch has a graph
+        if not isinstance(sync_every, int) or sync_every < 1:
+            raise ValueError(f"sync_every must be a positive int, got {sync_every!r}")
+        self.model = model
+        self.cache = model.new_cache(max_batch, max_seq)
+        self.sizes = sizes
+        self.sync_every = sync_every
+        device = model.device
+        # Every token of every sequence, by position: the decode graphs write here.
+        self._history = torch.zeros(max_batch, max_seq, dtype=torch.int64, device=device)
+        # Sampling settings per row, read by the sampling graphs; set once per call.
+        self._temperature = torch.ones(max_batch, device=device)
+        self._top_k = torch.zeros(max_batch, dtype=torch.int64, device=device)
+        self._top_p = torch.ones(max_batch, device=device)
+        self._seed = torch.zeros(max_batch, dtype=torch.int64, device=device)
+        self._runners: dict[bool, GraphRunner] = {}
+        self.build_seconds: dict[str, float] = {}
+        self.stats = GenerationStats()
+        self._runner(sampled=False)
+
+    @property
+    def max_batch(self) -> int:
+        return self.cache.max_batch
+
+    @property
+    def max_seq(self) -> int:
+        return self.cache.max_seq
+
+    def _runner(self, sampled: bool) -> GraphRunner:
+        """The decode graphs, one per size: greedy ones at construction, sampling ones
+        the first time a call samples."""
+        if sampled not in self._runners:
+            device = self.model.device
+            example = (torch.zeros(self.max_batch, dtype=torch.int64, device=device),
+                       torch.zeros(self.max_batch, dtype=torch.int64, device=device))
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            start = time.perf_counter()
+            step = self._sampled_step if sampled else self._greedy_step
+            self._runners[sampled] = GraphRunner(step, example, sizes=self.sizes)
+            self.build_seconds["sample" if sampled else "greedy"] = \
+                time.perf_counter() - start
+        return self._runners[sampled]
+
+    def _greedy_step(self, tokens: torch.Tensor, positions: torch.Tensor):
+        logits = self.model.decode(tokens, positions, self.cache)
+        return self._record(sampling.greedy(logits), positions + 1)
+
+    def _sampled_step(self, tokens: torch.Tensor, positions: torch.Tensor):
+        logits = self.model.decode(tokens, positions, self.cache)
+        following = positions + 1   # where the chosen tokens go: the draw's key
+        return self._record(self._sample(logits, following), following)
+
+    def _sample(self, logits: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        rows = logits.shape[0]
+        return sampling.sample(logits, self._temperature[:rows], self._top_k[:rows],
+                               self._top_p[:rows], self._seed[:rows], positions)
+
+    def _record(self, tokens: torch.Tensor, positions: torch.Tensor):
+        self._history[self.cache.slots[:tokens.shape[0]], positions] = tokens
+        return tokens, positions
+
+    # -- the public calls -------------------------------------------------------------------
+
+    def generate(self, prompt_ids, max_new_tokens: int, *, temperature: float = 0.0,
+                 top_k: int | None = None, top_p: float | None = None, seed: int = 0,
+                 eos_token_id: int | Sequence[int] | None = None) -> list[list[int]]:
+        """New token ids per sequence: max_new_tokens of them, or fewer ending with the
+        first end-of-sequence token. prompt_ids: (B, T) tensor, one sequence (T,), or a
+        list of B lists of ids (lengths may differ)."""
+        rows: list[list[int]] | None = None
+        stop = _stop_set(eos_token_id)
+        done: list[bool] = []
+        for step_tokens in self.stream(prompt_ids, max_new_tokens, temperature=temperature,
+                                       top_k=top_k, top_p=top_p, seed=seed,
+                                       eos_token_id=eos_token_id):
+            if rows is None:
+                rows, done = [[] for _ in step_tokens], [False] * len(step_tokens)
+            for b, token in enumerate(step_tokens):
+                if not done[b]:
+                    rows[b].append(token)
+                    done[b] = token in stop
+        return rows or []
+
+    def stream(self, prompt_ids, max_new_tokens: int, *, temperature: float = 0.0,
+               top_k: int | None = None, top_p: float | None = None, seed: int = 0,
+               eos_token_id: int | Sequence[int] | None = None) -> Iterator[list[int]]:
+        """Yield one list of B new token ids per step, in chunks of `sync_every` steps (the
+        first token at once). Stops early once every sequence has produced an end token;
+        a sequence that finished first keeps yielding tokens that generate() drops."""
+        prompts = self._prompts(prompt_ids)
+        self._check_request(prompts, max_new_tokens, temperature, top_k, top_p, seed)
+        sampled = temperature > 0
+        runner = self._runner(sampled)
+        batch, device = len(prompts), self.model.device
+        lengths = torch.tensor([len(p) for p in prompts], device=device)
+        if sampled:
+            self._set_sampling(batch, temperature, top_k, top_p, seed)
+        stop = _stop_set(eos_token_id)
+        self.stats = GenerationStats(batch, int(lengths.sum()), max_new_tokens)
+        _synchronize(device)
+        start = time.perf_counter()
+        tokens = self._prefill(prompts, lengths, sampled)
+        positions = lengths
+        first = self._history[torch.arange(batch, device=device), positions].tolist()
+        self.stats.prefill_seconds = time.perf_counter() - start
+        yield first
+        finished = [t in stop for t in first]
+        produced = 1
+        start = time.perf_counter()
+        while produced < max_new_tokens and not all(finished):
+            chunk = min(self.sync_every, max_new_tokens - produced)
+            for _ in range(chunk):
+                tokens, positions = runner(tokens, positions)
+            # One wait per chunk: every row's last `chunk` tokens, by position.
+            columns = (positions[:, None] - torch.arange(chunk - 1, -1, -1, device=device))
+            new = self._history[:batch].gather(1, columns).tolist()
+            for step in range(chunk):
+                step_tokens = [row[step] for row in new]
+                finished = [f or t in stop for f, t in zip(finished, step_tokens, strict=True)]
+                yield step_tokens
+            produced += chunk
+            self.stats.decode_seconds = time.perf_counter() - start
+            self.stats.new_tokens = produced
+
+    def _prefill(self, prompts: list[torch.Tensor], lengths: torch.Tensor, sampled: bool
+                 ) -> torch.Tensor:
+        """Prompts through the model eagerly (equal lengths in one batch, else one at a
+        time), their first new tokens chosen and recorded. Returns those tokens (B,)."""
+        if len({len(p) for p in prompts}) == 1:
+            logits = self.model.prefill(torch.stack(prompts), self.cache)
+        else:
+            logits = torch.cat([self.model.prefill(p[None], self.cache, first_slot=b)
+                                for b, p in enumerate(prompts)])
+        positions = lengths
+        chosen = self._sample(logits, positions) if sampled else sampling.greedy(logits)
+        return self._record(chosen, positions)[0]
+
+    def _set_sampling(self, batch: int, temperature: float, top_k: int | None,
+                      top_p: float | None, seed: int) -> None:
+        self._temperature[:batch] = temperature
+        self._top_k[:batch] = top_k or 0
+        self._top_p[:batch] = 1.0 if top_p is None else top_p
+        self._seed[:batch] = sampling.row_seeds(seed, batch, self._seed.device)
+
+    def _prompts(self, prompt_ids) -> list[torch.Tensor]:
+        device = self.model.device
+        if isinstance(prompt_ids, torch.Tensor):
+            if prompt_ids.dtype not in (torch.int64, torch.int32):
+                raise TypeError(f"prompt_ids must hold integer token ids, got {prompt_ids.dtype}")
+            if prompt_ids.ndim == 1:
+                prompt_ids = prompt_ids[None]
+            if prompt_ids.ndim != 2:
+                raise ValueError(f"prompt_ids must be (B, T) or (T,), got shape "
+                                 f"{tuple(prompt_ids.shape)}")
+            rows = list(prompt_ids.to(device=device, dtype=torch.int64))
+        elif isinstance(prompt_ids, (list, tuple)) and prompt_ids and all(
+                isinstance(p, (list, tuple)) for p in prompt_ids):
+            rows = [torch.tensor(p, dtype=torch.int64, device=device) for p in prompt_ids]
+        elif isinstance(prompt_ids, (list, tuple)) and all(isinstance(t, int) for t in prompt_ids):
+            rows = [torch.tensor(prompt_ids, dtype=torch.int64, device=device)]
+        else:
+            raise TypeError("prompt_ids must be a (B, T) tensor, a (T,) tensor, a list of "
+                            "ids or a list of B lists of ids")
+        if not rows or any(r.numel() == 0 for r in rows):
+            raise ValueError("every prompt needs at least one token")
+        vocab = self.model.config.vocab_size
+        low = min(int(r.min()) for r in rows)
+        high = max(int(r.max()) for r in rows)
+        if low < 0 or high >= vocab:
+            raise ValueError(f"token ids must lie in [0, {vocab}), got {low}..{high}")
+        return rows
+
+    def _check_request(self, prompts: list[torch.Tensor], max_new_tokens: int,
+                       temperature: float, top_k: int | None, top_p: float | None,
+                       seed: int) -> None:
+        """Capacity and settings, before any work."""
+        if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be a positive int, got {max_new_tokens!r}")
+        if len(prompts) > self.max_batch:
+            raise ValueError(f"{len(prompts)} sequences exceed max_batch={self.max_batch}")
+        longest = max(len(p) for p in prompts)
+        if longest + max_new_tokens > self.max_seq:
+            raise ValueError(f"a prompt of {longest} tokens + {max_new_tokens} new tokens "
+                             f"exceeds max_seq={self.max_seq}")
+        if not temperature >= 0:
+            raise ValueError(f"temperature must be >= 0, got {temperature!r}")
+        if top_k is not None and (not isinstance(top_k, int) or top_k < 0):
+            raise ValueError(f"top_k must be a non-negative int or None, got {top_k!r}")
+        if top_p is not None and not 0 < top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
+        if not isinstance(seed, int) or seed < 0:
+            raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+        if temperature == 0 and (top_k or top_p not in (None, 1.0)):
+            raise ValueError("top_k and top_p apply to sampling: give temperature > 0 "
+                             "(temperature=0 is greedy)")
+
+
+def _stop_set(eos_token_id) -> frozenset[int]:
+    if eos_token_id is None:
+        return frozenset()
+    if isinstance(eos_token_id, int):
+        return frozenset((eos_token_id,))
+    return frozenset(int(t) for t in eos_token_id)
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)

@@ -1,0 +1,91 @@
+"""Named Llama-family shapes as Hugging Face configs, for demos, benchmarks and tests:
+random weights of a real model's shape, built without a download.
+
+    hf = random_hf_model("tinyllama", dtype=torch.bfloat16, device="cuda")
+    model = Llama.from_hf(hf)
+
+The real shapes come from each model's published config.json; the tiny ones keep every
+feature of their family (grouped-query heads, biases, tied embeddings, Llama 3 rope scaling)
+at a size the Triton interpreter runs in seconds.
+"""
+
+from __future__ import annotations
+
+import torch
+
+_LLAMA3_ROPE = {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
+
+SHAPES: dict[str, dict] = {
+    "tinyllama": dict(model_type="llama", vocab_size=32000, hidden_size=2048,
+                      intermediate_size=5632, num_hidden_layers=22, num_attention_heads=32,
+                      num_key_value_heads=4, rms_norm_eps=1e-5, rope_theta=10000.0,
+                      max_position_embeddings=2048),
+    "llama3.2-1b": dict(model_type="llama", vocab_size=128256, hidden_size=2048,
+                        intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
+                        num_key_value_heads=8, rms_norm_eps=1e-5, rope_theta=500000.0,
+                        rope_scaling=_LLAMA3_ROPE, tie_word_embeddings=True,
+                        max_position_embeddings=131072),
+    "llama3-8b": dict(model_type="llama", vocab_size=128256, hidden_size=4096,
+                      intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
+                      num_key_value_heads=8, rms_norm_eps=1e-5, rope_theta=500000.0,
+                      max_position_embeddings=8192),
+    "qwen2-0.5b": dict(model_type="qwen2", vocab_size=151936, hidden_size=896,
+                       intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
+                       num_key_value_heads=2, rms_norm_eps=1e-6, rope_theta=1000000.0,
+                       tie_word_embeddings=True, max_position_embeddings=32768,
+                       use_sliding_window=False),
+    "mistral-7b": dict(model_type="mistral", vocab_size=32768, hidden_size=4096,
+                       intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
+                       num_key_value_heads=8, rms_norm_eps=1e-5, rope_theta=1000000.0,
+                       max_position_embeddings=32768, sliding_window=None),
+    # CPU sizes: every feature of the family, small enough for the interpreter.
+    "tiny-llama3": dict(model_type="llama", vocab_size=67, hidden_size=32,
+                        intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                        num_key_value_heads=2, rms_norm_eps=1e-5, rope_theta=500000.0,
+                        rope_scaling={**_LLAMA3_ROPE, "factor": 8.0,
+                                      "original_max_position_embeddings": 16},
+                        attention_bias=True, max_position_embeddings=256),
+    "tiny-qwen2": dict(model_type="qwen2", vocab_size=67, hidden_size=32,
+                       intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                       num_key_value_heads=1, rms_norm_eps=1e-6, rope_theta=1000000.0,
+                       tie_word_embeddings=True, max_position_embeddings=256,
+                       use_sliding_window=False),
+    "tiny-mistral": dict(model_type="mistral", vocab_size=67, hidden_size=32,
+                         intermediate_size=48, num_hidden_layers=2, num_attention_heads=2,
+                         num_key_value_heads=2, head_dim=24, rms_norm_eps=1e-5,
+                         max_position_embeddings=256, sliding_window=None),
+}
+
+
+def hf_config(name: str, **overrides):
+    """The transformers config of a named shape (fields in `overrides` replaced)."""
+    from transformers import AutoConfig
+
+    if name not in SHAPES:
+        raise ValueError(f"unknown model shape {name!r}; known: {', '.join(SHAPES)}")
+    values = {**SHAPES[name], **overrides}
+    return AutoConfig.for_model(values.pop("model_type"), **values)
+
+
+def random_hf_model(name: str, dtype: torch.dtype = torch.float32, device="cpu",
+                    seed: int = 0, scale: float = 1.0, **overrides):
+    """A transformers causal LM of a named shape with random weights, built on `device`.
+    scale > 1 widens the weights past transformers' init (std 0.02), so a tiny model's
+    logits differ enough between tokens for greedy decoding to be a sharp test."""
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(seed)
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(hf_config(name, **overrides), dtype=dtype)
+    # transformers starts biases at 0 and norm weights at 1, which would hide a bias or a
+    # norm weight applied wrongly: give them random values too.
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if param.ndim == 2:
+                param.mul_(scale)
+            elif name.endswith("bias"):
+                param.normal_(0.0, 0.02 * scale)
+            else:
+                param.add_(torch.randn_like(param), alpha=0.1)
+    return model.eval()

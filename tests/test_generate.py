@@ -1,0 +1,136 @@
+"""tg.Generator: decode one graph replay per token, tokens as Hugging Face's; sampling."""
+
+import pytest
+import torch
+
+import tilegraph as tg
+from tilegraph import sampling
+from tilegraph.models import Llama
+from tilegraph.models.hf_presets import random_hf_model
+
+pytest.importorskip("transformers")
+
+
+@pytest.fixture(scope="module")
+def hf():
+    return random_hf_model("tiny-llama3", scale=5.0, num_hidden_layers=1)  # fast on CPU
+
+
+@pytest.fixture(scope="module")
+def generator(hf):
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model = Llama.from_hf(hf, device=device)
+    return tg.Generator(model, max_batch=3, max_seq=48, sizes=(1, 3), sync_every=5)
+
+
+def _hf_greedy(hf, prompt, new_tokens):
+    ids = torch.tensor([prompt])
+    # An explicit mask: without one, HF takes prompt tokens equal to pad_token_id for padding.
+    out = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens,
+                      min_new_tokens=new_tokens, do_sample=False, pad_token_id=0)
+    return out[0, len(prompt):].tolist()
+
+
+def test_greedy_tokens_equal_hf_for_32_new_tokens(hf, generator):
+    prompt = torch.randint(0, 67, (11,)).tolist()
+    assert generator.generate([prompt], 32) == [_hf_greedy(hf, prompt, 32)]
+    stats = generator.stats
+    assert stats.batch == 1 and stats.new_tokens == 32 and stats.prompt_tokens == 11
+
+
+def test_batch_of_ragged_prompts(hf, generator):
+    prompts = [torch.randint(0, 67, (n,)).tolist() for n in (3, 8, 5)]
+    out = generator.generate(prompts, 9)
+    assert out == [_hf_greedy(hf, p, 9) for p in prompts]
+
+
+def test_batch_of_equal_prompts_as_a_tensor_runs_a_smaller_bucket(hf, generator):
+    ids = torch.randint(0, 67, (2, 7))     # 2 rows: padded into the graph of 3
+    assert generator.generate(ids, 6) == [_hf_greedy(hf, row.tolist(), 6) for row in ids]
+
+
+def test_end_of_sequence_stops_each_row(hf, generator):
+    prompt = torch.randint(0, 67, (6,)).tolist()
+    greedy = _hf_greedy(hf, prompt, 12)
+    eos = greedy[3]
+    out = generator.generate([prompt], 12, eos_token_id=eos)[0]
+    assert out == greedy[:greedy.index(eos) + 1]
+
+
+def test_stream_yields_one_list_per_step(generator):
+    prompts = [[1, 2, 3], [4, 5, 6]]
+    steps = list(generator.stream(prompts, 7))
+    assert len(steps) == 7 and all(len(s) == 2 for s in steps)
+    assert [list(row) for row in zip(*steps, strict=True)] == generator.generate(prompts, 7)
+
+
+def test_sampling_is_seeded_and_top_k_1_is_greedy(generator):
+    prompts = [[5, 9, 2, 11], [5, 9, 2, 11]]
+    first = generator.generate(prompts, 6, temperature=1.5, seed=7)
+    assert generator.generate(prompts, 6, temperature=1.5, seed=7) == first
+    assert generator.generate(prompts, 6, temperature=1.5, seed=8) != first
+    assert first[0] != first[1], "rows of one batch draw independently"
+    greedy = generator.generate(prompts, 6)
+    assert generator.generate(prompts, 6, temperature=1.5, top_k=1, seed=3) == greedy
+    assert generator.generate(prompts[:1], 6, temperature=1.5, top_p=1e-6) == greedy[:1]
+
+
+def test_requests_beyond_capacity_fail_before_any_work(generator):
+    with pytest.raises(ValueError, match="max_batch=3"):
+        generator.generate([[1]] * 4, 2)
+    with pytest.raises(ValueError, match="exceeds max_seq=48"):
+        generator.generate([[1] * 40], 9)
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        generator.generate([[1]], 0)
+    with pytest.raises(ValueError, match=r"\[0, 67\)"):
+        generator.generate([[1, 67]], 2)
+    with pytest.raises(ValueError, match="at least one token"):
+        generator.generate([[]], 2)
+    with pytest.raises(ValueError, match="temperature > 0"):
+        generator.generate([[1]], 2, top_k=5)
+    with pytest.raises(ValueError, match="top_p"):
+        generator.generate([[1]], 2, temperature=1.0, top_p=1.5)
+    with pytest.raises(TypeError, match="token ids"):
+        generator.generate(torch.ones(1, 3), 2)
+
+
+def test_generator_refuses_other_models():
+    with pytest.raises(TypeError, match="Llama"):
+        tg.Generator(torch.nn.Linear(2, 2))
+
+
+# -- sampling alone ------------------------------------------------------------------------
+
+def test_samples_follow_the_softmax():
+    """20,000 draws of one row (a fresh position each) land on each token about as often as
+    its probability says (5 standard deviations of a binomial count)."""
+    logits = torch.tensor([2.0, 1.0, 0.5, -1.0, -3.0])
+    draws = 20000
+    tokens = sampling.sample(logits.expand(draws, -1), torch.full((draws,), 1.0),
+                             torch.zeros(draws, dtype=torch.int64), torch.ones(draws),
+                             torch.full((draws,), 3, dtype=torch.int64), torch.arange(draws))
+    counts = torch.bincount(tokens, minlength=5).double()
+    expected = torch.softmax(logits.double(), 0) * draws
+    spread = (expected * (1 - expected / draws)).sqrt()
+    assert ((counts - expected).abs() <= 5 * spread + 1).all(), (counts, expected)
+
+
+def test_top_k_and_top_p_restrict_the_draws():
+    logits = torch.tensor([3.0, 2.5, 2.0, 0.0, -1.0])   # probs ~ .50 .30 .18 .02 .01
+    draws = 4000
+    row = lambda value, dtype=torch.float32: torch.full((draws,), value, dtype=dtype)  # noqa: E731
+    seeds, positions = row(1, torch.int64), torch.arange(draws)
+    top2 = sampling.sample(logits.expand(draws, -1), row(1.0), row(2, torch.int64), row(1.0),
+                           seeds, positions)
+    assert set(top2.tolist()) == {0, 1}
+    nucleus = sampling.sample(logits.expand(draws, -1), row(1.0), row(0, torch.int64),
+                              row(0.7), seeds, positions)
+    assert set(nucleus.tolist()) == {0, 1}   # 0.50 < 0.7: the second joins, the third not
+
+
+def test_noise_is_uniform_and_decorrelated():
+    u = sampling.uniform_noise(torch.tensor(5), torch.arange(100000), torch.tensor(3))
+    assert 0 < u.min() and u.max() < 1
+    assert abs(u.mean().item() - 0.5) < 0.01 and abs(u.var().item() - 1 / 12) < 0.005
+    seeds = sampling.row_seeds(5, 4)
+    assert len(set(seeds.tolist())) == 4

@@ -1,0 +1,208 @@
+"""tilegraph's Llama family against Hugging Face transformers on the same weights."""
+
+import json
+
+import pytest
+import torch
+
+from tilegraph.models import Llama, LlamaConfig
+from tilegraph.models.hf_presets import hf_config, random_hf_model
+from tilegraph.testing import MODEL_TOLERANCES, rel_error
+
+transformers = pytest.importorskip("transformers")
+
+TINY = ("tiny-llama3", "tiny-qwen2", "tiny-mistral")
+
+
+def _load_through_directory(hf, tmp_path, **save):
+    hf.save_pretrained(tmp_path, **save)
+    return Llama.from_hf(tmp_path, dtype=torch.float32, device="cpu")
+
+
+def _hf_logits(hf, ids):
+    with torch.no_grad():
+        return hf(ids).logits
+
+
+def _assert_steps_close(ours, ref, tol, what):
+    """Per position (dim 1 of (B, T, vocab)), relative error within tol."""
+    for t in range(ref.shape[1]):
+        err = rel_error(ours[:, t], ref[:, t])
+        assert err <= tol, f"{what}: position {t} relative error {err:.3g} > {tol}"
+
+
+@pytest.mark.parametrize("name", TINY)
+@pytest.mark.parametrize("batch", [1, 3])
+def test_reference_forward_matches_hf_over_64_positions(name, batch, tmp_path):
+    hf = random_hf_model(name, scale=5.0)
+    model = _load_through_directory(hf, tmp_path)
+    ids = torch.randint(0, hf.config.vocab_size, (batch, 64))
+    with torch.no_grad():
+        ours = model(ids)
+    _assert_steps_close(ours, _hf_logits(hf, ids), MODEL_TOLERANCES[torch.float32], name)
+
+
+@pytest.mark.parametrize("name", TINY)
+def test_reference_forward_bf16(name):
+    hf = random_hf_model(name, dtype=torch.bfloat16, scale=5.0)
+    model = Llama.from_hf(hf)
+    assert model.dtype == torch.bfloat16
+    ids = torch.randint(0, hf.config.vocab_size, (2, 33))
+    with torch.no_grad():
+        ours = model(ids)
+    ref = _hf_logits(random_hf_model(name, scale=5.0), ids)   # fp32 weights of the same seed
+    _assert_steps_close(ours, ref, MODEL_TOLERANCES[torch.bfloat16], name)
+
+
+@pytest.mark.parametrize("name", TINY)
+def test_prefill_and_decode_match_hf(name, tmp_path):
+    """The fused path (tg.linear, static cache) teacher-forced: prefill odd-length prompts,
+    then one decode step per position, each step's logits against HF's full forward."""
+    hf = random_hf_model(name, scale=5.0)
+    model = _load_through_directory(hf, tmp_path)
+    ids = torch.randint(0, hf.config.vocab_size, (3, 9))
+    ref = _hf_logits(hf, ids)
+    cache = model.new_cache(max_batch=4, max_seq=16)
+    tol = MODEL_TOLERANCES[torch.float32]
+    prompt = 5
+    logits = model.prefill(ids[:, :prompt], cache)
+    _assert_steps_close(logits[:, None], ref[:, prompt - 1:prompt], tol, f"{name} prefill")
+    positions = torch.full((3,), prompt)
+    for t in range(prompt, ids.shape[1]):
+        logits = model.decode(ids[:, t], positions, cache)
+        _assert_steps_close(logits[:, None], ref[:, t:t + 1], tol, f"{name} decode {t}")
+        positions += 1
+
+
+def test_decode_rows_at_different_positions(tmp_path):
+    """Each row attends to its own prefix only: rows prefilled one at a time with prompts
+    of different lengths, then decoded together at their own positions."""
+    hf = random_hf_model("tiny-llama3", scale=5.0)
+    model = _load_through_directory(hf, tmp_path)
+    prompts = [torch.randint(0, 67, (n,)) for n in (3, 7)]
+    cache = model.new_cache(max_batch=2, max_seq=12)
+    for slot, prompt in enumerate(prompts):
+        model.prefill(prompt[None], cache, first_slot=slot)
+    following = torch.randint(0, 67, (2,))
+    logits = model.decode(following, torch.tensor([3, 7]), cache)
+    for row, prompt in enumerate(prompts):
+        ref = _hf_logits(hf, torch.cat([prompt, following[row:row + 1]])[None])[0, -1]
+        assert rel_error(logits[row], ref) <= MODEL_TOLERANCES[torch.float32]
+
+
+def test_sharded_checkpoint_loads_like_the_model_object(tmp_path):
+    hf = random_hf_model("tiny-llama3", scale=5.0)
+    sharded = _load_through_directory(hf, tmp_path, max_shard_size="20KB")
+    assert (tmp_path / "model.safetensors.index.json").is_file()
+    direct = Llama.from_hf(hf)
+    for (name, a), (_, b) in zip(sharded.state_dict().items(), direct.state_dict().items(),
+                                 strict=True):
+        assert torch.equal(a, b), name
+
+
+def test_tied_embeddings_share_one_tensor():
+    model = Llama.from_hf(random_hf_model("tiny-qwen2"))
+    assert model.lm_head is model.embed
+    assert model.layers[0].bqkv is not None and model.layers[0].bo is None
+
+
+def test_config_fields_from_each_family():
+    llama3 = LlamaConfig.from_hf(hf_config("tiny-llama3"))
+    assert llama3.rope_llama3["factor"] == 8.0 and llama3.qkv_bias and llama3.o_bias
+    qwen = LlamaConfig.from_hf(hf_config("tiny-qwen2"))
+    assert qwen.qkv_bias and not qwen.o_bias and qwen.tie_embeddings
+    assert qwen.sliding_window is None   # use_sliding_window=False
+    mistral = LlamaConfig.from_hf(hf_config("tiny-mistral").to_dict())
+    assert mistral.head_dim == 24 and mistral.q_dim == 48 and not mistral.qkv_bias
+
+
+def test_config_from_a_directory(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(hf_config("tiny-qwen2").to_dict()))
+    assert LlamaConfig.from_hf(tmp_path).model_type == "qwen2"
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"model_type": "mixtral"}, "model_type"),
+    ({"num_local_experts": 8}, "num_local_experts"),
+    ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, "rope_type"),
+    ({"hidden_act": "gelu"}, "hidden_act"),
+    ({"partial_rotary_factor": 0.5}, "partial_rotary_factor"),
+])
+def test_unsupported_fields_are_named(change, field):
+    values = hf_config("tiny-llama3").to_dict()
+    if "rope_scaling" in change:  # transformers 5 keeps rope settings in rope_parameters
+        values.pop("rope_parameters", None)
+    values.update(change)
+    with pytest.raises(ValueError, match=field):
+        LlamaConfig.from_hf(values)
+
+
+def test_sliding_window_past_the_cache_is_refused():
+    values = {**hf_config("tiny-mistral").to_dict(), "sliding_window": 8}
+    model = Llama(LlamaConfig.from_hf(values))
+    with pytest.raises(ValueError, match="sliding_window=8"):
+        model.new_cache(max_batch=1, max_seq=16)
+    model.new_cache(max_batch=1, max_seq=8)
+
+
+def test_checkpoint_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="checkpoint directory"):
+        Llama.from_hf(tmp_path / "missing")
+    (tmp_path / "config.json").write_text(json.dumps(hf_config("tiny-qwen2").to_dict()))
+    with pytest.raises(FileNotFoundError, match="safetensors"):
+        Llama.from_hf(tmp_path)
+    with pytest.raises(TypeError, match="transformers model or a checkpoint"):
+        Llama.from_hf(42)
+
+
+def test_checkpoint_missing_a_weight_is_refused(tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    hf = random_hf_model("tiny-qwen2")
+    hf.save_pretrained(tmp_path)
+    state = load_file(tmp_path / "model.safetensors")
+    state.pop("model.layers.1.mlp.down_proj.weight")
+    save_file(state, tmp_path / "model.safetensors")
+    with pytest.raises(ValueError, match="layers.1.w_down"):
+        Llama.from_hf(tmp_path)
+
+
+def test_bad_token_ids_are_refused():
+    model = Llama.from_hf(random_hf_model("tiny-qwen2"))
+    with pytest.raises(ValueError, match=r"\[0, 67\)"):
+        model(torch.tensor([[1, 67]]))
+    with pytest.raises(TypeError, match="int64"):
+        model(torch.ones(1, 3))
+    with pytest.raises(ValueError, match="both > 0"):
+        model(torch.ones(1, 0, dtype=torch.int64))
+    cache = model.new_cache(max_batch=1, max_seq=4)
+    with pytest.raises(ValueError, match="does not fit"):
+        model.prefill(torch.ones(1, 5, dtype=torch.int64), cache)
+    with pytest.raises(ValueError, match="outside the cache"):
+        model.prefill(torch.ones(2, 3, dtype=torch.int64), cache)
+
+
+# -- real shapes on the GPU --------------------------------------------------------------------
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name, dtype", [("tinyllama", torch.bfloat16),
+                                         ("qwen2-0.5b", torch.bfloat16),
+                                         ("llama3.2-1b", torch.bfloat16),
+                                         ("qwen2-0.5b", torch.float32)])
+def test_real_shapes_teacher_forced_over_64_positions(name, dtype):
+    hf = random_hf_model(name, dtype=dtype, device="cuda")
+    model = Llama.from_hf(hf)
+    ids = torch.randint(0, hf.config.vocab_size, (3, 64), device="cuda")
+    ref = _hf_logits(hf, ids).float()
+    tol = MODEL_TOLERANCES[dtype]
+    with torch.no_grad():
+        _assert_steps_close(model(ids).float(), ref, tol, f"{name} reference")
+    cache = model.new_cache(max_batch=4, max_seq=128)
+    prompt = 31
+    logits = model.prefill(ids[:, :prompt], cache)
+    _assert_steps_close(logits[:, None].float(), ref[:, prompt - 1:prompt], tol, "prefill")
+    positions = torch.full((3,), prompt, device="cuda")
+    for t in range(prompt, 64):
+        logits = model.decode(ids[:, t], positions, cache)
+        _assert_steps_close(logits[:, None].float(), ref[:, t:t + 1], tol, f"decode {t}")
+        positions += 1
