@@ -5,11 +5,13 @@ STAMP  := $(VENV)/.installed
 # A machine without an NVIDIA driver gets the CPU build of torch (a local wheel); never the
 # multi-GB CUDA build.
 HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
+COMMA   := ,
 
 .PHONY: demo test lint bench install clean
 
 demo: $(STAMP)
 	$(VENV)/bin/tilegraph demo
+	$(VENV)/bin/tilegraph demo --model $(if $(HAS_GPU),tinyllama --batch 1$(COMMA)8,tiny-llama3)
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks

@@ -212,12 +212,162 @@ def cmd_profile(args: argparse.Namespace) -> int:
     return 0
 
 
+def _needs_hf() -> str | None:
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        return "this needs transformers and safetensors: pip install 'tilegraph[hf]'"
+    return None
+
+
+def cmd_model_demo(args: argparse.Namespace) -> int:
+    from . import model_demo
+
+    if (missing := _needs_hf()) is not None:
+        console.print(f"[red]{missing}[/red]")
+        return 2
+    name = args.model
+    if INTERPRET and not name.startswith("tiny"):
+        console.print(f"[red]{name} needs a CUDA GPU[/red]: through Triton's interpreter it "
+                      "would take hours; use --model tiny-llama3 (or tiny-qwen2, tiny-mistral)")
+        return 2
+    dtype = args.dtype or (torch.float32 if INTERPRET else torch.bfloat16)
+    prompt = args.prompt_tokens or (9 if INTERPRET else 128)
+    new = args.new_tokens or (6 if INTERPRET else 256)
+    max_seq = args.max_seq or (32 if INTERPRET else 2048)
+    if prompt + new > max_seq:
+        console.print(f"[red]--prompt-tokens {prompt} + --new-tokens {new} exceed --max-seq "
+                      f"{max_seq}[/red]")
+        return 2
+    batches = args.batch or (1,)
+    variants = args.variants or list(model_demo.VARIANTS)
+    unknown = [v for v in variants if v not in model_demo.VARIANTS]
+    if unknown:
+        console.print(f"[red]unknown variant(s) {unknown}[/red]; choose from "
+                      f"{', '.join(model_demo.VARIANTS)}")
+        return 2
+    copy_gbps = None
+    if torch.cuda.is_available():
+        from .bench import ceilings
+
+        with console.status("measuring this device's copy bandwidth (cached afterwards)"):
+            copy_gbps = ceilings()["copy_gbps"]
+    device = "cpu" if INTERPRET else "cuda"
+    console.print(f"{name}: random weights, {str(dtype).removeprefix('torch.')}, prompt "
+                  f"{prompt} tokens, {new} new tokens, max_seq {max_seq}, batch "
+                  f"{', '.join(map(str, batches))}, on {device_name()}")
+    rows, builds = [], {}
+    with _progress() as progress:
+        task = progress.add_task("model demo", total=len(batches) * len(variants))
+
+        def step(what: str) -> None:
+            progress.update(task, description=what)
+            if what.startswith(f"{name} batch") and "decoding" in what:
+                progress.advance(task)
+
+        for batch in batches:
+            result = model_demo.run(name, batch, prompt, new, max_seq, dtype, device,
+                                    variants, progress=step)
+            element = torch.empty((), dtype=dtype).element_size()
+            rows += model_demo.summarize(name, batch, result["runs"], result["config"],
+                                         element, prompt + new / 2, copy_gbps)
+            builds[batch] = result["builds"]
+    console.print(tables.model_table(rows, f"{name}: decode, token after token"))
+    for batch, seconds in builds.items():
+        if seconds:
+            console.print(f"batch {batch}: tilegraph graphs for every bucket built in "
+                          f"{seconds['cold']:.2f} s (first build), {seconds['warm']:.2f} s "
+                          "(again, kernels compiled)")
+    settings = {"model": name, "dtype": str(dtype).removeprefix("torch."),
+                "prompt_tokens": prompt, "new_tokens": new, "max_seq": max_seq,
+                "copy_gbps": copy_gbps, "tilegraph_build_seconds": builds}
+    written = model_demo.save(args.out, name, rows, settings)
+    console.print("saved " + ", ".join(str(p) for p in written))
+    if INTERPRET:
+        console.print("No CUDA device: tilegraph's kernels ran through Triton's interpreter "
+                      "and were checked against transformers; timings need a CUDA GPU.")
+    return 1 if any(r["status"] == "FAIL" for r in rows) else 0
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from .generate import Generator
+    from .models.hf_presets import SHAPES, random_hf_model
+    from .models.llama import Llama
+
+    if (missing := _needs_hf()) is not None:
+        console.print(f"[red]{missing}[/red]")
+        return 2
+    device = "cpu" if INTERPRET else "cuda"
+    dtype = args.dtype or (torch.float32 if INTERPRET else torch.bfloat16)
+    tokenizer = None
+    if args.model in SHAPES:
+        console.print(f"[yellow]{args.model}: random weights of that shape[/yellow]")
+        model = Llama.from_hf(random_hf_model(args.model, dtype=dtype, device=device))
+    else:
+        path = Path(args.model)
+        if not (path / "config.json").is_file():
+            console.print(f"[red]{path} is not a checkpoint directory (config.json + "
+                          f"*.safetensors) nor a named shape ({', '.join(SHAPES)})[/red]")
+            return 2
+        with console.status(f"loading {path}"):
+            model = Llama.from_hf(path, dtype=dtype, device=device)
+        if any((path / f).is_file() for f in ("tokenizer.json", "tokenizer.model")):
+            from transformers import AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(path)
+    if args.prompt_ids is not None:
+        prompt = list(args.prompt_ids)
+    elif tokenizer is None:
+        console.print("[red]this model has no tokenizer: give --prompt-ids 1,2,3[/red]")
+        return 2
+    else:
+        prompt = tokenizer(args.prompt or "", add_special_tokens=True)["input_ids"]
+    if not prompt:
+        console.print("[red]the prompt is empty[/red]")
+        return 2
+    max_seq = args.max_seq or len(prompt) + args.max_new_tokens
+    with console.status("capturing the decode graphs"):
+        generator = Generator(model, max_batch=args.batch, max_seq=max_seq)
+    eos = tokenizer.eos_token_id if tokenizer is not None else None
+    kwargs = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+                  seed=args.seed, eos_token_id=eos)
+    prompts = [prompt] * args.batch
+    try:
+        steps = generator.stream(prompts, args.max_new_tokens, **kwargs)
+        if args.batch == 1:
+            shown = []
+            for tokens in steps:
+                shown.append(tokens[0])
+                text = tokenizer.decode([tokens[0]]) if tokenizer else f"{tokens[0]} "
+                print(text, end="", flush=True)
+            print()
+        else:
+            rows = [list(r) for r in zip(*steps, strict=True)]
+            for b, row in enumerate(rows):
+                print(f"[{b}] " + (tokenizer.decode(row) if tokenizer else str(row)))
+    except ValueError as error:
+        console.print(f"[red]{error}[/red]")
+        return 2
+    stats = generator.stats
+    console.print(f"time to first token {stats.prefill_seconds * 1e3:.1f} ms; decode "
+                  f"{stats.decode_ms_per_token:.2f} ms/token, {stats.tokens_per_second:.1f} "
+                  f"tokens/s over {stats.batch} sequence(s); graphs built in "
+                  f"{sum(generator.build_seconds.values()):.2f} s")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
+    if args.model:
+        return cmd_model_demo(args)
     from . import demo
     from .models import PRESETS, LayerStack
 
+    if args.batch and len(args.batch) > 1:
+        console.print("[red]the stack demo takes one --batch (several with --model)[/red]")
+        return 2
     config = PRESETS[args.preset or ("tiny" if INTERPRET else "seed")]
-    config = config.with_(**{k: v for k, v in (("tokens", args.tokens), ("batch", args.batch))
+    batch = args.batch[0] if args.batch else None
+    config = config.with_(**{k: v for k, v in (("tokens", args.tokens), ("batch", batch))
                              if v is not None})
     if INTERPRET and config.d > 256:
         console.print(f"[red]preset {args.preset} (d={config.d}) needs a CUDA GPU[/red]: "
@@ -347,6 +497,17 @@ def _positive(text: str) -> int:
     return value
 
 
+def _ids(text: str) -> tuple[int, ...]:
+    try:
+        ids = tuple(int(t) for t in text.split(",") if t.strip())
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated token ids, got {text!r}") from error
+    if not ids or min(ids) < 0:
+        raise argparse.ArgumentTypeError(f"expected non-negative token ids, got {text!r}")
+    return ids
+
+
 def _names(text: str) -> list[str]:
     return [name.strip() for name in text.split(",") if name.strip()]
 
@@ -423,6 +584,7 @@ def build_parser() -> argparse.ArgumentParser:
     tune.set_defaults(func=cmd_tune)
 
     from .models import PRESETS
+    from .models.hf_presets import SHAPES
 
     demo = sub.add_parser("demo", help="the decode stack: eager, hand graph, tilegraph, compile")
     demo.add_argument("--preset", choices=list(PRESETS),
@@ -430,13 +592,42 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--compile", action="store_true",
                       help="also torch.compile(mode='reduce-overhead') (takes seconds to build)")
     demo.add_argument("--tokens", type=_positive, help="tokens per decode run (default: preset)")
-    demo.add_argument("--batch", type=_positive, help="sequences decoded together")
+    demo.add_argument("--batch", type=_sizes, help="sequences decoded together (with --model, "
+                      "a comma-separated list: one table row set each)")
     demo.add_argument("--sweep-tokens", type=_positive,
                       help="tokens per run in the layer and batch sweeps (default 64; 2 on CPU)")
     demo.add_argument("--no-sweeps", action="store_true", help="the main table only")
     demo.add_argument("--out", type=Path, default=Path("out/demo"),
                       help="folder for the result files (default out/demo)")
+    model_group = demo.add_argument_group(
+        "real models (--model)", "a Llama-family shape with random weights: transformers "
+        "eager, + a hand-captured graph, + torch.compile, and tilegraph's Generator")
+    model_group.add_argument("--model", choices=list(SHAPES),
+                             help="model shape (tiny-* run on CPU through the interpreter)")
+    model_group.add_argument("--dtype", type=_dtype, help="default bf16 (fp32 on CPU)")
+    model_group.add_argument("--prompt-tokens", type=_positive, help="default 128 (9 on CPU)")
+    model_group.add_argument("--new-tokens", type=_positive, help="default 256 (6 on CPU)")
+    model_group.add_argument("--max-seq", type=_positive, help="default 2048 (32 on CPU)")
+    model_group.add_argument("--variants", type=_names, help="comma-separated subset of "
+                             "hf-eager,hf-graph,hf-compile,tilegraph")
     demo.set_defaults(func=cmd_demo)
+
+    gen = sub.add_parser("generate", help="decode text with a Llama-family checkpoint "
+                         "(config.json + *.safetensors), one graph replay a token")
+    gen.add_argument("--model", required=True,
+                     help=f"checkpoint directory, or a shape with random weights: "
+                     f"{', '.join(SHAPES)}")
+    gen.add_argument("--prompt", help="text (needs the checkpoint's tokenizer)")
+    gen.add_argument("--prompt-ids", type=_ids, help="token ids, e.g. 1,450,4996")
+    gen.add_argument("--max-new-tokens", type=_positive, default=64)
+    gen.add_argument("--batch", type=_positive, default=1, help="copies of the prompt")
+    gen.add_argument("--dtype", type=_dtype, help="default bf16 (fp32 on CPU)")
+    gen.add_argument("--max-seq", type=_positive, help="cache length (default: prompt + new)")
+    gen.add_argument("--temperature", type=float, default=0.0, help="0: greedy (default)")
+    gen.add_argument("--top-k", type=int)
+    gen.add_argument("--top-p", type=float)
+    gen.add_argument("--seed", type=int, default=0)
+    gen.set_defaults(func=cmd_generate)
     return parser
 
 

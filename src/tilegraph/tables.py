@@ -64,6 +64,30 @@ def demo_table(rows: list[dict]) -> Table:
     return table
 
 
+def model_table(rows: list[dict], title: str) -> Table:
+    """Columns with no value in any row (timings on CPU) are left out: the table stays
+    readable in 80 columns."""
+    columns = {"batch": lambda r: str(r["batch"]), "variant": lambda r: r["variant"],
+               "result": lambda r: r["status"],
+               "ms/token": lambda r: fmt(r["ms_per_token"], ".3f"),
+               "tokens/s": lambda r: fmt(r["tokens_per_s"], ".0f"),
+               "% floor": lambda r: fmt(r["pct_floor"], ".1f"),
+               "vs hf-graph": lambda r: fmt(r["vs_hf_graph"], ".2f"),
+               "vs hf-compile": lambda r: fmt(r["vs_hf_compile"], ".2f"),
+               "build s": lambda r: fmt(r["build_seconds"], ".2f"),
+               "near ties": lambda r: str(r["near_ties"])}
+    cells = {name: [get(r) for r in rows] for name, get in columns.items()}
+    shown = [name for name, values in cells.items() if any(values)]
+    table = Table(title=title)
+    for name in shown:
+        table.add_column(name, justify="left" if name == "variant" else "right")
+    for i in range(len(rows)):
+        table.add_row(*(cells[name][i] for name in shown))
+    table.caption = "\n".join(f"batch {r['batch']} {r['variant']}: {r['reason']}"
+                              for r in rows if r["reason"])
+    return table
+
+
 def sweep_table(title: str, rows: list[dict], columns: tuple[str, ...]) -> Table:
     table = Table(title=title)
     for column in columns:
