@@ -7,6 +7,7 @@ import tilegraph as tg
 from tilegraph import sampling
 from tilegraph.models import Llama
 from tilegraph.models.hf_presets import random_hf_model
+from tilegraph.testing import MODEL_TOLERANCES, rel_error
 
 pytest.importorskip("transformers")
 
@@ -62,6 +63,16 @@ def test_stream_yields_one_list_per_step(generator):
     steps = list(generator.stream(prompts, 7))
     assert len(steps) == 7 and all(len(s) == 2 for s in steps)
     assert [list(row) for row in zip(*steps, strict=True)] == generator.generate(prompts, 7)
+
+
+def test_score_gives_the_graphs_logits_teacher_forced(hf, generator):
+    prompts = torch.randint(0, 67, (2, 5))
+    continuation = torch.randint(0, 67, (2, 4))
+    logits = generator.score(prompts, continuation.to(generator.model.device))
+    with torch.no_grad():
+        ref = hf(torch.cat([prompts, continuation], dim=1)).logits[:, 4:8]
+    for t in range(4):
+        assert rel_error(logits[:, t], ref[:, t]) <= MODEL_TOLERANCES[torch.float32]
 
 
 def test_sampling_is_seeded_and_top_k_1_is_greedy(generator):

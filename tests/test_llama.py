@@ -44,14 +44,13 @@ def test_reference_forward_matches_hf_over_64_positions(name, batch, tmp_path):
 
 @pytest.mark.parametrize("name", TINY)
 def test_reference_forward_bf16(name):
-    hf = random_hf_model(name, dtype=torch.bfloat16, scale=5.0)
-    model = Llama.from_hf(hf)
+    hf = random_hf_model(name, scale=5.0)
+    model = Llama.from_hf(hf, dtype=torch.bfloat16)
     assert model.dtype == torch.bfloat16
     ids = torch.randint(0, hf.config.vocab_size, (2, 33))
     with torch.no_grad():
         ours = model(ids)
-    ref = _hf_logits(random_hf_model(name, scale=5.0), ids)   # fp32 weights of the same seed
-    _assert_steps_close(ours, ref, MODEL_TOLERANCES[torch.bfloat16], name)
+    _assert_steps_close(ours, _hf_logits(hf, ids), MODEL_TOLERANCES[torch.bfloat16], name)
 
 
 @pytest.mark.parametrize("name", TINY)

@@ -102,12 +102,12 @@ class Generator:
 
     def _greedy_step(self, tokens: torch.Tensor, positions: torch.Tensor):
         logits = self.model.decode(tokens, positions, self.cache)
-        return self._record(sampling.greedy(logits), positions + 1)
+        return (*self._record(sampling.greedy(logits), positions + 1), logits)
 
     def _sampled_step(self, tokens: torch.Tensor, positions: torch.Tensor):
         logits = self.model.decode(tokens, positions, self.cache)
         following = positions + 1   # where the chosen tokens go: the draw's key
-        return self._record(self._sample(logits, following), following)
+        return (*self._record(self._sample(logits, following), following), logits)
 
     def _sample(self, logits: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         rows = logits.shape[0]
@@ -169,7 +169,7 @@ class Generator:
         while produced < max_new_tokens and not all(finished):
             chunk = min(self.sync_every, max_new_tokens - produced)
             for _ in range(chunk):
-                tokens, positions = runner(tokens, positions)
+                tokens, positions, _ = runner(tokens, positions)
             # One wait per chunk: every row's last `chunk` tokens, by position.
             columns = (positions[:, None] - torch.arange(chunk - 1, -1, -1, device=device))
             new = self._history[:batch].gather(1, columns).tolist()
@@ -181,15 +181,37 @@ class Generator:
             self.stats.decode_seconds = time.perf_counter() - start
             self.stats.new_tokens = produced
 
+    def score(self, prompt_ids, continuation: torch.Tensor) -> torch.Tensor:
+        """Logits (B, n, vocab) the decode graphs give each token of `continuation` (B, n),
+        teacher-forced after the prompts: what the model predicted at every step, for
+        checking the graphs against a reference or computing log-likelihoods."""
+        prompts = self._prompts(prompt_ids)
+        if (not isinstance(continuation, torch.Tensor) or continuation.ndim != 2
+                or continuation.shape[0] != len(prompts)):
+            raise ValueError(f"continuation must be a ({len(prompts)}, n) tensor of ids")
+        continuation = continuation.to(device=self.model.device, dtype=torch.int64)
+        steps = continuation.shape[1]
+        self._check_request(prompts, steps, 0.0, None, None, 0)
+        lengths = torch.tensor([len(p) for p in prompts], device=self.model.device)
+        logits = [self._prefill_logits(prompts)]
+        positions = lengths
+        runner = self._runner(sampled=False)
+        for step in range(steps - 1):
+            _, positions, step_logits = runner(continuation[:, step].contiguous(), positions)
+            logits.append(step_logits.clone())
+        return torch.stack(logits, dim=1)
+
+    def _prefill_logits(self, prompts: list[torch.Tensor]) -> torch.Tensor:
+        if len({len(p) for p in prompts}) == 1:
+            return self.model.prefill(torch.stack(prompts), self.cache)
+        return torch.cat([self.model.prefill(p[None], self.cache, first_slot=b)
+                          for b, p in enumerate(prompts)])
+
     def _prefill(self, prompts: list[torch.Tensor], lengths: torch.Tensor, sampled: bool
                  ) -> torch.Tensor:
         """Prompts through the model eagerly (equal lengths in one batch, else one at a
         time), their first new tokens chosen and recorded. Returns those tokens (B,)."""
-        if len({len(p) for p in prompts}) == 1:
-            logits = self.model.prefill(torch.stack(prompts), self.cache)
-        else:
-            logits = torch.cat([self.model.prefill(p[None], self.cache, first_slot=b)
-                                for b, p in enumerate(prompts)])
+        logits = self._prefill_logits(prompts)
         positions = lengths
         chosen = self._sample(logits, positions) if sampled else sampling.greedy(logits)
         return self._record(chosen, positions)[0]

@@ -75,7 +75,8 @@ def model_table(rows: list[dict], title: str) -> Table:
                "vs hf-graph": lambda r: fmt(r["vs_hf_graph"], ".2f"),
                "vs hf-compile": lambda r: fmt(r["vs_hf_compile"], ".2f"),
                "build s": lambda r: fmt(r["build_seconds"], ".2f"),
-               "near ties": lambda r: str(r["near_ties"])}
+               "rel. error": lambda r: fmt(r["rel_error"], ".1e"),
+               "same tokens": lambda r: fmt(r["same_tokens"], ".0%")}
     cells = {name: [get(r) for r in rows] for name, get in columns.items()}
     shown = [name for name, values in cells.items() if any(values)]
     table = Table(title=title)
