@@ -136,25 +136,33 @@ def _compiled(decoder: HFDecoder, prompts: torch.Tensor) -> Callable[[], torch.T
     return decoder.step
 
 
-def reference_logits(hf, prompts: torch.Tensor, continuation: torch.Tensor) -> torch.Tensor:
+def reference_logits(hf, prompts: torch.Tensor, continuation: torch.Tensor
+                     ) -> tuple[torch.Tensor, list[float]]:
     """fp32 transformers, one forward over prompt + continuation: the logits (B, n, vocab)
-    that predict each continuation token."""
-    reference = copy.deepcopy(hf).float()
-    with torch.no_grad():
-        logits = reference(torch.cat([prompts, continuation], dim=1)).logits
+    that predict each continuation token; and per step, the relative error of the same
+    forward in the model's own dtype (how far rounding alone moves transformers)."""
     length, n = prompts.shape[1], continuation.shape[1]
-    return logits[:, length - 1:length - 1 + n]
+    ids = torch.cat([prompts, continuation], dim=1)
+    with torch.no_grad():
+        own = hf(ids).logits[:, length - 1:length - 1 + n].float()
+        reference = copy.deepcopy(hf).float()(ids).logits[:, length - 1:length - 1 + n]
+    return reference, [rel_error(own[:, t], reference[:, t]) for t in range(n)]
 
 
-def check_logits(logits: torch.Tensor, reference: torch.Tensor, tolerance: float
-                 ) -> tuple[str, float, str]:
-    """(status, worst relative error of a step, reason)."""
-    errors = [rel_error(logits[:, t], reference[:, t]) for t in range(reference.shape[1])]
-    worst = max(errors)
-    if worst > tolerance:
-        return "FAIL", worst, (f"step {errors.index(worst)}: logits relative error "
-                               f"{worst:.2e} > {tolerance:.0e} against fp32 transformers")
-    return "ok", worst, ""
+def check_logits(logits: torch.Tensor, reference: torch.Tensor, rounding: list[float],
+                 tolerance: float) -> tuple[str, float, str]:
+    """(status, worst relative error of a step, reason). A step passes within `tolerance`,
+    or within 1.5x the error rounding alone gives transformers at that step (random weights
+    of these shapes give logits so flat that bf16 transformers is 3% off at times)."""
+    worst, reason = 0.0, ""
+    for t in range(reference.shape[1]):
+        error = rel_error(logits[:, t], reference[:, t])
+        bound = max(tolerance, 1.5 * rounding[t])
+        if error > bound and not reason:
+            reason = (f"step {t}: logits relative error {error:.2e} > {bound:.1e} against "
+                      "fp32 transformers")
+        worst = max(worst, error)
+    return ("FAIL" if reason else "ok"), worst, reason
 
 
 Decode = Callable[[], tuple[torch.Tensor, float]]   # () -> (tokens (B, new), ms per step)
@@ -207,7 +215,7 @@ def run(name: str, batch: int, prompt_len: int, new_tokens: int, max_seq: int,
     checked = min(CHECK_STEPS, new_tokens)   # prompt + new_tokens fit max_seq
     continuation = torch.randint(0, hf.config.vocab_size, (batch, checked),
                                  generator=generator).to(device)
-    reference = reference_logits(hf, prompts, continuation)
+    reference, rounding = reference_logits(hf, prompts, continuation)
     tolerance = MODEL_TOLERANCES[dtype]
     timed = prompts.is_cuda
     built, builds = {}, {}
@@ -232,7 +240,7 @@ def run(name: str, batch: int, prompt_len: int, new_tokens: int, max_seq: int,
         decode, score = pair
         result = ModelRun(variant, build_seconds=seconds)
         result.status, result.rel_error, result.reason = check_logits(
-            score(continuation), reference, tolerance)
+            score(continuation), reference, rounding, tolerance)
         if result.status == "ok":
             result.tokens, ms = decode()
             result.ms_per_token = decode()[1] if timed else None   # warmed up by the first
