@@ -14,10 +14,11 @@ from .kernels.gelu import gelu
 from .kernels.linear import linear
 from .kernels.matmul import matmul
 from .kernels.rms_norm import rms_norm
+from .kernels.rotary import rotary_qkv
 from .kernels.softmax import softmax
 
 __version__ = "0.1.0"
 
 __all__ = ["CaptureError", "Generator", "Graph", "GraphRunner", "StaleOutputError",
            "__version__", "add", "capture", "decode_layer", "gelu", "linear", "matmul",
-           "rms_norm", "scope", "softmax"]
+           "rms_norm", "rotary_qkv", "scope", "softmax"]

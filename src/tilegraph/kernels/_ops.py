@@ -11,10 +11,12 @@ from collections.abc import Callable
 import torch
 
 
-def custom_op(name: str, launch: Callable[..., None]) -> Callable[..., None]:
-    """Register `launch` (type-annotated, its last argument `out`) as torch.ops.tilegraph.<name>
-    with a fake implementation, and return the function the public op calls to run it."""
-    op = torch.library.custom_op(f"tilegraph::{name}", launch, mutates_args={"out"})
+def custom_op(name: str, launch: Callable[..., None],
+              mutates: tuple[str, ...] = ("out",)) -> Callable[..., None]:
+    """Register `launch` (type-annotated, its last argument `out`; `mutates` names every
+    argument it writes) as torch.ops.tilegraph.<name> with a fake implementation, and return
+    the function the public op calls to run it."""
+    op = torch.library.custom_op(f"tilegraph::{name}", launch, mutates_args=set(mutates))
     op.register_fake(lambda *args: None)
 
     def run(*args) -> None:

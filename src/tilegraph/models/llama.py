@@ -200,17 +200,20 @@ class Llama(nn.Module):
                              f"{cache.max_seq} positions")
         slots = slice(first_slot, first_slot + batch)
         x = F.embedding(input_ids, self.embed).view(batch * length, c.dim)
-        cos, sin = cache.cos[:length], cache.sin[:length]
+        device = input_ids.device
+        # Row r of the flattened prompts: sequence r // T at position r % T.
+        positions = torch.arange(length, device=device).repeat(batch)
+        rows_slots = torch.arange(first_slot, first_slot + batch,
+                                  device=device).repeat_interleave(length)
 
-        def attend(index: int, q, k, v):  # (B, T, heads, head_dim)
-            cache.k[index, slots, :, :length] = k.transpose(1, 2)
-            cache.v[index, slots, :, :length] = v.transpose(1, 2)
+        def attend(q, k_layer, v_layer):  # q (B T, heads, head_dim); k, v already cached
+            keys, values = k_layer[slots, :, :length], v_layer[slots, :, :length]
             attn = F.scaled_dot_product_attention(
-                q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True,
-                enable_gqa=c.n_heads != c.n_kv_heads)
+                q.view(batch, length, c.n_heads, c.head_dim).transpose(1, 2), keys, values,
+                is_causal=True, enable_gqa=c.n_heads != c.n_kv_heads)
             return attn.transpose(1, 2).reshape(batch * length, c.q_dim)
 
-        x = self._fused_layers(x, (batch, length), cos, sin, attend)
+        x = self._fused_layers(x, cache, positions, rows_slots, attend)
         last = x.view(batch, length, c.dim)[:, -1].contiguous()
         return tg.linear(last, self.lm_head, norm_weight=self.norm, norm_eps=c.norm_eps)
 
@@ -222,17 +225,13 @@ class Llama(nn.Module):
         sync and fixed shapes: safe to capture, one graph for every position."""
         c = self.config
         rows = tokens.shape[0]
-        cos, sin = cache.cos[positions], cache.sin[positions]        # (S, head_dim / 2)
-        slots = cache.slots[:rows]
         # Keys beyond each sequence's position are masked: (S, 1, 1, max_seq)
         hidden = (cache.key_positions > positions[:, None])[:, None, None, :]
         groups = c.n_heads // c.n_kv_heads
         scale = c.head_dim ** -0.5
 
-        def attend(index: int, q, k, v):  # q (S, heads, head_dim); k, v (S, kv_heads, ...)
-            cache.k[index, slots, :, positions] = k
-            cache.v[index, slots, :, positions] = v
-            keys, values = cache.k[index, :rows], cache.v[index, :rows]
+        def attend(q, k_layer, v_layer):  # q (S, heads, head_dim); k, v already cached
+            keys, values = k_layer[:rows], v_layer[:rows]
             q = q.view(rows, c.n_kv_heads, groups, c.head_dim)
             scores = torch.matmul(q, keys.transpose(-1, -2)).float() * scale
             probs = torch.softmax(scores.masked_fill(hidden, float("-inf")), dim=-1)
@@ -240,17 +239,21 @@ class Llama(nn.Module):
             return attn.reshape(rows, c.q_dim)
 
         x = F.embedding(tokens, self.embed)
-        x = self._fused_layers(x, (rows,), cos, sin, attend)
+        x = self._fused_layers(x, cache, positions, cache.slots[:rows], attend)
         return tg.linear(x, self.lm_head, norm_weight=self.norm, norm_eps=c.norm_eps)
 
-    def _fused_layers(self, x: torch.Tensor, lead: tuple, cos, sin, attend) -> torch.Tensor:
-        """x (rows, dim) through every layer: four tg.linear calls and `attend` a layer."""
+    def _fused_layers(self, x: torch.Tensor, cache: KVCache, positions: torch.Tensor,
+                      slots: torch.Tensor, attend) -> torch.Tensor:
+        """x (rows, dim) through every layer: four tg.linear calls, tg.rotary_qkv (which
+        writes the layer's keys and values at each row's slot and position) and `attend`."""
         c = self.config
         for index, layer in enumerate(self.layers):
             qkv = tg.linear(x, layer.wqkv, layer.bqkv, norm_weight=layer.attn_norm,
                             norm_eps=c.norm_eps)
-            q, k, v = self._split_heads(qkv.view(*lead, -1), cos, sin)
-            x = tg.linear(attend(index, q, k, v), layer.wo, layer.bo, residual=x)
+            k_layer, v_layer = cache.k[index], cache.v[index]
+            q = tg.rotary_qkv(qkv, cache.cos, cache.sin, positions, slots, k_layer, v_layer,
+                              n_heads=c.n_heads)
+            x = tg.linear(attend(q, k_layer, v_layer), layer.wo, layer.bo, residual=x)
             gate_up = tg.linear(x, layer.w_gate_up, layer.b_gate_up,
                                 norm_weight=layer.mlp_norm, norm_eps=c.norm_eps)
             x = tg.linear(_swiglu(gate_up), layer.w_down, layer.b_down, residual=x)

@@ -1,0 +1,58 @@
+"""tg.rotary_qkv against its PyTorch reference: rotated q, and k, v written into the cache."""
+
+import pytest
+import torch
+
+import tilegraph as tg
+from tilegraph.kernels.rotary import rotary_qkv_ref
+from tilegraph.testing import assert_close, poisoned
+
+
+def _case(rows, heads, kv_heads, head_dim, dtype, device, max_seq=19, max_batch=5):
+    qkv = torch.randn(rows, (heads + 2 * kv_heads) * head_dim).to(dtype=dtype, device=device)
+    angles = torch.rand(max_seq, head_dim // 2, dtype=torch.float64) * 6.3
+    cos, sin = angles.cos().float().to(device), angles.sin().float().to(device)
+    positions = torch.randint(0, max_seq, (rows,), device=device)
+    slots = torch.randperm(max_batch, device=device)[:rows]
+    cache = torch.randn(max_batch, kv_heads, max_seq, head_dim).to(dtype=dtype, device=device)
+    return qkv, cos, sin, positions, slots, cache
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("rows, heads, kv_heads, head_dim", [(1, 4, 2, 64), (3, 6, 3, 24),
+                                                             (5, 2, 2, 10)])
+def test_matches_reference(rows, heads, kv_heads, head_dim, dtype, device):
+    qkv, cos, sin, positions, slots, cache = _case(rows, heads, kv_heads, head_dim, dtype,
+                                                   device)
+    k, v = cache.clone(), cache.clone() + 1
+    k_ref, v_ref = k.clone(), v.clone()
+    out = poisoned((rows, heads, head_dim), dtype, device)
+    q = tg.rotary_qkv(qkv, cos, sin, positions, slots, k, v, n_heads=heads, out=out)
+    q_ref = rotary_qkv_ref(qkv, cos, sin, positions, slots, k_ref, v_ref, n_heads=heads)
+    assert q.data_ptr() == out.data_ptr()
+    assert_close(q, q_ref, what="q")
+    assert_close(k, k_ref, what="k cache")
+    assert torch.equal(v, v_ref), "v is copied, not computed"
+
+
+def test_rotation_keeps_norms_and_position_zero_is_identity(device):
+    qkv, cos, sin, _, slots, cache = _case(2, 2, 1, 16, torch.float32, device)
+    cos[0], sin[0] = 1.0, 0.0
+    positions = torch.tensor([0, 7], device=device)
+    q = tg.rotary_qkv(qkv, cos, sin, positions, slots, cache, cache.clone(), n_heads=2)
+    heads = qkv.view(2, 4, 16)[:, :2]
+    assert torch.equal(q[0], heads[0])
+    torch.testing.assert_close(q.norm(dim=-1), heads.norm(dim=-1))
+
+
+def test_bad_inputs_are_named(device):
+    qkv, cos, sin, positions, slots, cache = _case(2, 4, 2, 8, torch.float32, device)
+    args = (cos, sin, positions, slots, cache, cache.clone())
+    with pytest.raises(ValueError, match="qkv must be"):
+        tg.rotary_qkv(qkv[:, :-8], *args, n_heads=4)
+    with pytest.raises(ValueError, match="cos must be fp32"):
+        tg.rotary_qkv(qkv, cos.double(), *args[1:], n_heads=4)
+    with pytest.raises(ValueError, match="positions must be"):
+        tg.rotary_qkv(qkv, cos, sin, positions[:1], slots, cache, cache.clone(), n_heads=4)
+    with pytest.raises(ValueError, match="one shape"):
+        tg.rotary_qkv(qkv, cos, sin, positions, slots, cache, cache[:1].clone(), n_heads=4)
