@@ -225,18 +225,25 @@ class Llama(nn.Module):
         sync and fixed shapes: safe to capture, one graph for every position."""
         c = self.config
         rows = tokens.shape[0]
-        # Keys beyond each sequence's position are masked: (S, 1, 1, max_seq)
-        hidden = (cache.key_positions > positions[:, None])[:, None, None, :]
+        kv_rows = rows * c.n_kv_heads
         groups = c.n_heads // c.n_kv_heads
+        # Keys beyond each sequence's position get -inf, built once for every layer:
+        # (S KV, 1, max_seq), added inside the score matmul (baddbmm), so a layer's attention
+        # is three kernels: scores, softmax, weighted values.
+        hidden = torch.zeros(rows, cache.max_seq, dtype=self.dtype, device=tokens.device)
+        hidden.masked_fill_(cache.key_positions > positions[:, None], float("-inf"))
+        hidden = hidden.repeat_interleave(c.n_kv_heads, dim=0)[:, None, :]
         scale = c.head_dim ** -0.5
 
         def attend(q, k_layer, v_layer):  # q (S, heads, head_dim); k, v already cached
-            keys, values = k_layer[:rows], v_layer[:rows]
-            q = q.view(rows, c.n_kv_heads, groups, c.head_dim)
-            scores = torch.matmul(q, keys.transpose(-1, -2)).float() * scale
-            probs = torch.softmax(scores.masked_fill(hidden, float("-inf")), dim=-1)
-            attn = torch.matmul(probs.to(values.dtype), values)   # (S, kv_heads, groups, hd)
-            return attn.reshape(rows, c.q_dim)
+            keys = k_layer[:rows].view(kv_rows, cache.max_seq, c.head_dim)
+            values = v_layer[:rows].view(kv_rows, cache.max_seq, c.head_dim)
+            scores = torch.baddbmm(hidden, q.view(kv_rows, groups, c.head_dim),
+                                   keys.transpose(1, 2), alpha=scale)
+            # softmax computes in fp32 and rounds the probabilities to the cache's dtype,
+            # as transformers' eager attention does.
+            attn = torch.bmm(torch.softmax(scores, dim=-1), values)   # (S KV, groups, hd)
+            return attn.view(rows, c.q_dim)
 
         x = F.embedding(tokens, self.embed)
         x = self._fused_layers(x, cache, positions, cache.slots[:rows], attend)
