@@ -138,6 +138,33 @@ def test_demo_checks_variants_and_writes_tables_and_plots(tmp_path):
         assert "so none were taken" in result.stdout
 
 
+def test_model_demo_checks_each_variant_against_transformers(tmp_path):
+    pytest.importorskip("transformers")
+    out = tmp_path / "model"
+    args = ["demo", "--model", "tiny-qwen2", "--batch", "1,2", "--out", str(out)]
+    if HAS_CUDA:
+        args += ["--variants", "hf-eager,hf-graph,tilegraph", "--new-tokens", "8",
+                 "--prompt-tokens", "5", "--max-seq", "16"]
+    result = tilegraph(*args, tmp_path=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = json.loads((out / "demo-model-tiny-qwen2.json").read_text())["results"]
+    assert [(r["batch"], r["variant"]) for r in rows][:2] == [(1, "hf-eager"), (1, "hf-graph")]
+    checked = [r for r in rows if r["status"] == "ok"]
+    assert {r["variant"] for r in checked} >= {"hf-eager", "tilegraph"}
+    assert all(r["rel_error"] < 1e-4 for r in checked)   # fp32 on CPU and in this run
+    assert (out / "demo-model-tiny-qwen2.md").stat().st_size > 0
+
+
+def test_generate_streams_ids_and_reports_speed(tmp_path):
+    pytest.importorskip("transformers")
+    result = tilegraph("generate", "--model", "tiny-mistral", "--prompt-ids", "3,1,4,1,5",
+                       "--max-new-tokens", "4", "--dtype", "fp32", tmp_path=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    tokens = result.stdout.split("time to first token")[0].split()[-4:]
+    assert all(t.isdigit() and int(t) < 67 for t in tokens), result.stdout
+    assert "ms/token" in result.stdout
+
+
 def test_profile_demo_step(tmp_path):
     result = tilegraph("profile", "demo", "--steps", "1", tmp_path=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -148,6 +175,11 @@ def test_profile_demo_step(tmp_path):
     ["demo", "--preset", "seed"] if not HAS_CUDA else ["demo", "--preset", "nope"],
     ["profile", "demo", "--variant", "nope"],
     ["bench", "gelu", "--variants", "nothing-like-this", "--sizes", "10"],
+    ["demo", "--model", "tiny-llama3", "--variants", "nope"],
+    ["demo", "--model", "tiny-llama3", "--prompt-tokens", "30", "--max-seq", "32"],
+    ["generate", "--model", "no/such/dir", "--prompt-ids", "1"],
+    ["generate", "--model", "tiny-llama3"],
+    ["demo", "--batch", "1,2"],
     ["profile", "gelu", "--variant", "nope", "--size", "10"],
 ])
 def test_nothing_to_run_exits_2(args, tmp_path):
@@ -166,6 +198,7 @@ def test_nothing_to_run_exits_2(args, tmp_path):
     ["bench", "gelu", "--rows", "2"], ["bench", "decode-grid", "--rows", "0"],
     ["bench", "stack-grid", "decode-grid"], ["bench", "decode-grid", "--widths", "512"],
     ["bench", "stack-grid", "--widths", "0"],
+    ["demo", "--model", "nosuch"], ["generate"], ["generate", "--model", "x", "--prompt-ids", "a"],
 ])
 def test_bad_arguments_exit_2_without_traceback(args, tmp_path):
     result = tilegraph(*args, tmp_path=tmp_path)
