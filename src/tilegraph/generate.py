@@ -32,7 +32,7 @@ class GenerationStats:
     prompt_tokens: int = 0
     new_tokens: int = 0          # per sequence, including those after end of sequence
     prefill_seconds: float = 0.0   # prompt to first token (the time to first token)
-    decode_seconds: float = 0.0    # first token to the last
+    decode_seconds: float = 0.0    # first token to the last (with a stream's consumer's time)
 
     @property
     def decode_ms_per_token(self) -> float:
