@@ -145,3 +145,16 @@ def test_noise_is_uniform_and_decorrelated():
     assert abs(u.mean().item() - 0.5) < 0.01 and abs(u.var().item() - 1 / 12) < 0.005
     seeds = sampling.row_seeds(5, 4)
     assert len(set(seeds.tolist())) == 4
+
+
+@pytest.mark.gpu
+def test_real_shape_greedy_tokens_equal_hf_in_fp32():
+    """Qwen2-0.5B's shape in fp32: the graphs' greedy tokens are transformers' for 24 new
+    tokens, at batch 1 and at batch 3 (a padded bucket of 4)."""
+    hf = random_hf_model("qwen2-0.5b", device="cuda", scale=3.0)
+    generator = tg.Generator(Llama.from_hf(hf), max_batch=4, max_seq=64, sizes=(1, 4))
+    prompts = torch.randint(0, hf.config.vocab_size, (3, 13), device="cuda")
+    expected = hf.generate(prompts, attention_mask=torch.ones_like(prompts), do_sample=False,
+                           max_new_tokens=24, min_new_tokens=24, pad_token_id=0)[:, 13:]
+    assert generator.generate(prompts[:1], 24) == expected[:1].tolist()
+    assert generator.generate(prompts, 24) == expected.tolist()
