@@ -199,9 +199,41 @@ def test_nothing_to_run_exits_2(args, tmp_path):
     ["bench", "stack-grid", "decode-grid"], ["bench", "decode-grid", "--widths", "512"],
     ["bench", "stack-grid", "--widths", "0"],
     ["demo", "--model", "nosuch"], ["generate"], ["generate", "--model", "x", "--prompt-ids", "a"],
+    ["bench", "gelu", "--sizes", ""], ["bench", "gelu", "--variants", ","],
 ])
 def test_bad_arguments_exit_2_without_traceback(args, tmp_path):
     result = tilegraph(*args, tmp_path=tmp_path)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert "usage: tilegraph" in result.stderr
+
+
+@pytest.mark.parametrize("args, usage", [
+    (["bench", "gelu", "--plot"], "usage: tilegraph bench"),
+    (["profile", "gelu", "--steps", "0"], "usage: tilegraph profile"),
+])
+def test_subcommand_errors_show_the_subcommand_usage(args, usage, tmp_path):
+    result = tilegraph(*args, tmp_path=tmp_path)
+    assert result.returncode == 2 and usage in result.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ["demo", "--tokens", "1", "--no-sweeps", "--out", "{file}/sub"],
+    ["bench", "gelu", "--sizes", "10", "--out", "{file}"],
+    ["profile", "gelu", "--size", "10", "--trace", "{file}/sub/t.json"],
+    ["profile", "gelu", "--size", "10", "--trace", "{folder}"],
+])
+def test_unusable_output_paths_exit_2_before_any_work(args, tmp_path):
+    (tmp_path / "f").write_text("a file")
+    args = [a.format(file=tmp_path / "f", folder=tmp_path) for a in args]
+    result = tilegraph(*args, tmp_path=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
+    assert "--out" in result.stderr or "--trace" in result.stderr
+
+
+def test_unknown_variants_are_listed(tmp_path):
+    result = tilegraph("bench", "gelu", "--sizes", "10", "--variants", "nosuch",
+                       tmp_path=tmp_path)
+    assert result.returncode == 2
+    assert "nosuch" not in result.stdout.split("are:")[-1] and "tilegraph" in result.stdout

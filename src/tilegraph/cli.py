@@ -10,6 +10,7 @@ work lives in check.py, bench/, demo.py.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -174,7 +175,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
                 progress.console.print(tables.bench_table(bench.name, rows, bench.throughput))
             all_rows += rows
     if not all_rows:
-        console.print("[red]No variant matched --variants[/red]")
+        device = "cpu" if INTERPRET else "cuda"
+        known = sorted({name for bench, sizes in plan for name in
+                        bench.build(min(sizes), args.dtype or bench.dtype, device).variants})
+        console.print(f"[red]No variant matched --variants[/red]; the variants of "
+                      f"{', '.join(b.name for b in benches)} are: {', '.join(known)}")
         return 2
     if args.out:
         written = save(all_rows, benches, args.out, args.format, REPORT_COLUMNS, ceil or {},
@@ -482,9 +487,12 @@ def parse_size(text: str) -> int:
 
 def _sizes(text: str) -> tuple[int, ...]:
     try:
-        return tuple(parse_size(s) for s in text.split(",") if s.strip())
+        sizes = tuple(parse_size(s) for s in text.split(",") if s.strip())
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+    if not sizes:
+        raise argparse.ArgumentTypeError(f"expected comma-separated sizes, got {text!r}")
+    return sizes
 
 
 def _positive(text: str) -> int:
@@ -509,7 +517,26 @@ def _ids(text: str) -> tuple[int, ...]:
 
 
 def _names(text: str) -> list[str]:
-    return [name.strip() for name in text.split(",") if name.strip()]
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"expected comma-separated names, got {text!r}")
+    return names
+
+
+def _unwritable(path: Path, as_file: bool) -> str | None:
+    """Why results cannot be written at `path` (a folder, or a file with as_file), checked
+    before any work: the nearest existing ancestor must be a writable folder."""
+    if as_file and path.is_dir():
+        return f"{path} is a folder; give a file name"
+    folder = path.parent if as_file else path
+    for ancestor in (folder, *folder.parents):
+        if ancestor.exists():
+            if not ancestor.is_dir():
+                return f"{ancestor} is a file, so {folder} cannot be a folder"
+            if not os.access(ancestor, os.W_OK):
+                return f"{ancestor} is not writable"
+            return None
+    return None
 
 
 def _formats(text: str) -> tuple[str, ...]:
@@ -628,6 +655,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--top-p", type=float)
     gen.add_argument("--seed", type=int, default=0)
     gen.set_defaults(func=cmd_generate)
+    parser.subcommands = sub.choices
     return parser
 
 
@@ -636,26 +664,32 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = build_parser()
     args = parser.parse_args(argv)
+    command = parser.subcommands[args.command]   # errors show the subcommand's usage
     kernels = getattr(args, "kernels", [])
     unknown = [k for k in kernels if k not in KERNELS and k not in GRIDS]
     if unknown:
-        parser.error(f"unknown kernel(s) {unknown}; choose from {', '.join(KERNELS)}, "
-                     f"{GRID}, {STACK_GRID}")
+        command.error(f"unknown kernel(s) {unknown}; choose from {', '.join(KERNELS)}, "
+                      f"{GRID}, {STACK_GRID}")
     grids = [k for k in kernels if k in GRIDS]
     if grids and len(kernels) > 1:
-        parser.error(f"{grids[0]} runs alone: give it without other kernels")
+        command.error(f"{grids[0]} runs alone: give it without other kernels")
     if grids and (args.sizes or args.variants):
-        parser.error(f"{grids[0]} takes --dtype, --rows, --out and --format"
-                     f"{', --widths' if grids[0] == STACK_GRID else ''}, not --sizes or "
-                     "--variants")
+        command.error(f"{grids[0]} takes --dtype, --rows, --out and --format"
+                      f"{', --widths' if grids[0] == STACK_GRID else ''}, not --sizes or "
+                      "--variants")
     if args.command == "bench" and args.rows and not grids:
-        parser.error(f"--rows applies to {GRID} and {STACK_GRID} only")
+        command.error(f"--rows applies to {GRID} and {STACK_GRID} only")
     if args.command == "bench" and args.widths and kernels != [STACK_GRID]:
-        parser.error(f"--widths applies to {STACK_GRID} only")
+        command.error(f"--widths applies to {STACK_GRID} only")
     if getattr(args, "plot", False) and not args.out:
-        parser.error("--plot writes files: give --out DIR")
+        command.error("--plot writes files: give --out DIR")
     if getattr(args, "steps", 1) < 1:
-        parser.error("--steps must be at least 1")
+        command.error("--steps must be at least 1")
+    for option, as_file in (("out", False), ("trace", True)):
+        path = getattr(args, option, None)
+        problem = _unwritable(path, as_file) if path is not None else None
+        if problem:
+            command.error(f"--{option} {path}: {problem}")
     return args.func(args)
 
 
