@@ -242,7 +242,7 @@ def run(name: str, batch: int, prompt_len: int, new_tokens: int, max_seq: int,
         result.status, result.rel_error, result.reason = check_logits(
             score(continuation), reference, rounding, tolerance)
         if result.status == "ok":
-            result.tokens, ms = decode()
+            result.tokens, _ = decode()
             result.ms_per_token = decode()[1] if timed else None   # warmed up by the first
         runs.append(result)
     agree_with_eager(runs)
