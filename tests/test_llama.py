@@ -14,12 +14,9 @@ transformers = pytest.importorskip("transformers")
 TINY = ("tiny-llama3", "tiny-qwen2", "tiny-mistral")
 
 
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"   # the interpreter runs on CPU
-
-
-def _load_through_directory(hf, tmp_path, **save):
+def _load_through_directory(hf, tmp_path, device, **save):
     hf.save_pretrained(tmp_path, **save)
-    return Llama.from_hf(tmp_path, dtype=torch.float32, device=DEVICE)
+    return Llama.from_hf(tmp_path, dtype=torch.float32, device=device)
 
 
 def _hf_logits(hf, ids):
@@ -36,12 +33,12 @@ def _assert_steps_close(ours, ref, tol, what):
 
 @pytest.mark.parametrize("name", TINY)
 @pytest.mark.parametrize("batch", [1, 3])
-def test_reference_forward_matches_hf_over_64_positions(name, batch, tmp_path):
+def test_reference_forward_matches_hf_over_64_positions(name, batch, tmp_path, device):
     hf = random_hf_model(name, scale=5.0)
-    model = _load_through_directory(hf, tmp_path)
+    model = _load_through_directory(hf, tmp_path, device)
     ids = torch.randint(0, hf.config.vocab_size, (batch, 64))
     with torch.no_grad():
-        ours = model(ids.to(DEVICE))
+        ours = model(ids.to(device))
     _assert_steps_close(ours, _hf_logits(hf, ids), MODEL_TOLERANCES[torch.float32], name)
 
 
@@ -57,47 +54,47 @@ def test_reference_forward_bf16(name):
 
 
 @pytest.mark.parametrize("name", TINY)
-def test_prefill_and_decode_match_hf(name, tmp_path):
+def test_prefill_and_decode_match_hf(name, tmp_path, device):
     """The fused path (tg.linear, static cache) teacher-forced: prefill odd-length prompts,
     then one decode step per position, each step's logits against HF's full forward."""
     hf = random_hf_model(name, scale=5.0)
-    model = _load_through_directory(hf, tmp_path)
+    model = _load_through_directory(hf, tmp_path, device)
     ids = torch.randint(0, hf.config.vocab_size, (3, 9))
     ref = _hf_logits(hf, ids)
-    ids = ids.to(DEVICE)
+    ids = ids.to(device)
     cache = model.new_cache(max_batch=4, max_seq=16)
     tol = MODEL_TOLERANCES[torch.float32]
     prompt = 5
     logits = model.prefill(ids[:, :prompt], cache)
     _assert_steps_close(logits[:, None], ref[:, prompt - 1:prompt], tol, f"{name} prefill")
-    positions = torch.full((3,), prompt, device=DEVICE)
+    positions = torch.full((3,), prompt, device=device)
     for t in range(prompt, ids.shape[1]):
         logits = model.decode(ids[:, t], positions, cache)
         _assert_steps_close(logits[:, None], ref[:, t:t + 1], tol, f"{name} decode {t}")
         positions += 1
 
 
-def test_decode_rows_at_different_positions(tmp_path):
+def test_decode_rows_at_different_positions(tmp_path, device):
     """Each row attends to its own prefix only: rows prefilled one at a time with prompts
     of different lengths, then decoded together at their own positions."""
     hf = random_hf_model("tiny-llama3", scale=5.0)
-    model = _load_through_directory(hf, tmp_path)
+    model = _load_through_directory(hf, tmp_path, device)
     prompts = [torch.randint(0, 67, (n,)) for n in (3, 7)]
     cache = model.new_cache(max_batch=2, max_seq=12)
     for slot, prompt in enumerate(prompts):
-        model.prefill(prompt[None].to(DEVICE), cache, first_slot=slot)
+        model.prefill(prompt[None].to(device), cache, first_slot=slot)
     following = torch.randint(0, 67, (2,))
-    logits = model.decode(following.to(DEVICE), torch.tensor([3, 7], device=DEVICE), cache)
+    logits = model.decode(following.to(device), torch.tensor([3, 7], device=device), cache)
     for row, prompt in enumerate(prompts):
         ref = _hf_logits(hf, torch.cat([prompt, following[row:row + 1]])[None])[0, -1]
         assert rel_error(logits[row], ref) <= MODEL_TOLERANCES[torch.float32]
 
 
-def test_sharded_checkpoint_loads_like_the_model_object(tmp_path):
+def test_sharded_checkpoint_loads_like_the_model_object(tmp_path, device):
     hf = random_hf_model("tiny-llama3", scale=5.0)
-    sharded = _load_through_directory(hf, tmp_path, max_shard_size="20KB")
+    sharded = _load_through_directory(hf, tmp_path, device, max_shard_size="20KB")
     assert (tmp_path / "model.safetensors.index.json").is_file()
-    direct = Llama.from_hf(hf, device=DEVICE)
+    direct = Llama.from_hf(hf, device=device)
     for (name, a), (_, b) in zip(sharded.state_dict().items(), direct.state_dict().items(),
                                  strict=True):
         assert torch.equal(a, b), name

@@ -22,6 +22,12 @@ if INTERPRET:
                             module=r"triton\.runtime\.interpreter")
 
 
+def synchronize(device=None) -> None:
+    """Wait for the GPU (before and after host-clock timing); nothing to wait for on CPU."""
+    if torch.cuda.is_available() and (device is None or torch.device(device).type == "cuda"):
+        torch.cuda.synchronize()
+
+
 def is_capturing() -> bool:
     """True while the current CUDA stream is being captured into a graph."""
     return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()

@@ -217,6 +217,16 @@ def cmd_profile(args: argparse.Namespace) -> int:
     return 0
 
 
+def _copy_gbps() -> float | None:
+    """This GPU's measured copy bandwidth (cached on disk), or None without one."""
+    if not torch.cuda.is_available():
+        return None
+    from .bench import ceilings
+
+    with console.status("measuring this device's copy bandwidth (cached afterwards)"):
+        return ceilings()["copy_gbps"]
+
+
 def _needs_hf() -> str | None:
     try:
         import transformers  # noqa: F401
@@ -251,12 +261,7 @@ def cmd_model_demo(args: argparse.Namespace) -> int:
         console.print(f"[red]unknown variant(s) {unknown}[/red]; choose from "
                       f"{', '.join(model_demo.VARIANTS)}")
         return 2
-    copy_gbps = None
-    if torch.cuda.is_available():
-        from .bench import ceilings
-
-        with console.status("measuring this device's copy bandwidth (cached afterwards)"):
-            copy_gbps = ceilings()["copy_gbps"]
+    copy_gbps = _copy_gbps()
     device = "cpu" if INTERPRET else "cuda"
     console.print(f"{name}: random weights, {str(dtype).removeprefix('torch.')}, prompt "
                   f"{prompt} tokens, {new} new tokens, max_seq {max_seq}, batch "
@@ -340,9 +345,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     try:
         steps = generator.stream(prompts, args.max_new_tokens, **kwargs)
         if args.batch == 1:
-            shown = []
             for tokens in steps:
-                shown.append(tokens[0])
                 text = tokenizer.decode([tokens[0]]) if tokenizer else f"{tokens[0]} "
                 print(text, end="", flush=True)
             print()
@@ -383,12 +386,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
                   f"{str(config.dtype).removeprefix('torch.')}, batch {config.batch}, "
                   f"{config.tokens} tokens; weights {config.weight_bytes / 2**20:.1f} MiB "
                   f"per token, on {device_name()}")
-    copy_gbps = None
-    if torch.cuda.is_available():
-        from .bench import ceilings
-
-        with console.status("measuring this device's copy bandwidth (cached afterwards)"):
-            copy_gbps = ceilings()["copy_gbps"]
+    copy_gbps = _copy_gbps()
+    if copy_gbps is not None:
         console.print(f"floor: weight bytes / measured copy bandwidth ({copy_gbps:.0f} GB/s) "
                       f"= {demo.floor_ms(config, copy_gbps):.3f} ms per token")
     stack = LayerStack(config, device="cpu" if INTERPRET else "cuda")

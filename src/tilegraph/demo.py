@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from ._runtime import INTERPRET
+from ._runtime import INTERPRET, synchronize
 from .bench import Unavailable, measure, report
 from .graph import GraphRunner, capture
 from .models import LayerStack, LayerStackConfig
@@ -38,16 +38,11 @@ class Variant:
     build_seconds: float  # JIT, capture or compile before the first timed token
 
 
-def _synchronize() -> None:
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-
-
 def _timed_build(name: str, build: Callable[[], Callable]) -> Variant:
-    _synchronize()
+    synchronize()
     start = time.perf_counter()
     step = build()
-    _synchronize()
+    synchronize()
     return Variant(name, step, time.perf_counter() - start)
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 
 from . import sampling
+from ._runtime import synchronize
 from .graph import GraphRunner
 from .models.llama import Llama
 
@@ -91,8 +92,7 @@ class Generator:
             device = self.model.device
             example = (torch.zeros(self.max_batch, dtype=torch.int64, device=device),
                        torch.zeros(self.max_batch, dtype=torch.int64, device=device))
-            if device.type == "cuda":
-                torch.cuda.synchronize()
+            synchronize(device)
             start = time.perf_counter()
             step = self._sampled_step if sampled else self._greedy_step
             self._runners[sampled] = GraphRunner(step, example, sizes=self.sizes)
@@ -156,11 +156,11 @@ class Generator:
             self._set_sampling(batch, temperature, top_k, top_p, seed)
         stop = _stop_set(eos_token_id)
         self.stats = GenerationStats(batch, int(lengths.sum()), max_new_tokens)
-        _synchronize(device)
+        synchronize(device)
         start = time.perf_counter()
         tokens = self._prefill(prompts, lengths, sampled)
         positions = lengths
-        first = self._history[torch.arange(batch, device=device), positions].tolist()
+        first = tokens.tolist()
         self.stats.prefill_seconds = time.perf_counter() - start
         yield first
         finished = [t in stop for t in first]
@@ -283,7 +283,3 @@ def _stop_set(eos_token_id) -> frozenset[int]:
         return frozenset((eos_token_id,))
     return frozenset(int(t) for t in eos_token_id)
 
-
-def _synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import torch
 
+from ._runtime import synchronize
 from .bench import Unavailable, report
 from .generate import Generator
 from .models.hf_presets import random_hf_model
@@ -47,11 +48,6 @@ class ModelRun:
     reason: str = ""
     rel_error: float | None = None   # worst step's logits against fp32 transformers
     same_tokens: float | None = None   # share of greedy tokens equal to hf-eager's
-
-
-def _synchronize(device) -> None:
-    if torch.device(device).type == "cuda":
-        torch.cuda.synchronize()
 
 
 class HFDecoder:
@@ -89,13 +85,13 @@ class HFDecoder:
         out = torch.empty(prompts.shape[0], new_tokens, dtype=torch.int64,
                           device=prompts.device)
         out[:, 0] = self._prefill(prompts).argmax(-1)
-        _synchronize(prompts.device)
+        synchronize(prompts.device)
         start = time.perf_counter()
         for i in range(1, new_tokens):
             self.ids.copy_(out[:, i - 1:i])
             out[:, i] = step().argmax(-1)
             self.position.add_(1)
-        _synchronize(prompts.device)
+        synchronize(prompts.device)
         return out, 1e3 * (time.perf_counter() - start) / max(new_tokens - 1, 1)
 
     @torch.no_grad()
@@ -185,13 +181,12 @@ def _build_tilegraph(model: Llama, prompts: torch.Tensor, new_tokens: int, max_s
                      sizes, builds: dict) -> tuple[Decode, Score]:
     """A Generator built twice: `builds` gets both times (cold: Triton compiles the kernels,
     unless its disk cache has them; warm: they are compiled)."""
-    generator = None
     for label in ("cold", "warm"):
         generator = None   # the first one's cache freed before the second is made
-        _synchronize(model.device)
+        synchronize(model.device)
         start = time.perf_counter()
         generator = Generator(model, max_batch=prompts.shape[0], max_seq=max_seq, sizes=sizes)
-        _synchronize(model.device)
+        synchronize(model.device)
         builds[label] = time.perf_counter() - start
 
     def decode() -> tuple[torch.Tensor, float]:
@@ -221,16 +216,16 @@ def run(name: str, batch: int, prompt_len: int, new_tokens: int, max_seq: int,
     built, builds = {}, {}
     for variant in variants:
         progress(f"{name} batch {batch}: building {variant}")
-        _synchronize(device)
+        synchronize(device)
         start = time.perf_counter()
         if variant == "tilegraph":
-            built[variant] = _build_tilegraph(model, prompts, new_tokens, max_seq,
-                                              tuple(s for s in sizes if s <= batch), builds)
+            pair = _build_tilegraph(model, prompts, new_tokens, max_seq,
+                                    tuple(s for s in sizes if s <= batch), builds)
         else:
-            built[variant] = _build_hf(variant, hf, prompts, new_tokens, max_seq)
-        _synchronize(device)
+            pair = _build_hf(variant, hf, prompts, new_tokens, max_seq)
+        synchronize(device)
         seconds = builds["cold"] if variant == "tilegraph" else time.perf_counter() - start
-        built[variant] = (built[variant], seconds)
+        built[variant] = (pair, seconds)
     runs = []
     for variant, (pair, seconds) in built.items():
         progress(f"{name} batch {batch}: decoding {new_tokens} tokens with {variant}")

@@ -92,10 +92,6 @@ class KVCache:
     def max_seq(self) -> int:
         return self.k.shape[3]
 
-    @property
-    def nbytes(self) -> int:
-        return 2 * self.k.numel() * self.k.element_size()
-
 
 class Llama(nn.Module):
     """A Llama-family decoder (see the module docstring). Parameters never require grad:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,6 @@ class LlamaConfig:
     max_position_embeddings: int = 4096
     sliding_window: int | None = None   # attention window (Mistral); None: whole context
     model_type: str = "llama"
-    extra: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self):
         if self.head_dim == 0:
