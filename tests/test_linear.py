@@ -9,8 +9,10 @@ from hypothesis import strategies as st
 import tilegraph as tg
 import tilegraph.kernels._matvec as matvec_module
 from _shapes import DTYPES
+from tilegraph.kernels import decode_plan
 from tilegraph.kernels._launch import supports_pdl
-from tilegraph.kernels.linear import linear_ref
+from tilegraph.kernels.decode_plan import Plan
+from tilegraph.kernels.linear import interleave_gate_up, linear_ref
 from tilegraph.testing import assert_close, poisoned, randn
 
 PARTS = [  # (bias, norm, activation, residual): every part optional
@@ -201,3 +203,62 @@ def test_matvec_block_shapes_and_prefetch(dtype, prefetch_weight):
     out = tg.linear(x, w, b, norm_weight=g, activation="gelu", residual=r,
                     prefetch_weight=prefetch_weight)
     assert_close(out, ref, dtype)
+
+
+def _swiglu_case(rows, ffn, k, dtype, device):
+    x, _, b, g, r = _make((rows,), 2 * ffn, k, dtype, device, True, True, False)
+    w = interleave_gate_up(randn(ffn, k, scale=k**-0.5), randn(ffn, k, scale=k**-0.5))
+    r = randn(rows, ffn, dtype=dtype, device=device)
+    ref = linear_ref(x.double(), w.double(), b.double(), norm_weight=g.double(),
+                     activation="swiglu", residual=r.double())
+    return x, w.to(device=device, dtype=dtype), b, g, r, ref
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows", [1, 3, 9, 17])  # gemv/matvec, dot, dot, tiled GEMM
+def test_swiglu_halves_the_width(rows, dtype, device):
+    x, w, b, g, r, ref = _swiglu_case(rows, 38, 75, dtype, device)
+    out = tg.linear(x, w, b, norm_weight=g, activation="swiglu", residual=r,
+                    out=poisoned((rows, 38), dtype, device))
+    assert_close(out, ref, dtype)
+    gate, up = (x.double() @ w.double().T).unflatten(-1, (-1, 2)).unbind(-1)
+    plain = tg.linear(x, w, activation="swiglu")
+    assert_close(plain, torch.nn.functional.silu(gate) * up, dtype, what="no other parts")
+
+
+@pytest.mark.parametrize("plan", [
+    Plan("gemv", {"BLOCK_N": 2, "SPLIT": 2, "CHUNK": 32, "num_warps": 1, "num_stages": 1}),
+    Plan("matvec", {"BLOCK_N": 4, "BLOCK_K": 64, "num_warps": 4, "num_stages": 1,
+                    "ROW_LOOP": True}),
+    Plan("dot", {"BLOCK_N": 16, "BLOCK_K": 32, "num_warps": 4, "num_stages": 2}),
+    Plan("dot", {"BLOCK_N": 32, "BLOCK_K": 32, "num_warps": 4, "num_stages": 2, "SPLIT_K": 3}),
+])
+def test_swiglu_in_every_decode_kernel(plan, device):
+    rows = 1 if plan.kind == "gemv" else 3
+    x, w, b, g, r, ref = _swiglu_case(rows, 37, 150, torch.bfloat16, device)
+    out = poisoned((rows, 37), torch.bfloat16, device)
+    decode_plan.launch(plan, x, w, out, g, 1e-6, b, "swiglu", r, False)
+    assert_close(out, ref, torch.bfloat16, what=str(plan))
+
+
+def test_swiglu_needs_pairs(device):
+    x = torch.ones(2, 6, device=device)
+    with pytest.raises(ValueError, match="an even count; got 7"):
+        tg.linear(x, torch.ones(7, 6, device=device), activation="swiglu")
+    with pytest.raises(ValueError, match=r"residual has shape \(2, 8\), expected \(2, 4\)"):
+        tg.linear(x, torch.ones(8, 6, device=device), activation="swiglu",
+                  residual=torch.ones(2, 8, device=device))
+    with pytest.raises(ValueError, match="activation must be None or one of"):
+        tg.matmul(x, torch.ones(6, 8, device=device), activation="swiglu")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows", [1, 2, 4, 8, 16, 129])
+def test_swiglu_real_shapes_gpu(rows, dtype):
+    for ffn, k in ((5632, 2048), (4864, 896), (1000, 1531)):
+        x, w, b, g, r, ref = _swiglu_case(rows, ffn, k, dtype, "cuda")
+        out = tg.linear(x, w, None, norm_weight=g, activation="swiglu",
+                        out=poisoned((rows, ffn), dtype, "cuda"))
+        ref = linear_ref(x.double(), w.double(), norm_weight=g.double(), activation="swiglu")
+        assert_close(out, ref, dtype, what=f"{ffn}x{k}")

@@ -9,9 +9,10 @@ from .errors import CaptureError, StaleOutputError
 from .generate import Generator
 from .graph import Graph, GraphRunner, capture, scope
 from .kernels.add import add
+from .kernels.decode_attention import decode_attention
 from .kernels.decode_layer import decode_layer
 from .kernels.gelu import gelu
-from .kernels.linear import linear
+from .kernels.linear import interleave_gate_up, linear
 from .kernels.matmul import matmul
 from .kernels.rms_norm import rms_norm
 from .kernels.rotary import rotary_qkv
@@ -20,5 +21,6 @@ from .kernels.softmax import softmax
 __version__ = "0.1.0"
 
 __all__ = ["CaptureError", "Generator", "Graph", "GraphRunner", "StaleOutputError",
-           "__version__", "add", "capture", "decode_layer", "gelu", "linear", "matmul",
-           "rms_norm", "rotary_qkv", "scope", "softmax"]
+           "__version__", "add", "capture", "decode_attention", "decode_layer", "gelu",
+           "interleave_gate_up", "linear", "matmul", "rms_norm", "rotary_qkv", "scope",
+           "softmax"]

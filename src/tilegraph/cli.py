@@ -25,7 +25,8 @@ console = Console()
 
 GRID = "decode-grid"  # `tilegraph bench decode-grid`: tg.linear against cuBLAS over a grid
 STACK_GRID = "stack-grid"  # `tilegraph bench stack-grid`: the decode stack against a hand graph
-GRIDS = (GRID, STACK_GRID)  # each runs alone, instead of the kernel suite
+ATTENTION_GRID = "attention-grid"  # tg.decode_attention against SDPA on the same cache
+GRIDS = (GRID, STACK_GRID, ATTENTION_GRID)  # each runs alone, instead of the kernel suite
 DTYPES = {"fp32": torch.float32, "float32": torch.float32, "fp16": torch.float16,
           "float16": torch.float16, "bf16": torch.bfloat16, "bfloat16": torch.bfloat16}
 
@@ -140,6 +141,43 @@ def cmd_stack_grid(args: argparse.Namespace, ceil: dict | None) -> int:
     return 1 if failed else 0
 
 
+def cmd_attention_grid(args: argparse.Namespace, ceil: dict | None) -> int:
+    from .bench import attention_grid
+
+    dtypes = [args.dtype] if args.dtype else list(attention_grid.DTYPES)
+    batches = args.rows or attention_grid.BATCHES
+    contexts = args.contexts or attention_grid.default_contexts()
+    shapes = attention_grid.default_shapes()
+    with _progress() as progress:
+        task = progress.add_task("attention grid", total=len(dtypes) * len(batches)
+                                 * len(contexts) * len(shapes))
+
+        def step(what: str) -> None:
+            progress.update(task, description=what)
+            progress.advance(task)
+        results = attention_grid.run(dtypes, batches, contexts, shapes, ceilings=ceil or {},
+                                     progress=step)
+    columns = ("dtype", "heads", "kv_heads", "head_dim", "batch", "context", "cache_mb",
+               "sdpa_us", "tilegraph_us", "speedup", "tilegraph_pct_floor")
+    console.print(tables.sweep_table("attention grid: us a call, graph replays, caches "
+                                     "rotated past L2", results, columns))
+    summary = attention_grid.summary(results)
+    console.print(tables.sweep_table("tg.decode_attention against SDPA", summary,
+                                     ("dtype", "points", "geomean_speedup", "min_speedup",
+                                      "slower", "min_pct_floor_16mb")))
+    if args.out:
+        written = attention_grid.save(results, summary, args.out, args.format, ceil or {})
+        console.print("saved " + ", ".join(str(p) for p in written))
+    if INTERPRET:
+        console.print("No CUDA device: both ran through Triton's interpreter or on the CPU "
+                      "and were checked; timings need a CUDA GPU.")
+    failed = [r for r in results if r["status"] != "ok"]
+    for r in failed:
+        console.print(f"[red]{r['dtype']} {r['heads']}/{r['kv_heads']}x{r['head_dim']} batch "
+                      f"{r['batch']} context {r['context']}: {r['reason']}[/red]")
+    return 1 if failed else 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from .bench.cases import KERNELS
     from .bench.suite import run_kernel, save
@@ -160,6 +198,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return cmd_decode_grid(args, ceil)
     if args.kernels == [STACK_GRID]:
         return cmd_stack_grid(args, ceil)
+    if args.kernels == [ATTENTION_GRID]:
+        return cmd_attention_grid(args, ceil)
     plan = [(b, args.sizes or b.default_sizes()) for b in benches]
     all_rows: list[dict] = []
     with _progress() as progress:
@@ -571,11 +611,15 @@ def build_parser() -> argparse.ArgumentParser:
                        help=f"which kernels (default: all): {', '.join(KERNELS)}; or "
                        f"{GRID} alone: one projection at 1-16 rows over decoder shapes, "
                        f"tg.linear against F.linear; or {STACK_GRID} alone: the decode stack "
-                       "over widths and batches against its hand-captured graph")
+                       f"over widths and batches against its hand-captured graph; or "
+                       f"{ATTENTION_GRID} alone: tg.decode_attention against SDPA over "
+                       "batches, contexts and grouped-query shapes")
     bench.add_argument("--dtype", type=_dtype, help="fp32, fp16 or bf16 (default per kernel)")
     bench.add_argument("--sizes", type=_sizes, help="comma-separated, e.g. 4096,1M")
-    bench.add_argument("--rows", type=_sizes, help=f"{GRID}: row counts, {STACK_GRID}: batch "
-                       "sizes (default 1,2,4,8,16)")
+    bench.add_argument("--rows", type=_sizes, help=f"{GRID}: row counts, {STACK_GRID} and "
+                       f"{ATTENTION_GRID}: batch sizes (default 1,2,4,8,16; 1,4,8)")
+    bench.add_argument("--contexts", type=_sizes, help=f"{ATTENTION_GRID}: cached positions "
+                       "a sequence (default 128,1024,8192)")
     bench.add_argument("--widths", type=_sizes, help=f"{STACK_GRID}: model widths d "
                        "(default 512,1024,2048,4096,8192)")
     bench.add_argument("--variants", type=_names,
@@ -668,16 +712,19 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [k for k in kernels if k not in KERNELS and k not in GRIDS]
     if unknown:
         command.error(f"unknown kernel(s) {unknown}; choose from {', '.join(KERNELS)}, "
-                      f"{GRID}, {STACK_GRID}")
+                      f"{', '.join(GRIDS)}")
     grids = [k for k in kernels if k in GRIDS]
     if grids and len(kernels) > 1:
         command.error(f"{grids[0]} runs alone: give it without other kernels")
     if grids and (args.sizes or args.variants):
         command.error(f"{grids[0]} takes --dtype, --rows, --out and --format"
-                      f"{', --widths' if grids[0] == STACK_GRID else ''}, not --sizes or "
+                      f"{', --widths' if grids[0] == STACK_GRID else ''}"
+                      f"{', --contexts' if grids[0] == ATTENTION_GRID else ''}, not --sizes or "
                       "--variants")
     if args.command == "bench" and args.rows and not grids:
-        command.error(f"--rows applies to {GRID} and {STACK_GRID} only")
+        command.error(f"--rows applies to {', '.join(GRIDS)} only")
+    if args.command == "bench" and args.contexts and kernels != [ATTENTION_GRID]:
+        command.error(f"--contexts applies to {ATTENTION_GRID} only")
     if args.command == "bench" and args.widths and kernels != [STACK_GRID]:
         command.error(f"--widths applies to {STACK_GRID} only")
     if getattr(args, "plot", False) and not args.out:

@@ -1,6 +1,8 @@
 """Activations shared by kernel bodies and epilogues (fp32 in, fp32 out).
 
 ACTIVATIONS names what `activation=` accepts across ops; "none" means identity.
+GLU_ACTIVATIONS halve the width and only tg.linear takes them: "swiglu" reads the
+projection's columns as interleaved pairs (gate_i, up_i) and gives silu(gate_i) * up_i.
 """
 
 import torch
@@ -8,6 +10,7 @@ import triton
 import triton.language as tl
 
 ACTIVATIONS = ("none", "relu", "gelu", "gelu_tanh")
+GLU_ACTIVATIONS = ("swiglu",)
 
 # Globals read inside @triton.jit must be constexpr.
 _SQRT_2_OVER_PI = tl.constexpr(0.7978845608028654)
@@ -42,12 +45,24 @@ def apply_activation(x, ACTIVATION: tl.constexpr):
     return x
 
 
-def activation_code(activation) -> str:
-    """Validate a user's activation= and map None to "none"."""
+@triton.jit
+def swiglu_pairs(acc, cols, ROWS: tl.constexpr, COLS: tl.constexpr):
+    """Columns (2i, 2i + 1) of acc (ROWS, COLS) hold (gate_i, up_i): returns
+    silu(gate) * up (ROWS, COLS // 2) and its output columns cols[2i] // 2 (COLS // 2,).
+    Pairs sit side by side so that any tile of an even width holds whole pairs."""
+    gate, up = tl.split(tl.reshape(acc, (ROWS, COLS // 2, 2)))
+    out_cols, _ = tl.split(tl.reshape(cols, (COLS // 2, 2)))
+    return gate / (1.0 + tl.exp(-gate)) * up, out_cols // 2
+
+
+def activation_code(activation, glu: bool = False) -> str:
+    """Validate a user's activation= and map None to "none"; glu: the op takes
+    GLU_ACTIVATIONS too."""
     if activation is None:
         return "none"
-    if activation not in ACTIVATIONS:
-        raise ValueError(f"activation must be None or one of {ACTIVATIONS[1:]}, got {activation!r}")
+    allowed = ACTIVATIONS + (GLU_ACTIVATIONS if glu else ())
+    if activation not in allowed:
+        raise ValueError(f"activation must be None or one of {allowed[1:]}, got {activation!r}")
     return activation
 
 
@@ -59,4 +74,7 @@ def activation_ref(y: torch.Tensor, activation: str | None) -> torch.Tensor:
         return torch.nn.functional.gelu(y)
     if activation == "gelu_tanh":
         return torch.nn.functional.gelu(y, approximate="tanh")
+    if activation == "swiglu":
+        gate, up = y.unflatten(-1, (-1, 2)).unbind(-1)
+        return torch.nn.functional.silu(gate) * up
     return y

@@ -140,10 +140,11 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
             tl.store(count_ptr + pid_n, 0)  # zero for the next launch on this stream
             rows_epilogue(acc, no_sum_sq, y_ptr, stride_ym, bias_ptr, res_ptr, stride_rm,
                           offs_m, offs_n, M, N, K, 0.0, False, HAS_BIAS, HAS_RESIDUAL,
-                          ACTIVATION)
+                          ACTIVATION, BLOCK_M, BLOCK_N)
     else:
         rows_epilogue(acc, no_sum_sq, y_ptr, stride_ym, bias_ptr, res_ptr, stride_rm, offs_m,
-                      offs_n, M, N, K, 0.0, False, HAS_BIAS, HAS_RESIDUAL, ACTIVATION)
+                      offs_n, M, N, K, 0.0, False, HAS_BIAS, HAS_RESIDUAL, ACTIVATION, BLOCK_M,
+                      BLOCK_N)
 
 
 def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,

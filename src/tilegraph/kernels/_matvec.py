@@ -12,7 +12,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ._activation import apply_activation
+from ._activation import apply_activation, swiglu_pairs
 
 
 @triton.jit
@@ -62,14 +62,20 @@ def _matvec_step(acc, sum_sq, x_ptr, stride_xm, w, norm_w_ptr, offs_m, offs_k, M
 @triton.jit
 def rows_epilogue(acc, sum_sq, y_ptr, stride_ym, bias_ptr, res_ptr, stride_rm, offs_m, offs_n,
                   M, N, K, eps, HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr,
-                  HAS_RESIDUAL: tl.constexpr, ACTIVATION: tl.constexpr):
-    """Finish and store a (rows, BLOCK_N) accumulator of the few-row kernels: the RMSNorm
-    scale rstd_m (it factors out of the sum over k), bias, activation, residual."""
+                  HAS_RESIDUAL: tl.constexpr, ACTIVATION: tl.constexpr,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Finish and store a (BLOCK_M, BLOCK_N) accumulator of the few-row kernels: the RMSNorm
+    scale rstd_m (it factors out of the sum over k), bias, activation, residual. "swiglu"
+    halves it: the output has N // 2 columns."""
     if HAS_NORM:
         acc = acc * tl.rsqrt(sum_sq / K + eps)[:, None]
     if HAS_BIAS:
         acc += tl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)[None, :]
-    acc = apply_activation(acc, ACTIVATION)
+    if ACTIVATION == "swiglu":
+        acc, offs_n = swiglu_pairs(acc, offs_n, BLOCK_M, BLOCK_N)
+        N = N // 2
+    else:
+        acc = apply_activation(acc, ACTIVATION)
     y_mask = (offs_m < M)[:, None] & (offs_n < N)[None, :]
     if HAS_RESIDUAL:
         res = tl.load(res_ptr + offs_m[:, None] * stride_rm + offs_n[None, :], mask=y_mask,
@@ -120,7 +126,7 @@ def _matvec_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
                                    offs_k, M, k0, K, HAS_NORM, BLOCK_M, ROW_LOOP, "")
 
     rows_epilogue(acc, sum_sq, y_ptr, stride_ym, bias_ptr, res_ptr, stride_rm, offs_m, offs_n,
-                  M, N, K, eps, HAS_NORM, HAS_BIAS, HAS_RESIDUAL, ACTIVATION)
+                  M, N, K, eps, HAS_NORM, HAS_BIAS, HAS_RESIDUAL, ACTIVATION, BLOCK_M, BLOCK_N)
 
 
 @triton.jit
@@ -174,7 +180,12 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr,
         acc = acc * tl.rsqrt(sum_sq / K + eps)
     if HAS_BIAS:
         acc += tl.load(bias_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)
-    acc = apply_activation(acc, ACTIVATION)
+    if ACTIVATION == "swiglu":
+        pairs, offs_n = swiglu_pairs(tl.reshape(acc, (1, BLOCK_N)), offs_n, 1, BLOCK_N)
+        acc = tl.reshape(pairs, (BLOCK_N // 2,))
+        n_mask = offs_n < N // 2
+    else:
+        acc = apply_activation(acc, ACTIVATION)
     if HAS_RESIDUAL:
         acc += tl.load(res_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)
     tl.store(y_ptr + offs_n, acc.to(y_ptr.dtype.element_ty), mask=n_mask)

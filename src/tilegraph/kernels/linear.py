@@ -34,7 +34,7 @@ def _launch_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
                    residual: torch.Tensor | None, prefetch_weight: bool | None,
                    out: torch.Tensor) -> None:
     x_rows = as_rows(x)
-    y_rows = out.view(-1, weight.shape[0])
+    y_rows = out.view(-1, out.shape[-1])
     res_rows = as_rows(residual) if residual is not None else None
     weight = weight if weight.stride(-1) == 1 else weight.contiguous()
     bias = bias.contiguous() if bias is not None else None
@@ -65,6 +65,9 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
 
     x (..., K); weight (N, K); bias (N,); norm_weight (K,) turns the RMSNorm prologue on;
     residual (..., N). All tensors share x's dtype and device. Returns (..., N).
+    activation: None, "relu", "gelu", "gelu_tanh", or "swiglu": the rows of weight (and
+    bias) interleave gate and up, (gate_0, up_0, gate_1, up_1, ...) (interleave_gate_up
+    makes that layout), and the result silu(gate) * up has N // 2 columns, as has residual.
 
     Few rows (decode) on Hopper or newer launch with programmatic dependent launch: the
     kernel starts streaming `weight` while the previous kernel in the stream is still
@@ -78,20 +81,24 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     if weight.ndim != 2:
         raise ValueError(f"weight must be 2-D (out_features, in_features), got shape "
                          f"{tuple(weight.shape)}")
-    n_out, k = weight.shape
+    code = activation_code(activation, glu=True)
+    n_rows, k = weight.shape
+    n_out = n_rows // 2 if code == "swiglu" else n_rows
+    if code == "swiglu" and n_rows % 2:
+        raise ValueError(f"activation='swiglu' takes a weight of interleaved (gate, up) rows, "
+                         f"an even count; got {n_rows}")
     if x.shape[-1] != k:
         raise ValueError(f"x has {x.shape[-1]} features but weight expects {k} "
                          f"(x {tuple(x.shape)}, weight {tuple(weight.shape)})")
     if k == 0:
         raise ValueError("x and weight have 0 input features; nothing to normalise or sum")
     out_shape = (*x.shape[:-1], n_out)
-    for name, t, shape in (("bias", bias, (n_out,)), ("norm_weight", norm_weight, (k,)),
+    for name, t, shape in (("bias", bias, (n_rows,)), ("norm_weight", norm_weight, (k,)),
                            ("residual", residual, out_shape)):
         if t is not None:
             check_tensor(name, t)
             check_like(name, t, "x", x)
             check_shape(name, t, shape)
-    code = activation_code(activation)
     norm_eps = check_eps(norm_eps)
     out = prepare_out(out, out_shape, x.dtype, x.device)
     for name, t in (("x", x), ("weight", weight), ("bias", bias), ("norm_weight", norm_weight)):
@@ -101,6 +108,14 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
         requested = None if prefetch_weight is None else bool(prefetch_weight)
         _run_linear(x, weight, bias, norm_weight, norm_eps, code, residual, requested, out)
     return out
+
+
+def interleave_gate_up(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """Rows (gate_0, up_0, gate_1, up_1, ...) of two (F, ...) tensors: the weight (or bias)
+    layout of activation="swiglu", where any even tile of the projection holds whole pairs."""
+    if gate.shape != up.shape:
+        raise ValueError(f"gate {tuple(gate.shape)} and up {tuple(up.shape)} differ in shape")
+    return torch.stack((gate, up), dim=1).flatten(0, 1)
 
 
 def linear_ref(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, *,

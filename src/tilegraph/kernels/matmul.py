@@ -15,7 +15,7 @@ import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from .._runtime import INTERPRET
-from ._activation import activation_code, activation_ref, apply_activation
+from ._activation import activation_code, activation_ref, apply_activation, swiglu_pairs
 from ._checks import check_like, check_no_overlap, check_tensor, prepare_out
 from ._launch import is_hopper_or_newer, sm_count
 from ._ops import custom_op
@@ -48,7 +48,8 @@ def _gemm_kernel(c_ptr, stride_cm, stride_cn,
     """C = act(rms_norm(A) * norm_w @ B + bias) + residual, fp32 accumulation.
 
     rms_norm(A)_mk = A_mk / sqrt(mean_k A_mk^2 + eps); the per-row scale is applied to the
-    accumulator after the K loop, since it factors out of the sum over k.
+    accumulator after the K loop, since it factors out of the sum over k. "swiglu" pairs
+    columns (2j, 2j + 1) of the product: C has N // 2 columns.
     """
     pid_m, pid_n = _tile_position(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N),
                                   GROUP_M)
@@ -94,10 +95,16 @@ def _gemm_kernel(c_ptr, stride_cm, stride_cn,
         acc = acc * rstd[:, None]
     if HAS_BIAS:
         acc += tl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)[None, :]
-    acc = apply_activation(acc, ACTIVATION)
-    c_mask = (offs_m < M)[:, None] & (offs_n < N)[None, :]
     local_m = tl.arange(0, BLOCK_M)[:, None]
-    local_n = tl.arange(0, BLOCK_N)[None, :]
+    if ACTIVATION == "swiglu":
+        acc, local_n = swiglu_pairs(acc, tl.arange(0, BLOCK_N), BLOCK_M, BLOCK_N)
+        col0 = col0 // 2
+        c_mask = (offs_m < M)[:, None] & (col0 + local_n < N // 2)[None, :]
+        local_n = local_n[None, :]
+    else:
+        acc = apply_activation(acc, ACTIVATION)
+        c_mask = (offs_m < M)[:, None] & (offs_n < N)[None, :]
+        local_n = tl.arange(0, BLOCK_N)[None, :]
     tile0 = row0.to(tl.int64)
     if HAS_RESIDUAL:
         res_ptrs = (res_ptr + tile0 * stride_rm + col0 * stride_rn
@@ -221,7 +228,7 @@ def launch_gemm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, norm_wei
         HAS_RESIDUAL=residual is not None, ACTIVATION=activation,
         DOT_PRECISION=_dot_precision(dtype), UPCAST_DOT=INTERPRET and dtype == torch.bfloat16)
     res_strides = residual.stride() if residual is not None else (0, 0)
-    plain = norm_weight is None and bias is None and residual is None
+    plain = norm_weight is None and bias is None and residual is None and activation != "swiglu"
     tma = plain and _tma_ready(a, b, out)
 
     def run(config, c):

@@ -2,7 +2,8 @@
 checkpoint directory (config.json + *.safetensors, sharded or not). Nothing is downloaded.
 
 Checkpoints keep q, k, v and gate, up as separate matrices; the model fuses them once here
-(the way gpt-fast converts a checkpoint), so a decode step runs one projection for each pair.
+(the way gpt-fast converts a checkpoint), so a decode step runs one projection for each group:
+q|k|v stacked, gate and up rows interleaved (the layout of tg.linear's "swiglu").
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import torch
+
+import tilegraph as tg
 
 from .llama_config import LlamaConfig
 
@@ -128,7 +131,12 @@ def load_llama(cls, model_or_path, dtype: torch.dtype | None, device):
                          f"{' ...' if len(missing) > 8 else ''}")
     for name, parts in pieces.items():
         ordered = [parts[p] for p in sorted(parts, key=lambda p: _ORDER.get(p, 0))]
-        value = ordered[0] if len(ordered) == 1 else torch.cat(ordered, dim=0)
+        if len(ordered) == 1:
+            value = ordered[0]
+        elif "gate" in parts and "up" in parts and parts["gate"].shape == parts["up"].shape:
+            value = tg.interleave_gate_up(parts["gate"], parts["up"])  # tg.linear's "swiglu"
+        else:
+            value = torch.cat(ordered, dim=0)
         if value.shape != params[name].shape:
             raise ValueError(f"{name}: checkpoint shape {tuple(value.shape)} does not match "
                              f"the config's {tuple(params[name].shape)}")

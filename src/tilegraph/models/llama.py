@@ -7,11 +7,13 @@ tilegraph's kernels.
     logits = model.prefill(prompt_ids, cache)    # (B, vocab) of the last prompt token
     logits = model.decode(tokens, positions, cache)   # one token per row, graph-safe
 
-Weights are fused at load time (q|k|v, gate|up), so the fast path runs four tg.linear calls a
-layer: RMSNorm in the prologue of the QKV and gate/up projections, the residual add in the
-epilogue of the output and down projections. Attention over the cache is PyTorch here
-(reading the whole cache, masked per sequence), so a decode step has fixed shapes and one
-captured graph serves every position.
+Weights are fused at load time (q|k|v, and gate|up with their rows interleaved), so the fast
+path runs a layer in six kernels: the QKV projection with RMSNorm in its prologue,
+tg.rotary_qkv (rotary of q and k, both cache writes), tg.decode_attention over each
+sequence's own length, the output projection with the residual add in its epilogue, the
+gate/up projection with RMSNorm in its prologue and SiLU(gate) * up in its epilogue, and the
+down projection with the residual add. A decode step has fixed shapes: one captured graph
+serves every position.
 """
 
 from __future__ import annotations
@@ -53,7 +55,8 @@ def _parameter(*shape, dtype, device, fill: float | None = None) -> nn.Parameter
 
 
 class LlamaLayer(nn.Module):
-    """One decoder layer's weights, fused: wqkv = [Wq; Wk; Wv], w_gate_up = [Wgate; Wup]."""
+    """One decoder layer's weights, fused: wqkv = [Wq; Wk; Wv]; w_gate_up interleaves the
+    rows of Wgate and Wup (gate_0, up_0, gate_1, ...), the layout of tg.linear's "swiglu"."""
 
     def __init__(self, config: LlamaConfig, dtype: torch.dtype, device):
         super().__init__()
@@ -82,7 +85,6 @@ class KVCache:
     cos: torch.Tensor
     sin: torch.Tensor
     slots: torch.Tensor      # arange(max_batch): row -> slot, for the cache writes
-    key_positions: torch.Tensor   # arange(max_seq): for the per-sequence attention masks
 
     @property
     def max_batch(self) -> int:
@@ -177,8 +179,7 @@ class Llama(nn.Module):
         k = torch.zeros(shape, dtype=self.dtype, device=self.device)
         cos, sin = self._rope_table(max_seq)
         return KVCache(k, torch.zeros_like(k), cos, sin,
-                       torch.arange(max_batch, device=self.device),
-                       torch.arange(max_seq, device=self.device))
+                       torch.arange(max_batch, device=self.device))
 
     @torch.no_grad()
     def prefill(self, input_ids: torch.Tensor, cache: KVCache, first_slot: int = 0
@@ -221,25 +222,10 @@ class Llama(nn.Module):
         sync and fixed shapes: safe to capture, one graph for every position."""
         c = self.config
         rows = tokens.shape[0]
-        kv_rows = rows * c.n_kv_heads
-        groups = c.n_heads // c.n_kv_heads
-        # Keys beyond each sequence's position get -inf, built once for every layer:
-        # (S KV, 1, max_seq), added inside the score matmul (baddbmm), so a layer's attention
-        # is three kernels: scores, softmax, weighted values.
-        hidden = torch.zeros(rows, cache.max_seq, dtype=self.dtype, device=tokens.device)
-        hidden.masked_fill_(cache.key_positions > positions[:, None], float("-inf"))
-        hidden = hidden.repeat_interleave(c.n_kv_heads, dim=0)[:, None, :]
-        scale = c.head_dim ** -0.5
+        lengths = positions + 1  # each sequence attends to its positions 0..position
 
         def attend(q, k_layer, v_layer):  # q (S, heads, head_dim); k, v already cached
-            keys = k_layer[:rows].view(kv_rows, cache.max_seq, c.head_dim)
-            values = v_layer[:rows].view(kv_rows, cache.max_seq, c.head_dim)
-            scores = torch.baddbmm(hidden, q.view(kv_rows, groups, c.head_dim),
-                                   keys.transpose(1, 2), alpha=scale)
-            # softmax computes in fp32 and rounds the probabilities to the cache's dtype,
-            # as transformers' eager attention does.
-            attn = torch.bmm(torch.softmax(scores, dim=-1), values)   # (S KV, groups, hd)
-            return attn.view(rows, c.q_dim)
+            return tg.decode_attention(q, k_layer, v_layer, lengths).view(rows, c.q_dim)
 
         x = F.embedding(tokens, self.embed)
         x = self._fused_layers(x, cache, positions, cache.slots[:rows], attend)
@@ -257,14 +243,16 @@ class Llama(nn.Module):
             q = tg.rotary_qkv(qkv, cache.cos, cache.sin, positions, slots, k_layer, v_layer,
                               n_heads=c.n_heads)
             x = tg.linear(attend(q, k_layer, v_layer), layer.wo, layer.bo, residual=x)
-            gate_up = tg.linear(x, layer.w_gate_up, layer.b_gate_up,
-                                norm_weight=layer.mlp_norm, norm_eps=c.norm_eps)
-            x = tg.linear(_swiglu(gate_up), layer.w_down, layer.b_down, residual=x)
+            hidden = tg.linear(x, layer.w_gate_up, layer.b_gate_up, norm_weight=layer.mlp_norm,
+                               norm_eps=c.norm_eps, activation="swiglu")
+            x = tg.linear(hidden, layer.w_down, layer.b_down, residual=x)
         return x
 
 
 def _swiglu(gate_up: torch.Tensor) -> torch.Tensor:
-    gate, up = gate_up.chunk(2, dim=-1)
+    """silu(gate) * up of interleaved (gate, up) columns, rounded in between as transformers'
+    MLP rounds them."""
+    gate, up = gate_up.unflatten(-1, (-1, 2)).unbind(-1)
     return F.silu(gate) * up
 
 

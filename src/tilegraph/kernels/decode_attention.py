@@ -1,0 +1,272 @@
+"""Decode attention: one query token per sequence against that sequence's cached keys and
+values, split over the sequence (flash-decoding), grouped-query aware.
+
+    out = tg.decode_attention(q, k_cache, v_cache, lengths)   # q (B, H, D) -> (B, H, D)
+
+At batch 1 a decode step has one (sequence, kv head) pair per kv head: one program each
+would leave most SMs idle, so every pair's length is cut into SPLITS runs of whole tiles,
+one program a run, each with its own running max and sum (fp32). The split count is fixed
+at launch (a graph replays it at every length); each program reads its sequence's length on
+the device and takes 1 / SPLITS of the tiles, so short contexts and long ones alike spread
+over the grid, and no program reads past a length. The q heads that share a kv head ride in
+one tensor-core tile, so each key and value is read once. The last run of a pair to finish
+merges the runs' partial results (in run order, so the result does not depend on timing):
+one kernel, no second launch.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+from .._runtime import INTERPRET
+from ._checks import check_tensor, prepare_out
+from ._launch import sm_count, supports_pdl
+from ._ops import custom_op
+from ._pdl import ENABLED as PDL_ENABLED
+from ._pdl import launched
+from ._split_workspace import split_workspace
+
+_LOG2E = tl.constexpr(1.4426950408889634)
+MAX_SPLITS = 64
+ASSUMED_SM_COUNT = 132  # the interpreter has no GPU to ask
+
+
+@triton.jit
+def _attend_run(q, k_ptrs, v_ptrs, d_mask, stride_cp, start, stop, qk_scale,
+                BLOCK_G: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr,
+                EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr):
+    """Online softmax over positions [start, stop): (running max m, sum denom, unnormalised
+    output acc) of the BLOCK_G query heads in q, scores in log2 units. k_ptrs, v_ptrs
+    (BLOCK_T, BLOCK_D) point at position 0; d_mask: the real head_dim columns (all of them
+    when EVEN_D)."""
+    offs_t = tl.arange(0, BLOCK_T)
+    m = tl.full([BLOCK_G], float("-inf"), tl.float32)
+    denom = tl.zeros([BLOCK_G], tl.float32)
+    acc = tl.zeros([BLOCK_G, BLOCK_D], tl.float32)
+    for t0 in range(start, stop, BLOCK_T):
+        t_mask = (t0 + offs_t) < stop
+        kv_mask = t_mask[:, None] if EVEN_D else t_mask[:, None] & d_mask[None, :]
+        k = tl.load(k_ptrs + t0 * stride_cp, mask=kv_mask, other=0.0)  # (BT, BD)
+        v = tl.load(v_ptrs + t0 * stride_cp, mask=kv_mask, other=0.0)
+        if UPCAST_DOT:  # the interpreter mis-multiplies bf16 dots; fp32 is exact for them
+            k = k.to(tl.float32)
+            v = v.to(tl.float32)
+        scores = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale  # (BG, BT)
+        scores = tl.where(t_mask[None, :], scores, float("-inf"))
+        # every tile holds at least one position below stop: m_new is finite
+        m_new = tl.maximum(m, tl.max(scores, axis=1))
+        alpha = tl.exp2(m - m_new)
+        p = tl.exp2(scores - m_new[:, None])
+        denom = denom * alpha + tl.sum(p, axis=1)
+        # p in the cache's dtype for the tensor cores, as flash attention and transformers'
+        # eager attention round the probabilities
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
+        m = m_new
+    return m, denom, acc
+
+
+@triton.jit
+def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
+                             q_ptr, stride_qb, stride_qh,
+                             k_ptr, v_ptr, stride_cb, stride_ch, stride_cp,
+                             lengths_ptr, partial_ptr, count_ptr,
+                             qk_scale, max_seq,
+                             N_KV_HEADS: tl.constexpr, GROUP: tl.constexpr,
+                             HEAD_DIM: tl.constexpr, SPLITS: tl.constexpr,
+                             PDL: tl.constexpr, DOT_PRECISION: tl.constexpr,
+                             UPCAST_DOT: tl.constexpr, BLOCK_G: tl.constexpr,
+                             BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr,
+                             BLOCK_SPLITS: tl.constexpr):
+    """Program (b * KV + kv head, run): o_h = sum_t softmax_t(q_h . k_t * scale) v_t for the
+    GROUP q heads h of that kv head, over run `run` of the sequence's first lengths[b]
+    positions (clamped to [0, max_seq]); a length of 0 gives zeros.
+
+    With SPLITS > 1 each run leaves (m, denom, acc) in the workspace (_split_workspace.py) and
+    counts itself in; the last to arrive rescales every run's acc by exp2(m_run - m_max)
+    and divides by the total of the denominators.
+    """
+    pair = tl.program_id(0)
+    run = tl.program_id(1)
+    b = pair // N_KV_HEADS
+    kv_head = pair % N_KV_HEADS
+    if PDL:
+        tl.extra.cuda.gdc_wait()               # q and this layer's cache writes are final
+        tl.extra.cuda.gdc_launch_dependents()  # the next kernel may prefetch its weights
+    length = tl.minimum(tl.maximum(tl.load(lengths_ptr + b).to(tl.int32), 0), max_seq)
+    tiles = tl.cdiv(length, BLOCK_T)
+    run_tiles = tl.cdiv(tiles, SPLITS)
+    start = run * run_tiles * BLOCK_T
+    stop = tl.minimum(length, start + run_tiles * BLOCK_T)
+
+    offs_g = tl.arange(0, BLOCK_G)
+    offs_d = tl.arange(0, BLOCK_D)
+    g_mask = offs_g < GROUP
+    d_mask = offs_d < HEAD_DIM
+    heads = kv_head * GROUP + offs_g
+    q = tl.load(q_ptr + b.to(tl.int64) * stride_qb + heads[:, None] * stride_qh
+                + offs_d[None, :], mask=g_mask[:, None] & d_mask[None, :], other=0.0)
+    if UPCAST_DOT:
+        q = q.to(tl.float32)
+    kv_offsets = (b.to(tl.int64) * stride_cb + kv_head * stride_ch
+                  + tl.arange(0, BLOCK_T)[:, None] * stride_cp + offs_d[None, :])
+    m, denom, acc = _attend_run(q, k_ptr + kv_offsets, v_ptr + kv_offsets, d_mask, stride_cp,
+                            start, stop, qk_scale, BLOCK_G, BLOCK_T, BLOCK_D,
+                            HEAD_DIM == BLOCK_D, DOT_PRECISION, UPCAST_DOT)
+
+    out_ptrs = (out_ptr + b.to(tl.int64) * stride_ob + heads[:, None] * stride_oh
+                + offs_d[None, :])
+    out_mask = g_mask[:, None] & d_mask[None, :]
+    if SPLITS == 1:
+        result = tl.where(denom[:, None] > 0, acc / denom[:, None], 0.0)
+        tl.store(out_ptrs, result.to(out_ptr.dtype.element_ty), mask=out_mask)
+    else:
+        # workspace of this pair: (SPLITS, BLOCK_G) maxima, the same of sums, then
+        # (SPLITS, BLOCK_G, BLOCK_D) outputs
+        stats = partial_ptr + pair.to(tl.int64) * SPLITS * BLOCK_G * (2 + BLOCK_D)
+        outs = stats + 2 * SPLITS * BLOCK_G
+        tile = offs_g[:, None] * BLOCK_D + offs_d[None, :]
+        tl.store(stats + run * BLOCK_G + offs_g, m)
+        tl.store(stats + (SPLITS + run) * BLOCK_G + offs_g, denom)
+        tl.store(outs + run * BLOCK_G * BLOCK_D + tile, acc, mask=out_mask)
+        tl.debug_barrier()  # every thread's partials are out before the count says so
+        arrived = tl.atomic_add(count_ptr + pair, 1, sem="acq_rel")
+        if arrived == SPLITS - 1:
+            runs = tl.arange(0, BLOCK_SPLITS)
+            used = tl.cdiv(tiles, tl.maximum(run_tiles, 1))  # runs past it saw no positions
+            stat_ptrs = stats + runs[:, None] * BLOCK_G + offs_g[None, :]
+            run_mask = (runs < used)[:, None]
+            maxima = tl.load(stat_ptrs, mask=run_mask, other=float("-inf"),
+                             cache_modifier=".cg")                          # (BS, BG)
+            sums = tl.load(stat_ptrs + SPLITS * BLOCK_G, mask=run_mask, other=0.0,
+                           cache_modifier=".cg")
+            m_max = tl.max(maxima, axis=0)                                  # (BG,)
+            m_safe = tl.where(m_max == float("-inf"), 0.0, m_max)           # length 0
+            weights = tl.exp2(maxima - m_safe[None, :])                     # (BS, BG)
+            total = tl.sum(sums * weights, axis=0)
+            merged = tl.zeros([BLOCK_G, BLOCK_D], tl.float32)
+            for s in range(used):  # run order, whatever the arrival order
+                w = tl.sum(tl.where(runs[:, None] == s, weights, 0.0), axis=0)   # (BG,)
+                part = tl.load(outs + s * BLOCK_G * BLOCK_D + tile, mask=out_mask,
+                               other=0.0, cache_modifier=".cg")
+                merged += part * w[:, None]
+            result = tl.where(total[:, None] > 0, merged / total[:, None], 0.0)
+            tl.store(out_ptrs, result.to(out_ptr.dtype.element_ty), mask=out_mask)
+            tl.store(count_ptr + pair, 0)  # zero for the next launch on this stream
+
+
+def attention_config(batch: int, n_kv_heads: int, group: int, head_dim: int, max_seq: int,
+                     sms: int | None) -> dict:
+    """Launch shape: tiles of 64 positions, the group's q heads padded to an mma tile (16
+    rows at least), and runs enough for about two programs an SM over all (sequence, kv
+    head) pairs (at most MAX_SPLITS, at most one a tile of max_seq)."""
+    block_t = 64
+    pairs = batch * n_kv_heads
+    splits = triton.cdiv(2 * (sms or ASSUMED_SM_COUNT), pairs)
+    splits = max(1, min(splits, MAX_SPLITS, triton.cdiv(max_seq, block_t)))
+    return {"SPLITS": splits, "BLOCK_G": max(16, triton.next_power_of_2(group)),
+            "BLOCK_T": block_t, "BLOCK_D": max(16, triton.next_power_of_2(head_dim)),
+            "num_warps": 4, "num_stages": 2}
+
+
+def _launch_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                             lengths: torch.Tensor, scale: float, out: torch.Tensor) -> None:
+    batch, n_heads, head_dim = q.shape
+    _, n_kv_heads, max_seq, _ = k_cache.shape
+    group = n_heads // n_kv_heads
+    config = attention_config(batch, n_kv_heads, group, head_dim, max_seq, sm_count(q.device))
+    partials = counters = out  # placeholders, never touched without a split
+    pairs = batch * n_kv_heads
+    if config["SPLITS"] > 1:
+        per_pair = config["SPLITS"] * config["BLOCK_G"] * (2 + config["BLOCK_D"])
+        workspace = split_workspace(q.device, pairs * per_pair, pairs)
+        if workspace is None:  # a capture found none large enough: run unsplit
+            config["SPLITS"] = 1
+        else:
+            partials, counters = workspace
+    pdl = PDL_ENABLED and supports_pdl(q.device)
+    _decode_attention_kernel[(pairs, config["SPLITS"])](
+        out, out.stride(0), out.stride(1), q, q.stride(0), q.stride(1),
+        k_cache, v_cache, k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+        lengths, partials, counters, scale * math.log2(math.e), max_seq,
+        N_KV_HEADS=n_kv_heads, GROUP=group, HEAD_DIM=head_dim, PDL=pdl,
+        DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+        UPCAST_DOT=INTERPRET and q.dtype == torch.bfloat16,
+        BLOCK_SPLITS=triton.next_power_of_2(config["SPLITS"]), **config,
+        **({"launch_pdl": True} if pdl else {}))
+    launched(q.device, pdl, (out, partials, counters))
+
+
+_run_decode_attention = custom_op("decode_attention", _launch_decode_attention)
+
+
+def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                     lengths: torch.Tensor, scale: float | None = None, *,
+                     out: torch.Tensor | None = None) -> torch.Tensor:
+    """softmax(q k^T * scale) v for one query token per sequence over its cached positions.
+
+    q (B, H, D): sequence b's query heads; k_cache, v_cache (max_batch, KV, max_seq, D) with
+    B <= max_batch, sequence b in cache slot b, H a multiple of KV (q heads h * H / KV ..
+    (h + 1) * H / KV - 1 share kv head h); lengths (B,) int: positions 0 .. lengths[b] - 1
+    of slot b are attended (read on the device: clamped to [0, max_seq], 0 gives zeros).
+    scale defaults to D ** -0.5. Softmax in fp32. Returns (B, H, D) in q's dtype.
+    """
+    check_tensor("q", q)
+    for name, t in (("k_cache", k_cache), ("v_cache", v_cache)):
+        check_tensor(name, t)
+        if t.dtype != q.dtype or t.device != q.device:
+            raise ValueError(f"{name} must have q's dtype and device ({q.dtype}, {q.device}), "
+                             f"got {t.dtype} on {t.device}")
+        if t.ndim != 4 or t.stride(-1) != 1:
+            raise ValueError(f"{name} must be (max_batch, kv_heads, max_seq, head_dim) with a "
+                             f"unit last stride, got shape {tuple(t.shape)}")
+    if k_cache.shape != v_cache.shape or k_cache.stride() != v_cache.stride():
+        raise ValueError(f"k_cache and v_cache must have one shape and layout, got "
+                         f"{tuple(k_cache.shape)} and {tuple(v_cache.shape)}")
+    max_batch, n_kv_heads, max_seq, head_dim = k_cache.shape
+    if q.ndim != 3 or q.stride(-1) != 1:
+        raise ValueError(f"q must be (batch, heads, head_dim) with a unit last stride, got "
+                         f"shape {tuple(q.shape)}")
+    batch, n_heads, q_dim = q.shape
+    if q_dim != head_dim:
+        raise ValueError(f"q has head_dim {q_dim}, the cache {head_dim}")
+    if n_kv_heads == 0 or n_heads % n_kv_heads:
+        raise ValueError(f"q's {n_heads} heads are not a multiple of the cache's "
+                         f"{n_kv_heads} kv heads")
+    if batch > max_batch:
+        raise ValueError(f"q has {batch} sequences, the cache room for {max_batch}")
+    if not isinstance(lengths, torch.Tensor) or lengths.dtype not in (torch.int32,
+                                                                      torch.int64):
+        raise TypeError("lengths must be an int32 or int64 tensor")
+    if lengths.shape != (batch,) or lengths.device != q.device:
+        raise ValueError(f"lengths must have shape ({batch},) on {q.device}, got "
+                         f"{tuple(lengths.shape)} on {lengths.device}")
+    if scale is None:
+        scale = head_dim ** -0.5
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale):
+        raise ValueError(f"scale must be a finite number, got {scale!r}")
+    out = prepare_out(out, (batch, n_heads, head_dim), q.dtype, q.device)
+    if out.numel():
+        _run_decode_attention(q, k_cache, v_cache, lengths.contiguous(), float(scale), out)
+    return out
+
+
+def decode_attention_ref(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                         lengths: torch.Tensor, scale: float | None = None) -> torch.Tensor:
+    """The same in PyTorch: float64 for float64 input, else fp32 cast back; a length of 0
+    gives zeros."""
+    compute = torch.float64 if q.dtype == torch.float64 else torch.float32
+    batch, n_heads, head_dim = q.shape
+    n_kv_heads, max_seq = k_cache.shape[1], k_cache.shape[2]
+    scale = head_dim ** -0.5 if scale is None else scale
+    keys = k_cache[:batch].to(compute).repeat_interleave(n_heads // n_kv_heads, dim=1)
+    values = v_cache[:batch].to(compute).repeat_interleave(n_heads // n_kv_heads, dim=1)
+    scores = torch.einsum("bhd,bhtd->bht", q.to(compute), keys) * scale
+    lengths = lengths.clamp(0, max_seq).to(q.device)
+    hidden = torch.arange(max_seq, device=q.device)[None, :] >= lengths[:, None]   # (B, T)
+    scores = scores.masked_fill(hidden[:, None, :], float("-inf"))
+    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)   # an empty row: zeros
+    return torch.einsum("bht,bhtd->bhd", weights, values).to(q.dtype)

@@ -1,0 +1,125 @@
+"""tg.decode_attention against a float64 reference: grouped-query ratios, head dims, per-sequence
+lengths (0 and past the cache included), splits merged in one kernel, graph replays."""
+
+import pytest
+import torch
+
+import tilegraph as tg
+from tilegraph.kernels.decode_attention import attention_config, decode_attention_ref
+from tilegraph.testing import assert_close, poisoned
+
+DTYPES = [torch.float32, torch.bfloat16, torch.float16]
+
+
+def _case(batch, heads, kv_heads, head_dim, max_seq, dtype, device, max_batch=None):
+    max_batch = max_batch or batch + 1
+    q = torch.randn(batch, heads, head_dim).to(dtype=dtype, device=device)
+    k = torch.randn(max_batch, kv_heads, max_seq, head_dim).to(dtype=dtype, device=device)
+    v = torch.randn(max_batch, kv_heads, max_seq, head_dim).to(dtype=dtype, device=device)
+    return q, k, v
+
+
+def _check(q, k, v, lengths, scale=None):
+    out = poisoned(q.shape, q.dtype, q.device)
+    result = tg.decode_attention(q, k, v, lengths, scale, out=out)
+    assert result.data_ptr() == out.data_ptr()
+    ref = decode_attention_ref(q.double(), k.double(), v.double(), lengths, scale)
+    assert_close(result, ref, q.dtype, what=f"lengths {lengths.tolist()}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("batch, heads, kv_heads, head_dim, max_seq", [
+    (1, 4, 4, 64, 70),      # no grouping, two runs of the sequence
+    (3, 14, 2, 24, 130),    # 7 q heads a kv head, head_dim not a power of two
+    (2, 8, 1, 16, 33),      # one kv head for all (multi-query)
+    (1, 2, 2, 64, 300),     # batch 1: many runs, merged by the last one
+])
+def test_matches_reference(batch, heads, kv_heads, head_dim, max_seq, dtype, device):
+    q, k, v = _case(batch, heads, kv_heads, head_dim, max_seq, dtype, device)
+    lengths = torch.randint(1, max_seq + 1, (batch,), device=device)
+    lengths[0] = max_seq
+    _check(q, k, v, lengths)
+
+
+def test_lengths_of_zero_and_past_the_cache(device):
+    q, k, v = _case(3, 4, 2, 16, 40, torch.float32, device)
+    lengths = torch.tensor([0, 40 + 9, 1], device=device)   # read clamped to [0, max_seq]
+    out = tg.decode_attention(q, k, v, lengths)
+    assert torch.equal(out[0], torch.zeros_like(out[0])), "a length of 0 attends to nothing"
+    _check(q, k, v, lengths)
+    assert_close(out[2], v[2, :, 0].repeat_interleave(2, dim=0), what="one position: its v")
+
+
+def test_int32_lengths_scale_and_strided_q(device):
+    q, k, v = _case(2, 6, 3, 32, 50, torch.float32, device)
+    wide = torch.randn(2, 6, 48, device=device)
+    wide[..., :32] = q
+    lengths = torch.tensor([50, 17], dtype=torch.int32, device=device)
+    _check(wide[..., :32], k, v, lengths, scale=0.3)
+
+
+def test_uniform_values_give_that_value(device):
+    q, k, v = _case(2, 4, 2, 16, 90, torch.float32, device)
+    v[:] = torch.arange(16, dtype=torch.float32, device=device)
+    out = tg.decode_attention(q * 50, k, v, torch.tensor([90, 61], device=device))
+    torch.testing.assert_close(out, v[0, 0, :1].expand_as(out).contiguous())
+
+
+def test_split_count_fills_the_gpu_and_respects_the_cache():
+    assert attention_config(1, 4, 8, 64, 2048, 132)["SPLITS"] == 32   # a tile a run
+    assert attention_config(1, 4, 8, 64, 8192, 132)["SPLITS"] == 64
+    assert attention_config(8, 8, 4, 128, 8192, 132)["SPLITS"] == 5
+    assert attention_config(1, 4, 8, 64, 100, 132)["SPLITS"] == 2   # one a tile of max_seq
+    assert attention_config(16, 32, 1, 64, 4096, 132)["SPLITS"] == 1
+    assert attention_config(1, 1, 32, 64, 64, 132)["BLOCK_G"] == 32
+
+
+def test_bad_inputs_are_named(device):
+    q, k, v = _case(2, 4, 2, 16, 20, torch.float32, device)
+    lengths = torch.tensor([3, 4], device=device)
+    with pytest.raises(ValueError, match="one shape and layout"):
+        tg.decode_attention(q, k, v[:, :, :10], lengths)
+    with pytest.raises(ValueError, match="not a multiple"):
+        tg.decode_attention(q[:, :3], k, v, lengths)
+    with pytest.raises(ValueError, match="head_dim 8"):
+        tg.decode_attention(q[..., :8], k, v, lengths)
+    with pytest.raises(ValueError, match="room for 3"):
+        tg.decode_attention(torch.randn(4, 4, 16, device=device), k, v, torch.ones(
+            4, dtype=torch.int64, device=device))
+    with pytest.raises(TypeError, match="lengths must be an int"):
+        tg.decode_attention(q, k, v, lengths.float())
+    with pytest.raises(ValueError, match="lengths must have shape"):
+        tg.decode_attention(q, k, v, lengths[:1])
+    with pytest.raises(ValueError, match="k_cache must have q's dtype"):
+        tg.decode_attention(q, k.half(), v.half(), lengths)
+    with pytest.raises(ValueError, match="scale must be"):
+        tg.decode_attention(q, k, v, lengths, scale=float("nan"))
+    with pytest.raises(ValueError, match="out has shape"):
+        tg.decode_attention(q, k, v, lengths, out=torch.empty(2, 4, 8, device=device))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("heads, kv_heads, head_dim", [(32, 4, 64), (32, 32, 128), (28, 4, 128),
+                                                       (14, 2, 64), (8, 1, 128), (1, 1, 64)])
+@pytest.mark.parametrize("batch", [1, 3, 8])
+def test_real_shapes_on_gpu(batch, heads, kv_heads, head_dim, dtype):
+    max_seq = 4099
+    q, k, v = _case(batch, heads, kv_heads, head_dim, max_seq, dtype, "cuda")
+    lengths = torch.randint(1, max_seq + 1, (batch,), device="cuda")
+    lengths[0] = max_seq
+    _check(q, k, v, lengths)
+
+
+@pytest.mark.gpu
+def test_one_graph_serves_every_length():
+    q, k, v = _case(2, 32, 4, 64, 2048, torch.bfloat16, "cuda")
+    lengths = torch.tensor([1, 1], device="cuda")
+    out = torch.empty_like(q)
+    graph = tg.capture(lambda: tg.decode_attention(q, k, v, lengths, out=out))
+    for length in (1, 7, 64, 65, 600, 2048, 3):
+        for _ in range(30):  # repeated replays: the arrival counters reset every time
+            lengths.copy_(torch.tensor([length, max(1, 2048 - length)]))
+            graph.replay()
+        ref = decode_attention_ref(q.double(), k.double(), v.double(), lengths)
+        assert_close(out, ref, torch.bfloat16, what=f"length {length} after replays")
