@@ -1,11 +1,18 @@
 """tg.decode_attention against a float64 reference: grouped-query ratios, head dims, per-sequence
 lengths (0 and past the cache included), splits merged in one kernel, graph replays."""
 
+import itertools
+
 import pytest
 import torch
+import triton
 
 import tilegraph as tg
-from tilegraph.kernels.decode_attention import attention_config, decode_attention_ref
+from tilegraph.kernels.decode_attention import (
+    MERGE_ELEMENTS,
+    attention_config,
+    decode_attention_ref,
+)
 from tilegraph.testing import assert_close, poisoned
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
@@ -65,13 +72,18 @@ def test_uniform_values_give_that_value(device):
     torch.testing.assert_close(out, v[0, 0, :1].expand_as(out).contiguous())
 
 
-def test_split_count_fills_the_gpu_and_respects_the_cache():
-    assert attention_config(1, 4, 8, 64, 2048, 132)["SPLITS"] == 32   # a tile a run
-    assert attention_config(1, 4, 8, 64, 8192, 132)["SPLITS"] == 64
+def test_split_count_fills_the_gpu_within_the_merge_and_the_cache():
+    assert attention_config(1, 4, 8, 64, 2048, 132)["SPLITS"] == 16    # merge-bound
+    assert attention_config(1, 32, 1, 128, 8192, 132)["SPLITS"] == 9   # 2 programs an SM
     assert attention_config(8, 8, 4, 128, 8192, 132)["SPLITS"] == 5
-    assert attention_config(1, 4, 8, 64, 100, 132)["SPLITS"] == 2   # one a tile of max_seq
+    assert attention_config(1, 4, 8, 64, 100, 132)["SPLITS"] == 2      # one a tile of max_seq
     assert attention_config(16, 32, 1, 64, 4096, 132)["SPLITS"] == 1
     assert attention_config(1, 1, 32, 64, 64, 132)["BLOCK_G"] == 32
+    for group, head_dim in itertools.product((1, 2, 7, 8, 32), (16, 64, 128, 256)):
+        config = attention_config(1, 1, group, head_dim, 65536, 132)
+        merged = triton.next_power_of_2(config["SPLITS"]) * config["GROUP_P2"] * \
+            config["BLOCK_D"]
+        assert merged <= MERGE_ELEMENTS, (group, head_dim, config)
 
 
 def test_bad_inputs_are_named(device):

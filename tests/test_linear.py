@@ -208,10 +208,11 @@ def test_matvec_block_shapes_and_prefetch(dtype, prefetch_weight):
 def _swiglu_case(rows, ffn, k, dtype, device):
     x, _, b, g, r = _make((rows,), 2 * ffn, k, dtype, device, True, True, False)
     w = interleave_gate_up(randn(ffn, k, scale=k**-0.5), randn(ffn, k, scale=k**-0.5))
+    w = w.to(device=device, dtype=dtype)
     r = randn(rows, ffn, dtype=dtype, device=device)
     ref = linear_ref(x.double(), w.double(), b.double(), norm_weight=g.double(),
                      activation="swiglu", residual=r.double())
-    return x, w.to(device=device, dtype=dtype), b, g, r, ref
+    return x, w, b, g, r, ref
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

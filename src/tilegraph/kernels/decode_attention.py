@@ -31,7 +31,9 @@ from ._pdl import launched
 from ._split_workspace import split_workspace
 
 _LOG2E = tl.constexpr(1.4426950408889634)
-MAX_SPLITS = 64
+# The merge loads all runs' partial outputs (runs, q heads of a group, head_dim) at once: at
+# most this many fp32 values, 64 a thread of 4 warps.
+MERGE_ELEMENTS = 8192
 ASSUMED_SM_COUNT = 132  # the interpreter has no GPU to ask
 
 
@@ -79,15 +81,15 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
                              HEAD_DIM: tl.constexpr, SPLITS: tl.constexpr,
                              PDL: tl.constexpr, DOT_PRECISION: tl.constexpr,
                              UPCAST_DOT: tl.constexpr, BLOCK_G: tl.constexpr,
-                             BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr,
-                             BLOCK_SPLITS: tl.constexpr):
+                             GROUP_P2: tl.constexpr, BLOCK_T: tl.constexpr,
+                             BLOCK_D: tl.constexpr, BLOCK_SPLITS: tl.constexpr):
     """Program (b * KV + kv head, run): o_h = sum_t softmax_t(q_h . k_t * scale) v_t for the
     GROUP q heads h of that kv head, over run `run` of the sequence's first lengths[b]
     positions (clamped to [0, max_seq]); a length of 0 gives zeros.
 
-    With SPLITS > 1 each run leaves (m, denom, acc) in the workspace (_split_workspace.py) and
-    counts itself in; the last to arrive rescales every run's acc by exp2(m_run - m_max)
-    and divides by the total of the denominators.
+    With SPLITS > 1 each run leaves (m, denom, acc) of its GROUP heads in the workspace
+    (_split_workspace.py) and counts itself in; the last to arrive merges them
+    (_merge_runs).
     """
     pair = tl.program_id(0)
     run = tl.program_id(1)
@@ -117,71 +119,96 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
                             start, stop, qk_scale, BLOCK_G, BLOCK_T, BLOCK_D,
                             HEAD_DIM == BLOCK_D, DOT_PRECISION, UPCAST_DOT)
 
-    out_ptrs = (out_ptr + b.to(tl.int64) * stride_ob + heads[:, None] * stride_oh
-                + offs_d[None, :])
-    out_mask = g_mask[:, None] & d_mask[None, :]
     if SPLITS == 1:
+        out_ptrs = (out_ptr + b.to(tl.int64) * stride_ob + heads[:, None] * stride_oh
+                    + offs_d[None, :])
         result = tl.where(denom[:, None] > 0, acc / denom[:, None], 0.0)
-        tl.store(out_ptrs, result.to(out_ptr.dtype.element_ty), mask=out_mask)
+        tl.store(out_ptrs, result.to(out_ptr.dtype.element_ty),
+                 mask=g_mask[:, None] & d_mask[None, :])
     else:
-        # workspace of this pair: (SPLITS, BLOCK_G) maxima, the same of sums, then
-        # (SPLITS, BLOCK_G, BLOCK_D) outputs
-        stats = partial_ptr + pair.to(tl.int64) * SPLITS * BLOCK_G * (2 + BLOCK_D)
-        outs = stats + 2 * SPLITS * BLOCK_G
-        tile = offs_g[:, None] * BLOCK_D + offs_d[None, :]
-        tl.store(stats + run * BLOCK_G + offs_g, m)
-        tl.store(stats + (SPLITS + run) * BLOCK_G + offs_g, denom)
-        tl.store(outs + run * BLOCK_G * BLOCK_D + tile, acc, mask=out_mask)
+        # workspace of this pair: maxima (SPLITS, GROUP_P2), sums (the same), then outputs
+        # (SPLITS, GROUP_P2, BLOCK_D); only the GROUP real q heads are kept
+        stats = partial_ptr + pair.to(tl.int64) * SPLITS * GROUP_P2 * (2 + BLOCK_D)
+        outs = stats + 2 * SPLITS * GROUP_P2
+        real = offs_g < GROUP_P2
+        tl.store(stats + run * GROUP_P2 + offs_g, m, mask=real)
+        tl.store(stats + (SPLITS + run) * GROUP_P2 + offs_g, denom, mask=real)
+        tl.store(outs + (run * GROUP_P2 + offs_g[:, None]) * BLOCK_D + offs_d[None, :], acc,
+                 mask=real[:, None])
         tl.debug_barrier()  # every thread's partials are out before the count says so
         arrived = tl.atomic_add(count_ptr + pair, 1, sem="acq_rel")
         if arrived == SPLITS - 1:
-            runs = tl.arange(0, BLOCK_SPLITS)
-            used = tl.cdiv(tiles, tl.maximum(run_tiles, 1))  # runs past it saw no positions
-            stat_ptrs = stats + runs[:, None] * BLOCK_G + offs_g[None, :]
-            run_mask = (runs < used)[:, None]
-            maxima = tl.load(stat_ptrs, mask=run_mask, other=float("-inf"),
-                             cache_modifier=".cg")                          # (BS, BG)
-            sums = tl.load(stat_ptrs + SPLITS * BLOCK_G, mask=run_mask, other=0.0,
-                           cache_modifier=".cg")
-            m_max = tl.max(maxima, axis=0)                                  # (BG,)
-            m_safe = tl.where(m_max == float("-inf"), 0.0, m_max)           # length 0
-            weights = tl.exp2(maxima - m_safe[None, :])                     # (BS, BG)
-            total = tl.sum(sums * weights, axis=0)
-            merged = tl.zeros([BLOCK_G, BLOCK_D], tl.float32)
-            for s in range(used):  # run order, whatever the arrival order
-                w = tl.sum(tl.where(runs[:, None] == s, weights, 0.0), axis=0)   # (BG,)
-                part = tl.load(outs + s * BLOCK_G * BLOCK_D + tile, mask=out_mask,
-                               other=0.0, cache_modifier=".cg")
-                merged += part * w[:, None]
-            result = tl.where(total[:, None] > 0, merged / total[:, None], 0.0)
-            tl.store(out_ptrs, result.to(out_ptr.dtype.element_ty), mask=out_mask)
+            _merge_runs(out_ptr, stride_ob, stride_oh, stats, outs, b, kv_head, tiles,
+                        run_tiles, GROUP, HEAD_DIM, SPLITS, GROUP_P2, BLOCK_D, BLOCK_SPLITS)
             tl.store(count_ptr + pair, 0)  # zero for the next launch on this stream
+
+
+@triton.jit
+def _merge_runs(out_ptr, stride_ob, stride_oh, stats, outs, b, kv_head, tiles, run_tiles,
+                GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, SPLITS: tl.constexpr,
+                GROUP_P2: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_SPLITS: tl.constexpr):
+    """out_h = sum_r exp2(m_rh - M_h) acc_rh / sum_r exp2(m_rh - M_h) denom_rh over the runs
+    r that saw positions, M_h = max_r m_rh; all runs' partials loaded at once (one round
+    trip to L2: a loop over runs waited for each in turn)."""
+    runs = tl.arange(0, BLOCK_SPLITS)
+    offs_g = tl.arange(0, GROUP_P2)
+    offs_d = tl.arange(0, BLOCK_D)
+    used = tl.cdiv(tiles, tl.maximum(run_tiles, 1))  # runs past it saw no positions
+    run_mask = runs < used
+    stat_ptrs = stats + runs[:, None] * GROUP_P2 + offs_g[None, :]
+    maxima = tl.load(stat_ptrs, mask=run_mask[:, None], other=float("-inf"),
+                     cache_modifier=".cg")                                  # (BS, GP)
+    sums = tl.load(stat_ptrs + SPLITS * GROUP_P2, mask=run_mask[:, None], other=0.0,
+                   cache_modifier=".cg")
+    m_max = tl.max(maxima, axis=0)                                          # (GP,)
+    m_safe = tl.where(m_max == float("-inf"), 0.0, m_max)                   # length 0
+    weights = tl.exp2(maxima - m_safe[None, :])                             # (BS, GP)
+    total = tl.sum(sums * weights, axis=0)
+    parts = tl.load(outs + (runs[:, None, None] * GROUP_P2 + offs_g[None, :, None]) * BLOCK_D
+                    + offs_d[None, None, :], mask=run_mask[:, None, None], other=0.0,
+                    cache_modifier=".cg")                                   # (BS, GP, BD)
+    merged = tl.sum(parts * weights[:, :, None], axis=0)                    # (GP, BD)
+    result = tl.where(total[:, None] > 0, merged / total[:, None], 0.0)
+    heads = kv_head * GROUP + offs_g
+    tl.store(out_ptr + b.to(tl.int64) * stride_ob + heads[:, None] * stride_oh
+             + offs_d[None, :], result.to(out_ptr.dtype.element_ty),
+             mask=(offs_g < GROUP)[:, None] & (offs_d < HEAD_DIM)[None, :])
 
 
 def attention_config(batch: int, n_kv_heads: int, group: int, head_dim: int, max_seq: int,
                      sms: int | None) -> dict:
     """Launch shape: tiles of 64 positions, the group's q heads padded to an mma tile (16
     rows at least), and runs enough for about two programs an SM over all (sequence, kv
-    head) pairs (at most MAX_SPLITS, at most one a tile of max_seq)."""
+    head) pairs, but no more than one a tile of max_seq, and few enough that the merge
+    holds every run's partial output in registers at once (MERGE_ELEMENTS)."""
     block_t = 64
+    group_p2 = triton.next_power_of_2(group)
+    block_d = max(16, triton.next_power_of_2(head_dim))
     pairs = batch * n_kv_heads
     splits = triton.cdiv(2 * (sms or ASSUMED_SM_COUNT), pairs)
-    splits = max(1, min(splits, MAX_SPLITS, triton.cdiv(max_seq, block_t)))
-    return {"SPLITS": splits, "BLOCK_G": max(16, triton.next_power_of_2(group)),
-            "BLOCK_T": block_t, "BLOCK_D": max(16, triton.next_power_of_2(head_dim)),
-            "num_warps": 4, "num_stages": 2}
+    splits = max(1, min(splits, MERGE_ELEMENTS // (group_p2 * block_d),
+                        triton.cdiv(max_seq, block_t)))
+    return {"SPLITS": splits, "BLOCK_G": max(16, group_p2), "GROUP_P2": group_p2,
+            "BLOCK_T": block_t, "BLOCK_D": block_d, "num_warps": 4, "num_stages": 2}
 
 
 def _launch_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                              lengths: torch.Tensor, scale: float, out: torch.Tensor) -> None:
+    launch_decode_attention(q, k_cache, v_cache, lengths, scale, out)
+
+
+def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
+                            config: dict | None = None) -> None:
+    """Launch on checked inputs; config: attention_config's keys (its choice when None)."""
     batch, n_heads, head_dim = q.shape
     _, n_kv_heads, max_seq, _ = k_cache.shape
     group = n_heads // n_kv_heads
-    config = attention_config(batch, n_kv_heads, group, head_dim, max_seq, sm_count(q.device))
+    config = dict(config or attention_config(batch, n_kv_heads, group, head_dim, max_seq,
+                                             sm_count(q.device)))
     partials = counters = out  # placeholders, never touched without a split
     pairs = batch * n_kv_heads
     if config["SPLITS"] > 1:
-        per_pair = config["SPLITS"] * config["BLOCK_G"] * (2 + config["BLOCK_D"])
+        per_pair = config["SPLITS"] * config["GROUP_P2"] * (2 + config["BLOCK_D"])
         workspace = split_workspace(q.device, pairs * per_pair, pairs)
         if workspace is None:  # a capture found none large enough: run unsplit
             config["SPLITS"] = 1

@@ -1,0 +1,74 @@
+"""Where a Llama decode step's time goes: each kernel of one eager step (torch.profiler,
+device times), against one replay of the same step captured in a graph.
+
+    PYTHONPATH=src python3 research/profile_llama_decode.py --model tinyllama --batch 1
+
+The sum of kernel times is what the kernels cost alone; the replay minus that sum is what
+the boundaries between them cost in a graph (launch gaps, ramp-up, tails).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+import tilegraph as tg
+from tilegraph.bench import ceilings
+from tilegraph.models.hf_presets import hf_config
+from tilegraph.models.llama import Llama, LlamaConfig
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model", default="tinyllama")
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--context", type=int, default=256, help="position of the token")
+    parser.add_argument("--max-seq", type=int, default=2048)
+    args = parser.parse_args()
+
+    config = LlamaConfig.from_hf(hf_config(args.model))
+    model = Llama(config, dtype=torch.bfloat16, device="cuda")
+    cache = model.new_cache(args.batch, args.max_seq)
+    tokens = torch.randint(0, config.vocab_size, (args.batch,), device="cuda")
+    positions = torch.full((args.batch,), args.context, device="cuda")
+    for _ in range(3):
+        model.decode(tokens, positions, cache)
+    torch.cuda.synchronize()
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        model.decode(tokens, positions, cache)
+        torch.cuda.synchronize()
+    per_name: dict[str, list[float]] = collections.defaultdict(list)
+    for event in prof.events():
+        if event.device_type == torch.autograd.DeviceType.CUDA:
+            per_name[event.name[:70]].append(event.device_time)
+    total = sum(sum(t) for t in per_name.values())
+    kernels = sum(len(t) for t in per_name.values())
+    print(f"{args.model} batch {args.batch}, position {args.context}: {kernels} kernels, "
+          f"{total / 1e3:.3f} ms of kernel time in one eager step")
+    for name, times in sorted(per_name.items(), key=lambda item: -sum(item[1])):
+        print(f"  {sum(times):8.1f} us  {len(times):4d} x {sum(times) / len(times):6.2f} us  "
+              f"{name}")
+
+    graph = tg.capture(model.decode, tokens, positions, cache)
+    for _ in range(20):
+        graph.replay()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(200):
+        graph.replay()
+    stop.record()
+    torch.cuda.synchronize()
+    replay_ms = start.elapsed_time(stop) / 200
+    floor_ms = (config.decode_bytes(2) + 2 * config.n_layers * args.batch * config.n_kv_heads
+                * (args.context + 1) * config.head_dim * 2) / ceilings()["copy_gbps"] / 1e6
+    print(f"graph replay {replay_ms:.3f} ms; kernels alone {total / 1e3:.3f} ms; boundaries "
+          f"{replay_ms - total / 1e3:.3f} ms ({(replay_ms * 1e3 - total) / kernels:.2f} us a "
+          f"kernel); floor {floor_ms:.3f} ms ({100 * floor_ms / replay_ms:.0f}% reached)")
+
+
+if __name__ == "__main__":
+    main()
