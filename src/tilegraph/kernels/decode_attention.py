@@ -177,19 +177,22 @@ def _merge_runs(out_ptr, stride_ob, stride_oh, stats, outs, b, kv_head, tiles, r
 
 def attention_config(batch: int, n_kv_heads: int, group: int, head_dim: int, max_seq: int,
                      sms: int | None) -> dict:
-    """Launch shape: tiles of 64 positions, the group's q heads padded to an mma tile (16
-    rows at least), and runs enough for about two programs an SM over all (sequence, kv
-    head) pairs, but no more than one a tile of max_seq, and few enough that the merge
-    holds every run's partial output in registers at once (MERGE_ELEMENTS)."""
-    block_t = 64
+    """Launch shape: the group's q heads padded to an mma tile (16 rows at least); tiles of
+    128 positions for head_dim up to 64, else 64, three loads in flight; and about one
+    program an SM over all (sequence, kv head) pairs, but no more runs than max_seq has
+    tiles, and few enough that the merge holds every run's partial output in registers at
+    once (MERGE_ELEMENTS). From a sweep against SDPA on H100 (research/
+    sweep_decode_attention.py, notes/models.md): two programs an SM were 0-10% slower from
+    16 MB of cache up, and alike below; 128-position tiles 3-10% faster at head_dim 64."""
     group_p2 = triton.next_power_of_2(group)
     block_d = max(16, triton.next_power_of_2(head_dim))
+    block_t = 128 if block_d <= 64 else 64
     pairs = batch * n_kv_heads
-    splits = triton.cdiv(2 * (sms or ASSUMED_SM_COUNT), pairs)
+    splits = triton.cdiv(sms or ASSUMED_SM_COUNT, pairs)
     splits = max(1, min(splits, MERGE_ELEMENTS // (group_p2 * block_d),
                         triton.cdiv(max_seq, block_t)))
     return {"SPLITS": splits, "BLOCK_G": max(16, group_p2), "GROUP_P2": group_p2,
-            "BLOCK_T": block_t, "BLOCK_D": block_d, "num_warps": 4, "num_stages": 2}
+            "BLOCK_T": block_t, "BLOCK_D": block_d, "num_warps": 4, "num_stages": 3}
 
 
 def _launch_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
