@@ -69,6 +69,30 @@ def main() -> None:
           f"{replay_ms - total / 1e3:.3f} ms ({(replay_ms * 1e3 - total) / kernels:.2f} us a "
           f"kernel); floor {floor_ms:.3f} ms ({100 * floor_ms / replay_ms:.0f}% reached)")
 
+    # The same model behind tg.Generator: what a greedy step adds to the forward (argmax,
+    # positions + 1, the history write), and the copies and syncs of its loop.
+    generator = tg.Generator(model, max_batch=args.batch, max_seq=args.max_seq,
+                             sizes=(args.batch,))
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        generator._greedy_step(tokens, positions)
+        torch.cuda.synchronize()
+    names = collections.Counter(e.name[:60] for e in prof.events()
+                                if e.device_type == torch.autograd.DeviceType.CUDA)
+    print("greedy step kernels beyond the forward:",
+          {name: n for name, n in names.items() if name not in per_name})
+    prompt = torch.randint(0, config.vocab_size, (args.batch, args.context), device="cuda")
+    for _ in range(2):
+        generator.generate(prompt, max_new_tokens=128)
+    print(f"Generator: {generator.stats.decode_ms_per_token:.3f} ms/token over 128 tokens "
+          f"from position {args.context} (replay alone {replay_ms:.3f} ms)")
+    step = generator._runner(False)
+    start.record()
+    for _ in range(200):
+        step(tokens, positions)
+    stop.record()
+    torch.cuda.synchronize()
+    print(f"runner call in a loop, no sync: {start.elapsed_time(stop) / 200:.3f} ms a step")
+
 
 if __name__ == "__main__":
     main()
