@@ -14,7 +14,10 @@ import triton
 import triton.language as tl
 
 from ._checks import check_tensor, prepare_out
+from ._launch import supports_pdl
 from ._ops import custom_op
+from ._pdl import ENABLED as PDL_ENABLED
+from ._pdl import launched
 
 
 @triton.jit
@@ -24,11 +27,15 @@ def _rotary_qkv_kernel(q_ptr, stride_qr, stride_qh,
                        positions_ptr, slots_ptr,
                        k_ptr, v_ptr, stride_cb, stride_ch, stride_cp,
                        N_HEADS: tl.constexpr, N_KV_HEADS: tl.constexpr,
-                       HEAD_DIM: tl.constexpr, BLOCK_HALF: tl.constexpr):
+                       HEAD_DIM: tl.constexpr, PDL: tl.constexpr, BLOCK_HALF: tl.constexpr):
     """Program (row, head) over heads q_0..q_{H-1}, k_0..k_{KV-1}: x of that head, rotated
     at the row's position p in the half-split layout, (x1, x2) -> (x1 c - x2 s, x2 c + x1 s)
     with c = cos[p], s = sin[p] (fp32); q heads go to q, k heads to k_cache[slot, head, p]
-    together with the same head of v."""
+    together with the same head of v. PDL: launched with programmatic dependent launch, it
+    starts while the projection before it finishes and reads nothing before that is done."""
+    if PDL:
+        tl.extra.cuda.gdc_wait()               # qkv is final
+        tl.extra.cuda.gdc_launch_dependents()  # attention may launch; it waits for us too
     row = tl.program_id(0).to(tl.int64)
     head = tl.program_id(1)
     half: tl.constexpr = HEAD_DIM // 2
@@ -64,11 +71,14 @@ def _launch_rotary_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                        v_cache: torch.Tensor, n_heads: int, out: torch.Tensor) -> None:
     rows = qkv.shape[0]
     n_kv_heads, head_dim = k_cache.shape[1], k_cache.shape[3]
+    pdl = PDL_ENABLED and supports_pdl(qkv.device)
     _rotary_qkv_kernel[(rows, n_heads + n_kv_heads)](
         out, out.stride(0), out.stride(1), qkv, qkv.stride(0), cos, sin, cos.stride(0),
         positions, slots, k_cache, v_cache, k_cache.stride(0), k_cache.stride(1),
         k_cache.stride(2), N_HEADS=n_heads, N_KV_HEADS=n_kv_heads, HEAD_DIM=head_dim,
-        BLOCK_HALF=triton.next_power_of_2(head_dim // 2), num_warps=1)
+        PDL=pdl, BLOCK_HALF=triton.next_power_of_2(head_dim // 2), num_warps=1,
+        **({"launch_pdl": True} if pdl else {}))
+    launched(qkv.device, pdl, (out, k_cache, v_cache))
 
 
 _run_rotary_qkv = custom_op("rotary_qkv", _launch_rotary_qkv,
