@@ -10,8 +10,8 @@ at launch (a graph replays it at every length); each program reads its sequence'
 the device and takes 1 / SPLITS of the tiles, so short contexts and long ones alike spread
 over the grid, and no program reads past a length. The q heads that share a kv head ride in
 one tensor-core tile, so each key and value is read once. The last run of a pair to finish
-merges the runs' partial results (in run order, so the result does not depend on timing):
-one kernel, no second launch.
+merges the runs' partial results in one fixed reduction (the result does not depend on
+which run finished last): one kernel, no second launch.
 """
 
 from __future__ import annotations
@@ -115,9 +115,9 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
         q = q.to(tl.float32)
     kv_offsets = (b.to(tl.int64) * stride_cb + kv_head * stride_ch
                   + tl.arange(0, BLOCK_T)[:, None] * stride_cp + offs_d[None, :])
-    m, denom, acc = _attend_run(q, k_ptr + kv_offsets, v_ptr + kv_offsets, d_mask, stride_cp,
-                            start, stop, qk_scale, BLOCK_G, BLOCK_T, BLOCK_D,
-                            HEAD_DIM == BLOCK_D, DOT_PRECISION, UPCAST_DOT)
+    m, denom, acc = _attend_run(q, k_ptr + kv_offsets, v_ptr + kv_offsets, d_mask,
+                                stride_cp, start, stop, qk_scale, BLOCK_G, BLOCK_T,
+                                BLOCK_D, HEAD_DIM == BLOCK_D, DOT_PRECISION, UPCAST_DOT)
 
     if SPLITS == 1:
         out_ptrs = (out_ptr + b.to(tl.int64) * stride_ob + heads[:, None] * stride_oh
@@ -127,7 +127,7 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
                  mask=g_mask[:, None] & d_mask[None, :])
     else:
         # workspace of this pair: maxima (SPLITS, GROUP_P2), sums (the same), then outputs
-        # (SPLITS, GROUP_P2, BLOCK_D); only the GROUP real q heads are kept
+        # (SPLITS, GROUP_P2, BLOCK_D): the group's heads, not the mma tile's padding rows
         stats = partial_ptr + pair.to(tl.int64) * SPLITS * GROUP_P2 * (2 + BLOCK_D)
         outs = stats + 2 * SPLITS * GROUP_P2
         real = offs_g < GROUP_P2
