@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -73,6 +74,14 @@ def _progress() -> Progress:
                     TimeElapsedColumn(), console=console, transient=True)
 
 
+def _stepper(progress: Progress, task) -> Callable[[str], None]:
+    """A sweep's `progress(what)` callback: say what runs, count one step."""
+    def step(what: str) -> None:
+        progress.update(task, description=what)
+        progress.advance(task)
+    return step
+
+
 # The Markdown report's columns; JSON and CSV keep every field.
 REPORT_COLUMNS = ("kernel", "shape", "dtype", "variant", "status", "rel_error", "median_ms",
                   "p20_ms", "p80_ms", "gbps", "tflops", "pct_ceiling", "speedup", "reason")
@@ -86,10 +95,7 @@ def cmd_decode_grid(args: argparse.Namespace, ceil: dict | None) -> int:
     shapes = grid.default_shapes()
     with _progress() as progress:
         task = progress.add_task("decode grid", total=len(dtypes) * len(rows) * len(shapes))
-
-        def step(what: str) -> None:
-            progress.update(task, description=what)
-            progress.advance(task)
+        step = _stepper(progress, task)
         results = grid.run(dtypes, rows, shapes, ceilings=ceil or {}, progress=step)
     for dtype in dict.fromkeys(r["dtype"] for r in results):
         console.print(tables.grid_table(results, dtype))
@@ -116,10 +122,7 @@ def cmd_stack_grid(args: argparse.Namespace, ceil: dict | None) -> int:
     copy_gbps = (ceil or {}).get("copy_gbps")
     with _progress() as progress:
         task = progress.add_task("stack grid", total=len(dtypes) * len(batches) * len(widths))
-
-        def step(what: str) -> None:
-            progress.update(task, description=what)
-            progress.advance(task)
+        step = _stepper(progress, task)
         results = stack_grid.run(dtypes, batches, widths, copy_gbps, progress=step)
     columns = ("dtype", "d", "batch", "layers", "hand_us", "tilegraph_us", "speedup",
                "hand_pct_floor", "tilegraph_pct_floor", "target")
@@ -151,10 +154,7 @@ def cmd_attention_grid(args: argparse.Namespace, ceil: dict | None) -> int:
     with _progress() as progress:
         task = progress.add_task("attention grid", total=len(dtypes) * len(batches)
                                  * len(contexts) * len(shapes))
-
-        def step(what: str) -> None:
-            progress.update(task, description=what)
-            progress.advance(task)
+        step = _stepper(progress, task)
         results = attention_grid.run(dtypes, batches, contexts, shapes, ceilings=ceil or {},
                                      progress=step)
     columns = ("dtype", "heads", "kv_heads", "head_dim", "batch", "context", "cache_mb",

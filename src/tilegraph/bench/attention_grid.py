@@ -41,7 +41,7 @@ def default_contexts() -> tuple[int, ...]:
 
 
 def _point(shape: tuple[int, int, int], batch: int, context: int, dtype: torch.dtype,
-           device: str, ceilings: dict) -> dict:
+           device: str, ceilings: dict | None) -> dict:
     heads, kv_heads, head_dim = shape
     q = randn(batch, heads, head_dim, dtype=dtype, device=device)
     k = randn(batch, kv_heads, context, head_dim, dtype=dtype, device=device)
@@ -79,12 +79,9 @@ def run(dtypes: Sequence[torch.dtype] = DTYPES, batches: Sequence[int] = BATCHES
         contexts: Sequence[int] | None = None,
         shapes: Sequence[tuple[int, int, int]] | None = None, ceilings: dict | None = None,
         progress: Callable[[str], None] | None = None) -> list[dict]:
-    """One row per (dtype, shape, batch, context); `progress(what)` before each point."""
+    """One row per (dtype, shape, batch, context); `progress(what)` before each point.
+    ceilings: bench.ceilings()'s, measured by compare() when None."""
     device = "cpu" if INTERPRET else "cuda"
-    if ceilings is None:
-        from .roofline import ceilings as measured
-
-        ceilings = measured() if torch.cuda.is_available() else {}
     results = []
     for dtype in dtypes:
         for shape in shapes or default_shapes():
