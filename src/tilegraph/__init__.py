@@ -13,6 +13,7 @@ from .kernels.decode_attention import decode_attention
 from .kernels.decode_layer import decode_layer
 from .kernels.gelu import gelu
 from .kernels.linear import interleave_gate_up, linear
+from .kernels.linear_qkv import interleave_rotary_pairs, linear_qkv
 from .kernels.matmul import matmul
 from .kernels.rms_norm import rms_norm
 from .kernels.rotary import rotary_qkv
@@ -22,5 +23,5 @@ __version__ = "0.1.0"
 
 __all__ = ["CaptureError", "Generator", "Graph", "GraphRunner", "StaleOutputError",
            "__version__", "add", "capture", "decode_attention", "decode_layer", "gelu",
-           "interleave_gate_up", "linear", "matmul", "rms_norm", "rotary_qkv", "scope",
-           "softmax"]
+           "interleave_gate_up", "interleave_rotary_pairs", "linear", "linear_qkv", "matmul",
+           "rms_norm", "rotary_qkv", "scope", "softmax"]

@@ -19,6 +19,7 @@ import triton.language as tl
 
 from .._runtime import INTERPRET
 from ._matvec import rows_epilogue
+from ._rotary_store import NO_ROTARY
 from ._split_workspace import split_workspace
 
 DOT_ROWS = 16  # the tile's rows: an mma operand needs at least 16
@@ -75,7 +76,7 @@ def _norm_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, norm_w_ptr, K, eps,
 
 @triton.jit
 def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
-                     bias_ptr, res_ptr, stride_rm, partial_ptr, count_ptr,
+                     bias_ptr, res_ptr, stride_rm, rotary, partial_ptr, count_ptr,
                      M, N, K, K_SPLIT,
                      HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
                      ACTIVATION: tl.constexpr, PREFETCH_WEIGHT: tl.constexpr,
@@ -139,20 +140,20 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
                                other=0.0, cache_modifier=".cg")
             tl.store(count_ptr + pid_n, 0)  # zero for the next launch on this stream
             rows_epilogue(acc, no_sum_sq, y_ptr, stride_ym, bias_ptr, res_ptr, stride_rm,
-                          offs_m, offs_n, M, N, K, 0.0, False, HAS_BIAS, HAS_RESIDUAL,
+                          rotary, offs_m, offs_n, M, N, K, 0.0, False, HAS_BIAS, HAS_RESIDUAL,
                           ACTIVATION, BLOCK_M, BLOCK_N)
     else:
-        rows_epilogue(acc, no_sum_sq, y_ptr, stride_ym, bias_ptr, res_ptr, stride_rm, offs_m,
-                      offs_n, M, N, K, 0.0, False, HAS_BIAS, HAS_RESIDUAL, ACTIVATION, BLOCK_M,
-                      BLOCK_N)
+        rows_epilogue(acc, no_sum_sq, y_ptr, stride_ym, bias_ptr, res_ptr, stride_rm, rotary,
+                      offs_m, offs_n, M, N, K, 0.0, False, HAS_BIAS, HAS_RESIDUAL, ACTIVATION,
+                      BLOCK_M, BLOCK_N)
 
 
 def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
                     norm_weight, eps: float, bias, activation: str, residual,
-                    config: dict, pdl: bool):
+                    config: dict, pdl: bool, rotary: tuple = NO_ROTARY):
     """out = linear(x) for 1 to DOT_ROWS rows of x (M, K), x and out with unit column
     stride; config: BLOCK_N, BLOCK_K, num_warps, num_stages, optionally SPLIT_K (default 1)
-    and for fp32 weights DOT_PRECISION (default "tf32x3")."""
+    and for fp32 weights DOT_PRECISION (default "tf32x3"); rotary as in launch_matvec."""
     M, K = x.shape
     N = weight.shape[0]
     if not 1 <= M <= DOT_ROWS:
@@ -180,7 +181,8 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
             partials, counters = workspace
     return _dot_rows_kernel[(n_blocks, split)](
         out, out.stride(0), x, x.stride(0), weight, weight.stride(0),
-        bias, residual, residual.stride(0) if residual is not None else 0, partials, counters,
+        bias, residual, residual.stride(0) if residual is not None else 0, rotary, partials,
+        counters,
         M, N, K, k_split, HAS_BIAS=bias is not None,
         HAS_RESIDUAL=residual is not None, ACTIVATION=activation, PREFETCH_WEIGHT=pdl,
         DOT_PRECISION=precision if weight.dtype == torch.float32 else "tf32",

@@ -13,6 +13,7 @@ import triton
 import triton.language as tl
 
 from ._activation import apply_activation, swiglu_pairs
+from ._rotary_store import NO_ROTARY, rotary_store
 
 
 @triton.jit
@@ -60,17 +61,30 @@ def _matvec_step(acc, sum_sq, x_ptr, stride_xm, w, norm_w_ptr, offs_m, offs_k, M
 
 
 @triton.jit
-def rows_epilogue(acc, sum_sq, y_ptr, stride_ym, bias_ptr, res_ptr, stride_rm, offs_m, offs_n,
-                  M, N, K, eps, HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr,
+def rows_epilogue(acc, sum_sq, y_ptr, stride_ym, bias_ptr, res_ptr, stride_rm, rotary,
+                  offs_m, offs_n, M, N, K, eps, HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr,
                   HAS_RESIDUAL: tl.constexpr, ACTIVATION: tl.constexpr,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """Finish and store a (BLOCK_M, BLOCK_N) accumulator of the few-row kernels: the RMSNorm
     scale rstd_m (it factors out of the sum over k), bias, activation, residual. "swiglu"
-    halves it: the output has N // 2 columns."""
+    halves it: the output has N // 2 columns. "rotary" hands it to rotary_store (q to y,
+    k and v to the caches named by the `rotary` tuple; no residual)."""
     if HAS_NORM:
         acc = acc * tl.rsqrt(sum_sq / K + eps)[:, None]
     if HAS_BIAS:
         acc += tl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)[None, :]
+    if ACTIVATION == "rotary":
+        rotary_store(acc, offs_m, offs_n, M, N, y_ptr, stride_ym, rotary, BLOCK_M, BLOCK_N)
+    else:
+        _store_rows(acc, y_ptr, stride_ym, res_ptr, stride_rm, offs_m, offs_n, M, N,
+                    HAS_RESIDUAL, ACTIVATION, BLOCK_M, BLOCK_N)
+
+
+@triton.jit
+def _store_rows(acc, y_ptr, stride_ym, res_ptr, stride_rm, offs_m, offs_n, M, N,
+                HAS_RESIDUAL: tl.constexpr, ACTIVATION: tl.constexpr,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """rows_epilogue's activation, residual and store into y's rows."""
     if ACTIVATION == "swiglu":
         acc, offs_n = swiglu_pairs(acc, offs_n, BLOCK_M, BLOCK_N)
         N = N // 2
@@ -87,7 +101,7 @@ def rows_epilogue(acc, sum_sq, y_ptr, stride_ym, bias_ptr, res_ptr, stride_rm, o
 
 @triton.jit
 def _matvec_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
-                   norm_w_ptr, bias_ptr, res_ptr, stride_rm,
+                   norm_w_ptr, bias_ptr, res_ptr, stride_rm, rotary,
                    M, N, K, eps,
                    HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
                    ACTIVATION: tl.constexpr, PREFETCH_WEIGHT: tl.constexpr,
@@ -125,8 +139,9 @@ def _matvec_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
         acc, sum_sq = _matvec_step(acc, sum_sq, x_ptr, stride_xm, w, norm_w_ptr, offs_m,
                                    offs_k, M, k0, K, HAS_NORM, BLOCK_M, ROW_LOOP, "")
 
-    rows_epilogue(acc, sum_sq, y_ptr, stride_ym, bias_ptr, res_ptr, stride_rm, offs_m, offs_n,
-                  M, N, K, eps, HAS_NORM, HAS_BIAS, HAS_RESIDUAL, ACTIVATION, BLOCK_M, BLOCK_N)
+    rows_epilogue(acc, sum_sq, y_ptr, stride_ym, bias_ptr, res_ptr, stride_rm, rotary, offs_m,
+                  offs_n, M, N, K, eps, HAS_NORM, HAS_BIAS, HAS_RESIDUAL, ACTIVATION, BLOCK_M,
+                  BLOCK_N)
 
 
 @triton.jit
@@ -145,7 +160,7 @@ def _gemv_step(acc, sum_sq, w, x_ptr, norm_w_ptr, cols, k0, K, HAS_NORM: tl.cons
 
 
 @triton.jit
-def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr,
+def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, rotary,
                  N, K, eps,
                  HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
                  ACTIVATION: tl.constexpr, PREFETCH_WEIGHT: tl.constexpr,
@@ -180,15 +195,19 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr,
         acc = acc * tl.rsqrt(sum_sq / K + eps)
     if HAS_BIAS:
         acc += tl.load(bias_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)
-    if ACTIVATION == "swiglu":
+    if ACTIVATION == "rotary":
+        rotary_store(tl.reshape(acc, (1, BLOCK_N)), tl.arange(0, 1), offs_n, 1, N, y_ptr, 0,
+                     rotary, 1, BLOCK_N)
+    elif ACTIVATION == "swiglu":
         pairs, offs_n = swiglu_pairs(tl.reshape(acc, (1, BLOCK_N)), offs_n, 1, BLOCK_N)
         acc = tl.reshape(pairs, (BLOCK_N // 2,))
         n_mask = offs_n < N // 2
     else:
         acc = apply_activation(acc, ACTIVATION)
-    if HAS_RESIDUAL:
-        acc += tl.load(res_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)
-    tl.store(y_ptr + offs_n, acc.to(y_ptr.dtype.element_ty), mask=n_mask)
+    if ACTIVATION != "rotary":
+        if HAS_RESIDUAL:
+            acc += tl.load(res_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)
+        tl.store(y_ptr + offs_n, acc.to(y_ptr.dtype.element_ty), mask=n_mask)
 
 
 # Batch 1, 16-bit weights: programs of GEMV_WARPS warps, GEMV_ELEMENTS_PER_THREAD weight
@@ -240,10 +259,11 @@ def matvec_config(M: int, N: int, K: int, element_size: int = 4) -> dict:
 
 
 def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
-                  config: dict, pdl: bool):
+                  config: dict, pdl: bool, rotary: tuple = NO_ROTARY):
     """y = linear(x) for few rows; a config with SPLIT (one row only) runs _gemv_kernel, one
     with BLOCK_K _matvec_kernel. pdl: launch with programmatic dependent launch, W's first
-    tile read before the previous kernel in the stream has finished."""
+    tile read before the previous kernel in the stream has finished. rotary: the epilogue's
+    tuple (_rotary_store.py) where activation is "rotary"."""
     M, K = x.shape
     N = weight.shape[0]
     parts = dict(HAS_NORM=norm_weight is not None, HAS_BIAS=bias is not None,
@@ -255,8 +275,8 @@ def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
         if M != 1:
             raise ValueError(f"the one-row kernel got {M} rows")
         return _gemv_kernel[grid](out, x, weight, weight.stride(0), norm_weight, bias,
-                                  residual, N, K, eps, **parts, **config, **launch)
+                                  residual, rotary, N, K, eps, **parts, **config, **launch)
     return _matvec_kernel[grid](
         out, out.stride(0), x, x.stride(0), weight, weight.stride(0),
-        norm_weight, bias, residual, residual.stride(0) if residual is not None else 0,
+        norm_weight, bias, residual, residual.stride(0) if residual is not None else 0, rotary,
         M, N, K, eps, **parts, BLOCK_M=triton.next_power_of_2(M), **config, **launch)

@@ -19,6 +19,7 @@ import triton
 from ._dot_rows import DOT_ROWS, launch_dot_rows
 from ._launch import sm_count
 from ._matvec import gemv_config, launch_matvec, matvec_config
+from ._rotary_store import NO_ROTARY
 from .autotune import Tuner
 
 DECODE_MAX_ROWS = DOT_ROWS  # more rows take the tiled GEMM
@@ -162,8 +163,10 @@ def record(rows: int, N: int, K: int, dtype: torch.dtype, chosen: Plan) -> None:
 
 
 def launch(chosen: Plan, x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
-           norm_weight, eps: float, bias, activation: str, residual, pdl: bool):
-    """Run `chosen` on x (rows, K) into out (rows, N), unit column strides."""
+           norm_weight, eps: float, bias, activation: str, residual, pdl: bool,
+           rotary: tuple = NO_ROTARY):
+    """Run `chosen` on x (rows, K) into out (rows, N), unit column strides; activation
+    "rotary" (with its `rotary` tuple) writes q to out and k, v to the caches instead."""
     if chosen.kind == "cublas":  # tuned where it beat every plan; no norm, no activation
         if norm_weight is not None or activation != "none":
             raise ValueError("cuBLAS runs plain projections only; plan(fused=True) says what "
@@ -177,6 +180,6 @@ def launch(chosen: Plan, x: torch.Tensor, weight: torch.Tensor, out: torch.Tenso
         return None
     if chosen.kind == "dot":
         return launch_dot_rows(x, weight, out, norm_weight, eps, bias, activation, residual,
-                               chosen.config, pdl)
+                               chosen.config, pdl, rotary)
     return launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
-                         chosen.config, pdl)
+                         chosen.config, pdl, rotary)

@@ -95,36 +95,50 @@ def rotary_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
     positions, slots: int (rows,), on qkv's device. Positions must be below max_seq and
     slots below max_batch (they are read on the device, unchecked)."""
     check_tensor("qkv", qkv)
-    for name, t in (("k_cache", k_cache), ("v_cache", v_cache)):
-        check_tensor(name, t)
-        if t.dtype != qkv.dtype or t.device != qkv.device or t.ndim != 4 or t.stride(-1) != 1:
-            raise ValueError(f"{name} must be a (max_batch, kv_heads, max_seq, head_dim) "
-                             f"tensor of qkv's dtype and device with unit last stride")
-    if k_cache.shape != v_cache.shape or k_cache.stride() != v_cache.stride():
-        raise ValueError("k_cache and v_cache must have one shape and layout")
-    n_kv_heads, head_dim = k_cache.shape[1], k_cache.shape[3]
+    n_kv_heads, head_dim = check_cache_inputs(qkv, cos, sin, positions, slots, k_cache,
+                                              v_cache, rows=qkv.shape[0] if qkv.ndim else 0)
     if qkv.ndim != 2 or qkv.stride(1) != 1 or \
             qkv.shape[1] != (n_heads + 2 * n_kv_heads) * head_dim:
         raise ValueError(f"qkv must be (rows, {(n_heads + 2 * n_kv_heads) * head_dim}) with "
                          f"unit column stride for {n_heads} heads, {n_kv_heads} kv heads of "
                          f"{head_dim}; got {tuple(qkv.shape)}")
     rows = qkv.shape[0]
-    for name, t in (("cos", cos), ("sin", sin)):
-        if t.dtype != torch.float32 or t.device != qkv.device or t.ndim != 2 or \
-                t.shape[1] != head_dim // 2 or t.stride(1) != 1 or t.stride() != cos.stride():
-            raise ValueError(f"{name} must be fp32 (positions, {head_dim // 2}) on "
-                             f"{qkv.device}, laid out like cos")
-    for name, t in (("positions", positions), ("slots", slots)):
-        if t.dtype not in (torch.int32, torch.int64) or t.shape != (rows,) or \
-                t.device != qkv.device or t.stride(0) != 1:
-            raise ValueError(f"{name} must be a contiguous int tensor of shape ({rows},) on "
-                             f"{qkv.device}")
     out = prepare_out(out, (rows, n_heads, head_dim), qkv.dtype, qkv.device)
     if out.stride(2) != 1:
         raise ValueError("out must have a unit last stride")
     if rows:
         _run_rotary_qkv(qkv, cos, sin, positions, slots, k_cache, v_cache, n_heads, out)
     return out
+
+
+def check_cache_inputs(like: torch.Tensor, cos, sin, positions, slots, k_cache, v_cache, *,
+                       rows: int) -> tuple[int, int]:
+    """The KV cache, rotary tables, positions and slots of `rows` rows of a projection in
+    like's dtype and on its device; returns (kv_heads, head_dim)."""
+    for name, t in (("k_cache", k_cache), ("v_cache", v_cache)):
+        check_tensor(name, t)
+        if t.dtype != like.dtype or t.device != like.device or t.ndim != 4 or \
+                t.stride(-1) != 1:
+            raise ValueError(f"{name} must be a (max_batch, kv_heads, max_seq, head_dim) "
+                             f"tensor of {like.dtype} on {like.device} with unit last stride")
+    if k_cache.shape != v_cache.shape or k_cache.stride() != v_cache.stride():
+        raise ValueError("k_cache and v_cache must have one shape and layout")
+    head_dim = k_cache.shape[3]
+    if head_dim % 2:
+        raise ValueError(f"rotary embedding turns pairs of values: head_dim {head_dim} must "
+                         "be even")
+    for name, t in (("cos", cos), ("sin", sin)):
+        if not isinstance(t, torch.Tensor) or t.dtype != torch.float32 or \
+                t.device != like.device or t.ndim != 2 or t.shape[1] != head_dim // 2 or \
+                t.stride(1) != 1 or t.stride() != cos.stride():
+            raise ValueError(f"{name} must be fp32 (positions, {head_dim // 2}) on "
+                             f"{like.device}, laid out like cos")
+    for name, t in (("positions", positions), ("slots", slots)):
+        if not isinstance(t, torch.Tensor) or t.dtype not in (torch.int32, torch.int64) or \
+                t.shape != (rows,) or t.device != like.device or t.stride(0) != 1:
+            raise ValueError(f"{name} must be a contiguous int tensor of shape ({rows},) on "
+                             f"{like.device}")
+    return k_cache.shape[1], head_dim
 
 
 def rotary_qkv_ref(qkv, cos, sin, positions, slots, k_cache, v_cache, *, n_heads: int):

@@ -3,7 +3,8 @@ checkpoint directory (config.json + *.safetensors, sharded or not). Nothing is d
 
 Checkpoints keep q, k, v and gate, up as separate matrices; the model fuses them once here
 (the way gpt-fast converts a checkpoint), so a decode step runs one projection for each group:
-q|k|v stacked, gate and up rows interleaved (the layout of tg.linear's "swiglu").
+q|k|v stacked with each head's halves interleaved (tg.linear_qkv's layout), gate and up rows
+interleaved (the layout of tg.linear's "swiglu").
 """
 
 from __future__ import annotations
@@ -137,6 +138,8 @@ def load_llama(cls, model_or_path, dtype: torch.dtype | None, device):
             value = tg.interleave_gate_up(parts["gate"], parts["up"])  # tg.linear's "swiglu"
         else:
             value = torch.cat(ordered, dim=0)
+            if "q" in parts and value.shape[0] % config.head_dim == 0:
+                value = tg.interleave_rotary_pairs(value, config.head_dim)  # tg.linear_qkv's
         if value.shape != params[name].shape:
             raise ValueError(f"{name}: checkpoint shape {tuple(value.shape)} does not match "
                              f"the config's {tuple(params[name].shape)}")

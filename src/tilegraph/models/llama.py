@@ -7,13 +7,13 @@ tilegraph's kernels.
     logits = model.prefill(prompt_ids, cache)    # (B, vocab) of the last prompt token
     logits = model.decode(tokens, positions, cache)   # one token per row, graph-safe
 
-Weights are fused at load time (q|k|v, and gate|up with their rows interleaved), so the fast
-path runs a layer in six kernels: the QKV projection with RMSNorm in its prologue,
-tg.rotary_qkv (rotary of q and k, both cache writes), tg.decode_attention over each
-sequence's own length, the output projection with the residual add in its epilogue, the
-gate/up projection with RMSNorm in its prologue and SiLU(gate) * up in its epilogue, and the
-down projection with the residual add. A decode step has fixed shapes: one captured graph
-serves every position.
+Weights are fused at load time (q|k|v with each head's halves interleaved, and gate|up with
+their rows interleaved), so the fast path runs a layer in five kernels: tg.linear_qkv (RMSNorm
+in the prologue of the QKV projection, rotary embedding of q and k and both cache writes in
+its epilogue), tg.decode_attention over each sequence's own length, the output projection with
+the residual add in its epilogue, the gate/up projection with RMSNorm in its prologue and
+SiLU(gate) * up in its epilogue, and the down projection with the residual add. A decode step
+has fixed shapes: one captured graph serves every position.
 """
 
 from __future__ import annotations
@@ -55,7 +55,8 @@ def _parameter(*shape, dtype, device, fill: float | None = None) -> nn.Parameter
 
 
 class LlamaLayer(nn.Module):
-    """One decoder layer's weights, fused: wqkv = [Wq; Wk; Wv]; w_gate_up interleaves the
+    """One decoder layer's weights, fused: wqkv = [Wq; Wk; Wv] with the rows of every head
+    in tg.interleave_rotary_pairs order (tg.linear_qkv's layout); w_gate_up interleaves the
     rows of Wgate and Wup (gate_0, up_0, gate_1, ...), the layout of tg.linear's "swiglu"."""
 
     def __init__(self, config: LlamaConfig, dtype: torch.dtype, device):
@@ -155,9 +156,11 @@ class Llama(nn.Module):
         return (angles.cos().float().to(self.device), angles.sin().float().to(self.device))
 
     def _split_heads(self, qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
-        """(..., q_dim + 2 kv_dim) -> q, k with rotary embeddings applied, and v, each
-        (..., heads, head_dim); cos and sin broadcast against the leading dims."""
+        """(..., q_dim + 2 kv_dim) of interleaved heads -> q, k with rotary embeddings
+        applied, and v, each (..., heads, head_dim); cos and sin broadcast against the
+        leading dims."""
         c = self.config
+        qkv = _deinterleave_heads(qkv, c.head_dim)
         q, k, v = qkv.split((c.q_dim, c.kv_dim, c.kv_dim), dim=-1)
         lead = qkv.shape[:-1]
         q = _rotate(q.reshape(*lead, c.n_heads, c.head_dim), cos, sin)
@@ -233,20 +236,26 @@ class Llama(nn.Module):
 
     def _fused_layers(self, x: torch.Tensor, cache: KVCache, positions: torch.Tensor,
                       slots: torch.Tensor, attend) -> torch.Tensor:
-        """x (rows, dim) through every layer: four tg.linear calls, tg.rotary_qkv (which
-        writes the layer's keys and values at each row's slot and position) and `attend`."""
+        """x (rows, dim) through every layer: tg.linear_qkv (which writes the layer's keys
+        and values at each row's slot and position), `attend` and three tg.linear calls."""
         c = self.config
         for index, layer in enumerate(self.layers):
-            qkv = tg.linear(x, layer.wqkv, layer.bqkv, norm_weight=layer.attn_norm,
-                            norm_eps=c.norm_eps)
             k_layer, v_layer = cache.k[index], cache.v[index]
-            q = tg.rotary_qkv(qkv, cache.cos, cache.sin, positions, slots, k_layer, v_layer,
-                              n_heads=c.n_heads)
+            q = tg.linear_qkv(x, layer.wqkv, layer.bqkv, norm_weight=layer.attn_norm,
+                              norm_eps=c.norm_eps, cos=cache.cos, sin=cache.sin,
+                              positions=positions, slots=slots, k_cache=k_layer,
+                              v_cache=v_layer, n_heads=c.n_heads)
             x = tg.linear(attend(q, k_layer, v_layer), layer.wo, layer.bo, residual=x)
             hidden = tg.linear(x, layer.w_gate_up, layer.b_gate_up, norm_weight=layer.mlp_norm,
                                norm_eps=c.norm_eps, activation="swiglu")
             x = tg.linear(hidden, layer.w_down, layer.b_down, residual=x)
         return x
+
+
+def _deinterleave_heads(qkv: torch.Tensor, head_dim: int) -> torch.Tensor:
+    """Columns of every head from tg.interleave_rotary_pairs order (x_0, x_{d/2}, x_1, ...)
+    back to (x_0, x_1, ..., x_{d-1})."""
+    return qkv.unflatten(-1, (-1, head_dim // 2, 2)).transpose(-1, -2).flatten(-3)
 
 
 def _swiglu(gate_up: torch.Tensor) -> torch.Tensor:

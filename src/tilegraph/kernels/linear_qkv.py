@@ -1,0 +1,146 @@
+"""The q|k|v projection of an attention layer with rotary embedding and the KV-cache writes
+fused into it.
+
+    w = tg.interleave_rotary_pairs(torch.cat((wq, wk, wv)), head_dim)   # once, at load time
+    q = tg.linear_qkv(x, w, norm_weight=g, cos=cos, sin=sin, positions=positions,
+                      slots=slots, k_cache=k_cache, v_cache=v_cache, n_heads=H)
+
+For decode (up to 16 rows) this is one kernel: RMSNorm in the prologue, the projection, and
+an epilogue that rotates q and k and writes k and v into the cache (_rotary_store.py). The
+weight's rows come with each head's halves interleaved so that every rotated pair lies in
+neighbouring columns of one tile. More rows (a prefill) run tg.linear's tiled GEMM, then
+tg.rotary_qkv.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from . import decode_plan
+from ._checks import (
+    as_rows,
+    byte_range,
+    check_eps,
+    check_like,
+    check_no_overlap,
+    check_shape,
+    check_tensor,
+    prepare_out,
+)
+from ._ops import custom_op
+from ._pdl import launched, use_pdl
+from ._rotary_store import rotary_args
+from .linear import linear, linear_ref
+from .rotary import check_cache_inputs, rotary_qkv, rotary_qkv_ref
+
+
+def interleave_rotary_pairs(t: torch.Tensor, head_dim: int) -> torch.Tensor:
+    """Rows of t reordered within each block of head_dim rows as (0, d/2, 1, d/2 + 1, ...):
+    the weight (or bias) layout of tg.linear_qkv, whose pairs (x_i, x_{i + d/2}) then sit in
+    neighbouring output columns."""
+    if head_dim < 2 or head_dim % 2 or t.ndim < 1 or t.shape[0] % head_dim:
+        raise ValueError(f"rows ({tuple(t.shape)}) must be whole heads of an even head_dim "
+                         f"({head_dim})")
+    heads = t.reshape(-1, 2, head_dim // 2, *t.shape[1:])   # (heads, halves, d/2, ...)
+    return heads.transpose(1, 2).reshape(t.shape)
+
+
+def deinterleave_rotary_pairs(y: torch.Tensor, head_dim: int) -> torch.Tensor:
+    """The inverse along the last dim: the columns of a projection by interleaved weights
+    back in each head's usual (half-split) order."""
+    heads = y.unflatten(-1, (-1, head_dim // 2, 2))          # (..., heads, d/2, 2)
+    return heads.transpose(-1, -2).flatten(-3)
+
+
+def _launch_linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                       norm_weight: torch.Tensor | None, norm_eps: float, cos: torch.Tensor,
+                       sin: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor,
+                       k_cache: torch.Tensor, v_cache: torch.Tensor, n_heads: int,
+                       out: torch.Tensor) -> None:
+    x_rows = as_rows(x)
+    weight = weight if weight.stride(-1) == 1 else weight.contiguous()
+    rows, k = x_rows.shape
+    if rows > decode_plan.DECODE_MAX_ROWS:
+        qkv = linear(x_rows, weight, bias, norm_weight=norm_weight, norm_eps=norm_eps)
+        rotary_qkv(deinterleave_rotary_pairs(qkv, k_cache.shape[3]), cos, sin, positions,
+                   slots, k_cache, v_cache, n_heads=n_heads, out=out)
+        return
+    bias = bias.contiguous() if bias is not None else None
+    norm_weight = norm_weight.contiguous() if norm_weight is not None else None
+    chosen = decode_plan.plan(rows, weight.shape[0], k, weight.dtype, x.device, fused=True)
+    pdl = use_pdl(x.device, (weight,))
+    decode_plan.launch(chosen, x_rows, weight, out.view(rows, -1), norm_weight, norm_eps, bias,
+                       "rotary", None, pdl,
+                       rotary_args(k_cache, v_cache, cos, sin, positions, slots, n_heads))
+    launched(x.device, pdl, (out, k_cache, v_cache))
+
+
+_run_linear_qkv = custom_op("linear_qkv", _launch_linear_qkv,
+                            mutates=("k_cache", "v_cache", "out"))
+
+
+def linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, *,
+               norm_weight: torch.Tensor | None = None, norm_eps: float = 1e-6,
+               cos: torch.Tensor, sin: torch.Tensor, positions: torch.Tensor,
+               slots: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+               n_heads: int, out: torch.Tensor | None = None) -> torch.Tensor:
+    """q of rotary(rms_norm(x) * norm_weight @ weight.T + bias), with k and v written into
+    the caches (see the module).
+
+    x (rows, K); weight ((n_heads + 2 kv_heads) * head_dim, K) and bias (its rows): q|k|v,
+    each head's rows in interleave_rotary_pairs order; norm_weight (K,) turns the RMSNorm
+    prologue on. k_cache, v_cache (max_batch, kv_heads, max_seq, head_dim); cos, sin fp32
+    (max_seq, head_dim / 2); row r is the token at position positions[r] of cache slot
+    slots[r] (int tensors (rows,), read on the device: positions must be below max_seq and
+    slots below max_batch). Returns q (rows, n_heads, head_dim) in the usual layout, rotated.
+    """
+    check_tensor("x", x)
+    check_tensor("weight", weight)
+    check_like("weight", weight, "x", x)
+    if x.ndim != 2 or weight.ndim != 2:
+        raise ValueError(f"x must be (rows, features) and weight 2-D, got x "
+                         f"{tuple(x.shape)} and weight {tuple(weight.shape)}")
+    if isinstance(n_heads, bool) or not isinstance(n_heads, int) or n_heads < 1:
+        raise ValueError(f"n_heads must be a positive int, got {n_heads!r}")
+    rows, k = x.shape
+    kv_heads, head_dim = check_cache_inputs(x, cos, sin, positions, slots, k_cache, v_cache,
+                                            rows=rows)
+    n = (n_heads + 2 * kv_heads) * head_dim
+    if weight.shape != (n, k):
+        raise ValueError(f"weight must be ({n}, {k}) for {n_heads} heads and {kv_heads} kv "
+                         f"heads of {head_dim} over {k} features, got {tuple(weight.shape)}")
+    if k == 0:
+        raise ValueError("x and weight have 0 input features; nothing to normalise or sum")
+    for name, t, shape in (("bias", bias, (n,)), ("norm_weight", norm_weight, (k,))):
+        if t is not None:
+            check_tensor(name, t)
+            check_like(name, t, "x", x)
+            check_shape(name, t, shape)
+    norm_eps = check_eps(norm_eps)
+    out = prepare_out(out, (rows, n_heads, head_dim), x.dtype, x.device)
+    if _overlap(k_cache, v_cache):
+        raise ValueError("k_cache and v_cache overlap in memory; they must be separate")
+    for name, t in (("x", x), ("weight", weight), ("bias", bias), ("norm_weight", norm_weight),
+                    ("k_cache", k_cache), ("v_cache", v_cache)):
+        check_no_overlap(out, name, t)
+    if rows:
+        _run_linear_qkv(x, weight, bias, norm_weight, norm_eps, cos, sin, positions, slots,
+                        k_cache, v_cache, n_heads, out)
+    return out
+
+
+def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if torch.compiler.is_compiling():
+        return False  # traced (fake) tensors have no addresses to compare
+    if a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr():
+        return False
+    (a0, a1), (b0, b1) = byte_range(a), byte_range(b)
+    return a0 < b1 and b0 < a1
+
+
+def linear_qkv_ref(x, weight, bias=None, *, norm_weight=None, norm_eps: float = 1e-6, cos,
+                   sin, positions, slots, k_cache, v_cache, n_heads: int) -> torch.Tensor:
+    """The same from linear_ref and rotary_qkv_ref; writes the caches, returns q."""
+    qkv = linear_ref(x, weight, bias, norm_weight=norm_weight, norm_eps=norm_eps)
+    return rotary_qkv_ref(deinterleave_rotary_pairs(qkv, k_cache.shape[3]), cos, sin,
+                          positions, slots, k_cache, v_cache, n_heads=n_heads)

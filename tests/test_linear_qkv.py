@@ -1,0 +1,184 @@
+"""tg.linear_qkv against a float64 reference: RMSNorm, the q|k|v projection, rotary embedding
+of q and k, and the k, v cache writes, in every decode kernel and the prefill path."""
+
+import pytest
+import torch
+
+import tilegraph as tg
+from tilegraph.kernels import decode_plan
+from tilegraph.kernels._rotary_store import rotary_args
+from tilegraph.kernels.decode_plan import Plan
+from tilegraph.kernels.linear_qkv import deinterleave_rotary_pairs, linear_qkv_ref
+from tilegraph.testing import assert_close, poisoned, randn
+
+DTYPES = [torch.float32, torch.bfloat16, torch.float16]
+
+
+def _case(rows, heads, kv_heads, head_dim, k, dtype, device, *, bias=True, max_seq=37,
+          max_batch=None):
+    max_batch = max_batch or rows + 2
+    n = (heads + 2 * kv_heads) * head_dim
+    x = randn(rows, k, dtype=dtype, device=device)
+    w = randn(n, k, dtype=dtype, device=device, scale=k**-0.5)
+    b = randn(n, dtype=dtype, device=device) if bias else None
+    g = (1 + randn(k, scale=0.1)).to(dtype=dtype, device=device)
+    angles = torch.rand(max_seq, head_dim // 2, dtype=torch.float64) * 6.3
+    cos, sin = angles.cos().float().to(device), angles.sin().float().to(device)
+    positions = torch.randint(0, max_seq, (rows,), device=device)
+    slots = torch.randperm(max_batch, device=device)[:rows]
+    # Made on the device: the GPU tests' caches hold up to 75M values.
+    k_cache = torch.randn(max_batch, kv_heads, max_seq, head_dim, device=device).to(dtype)
+    v_cache = torch.randn(max_batch, kv_heads, max_seq, head_dim, device=device).to(dtype)
+    cache = dict(cos=cos, sin=sin, positions=positions, slots=slots, k_cache=k_cache,
+                 v_cache=v_cache, n_heads=heads)
+    return x, w, b, g, cache
+
+
+def _reference(x, w, b, g, cache):
+    """q and the new keys and values (rows, kv_heads, head_dim) from the float64 reference,
+    and the caches as they were."""
+    k_ref, v_ref = cache["k_cache"].double(), cache["v_cache"].double()
+    q = linear_qkv_ref(x.double(), w.double(), b.double() if b is not None else None,
+                       norm_weight=g.double(), **dict(cache, k_cache=k_ref, v_cache=v_ref))
+    written = cache["slots"], slice(None), cache["positions"]
+    return q, k_ref[written], v_ref[written], cache["k_cache"].clone(), cache["v_cache"].clone()
+
+
+def _check(q, cache, expected, dtype, what=""):
+    """q and the written keys and values within tolerance; every other cache entry as it was
+    (compared on the device: the caches of the GPU tests are large)."""
+    q_ref, k_new, v_new, k_old, v_old = expected
+    written = cache["slots"], slice(None), cache["positions"]
+    assert_close(q, q_ref, dtype, what=f"q {what}")
+    for name, new, old in (("k", k_new, k_old), ("v", v_new, v_old)):
+        written_cache = cache[f"{name}_cache"]
+        assert_close(written_cache[written], new, dtype, what=f"new {name} {what}")
+        old[written] = written_cache[written]
+        assert torch.equal(written_cache, old), f"{name} cache changed beyond the new tokens"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows, heads, kv_heads, head_dim, k", [
+    (1, 4, 2, 64, 96),     # one row: the GEMV (16-bit) or CUDA-core kernel
+    (3, 7, 1, 24, 40),     # GQA 7, head_dim not a power of two
+    (8, 8, 8, 16, 33),     # no GQA, 8 rows: the tensor-core kernel
+    (19, 2, 1, 32, 48),    # past 16 rows: the tiled GEMM, then tg.rotary_qkv
+])
+def test_matches_float64_reference(rows, heads, kv_heads, head_dim, k, dtype, device):
+    x, w, b, g, cache = _case(rows, heads, kv_heads, head_dim, k, dtype, device)
+    expected = _reference(x, w, b, g, cache)
+    out = poisoned((rows, heads, head_dim), dtype, device)
+    q = tg.linear_qkv(x, w, b, norm_weight=g, out=out, **cache)
+    assert q.data_ptr() == out.data_ptr()
+    _check(q, cache, expected, dtype)
+
+
+@pytest.mark.parametrize("plan", [
+    Plan("gemv", {"BLOCK_N": 2, "SPLIT": 2, "CHUNK": 32, "num_warps": 1, "num_stages": 1}),
+    Plan("matvec", {"BLOCK_N": 4, "BLOCK_K": 64, "num_warps": 4, "num_stages": 1,
+                    "ROW_LOOP": True}),
+    Plan("matvec", {"BLOCK_N": 8, "BLOCK_K": 64, "num_warps": 4, "num_stages": 1,
+                    "ROW_LOOP": False}),
+    Plan("dot", {"BLOCK_N": 16, "BLOCK_K": 32, "num_warps": 4, "num_stages": 2}),
+    Plan("dot", {"BLOCK_N": 64, "BLOCK_K": 32, "num_warps": 4, "num_stages": 2, "SPLIT_K": 3}),
+])
+def test_every_decode_kernel(plan, device):
+    """Tiles narrower and wider than a head, a split over K; a norm prologue and a bias."""
+    rows = 1 if plan.kind == "gemv" else 5
+    dtype = torch.bfloat16
+    x, w, b, g, cache = _case(rows, 6, 2, 16, 150, dtype, device)
+    expected = _reference(x, w, b, g, cache)
+    q = poisoned((rows, 6, 16), dtype, device)
+    decode_plan.launch(plan, x, w, q.view(rows, -1), g, 1e-6, b, "rotary", None, False,
+                       rotary_args(**{k: v for k, v in cache.items()}))
+    _check(q, cache, expected, dtype, what=str(plan))
+
+
+def test_interleaving_permutes_columns_only(device):
+    w = randn(3 * 8, 5, device=device)
+    x = randn(2, 5, device=device)
+    interleaved = tg.interleave_rotary_pairs(w, 8)
+    assert torch.equal(interleaved[1], w[4]) and torch.equal(interleaved[2], w[1])
+    assert torch.equal(deinterleave_rotary_pairs(x @ interleaved.T, 8), x @ w.T)
+    bias = torch.arange(16.0)
+    assert torch.equal(deinterleave_rotary_pairs(tg.interleave_rotary_pairs(bias, 8), 8), bias)
+    with pytest.raises(ValueError, match="whole heads of an even head_dim"):
+        tg.interleave_rotary_pairs(w, 7)
+
+
+def test_position_zero_is_the_plain_projection(device):
+    x, w, b, g, cache = _case(2, 2, 1, 16, 24, torch.float32, device, bias=False)
+    cache["cos"][0], cache["sin"][0] = 1.0, 0.0
+    cache["positions"].zero_()
+    q = tg.linear_qkv(x, w, norm_weight=g, **cache)
+    plain = deinterleave_rotary_pairs(tg.linear(x, w, norm_weight=g), 16).view(2, 4, 16)
+    torch.testing.assert_close(q, plain[:, :2])
+    slots = cache["slots"]
+    torch.testing.assert_close(cache["k_cache"][slots, :, 0], plain[:, 2:3])
+    torch.testing.assert_close(cache["v_cache"][slots, :, 0], plain[:, 3:])
+
+
+def test_bad_inputs_are_named(device):
+    x, w, b, g, cache = _case(2, 4, 2, 8, 12, torch.float32, device)
+    with pytest.raises(ValueError, match=r"weight must be \(64, 12\)"):
+        tg.linear_qkv(x, w[:-8], **cache)
+    with pytest.raises(ValueError, match="x must be"):
+        tg.linear_qkv(x[None], w, **cache)
+    with pytest.raises(ValueError, match="n_heads must be a positive int"):
+        tg.linear_qkv(x, w, **dict(cache, n_heads=True))
+    with pytest.raises(ValueError, match="slots must be"):
+        tg.linear_qkv(x, w, **dict(cache, slots=cache["slots"][:1]))
+    with pytest.raises(ValueError, match="head_dim 7 must be even"):
+        odd = torch.zeros(4, 2, 5, 7, device=device)
+        tg.linear_qkv(x, w, **dict(cache, k_cache=odd, v_cache=odd.clone()))
+    with pytest.raises(ValueError, match="k_cache and v_cache overlap"):
+        tg.linear_qkv(x, w, **dict(cache, v_cache=cache["k_cache"]))
+    with pytest.raises(ValueError, match="out overlaps k_cache"):
+        tg.linear_qkv(x, w, **cache, out=cache["k_cache"].view(-1)[:64].view(2, 4, 8))
+    with pytest.raises(TypeError, match="bias has dtype"):
+        tg.linear_qkv(x, w, b.double(), **cache)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("heads, kv_heads, head_dim, k, bias", [
+    (32, 4, 64, 2048, False),    # TinyLlama
+    (14, 2, 64, 896, True),      # Qwen2-0.5B
+    (32, 8, 128, 4096, False),   # Llama-3-8B
+])
+@pytest.mark.parametrize("rows", [1, 2, 5, 16])
+def test_real_shapes_gpu(rows, heads, kv_heads, head_dim, k, bias, dtype):
+    x, w, b, g, cache = _case(rows, heads, kv_heads, head_dim, k, dtype, "cuda", bias=bias,
+                              max_seq=4099, max_batch=17)
+    expected = _reference(x, w, b, g, cache)
+    q = tg.linear_qkv(x, w, b, norm_weight=g, out=poisoned((rows, heads, head_dim), dtype,
+                                                             "cuda"), **cache)
+    _check(q, cache, expected, dtype, what=f"{rows} rows")
+
+
+@pytest.mark.gpu
+def test_graph_replays_follow_positions_and_slots():
+    """One capture, replayed as the positions move: each replay writes where they say."""
+    dtype = torch.bfloat16
+    x, w, b, g, cache = _case(3, 8, 2, 64, 512, dtype, "cuda", max_seq=300)
+    graph = tg.capture(lambda: tg.linear_qkv(x, w, b, norm_weight=g, **cache))
+    for step in range(5):
+        cache["positions"].copy_(torch.randint(0, 300, (3,)))
+        cache["slots"].copy_(torch.randperm(5)[:3])
+        x.copy_(randn(3, 512, dtype=dtype))
+        expected = _reference(x, w, b, g, cache)
+        q = graph.replay()
+        _check(q, cache, expected, dtype, what=f"replay {step}")
+
+
+def test_compile_fullgraph_keeps_the_cache_writes(device):
+    x, w, b, g, cache = _case(2, 4, 2, 8, 20, torch.float32, device)
+    expected = _reference(x, w, b, g, cache)
+
+    def step(x, k_cache, v_cache):
+        return tg.linear_qkv(x, w, b, norm_weight=g, **dict(cache, k_cache=k_cache,
+                                                            v_cache=v_cache))
+
+    compiled = torch.compile(step, fullgraph=True, backend="aot_eager")
+    q = compiled(x, cache["k_cache"], cache["v_cache"])
+    _check(q, cache, expected, torch.float32, what="compiled")
