@@ -138,7 +138,10 @@ def test_matvec_rule_picks_the_swept_batch_1_shapes():
     shape = lambda c: (c["BLOCK_N"], c["BLOCK_K"], c["num_warps"])  # noqa: E731
     split = lambda c: (c["BLOCK_N"], c["SPLIT"], c["CHUNK"], c["num_warps"])  # noqa: E731
     assert shape(rule(1, 2048, 2048, 4)) == (4, 2048, 4)      # fp32 d=2048
-    assert split(rule(1, 2048, 2048, 2)) == (4, 16, 128, 4)   # bf16 d=2048
+    assert split(rule(1, 2048, 2048, 2)) == (8, 16, 128, 4)   # bf16 d=2048: narrow, long rows
+    assert split(rule(1, 11264, 2048, 2)) == (4, 16, 128, 4)  # a wide gate/up
+    assert split(rule(1, 2048, 5632, 2)) == (4, 32, 128, 4)   # a down projection
+    assert split(rule(1, 28672, 4096, 2)) == (2, 32, 128, 4)  # wide, 4096-column tiles
     assert shape(rule(1, 512, 512, 4)) == (8, 512, 2)         # fp32 d=512
 
 

@@ -210,24 +210,33 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
         tl.store(y_ptr + offs_n, acc.to(y_ptr.dtype.element_ty), mask=n_mask)
 
 
-# Batch 1, 16-bit weights: programs of GEMV_WARPS warps, GEMV_ELEMENTS_PER_THREAD weight
-# values a thread, rows split in chunks of GEMV_CHUNK columns (see matvec_config).
+# Batch 1, 16-bit weights: programs of GEMV_WARPS warps, rows split in chunks of GEMV_CHUNK
+# columns, tiles of at most GEMV_MAX_BLOCK_K columns (see gemv_config).
 GEMV_WARPS = 4
-GEMV_ELEMENTS_PER_THREAD = 64
 GEMV_CHUNK = 128
+GEMV_MAX_BLOCK_K = 4096
 # Batch 1, fp32 weights: a _matvec_kernel tile of at most 32 KB, 64 elements a thread.
 MATVEC_TILE_BYTES = 32 * 1024
 MATVEC_ELEMENTS_PER_THREAD = 64
 
 
 def gemv_config(N: int, K: int) -> dict:
-    """Tile of the one-row kernel (_gemv_kernel): GEMV_WARPS warps, GEMV_ELEMENTS_PER_THREAD
-    values a thread, chunks of GEMV_CHUNK columns, at most 16 rows."""
-    block_k = max(16, min(triton.next_power_of_2(K), 2048))
+    """Tile of the one-row kernel (_gemv_kernel): GEMV_WARPS warps, chunks of GEMV_CHUNK
+    columns, rows of up to GEMV_MAX_BLOCK_K columns, at most 16 rows; 64 weight values a
+    thread, or 128 where the layer is narrow (N <= 4096) and its rows long (K >= 2048).
+
+    From one-row projections of eight decoders' shapes with their fused parts, over weights
+    rotated past L2, PDL on (research/sweep_gemv.py, H100): tiles of 4096 columns instead of
+    2048 took K >= 4096 layers 1.03-1.08x faster (down projections, Llama-3-8B's q|k|v and
+    o); twice the values a thread halves the programs of a narrow layer, which then fit an SM
+    in one wave: 1.12-1.20x on q|k|v of 2560 and 3072 rows and 2048 x 5632 / 8192, 0.97x on
+    2048 x 2048. Wide layers (gate/up, LM heads) read at 90-100% of copy either way."""
+    block_k = max(16, min(triton.next_power_of_2(K), GEMV_MAX_BLOCK_K))
     chunk = min(GEMV_CHUNK, block_k)
-    block_n = GEMV_ELEMENTS_PER_THREAD * 32 * GEMV_WARPS // block_k
+    per_thread = 128 if N <= 4096 and K >= 2048 else 64
+    block_n = per_thread * 32 * GEMV_WARPS // block_k
     block_n = max(1, min(16, block_n, triton.next_power_of_2(N)))
-    num_warps = block_n * block_k // (32 * GEMV_ELEMENTS_PER_THREAD)
+    num_warps = block_n * block_k // (32 * per_thread)
     return {"BLOCK_N": block_n, "SPLIT": block_k // chunk, "CHUNK": chunk,
             "num_warps": max(1, min(GEMV_WARPS, num_warps)), "num_stages": 1}
 
@@ -237,7 +246,7 @@ def matvec_config(M: int, N: int, K: int, element_size: int = 4) -> dict:
     timing one weight (as an autotuner does) sees it hot in L2, while a layer stack streams
     every weight from memory. The rules come from sweeps over weights rotated past L2 and
     over whole decode stacks (notes/kernels.md, notes/decode.md):
-    - one row, 16-bit: _gemv_kernel, chunks of 128 columns, 64 values a thread, 4 warps.
+    - one row, 16-bit: _gemv_kernel (gemv_config).
     - one row, fp32: _matvec_kernel with the whole row (up to 2048 columns), at most 32 KB
       and 8 rows, 64 values a thread (64 fp32 values are 64 registers of data, so the split
       tile saves less there).

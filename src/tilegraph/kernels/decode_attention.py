@@ -72,6 +72,34 @@ def _attend_run(q, k_ptrs, v_ptrs, d_mask, stride_cp, start, stop, qk_scale,
 
 
 @triton.jit
+def _run_bounds(lengths_ptr, b, run, max_seq, SPLITS: tl.constexpr, BLOCK_T: tl.constexpr):
+    """Positions [start, stop) of run `run` of sequence b: 1 / SPLITS of its tiles of
+    BLOCK_T positions, its length clamped to [0, max_seq]; and the sequence's tile count
+    and tiles a run."""
+    length = tl.minimum(tl.maximum(tl.load(lengths_ptr + b).to(tl.int32), 0), max_seq)
+    tiles = tl.cdiv(length, BLOCK_T)
+    run_tiles = tl.cdiv(tiles, SPLITS)
+    start = run * run_tiles * BLOCK_T
+    stop = tl.minimum(length, start + run_tiles * BLOCK_T)
+    return start, stop, tiles, run_tiles
+
+
+@triton.jit
+def _prefetch_tile(row0, stride_cp, start, stop, HEAD_DIM: tl.constexpr,
+                   BLOCK_T: tl.constexpr, ROW_LINES: tl.constexpr,
+                   LINE_ELEMENTS: tl.constexpr):
+    """prefetch.global.L2 of the 128-byte lines of positions [start, start + BLOCK_T) below
+    stop of the rows at row0 (position 0). Positions past stop ask for stop - 1's lines
+    again (position 0 where stop is 0), and no line starts past a row's last element: no
+    address leaves the rows the kernel may read."""
+    positions = tl.minimum(start + tl.arange(0, BLOCK_T), tl.maximum(stop - 1, 0))
+    columns = tl.minimum(tl.arange(0, ROW_LINES) * LINE_ELEMENTS, HEAD_DIM - 1)
+    ptrs = row0 + positions[:, None] * stride_cp + columns[None, :]         # (BT, lines)
+    tl.inline_asm_elementwise("prefetch.global.L2 [$1]; mov.u32 $0, 0;", "=r,l", [ptrs],
+                              dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
 def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
                              q_ptr, stride_qb, stride_qh,
                              k_ptr, v_ptr, stride_cb, stride_ch, stride_cp,
@@ -82,7 +110,8 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
                              PDL: tl.constexpr, DOT_PRECISION: tl.constexpr,
                              UPCAST_DOT: tl.constexpr, BLOCK_G: tl.constexpr,
                              GROUP_P2: tl.constexpr, BLOCK_T: tl.constexpr,
-                             BLOCK_D: tl.constexpr, BLOCK_SPLITS: tl.constexpr):
+                             BLOCK_D: tl.constexpr, BLOCK_SPLITS: tl.constexpr,
+                             ROW_LINES: tl.constexpr, LINE_ELEMENTS: tl.constexpr):
     """Program (b * KV + kv head, run): o_h = sum_t softmax_t(q_h . k_t * scale) v_t for the
     GROUP q heads h of that kv head, over run `run` of the sequence's first lengths[b]
     positions (clamped to [0, max_seq]); a length of 0 gives zeros.
@@ -95,14 +124,19 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
     run = tl.program_id(1)
     b = pair // N_KV_HEADS
     kv_head = pair % N_KV_HEADS
+    kv_base = b.to(tl.int64) * stride_cb + kv_head * stride_ch
     if PDL:
+        # While the kernel before finishes: the run's first keys and values into L2. Only a
+        # hint (L2 is coherent, so a line written after this is read fresh below); lengths
+        # read this early may be stale, which would only fetch other lines.
+        start, stop, _, _ = _run_bounds(lengths_ptr, b, run, max_seq, SPLITS, BLOCK_T)
+        _prefetch_tile(k_ptr + kv_base, stride_cp, start, stop, HEAD_DIM, BLOCK_T, ROW_LINES,
+                       LINE_ELEMENTS)
+        _prefetch_tile(v_ptr + kv_base, stride_cp, start, stop, HEAD_DIM, BLOCK_T, ROW_LINES,
+                       LINE_ELEMENTS)
         tl.extra.cuda.gdc_wait()               # q and this layer's cache writes are final
         tl.extra.cuda.gdc_launch_dependents()  # the next kernel may prefetch its weights
-    length = tl.minimum(tl.maximum(tl.load(lengths_ptr + b).to(tl.int32), 0), max_seq)
-    tiles = tl.cdiv(length, BLOCK_T)
-    run_tiles = tl.cdiv(tiles, SPLITS)
-    start = run * run_tiles * BLOCK_T
-    stop = tl.minimum(length, start + run_tiles * BLOCK_T)
+    start, stop, tiles, run_tiles = _run_bounds(lengths_ptr, b, run, max_seq, SPLITS, BLOCK_T)
 
     offs_g = tl.arange(0, BLOCK_G)
     offs_d = tl.arange(0, BLOCK_D)
@@ -113,8 +147,7 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
                 + offs_d[None, :], mask=g_mask[:, None] & d_mask[None, :], other=0.0)
     if UPCAST_DOT:
         q = q.to(tl.float32)
-    kv_offsets = (b.to(tl.int64) * stride_cb + kv_head * stride_ch
-                  + tl.arange(0, BLOCK_T)[:, None] * stride_cp + offs_d[None, :])
+    kv_offsets = kv_base + tl.arange(0, BLOCK_T)[:, None] * stride_cp + offs_d[None, :]
     m, denom, acc = _attend_run(q, k_ptr + kv_offsets, v_ptr + kv_offsets, d_mask,
                                 stride_cp, start, stop, qk_scale, BLOCK_G, BLOCK_T,
                                 BLOCK_D, HEAD_DIM == BLOCK_D, DOT_PRECISION, UPCAST_DOT)
@@ -218,6 +251,8 @@ def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
         else:
             partials, counters = workspace
     pdl = PDL_ENABLED and supports_pdl(q.device)
+    line_elements = 128 // q.element_size()  # an L2 line, for the prefetch under PDL
+    row_lines = triton.next_power_of_2(triton.cdiv(head_dim, line_elements))
     _decode_attention_kernel[(pairs, config["SPLITS"])](
         out, out.stride(0), out.stride(1), q, q.stride(0), q.stride(1),
         k_cache, v_cache, k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
@@ -225,7 +260,8 @@ def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
         N_KV_HEADS=n_kv_heads, GROUP=group, HEAD_DIM=head_dim, PDL=pdl,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         UPCAST_DOT=INTERPRET and q.dtype == torch.bfloat16,
-        BLOCK_SPLITS=triton.next_power_of_2(config["SPLITS"]), **config,
+        BLOCK_SPLITS=triton.next_power_of_2(config["SPLITS"]),
+        LINE_ELEMENTS=line_elements, ROW_LINES=row_lines, **config,
         **({"launch_pdl": True} if pdl else {}))
     launched(q.device, pdl, (out, partials, counters))
 

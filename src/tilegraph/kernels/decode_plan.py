@@ -26,8 +26,9 @@ DECODE_MAX_ROWS = DOT_ROWS  # more rows take the tiled GEMM
 KINDS = ("gemv", "matvec", "dot", "cublas")
 ASSUMED_SM_COUNT = 132  # where there is no GPU to ask (the interpreter): an H100's
 # One 16-bit row takes the split-tile GEMV up to this many columns; past it the GEMV walks K
-# one 2048-column tile at a time (4096 x 14336: 82% of the floor, 0.91x cuBLAS) while the
-# tensor-core kernel keeps four tiles in flight (93% at 2 rows, as fast at 1 as at 16).
+# one tile at a time (4096 x 14336 with 2048-column tiles: 82% of the floor, 0.91x cuBLAS)
+# while the tensor-core kernel keeps four tiles in flight (93% at 2 rows, as fast at 1 as
+# at 16).
 GEMV_MAX_K = 8192
 # At 3-4 rows the CUDA-core kernel took 1.5x the tensor-core kernel's time on weights this
 # small (512 x 512 stacks), and 0.75x from 640 x 640 up.

@@ -1,0 +1,142 @@
+"""Tiles of the one-row 16-bit GEMV (kernels/_matvec.py, _gemv_kernel) on the projections of
+real decoders, each with the fused parts it has in a decode step (norm prologue; SwiGLU;
+residual), timed as graph replays over weights rotated past L2, PDL on, against the rule's
+choice (tg.linear) and cuBLAS.
+
+    PYTHONPATH=src python3 research/sweep_gemv.py --out DIR [--dtype bfloat16]
+
+Writes DIR/sweep-gemv.json (one record per shape and tile) and prints the best tile per shape.
+"""
+
+import argparse
+import itertools
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+import triton
+
+import tilegraph as tg
+from tilegraph.bench.environment import environment
+from tilegraph.bench.roofline import ceilings
+from tilegraph.bench.timing import measure
+from tilegraph.kernels._matvec import launch_matvec
+from tilegraph.kernels.linear import linear_ref
+
+# (name, N, K, part): part is what the decode step fuses into that projection.
+SHAPES = (
+    ("tinyllama qkv", 2560, 2048, "norm"), ("tinyllama o", 2048, 2048, "residual"),
+    ("tinyllama gate/up", 11264, 2048, "swiglu"), ("tinyllama down", 2048, 5632, "residual"),
+    ("qwen2-0.5b qkv", 1152, 896, "norm"), ("qwen2-0.5b o", 896, 896, "residual"),
+    ("qwen2-0.5b gate/up", 9728, 896, "swiglu"), ("qwen2-0.5b down", 896, 4864, "residual"),
+    ("llama3.2-1b qkv", 3072, 2048, "norm"), ("llama3.2-1b gate/up", 16384, 2048, "swiglu"),
+    ("llama3.2-1b down", 2048, 8192, "residual"),
+    ("llama3-8b qkv", 6144, 4096, "norm"), ("llama3-8b o", 4096, 4096, "residual"),
+    ("llama3-8b gate/up", 28672, 4096, "swiglu"),
+    ("qwen2-1.5b gate/up", 17920, 1536, "swiglu"), ("qwen2-1.5b o", 1536, 1536, "residual"),
+    ("tinyllama head", 32000, 2048, "norm"),
+)
+L2_SPAN = 150 * 2**20  # rotate weights over 3x the H100's 50 MB L2
+
+
+def tiles(K):
+    """(BLOCK_N, SPLIT, CHUNK, num_warps) tiles: rows of 1024-8192 columns in chunks of 128
+    or 256, 64 or 128 values a thread."""
+    k_cap = max(16, triton.next_power_of_2(K))
+    for block_k, chunk, warps, per_thread in itertools.product(
+            (1024, 2048, 4096, 8192), (128, 256), (4, 8), (64, 128)):
+        block_n = per_thread * 32 * warps // block_k
+        if block_k > k_cap or chunk > block_k or not 1 <= block_n <= 16:
+            continue
+        yield {"BLOCK_N": block_n, "SPLIT": block_k // chunk, "CHUNK": chunk,
+               "num_warps": warps, "num_stages": 1}
+
+
+def rotated(fn_of_weight, weights):
+    state = {"i": 0}
+
+    def call():
+        w = weights[state["i"] % len(weights)]
+        state["i"] += 1
+        fn_of_weight(w)
+    return call
+
+
+def sweep_shape(name, n, k, part, dtype, copy_gbps):
+    """Records of every variant on one projection."""
+    size = torch.finfo(dtype).bits // 8
+    copies = max(2, -(-L2_SPAN // (n * k * size)))
+    weights = [torch.randn(n, k, device="cuda", dtype=dtype) * k**-0.5 for _ in range(copies)]
+    x = torch.randn(1, k, device="cuda", dtype=dtype)
+    g = torch.rand(k, device="cuda", dtype=dtype) + 0.5 if part in ("norm", "swiglu") else None
+    n_out = n // 2 if part == "swiglu" else n
+    r = torch.randn(1, n_out, device="cuda", dtype=dtype) if part == "residual" else None
+    activation = "swiglu" if part == "swiglu" else "none"
+    out = torch.empty(1, n_out, device="cuda", dtype=dtype)
+    ref = linear_ref(x.double(), weights[0].double(),
+                     norm_weight=None if g is None else g.double(),
+                     activation=activation if part == "swiglu" else None,
+                     residual=None if r is None else r.double())
+    floor_us = (n * k + k + 2 * n_out) * size / copy_gbps * 1e-3
+    point = {"shape": name, "n": n, "k": k, "part": part, "floor_us": floor_us}
+    fused = dict(norm_weight=g, residual=r, activation=activation if part == "swiglu" else None)
+    variants = {
+        "cublas": lambda w: F.linear(x, w),
+        "rule": lambda w: tg.linear(x, w, out=out, **fused),
+    }
+    for c in tiles(k):
+        variants[json.dumps(c)] = (lambda w, c=c: launch_matvec(
+            x, w, out, g, 1e-6, None, activation, r, c, True))
+    records = []
+    for variant, fn in variants.items():
+        try:
+            out.fill_(float("nan"))
+            fn(weights[0])
+            if variant != "cublas":
+                err = ((out.double() - ref).norm() / ref.norm()).item()
+                if not err < 2e-2:
+                    records.append({**point, "variant": variant, "error": err})
+                    continue
+            s = measure(rotated(fn, weights), warmup_ms=3, rep_ms=10, graph=True)
+            records.append({**point, "variant": variant, "us": s.median * 1e3,
+                            "pct_floor": 100 * floor_us / (s.median * 1e3)})
+        except Exception as e:  # out of resources and the like: note and go on
+            records.append({**point, "variant": variant, "failed": repr(e)[:200]})
+    return records
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--dtype", default="bfloat16")
+    parser.add_argument("--only", default=None, help="substring of the shape names to run")
+    args = parser.parse_args()
+    dtype = getattr(torch, args.dtype)
+    args.out.mkdir(parents=True, exist_ok=True)
+    copy_gbps = ceilings()["copy_gbps"]
+    records = []
+    start = time.time()
+    for name, n, k, part in SHAPES:
+        if args.only and args.only not in name:
+            continue
+        torch.cuda.empty_cache()
+        shape_records = sweep_shape(name, n, k, part, dtype, copy_gbps)
+        records += shape_records
+        mine = {r["variant"]: r for r in shape_records if "us" in r}
+        best = min((r for v, r in mine.items() if v.startswith("{")), key=lambda r: r["us"])
+        rule = mine.get("rule", {"us": float("nan"), "pct_floor": float("nan")})
+        print(f"[{time.time() - start:5.0f}s] {name:20s} {n}x{k} {part:8s} floor "
+              f"{best['floor_us']:6.2f} us | cublas {mine['cublas']['us']:6.2f} | rule "
+              f"{rule['us']:6.2f} ({rule['pct_floor']:3.0f}%) | best {best['us']:6.2f} "
+              f"({best['pct_floor']:3.0f}%) {best['variant']}", flush=True)
+        # after every shape: a run cut short by a time limit keeps what it measured
+        (args.out / "sweep-gemv.json").write_text(json.dumps(
+            {"environment": environment(), "command": " ".join(sys.argv), "dtype": args.dtype,
+             "copy_gbps": copy_gbps, "records": records}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
