@@ -189,3 +189,23 @@ def test_gpu_sizes_share_one_pool():
     total = sum(s["memory_bytes"] for s in many.stats().values())
     assert alone.stats()[64]["memory_bytes"] > 0
     assert total <= 1.3 * alone.stats()[64]["memory_bytes"]
+
+
+def test_again_replays_a_step_that_feeds_itself(device):
+    """A step writing its next input over its input loops through again() with no copies;
+    again() before any call, or after one without a graph, is refused."""
+    def step(x):
+        x.add_(tg.gelu(x) * 0 + 1)  # writes its own input: the next step's
+        return x
+
+    runner = tg.GraphRunner(step, (torch.zeros(4, 3, device=device),), sizes=(2, 4),
+                            fallback="eager")
+    with pytest.raises(RuntimeError, match="call the runner first"):
+        runner.again()
+    out = runner(torch.full((3, 3), 5.0, device=device))
+    for _ in range(3):
+        runner.again()
+    assert torch.equal(out, torch.full((3, 3), 9.0, device=device))
+    runner(torch.zeros(5, 3, device=device))  # past the largest size: eager, no graph
+    with pytest.raises(RuntimeError, match="call the runner first"):
+        runner.again()

@@ -4,12 +4,13 @@
     ids = gen.generate(prompt_ids, max_new_tokens=256, temperature=0.0)  # new ids per row
     for tokens in gen.stream(prompt_ids, max_new_tokens=256): ...      # one list per step
 
-A decode step is a pure function of (tokens, positions): the model's forward over the static
-KV cache, the choice of the next token (greedy, or sampled on the device from a seeded
-hash), and positions + 1, all inside one GraphRunner graph per batch bucket. Its outputs
-feed the next call on the device, and each new token is also written into a device-side
-history at its position, so the host only waits when it reads that history: every
-`sync_every` tokens, to stream them and to stop at end of sequence.
+A decode step is one GraphRunner graph per batch bucket: the model's forward over the static
+KV cache, the choice of the next token (greedy, one kernel; or sampled on the device from a
+seeded hash), written over the step's own token input, and positions + 1 over its position
+input. So after the first call each step is a bare replay (GraphRunner.again: no copies in
+or out), and each new token is also written into a device-side history at its position:
+the host only waits when it reads that history, every `sync_every` tokens, to stream them
+and to stop at end of sequence.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import torch
 from . import sampling
 from ._runtime import synchronize
 from .graph import GraphRunner
+from .kernels.greedy import greedy_step
 from .models.llama import Llama
 
 
@@ -101,13 +103,20 @@ class Generator:
         return self._runners[sampled]
 
     def _greedy_step(self, tokens: torch.Tensor, positions: torch.Tensor):
+        """One token a row: the argmax overwrites `tokens`, positions + 1 `positions`."""
         logits = self.model.decode(tokens, positions, self.cache)
-        return (*self._record(sampling.greedy(logits), positions + 1), logits)
+        greedy_step(logits, positions, self.cache.slots[:tokens.shape[0]], self._history,
+                    tokens_out=tokens, positions_out=positions)
+        return tokens, positions, logits
 
     def _sampled_step(self, tokens: torch.Tensor, positions: torch.Tensor):
+        """The same with a sampled token."""
         logits = self.model.decode(tokens, positions, self.cache)
         following = positions + 1   # where the chosen tokens go: the draw's key
-        return (*self._record(self._sample(logits, following), following), logits)
+        chosen, following = self._record(self._sample(logits, following), following)
+        tokens.copy_(chosen)
+        positions.copy_(following)
+        return tokens, positions, logits
 
     def _sample(self, logits: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         rows = logits.shape[0]
@@ -169,7 +178,11 @@ class Generator:
         while produced < max_new_tokens and not all(finished):
             chunk = min(self.sync_every, max_new_tokens - produced)
             for _ in range(chunk):
-                tokens, positions, _ = runner(tokens, positions)
+                if produced == 1:  # the first step copies its inputs in; later ones loop
+                    tokens, positions, _ = runner(tokens, positions)
+                else:
+                    runner.again()
+                produced += 1
             # One wait per chunk: every row's last `chunk` tokens, by position.
             columns = (positions[:, None] - torch.arange(chunk - 1, -1, -1, device=device))
             new = self._history[:batch].gather(1, columns).tolist()
@@ -177,7 +190,6 @@ class Generator:
                 step_tokens = [row[step] for row in new]
                 finished = [f or t in stop for f, t in zip(finished, step_tokens, strict=True)]
                 yield step_tokens
-            produced += chunk
             self.stats.decode_seconds = time.perf_counter() - start
             self.stats.new_tokens = produced
 

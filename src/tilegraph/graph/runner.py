@@ -110,6 +110,7 @@ class GraphRunner:
         # Prepared calls by the inputs' (shape, dtype, device): a call like an earlier one
         # skips the checks (1.8 -> 0.7 us of Python for one input, measured on CPU).
         self._calls: dict[tuple, _SizedCall] = {}
+        self._last_call: _SizedCall | None = None
         self.eager_calls = 0
         self._check_rows_independent()
         for size in reversed(self.sizes):  # largest first: smaller graphs reuse its pool
@@ -120,14 +121,16 @@ class GraphRunner:
         """Refuse a function whose output rows depend on other rows (softmax or a sum over
         dim, batch statistics): padded rows would leak into every result. Two eager calls
         on the largest size, the second with its last row changed; the other rows of every
-        batched output must not move (beyond the last bits of a run-to-run variation)."""
+        batched output must not move (beyond the last bits of a run-to-run variation). Both
+        calls take copies of the inputs: a step may write its next inputs over them."""
         size = self.sizes[-1]
         if size < 2:
             return
         inputs = [buf.narrow(self.dim, 0, size) for buf in self._buffers]
         with torch.no_grad():
-            first = [t.clone() for t in _batched(self.fn(*inputs), self.dim, size)]
             changed = [t.clone() for t in inputs]
+            first = [t.clone() for t in _batched(self.fn(*[t.clone() for t in inputs]),
+                                                 self.dim, size)]
             for t in changed:
                 last = t.narrow(self.dim, size - 1, 1)
                 if t.dtype == torch.bool:
@@ -197,6 +200,18 @@ class GraphRunner:
             destination.copy_(x)
         for padding in call.padding:
             padding.zero_()
+        self._last_call = call
+        return self._replay(call)
+
+    def again(self):
+        """Replay the last call's graph on what its static inputs hold now, with no copies:
+        for a step that writes its next inputs over its own inputs (a decode step moving
+        its tokens and positions on), called in a loop. Returns that call's outputs."""
+        if self._last_call is None:
+            raise RuntimeError("again() replays the last call's graph: call the runner first")
+        return self._replay(self._last_call)
+
+    def _replay(self, call: _SizedCall):
         call.graph.replay()
         if self.clone_outputs:
             return tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t,
@@ -209,6 +224,7 @@ class GraphRunner:
     def _without_graph(self, inputs: tuple, rows: int):
         if self.fallback == "eager":
             self.eager_calls += 1
+            self._last_call = None  # again() has no graph to replay for this call
             return self.fn(*inputs)
         raise ValueError(f"{rows} rows along dim {self.dim}: the runner has graphs for "
                          f"{self.sizes} (create it with fallback='eager' to run such inputs "

@@ -1,0 +1,108 @@
+"""The end of a greedy decode step in one kernel: each row's argmax over the vocabulary,
+written as the row's next token, into its token history, and its position moved on.
+
+    greedy_step(logits, positions, slots, history, tokens_out=tokens, positions_out=positions)
+
+In PyTorch this is four kernels (argmax, the history write, two position updates); here one,
+launched with programmatic dependent launch after the LM head. tokens_out and positions_out
+may be the step's own inputs, so a captured decode step feeds itself (GraphRunner.again).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ._checks import check_tensor
+from ._launch import supports_pdl
+from ._ops import custom_op
+from ._pdl import ENABLED as PDL_ENABLED
+from ._pdl import launched
+
+BLOCK_VOCAB = 2048  # logits a program reads per step of its loop: 16 a thread of 4 warps
+
+
+@triton.jit
+def _greedy_step_kernel(logits_ptr, stride_lr, positions_ptr, slots_ptr, history_ptr,
+                        stride_hs, tokens_out_ptr, positions_out_ptr, vocab, max_seq,
+                        PDL: tl.constexpr, BLOCK: tl.constexpr):
+    """Program r: t = argmax_v logits[r, v] (the first of equal maxima; a NaN counts as
+    +inf, so a row with one picks it, as torch.argmax does); tokens_out[r] = t;
+    p = positions[r] + 1; history[slots[r], p] = t where p < max_seq; positions_out[r] = p."""
+    if PDL:
+        tl.extra.cuda.gdc_wait()               # the logits are final
+        tl.extra.cuda.gdc_launch_dependents()
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK)
+    best = tl.full([BLOCK], float("-inf"), tl.float32)
+    best_at = tl.zeros([BLOCK], tl.int32)
+    for v0 in range(0, vocab, BLOCK):
+        x = tl.load(logits_ptr + row * stride_lr + v0 + offs, mask=offs < vocab - v0,
+                    other=float("-inf")).to(tl.float32)
+        x = tl.where(x != x, float("inf"), x)
+        better = x > best                        # strict: each lane keeps its first maximum
+        best = tl.where(better, x, best)
+        best_at = tl.where(better, v0 + offs, best_at)
+    top = tl.max(best, axis=0)
+    token = tl.min(tl.where(best == top, best_at, vocab), axis=0)   # the first of equals
+    position = tl.load(positions_ptr + row) + 1
+    slot = tl.load(slots_ptr + row).to(tl.int64)
+    tl.store(tokens_out_ptr + row, token.to(tokens_out_ptr.dtype.element_ty))
+    tl.store(history_ptr + slot * stride_hs + position,
+             token.to(history_ptr.dtype.element_ty), mask=position < max_seq)
+    tl.store(positions_out_ptr + row, position)
+
+
+def _launch_greedy_step(logits: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor,
+                        history: torch.Tensor, tokens_out: torch.Tensor,
+                        positions_out: torch.Tensor) -> None:
+    rows, vocab = logits.shape
+    pdl = PDL_ENABLED and supports_pdl(logits.device)
+    _greedy_step_kernel[(rows,)](
+        logits, logits.stride(0), positions, slots, history, history.stride(0), tokens_out,
+        positions_out, vocab, history.shape[1], PDL=pdl,
+        BLOCK=min(BLOCK_VOCAB, triton.next_power_of_2(vocab)), num_warps=4,
+        **({"launch_pdl": True} if pdl else {}))
+    launched(logits.device, pdl, (history, tokens_out, positions_out))
+
+
+_run_greedy_step = custom_op("greedy_step", _launch_greedy_step,
+                             mutates=("history", "tokens_out", "positions_out"))
+
+
+def greedy_step(logits: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor,
+                history: torch.Tensor, *, tokens_out: torch.Tensor,
+                positions_out: torch.Tensor) -> None:
+    """For each row r of logits (rows, vocab): tokens_out[r] = argmax; positions_out[r] =
+    positions[r] + 1; history[slots[r], positions[r] + 1] = the token (skipped past
+    history's last column). positions, slots, tokens_out, positions_out: contiguous int64
+    (rows,); history: int64 (slots, max_seq) with unit column stride; all on logits' device.
+    Slots are read on the device, unchecked: they must be below history's row count."""
+    check_tensor("logits", logits)
+    if logits.ndim != 2 or logits.stride(1) != 1 or logits.shape[1] == 0:
+        raise ValueError(f"logits must be (rows, vocab) with vocab > 0 and a unit column "
+                         f"stride, got shape {tuple(logits.shape)}")
+    rows = logits.shape[0]
+    for name, t in (("positions", positions), ("slots", slots), ("tokens_out", tokens_out),
+                    ("positions_out", positions_out)):
+        if not isinstance(t, torch.Tensor) or t.dtype != torch.int64 or t.shape != (rows,) \
+                or t.device != logits.device or t.stride(0) != 1:
+            raise ValueError(f"{name} must be a contiguous int64 tensor of shape ({rows},) "
+                             f"on {logits.device}")
+    if not isinstance(history, torch.Tensor) or history.dtype != torch.int64 or \
+            history.ndim != 2 or history.stride(1) != 1 or history.device != logits.device:
+        raise ValueError(f"history must be an int64 (slots, max_seq) tensor with a unit "
+                         f"column stride on {logits.device}")
+    if rows:
+        _run_greedy_step(logits, positions, slots, history, tokens_out, positions_out)
+
+
+def greedy_step_ref(logits, positions, slots, history, *, tokens_out, positions_out) -> None:
+    """The same in PyTorch."""
+    tokens = logits.argmax(dim=-1)
+    following = positions + 1
+    keep = following < history.shape[1]
+    history[slots[keep], following[keep]] = tokens[keep]
+    tokens_out.copy_(tokens)
+    positions_out.copy_(following)

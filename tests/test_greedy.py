@@ -1,0 +1,59 @@
+"""The greedy end of a decode step (kernels/greedy.py) against PyTorch's argmax and writes."""
+
+import pytest
+import torch
+
+from tilegraph.kernels.greedy import greedy_step, greedy_step_ref
+from tilegraph.testing import randn
+
+
+def _case(rows, vocab, dtype, device, max_seq=11):
+    logits = randn(rows, vocab, dtype=dtype, device=device)
+    positions = torch.randint(0, max_seq, (rows,), device=device)
+    slots = torch.randperm(rows + 3, device=device)[:rows]
+    history = torch.randint(0, vocab, (rows + 3, max_seq), device=device)
+    return logits, positions, slots, history
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("rows, vocab", [(1, 37), (3, 2048), (5, 4099), (2, 32000)])
+def test_matches_argmax_and_writes(rows, vocab, dtype, device):
+    logits, positions, slots, history = _case(rows, vocab, dtype, device)
+    positions[0] = history.shape[1] - 1   # its next position is past the history: no write
+    history_ref = history.clone()
+    tokens_ref, positions_ref = (torch.full((rows,), -1, device=device) for _ in range(2))
+    greedy_step_ref(logits, positions, slots, history_ref, tokens_out=tokens_ref,
+                    positions_out=positions_ref)
+    tokens, new_positions = (torch.full((rows,), -1, device=device) for _ in range(2))
+    greedy_step(logits, positions, slots, history, tokens_out=tokens,
+                positions_out=new_positions)
+    assert torch.equal(tokens, tokens_ref)
+    assert torch.equal(new_positions, positions + 1)
+    assert torch.equal(history, history_ref)
+
+
+def test_ties_nan_and_in_place(device):
+    logits = torch.zeros(3, 5000, device=device)
+    logits[0, [7, 4000]] = 2.0            # a tie: the first wins
+    logits[1, 3000] = float("nan")        # a NaN wins, as in torch.argmax
+    logits[2] = float("-inf")             # nothing finite: token 0
+    positions = torch.tensor([1, 2, 3], device=device)
+    history = torch.zeros(3, 8, dtype=torch.int64, device=device)
+    tokens = torch.tensor([9, 9, 9], device=device)
+    greedy_step(logits, positions, torch.arange(3, device=device), history,
+                tokens_out=tokens, positions_out=positions)   # in place, as a step feeds itself
+    assert tokens.tolist() == [7, 3000, 0] == logits.argmax(-1).tolist()
+    assert positions.tolist() == [2, 3, 4]
+    assert history[0, 2] == 7 and history[1, 3] == 3000 and history.sum() == 3007
+
+
+def test_bad_inputs_are_named(device):
+    logits, positions, slots, history = _case(2, 50, torch.float32, device)
+    out = torch.empty(2, dtype=torch.int64, device=device)
+    with pytest.raises(ValueError, match="positions must be a contiguous int64"):
+        greedy_step(logits, positions.int(), slots, history, tokens_out=out, positions_out=out)
+    with pytest.raises(ValueError, match="logits must be"):
+        greedy_step(logits[:, :0], positions, slots, history, tokens_out=out,
+                    positions_out=out)
+    with pytest.raises(ValueError, match="history must be"):
+        greedy_step(logits, positions, slots, history.t(), tokens_out=out, positions_out=out)
