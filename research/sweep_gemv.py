@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 import triton
+from sweep_dot_rows import L2_SPAN, rotated  # research/ is the script's own folder
 
 import tilegraph as tg
 from tilegraph.bench.environment import environment
@@ -39,7 +40,6 @@ SHAPES = (
     ("qwen2-1.5b gate/up", 17920, 1536, "swiglu"), ("qwen2-1.5b o", 1536, 1536, "residual"),
     ("tinyllama head", 32000, 2048, "norm"),
 )
-L2_SPAN = 150 * 2**20  # rotate weights over 3x the H100's 50 MB L2
 
 
 def tiles(K):
@@ -53,16 +53,6 @@ def tiles(K):
             continue
         yield {"BLOCK_N": block_n, "SPLIT": block_k // chunk, "CHUNK": chunk,
                "num_warps": warps, "num_stages": 1}
-
-
-def rotated(fn_of_weight, weights):
-    state = {"i": 0}
-
-    def call():
-        w = weights[state["i"] % len(weights)]
-        state["i"] += 1
-        fn_of_weight(w)
-    return call
 
 
 def sweep_shape(name, n, k, part, dtype, copy_gbps):

@@ -72,20 +72,25 @@ def check_no_overlap(out: torch.Tensor, name: str, t: torch.Tensor | None, *,
     Element-wise kernels may write in place (`allow_identical`): each element is read before
     the same program writes it. A shifted overlap would read already-written values.
     """
-    if t is None or out.numel() == 0 or t.numel() == 0:
+    if t is None:
         return
-    if torch.compiler.is_compiling():
-        return  # traced (fake) tensors have no addresses to compare
-    if out.untyped_storage().data_ptr() != t.untyped_storage().data_ptr():
-        return  # separate allocations: the common case, decided cheaply
     if allow_identical and out.data_ptr() == t.data_ptr() and out.shape == t.shape \
             and out.stride() == t.stride():
         return
-    o0, o1 = byte_range(out)
-    t0, t1 = byte_range(t)
-    if o0 < t1 and t0 < o1:
+    if memory_overlaps(out, t):
         raise ValueError(f"out overlaps {name} in memory; this kernel cannot work in place, "
                          f"pass a separate out tensor")
+
+
+def memory_overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two tensors' spans of memory intersect (False under torch.compile, whose
+    traced tensors have no addresses to compare)."""
+    if a.numel() == 0 or b.numel() == 0 or torch.compiler.is_compiling():
+        return False
+    if a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr():
+        return False  # separate allocations: the common case, decided cheaply
+    (a0, a1), (b0, b1) = byte_range(a), byte_range(b)
+    return a0 < b1 and b0 < a1
 
 
 def prepare_out(out, shape, dtype: torch.dtype, device: torch.device) -> torch.Tensor:

@@ -19,12 +19,12 @@ import torch
 from . import decode_plan
 from ._checks import (
     as_rows,
-    byte_range,
     check_eps,
     check_like,
     check_no_overlap,
     check_shape,
     check_tensor,
+    memory_overlaps,
     prepare_out,
 )
 from ._ops import custom_op
@@ -118,7 +118,7 @@ def linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None 
             check_shape(name, t, shape)
     norm_eps = check_eps(norm_eps)
     out = prepare_out(out, (rows, n_heads, head_dim), x.dtype, x.device)
-    if _overlap(k_cache, v_cache):
+    if memory_overlaps(k_cache, v_cache):
         raise ValueError("k_cache and v_cache overlap in memory; they must be separate")
     for name, t in (("x", x), ("weight", weight), ("bias", bias), ("norm_weight", norm_weight),
                     ("k_cache", k_cache), ("v_cache", v_cache)):
@@ -127,15 +127,6 @@ def linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None 
         _run_linear_qkv(x, weight, bias, norm_weight, norm_eps, cos, sin, positions, slots,
                         k_cache, v_cache, n_heads, out)
     return out
-
-
-def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
-    if torch.compiler.is_compiling():
-        return False  # traced (fake) tensors have no addresses to compare
-    if a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr():
-        return False
-    (a0, a1), (b0, b1) = byte_range(a), byte_range(b)
-    return a0 < b1 and b0 < a1
 
 
 def linear_qkv_ref(x, weight, bias=None, *, norm_weight=None, norm_eps: float = 1e-6, cos,
