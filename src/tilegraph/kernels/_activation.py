@@ -15,6 +15,7 @@ GLU_ACTIVATIONS = ("swiglu",)
 # Globals read inside @triton.jit must be constexpr.
 _SQRT_2_OVER_PI = tl.constexpr(0.7978845608028654)
 _INV_SQRT_2 = tl.constexpr(0.7071067811865476)
+_INV_SQRT_2PI = tl.constexpr(0.3989422804014327)
 
 
 @triton.jit
@@ -43,6 +44,24 @@ def apply_activation(x, ACTIVATION: tl.constexpr):
     elif ACTIVATION == "gelu_tanh":
         x = gelu_tanh(x)
     return x
+
+
+@triton.jit
+def activation_derivative(z, ACTIVATION: tl.constexpr):
+    """d act(z) / dz in fp32, for the backward passes (ACTIVATION other than "none")."""
+    if ACTIVATION == "relu":
+        d = tl.where(z > 0.0, 1.0, 0.0)  # 0 at z == 0, as torch's relu backward
+    elif ACTIVATION == "gelu":
+        # Phi(z) + z phi(z): the normal CDF and density
+        d = 0.5 * (1.0 + tl.math.erf(z * _INV_SQRT_2)) + z * _INV_SQRT_2PI * tl.exp(-0.5 * z * z)
+    else:
+        # z s(z) with s = sigmoid(2u), u = sqrt(2/pi) (z + 0.044715 z^3): s + z s' where
+        # s' = 2 s (1 - s) du/dz. s underflows to 0 for very negative z, and s (1 - s) to 0 at
+        # both ends, so the product never forms inf * 0.
+        inner = _SQRT_2_OVER_PI * (z + 0.044715 * z * z * z)
+        s = 1.0 / (1.0 + tl.exp(-2.0 * inner))
+        d = s + z * 2.0 * s * (1.0 - s) * _SQRT_2_OVER_PI * (1.0 + 3.0 * 0.044715 * z * z)
+    return d
 
 
 @triton.jit

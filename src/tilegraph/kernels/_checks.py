@@ -9,8 +9,10 @@ from .._runtime import INTERPRET
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
-def check_tensor(name: str, t, *, dtypes=FLOAT_DTYPES, min_ndim: int = 0) -> None:
-    """A tensor of a supported dtype, on a device the kernels can reach."""
+def check_tensor(name: str, t, *, dtypes=FLOAT_DTYPES, min_ndim: int = 0,
+                 differentiable: bool = False) -> None:
+    """A tensor of a supported dtype, on a device the kernels can reach; one that requires
+    grad only where the op is `differentiable`."""
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if t.dtype not in dtypes:
@@ -22,19 +24,34 @@ def check_tensor(name: str, t, *, dtypes=FLOAT_DTYPES, min_ndim: int = 0) -> Non
     if t.device.type == "meta":
         raise ValueError(f"{name} is a meta tensor (shape and dtype, no data); tilegraph "
                          "kernels need a tensor with memory")
-    check_no_grad(name, t)
+    if not differentiable:
+        check_no_grad(name, t)
     if not INTERPRET and t.device.type != "cuda":
         raise ValueError(f"{name} is on {t.device}; tilegraph kernels need CUDA tensors "
                          "(set TRITON_INTERPRET=1 before importing tilegraph to run on CPU)")
 
 
 def check_no_grad(name: str, t: torch.Tensor) -> None:
-    """Refuse what autograd would need a gradient for: the kernels have no backward yet,
-    and returning a result detached from the graph would fail far away, at .backward()."""
+    """Refuse what autograd would need a gradient for, in ops without a backward: returning
+    a result detached from the graph would fail far away, at .backward()."""
     if t.requires_grad and torch.is_grad_enabled():
-        raise ValueError(f"{name} requires grad, but tilegraph's kernels do not compute "
-                         "gradients yet; call them under torch.no_grad() or "
+        raise ValueError(f"{name} requires grad, but this tilegraph op has no backward "
+                         "(it is an inference kernel); call it under torch.no_grad() or "
                          f"torch.inference_mode(), or pass {name}.detach()")
+
+
+def wants_grad(*tensors: torch.Tensor | None) -> bool:
+    """Whether autograd must record this call: grad mode on and an input requiring grad."""
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+
+
+def check_no_out_for_grad(out) -> None:
+    """out= writes into a caller's buffer behind autograd's back; with inputs that require
+    grad the result must be a new tensor autograd can record."""
+    if out is not None:
+        raise ValueError("out= cannot be used when an input requires grad (autograd records "
+                         "a new result tensor); drop out=, or run under torch.no_grad() "
+                         "if no gradient is wanted")
 
 
 def check_like(name: str, t: torch.Tensor, ref_name: str, ref: torch.Tensor) -> None:

@@ -34,15 +34,17 @@ from .._runtime import capture_token, is_capturing
 from ._checks import (
     check_eps,
     check_like,
+    check_no_out_for_grad,
     check_no_overlap,
     check_shape,
     check_tensor,
     prepare_out,
+    wants_grad,
 )
 from ._launch import sm_count
 from ._ops import custom_op
 from ._pdl import launched, use_pdl
-from .linear import _launch_linear
+from .linear import _launch_linear, linear
 from .rms_norm import rms_norm_ref
 
 
@@ -204,9 +206,9 @@ def _zeroed_accumulator(h: torch.Tensor) -> torch.Tensor:
 
 
 def _check(h, norm_weight, wq, wo) -> None:
-    check_tensor("h", h, min_ndim=1)
+    check_tensor("h", h, min_ndim=1, differentiable=True)
     for name, t in (("norm_weight", norm_weight), ("wq", wq), ("wo", wo)):
-        check_tensor(name, t)
+        check_tensor(name, t, differentiable=True)
     check_like("norm_weight", norm_weight, "wq", wq)
     check_like("wo", wo, "wq", wq)
     if h.device != wq.device:
@@ -224,6 +226,15 @@ def _check(h, norm_weight, wq, wo) -> None:
         raise ValueError("h has 0 features; nothing to normalise")
 
 
+def _differentiable_layer(h, norm_weight, wq, wo, eps: float) -> torch.Tensor:
+    """Training: the layer as two differentiable tg.linear calls, whose backward passes
+    autograd chains (a 16-bit layer over an fp32 h adds its residual in fp32)."""
+    q = linear(h.to(wq.dtype), wq, norm_weight=norm_weight, norm_eps=eps)
+    if h.dtype == wq.dtype:
+        return linear(q, wo, residual=h)
+    return h + linear(q, wo).to(h.dtype)
+
+
 def decode_layer(h: torch.Tensor, norm_weight: torch.Tensor, wq: torch.Tensor,
                  wo: torch.Tensor, eps: float = 1e-6, *,
                  out: torch.Tensor | None = None) -> torch.Tensor:
@@ -237,6 +248,9 @@ def decode_layer(h: torch.Tensor, norm_weight: torch.Tensor, wq: torch.Tensor,
     """
     _check(h, norm_weight, wq, wo)
     eps = check_eps(eps)
+    if wants_grad(h, norm_weight, wq, wo):
+        check_no_out_for_grad(out)
+        return _differentiable_layer(h, norm_weight, wq, wo, eps)
     if (out is None and not torch.compiler.is_compiling() and h.numel()
             and _uses_one_kernel(h, wq, wo)):
         acc = _zeroed_accumulator(h)

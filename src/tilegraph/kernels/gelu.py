@@ -9,9 +9,10 @@ import triton
 import triton.language as tl
 
 from ._activation import apply_activation
-from ._checks import check_no_overlap, check_tensor, prepare_out
+from ._activation_grad import activation_grad
+from ._checks import check_no_out_for_grad, check_no_overlap, check_tensor, prepare_out, wants_grad
 from ._launch import elementwise_shape, grid_1d
-from ._ops import custom_op
+from ._ops import custom_op, functional_op
 
 _APPROXIMATIONS = {"tanh": "gelu_tanh", "none": "gelu"}
 
@@ -37,12 +38,37 @@ def _launch_gelu(x: torch.Tensor, approximate: str, out: torch.Tensor) -> None:
 _run_gelu = custom_op("gelu", _launch_gelu)
 
 
+def _gelu_forward(x: torch.Tensor, approximate: str) -> torch.Tensor:
+    out = torch.empty_like(x, memory_format=torch.contiguous_format)
+    if out.numel():
+        _launch_gelu(x, approximate, out)
+    return out
+
+
+def _save_input(ctx, inputs, output) -> None:
+    ctx.save_for_backward(inputs[0])
+    ctx.approximate = inputs[1]
+
+
+def _gelu_backward(ctx, dy):
+    (x,) = ctx.saved_tensors
+    return activation_grad(dy, x, _APPROXIMATIONS[ctx.approximate]), None
+
+
+_gelu_autograd = functional_op("gelu_autograd", _gelu_forward,
+                               lambda x, approximate: torch.empty_like(x))
+_gelu_autograd.register_autograd(_gelu_backward, setup_context=_save_input)
+
+
 def gelu(x: torch.Tensor, *, approximate: str = "tanh",
          out: torch.Tensor | None = None) -> torch.Tensor:
     """GELU of x, as torch.nn.functional.gelu(x, approximate=...); "tanh" by default."""
-    check_tensor("x", x)
+    check_tensor("x", x, differentiable=True)
     if approximate not in _APPROXIMATIONS:
         raise ValueError(f"approximate must be 'tanh' or 'none', got {approximate!r}")
+    if wants_grad(x):
+        check_no_out_for_grad(out)
+        return _gelu_autograd(x, approximate)
     out = prepare_out(out, x.shape, x.dtype, x.device)
     check_no_overlap(out, "x", x, allow_identical=True)
     if out.numel():

@@ -18,11 +18,14 @@ from ._checks import (
     as_rows,
     check_eps,
     check_like,
+    check_no_out_for_grad,
     check_no_overlap,
     check_shape,
     check_tensor,
     prepare_out,
+    wants_grad,
 )
+from ._linear_autograd import linear_autograd
 from ._ops import custom_op
 from ._pdl import launched, use_pdl
 from .matmul import launch_gemm
@@ -75,8 +78,8 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     kernel is a tilegraph kernel writing `weight`. prefetch_weight=False (or TILEGRAPH_PDL=0
     for the process) turns it off; None and True leave it on where it is safe.
     """
-    check_tensor("x", x, min_ndim=1)
-    check_tensor("weight", weight)
+    check_tensor("x", x, min_ndim=1, differentiable=True)
+    check_tensor("weight", weight, differentiable=True)
     check_like("weight", weight, "x", x)
     if weight.ndim != 2:
         raise ValueError(f"weight must be 2-D (out_features, in_features), got shape "
@@ -96,10 +99,14 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     for name, t, shape in (("bias", bias, (n_rows,)), ("norm_weight", norm_weight, (k,)),
                            ("residual", residual, out_shape)):
         if t is not None:
-            check_tensor(name, t)
+            check_tensor(name, t, differentiable=True)
             check_like(name, t, "x", x)
             check_shape(name, t, shape)
     norm_eps = check_eps(norm_eps)
+    if wants_grad(x, weight, bias, norm_weight, residual):
+        # Training: the tiled GEMM at every row count, keeping what the backward needs.
+        check_no_out_for_grad(out)
+        return linear_autograd(x, weight, bias, norm_weight, norm_eps, code, residual)[0]
     out = prepare_out(out, out_shape, x.dtype, x.device)
     for name, t in (("x", x), ("weight", weight), ("bias", bias), ("norm_weight", norm_weight)):
         check_no_overlap(out, name, t)

@@ -16,7 +16,14 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 
 from .._runtime import INTERPRET
 from ._activation import activation_code, activation_ref, apply_activation, swiglu_pairs
-from ._checks import check_like, check_no_overlap, check_tensor, prepare_out
+from ._checks import (
+    check_like,
+    check_no_out_for_grad,
+    check_no_overlap,
+    check_tensor,
+    prepare_out,
+    wants_grad,
+)
 from ._launch import is_hopper_or_newer, sm_count
 from ._ops import custom_op
 from .autotune import Tuner
@@ -40,16 +47,19 @@ def _gemm_kernel(c_ptr, stride_cm, stride_cn,
                  a_ptr, stride_am, stride_ak,
                  b_ptr, stride_bk, stride_bn,
                  norm_w_ptr, bias_ptr, res_ptr, stride_rm, stride_rn,
+                 preact_ptr, stride_pm, stride_pn,
                  M, N, K, eps,
                  HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
-                 ACTIVATION: tl.constexpr, DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr,
+                 STORE_PREACT: tl.constexpr, ACTIVATION: tl.constexpr,
+                 DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                  GROUP_M: tl.constexpr):
     """C = act(rms_norm(A) * norm_w @ B + bias) + residual, fp32 accumulation.
 
     rms_norm(A)_mk = A_mk / sqrt(mean_k A_mk^2 + eps); the per-row scale is applied to the
     accumulator after the K loop, since it factors out of the sum over k. "swiglu" pairs
-    columns (2j, 2j + 1) of the product: C has N // 2 columns.
+    columns (2j, 2j + 1) of the product: C has N // 2 columns. STORE_PREACT also writes the
+    (M, N) value before the activation to preact, for the backward pass.
     """
     pid_m, pid_n = _tile_position(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N),
                                   GROUP_M)
@@ -96,6 +106,11 @@ def _gemm_kernel(c_ptr, stride_cm, stride_cn,
     if HAS_BIAS:
         acc += tl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)[None, :]
     local_m = tl.arange(0, BLOCK_M)[:, None]
+    if STORE_PREACT:
+        preact_ptrs = (preact_ptr + row0.to(tl.int64) * stride_pm + col0 * stride_pn
+                       + local_m * stride_pm + tl.arange(0, BLOCK_N)[None, :] * stride_pn)
+        tl.store(preact_ptrs, acc.to(preact_ptr.dtype.element_ty),
+                 mask=(offs_m < M)[:, None] & (offs_n < N)[None, :])
     if ACTIVATION == "swiglu":
         acc, local_n = swiglu_pairs(acc, tl.arange(0, BLOCK_N), BLOCK_M, BLOCK_N)
         col0 = col0 // 2
@@ -218,32 +233,41 @@ def _dot_precision(dtype: torch.dtype) -> str:
 
 
 def launch_gemm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, norm_weight=None,
-                eps: float = 0.0, bias=None, activation: str = "none", residual=None) -> None:
-    """out (M, N) = epilogue(prologue(a) (M, K) @ b (K, N)); any strides for a, b, residual."""
+                eps: float = 0.0, bias=None, activation: str = "none", residual=None,
+                preact=None) -> None:
+    """out (M, N) = epilogue(prologue(a) (M, K) @ b (K, N)); any strides for a, b, residual;
+    preact (M, N), where given, receives the value before the activation."""
     M, K = a.shape
     N = b.shape[1]
     dtype = a.dtype
     kernel_args = dict(
         HAS_NORM=norm_weight is not None, HAS_BIAS=bias is not None,
-        HAS_RESIDUAL=residual is not None, ACTIVATION=activation,
+        HAS_RESIDUAL=residual is not None, STORE_PREACT=preact is not None,
+        ACTIVATION=activation,
         DOT_PRECISION=_dot_precision(dtype), UPCAST_DOT=INTERPRET and dtype == torch.bfloat16)
     res_strides = residual.stride() if residual is not None else (0, 0)
-    plain = norm_weight is None and bias is None and residual is None and activation != "swiglu"
+    preact_strides = preact.stride() if preact is not None else (0, 0)
+    plain = (norm_weight is None and bias is None and residual is None and preact is None
+             and activation != "swiglu")
     tma = plain and _tma_ready(a, b, out)
 
-    def run(config, c):
+    def run(config, c, c_preact):
         if config.get("TMA"):
             _launch_gemm_tma(a, b, c, activation, config)
             return
         grid = (triton.cdiv(M, config["BLOCK_M"]) * triton.cdiv(N, config["BLOCK_N"]),)
         _gemm_kernel[grid](c, c.stride(0), c.stride(1), a, a.stride(0), a.stride(1),
                            b, b.stride(0), b.stride(1), norm_weight, bias, residual,
-                           *res_strides, M, N, K, eps, **kernel_args, **config)
+                           *res_strides, c_preact, *preact_strides, M, N, K, eps, **kernel_args,
+                           **config)
 
     key = ("gemm", triton.next_power_of_2(M), N, K, str(dtype)) + (("tma",) if tma else ())
-    config = _tuner.pick(key, lambda cfg: run(cfg, torch.empty_like(out)),
-                         _candidates(M, N, K, dtype, tma))
-    run(config, out)
+    # Candidates write scratch outputs: timing them must leave out and preact untouched.
+    config = _tuner.pick(
+        key, lambda cfg: run(cfg, torch.empty_like(out),
+                             None if preact is None else torch.empty_like(preact)),
+        _candidates(M, N, K, dtype, tma))
+    run(config, out, preact)
 
 
 def _launch_gemm_tma(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, activation: str,
@@ -271,8 +295,8 @@ _run_matmul = custom_op("matmul", _launch_matmul)
 def matmul(a: torch.Tensor, b: torch.Tensor, *, activation: str | None = None,
            out: torch.Tensor | None = None) -> torch.Tensor:
     """act(a @ b) for a (..., K) and b (K, N); activation None, "relu", "gelu", "gelu_tanh"."""
-    check_tensor("a", a, min_ndim=1)
-    check_tensor("b", b)
+    check_tensor("a", a, min_ndim=1, differentiable=True)
+    check_tensor("b", b, differentiable=True)
     check_like("b", b, "a", a)
     if b.ndim != 2:
         raise ValueError(f"b must be 2-D (K, N), got shape {tuple(b.shape)}")
@@ -280,6 +304,11 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, activation: str | None = None,
         raise ValueError(f"a has {a.shape[-1]} columns but b has {b.shape[0]} rows "
                          f"(shapes {tuple(a.shape)} and {tuple(b.shape)})")
     code = activation_code(activation)
+    if wants_grad(a, b):
+        check_no_out_for_grad(out)
+        # Imported here: the differentiable path is built on this module's launch_gemm.
+        from ._linear_autograd import linear_autograd
+        return linear_autograd(a, b.t(), None, None, 0.0, code, None)[0]
     out = prepare_out(out, (*a.shape[:-1], b.shape[1]), a.dtype, a.device)
     check_no_overlap(out, "a", a)
     check_no_overlap(out, "b", b)

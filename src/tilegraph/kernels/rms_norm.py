@@ -10,13 +10,15 @@ from ._checks import (
     as_rows,
     check_eps,
     check_like,
+    check_no_out_for_grad,
     check_no_overlap,
     check_shape,
     check_tensor,
     prepare_out,
+    wants_grad,
 )
-from ._launch import row_config
-from ._ops import custom_op
+from ._launch import MAX_ROW_TILE, row_config, sm_count
+from ._ops import custom_op, functional_op
 
 
 @triton.jit
@@ -56,6 +58,72 @@ def _rms_norm_kernel(y_ptr, y_row_stride, x_ptr, x_row_stride, w_ptr, n_rows, n_
             tl.store(y_rows + start + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
+@triton.jit
+def _rms_norm_backward_kernel(dx_ptr, dx_row_stride, dw_partial_ptr, dy_ptr, dy_row_stride,
+                              x_ptr, x_row_stride, w_ptr, n_rows, n_cols, rows_per_program, eps,
+                              BLOCK_N: tl.constexpr, SINGLE_PASS: tl.constexpr):
+    """With r = 1 / sqrt(mean_j x_j^2 + eps), x^_j = x_j r and g_j = dy_j w_j (one row):
+    dx_j = r (g_j - x^_j mean_k g_k x^_k), and dw_j = sum over rows of dy_j x^_j.
+
+    Program p takes rows [p R, (p + 1) R) one after another, recomputing r from x (nothing
+    saved by the forward but x), and writes its sum of dy x^ to row p of dw_partial (fp32),
+    so no two programs add to the same memory. Rows of one tile keep that sum in registers;
+    longer rows are read twice and add into their own partial row in memory.
+    """
+    pid = tl.program_id(0)
+    row_start = pid * rows_per_program
+    row_end = tl.minimum(row_start + rows_per_program, n_rows)
+    partial = dw_partial_ptr + pid.to(tl.int64) * n_cols
+    # 64-bit row pointers, advanced one row a step (offsets overflow int32 on big tensors).
+    x_ptr += row_start.to(tl.int64) * x_row_stride
+    dy_ptr += row_start.to(tl.int64) * dy_row_stride
+    dx_ptr += row_start.to(tl.int64) * dx_row_stride
+    cols = tl.arange(0, BLOCK_N)
+    if SINGLE_PASS:
+        col_mask = cols < n_cols
+        w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
+        dw = tl.zeros([BLOCK_N], tl.float32)
+        for _ in range(row_start, row_end):
+            x = tl.load(x_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
+            dy = tl.load(dy_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
+            rstd = tl.rsqrt(tl.sum(x * x, axis=0) / n_cols + eps)
+            x_hat = x * rstd
+            g = dy * w
+            dx = rstd * (g - x_hat * (tl.sum(g * x_hat, axis=0) / n_cols))
+            tl.store(dx_ptr + cols, dx.to(dx_ptr.dtype.element_ty), mask=col_mask)
+            dw += dy * x_hat
+            x_ptr += x_row_stride
+            dy_ptr += dy_row_stride
+            dx_ptr += dx_row_stride
+        tl.store(partial + cols, dw, mask=col_mask)
+    else:
+        for _ in range(row_start, row_end):
+            sum_sq = tl.zeros([BLOCK_N], tl.float32)
+            sum_gx = tl.zeros([BLOCK_N], tl.float32)
+            for start in range(0, n_cols, BLOCK_N):
+                col_mask = start + cols < n_cols
+                x = tl.load(x_ptr + start + cols, mask=col_mask, other=0.0).to(tl.float32)
+                dy = tl.load(dy_ptr + start + cols, mask=col_mask, other=0.0).to(tl.float32)
+                w = tl.load(w_ptr + start + cols, mask=col_mask, other=0.0).to(tl.float32)
+                sum_sq += x * x
+                sum_gx += dy * w * x
+            rstd = tl.rsqrt(tl.sum(sum_sq, axis=0) / n_cols + eps)
+            mean_gx_hat = tl.sum(sum_gx, axis=0) * rstd / n_cols
+            for start in range(0, n_cols, BLOCK_N):
+                col_mask = start + cols < n_cols
+                x_hat = tl.load(x_ptr + start + cols, mask=col_mask, other=0.0).to(tl.float32)
+                x_hat = x_hat * rstd
+                dy = tl.load(dy_ptr + start + cols, mask=col_mask, other=0.0).to(tl.float32)
+                w = tl.load(w_ptr + start + cols, mask=col_mask, other=0.0).to(tl.float32)
+                dx = rstd * (dy * w - x_hat * mean_gx_hat)
+                tl.store(dx_ptr + start + cols, dx.to(dx_ptr.dtype.element_ty), mask=col_mask)
+                dw = tl.load(partial + start + cols, mask=col_mask, other=0.0)
+                tl.store(partial + start + cols, dw + dy * x_hat, mask=col_mask)
+            x_ptr += x_row_stride
+            dy_ptr += dy_row_stride
+            dx_ptr += dx_row_stride
+
+
 def _launch_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float,
                      out: torch.Tensor) -> None:
     x_rows, y_rows = as_rows(x), out.view(-1, x.shape[-1])
@@ -69,14 +137,68 @@ def _launch_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float,
 _run_rms_norm = custom_op("rms_norm", _launch_rms_norm)
 
 
+def _rms_norm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    out = torch.empty_like(x, memory_format=torch.contiguous_format)
+    if out.numel():
+        _launch_rms_norm(x, weight, eps, out)
+    return out
+
+
+def _rms_norm_input_grads(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
+                          eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(dx, dweight) of rms_norm(x, weight, eps) given dy."""
+    x_rows, dy_rows = as_rows(x), as_rows(dy)
+    n_rows, n_cols = x_rows.shape
+    dx = torch.empty_like(x_rows)
+    # A few programs an SM, each summing its rows' share of dweight.
+    programs = max(1, min(n_rows, 4 * (sm_count(x.device) or 1)))
+    rows_per_program = triton.cdiv(n_rows, programs)
+    programs = triton.cdiv(n_rows, rows_per_program) if n_rows else 0
+    single_pass = triton.next_power_of_2(n_cols) <= MAX_ROW_TILE
+    block_n = triton.next_power_of_2(n_cols) if single_pass else 4096
+    dw_partial = (torch.empty if single_pass else torch.zeros)(
+        (programs, n_cols), dtype=torch.float32, device=x.device)
+    if programs:
+        _rms_norm_backward_kernel[(programs,)](
+            dx, dx.stride(0), dw_partial, dy_rows, dy_rows.stride(0), x_rows, x_rows.stride(0),
+            weight.contiguous(), n_rows, n_cols, rows_per_program, eps, BLOCK_N=block_n,
+            SINGLE_PASS=single_pass, num_warps=max(1, min(16, block_n // 256)))
+    return dx.view(x.shape), dw_partial.sum(0).to(weight.dtype)
+
+
+rms_norm_input_grads = functional_op(
+    "rms_norm_backward", _rms_norm_input_grads,
+    lambda dy, x, weight, eps: (torch.empty_like(x), torch.empty_like(weight)))
+
+
+def _save_inputs(ctx, inputs, output) -> None:
+    x, weight, ctx.eps = inputs
+    ctx.save_for_backward(x, weight)
+
+
+def _rms_norm_backward(ctx, dy):
+    x, weight = ctx.saved_tensors
+    dx, dweight = rms_norm_input_grads(dy, x, weight, ctx.eps)
+    return (dx if ctx.needs_input_grad[0] else None,
+            dweight if ctx.needs_input_grad[1] else None, None)
+
+
+rms_norm_autograd = functional_op("rms_norm_autograd", _rms_norm_forward,
+                                  lambda x, weight, eps: torch.empty_like(x))
+rms_norm_autograd.register_autograd(_rms_norm_backward, setup_context=_save_inputs)
+
+
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, *,
              out: torch.Tensor | None = None) -> torch.Tensor:
     """x / sqrt(mean(x^2, last dim) + eps) * weight; weight has shape (x.shape[-1],)."""
-    check_tensor("x", x, min_ndim=1)
-    check_tensor("weight", weight)
+    check_tensor("x", x, min_ndim=1, differentiable=True)
+    check_tensor("weight", weight, differentiable=True)
     check_like("weight", weight, "x", x)
     check_shape("weight", weight, (x.shape[-1],))
     eps = check_eps(eps)
+    if wants_grad(x, weight):
+        check_no_out_for_grad(out)
+        return rms_norm_autograd(x, weight, eps)
     out = prepare_out(out, x.shape, x.dtype, x.device)
     # In place (out is x) is fine: a program reads each element before writing it, and
     # reads no other program's rows.

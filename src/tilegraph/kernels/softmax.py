@@ -6,9 +6,16 @@ import torch
 import triton
 import triton.language as tl
 
-from ._checks import as_rows, check_no_overlap, check_tensor, prepare_out
-from ._launch import softmax_config
-from ._ops import custom_op
+from ._checks import (
+    as_rows,
+    check_no_out_for_grad,
+    check_no_overlap,
+    check_tensor,
+    prepare_out,
+    wants_grad,
+)
+from ._launch import row_config, softmax_config
+from ._ops import custom_op, functional_op
 
 
 @triton.jit
@@ -52,6 +59,39 @@ def _softmax_kernel(y_ptr, y_row_stride, x_ptr, x_row_stride, n_rows, n_cols,
             tl.store(y_rows + start + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
+@triton.jit
+def _softmax_backward_kernel(dx_ptr, dx_row_stride, dy_ptr, dy_row_stride, y_ptr, y_row_stride,
+                             n_rows, n_cols, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                             SINGLE_PASS: tl.constexpr, LOAD_POLICY: tl.constexpr):
+    """dx_ij = y_ij (dy_ij - sum_j dy_ij y_ij), y the forward's output; BLOCK_M rows a
+    program, rows longer than one tile read twice (the dot product, then dx)."""
+    rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_mask = rows < n_rows
+    dy_rows = dy_ptr + rows[:, None] * dy_row_stride
+    y_rows = y_ptr + rows[:, None] * y_row_stride
+    dx_rows = dx_ptr + rows[:, None] * dx_row_stride
+    cols = tl.arange(0, BLOCK_N)
+    if SINGLE_PASS:
+        mask = row_mask[:, None] & (cols[None, :] < n_cols)
+        dy = tl.load(dy_rows + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        y = tl.load(y_rows + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        dx = y * (dy - tl.sum(dy * y, axis=1)[:, None])
+        tl.store(dx_rows + cols[None, :], dx.to(dx_ptr.dtype.element_ty), mask=mask)
+    else:
+        dot = tl.zeros([BLOCK_M], tl.float32)
+        for start in range(0, n_cols, BLOCK_N):
+            mask = row_mask[:, None] & (start + cols[None, :] < n_cols)
+            dy = tl.load(dy_rows + start + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+            y = tl.load(y_rows + start + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+            dot += tl.sum(dy * y, axis=1)
+        for start in range(0, n_cols, BLOCK_N):
+            mask = row_mask[:, None] & (start + cols[None, :] < n_cols)
+            dy = tl.load(dy_rows + start + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+            y = tl.load(y_rows + start + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+            dx = y * (dy - dot[:, None])
+            tl.store(dx_rows + start + cols[None, :], dx.to(dx_ptr.dtype.element_ty), mask=mask)
+
+
 def _launch_softmax(x: torch.Tensor, dim: int, out: torch.Tensor) -> None:
     if dim != x.ndim - 1:
         # Move `dim` last, normalise dense rows, move it back into the caller's buffer.
@@ -69,13 +109,59 @@ def _launch_softmax(x: torch.Tensor, dim: int, out: torch.Tensor) -> None:
 _run_softmax = custom_op("softmax", _launch_softmax)
 
 
+def _softmax_forward(x: torch.Tensor, dim: int) -> torch.Tensor:
+    out = torch.empty_like(x, memory_format=torch.contiguous_format)
+    if out.numel():
+        _launch_softmax(x, dim, out)
+    return out
+
+
+def _softmax_input_grad(dy: torch.Tensor, y: torch.Tensor, dim: int) -> torch.Tensor:
+    """dx from dy and the forward's output y (contiguous), along `dim`."""
+    # Rows along the last dimension: move `dim` there (a copy only when it is not already).
+    dy_last = dy.movedim(dim, -1).contiguous()
+    y_last = y.movedim(dim, -1).contiguous()
+    dx_last = torch.empty_like(y_last)
+    if dx_last.numel():
+        dy_rows, y_rows = dy_last.view(-1, y_last.shape[-1]), y_last.view(-1, y_last.shape[-1])
+        dx_rows = dx_last.view(dy_rows.shape)
+        n_rows, n_cols = dy_rows.shape
+        config = row_config(n_rows, n_cols, y.element_size())
+        _softmax_backward_kernel[(triton.cdiv(n_rows, config["BLOCK_M"]),)](
+            dx_rows, dx_rows.stride(0), dy_rows, dy_rows.stride(0), y_rows, y_rows.stride(0),
+            n_rows, n_cols, **config)
+    return dx_last.movedim(-1, dim).contiguous()
+
+
+_softmax_grad_op = functional_op("softmax_backward", _softmax_input_grad,
+                                 lambda dy, y, dim: torch.empty_like(y))
+
+
+def _save_output(ctx, inputs, output) -> None:
+    ctx.save_for_backward(output)
+    ctx.dim = inputs[1]
+
+
+def _softmax_backward(ctx, dy):
+    (y,) = ctx.saved_tensors
+    return _softmax_grad_op(dy, y, ctx.dim), None
+
+
+_softmax_autograd = functional_op("softmax_autograd", _softmax_forward,
+                                  lambda x, dim: torch.empty_like(x))
+_softmax_autograd.register_autograd(_softmax_backward, setup_context=_save_output)
+
+
 def softmax(x: torch.Tensor, dim: int = -1, *, out: torch.Tensor | None = None) -> torch.Tensor:
     """Softmax of x along `dim`; same shape and dtype as x."""
-    check_tensor("x", x, min_ndim=1)
+    check_tensor("x", x, min_ndim=1, differentiable=True)
     if isinstance(dim, bool) or not isinstance(dim, int):
         raise TypeError(f"dim must be an int, got {type(dim).__name__} {dim!r}")
     if not -x.ndim <= dim < x.ndim:
         raise ValueError(f"dim={dim!r} is out of range for x of shape {tuple(x.shape)}")
+    if wants_grad(x):
+        check_no_out_for_grad(out)
+        return _softmax_autograd(x, dim % x.ndim)
     out = prepare_out(out, x.shape, x.dtype, x.device)
     # In place (out is x) is fine: a program reads each element before writing it, and
     # reads no other program's rows.
