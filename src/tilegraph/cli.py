@@ -27,7 +27,8 @@ console = Console()
 GRID = "decode-grid"  # `tilegraph bench decode-grid`: tg.linear against cuBLAS over a grid
 STACK_GRID = "stack-grid"  # `tilegraph bench stack-grid`: the decode stack against a hand graph
 ATTENTION_GRID = "attention-grid"  # tg.decode_attention against SDPA on the same cache
-GRIDS = (GRID, STACK_GRID, ATTENTION_GRID)  # each runs alone, instead of the kernel suite
+TRAIN = "train"  # training steps: eager, hand graph, torch.compile, tilegraph, tg.TrainStep
+GRIDS = (GRID, STACK_GRID, ATTENTION_GRID, TRAIN)  # each runs alone, not the kernel suite
 DTYPES = {"fp32": torch.float32, "float32": torch.float32, "fp16": torch.float16,
           "float16": torch.float16, "bf16": torch.bfloat16, "bfloat16": torch.bfloat16}
 
@@ -178,6 +179,40 @@ def cmd_attention_grid(args: argparse.Namespace, ceil: dict | None) -> int:
     return 1 if failed else 0
 
 
+def cmd_train_bench(args: argparse.Namespace) -> int:
+    from .bench import report, training
+
+    dtypes = [args.dtype] if args.dtype else [torch.bfloat16, torch.float32]
+    token_counts = args.rows or ((64,) if INTERPRET else (512, 4096))
+    shape = {"d": 32, "layers": 2, "steps": 6, "warmup_steps": 2} if INTERPRET else {}
+    rows: list[dict] = []
+    with _progress() as progress:
+        task = progress.add_task("train", total=len(dtypes) * len(token_counts))
+        for dtype in dtypes:
+            for tokens in token_counts:
+                rows += training.run(dtype, tokens, **shape, progress=lambda what: (
+                    progress.update(task, description=what)))
+                progress.advance(task)
+    columns = ("dtype", "tokens", "variant", "ms_per_step", "steps_per_s", "vs_compile_ro",
+               "vs_compile", "vs_hand_graph", "build_s", "final_loss", "loss_rel_diff", "status")
+    console.print(tables.sweep_table(
+        "training steps: MLP stack (x + W2 gelu(W1 rms_norm(x))), AdamW; ratios are the "
+        "peer's time over this variant's", rows, columns))
+    if args.out:
+        written = report.save(rows, args.out, "train", args.format,
+                              title="training steps against PyTorch eager, hand graph and "
+                                    "torch.compile", columns=columns)
+        console.print("saved " + ", ".join(str(p) for p in written))
+    if INTERPRET:
+        console.print("No CUDA device: a tiny model trained through Triton's interpreter and "
+                      "checked; graphs, torch.compile peers and timings need a CUDA GPU.")
+    failed = [r for r in rows if r["status"] != "ok"]
+    for r in failed:
+        console.print(f"[red]{r['dtype']} {r['tokens']} tokens, {r['variant']}: "
+                      f"{r['reason']}[/red]")
+    return 1 if any(r["variant"].startswith("tilegraph") for r in failed) else 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from .bench.cases import KERNELS
     from .bench.suite import run_kernel, save
@@ -200,6 +235,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return cmd_stack_grid(args, ceil)
     if args.kernels == [ATTENTION_GRID]:
         return cmd_attention_grid(args, ceil)
+    if args.kernels == [TRAIN]:
+        return cmd_train_bench(args)
     plan = [(b, args.sizes or b.default_sizes()) for b in benches]
     all_rows: list[dict] = []
     with _progress() as progress:
@@ -613,11 +650,14 @@ def build_parser() -> argparse.ArgumentParser:
                        f"tg.linear against F.linear; or {STACK_GRID} alone: the decode stack "
                        f"over widths and batches against its hand-captured graph; or "
                        f"{ATTENTION_GRID} alone: tg.decode_attention against SDPA over "
-                       "batches, contexts and grouped-query shapes")
+                       f"batches, contexts and grouped-query shapes; or {TRAIN} alone: "
+                       "training steps of an MLP stack, tg.TrainStep against eager, a hand "
+                       "graph and torch.compile")
     bench.add_argument("--dtype", type=_dtype, help="fp32, fp16 or bf16 (default per kernel)")
     bench.add_argument("--sizes", type=_sizes, help="comma-separated, e.g. 4096,1M")
     bench.add_argument("--rows", type=_sizes, help=f"{GRID}: row counts, {STACK_GRID} and "
-                       f"{ATTENTION_GRID}: batch sizes (default 1,2,4,8,16; 1,4,8)")
+                       f"{ATTENTION_GRID}: batch sizes (default 1,2,4,8,16; 1,4,8); {TRAIN}: "
+                       "tokens a step (default 512,4096)")
     bench.add_argument("--contexts", type=_sizes, help=f"{ATTENTION_GRID}: cached positions "
                        "a sequence (default 128,1024,8192)")
     bench.add_argument("--widths", type=_sizes, help=f"{STACK_GRID}: model widths d "

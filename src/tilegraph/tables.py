@@ -94,8 +94,8 @@ def sweep_table(title: str, rows: list[dict], columns: tuple[str, ...]) -> Table
     for column in columns:
         table.add_column(column, justify="right")
     for row in rows:
-        table.add_row(*(fmt(row[c], ".3f") if isinstance(row[c], float) else str(row[c])
-                        for c in columns))
+        table.add_row(*(fmt(row[c], ".3f") if isinstance(row.get(c), float)
+                        else str(row.get(c, "")) for c in columns))
     return table
 
 

@@ -2,5 +2,6 @@
 
 from .capture import Graph, capture, scope
 from .runner import GraphRunner
+from .train import TrainStep
 
-__all__ = ["Graph", "GraphRunner", "capture", "scope"]
+__all__ = ["Graph", "GraphRunner", "TrainStep", "capture", "scope"]

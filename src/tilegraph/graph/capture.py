@@ -23,6 +23,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 from .._runtime import side_stream, tilegraph_capture
 from ..errors import CaptureError
 from ._errors import as_capture_error, user_frame
+from ._training import TrainingWatch
 
 _warned_cpu = False
 
@@ -48,8 +49,9 @@ class Graph:
 
     def __init__(self, fn: Callable | None, inputs: tuple, outputs: Any,
                  cuda_graph: torch.cuda.CUDAGraph | None, capture_seconds: float,
-                 memory_bytes: int, pool=None):
+                 memory_bytes: int, pool=None, before_rerun: Callable[[], None] | None = None):
         self._fn = fn
+        self._before_rerun = before_rerun
         self.inputs = inputs
         self.outputs = outputs
         self._cuda_graph = cuda_graph
@@ -67,6 +69,8 @@ class Graph:
             self._cuda_graph.replay()
         elif self._fn is not None:
             # CPU: run again and write into the same output tensors, as a replay would.
+            if self._before_rerun is not None:
+                self._before_rerun()
             fresh = self._fn(*self.inputs)
             tree_map(lambda old, new: old.copy_(new) if isinstance(old, torch.Tensor) else old,
                      self.outputs, fresh)
@@ -89,7 +93,17 @@ def _check_no_autograd(outputs, fn) -> None:
                 f"shape {tuple(leaf.shape)} has grad_fn {type(leaf.grad_fn).__name__}); a "
                 "captured graph cannot replay it. Capture inference under "
                 "torch.inference_mode() or torch.no_grad(), or give parameters "
-                "requires_grad=False (capturing a whole training step is not supported yet)")
+                "requires_grad=False. A training step is captured whole when the function "
+                "itself calls .backward() (see tg.TrainStep)")
+
+
+def _training_outputs(outputs, watch: TrainingWatch, fn):
+    """Outputs of a function that ran backward (a training step) leave autograd: its graph
+    is spent, and a replay rewrites the same tensors. Other outputs must not record history."""
+    if not watch.trains:
+        _check_no_autograd(outputs, fn)
+        return outputs
+    return tree_map(lambda t: t.detach() if isinstance(t, torch.Tensor) else t, outputs)
 
 
 def _warm_up_without_host_syncs(fn: Callable, args: tuple):
@@ -132,26 +146,36 @@ def capture(fn: Callable, *args, warmup: int = 2, pool=None) -> Graph:
     if warmup < 1:
         raise ValueError(f"warmup must be >= 1 (Triton compiles and tunes on the first call), "
                          f"got {warmup}")
+    name = str(getattr(fn, "__name__", fn))
     if not _uses_cuda(args):
         _warn_cpu_once()
         start = time.perf_counter()
+        with TrainingWatch(name, on_cuda=False) as watch:
+            outputs = fn(*args)
         for _ in range(warmup - 1):
-            fn(*args)
-        outputs = fn(*args)
-        _check_no_autograd(outputs, fn)
-        return Graph(fn, args, outputs, None, time.perf_counter() - start, 0)
+            outputs = fn(*args)
+        outputs = _training_outputs(outputs, watch, fn)
+        watch.restore()
+        rerun = watch.release_gradients if watch.trains else None
+        return Graph(fn, args, outputs, None, time.perf_counter() - start, 0,
+                     before_rerun=rerun)
 
     stream = side_stream()
     stream.wait_stream(torch.cuda.current_stream())
     start = time.perf_counter()
     with torch.cuda.stream(stream):
         # The first call compiles and tunes (which may wait for the GPU); a second one,
-        # where there is one, must not.
-        outputs = fn(*args)
+        # where there is one, must not. Only the first is watched for training (the
+        # watch's torch-function mode would make a torch.compile'd fn compile differently
+        # from the unwatched call captured last).
+        with TrainingWatch(name, on_cuda=True) as watch:
+            outputs = fn(*args)
         for _ in range(warmup - 1):
             outputs = _warm_up_without_host_syncs(fn, args)
     torch.cuda.current_stream().wait_stream(stream)
-    _check_no_autograd(outputs, fn)
+    _training_outputs(outputs, watch, fn)
+    watch.release_gradients()
+    del outputs  # the warm-up's results: their memory goes back before the capture
     reserved = _reserved_before_capture()
     cuda_graph = torch.cuda.CUDAGraph()
     pool = pool if pool is not None else torch.cuda.graph_pool_handle()
@@ -163,10 +187,12 @@ def capture(fn: Callable, *args, warmup: int = 2, pool=None) -> Graph:
     except Exception as error:
         # A failed capture_end skips restoring the stream: leave the caller's current.
         torch.cuda.set_stream(caller_stream)
-        raise as_capture_error(error, f"capturing {getattr(fn, '__name__', fn)!s}") from error
+        raise as_capture_error(error, f"capturing {name}") from error
     torch.cuda.synchronize()
-    return Graph(fn, args, outputs, cuda_graph, time.perf_counter() - start,
-                 torch.cuda.memory_reserved() - reserved, pool)
+    memory = torch.cuda.memory_reserved() - reserved
+    watch.restore()  # recording ran nothing: only the warm-up calls trained
+    return Graph(fn, args, _training_outputs(outputs, watch, fn), cuda_graph,
+                 time.perf_counter() - start, memory, pool)
 
 
 def _inside_triton_interpreter() -> bool:

@@ -1,0 +1,179 @@
+"""The training benchmark: one model (models/mlp.py), one optimizer (AdamW, fused and
+capturable, its learning rate a device tensor), trained `steps` steps from the same weights on
+the same batches by each variant:
+
+    eager                    PyTorch ops, eager
+    hand graph               the same captured by hand (PyTorch's whole-network recipe:
+                             warm-up steps on a side stream, then torch.cuda.graph)
+    compile                  torch.compile(forward + loss), default mode
+    compile reduce-overhead  the same in mode="reduce-overhead" (CUDA graphs of its own)
+    tilegraph eager          the model through tg.linear (autograd through tilegraph kernels)
+    tilegraph TrainStep      the same captured whole by tg.TrainStep
+
+Every variant executes exactly `steps` optimizer steps (a hand graph's warm-up steps count),
+so the final losses compare: each must match eager's within the dtype's tolerance. Time per
+step is measured over the steps after the first `warmup_steps` (compilation and capture
+happen there), with CUDA events around the whole stretch: batch copies included.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+import tilegraph as tg
+from tilegraph.models.mlp import MLPStack
+
+from .._runtime import INTERPRET
+
+VARIANTS = ("eager", "hand graph", "compile", "compile reduce-overhead", "tilegraph eager",
+            "tilegraph TrainStep")
+CUDA_ONLY = ("hand graph", "compile", "compile reduce-overhead")
+# Relative difference of the final loss from eager's (the same math in other kernel orders).
+LOSS_TOLERANCES = {torch.float32: 1e-3, torch.bfloat16: 3e-2, torch.float16: 3e-2}
+
+
+def _optimizer(model: torch.nn.Module, device: str) -> torch.optim.Optimizer:
+    on_cuda = device == "cuda"
+    lr = torch.tensor(1e-3, device=device) if on_cuda else 1e-3
+    return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, fused=on_cuda,
+                             capturable=on_cuda)
+
+
+def _loss(model, x, y):
+    return F.mse_loss(model(x), y)
+
+
+def _eager_step(model, optimizer, loss_fn) -> Callable:
+    def step(x, y):
+        optimizer.zero_grad(set_to_none=True)
+        loss = loss_fn(model, x, y)
+        loss.backward()
+        optimizer.step()
+        return loss.detach()
+    return step
+
+
+def _hand_graph(model, optimizer, batches, warmup: int = 3) -> tuple[Callable, int]:
+    """PyTorch's recipe (torch.cuda.graph docs, whole-network capture). The warm-up steps
+    train on the first batches; returns the replaying step and how many steps were taken."""
+    static_x, static_y = (t.clone() for t in batches[0])
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for i in range(warmup):
+            static_x.copy_(batches[i % len(batches)][0])
+            static_y.copy_(batches[i % len(batches)][1])
+            optimizer.zero_grad(set_to_none=True)
+            _loss(model, static_x, static_y).backward()
+            optimizer.step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    optimizer.zero_grad(set_to_none=True)
+    with torch.cuda.graph(graph):
+        static_loss = _loss(model, static_x, static_y)
+        static_loss.backward()
+        optimizer.step()
+
+    def step(x, y):
+        static_x.copy_(x)
+        static_y.copy_(y)
+        graph.replay()
+        return static_loss.detach().clone()
+    return step, warmup
+
+
+def _variant_step(name: str, model, optimizer, batches) -> tuple[Callable, int]:
+    """(step(x, y) -> loss, steps already taken while building it)."""
+    if name in ("eager", "tilegraph eager"):
+        return _eager_step(model, optimizer, _loss), 0
+    if name == "hand graph":
+        return _hand_graph(model, optimizer, batches)
+    if name.startswith("compile"):
+        mode = "reduce-overhead" if name.endswith("reduce-overhead") else None
+        return _eager_step(model, optimizer, torch.compile(_loss, mode=mode)), 0
+    train_step = tg.TrainStep(model, optimizer, F.mse_loss, batches[0])
+    return train_step, 0
+
+
+def run_variant(name: str, template: MLPStack, batches, steps: int, warmup_steps: int,
+                device: str) -> dict:
+    """Train a copy of `template` for `steps` steps; time per step after warmup_steps."""
+    model = copy.deepcopy(template)
+    for layer in model.layers:
+        layer.fused = name.startswith("tilegraph")
+    optimizer = _optimizer(model, device)
+    build_start = time.perf_counter()
+    step, taken = _variant_step(name, model, optimizer, batches)
+    build_seconds = time.perf_counter() - build_start
+    on_cuda = device == "cuda"
+    loss = None
+    start = end = None
+    timed_from = max(warmup_steps, taken)
+    for i in range(taken, steps):
+        if i == timed_from and on_cuda:
+            start = torch.cuda.Event(enable_timing=True)
+            start.record()
+        elif i == timed_from:
+            start = time.perf_counter()
+        x, y = batches[i % len(batches)]
+        loss = step(x, y)
+    if on_cuda:
+        end = torch.cuda.Event(enable_timing=True)
+        end.record()
+        torch.cuda.synchronize()
+        ms = start.elapsed_time(end) / (steps - timed_from)
+    else:
+        ms = (time.perf_counter() - start) * 1e3 / (steps - timed_from)
+    return {"variant": name, "ms_per_step": ms, "steps_per_s": 1e3 / ms,
+            "build_s": build_seconds, "final_loss": float(loss)}
+
+
+def run(dtype: torch.dtype, tokens: int, *, d: int = 1024, layers: int = 8, steps: int = 200,
+        warmup_steps: int = 20, variants=VARIANTS, progress=None) -> list[dict]:
+    """All variants at one (dtype, tokens a step); rows with ratios against the compile
+    variants and eager's final loss."""
+    device = "cpu" if INTERPRET else "cuda"
+    torch.manual_seed(0)
+    template = MLPStack(d, layers, fused=False).to(device=device, dtype=dtype)
+    batches = [(torch.randn(tokens, d, device=device, dtype=dtype),
+                torch.randn(tokens, d, device=device, dtype=dtype)) for _ in range(8)]
+    rows = []
+    for name in variants:
+        if device == "cpu" and name in CUDA_ONLY:
+            continue
+        if progress:
+            progress(f"train {str(dtype).removeprefix('torch.')} {tokens} tokens: {name}")
+        try:
+            row = run_variant(name, template, batches, steps, warmup_steps, device)
+            row["status"] = "ok"
+        except Exception as error:  # one broken peer must not hide the others' figures
+            row = {"variant": name, "status": "error", "reason": f"{type(error).__name__}: "
+                   f"{str(error).splitlines()[0] if str(error) else ''}"}
+        rows.append({"dtype": str(dtype).removeprefix("torch."), "tokens": tokens, "d": d,
+                     "layers": layers, "steps": steps, **row})
+    _add_ratios(rows, dtype)
+    return rows
+
+
+def _add_ratios(rows: list[dict], dtype: torch.dtype) -> None:
+    by_name = {r["variant"]: r for r in rows if r["status"] == "ok"}
+    eager = by_name.get("eager")
+    for row in rows:
+        if row["status"] != "ok":
+            continue
+        for peer, key in (("compile reduce-overhead", "vs_compile_ro"),
+                          ("compile", "vs_compile"), ("hand graph", "vs_hand_graph")):
+            if peer in by_name:
+                row[key] = by_name[peer]["ms_per_step"] / row["ms_per_step"]
+        if eager is not None:
+            diff = abs(row["final_loss"] - eager["final_loss"]) / abs(eager["final_loss"])
+            row["loss_rel_diff"] = diff
+            if diff > LOSS_TOLERANCES[dtype]:
+                row["status"] = "FAIL"
+                row["reason"] = (f"final loss {row['final_loss']:.6g} differs from eager's "
+                                 f"{eager['final_loss']:.6g} by {diff:.2g}")
