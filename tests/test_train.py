@@ -132,7 +132,8 @@ def test_non_capturable_optimizer_is_a_clear_error_and_the_process_stays_usable(
 @pytest.mark.gpu
 def test_dropout_masks_differ_between_replays():
     model, batches = _setup("cuda", dropout=0.5)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)  # lr 0: only the masks change
+    # lr 0: only the masks change
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.0, capturable=True)
     step = tg.TrainStep(model, optimizer, F.mse_loss, batches[0])
     losses = {round(step(*batches[0]).item(), 6) for _ in range(5)}
     assert len(losses) == 5, f"dropout drew the same masks: losses {losses}"
@@ -155,11 +156,33 @@ def test_learning_rate_schedules_reach_the_graph():
 
 
 @pytest.mark.gpu
+def test_sgd_keeps_a_float_rate_and_changing_it_is_an_error():
+    model, batches = _setup("cuda")
+    reference = copy.deepcopy(model)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    step = tg.TrainStep(model, optimizer, F.mse_loss, batches[0])
+    losses = [step(*batches[i]).item() for i in range(4)]
+    expected_optimizer = torch.optim.SGD(reference.parameters(), lr=0.05, momentum=0.9)
+    expected = []
+    for i in range(4):
+        expected_optimizer.zero_grad()
+        loss = F.mse_loss(reference(batches[i][0]), batches[i][1])
+        loss.backward()
+        expected_optimizer.step()
+        expected.append(loss.item())
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(expected), rtol=1e-4,
+                               atol=1e-6)
+    optimizer.param_groups[0]["lr"] = 0.01
+    with pytest.raises(tg.CaptureError, match="reads a float lr on the host"):
+        step(*batches[0])
+
+
+@pytest.mark.gpu
 def test_thousand_replays_no_memory_growth():
     model, batches = _setup("cuda", tokens=64)
     step = tg.TrainStep(model, _adamw(model, "cuda"), F.mse_loss, batches[0])
     for i in range(20):
-        step(*batches[i % 5])
+        loss = step(*batches[i % 5])  # one loss tensor alive, as in the loop below
     torch.cuda.synchronize()
     allocated = torch.cuda.memory_allocated()
     for i in range(1000):

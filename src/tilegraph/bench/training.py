@@ -34,7 +34,9 @@ VARIANTS = ("eager", "hand graph", "compile", "compile reduce-overhead", "tilegr
             "tilegraph TrainStep")
 CUDA_ONLY = ("hand graph", "compile", "compile reduce-overhead")
 # Relative difference of the final loss from eager's (the same math in other kernel orders).
-LOSS_TOLERANCES = {torch.float32: 1e-3, torch.bfloat16: 3e-2, torch.float16: 3e-2}
+# 16-bit training drifts apart over 200 steps: torch.compile's own loss lands 3.6% from
+# eager's at 512 bf16 tokens a step (H100, session 17).
+LOSS_TOLERANCES = {torch.float32: 1e-3, torch.bfloat16: 0.1, torch.float16: 0.1}
 
 
 def _optimizer(model: torch.nn.Module, device: str) -> torch.optim.Optimizer:

@@ -25,11 +25,13 @@ from .capture import Graph, capture
 
 
 def _device_learning_rates(optimizer: torch.optim.Optimizer, device: torch.device) -> list:
-    """Replace each group's float lr by a 0-dim tensor on `device` (same value); returns the
-    tensors, one per group."""
+    """Replace each group's float lr by a 0-dim tensor on `device` (same value) where the
+    optimizer reads a tensor lr on the device (capturable or fused ones: Adam, AdamW, ...;
+    SGD's foreach path would read it back on the host); returns each group's lr."""
     rates = []
     for group in optimizer.param_groups:
-        if not isinstance(group["lr"], torch.Tensor):
+        takes_tensor = group.get("capturable") or group.get("fused")
+        if takes_tensor and not isinstance(group["lr"], torch.Tensor):
             group["lr"] = torch.tensor(float(group["lr"]), dtype=torch.float32, device=device)
         rates.append(group["lr"])
     return rates
@@ -40,11 +42,13 @@ class TrainStep:
     each call copies a batch into the static inputs and replays.
 
     example_batch: (inputs..., target), the shapes and dtypes every later batch must have.
-    On CUDA the optimizer must be capturable (e.g. AdamW(..., capturable=True)); its float
-    learning rates become device tensors, which schedulers (torch.optim.lr_scheduler) update
-    between steps. Dropout draws fresh masks on every replay. Without CUDA the step runs
-    eagerly (same results, no graph). clone_loss=False returns the graph's own loss tensor,
-    which the next step overwrites.
+    On CUDA an optimizer with a capturable flag must have it set (e.g. AdamW(...,
+    capturable=True)); its float learning rates become device tensors, which schedulers
+    (torch.optim.lr_scheduler) update between steps. Optimizers that read a float lr on the
+    host (SGD) keep the captured rate: changing it afterwards is an error. Dropout draws
+    fresh masks on every replay. Without CUDA the step runs eagerly (same results, no
+    graph). clone_loss=False returns the graph's own loss tensor, which the next step
+    overwrites.
     """
 
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer,
@@ -100,11 +104,17 @@ class TrainStep:
                                  "TrainStep for other shapes)")
         # (no rates to check on CPU, where the step runs eagerly)
         for group, rate in zip(self.optimizer.param_groups, self._rates, strict=False):
-            if group["lr"] is not rate:
+            if isinstance(rate, torch.Tensor) and group["lr"] is not rate:
                 raise CaptureError(
                     "an optimizer's lr was replaced after the step was captured; the graph "
                     "reads the original lr tensor. Change the rate in place "
                     "(group['lr'].fill_(value)) or through a torch.optim.lr_scheduler")
+            if not isinstance(rate, torch.Tensor) and group["lr"] != rate:
+                raise CaptureError(
+                    f"an optimizer's lr changed from {rate} to {group['lr']} after the step "
+                    f"was captured, but {type(self.optimizer).__name__} reads a float lr on "
+                    "the host: the graph keeps the captured value. Use an optimizer that "
+                    "takes a tensor lr (e.g. AdamW(..., capturable=True)) to schedule it")
         for new, static in zip(batch, self.inputs, strict=True):
             static.copy_(new, non_blocking=True)
         loss = self.graph.replay()

@@ -190,7 +190,8 @@ _CONFIGS_TMA = [
     _config(128, 128, 64, 4, 4, tma=True), _config(128, 128, 64, 8, 5, tma=True),
     _config(128, 64, 64, 4, 6, tma=True), _config(64, 128, 64, 4, 6, tma=True),
 ]
-_tuner = Tuner("gemm", _CONFIGS_16BIT + _CONFIGS_FP32 + _CONFIGS_TMA)
+_CUBLAS = {"CUBLAS": True}  # torch.mm: a candidate for plain products (no fused parts)
+_tuner = Tuner("gemm", _CONFIGS_16BIT + _CONFIGS_FP32 + _CONFIGS_TMA + [_CUBLAS])
 _SMEM_BUDGET = 200 * 1024  # bytes; Hopper allows 227 KB per block, Ampere 163 KB
 _SMEM_BUDGET_TMA = 220 * 1024  # TMA kernels run on Hopper on only
 
@@ -252,6 +253,9 @@ def launch_gemm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, norm_wei
     tma = plain and _tma_ready(a, b, out)
 
     def run(config, c, c_preact):
+        if config.get("CUBLAS"):
+            torch.mm(a, b, out=c)
+            return
         if config.get("TMA"):
             _launch_gemm_tma(a, b, c, activation, config)
             return
@@ -261,12 +265,20 @@ def launch_gemm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, norm_wei
                            *res_strides, c_preact, *preact_strides, M, N, K, eps, **kernel_args,
                            **config)
 
-    key = ("gemm", triton.next_power_of_2(M), N, K, str(dtype)) + (("tma",) if tma else ())
+    # Operand layouts enter the key: a transposed operand changes which candidate wins.
+    layout = "".join("t" if t.stride(1) != 1 else "n" for t in (a, b))
+    key = (("gemm", triton.next_power_of_2(M), N, K, str(dtype)) + (("tma",) if tma else ())
+           + ((layout,) if layout != "nn" else ()))
     # Candidates write scratch outputs: timing them must leave out and preact untouched.
+    candidates = _candidates(M, N, K, dtype, tma)
+    if plain and activation == "none" and not INTERPRET:
+        # Nothing to fuse: cuBLAS competes, and runs where it is faster (transposed operands
+        # of the backward products, shapes the tiles fit badly).
+        candidates.append(_CUBLAS)
     config = _tuner.pick(
         key, lambda cfg: run(cfg, torch.empty_like(out),
                              None if preact is None else torch.empty_like(preact)),
-        _candidates(M, N, K, dtype, tma))
+        candidates)
     run(config, out, preact)
 
 
