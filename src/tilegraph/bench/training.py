@@ -33,10 +33,9 @@ from .._runtime import INTERPRET
 VARIANTS = ("eager", "hand graph", "compile", "compile reduce-overhead", "tilegraph eager",
             "tilegraph TrainStep")
 CUDA_ONLY = ("hand graph", "compile", "compile reduce-overhead")
-# Relative difference of the final loss from eager's (the same math in other kernel orders).
-# 16-bit training drifts apart over 200 steps: torch.compile's own loss lands 3.6% from
-# eager's at 512 bf16 tokens a step (H100, session 17).
-LOSS_TOLERANCES = {torch.float32: 1e-3, torch.bfloat16: 0.1, torch.float16: 0.1}
+# Relative difference of the final loss from eager's allowed at least (the same math in other
+# kernel orders); _add_ratios widens it to the drift of torch.compile's own variants.
+LOSS_TOLERANCES = {torch.float32: 1e-2, torch.bfloat16: 5e-2, torch.float16: 5e-2}
 
 
 def _optimizer(model: torch.nn.Module, device: str) -> torch.optim.Optimizer:
@@ -163,6 +162,10 @@ def run(dtype: torch.dtype, tokens: int, *, d: int = 1024, layers: int = 8, step
 
 
 def _add_ratios(rows: list[dict], dtype: torch.dtype) -> None:
+    """Speed ratios against the peers, and each final loss against eager's. Training
+    amplifies rounding differences over 200 steps, by an amount that depends on the model
+    and rates: a variant passes within LOSS_TOLERANCES or within twice the drift of
+    PyTorch's own compiled variants from eager, whichever is larger."""
     by_name = {r["variant"]: r for r in rows if r["status"] == "ok"}
     eager = by_name.get("eager")
     for row in rows:
@@ -173,9 +176,16 @@ def _add_ratios(rows: list[dict], dtype: torch.dtype) -> None:
             if peer in by_name:
                 row[key] = by_name[peer]["ms_per_step"] / row["ms_per_step"]
         if eager is not None:
-            diff = abs(row["final_loss"] - eager["final_loss"]) / abs(eager["final_loss"])
-            row["loss_rel_diff"] = diff
-            if diff > LOSS_TOLERANCES[dtype]:
-                row["status"] = "FAIL"
-                row["reason"] = (f"final loss {row['final_loss']:.6g} differs from eager's "
-                                 f"{eager['final_loss']:.6g} by {diff:.2g}")
+            row["loss_rel_diff"] = (abs(row["final_loss"] - eager["final_loss"])
+                                    / abs(eager["final_loss"]))
+    if eager is None:
+        return
+    pytorch_drift = max((r["loss_rel_diff"] for name, r in by_name.items()
+                         if name.startswith("compile")), default=0.0)
+    allowed = max(LOSS_TOLERANCES[dtype], 2 * pytorch_drift)
+    for row in rows:
+        if row["status"] == "ok" and row["loss_rel_diff"] > allowed:
+            row["status"] = "FAIL"
+            row["reason"] = (f"final loss {row['final_loss']:.6g} differs from eager's "
+                             f"{eager['final_loss']:.6g} by {row['loss_rel_diff']:.2g} "
+                             f"(allowed {allowed:.2g})")
