@@ -187,6 +187,7 @@ def capture(fn: Callable, *args, warmup: int = 2, pool=None) -> Graph:
     except Exception as error:
         # A failed capture_end skips restoring the stream: leave the caller's current.
         torch.cuda.set_stream(caller_stream)
+        watch.restore()  # a failed capture must not leave the model trained by warm-up
         raise as_capture_error(error, f"capturing {name}") from error
     torch.cuda.synchronize()
     memory = torch.cuda.memory_reserved() - reserved
