@@ -62,8 +62,7 @@ def _fake_forward(x, weight, bias, norm_weight, norm_eps, activation, residual):
 
 
 def _setup_context(ctx, inputs, output) -> None:
-    x, weight, bias, norm_weight, ctx.norm_eps, ctx.activation, _ = inputs
-    ctx.has_bias = bias is not None
+    x, weight, _, norm_weight, ctx.norm_eps, ctx.activation, _ = inputs
     ctx.save_for_backward(x, weight, norm_weight, output[1])
     # z is a by-product: no gradient flows into it, and none is materialised for it.
     ctx.mark_non_differentiable(output[1])
