@@ -8,23 +8,17 @@ import torch
 
 import tilegraph as tg
 from _shapes import DTYPES
+from tilegraph.kernels._activation import activation_ref
+from tilegraph.kernels._activation_grad import activation_bias_grads, column_sums
 from tilegraph.kernels.gelu import gelu_ref
 from tilegraph.kernels.linear import linear_ref
 from tilegraph.kernels.matmul import matmul_ref
 from tilegraph.kernels.rms_norm import rms_norm_ref
 from tilegraph.kernels.softmax import softmax_ref
-from tilegraph.testing import TOLERANCES, randn, rel_error
+from tilegraph.testing import assert_grad_close, randn
 
 HAS_CUDA = torch.cuda.is_available()
 GRAD_DTYPES = DTYPES if HAS_CUDA else [torch.float32]
-
-
-def assert_grad_close(grad, expected, dtype, what):
-    """A gradient goes through two or three rounded intermediates (dz, the recomputed norm,
-    dx before the norm's backward), each a rounding of the output dtype: twice the single-op
-    tolerance of TOLERANCES."""
-    err = rel_error(grad, expected)
-    assert err <= 2 * TOLERANCES[dtype], f"{what} relative error {err:.3g} for {dtype}"
 
 
 def _leaves(shapes, dtype, device, scale=1.0):
@@ -101,6 +95,24 @@ def test_linear_dtypes_and_row_counts(rows, dtype, device):
                  lambda x, w, g, r: linear_ref(x, w, norm_weight=g, activation="gelu_tanh",
                                                residual=r),
                  [x, w, g, r], dtype, f"linear {rows} rows")
+
+
+@pytest.mark.parametrize("activation", ["none", "relu", "gelu_tanh", "swiglu"])
+@pytest.mark.parametrize("shape", [(1, 3), (37, 300), (300, 37), (1000, 20)])
+def test_bias_gradient_pass(shape, activation, device):
+    """dz and its column sums (the bias gradient) from one pass: row slices of several sizes,
+    a column block past the edge, many slices summed."""
+    rows, n = shape
+    dy = randn(rows, n, device=device)
+    z = randn(rows, 2 * n if activation == "swiglu" else n, device=device, scale=2.0)
+    z64 = z.double().requires_grad_()
+    if activation == "none":
+        dz64, db = dy.double(), column_sums(dy)
+    else:
+        dz64 = torch.autograd.grad(activation_ref(z64, activation), z64, dy.double())[0]
+        got_dz, db = activation_bias_grads(dy, z, activation)
+        assert_grad_close(got_dz, dz64, torch.float32, f"dz {activation}")
+    assert_grad_close(db, dz64.sum(0), torch.float32, f"dbias {activation}")
 
 
 def test_only_some_inputs_require_grad(device):

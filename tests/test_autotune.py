@@ -57,8 +57,11 @@ def test_tunes_once_and_persists(tmp_path, monkeypatch):
         # a real launch so do_bench has work to time; bigger blocks are not slower here
         x.mul_(1.0)
 
-    best = Tuner("persist", CONFIGS).pick(("n", 1 << 20), run)
+    tuner = Tuner("persist", CONFIGS)
+    best = tuner.pick(("n", 1 << 20), run)
     assert best in CONFIGS and set(calls) == {64, 128}
+    timed = tuner.timings[repr(("n", 1 << 20))]
+    assert [config for config, _ in timed] == CONFIGS and all(ms > 0 for _, ms in timed)
     saved = json.loads(Tuner("persist", CONFIGS).path.read_text())
     assert saved == {repr(("n", 1 << 20)): best}
     assert str(tmp_path) in str(Tuner("persist", CONFIGS).path)

@@ -7,8 +7,9 @@ from hypothesis import strategies as st
 import tilegraph as tg
 import tilegraph.kernels.matmul as matmul_module
 from _shapes import DTYPES
+from tilegraph.kernels.linear import linear_ref
 from tilegraph.kernels.matmul import matmul_ref
-from tilegraph.testing import assert_close, poisoned, randn
+from tilegraph.testing import assert_close, assert_grad_close, poisoned, randn
 
 
 def _check(m, n, k, dtype, device, activation=None, lead=()):
@@ -61,15 +62,32 @@ def test_large_gpu(mnk, dtype):
     _check(*mnk, dtype, "cuda", activation="gelu")
 
 
+def _offered(monkeypatch, call) -> list[dict]:
+    """The candidates the GEMM tuner is offered for the product `call` runs (the last one)."""
+    seen = []
+
+    def spy(key, run, candidates=None):
+        seen.append(list(candidates))
+        return candidates[0]
+    with monkeypatch.context() as patch:
+        patch.setattr(matmul_module._tuner, "pick", spy)
+        call()
+    return seen[-1]
+
+
+def _force(monkeypatch, config) -> None:
+    monkeypatch.setattr(matmul_module._tuner, "pick", lambda key, run, candidates=None: config)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_every_candidate_is_correct(dtype, monkeypatch):
     """Whatever the tuner picks must be right: force each candidate config in turn."""
-
     m, n, k = 300, 520, 333
-    key = repr(("gemm", 512, n, k, str(dtype)))
-    for config in matmul_module._candidates(m, n, k, dtype):
-        monkeypatch.setitem(matmul_module._tuner._memo, key, config)
+    configs = _offered(monkeypatch, lambda: _check(m, n, k, dtype, "cuda", activation="relu"))
+    assert matmul_module._CUBLAS in configs
+    for config in configs:
+        _force(monkeypatch, config)
         _check(m, n, k, dtype, "cuda", activation="relu")
 
 
@@ -80,12 +98,59 @@ def test_every_tma_candidate_is_correct(dtype, device, monkeypatch):
     if not matmul_module._tma_ready(randn(8, 8, dtype=dtype, device=device)):
         pytest.skip("this GPU has no TMA (Hopper on)")
     m, n, k = 300, 136, 200
-    key = repr(("gemm", 512, n, k, str(dtype), "tma"))
-    configs = [c for c in matmul_module._candidates(m, n, k, dtype, tma=True) if c.get("TMA")]
+    check = lambda: _check(m, n, k, dtype, device, activation="gelu_tanh")  # noqa: E731
+    configs = [c for c in _offered(monkeypatch, check) if c.get("TMA")]
     assert configs
     for config in configs:
-        monkeypatch.setitem(matmul_module._tuner._memo, key, config)
-        _check(m, n, k, dtype, device, activation="gelu_tanh")
+        _force(monkeypatch, config)
+        check()
+
+
+FUSED = [  # (bias, norm, activation, residual) of tg.linear's many-row path
+    (True, True, "gelu_tanh", True), (False, True, None, True), (True, False, "relu", False),
+    (False, False, "swiglu", True),
+]
+
+
+@pytest.mark.parametrize("fused", FUSED)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_every_way_of_a_fused_product_is_correct(fused, dtype, device, monkeypatch):
+    """tg.linear's many-row path through each kind of candidate, forced: the pointer kernel,
+    the TMA kernel (weight read transposed, norm as a pass of its own, epilogue through
+    pointers) and cuBLAS plus the element-wise epilogue; forward and, with the pre-activation
+    stored, backward."""
+    bias, norm, activation, residual = fused
+    rows, n, k = 70, 48, 40
+    x = randn(rows, k, dtype=dtype, device=device)
+    w = randn(n, k, dtype=dtype, device=device, scale=k**-0.5)
+    b = randn(n, dtype=dtype, device=device) if bias else None
+    g = randn(k, dtype=dtype, device=device) if norm else None
+    r = randn(rows, n // 2 if activation == "swiglu" else n, dtype=dtype, device=device) \
+        if residual else None
+    d = lambda t: None if t is None else t.double()  # noqa: E731
+    ref = linear_ref(d(x), d(w), d(b), norm_weight=d(g), activation=activation, residual=d(r))
+    forward = lambda: tg.linear(x, w, b, norm_weight=g, activation=activation,  # noqa: E731
+                                residual=r, out=poisoned(ref.shape, dtype, device))
+    kinds = {"pointer": None, "tma": None, "cublas": matmul_module._CUBLAS}
+    for config in _offered(monkeypatch, forward):
+        kind = "tma" if config.get("TMA") else "cublas" if config.get("CUBLAS") else "pointer"
+        kinds[kind] = kinds[kind] or config
+    tma_expected = activation != "swiglu" and matmul_module._tma_ready(x)
+    assert (kinds["tma"] is not None) == tma_expected
+    for kind, config in kinds.items():
+        if config is None:
+            continue
+        _force(monkeypatch, config)
+        assert_close(forward(), ref, dtype, what=kind)
+        x_grad = x.detach().requires_grad_()
+        y = tg.linear(x_grad, w, b, norm_weight=g, activation=activation, residual=r)
+        assert_close(y.detach(), ref, dtype, what=f"{kind}, differentiable path")
+        dy = randn(*y.shape, dtype=dtype, device=device)
+        y.backward(dy)
+        x_ref = d(x).requires_grad_()
+        linear_ref(x_ref, d(w), d(b), norm_weight=d(g), activation=activation,
+                   residual=d(r)).backward(d(dy))
+        assert_grad_close(x_grad.grad, x_ref.grad, dtype, what=f"{kind}, dx")
 
 
 def test_tma_only_for_aligned_row_major_16bit(device):

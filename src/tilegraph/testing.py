@@ -31,6 +31,15 @@ def assert_close(out: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype | None
     assert err <= tol, f"{what} relative error {err:.3g} > tolerance {tol:g} for {out.dtype}"
 
 
+def assert_grad_close(grad: torch.Tensor, expected: torch.Tensor, dtype: torch.dtype,
+                      what: str = "") -> None:
+    """A gradient goes through two or three rounded intermediates (dz, the normalised rows,
+    dx before the norm's backward), each a rounding of the output dtype: twice the single-op
+    tolerance of TOLERANCES."""
+    err = rel_error(grad, expected)
+    assert err <= 2 * TOLERANCES[dtype], f"{what} relative error {err:.3g} for {dtype}"
+
+
 def randn(*shape: int, dtype=torch.float32, device="cpu", scale: float = 1.0,
           generator: torch.Generator | None = None) -> torch.Tensor:
     """Random normal values (never zeros: they hide unwritten outputs), made in fp32."""

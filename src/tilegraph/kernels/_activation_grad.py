@@ -3,6 +3,9 @@
 Used by tg.gelu's backward (z is its input) and by the backward of tg.linear and tg.matmul
 (z is the pre-activation their forward kept). "swiglu" reads z as interleaved (gate, up)
 pairs, as the forward does, and writes both halves of each pair.
+
+activation_bias_grads also sums dz over rows (the bias gradient) in the same pass: a separate
+column reduction would read all of dz again, as long as this pass itself takes.
 """
 
 from __future__ import annotations
@@ -12,8 +15,9 @@ import triton
 import triton.language as tl
 
 from ._activation import activation_derivative
-from ._launch import elementwise_shape, grid_1d
+from ._launch import elementwise_shape, grid_1d, sm_count
 from ._ops import functional_op
+from ._partials import sum_partials
 
 
 @triton.jit
@@ -63,3 +67,106 @@ def _activation_grad(dy: torch.Tensor, z: torch.Tensor, activation: str) -> torc
 # dz has z's shape (for "swiglu" twice dy's width) and dtype.
 activation_grad = functional_op("activation_grad", _activation_grad,
                                 lambda dy, z, activation: torch.empty_like(z))
+
+
+@triton.jit
+def _bias_grad_kernel(dz_ptr, stride_dzm, partial_ptr, dy_ptr, stride_dym, z_ptr, stride_zm,
+                      M, N, rows_per_program, ACTIVATION: tl.constexpr, STORE_DZ: tl.constexpr,
+                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """dz = dy * act'(z) over rows [pid_m * rows_per_program, ...) and columns of block pid_n of
+    dy (M, N), and partial[pid_m, j] = sum of those rows of dz_:j in fp32. "swiglu": z and dz
+    are (M, 2N) (gate, up) pairs and partial sums both columns of each pair. STORE_DZ=False
+    (activation "none", dz = dy) only sums."""
+    pid_m = tl.program_id(0)
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_mask = cols < N
+    row_start = pid_m * rows_per_program
+    row_end = tl.minimum(M, row_start + rows_per_program)
+    # Sums stay per (row, column) of the tile until the end: reducing across the tile's
+    # rows at every step would cost a shared-memory round trip and a barrier a step.
+    if ACTIVATION == "swiglu":
+        sum_gate = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+        sum_up = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+    else:
+        col_sum = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+    for r0 in range(row_start, row_end, BLOCK_M):
+        rows = (r0 + tl.arange(0, BLOCK_M)).to(tl.int64)
+        mask = (rows < row_end)[:, None] & col_mask[None, :]
+        dy = tl.load(dy_ptr + rows[:, None] * stride_dym + cols[None, :], mask=mask,
+                     other=0.0).to(tl.float32)
+        if ACTIVATION == "swiglu":
+            z_rows = z_ptr + rows[:, None] * stride_zm
+            gate = tl.load(z_rows + 2 * cols[None, :], mask=mask, other=0.0).to(tl.float32)
+            up = tl.load(z_rows + 2 * cols[None, :] + 1, mask=mask, other=0.0).to(tl.float32)
+            s = 1.0 / (1.0 + tl.exp(-gate))
+            d_gate = dy * up * s * (1.0 + gate * (1.0 - s))
+            d_up = dy * gate * s
+            dz_rows = dz_ptr + rows[:, None] * stride_dzm
+            tl.store(dz_rows + 2 * cols[None, :], d_gate.to(dz_ptr.dtype.element_ty), mask=mask)
+            tl.store(dz_rows + 2 * cols[None, :] + 1, d_up.to(dz_ptr.dtype.element_ty),
+                     mask=mask)
+            sum_gate += d_gate
+            sum_up += d_up
+        else:
+            dz = dy
+            if STORE_DZ:
+                z = tl.load(z_ptr + rows[:, None] * stride_zm + cols[None, :], mask=mask,
+                            other=0.0).to(tl.float32)
+                dz = dy * activation_derivative(z, ACTIVATION)
+                tl.store(dz_ptr + rows[:, None] * stride_dzm + cols[None, :],
+                         dz.to(dz_ptr.dtype.element_ty), mask=mask)
+            col_sum += dz
+    partial_row = partial_ptr + pid_m.to(tl.int64) * (2 * N if ACTIVATION == "swiglu" else N)
+    if ACTIVATION == "swiglu":
+        tl.store(partial_row + 2 * cols, tl.sum(sum_gate, axis=0), mask=col_mask)
+        tl.store(partial_row + 2 * cols + 1, tl.sum(sum_up, axis=0), mask=col_mask)
+    else:
+        tl.store(partial_row + cols, tl.sum(col_sum, axis=0), mask=col_mask)
+
+
+def _launch_bias_grad(dy: torch.Tensor, z: torch.Tensor | None, dz: torch.Tensor | None,
+                      activation: str) -> torch.Tensor:
+    """Launch _bias_grad_kernel over rows dy (M, N); returns the bias gradient (dz's width,)."""
+    M, N = dy.shape
+    width = 2 * N if activation == "swiglu" else N
+    block_n = min(256, triton.next_power_of_2(max(N, 1)))
+    col_blocks = triton.cdiv(N, block_n)
+    # Row slices so that about four programs share each SM; every slice leaves one row of
+    # fp32 partial sums, added up afterwards in a fixed order (reproducible, unlike atomics).
+    slices = max(1, min(triton.cdiv(M, 16), 4 * (sm_count(dy.device) or 1) // col_blocks))
+    rows_per_program = triton.cdiv(M, slices) if M else 1
+    slices = triton.cdiv(M, rows_per_program) if M else 0
+    # Every program writes its whole row of partial sums: no zeroing needed.
+    partial = torch.empty((slices if N else 0, width), dtype=torch.float32, device=dy.device)
+    if partial.numel():
+        _bias_grad_kernel[(slices, col_blocks)](
+            dz, dz.stride(0) if dz is not None else 0, partial, dy, dy.stride(0),
+            z, z.stride(0) if z is not None else 0, M, N, rows_per_program,
+            ACTIVATION=activation, STORE_DZ=dz is not None, BLOCK_M=16, BLOCK_N=block_n,
+            num_warps=4)
+    return sum_partials(partial, dy.dtype)
+
+
+def _unit_stride(t: torch.Tensor) -> torch.Tensor:
+    return t if t.stride(-1) == 1 else t.contiguous()
+
+
+def _activation_bias_grads(dy: torch.Tensor, z: torch.Tensor,
+                           activation: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """(dz, dbias) for rows dy (M, N): dz = dy * act'(z) and dbias = dz summed over rows."""
+    dy, z = _unit_stride(dy), _unit_stride(z)
+    dz = torch.empty_like(z, memory_format=torch.contiguous_format)
+    return dz, _launch_bias_grad(dy, z, dz, activation)
+
+
+def _column_sums(dy: torch.Tensor) -> torch.Tensor:
+    """dy (M, N) summed over rows: the bias gradient of a product without activation."""
+    return _launch_bias_grad(_unit_stride(dy), None, None, "none")
+
+
+# (dz, dbias) for an activation other than "none": dz has z's shape; dbias (z's width,).
+activation_bias_grads = functional_op(
+    "activation_bias_grads", _activation_bias_grads,
+    lambda dy, z, activation: (torch.empty_like(z), z.new_empty((z.shape[1],))))
+column_sums = functional_op("column_sums", _column_sums,
+                            lambda dy: dy.new_empty((dy.shape[1],)))

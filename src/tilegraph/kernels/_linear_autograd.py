@@ -1,23 +1,25 @@
 """The differentiable path of tg.linear and tg.matmul (tg.matmul(a, b) is linear(a, b.T)).
 
-Forward: the tiled GEMM with every fused part, which also writes the pre-activation
-z = rms_norm(x) * g @ W.T + b where there is an activation (the backward needs act'(z)).
+Forward: xn = rms_norm(x) * g as a row pass of its own (kept: the weight's gradient needs it),
+then the GEMM with every fused epilogue part, which also writes the pre-activation
+z = xn @ W.T + b where there is an activation (the backward needs act'(z)).
 Backward, with dz = dy * act'(z) (one element-wise kernel; dz = dy without activation):
-    dW = dz.T @ xn       xn = rms_norm(x) * g, recomputed (one row pass) rather than kept
-    db = sum of dz over rows
+    dW = dz.T @ xn
+    db = sum of dz over rows, in the same pass as dz
     dx = dz @ W          then through the norm's backward (one row pass, also giving dg)
     d residual = dy
-Both products run on the same tiled GEMM (any strides: dz.T is a view, not a copy).
+The products go through the same tuned GEMM (any strides: dz.T is a view, not a copy),
+where cuBLAS competes with the Triton kernels.
 """
 
 from __future__ import annotations
 
 import torch
 
-from ._activation_grad import activation_grad
+from ._activation_grad import activation_bias_grads, activation_grad, column_sums
 from ._ops import functional_op
 from .matmul import launch_gemm
-from .rms_norm import rms_norm_autograd, rms_norm_input_grads
+from .rms_norm import rms_norm_input_grads, rms_norm_rows
 
 
 def _product(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -41,49 +43,58 @@ def _out_width(weight: torch.Tensor, activation: str) -> int:
 
 def _forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
              norm_weight: torch.Tensor | None, norm_eps: float, activation: str,
-             residual: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+             residual: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     x_rows = x.reshape(-1, x.shape[-1])
     n_out = _out_width(weight, activation)
     y = torch.empty((*x.shape[:-1], n_out), dtype=x.dtype, device=x.device)
-    # The pre-activation, kept for act'(z); empty where there is no activation.
+    # The pre-activation, kept for act'(z), and the normalised rows, kept for dW; each an
+    # empty tensor where there is none.
     z = x.new_empty((x_rows.shape[0], weight.shape[0]) if activation != "none" else (0,))
+    xn = x.new_empty((0,))
+    if norm_weight is not None and x_rows.shape[0]:
+        xn = rms_norm_rows(x_rows, norm_weight, norm_eps)
     if y.numel():
         res_rows = residual.reshape(-1, n_out) if residual is not None else None
-        launch_gemm(x_rows, weight.t(), y.view(-1, n_out), norm_weight=norm_weight,
-                    eps=norm_eps, bias=bias, activation=activation, residual=res_rows,
+        launch_gemm(x_rows if norm_weight is None else xn, weight.t(), y.view(-1, n_out),
+                    bias=bias, activation=activation, residual=res_rows,
                     preact=z if z.numel() else None)
-    return y, z
+    return y, z, xn
 
 
 def _fake_forward(x, weight, bias, norm_weight, norm_eps, activation, residual):
     rows = x.numel() // x.shape[-1] if x.shape[-1] else 0
     y = x.new_empty((*x.shape[:-1], _out_width(weight, activation)))
-    return y, x.new_empty((rows, weight.shape[0]) if activation != "none" else (0,))
+    z = x.new_empty((rows, weight.shape[0]) if activation != "none" else (0,))
+    xn = x.new_empty((rows, x.shape[-1]) if norm_weight is not None and rows else (0,))
+    return y, z, xn
 
 
 def _setup_context(ctx, inputs, output) -> None:
     x, weight, _, norm_weight, ctx.norm_eps, ctx.activation, _ = inputs
-    ctx.save_for_backward(x, weight, norm_weight, output[1])
-    # z is a by-product: no gradient flows into it, and none is materialised for it.
-    ctx.mark_non_differentiable(output[1])
+    _, z, xn = output
+    ctx.save_for_backward(x, weight, norm_weight, z, xn)
+    # z and xn are by-products: no gradient flows into them, and none is materialised.
+    ctx.mark_non_differentiable(z, xn)
     ctx.set_materialize_grads(False)
 
 
-def _backward(ctx, dy, _dz_unused):
-    x, weight, norm_weight, z = ctx.saved_tensors
+def _backward(ctx, dy, _dz_unused, _dxn_unused):
+    x, weight, norm_weight, z, xn = ctx.saved_tensors
     need_x, need_w, need_b, need_g, _, _, need_residual = ctx.needs_input_grad
     dx = d_weight = d_bias = d_norm = d_residual = None
     if dy is None:
         return dx, d_weight, d_bias, d_norm, None, None, d_residual
     dy_rows = dy.reshape(-1, dy.shape[-1])
-    dz = dy_rows if ctx.activation == "none" else activation_grad(dy_rows, z, ctx.activation)
+    # The bias gradient (dz summed over rows) comes out of the pass that forms dz.
+    if ctx.activation == "none":
+        dz, d_bias = dy_rows, column_sums(dy_rows) if need_b else None
+    elif need_b:
+        dz, d_bias = activation_bias_grads(dy_rows, z, ctx.activation)
+    else:
+        dz = activation_grad(dy_rows, z, ctx.activation)
     x_rows = x.reshape(-1, x.shape[-1])
     if need_w:
-        xn = x_rows if norm_weight is None else rms_norm_autograd(x_rows, norm_weight,
-                                                                 ctx.norm_eps)
-        d_weight = product(dz.t(), xn)
-    if need_b:
-        d_bias = dz.sum(0)
+        d_weight = product(dz.t(), x_rows if norm_weight is None else xn)
     if need_x or need_g:
         dx = product(dz, weight)
         if norm_weight is not None:
@@ -94,6 +105,7 @@ def _backward(ctx, dy, _dz_unused):
     return dx, d_weight, d_bias, d_norm, None, None, d_residual
 
 
-# (y, z): y as tg.linear computes it, z the pre-activation (or an empty tensor).
+# (y, z, xn): y as tg.linear computes it, z the pre-activation and xn the normalised rows
+# (each an empty tensor where there is none).
 linear_autograd = functional_op("linear_autograd", _forward, _fake_forward)
 linear_autograd.register_autograd(_backward, setup_context=_setup_context)

@@ -47,6 +47,8 @@ class Tuner:
         self.kernel = kernel
         self.configs = configs
         self._memo: dict[str, Config] = {}
+        # Problem key -> (config, median ms) of every candidate timed in this process.
+        self.timings: dict[str, list[tuple[Config, float]]] = {}
         self._disk_loaded = False
         _TUNERS.append(self)
 
@@ -110,33 +112,50 @@ class Tuner:
                 f"tilegraph kernel {self.kernel!r} needs autotuning for {key} while a CUDA "
                 "graph is being captured; run the function once before capture (warm up), "
                 "or use tg.capture, which warms up for you")
-        config = self._search(run, candidates)
+        config = self._search(key, run, candidates)
         self.record(key, config)
         return config
 
-    def _search(self, run: Callable[[Config], None], candidates: list[Config]) -> Config:
+    def _search(self, key: tuple, run: Callable[[Config], None],
+                candidates: list[Config]) -> Config:
         """Time every candidate in three interleaved rounds; keep the lowest median.
 
         Interleaving spreads clock ramp-up and thermal drift over all candidates alike: one
         pass in order once picked a config 14% slower than the best at 8192^3.
         """
-        for config in candidates:  # compile and warm everything before timing anything
-            self._time(run, config, rep_ms=1)
-        rounds = [[self._time(run, c, rep_ms=10) for c in candidates] for _ in range(3)]
+        usable = [c for c in candidates if self._compiles(run, c)]
+        if not usable:
+            raise RuntimeError(f"{self.kernel}: no candidate config runs on this GPU")
+        rounds = [[self._time(run, c, rep_ms=10) for c in usable] for _ in range(3)]
         medians = [statistics.median(times) for times in zip(*rounds, strict=True)]
-        return candidates[medians.index(min(medians))]
+        self.timings[repr(key)] = list(zip(usable, medians, strict=True))
+        return usable[medians.index(min(medians))]
 
     def results(self) -> dict[str, Config]:
         """Every choice made or loaded so far, by problem key (for reports)."""
         return dict(self._memo)
 
     @staticmethod
-    def _time(run: Callable[[Config], None], config: Config, rep_ms: float) -> float:
+    def _compiles(run: Callable[[Config], None], config: Config) -> bool:
+        """Run once (compiling it) outside any graph; False if it needs more than the GPU
+        has (shared memory, registers)."""
         try:
-            return triton.testing.do_bench(lambda: run(config), warmup=max(1, rep_ms // 4),
-                                           rep=rep_ms, return_mode="median")
+            run(config)
+            return True
         except triton.runtime.errors.OutOfResources:
-            return float("inf")  # e.g. too much shared memory for this GPU
+            return False
+        finally:
+            torch.cuda.synchronize()
+
+    @staticmethod
+    def _time(run: Callable[[Config], None], config: Config, rep_ms: float) -> float:
+        """Median ms of one call, replayed from a CUDA graph: the GPU's time, which is what a
+        captured step pays. Eager timing would also charge the host's launch cost, and so
+        favour one big kernel over a cuBLAS call plus an element-wise pass even where the
+        pair finishes first on the GPU."""
+        try:
+            return triton.testing.do_bench_cudagraph(lambda: run(config), rep=rep_ms,
+                                                     return_mode="median")
         finally:
             torch.cuda.synchronize()
 

@@ -1,10 +1,12 @@
 """Tiled matrix product with grouped tile order, autotuned, and optional fused prologue
 (RMSNorm of A's rows) and epilogue (bias, activation, residual).
 
-tg.matmul uses the plain product; tg.linear's many-row path uses the fused one. Two kernels
+tg.matmul uses the plain product; tg.linear's many-row path uses the fused one. Three ways
 compete in the tuner: tiles loaded through pointers (any strides, every prologue and
-epilogue), and a persistent one fed by TMA (Hopper's tensor-memory copy engine; row-major
-16-bit operands, activation only), which one program an SM keeps busy across tiles.
+epilogue fused), a persistent kernel fed by TMA (Hopper's tensor-memory copy engine; 16-bit,
+row-major A and C, B row-major or a row-major weight's transpose; every epilogue but swiglu),
+which one program an SM keeps busy across tiles, and cuBLAS followed by one element-wise
+pass. The last two run the norm first as a row pass of its own.
 """
 
 from __future__ import annotations
@@ -24,9 +26,11 @@ from ._checks import (
     prepare_out,
     wants_grad,
 )
+from ._cublas_epilogue import cublas_fused
 from ._launch import is_hopper_or_newer, sm_count
 from ._ops import custom_op
 from .autotune import Tuner
+from .rms_norm import rms_norm_rows
 
 
 @triton.jit
@@ -131,13 +135,20 @@ def _gemm_kernel(c_ptr, stride_cm, stride_cn,
 
 
 @triton.jit
-def _gemm_tma_kernel(c_desc, a_desc, b_desc, M, N, K, num_programs,
+def _gemm_tma_kernel(c_desc, a_desc, b_desc, bias_ptr, res_ptr, stride_rm, stride_rn,
+                     preact_ptr, stride_pm, stride_pn, M, N, K, num_programs,
+                     B_TRANSPOSED: tl.constexpr, HAS_BIAS: tl.constexpr,
+                     HAS_RESIDUAL: tl.constexpr, STORE_PREACT: tl.constexpr,
                      ACTIVATION: tl.constexpr, UPCAST_DOT: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                      GROUP_M: tl.constexpr):
-    """C = act(A @ B), fp32 accumulation; persistent: program p computes output tiles p,
-    p + num_programs, ... in grouped order (num_programs a runtime value: problems with fewer
-    tiles than SMs do not each compile their own kernel).
+    """C = act(A @ B + bias) + residual, fp32 accumulation; persistent: program p computes
+    output tiles p, p + num_programs, ... in grouped order (num_programs a runtime value:
+    problems with fewer tiles than SMs do not each compile their own kernel).
+
+    B_TRANSPOSED: b_desc describes B.T (N, K) row-major, a linear layer's weight as stored;
+    its tiles feed the tensor cores as a transposed view, no copy. STORE_PREACT also writes
+    A @ B + bias to preact. Bias, residual and preact go through pointers (any strides).
 
     One program an SM for the whole product removes the partial last wave of a one-tile-a-
     program grid (4096^2 in 128 x 256 tiles is 512 tiles, 3.9 waves on 132 SMs), and the
@@ -154,12 +165,28 @@ def _gemm_tma_kernel(c_desc, a_desc, b_desc, M, N, K, num_programs,
         acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
         for kk in range(k_tiles):
             a = a_desc.load([row0, kk * BLOCK_K])
-            b = b_desc.load([kk * BLOCK_K, col0])
+            if B_TRANSPOSED:
+                b = b_desc.load([col0, kk * BLOCK_K]).T
+            else:
+                b = b_desc.load([kk * BLOCK_K, col0])
             if UPCAST_DOT:  # the interpreter mis-multiplies bf16 dots; fp32 is exact for them
                 a = a.to(tl.float32)
                 b = b.to(tl.float32)
             acc = tl.dot(a, b, acc)
+        offs_m = row0 + tl.arange(0, BLOCK_M)
+        offs_n = col0 + tl.arange(0, BLOCK_N)
+        mask = (offs_m < M)[:, None] & (offs_n < N)[None, :]
+        if HAS_BIAS:
+            acc += tl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)[None, :]
+        if STORE_PREACT:
+            preact_ptrs = (preact_ptr + offs_m.to(tl.int64)[:, None] * stride_pm
+                           + offs_n[None, :] * stride_pn)
+            tl.store(preact_ptrs, acc.to(preact_ptr.dtype.element_ty), mask=mask)
         acc = apply_activation(acc, ACTIVATION)
+        if HAS_RESIDUAL:
+            res_ptrs = (res_ptr + offs_m.to(tl.int64)[:, None] * stride_rm
+                        + offs_n[None, :] * stride_rn)
+            acc += tl.load(res_ptrs, mask=mask, other=0.0).to(tl.float32)
         c_desc.store([row0, col0], acc.to(c_desc.dtype))
 
 
@@ -187,10 +214,15 @@ _CONFIGS_FP32 = [
 # programs (two on one SM would double that SM's share of the tiles).
 _CONFIGS_TMA = [
     _config(128, 256, 64, 8, 3, tma=True), _config(128, 128, 64, 8, 4, tma=True),
+    # Wide tiles with a lighter pipeline: room left for a fused epilogue's layout changes
+    # (128 x 256 x 64 in 3 stages needs 245 KB with bias, GELU and the pre-activation).
+    _config(128, 256, 32, 8, 4, tma=True), _config(128, 256, 64, 8, 2, tma=True),
     _config(128, 128, 64, 4, 4, tma=True), _config(128, 128, 64, 8, 5, tma=True),
     _config(128, 64, 64, 4, 6, tma=True), _config(64, 128, 64, 4, 6, tma=True),
 ]
-_CUBLAS = {"CUBLAS": True}  # torch.mm: a candidate for plain products (no fused parts)
+# cuBLAS for the product, then one element-wise pass for whatever it cannot fuse
+# (_cublas_epilogue.py): wins where its main loop outruns the tiles (fp32, transposed operands).
+_CUBLAS = {"CUBLAS": True}
 _tuner = Tuner("gemm", _CONFIGS_16BIT + _CONFIGS_FP32 + _CONFIGS_TMA + [_CUBLAS])
 _SMEM_BUDGET = 200 * 1024  # bytes; Hopper allows 227 KB per block, Ampere 163 KB
 _SMEM_BUDGET_TMA = 220 * 1024  # TMA kernels run on Hopper on only
@@ -233,11 +265,37 @@ def _dot_precision(dtype: torch.dtype) -> str:
     return "tf32"
 
 
+def _fused_parts(norm_weight, bias, activation: str, residual, preact) -> str:
+    """What the product fuses, e.g. "norm+bias+gelu+preact+residual" ("" for a plain one):
+    part of the tuning key, since each part moves the best config (and cuBLAS alone can
+    only serve a plain product)."""
+    parts = [name for name, on in (("norm", norm_weight is not None), ("bias", bias is not None),
+                                   (activation, activation != "none"),
+                                   ("preact", preact is not None),
+                                   ("residual", residual is not None)) if on]
+    return "+".join(parts)
+
+
+def _b_for_tma(b: torch.Tensor) -> tuple[torch.Tensor, bool] | None:
+    """(the row-major matrix TMA reads for b, whether that is b.T), or None: b (K, N) is
+    row-major itself, or the transposed view of a row-major (N, K) weight."""
+    for operand, transposed in ((b, False), (b.t(), True)):
+        if _tma_ready(operand):
+            return operand, transposed
+    return None
+
+
 def launch_gemm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, norm_weight=None,
                 eps: float = 0.0, bias=None, activation: str = "none", residual=None,
                 preact=None) -> None:
     """out (M, N) = epilogue(prologue(a) (M, K) @ b (K, N)); any strides for a, b, residual;
-    preact (M, N), where given, receives the value before the activation."""
+    preact (M, N), where given, receives the value before the activation.
+
+    Three kinds of candidate compete, timed per shape, layout and fused parts: the pointer
+    kernel (every part fused, the norm included), the persistent TMA kernel (16-bit, Hopper;
+    the norm, where there is one, runs first as its own row pass) and cuBLAS with an
+    element-wise epilogue pass (_cublas_epilogue.py; the norm likewise first).
+    """
     M, K = a.shape
     N = b.shape[1]
     dtype = a.dtype
@@ -248,16 +306,20 @@ def launch_gemm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, norm_wei
         DOT_PRECISION=_dot_precision(dtype), UPCAST_DOT=INTERPRET and dtype == torch.bfloat16)
     res_strides = residual.stride() if residual is not None else (0, 0)
     preact_strides = preact.stride() if preact is not None else (0, 0)
-    plain = (norm_weight is None and bias is None and residual is None and preact is None
-             and activation != "swiglu")
-    tma = plain and _tma_ready(a, b, out)
+    # The norm pass writes a fresh row-major copy of a, which TMA can always read.
+    tma_b = _b_for_tma(b)
+    tma = (activation != "swiglu" and tma_b is not None
+           and _tma_ready(out, *(() if norm_weight is not None else (a,))))
 
     def run(config, c, c_preact):
-        if config.get("CUBLAS"):
-            torch.mm(a, b, out=c)
-            return
-        if config.get("TMA"):
-            _launch_gemm_tma(a, b, c, activation, config)
+        if config.get("CUBLAS") or config.get("TMA"):
+            a_in = a if norm_weight is None else rms_norm_rows(a, norm_weight, eps)
+            if config.get("CUBLAS"):
+                cublas_fused(a_in, b, c, bias=bias, activation=activation, residual=residual,
+                             preact=c_preact)
+            else:
+                _launch_gemm_tma(a_in, tma_b, c, config, bias=bias, activation=activation,
+                                 residual=residual, preact=c_preact)
             return
         grid = (triton.cdiv(M, config["BLOCK_M"]) * triton.cdiv(N, config["BLOCK_N"]),)
         _gemm_kernel[grid](c, c.stride(0), c.stride(1), a, a.stride(0), a.stride(1),
@@ -267,13 +329,12 @@ def launch_gemm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, norm_wei
 
     # Operand layouts enter the key: a transposed operand changes which candidate wins.
     layout = "".join("t" if t.stride(1) != 1 else "n" for t in (a, b))
-    key = (("gemm", triton.next_power_of_2(M), N, K, str(dtype)) + (("tma",) if tma else ())
-           + ((layout,) if layout != "nn" else ()))
+    key = (("gemm", triton.next_power_of_2(M), N, K, str(dtype), layout,
+            _fused_parts(norm_weight, bias, activation, residual, preact))
+           + (("tma",) if tma else ()))
     # Candidates write scratch outputs: timing them must leave out and preact untouched.
     candidates = _candidates(M, N, K, dtype, tma)
-    if plain and activation == "none" and not INTERPRET:
-        # Nothing to fuse: cuBLAS competes, and runs where it is faster (transposed operands
-        # of the backward products, shapes the tiles fit badly).
+    if not INTERPRET:  # timing the interpreter says nothing; tests force it where they want
         candidates.append(_CUBLAS)
     config = _tuner.pick(
         key, lambda cfg: run(cfg, torch.empty_like(out),
@@ -282,18 +343,26 @@ def launch_gemm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, norm_wei
     run(config, out, preact)
 
 
-def _launch_gemm_tma(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, activation: str,
-                     config: dict):
-    """Launch the persistent kernel; returns Triton's handle of the compiled kernel."""
+def _launch_gemm_tma(a: torch.Tensor, b_tma: tuple[torch.Tensor, bool], out: torch.Tensor,
+                     config: dict, *, bias=None, activation: str = "none", residual=None,
+                     preact=None) -> None:
+    """Launch the persistent kernel over a (M, K) and b_tma from _b_for_tma."""
+    b_matrix, transposed = b_tma
     bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
     M, K = a.shape
-    N = b.shape[1]
+    N = out.shape[1]
     tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
     programs = min(tiles, sm_count(a.device) or 4)  # the interpreter: a few, to walk tiles
     meta = {name: value for name, value in config.items() if name != "TMA"}
-    return _gemm_tma_kernel[(programs,)](
+    b_block = [bn, bk] if transposed else [bk, bn]
+    res_strides = residual.stride() if residual is not None else (0, 0)
+    preact_strides = preact.stride() if preact is not None else (0, 0)
+    _gemm_tma_kernel[(programs,)](
         TensorDescriptor.from_tensor(out, [bm, bn]), TensorDescriptor.from_tensor(a, [bm, bk]),
-        TensorDescriptor.from_tensor(b, [bk, bn]), M, N, K, programs, ACTIVATION=activation,
+        TensorDescriptor.from_tensor(b_matrix, b_block), bias, residual, *res_strides,
+        preact, *preact_strides, M, N, K, programs, B_TRANSPOSED=transposed,
+        HAS_BIAS=bias is not None, HAS_RESIDUAL=residual is not None,
+        STORE_PREACT=preact is not None, ACTIVATION=activation,
         UPCAST_DOT=INTERPRET and a.dtype == torch.bfloat16, **meta)
 
 

@@ -19,6 +19,7 @@ from ._checks import (
 )
 from ._launch import MAX_ROW_TILE, row_config, sm_count
 from ._ops import custom_op, functional_op
+from ._partials import sum_partials
 
 
 @triton.jit
@@ -137,7 +138,8 @@ def _launch_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float,
 _run_rms_norm = custom_op("rms_norm", _launch_rms_norm)
 
 
-def _rms_norm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+def rms_norm_rows(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """rms_norm(x) * weight into a fresh contiguous tensor (no checks, no autograd)."""
     out = torch.empty_like(x, memory_format=torch.contiguous_format)
     if out.numel():
         _launch_rms_norm(x, weight, eps, out)
@@ -163,7 +165,7 @@ def _rms_norm_input_grads(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tenso
             dx, dx.stride(0), dw_partial, dy_rows, dy_rows.stride(0), x_rows, x_rows.stride(0),
             weight.contiguous(), n_rows, n_cols, rows_per_program, eps, BLOCK_N=block_n,
             SINGLE_PASS=single_pass, num_warps=max(1, min(16, block_n // 256)))
-    return dx.view(x.shape), dw_partial.sum(0).to(weight.dtype)
+    return dx.view(x.shape), sum_partials(dw_partial, weight.dtype)
 
 
 rms_norm_input_grads = functional_op(
@@ -183,7 +185,7 @@ def _rms_norm_backward(ctx, dy):
             dweight if ctx.needs_input_grad[1] else None, None)
 
 
-rms_norm_autograd = functional_op("rms_norm_autograd", _rms_norm_forward,
+rms_norm_autograd = functional_op("rms_norm_autograd", rms_norm_rows,
                                   lambda x, weight, eps: torch.empty_like(x))
 rms_norm_autograd.register_autograd(_rms_norm_backward, setup_context=_save_inputs)
 

@@ -1,0 +1,70 @@
+"""A fused product done as cuBLAS plus one element-wise pass: the GEMM tuner's fallback.
+
+cuBLAS's main loop outruns our Triton tiles at some shapes (fp32 without TF32 above all,
+where Triton's exact fp32 dot has no tensor cores). There the product runs as
+    z = a @ b + bias       (cuBLAS; its own epilogue adds the bias)
+    c = act(z) + residual  (one Triton pass over z, skipped when there is nothing to apply)
+and the tuner weighs the extra pass over z against the faster main loop. z lands in the
+caller's pre-activation buffer when there is one (the backward keeps it anyway), else in
+scratch memory (taken from the graph's pool during capture, like any other allocation).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ._activation import apply_activation
+
+
+@triton.jit
+def _epilogue_kernel(c_ptr, stride_cm, stride_cn, z_ptr, stride_zm, stride_zn,
+                     res_ptr, stride_rm, stride_rn, M, N,
+                     HAS_RESIDUAL: tl.constexpr, ACTIVATION: tl.constexpr,
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """c = act(z) + residual for c (M, N); "swiglu" reads z (M, 2N) as (gate, up) column
+    pairs: c_mj = silu(z_m,2j) * z_m,2j+1."""
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = (rows < M)[:, None] & (cols < N)[None, :]
+    z_rows = z_ptr + rows.to(tl.int64)[:, None] * stride_zm
+    if ACTIVATION == "swiglu":
+        gate = tl.load(z_rows + (2 * cols)[None, :] * stride_zn, mask=mask).to(tl.float32)
+        up = tl.load(z_rows + (2 * cols + 1)[None, :] * stride_zn, mask=mask).to(tl.float32)
+        y = gate / (1.0 + tl.exp(-gate)) * up
+    else:
+        y = apply_activation(tl.load(z_rows + cols[None, :] * stride_zn, mask=mask)
+                             .to(tl.float32), ACTIVATION)
+    if HAS_RESIDUAL:
+        res_ptrs = res_ptr + rows.to(tl.int64)[:, None] * stride_rm + cols[None, :] * stride_rn
+        y += tl.load(res_ptrs, mask=mask).to(tl.float32)
+    c_ptrs = c_ptr + rows.to(tl.int64)[:, None] * stride_cm + cols[None, :] * stride_cn
+    tl.store(c_ptrs, y.to(c_ptr.dtype.element_ty), mask=mask)
+
+
+def cublas_fused(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, bias=None,
+                 activation: str = "none", residual=None, preact=None) -> None:
+    """out = act(a @ b + bias) + residual through cuBLAS and one element-wise pass; preact,
+    where given, receives a @ b + bias. `out` may be `residual` itself."""
+    M, N = a.shape[0], b.shape[1]
+    direct = activation == "none" and residual is None
+    if preact is not None:
+        z = preact
+    elif direct:
+        z = out
+    else:
+        z = torch.empty((M, N), dtype=out.dtype, device=out.device)
+    if bias is not None:
+        torch.addmm(bias, a, b, out=z)
+    else:
+        torch.mm(a, b, out=z)
+    if z is out:
+        return
+    n_out = out.shape[1]
+    block_m, block_n = 16, min(256, triton.next_power_of_2(n_out))
+    res_strides = residual.stride() if residual is not None else (0, 0)
+    grid = (triton.cdiv(M, block_m), triton.cdiv(n_out, block_n))
+    _epilogue_kernel[grid](out, *out.stride(), z, *z.stride(), residual, *res_strides, M, n_out,
+                           HAS_RESIDUAL=residual is not None, ACTIVATION=activation,
+                           BLOCK_M=block_m, BLOCK_N=block_n, num_warps=4)
