@@ -71,7 +71,21 @@ def swiglu_pairs(acc, cols, ROWS: tl.constexpr, COLS: tl.constexpr):
     Pairs sit side by side so that any tile of an even width holds whole pairs."""
     gate, up = tl.split(tl.reshape(acc, (ROWS, COLS // 2, 2)))
     out_cols, _ = tl.split(tl.reshape(cols, (COLS // 2, 2)))
-    return gate / (1.0 + tl.exp(-gate)) * up, out_cols // 2
+    return swiglu(gate, up), out_cols // 2
+
+
+@triton.jit
+def swiglu(gate, up):
+    """silu(gate) * up = gate * sigmoid(gate) * up."""
+    return gate / (1.0 + tl.exp(-gate)) * up
+
+
+@triton.jit
+def swiglu_grads(dy, gate, up):
+    """(d gate, d up) of y = silu(g) u: dg = dy u silu'(g), du = dy silu(g), with
+    silu'(g) = s (1 + g (1 - s)), s = sigmoid(g)."""
+    s = 1.0 / (1.0 + tl.exp(-gate))
+    return dy * up * s * (1.0 + gate * (1.0 - s)), dy * gate * s
 
 
 def activation_code(activation, glu: bool = False) -> str:

@@ -14,7 +14,8 @@ import torch
 import triton
 import triton.language as tl
 
-from ._activation import activation_derivative
+from ._activation import activation_derivative, swiglu_grads
+from ._checks import as_rows
 from ._launch import elementwise_shape, grid_1d, sm_count
 from ._ops import functional_op
 from ._partials import sum_partials
@@ -34,16 +35,14 @@ def _activation_grad_kernel(dz_ptr, dy_ptr, z_ptr, n_elements, ACTIVATION: tl.co
 
 @triton.jit
 def _swiglu_grad_kernel(dz_ptr, dy_ptr, z_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
-    """y_i = silu(g_i) u_i with (g_i, u_i) = (z_2i, z_2i+1): dg = dy u silu'(g), du = dy silu(g),
-    silu'(g) = s (1 + g (1 - s)), s = sigmoid(g). n_elements counts dy's elements."""
+    """y_i = silu(g_i) u_i with (g_i, u_i) = (z_2i, z_2i+1); n_elements counts dy's
+    elements."""
     offsets = tl.program_id(0).to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
     mask = offsets < n_elements
     dy = tl.load(dy_ptr + offsets, mask=mask).to(tl.float32)
     gate = tl.load(z_ptr + 2 * offsets, mask=mask).to(tl.float32)
     up = tl.load(z_ptr + 2 * offsets + 1, mask=mask).to(tl.float32)
-    s = 1.0 / (1.0 + tl.exp(-gate))
-    d_gate = dy * up * s * (1.0 + gate * (1.0 - s))
-    d_up = dy * gate * s
+    d_gate, d_up = swiglu_grads(dy, gate, up)
     tl.store(dz_ptr + 2 * offsets, d_gate.to(dz_ptr.dtype.element_ty), mask=mask)
     tl.store(dz_ptr + 2 * offsets + 1, d_up.to(dz_ptr.dtype.element_ty), mask=mask)
 
@@ -98,9 +97,7 @@ def _bias_grad_kernel(dz_ptr, stride_dzm, partial_ptr, dy_ptr, stride_dym, z_ptr
             z_rows = z_ptr + rows[:, None] * stride_zm
             gate = tl.load(z_rows + 2 * cols[None, :], mask=mask, other=0.0).to(tl.float32)
             up = tl.load(z_rows + 2 * cols[None, :] + 1, mask=mask, other=0.0).to(tl.float32)
-            s = 1.0 / (1.0 + tl.exp(-gate))
-            d_gate = dy * up * s * (1.0 + gate * (1.0 - s))
-            d_up = dy * gate * s
+            d_gate, d_up = swiglu_grads(dy, gate, up)
             dz_rows = dz_ptr + rows[:, None] * stride_dzm
             tl.store(dz_rows + 2 * cols[None, :], d_gate.to(dz_ptr.dtype.element_ty), mask=mask)
             tl.store(dz_rows + 2 * cols[None, :] + 1, d_up.to(dz_ptr.dtype.element_ty),
@@ -147,21 +144,17 @@ def _launch_bias_grad(dy: torch.Tensor, z: torch.Tensor | None, dz: torch.Tensor
     return sum_partials(partial, dy.dtype)
 
 
-def _unit_stride(t: torch.Tensor) -> torch.Tensor:
-    return t if t.stride(-1) == 1 else t.contiguous()
-
-
 def _activation_bias_grads(dy: torch.Tensor, z: torch.Tensor,
                            activation: str) -> tuple[torch.Tensor, torch.Tensor]:
     """(dz, dbias) for rows dy (M, N): dz = dy * act'(z) and dbias = dz summed over rows."""
-    dy, z = _unit_stride(dy), _unit_stride(z)
+    dy, z = as_rows(dy), as_rows(z)
     dz = torch.empty_like(z, memory_format=torch.contiguous_format)
     return dz, _launch_bias_grad(dy, z, dz, activation)
 
 
 def _column_sums(dy: torch.Tensor) -> torch.Tensor:
     """dy (M, N) summed over rows: the bias gradient of a product without activation."""
-    return _launch_bias_grad(_unit_stride(dy), None, None, "none")
+    return _launch_bias_grad(as_rows(dy), None, None, "none")
 
 
 # (dz, dbias) for an activation other than "none": dz has z's shape; dbias (z's width,).

@@ -15,7 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._activation import apply_activation
+from ._activation import apply_activation, swiglu
 
 
 @triton.jit
@@ -32,7 +32,7 @@ def _epilogue_kernel(c_ptr, stride_cm, stride_cn, z_ptr, stride_zm, stride_zn,
     if ACTIVATION == "swiglu":
         gate = tl.load(z_rows + (2 * cols)[None, :] * stride_zn, mask=mask).to(tl.float32)
         up = tl.load(z_rows + (2 * cols + 1)[None, :] * stride_zn, mask=mask).to(tl.float32)
-        y = gate / (1.0 + tl.exp(-gate)) * up
+        y = swiglu(gate, up)
     else:
         y = apply_activation(tl.load(z_rows + cols[None, :] * stride_zn, mask=mask)
                              .to(tl.float32), ACTIVATION)

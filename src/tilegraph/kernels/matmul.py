@@ -11,6 +11,8 @@ pass. The last two run the norm first as a row pass of its own.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
@@ -240,22 +242,30 @@ def _tma_ready(*tensors: torch.Tensor) -> bool:
 
 
 def _candidates(M: int, N: int, K: int, dtype: torch.dtype, tma: bool = False) -> list[dict]:
+    # A fresh list each call (the launcher appends to it) over a cached filter: the launcher
+    # asks on every product, tuned or not.
+    return list(_fitting_configs(triton.next_power_of_2(M), N, K, dtype, tma))
+
+
+@functools.cache
+def _fitting_configs(m_pow2: int, N: int, K: int, dtype: torch.dtype,
+                     tma: bool) -> tuple[dict, ...]:
     pool = _CONFIGS_FP32 if dtype == torch.float32 else _CONFIGS_16BIT
     if tma:
         pool = pool + _CONFIGS_TMA
-    size = torch.tensor([], dtype=dtype).element_size()
+    size = dtype.itemsize
 
     def fits(c):
         smem = c["num_stages"] * (c["BLOCK_M"] + c["BLOCK_N"]) * c["BLOCK_K"] * size
         if c.get("TMA"):
             smem += c["BLOCK_M"] * c["BLOCK_N"] * size
         return (smem <= (_SMEM_BUDGET_TMA if c.get("TMA") else _SMEM_BUDGET)
-                and c["BLOCK_M"] <= max(16, triton.next_power_of_2(M))
+                and c["BLOCK_M"] <= max(16, m_pow2)
                 and c["BLOCK_N"] <= max(16, triton.next_power_of_2(N))
                 and c["BLOCK_K"] <= max(16, triton.next_power_of_2(K)))
 
     kept = [c for c in pool if fits(c)]
-    return kept or [min(pool, key=lambda c: c["BLOCK_M"] * c["BLOCK_N"])]
+    return tuple(kept or [min(pool, key=lambda c: c["BLOCK_M"] * c["BLOCK_N"])])
 
 
 def _dot_precision(dtype: torch.dtype) -> str:
