@@ -71,18 +71,40 @@ def test_scope_refuses_allocation_and_names_the_line():
     assert "test_capture.py" in message and "y = x * 2" in message
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU path: the block runs once "
-                    "and kernels take CPU tensors through the interpreter")
-def test_scope_allows_writes_into_owned_buffers():
-    x, w, out = randn(1, 16), randn(8, 16), torch.empty(1, 8)
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU path: kernels take CPU "
+                    "tensors through the interpreter")
+def test_cpu_scope_records_and_replays():
+    """On CPU a scope records its PyTorch and tilegraph ops; a replay runs them again on
+    what the buffers hold then, as a CUDA graph would."""
+    x, w, out, total = randn(3, 16), randn(8, 16), torch.empty(3, 8), torch.zeros(3, 8)
     with tg.scope() as s:
-        tg.linear(x, w, out=out)
+        tg.linear(x, w, activation="gelu", out=out)
         out.mul_(2)
-    assert s.graph is not None
-    assert_close(out, 2 * linear_ref(x.double(), w.double()), torch.float32)
-    if not torch.cuda.is_available():
-        with pytest.raises(RuntimeError, match="no function to re-run"):
-            s.graph.replay()
+        tg.add(total, out, out=total)
+    assert s.graph is not None and not s.graph.is_cuda_graph
+    expected_total = 2 * linear_ref(x.double(), w.double(), activation="gelu")
+    assert_close(out, expected_total, torch.float32)
+    for _ in range(3):
+        x.copy_(torch.randn_like(x))
+        out.fill_(float("nan"))
+        s.graph.replay()
+        expected = 2 * linear_ref(x.double(), w.double(), activation="gelu")
+        expected_total = expected_total + expected
+        assert_close(out, expected, torch.float32)
+        assert_close(total, expected_total, torch.float32)
+    assert s.graph.replays == 3
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU path")
+def test_cpu_scope_with_a_hand_launched_kernel_refuses_to_replay():
+    from tilegraph.kernels.add import _add_kernel
+
+    a, out = torch.randn(8), torch.empty(8)
+    with tg.scope() as s:
+        _add_kernel[(1,)](out, a, a, 8, BLOCK_SIZE=8)
+    assert_close(out, 2 * a.double(), torch.float32)
+    with pytest.raises(RuntimeError, match="launched a Triton kernel directly"):
+        s.graph.replay()
 
 
 @pytest.mark.gpu

@@ -1,5 +1,7 @@
+import io
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,9 +13,9 @@ from conftest import HAS_CUDA
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 
-def tilegraph(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
+def tilegraph(*args: str, tmp_path: Path, columns: int = 160) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(SRC), TILEGRAPH_CACHE_DIR=str(tmp_path),
-               COLUMNS="160")
+               COLUMNS=str(columns))
     return subprocess.run([sys.executable, "-m", "tilegraph", *args], capture_output=True,
                           text=True, env=env, timeout=600)
 
@@ -136,6 +138,38 @@ def test_demo_checks_variants_and_writes_tables_and_plots(tmp_path):
     else:  # correctness only: interpreter timings would mislead
         assert all(r["ms_per_token"] is None for r in rows)
         assert "so none were taken" in result.stdout
+        assert "None" not in result.stdout and "ms/token" not in result.stdout
+        assert "sweeps ran for correctness only" in result.stdout
+
+
+def test_piped_tables_show_every_value(tmp_path):
+    """A log or a pipe has no width: tables take the width they need, nothing is cut."""
+    result = tilegraph("bench", "gelu", "--sizes", "4096", "--variants", "tilegraph,F.gelu",
+                       tmp_path=tmp_path, columns=80)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "…" not in result.stdout
+    header = next(line for line in result.stdout.splitlines() if "median us" in line)
+    for column in ("variant", "rel. error", "p20-p80 us", "% ceiling", "speed-up"):
+        assert column in header
+
+
+def test_narrow_terminal_tables_fold_instead_of_cutting():
+    from rich.console import Console
+
+    from tilegraph import tables
+
+    rows = [{"variant": "tilegraph-with-a-long-name", "status": "ok", "ms_per_token": 0.123456,
+             "tokens_per_s": 8100.0, "gbps": 2950.0, "pct_floor": 91.25, "vs_eager": 12.5,
+             "vs_torch_graph": 2.25, "rel_error": 2.5e-7, "build_seconds": 1.25,
+             "reason": ""}]
+    screen = io.StringIO()
+    tables.show(Console(file=screen, width=50, force_terminal=True, no_color=True),
+                tables.demo_table(rows))
+    text = re.sub(r"\x1b\[[0-9;]*m", "", screen.getvalue())  # styles (bold, italic)
+    assert "…" not in text and max(len(line) for line in text.splitlines()) <= 50
+    for value in ("0.123", "8100", "2950", "91.2", "12.50", "2.25", "2.5e-07", "1.25",
+                  "max rel. error", "vs torch-graph"):
+        assert value in text
 
 
 def test_model_demo_checks_each_variant_against_transformers(tmp_path):

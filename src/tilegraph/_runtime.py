@@ -80,3 +80,24 @@ def tilegraph_capture():
 def capture_token() -> object | None:
     """The capture tilegraph is making on this thread, or None."""
     return getattr(_captures, "token", None)
+
+
+_dispatch = threading.local()
+
+
+@contextlib.contextmanager
+def ops_through_dispatcher():
+    """While the block runs on this thread, tilegraph's ops go through PyTorch's dispatcher
+    (eager calls normally launch their kernels directly, to save its overhead): a
+    TorchDispatchMode then sees each one, with its schema saying what it writes. tg.capture's
+    restore_state and tg.scope on CPU need that."""
+    previous = getattr(_dispatch, "on", False)
+    _dispatch.on = True
+    try:
+        yield
+    finally:
+        _dispatch.on = previous
+
+
+def through_dispatcher() -> bool:
+    return getattr(_dispatch, "on", False)

@@ -47,7 +47,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         shown["fp32 matmul"] = f"{ceil['matmul_tflops_float32']:.1f} TFLOP/s (cuBLAS)"
     else:
         shown["ceilings"] = "need a CUDA device"
-    console.print(tables.key_values("tilegraph", shown))
+    tables.show(console, tables.key_values("tilegraph", shown))
     return 0
 
 
@@ -60,7 +60,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     with console.status("") as status:
         results = run_checks(seed=args.seed,
                              progress=lambda what: status.update(f"checking {what}"))
-    console.print(tables.check_table(results, TOLERANCES))
+    tables.show(console, tables.check_table(results, TOLERANCES))
     failed = [r for r in results if not r.passed]
     console.print(f"{len(results) - len(failed)} passed, {len(failed)} failed")
     if INTERPRET:
@@ -99,12 +99,12 @@ def cmd_decode_grid(args: argparse.Namespace, ceil: dict | None) -> int:
         step = _stepper(progress, task)
         results = grid.run(dtypes, rows, shapes, ceilings=ceil or {}, progress=step)
     for dtype in dict.fromkeys(r["dtype"] for r in results):
-        console.print(tables.grid_table(results, dtype))
+        tables.show(console, tables.grid_table(results, dtype))
     summary = grid.summary(results)
-    console.print(tables.sweep_table("geometric mean speed-up over F.linear, and points slower",
-                                     summary, ("dtype", "points", "tilegraph_geomean",
-                                               "tilegraph_slower", "nopdl_geomean",
-                                               "nopdl_slower")))
+    tables.show(console, tables.sweep_table(
+        "geometric mean speed-up over F.linear, and points slower", summary,
+        ("dtype", "points", "tilegraph_geomean", "tilegraph_slower", "nopdl_geomean",
+         "nopdl_slower")))
     if args.out:
         written = grid.save(results, summary, args.out, args.format, ceil or {})
         console.print("saved " + ", ".join(str(p) for p in written))
@@ -127,12 +127,13 @@ def cmd_stack_grid(args: argparse.Namespace, ceil: dict | None) -> int:
         results = stack_grid.run(dtypes, batches, widths, copy_gbps, progress=step)
     columns = ("dtype", "d", "batch", "layers", "hand_us", "tilegraph_us", "speedup",
                "hand_pct_floor", "tilegraph_pct_floor", "target")
-    console.print(tables.sweep_table("stack grid: us per token, tilegraph's GraphRunner "
-                                     "against the hand graph", results, columns))
+    tables.show(console, tables.sweep_table(
+        "stack grid: us per token, tilegraph's GraphRunner against the hand graph", results,
+        columns))
     summary = stack_grid.summary(results)
-    console.print(tables.sweep_table("geometric mean speed-up over the hand graph", summary,
-                                     ("dtype", "points", "geomean_speedup", "min_speedup",
-                                      "missed")))
+    tables.show(console, tables.sweep_table(
+        "geometric mean speed-up over the hand graph", summary,
+        ("dtype", "points", "geomean_speedup", "min_speedup", "missed")))
     if args.out:
         written = stack_grid.save(results, summary, args.out, args.format, copy_gbps)
         console.print("saved " + ", ".join(str(p) for p in written))
@@ -160,12 +161,12 @@ def cmd_attention_grid(args: argparse.Namespace, ceil: dict | None) -> int:
                                      progress=step)
     columns = ("dtype", "heads", "kv_heads", "head_dim", "batch", "context", "cache_mb",
                "sdpa_us", "tilegraph_us", "speedup", "tilegraph_pct_floor")
-    console.print(tables.sweep_table("attention grid: us a call, graph replays, caches "
-                                     "rotated past L2", results, columns))
+    tables.show(console, tables.sweep_table(
+        "attention grid: us a call, graph replays, caches rotated past L2", results, columns))
     summary = attention_grid.summary(results)
-    console.print(tables.sweep_table("tg.decode_attention against SDPA", summary,
-                                     ("dtype", "points", "geomean_speedup", "min_speedup",
-                                      "slower", "min_pct_floor_16mb")))
+    tables.show(console, tables.sweep_table(
+        "tg.decode_attention against SDPA", summary,
+        ("dtype", "points", "geomean_speedup", "min_speedup", "slower", "min_pct_floor_16mb")))
     if args.out:
         written = attention_grid.save(results, summary, args.out, args.format, ceil or {})
         console.print("saved " + ", ".join(str(p) for p in written))
@@ -195,7 +196,7 @@ def cmd_train_bench(args: argparse.Namespace) -> int:
                 progress.advance(task)
     columns = ("dtype", "tokens", "variant", "ms_per_step", "steps_per_s", "vs_compile_ro",
                "vs_compile", "vs_hand_graph", "build_s", "final_loss", "loss_rel_diff", "status")
-    console.print(tables.sweep_table(
+    tables.show(console, tables.sweep_table(
         "training steps: MLP stack (x + W2 gelu(W1 rms_norm(x))), AdamW; ratios are the "
         "peer's time over this variant's", rows, columns))
     if args.out:
@@ -249,7 +250,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
                                        task, description=what))
                 progress.advance(task)
             if rows:
-                progress.console.print(tables.bench_table(bench.name, rows, bench.throughput))
+                tables.show(progress.console,
+                            tables.bench_table(bench.name, rows, bench.throughput))
             all_rows += rows
     if not all_rows:
         device = "cpu" if INTERPRET else "cuda"
@@ -359,7 +361,7 @@ def cmd_model_demo(args: argparse.Namespace) -> int:
             rows += model_demo.summarize(name, batch, result["runs"], result["config"],
                                          element, prompt + new / 2, copy_gbps)
             builds[batch] = result["builds"]
-    console.print(tables.model_table(rows, f"{name}: decode, token after token"))
+    tables.show(console, tables.model_table(rows, f"{name}: decode, token after token"))
     for batch, seconds in builds.items():
         if seconds:
             console.print(f"batch {batch}: tilegraph graphs for every bucket built in "
@@ -481,17 +483,20 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
         results = demo.compare_variants(stack, names, config.tokens, config.batch, step)
         rows = demo.summarize(results, config.weight_bytes, config.batch, copy_gbps)
-        progress.console.print(tables.demo_table(rows))
+        tables.show(progress.console, tables.demo_table(rows))
         if sweeps:
             layer_rows = demo.sweep_layers(stack, sweep_tokens, config.batch, step)
             batch_rows = demo.sweep_batch(stack, sweep_tokens, progress=step)
-    if sweeps:
-        console.print(tables.sweep_table("graph speed-up by number of layers", layer_rows,
-                                         ("layers", "variant", "ms_per_token", "vs_eager",
-                                          "vs_torch_graph")))
-        console.print(tables.sweep_table("batch sizes through one runner (sizes 1, 2, 4, 8)",
-                                         batch_rows, ("batch", "graph_size", "ms_per_step",
-                                                      "us_per_sequence_token", "gbps")))
+    if sweeps and INTERPRET:
+        console.print("The layer and batch sweeps ran for correctness only: their tables are "
+                      "timings, which need CUDA.")
+    elif sweeps:
+        tables.show(console, tables.sweep_table(
+            "graph speed-up by number of layers", layer_rows,
+            ("layers", "variant", "ms_per_token", "vs_eager", "vs_torch_graph")))
+        tables.show(console, tables.sweep_table(
+            "batch sizes through one runner (sizes 1, 2, 4, 8)", batch_rows,
+            ("batch", "graph_size", "ms_per_step", "us_per_sequence_token", "gbps")))
     written = demo.save(args.out, config, copy_gbps, rows, layer_rows, batch_rows)
     console.print("saved " + ", ".join(str(p) for p in written))
     if INTERPRET:
@@ -520,7 +525,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
             results.append(tune_shape(m, n, k, args.dtype, progress=lambda what: progress.update(
                 task, description=what)))
             progress.advance(task)
-    console.print(tables.tune_table(results, device_name()))
+    tables.show(console, tables.tune_table(results, device_name()))
     if args.out:
         rows = [{k: v for k, v in r.items() if k != "candidates"} for r in results]
         written = save(rows, args.out, "tune", ("json", "csv", "md"),

@@ -7,3 +7,8 @@ class CaptureError(RuntimeError):
 
 class StaleOutputError(RuntimeError):
     """A graph output was read after a later replay overwrote it."""
+
+
+class SideEffectWarning(RuntimeWarning):
+    """Building a graph ran a function that advanced state it keeps outside its inputs and
+    outputs (tg.capture's restore_state says what to do about it)."""

@@ -97,7 +97,10 @@ class Generator:
             synchronize(device)
             start = time.perf_counter()
             step = self._sampled_step if sampled else self._greedy_step
-            self._runners[sampled] = GraphRunner(step, example, sizes=self.sizes)
+            # The warm-up writes the cache and the history at the example's positions:
+            # every sequence's prefill and decode write them again before reading them.
+            self._runners[sampled] = GraphRunner(step, example, sizes=self.sizes,
+                                                 restore_state=False)
             self.build_seconds["sample" if sampled else "greedy"] = \
                 time.perf_counter() - start
         return self._runners[sampled]

@@ -2,7 +2,38 @@
 
 from __future__ import annotations
 
+from rich.console import Console
 from rich.table import Table
+
+
+def show(console: Console, table: Table) -> None:
+    """Print a table with every value whole. A log or a pipe, which has no width of its
+    own, gets the table at the width it needs; a terminal too narrow for it gets it turned
+    on its side (a row per column, a column per row), and cells that still do not fit wrap
+    instead of being cut to '2.1e…'."""
+    unbounded = console.options.update_width(100_000)
+    natural = console.measure(table, options=unbounded).maximum
+    if not console.is_terminal:
+        # (print's own width= is capped at the console's width)
+        Console(file=console.file, width=max(console.width, natural),
+                no_color=console.no_color).print(table)
+        return
+    if natural > console.width:
+        table = _on_its_side(table)
+    for column in table.columns:
+        column.overflow = "fold"
+    console.print(table)
+
+
+def _on_its_side(table: Table) -> Table:
+    turned = Table(title=table.title, caption=table.caption, show_header=False)
+    rows = list(zip(*(list(column.cells) for column in table.columns), strict=True))
+    turned.add_column(style="bold")
+    for _ in rows:
+        turned.add_column(justify="right")
+    for index, column in enumerate(table.columns):
+        turned.add_row(column.header, *(row[index] for row in rows))
+    return turned
 
 
 def fmt(value, spec: str, scale: float = 1.0) -> str:
@@ -50,23 +81,21 @@ def bench_table(kernel: str, rows: list[dict], throughput: str) -> Table:
 
 
 def demo_table(rows: list[dict]) -> Table:
-    table = Table(title="decode, token after token")
-    for column in ("variant", "result", "ms/token", "tokens/s", "GB/s", "% floor", "vs eager",
-                   "vs torch-graph", "max rel. error", "build s"):
-        table.add_column(column, justify="left" if column == "variant" else "right")
-    for row in rows:
-        table.add_row(row["variant"], row["status"], fmt(row["ms_per_token"], ".3f"),
-                      fmt(row["tokens_per_s"], ".0f"), fmt(row["gbps"], ".0f"),
-                      fmt(row["pct_floor"], ".1f"), fmt(row["vs_eager"], ".2f"),
-                      fmt(row["vs_torch_graph"], ".2f"), fmt(row["rel_error"], ".1e"),
-                      fmt(row["build_seconds"], ".2f"))
+    columns = {"variant": lambda r: r["variant"], "result": lambda r: r["status"],
+               "ms/token": lambda r: fmt(r["ms_per_token"], ".3f"),
+               "tokens/s": lambda r: fmt(r["tokens_per_s"], ".0f"),
+               "GB/s": lambda r: fmt(r["gbps"], ".0f"),
+               "% floor": lambda r: fmt(r["pct_floor"], ".1f"),
+               "vs eager": lambda r: fmt(r["vs_eager"], ".2f"),
+               "vs torch-graph": lambda r: fmt(r["vs_torch_graph"], ".2f"),
+               "max rel. error": lambda r: fmt(r["rel_error"], ".1e"),
+               "build s": lambda r: fmt(r["build_seconds"], ".2f")}
+    table = _filled_columns("decode, token after token", columns, rows)
     table.caption = "\n".join(f"{r['variant']}: {r['reason']}" for r in rows if r["reason"])
     return table
 
 
 def model_table(rows: list[dict], title: str) -> Table:
-    """Columns with no value in any row (timings on CPU) are left out: the table stays
-    readable in 80 columns."""
     columns = {"batch": lambda r: str(r["batch"]), "variant": lambda r: r["variant"],
                "result": lambda r: r["status"],
                "ms/token": lambda r: fmt(r["ms_per_token"], ".3f"),
@@ -77,6 +106,15 @@ def model_table(rows: list[dict], title: str) -> Table:
                "build s": lambda r: fmt(r["build_seconds"], ".2f"),
                "rel. error": lambda r: fmt(r["rel_error"], ".1e"),
                "same tokens": lambda r: fmt(r["same_tokens"], ".0%")}
+    table = _filled_columns(title, columns, rows)
+    table.caption = "\n".join(f"batch {r['batch']} {r['variant']}: {r['reason']}"
+                              for r in rows if r["reason"])
+    return table
+
+
+def _filled_columns(title: str, columns: dict, rows: list[dict]) -> Table:
+    """A table of the columns that have a value in some row: timings are left out on CPU,
+    and the table stays readable in 80 columns."""
     cells = {name: [get(r) for r in rows] for name, get in columns.items()}
     shown = [name for name, values in cells.items() if any(values)]
     table = Table(title=title)
@@ -84,8 +122,6 @@ def model_table(rows: list[dict], title: str) -> Table:
         table.add_column(name, justify="left" if name == "variant" else "right")
     for i in range(len(rows)):
         table.add_row(*(cells[name][i] for name in shown))
-    table.caption = "\n".join(f"batch {r['batch']} {r['variant']}: {r['reason']}"
-                              for r in rows if r["reason"])
     return table
 
 
@@ -95,7 +131,7 @@ def sweep_table(title: str, rows: list[dict], columns: tuple[str, ...]) -> Table
         table.add_column(column, justify="right")
     for row in rows:
         table.add_row(*(fmt(row[c], ".3f") if isinstance(row.get(c), float)
-                        else str(row.get(c, "")) for c in columns))
+                        else fmt(row.get(c), "") for c in columns))
     return table
 
 

@@ -3,28 +3,37 @@ in the user's code, and what to do."""
 
 from __future__ import annotations
 
+import sysconfig
 import traceback
 from pathlib import Path
 
 from ..errors import CaptureError
 
 _PACKAGE_ROOT = Path(__file__).resolve().parents[1]
+_STANDARD_LIBRARY = Path(sysconfig.get_paths()["stdlib"]).resolve()
 _HOST_SYNC_HINTS = ("operation not permitted when stream is capturing",
                     "cudaErrorStreamCaptureUnsupported", "cudaErrorStreamCaptureInvalidated",
                     "cudaErrorStreamCaptureImplicit", "capture")
 
 
-def user_frame(tb=None) -> str:
-    """'file:line: code' of the innermost frame outside torch, triton and tilegraph, in the
-    traceback `tb`, or in the current stack when `tb` is None."""
+def user_location(tb=None) -> tuple[str, int, str]:
+    """(file, line number, code) of the innermost frame outside torch, triton, tilegraph and
+    the standard library, in the traceback `tb`, or in the current stack when `tb` is None."""
     frames = traceback.extract_tb(tb) if tb is not None else traceback.extract_stack()
     for frame in reversed(frames):
         path = Path(frame.filename).resolve()
         parts = set(path.parts)
-        if _PACKAGE_ROOT in path.parents or "torch" in parts or "triton" in parts:
+        if (_PACKAGE_ROOT in path.parents or _STANDARD_LIBRARY in path.parents
+                or "torch" in parts or "triton" in parts):
             continue
-        return f"{frame.filename}:{frame.lineno}: {frame.line}"
-    return "unknown location"
+        return frame.filename, frame.lineno or 0, frame.line or ""
+    return "unknown location", 0, ""
+
+
+def user_frame(tb=None) -> str:
+    """'file:line: code' of user_location(tb)."""
+    filename, lineno, line = user_location(tb)
+    return f"{filename}:{lineno}: {line}" if lineno else filename
 
 
 def _root_cause(error: BaseException) -> BaseException:

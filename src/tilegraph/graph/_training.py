@@ -15,10 +15,14 @@ network capture recipe says, with what users get wrong handled here:
 from __future__ import annotations
 
 import torch
-from torch.optim.optimizer import register_optimizer_step_pre_hook
+from torch.optim.optimizer import (
+    register_optimizer_step_post_hook,
+    register_optimizer_step_pre_hook,
+)
 from torch.overrides import TorchFunctionMode
 
 from ..errors import CaptureError
+from ._state import storage_key
 
 
 def _leaves_reached(root: torch.Tensor) -> list[torch.Tensor]:
@@ -60,16 +64,27 @@ class TrainingWatch:
         self._optimizers: list[torch.optim.Optimizer] = []
         self._param_snapshots: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         self._state_snapshots: dict[int, dict] = {}
+        self._handled: set[tuple] = set()
 
     def __enter__(self) -> TrainingWatch:
         self._mode = _SeeBackward(self)
         self._mode.__enter__()
-        self._hook = register_optimizer_step_pre_hook(self._before_step)
+        self._hooks = (register_optimizer_step_pre_hook(self._before_step),
+                       register_optimizer_step_post_hook(self._after_step))
         return self
 
     def __exit__(self, *exc) -> None:
-        self._hook.remove()
+        for hook in self._hooks:
+            hook.remove()
         self._mode.__exit__(*exc)
+
+    def handles(self, t: torch.Tensor) -> bool:
+        """Whether restore() or release_gradients() puts t back: a parameter an optimizer
+        steps, the optimizer's state, a gradient."""
+        key = storage_key(t)
+        return key in self._handled or any(
+            leaf.grad is not None and storage_key(leaf.grad) == key
+            for leaf in self._grad_leaves.values())
 
     def saw_backward(self, root: torch.Tensor) -> None:
         self.trains = True
@@ -83,11 +98,18 @@ class TrainingWatch:
         self._optimizers.append(optimizer)
         for group in optimizer.param_groups:
             for p in group["params"]:
+                self._handled.add(storage_key(p))
                 self._param_snapshots.setdefault(id(p), (p, p.detach().clone()))
                 state = optimizer.state.get(p, {})
                 self._state_snapshots.setdefault(id(p), {
                     key: value.clone() if isinstance(value, torch.Tensor) else value
                     for key, value in state.items()})
+
+    def _after_step(self, optimizer, args, kwargs) -> None:
+        """Note the state the step created (Adam's moments on its first step)."""
+        for state in optimizer.state.values():
+            self._handled.update(storage_key(value) for value in state.values()
+                                 if isinstance(value, torch.Tensor))
 
     def _check_capturable(self, optimizer) -> None:
         if not self.on_cuda:
@@ -105,6 +127,8 @@ class TrainingWatch:
         """Set every gradient a warm-up backward produced to None: the captured backward
         then allocates them from the graph's pool and each replay overwrites them."""
         for leaf in self._grad_leaves.values():
+            if leaf.grad is not None:
+                self._handled.add(storage_key(leaf.grad))
             leaf.grad = None
         for optimizer in self._optimizers:
             optimizer.zero_grad(set_to_none=True)

@@ -3,11 +3,12 @@
 Rules (../shared/DESIGN.md): warm up before capture, so Triton JIT, autotuning and library
 handles happen outside it; capture on a side stream in thread-local error mode; a replay
 overwrites the previous outputs. On machines without CUDA a Graph replays by re-running its
-function (with one warning), so the same code runs everywhere.
+function (a scope's: the ops it recorded), with one warning, so the same code runs everywhere.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import sys
@@ -20,9 +21,10 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
-from .._runtime import side_stream, tilegraph_capture
+from .._runtime import ops_through_dispatcher, side_stream, tilegraph_capture
 from ..errors import CaptureError
 from ._errors import as_capture_error, user_frame
+from ._state import StateWatch, watching_state
 from ._training import TrainingWatch
 
 _warned_cpu = False
@@ -67,17 +69,13 @@ class Graph:
     def replay(self) -> Any:
         if self._cuda_graph is not None:
             self._cuda_graph.replay()
-        elif self._fn is not None:
+        else:
             # CPU: run again and write into the same output tensors, as a replay would.
             if self._before_rerun is not None:
                 self._before_rerun()
             fresh = self._fn(*self.inputs)
             tree_map(lambda old, new: old.copy_(new) if isinstance(old, torch.Tensor) else old,
                      self.outputs, fresh)
-        else:
-            raise RuntimeError("this scope was recorded without CUDA and has no function to "
-                               "re-run; use tg.capture(fn, *args) for code that must also "
-                               "run on CPU")
         self.replays += 1
         return self.outputs
 
@@ -136,30 +134,49 @@ def _reserved_before_capture() -> int:
     return torch.cuda.memory_reserved()
 
 
-def capture(fn: Callable, *args, warmup: int = 2, pool=None) -> Graph:
+def capture(fn: Callable, *args, warmup: int = 2, pool=None,
+            restore_state: bool | None = None) -> Graph:
     """Warm `fn(*args)` up `warmup` times on a side stream, then capture one call of it.
 
     `args` become the graph's static inputs: copy new values into them before `replay()`.
     `pool` (torch.cuda.graph_pool_handle() or another graph's .pool) shares memory between
     graphs that never replay at the same time.
+    restore_state: state fn keeps outside its inputs and outputs (a counter, a cache, running
+    statistics) is advanced by every warm-up call. None (default) warns (SideEffectWarning)
+    naming each tensor that changed on every warm-up call; True puts back, after the
+    capture, every tensor the first call wrote, as it was before warm-up; False does neither.
     """
     if warmup < 1:
         raise ValueError(f"warmup must be >= 1 (Triton compiles and tunes on the first call), "
                          f"got {warmup}")
     name = str(getattr(fn, "__name__", fn))
-    if not _uses_cuda(args):
-        _warn_cpu_once()
-        start = time.perf_counter()
-        with TrainingWatch(name, on_cuda=False) as watch:
-            outputs = fn(*args)
-        for _ in range(warmup - 1):
-            outputs = fn(*args)
-        outputs = _training_outputs(outputs, watch, fn)
-        watch.restore()
-        rerun = watch.release_gradients if watch.trains else None
-        return Graph(fn, args, outputs, None, time.perf_counter() - start, 0,
-                     before_rerun=rerun)
+    with watching_state(f"tg.capture({name})", restore_state) as state:
+        if _uses_cuda(args):
+            return _capture_on_cuda(fn, args, warmup, pool, name, state)
+        return _rerun_on_cpu(fn, args, warmup, name, state)
 
+
+def _rerun_on_cpu(fn: Callable, args: tuple, warmup: int, name: str,
+                  state: StateWatch) -> Graph:
+    _warn_cpu_once()
+    start = time.perf_counter()
+    with TrainingWatch(name, on_cuda=False) as watch, state.call(args):
+        outputs = fn(*args)
+    state.handlers.append(watch.handles)
+    state.exclude(outputs)
+    state.settle()
+    for _ in range(warmup - 1):
+        with state.call(args):
+            outputs = fn(*args)
+        state.exclude(outputs)
+    outputs = _training_outputs(outputs, watch, fn)
+    watch.restore()
+    rerun = watch.release_gradients if watch.trains else None
+    return Graph(fn, args, outputs, None, time.perf_counter() - start, 0, before_rerun=rerun)
+
+
+def _capture_on_cuda(fn: Callable, args: tuple, warmup: int, pool, name: str,
+                     state: StateWatch) -> Graph:
     stream = side_stream()
     stream.wait_stream(torch.cuda.current_stream())
     start = time.perf_counter()
@@ -168,10 +185,15 @@ def capture(fn: Callable, *args, warmup: int = 2, pool=None) -> Graph:
         # where there is one, must not. Only the first is watched for training (the
         # watch's torch-function mode would make a torch.compile'd fn compile differently
         # from the unwatched call captured last).
-        with TrainingWatch(name, on_cuda=True) as watch:
+        with TrainingWatch(name, on_cuda=True) as watch, state.call(args):
             outputs = fn(*args)
+        state.handlers.append(watch.handles)
+        state.exclude(outputs)
+        state.settle()
         for _ in range(warmup - 1):
-            outputs = _warm_up_without_host_syncs(fn, args)
+            with state.call(args):
+                outputs = _warm_up_without_host_syncs(fn, args)
+            state.exclude(outputs)
     torch.cuda.current_stream().wait_stream(stream)
     _training_outputs(outputs, watch, fn)
     watch.release_gradients()
@@ -192,6 +214,7 @@ def capture(fn: Callable, *args, warmup: int = 2, pool=None) -> Graph:
     torch.cuda.synchronize()
     memory = torch.cuda.memory_reserved() - reserved
     watch.restore()  # recording ran nothing: only the warm-up calls trained
+    state.exclude(outputs)
     return Graph(fn, args, _training_outputs(outputs, watch, fn), cuda_graph,
                  time.perf_counter() - start, memory, pool)
 
@@ -212,18 +235,47 @@ _INTERPRETER_FILE = os.path.join("triton", "runtime", "interpreter.py")
 
 class _RefuseAllocation(TorchDispatchMode):
     """Raise on any op that returns a fresh tensor: inside a scope, memory allocated during
-    capture belongs to the graph and would be silently reused by later replays."""
+    capture belongs to the graph and would be silently reused by later replays. On CPU,
+    also record the ops (PyTorch's and tilegraph's, which the scope sends through the
+    dispatcher) so that the scope's graph replays them."""
+
+    def __init__(self, record: bool):
+        super().__init__()
+        self.recorded: list | None = [] if record else None
+        self.unrecorded_kernel = False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        for ret in func._schema.returns:
-            if (ret.alias_info is None and str(ret.type).startswith("Tensor")
-                    and not _inside_triton_interpreter()):
-                raise CaptureError(
-                    f"{func} allocates a new tensor inside tg.scope(), at "
-                    f"{user_frame()}; allocate buffers before the scope and write into "
-                    "them (out=..., in-place ops, .copy_()), or use tg.capture(fn), which "
-                    "owns its outputs")
-        return func(*args, **(kwargs or {}))
+        kwargs = kwargs or {}
+        allocates = any(ret.alias_info is None and str(ret.type).startswith("Tensor")
+                        for ret in func._schema.returns)
+        inside_interpreter = ((allocates or self.recorded is not None)
+                              and _inside_triton_interpreter())
+        if allocates and not inside_interpreter:
+            raise CaptureError(
+                f"{func} allocates a new tensor inside tg.scope(), at "
+                f"{user_frame()}; allocate buffers before the scope and write into "
+                "them (out=..., in-place ops, .copy_()), or use tg.capture(fn), which "
+                "owns its outputs")
+        result = func(*args, **kwargs)
+        if self.recorded is not None:
+            if inside_interpreter:  # a Triton kernel launched by hand: not replayable here
+                self.unrecorded_kernel = True
+            else:
+                self.recorded.append((func, args, kwargs))
+        return result
+
+
+def _replaying(recorded: list, unrecorded_kernel: bool) -> Callable[[], None]:
+    """What a CPU scope's graph runs on replay: the recorded ops, on the same tensors."""
+    def replay() -> None:
+        if unrecorded_kernel:
+            raise RuntimeError(
+                "this scope launched a Triton kernel directly, which a CPU scope cannot "
+                "record (it replays PyTorch ops and tilegraph's ops); use tg.capture(fn) "
+                "for code that must also replay on CPU")
+        for func, args, kwargs in recorded:
+            func(*args, **kwargs)
+    return replay
 
 
 class scope:
@@ -231,8 +283,9 @@ class scope:
 
     For code that writes into buffers it already owns: any op that allocates a tensor inside
     the block raises CaptureError. Run the block once before the scope (warm-up), so Triton
-    compiles and tunes outside the capture. Without CUDA the block runs once and the graph
-    cannot replay (tg.capture(fn) re-runs functions on CPU instead).
+    compiles and tunes outside the capture. Without CUDA the block runs once while its
+    PyTorch and tilegraph ops are recorded, and a replay runs those ops again on the same
+    tensors (Python between them runs once, as a CUDA graph freezes it).
     """
 
     def __init__(self, pool=None):
@@ -257,12 +310,16 @@ class scope:
         self._marked = tilegraph_capture()
         self._marked.__enter__()
         self._start = time.perf_counter()
-        self._no_alloc = _RefuseAllocation()
+        recording = self._cuda_graph is None
+        self._routed = ops_through_dispatcher() if recording else contextlib.nullcontext()
+        self._routed.__enter__()
+        self._no_alloc = _RefuseAllocation(record=recording)
         self._no_alloc.__enter__()
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         self._no_alloc.__exit__(exc_type, exc, tb)
+        self._routed.__exit__(exc_type, exc, tb)
         self._marked.__exit__(exc_type, exc, tb)
         end_error = None
         if self._cuda_graph is not None:
@@ -283,6 +340,8 @@ class scope:
         if self._cuda_graph is not None:
             torch.cuda.synchronize()
             memory = torch.cuda.memory_reserved() - self._reserved
-        self.graph = Graph(None, (), None, self._cuda_graph, time.perf_counter() - self._start,
+        rerun = (None if self._cuda_graph is not None else
+                 _replaying(self._no_alloc.recorded, self._no_alloc.unrecorded_kernel))
+        self.graph = Graph(rerun, (), None, self._cuda_graph, time.perf_counter() - self._start,
                            memory, self.pool)
         return False

@@ -19,6 +19,7 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
 from ..errors import StaleOutputError
+from ._state import StateWatch, watching_state
 from .capture import Graph, capture
 
 
@@ -75,12 +76,14 @@ class GraphRunner:
     clone_outputs=True returns copies that later calls cannot overwrite; check_stale=True
     returns views that raise StaleOutputError if read after the next replay of their size.
     fallback="eager" runs fn directly for inputs no graph fits (too many rows, none);
-    "error" raises ValueError instead.
+    "error" raises ValueError instead. restore_state is tg.capture's, over every call the
+    runner makes while it is built (the row check's two and each size's warm-up).
     """
 
     def __init__(self, fn: Callable, example_inputs, sizes: Sequence[int] = (1, 2, 4, 8),
                  dim: int = 0, clone_outputs: bool = False, check_stale: bool = False,
-                 fallback: str = "error", warmup: int = 2):
+                 fallback: str = "error", warmup: int = 2,
+                 restore_state: bool | None = None):
         examples = (tuple(example_inputs) if isinstance(example_inputs, (tuple, list))
                     else (example_inputs,))
         if not examples or not all(isinstance(t, torch.Tensor) for t in examples):
@@ -112,12 +115,14 @@ class GraphRunner:
         self._calls: dict[tuple, _SizedCall] = {}
         self._last_call: _SizedCall | None = None
         self.eager_calls = 0
-        self._check_rows_independent()
-        for size in reversed(self.sizes):  # largest first: smaller graphs reuse its pool
-            views = tuple(buf.narrow(self.dim, 0, size) for buf in self._buffers)
-            self._graphs[size] = capture(fn, *views, warmup=warmup, pool=self.pool)
+        name = str(getattr(fn, "__name__", fn))
+        with watching_state(f"tg.GraphRunner({name})", restore_state) as state:
+            self._check_rows_independent(state)
+            for size in reversed(self.sizes):  # largest first: smaller graphs reuse its pool
+                views = tuple(buf.narrow(self.dim, 0, size) for buf in self._buffers)
+                self._graphs[size] = capture(fn, *views, warmup=warmup, pool=self.pool)
 
-    def _check_rows_independent(self) -> None:
+    def _check_rows_independent(self, state: StateWatch) -> None:
         """Refuse a function whose output rows depend on other rows (softmax or a sum over
         dim, batch statistics): padded rows would leak into every result. Two eager calls
         on the largest size, the second with its last row changed; the other rows of every
@@ -128,9 +133,10 @@ class GraphRunner:
             return
         inputs = [buf.narrow(self.dim, 0, size) for buf in self._buffers]
         with torch.no_grad():
+            copies = [t.clone() for t in inputs]
+            with state.call(copies):  # the runner's first call: restore_state snapshots here
+                first = [t.clone() for t in _batched(self.fn(*copies), self.dim, size)]
             changed = [t.clone() for t in inputs]
-            first = [t.clone() for t in _batched(self.fn(*[t.clone() for t in inputs]),
-                                                 self.dim, size)]
             for t in changed:
                 last = t.narrow(self.dim, size - 1, 1)
                 if t.dtype == torch.bool:
@@ -139,7 +145,8 @@ class GraphRunner:
                     last.mul_(-2).add_(1)
                 else:
                     last.add_(1)
-            second = _batched(self.fn(*changed), self.dim, size)
+            with state.call(changed):
+                second = _batched(self.fn(*changed), self.dim, size)
         for i, (a, b) in enumerate(zip(first, second, strict=True)):
             a, b = (t.narrow(self.dim, 0, size - 1).double() for t in (a, b))
             moved = (a - b).abs().max().item()

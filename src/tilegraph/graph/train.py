@@ -9,8 +9,8 @@ graph's pool, refuses an optimizer that cannot be captured, and undoes the warm-
 (_training.py). TrainStep adds what a step needs on top: learning rates as device tensors
 (a float is baked into the graph: a scheduler changing it afterwards would be silently
 ignored; a tensor is read on every replay, and torch.optim's schedulers fill it in place),
-a check that they stay tensors, the model's buffers (running statistics) restored after
-warm-up, and a loss that later steps do not overwrite.
+a check that they stay tensors, the model's buffers (running statistics) and any other
+state the step writes restored after warm-up, and a loss that later steps do not overwrite.
 """
 
 from __future__ import annotations
@@ -71,7 +71,6 @@ class TrainStep:
         self.model, self.optimizer, self.loss_fn = model, optimizer, loss_fn
         self.clone_loss = clone_loss
         self.inputs = tuple(t.detach().clone() for t in batch)
-        buffers = [(b, b.detach().clone()) for b in model.buffers()]
 
         def train_step(*batch):
             optimizer.zero_grad(set_to_none=True)
@@ -83,10 +82,10 @@ class TrainStep:
             optimizer.step()
             return loss.detach()
 
-        self.graph: Graph = capture(train_step, *self.inputs, warmup=warmup)
-        with torch.no_grad():
-            for buffer, before in buffers:
-                buffer.copy_(before)
+        # restore_state: the warm-up's writes to the model's buffers (running statistics)
+        # and any other state the step keeps are put back after the capture.
+        self.graph: Graph = capture(train_step, *self.inputs, warmup=warmup,
+                                    restore_state=True)
 
     def __call__(self, *batch: torch.Tensor) -> torch.Tensor:
         """One step on this batch (same shapes and dtypes as the example); returns the loss

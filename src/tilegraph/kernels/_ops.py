@@ -3,7 +3,8 @@
 Each op is a torch.library custom op that writes into `out` and returns nothing, so
 torch.compile(fullgraph=True) traces it as one opaque node. Eager calls skip the custom-op
 dispatcher and launch directly: its Python overhead would be paid on every call of a
-launch-bound workload.
+launch-bound workload. Where a dispatch mode must see them (tg.capture's restore_state, a
+CPU tg.scope), _runtime.ops_through_dispatcher() sends them through it.
 
 Where an input requires grad, ops take their differentiable path instead: a functional
 custom op (new outputs, nothing mutated: torch.library attaches autograd formulas only to
@@ -16,6 +17,8 @@ from typing import Any
 
 import torch
 
+from .._runtime import through_dispatcher
+
 
 def custom_op(name: str, launch: Callable[..., None],
               mutates: tuple[str, ...] = ("out",)) -> Callable[..., None]:
@@ -24,9 +27,8 @@ def custom_op(name: str, launch: Callable[..., None],
     the function the public op calls to run it."""
     op = torch.library.custom_op(f"tilegraph::{name}", launch, mutates_args=set(mutates))
     op.register_fake(lambda *args: None)
-
     def run(*args) -> None:
-        if torch.compiler.is_compiling():
+        if torch.compiler.is_compiling() or through_dispatcher():
             op(*args)
         else:
             launch(*args)
