@@ -8,6 +8,7 @@ import torch
 import tilegraph as tg
 from tilegraph.kernels.gelu import gelu_ref
 from tilegraph.kernels.linear import linear_ref
+from tilegraph.models.layerstack import PRESETS, LayerStack
 from tilegraph.testing import assert_close, randn
 
 D = 48
@@ -209,3 +210,31 @@ def test_again_replays_a_step_that_feeds_itself(device):
     runner(torch.zeros(5, 3, device=device))  # past the largest size: eager, no graph
     with pytest.raises(RuntimeError, match="call the runner first"):
         runner.again()
+
+
+@pytest.mark.gpu
+def test_gpu_soak_demo_runner_10000_replays():
+    """The demo's runner (the seed stack's fused forward), 10,000 tokens of fresh inputs at
+    every batch size: equal to eager PyTorch throughout, and no memory growth."""
+    stack = LayerStack(PRESETS["seed"], device="cuda")
+    d = stack.config.d
+    runner = tg.GraphRunner(stack.fused_forward, stack.token_inputs(1, 8)[0], sizes=(1, 2, 4, 8))
+    worst = torch.zeros((), device="cuda")
+
+    def token(i):
+        x = torch.randn(1 + i % 8, d, device="cuda")
+        got, want = runner(x), stack(x)
+        error = (got - want).abs().max() / want.abs().max()
+        torch.maximum(worst, error, out=worst)  # no host sync per token
+
+    for i in range(100):
+        token(i)
+    torch.cuda.synchronize()
+    allocated, reserved = torch.cuda.memory_allocated(), torch.cuda.memory_reserved()
+    for i in range(100, 10_000):
+        token(i)
+    torch.cuda.synchronize()
+    assert torch.cuda.memory_allocated() == allocated
+    assert torch.cuda.memory_reserved() == reserved
+    assert worst.item() < 1e-5
+    assert sum(s["replays"] for s in runner.stats().values()) == 10_000
