@@ -47,10 +47,18 @@ def run_file(tool: str, test_file: str, timeout: float) -> dict:
         return {"tool": tool, "file": test_file, "status": "timed out", "errors": None,
                 "seconds": round(time.perf_counter() - start, 1)}
     output = done.stdout + done.stderr
-    summary = re.findall(r"ERROR SUMMARY: (\d+) error", output)
-    tests = re.findall(r"(\d+) (passed|failed|skipped|error)", output)
+    # memcheck ends with "ERROR SUMMARY: N errors", racecheck with "RACECHECK SUMMARY: M
+    # hazards displayed (N errors, K warnings)".
+    summary = re.findall(r"ERROR SUMMARY: (\d+) error|hazards displayed \((\d+) error",
+                         output)
+    summary = [memcheck or racecheck for memcheck, racecheck in summary]
+    # pytest's last line: "3 passed, 1 failed, 1 error in 2.50s"
+    outcome = re.findall(r"^.*\d+ (?:passed|failed|errors?|skipped).* in [\d.]+s", output,
+                         re.MULTILINE)
+    tests = re.findall(r"(\d+) (passed|failed|skipped|errors?)", outcome[-1] if outcome else "")
     errors = sum(int(n) for n in summary) if summary else None
-    failed = any(kind in ("failed", "error") and int(n) for n, kind in tests)
+    failed = not tests or any(kind != "passed" and kind != "skipped" and int(n)
+                              for n, kind in tests)
     status = ("sanitizer said nothing" if errors is None else
               "errors" if errors else "tests failed" if failed else "clean")
     return {"tool": tool, "file": test_file, "status": status, "errors": errors,

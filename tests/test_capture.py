@@ -148,16 +148,25 @@ def _branch(x):
     return x - 1
 
 
+def _dropout_branch(x):
+    y = torch.nn.functional.dropout(x, 0.5)  # draws from the CUDA RNG inside the capture
+    return y + 1 if y.sum() > 0 else y
+
+
 @pytest.mark.gpu
+@pytest.mark.parametrize("warmup", [2, 1])
 @pytest.mark.parametrize("fn, line", [(_item, "x.sum().item()"), (_cpu, "x.cpu()"),
-                                      (_print, "print(x)"), (_branch, "if x.sum() > 0")])
-def test_gpu_host_sync_raises_capture_error_naming_the_line(fn, line):
+                                      (_print, "print(x)"), (_branch, "if x.sum() > 0"),
+                                      (_dropout_branch, "y + 1 if y.sum() > 0")])
+def test_gpu_host_sync_raises_capture_error_naming_the_line(fn, line, warmup):
+    """Found by the last warm-up call (before capture begins) or, with warmup=1, by the
+    capture itself; either way the process stays usable."""
     x = torch.randn(8, device="cuda")
     with pytest.raises(tg.CaptureError) as info:
-        tg.capture(fn, x)
+        tg.capture(fn, x, warmup=warmup)
     assert "test_capture.py" in str(info.value) and line in str(info.value)
-    # Found before capture began, so the CUDA RNG is not left in capture state (raw
-    # torch.cuda.graph leaves it there: "Offset increment outside graph capture").
+    # The CUDA RNG is not left in capture state (raw torch.cuda.graph leaves it there:
+    # "Offset increment outside graph capture encountered unexpectedly").
     assert torch.randn(4, device="cuda").isfinite().all()
     assert torch.nn.functional.dropout(x, 0.5).shape == x.shape
     # The failed capture leaves CUDA usable: the next capture works.

@@ -207,8 +207,7 @@ def _capture_on_cuda(fn: Callable, args: tuple, warmup: int, pool, name: str,
                               capture_error_mode="thread_local"), tilegraph_capture():
             outputs = fn(*args)
     except Exception as error:
-        # A failed capture_end skips restoring the stream: leave the caller's current.
-        torch.cuda.set_stream(caller_stream)
+        _recover_from_failed_capture(caller_stream, stream)
         watch.restore()  # a failed capture must not leave the model trained by warm-up
         raise as_capture_error(error, f"capturing {name}") from error
     torch.cuda.synchronize()
@@ -217,6 +216,24 @@ def _capture_on_cuda(fn: Callable, args: tuple, warmup: int, pool, name: str,
     state.exclude(outputs)
     return Graph(fn, args, _training_outputs(outputs, watch, fn), cuda_graph,
                  time.perf_counter() - start, memory, pool)
+
+
+def _recover_from_failed_capture(caller_stream, capture_stream) -> None:
+    """Undo what a capture that failed at capture_end leaves behind. It skips restoring the
+    caller's stream, and the epilogue that takes the CUDA RNG out of capture mode: every
+    later random op would raise "Offset increment outside graph capture encountered
+    unexpectedly". Recording a one-op graph runs that prologue-epilogue pair again, on the
+    same generator state (replacing the state would split the random streams of earlier
+    graphs from later eager draws)."""
+    torch.cuda.set_stream(caller_stream)
+    try:
+        reset = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(reset, stream=capture_stream, capture_error_mode="thread_local"):
+            torch.ones(1, device="cuda").mul_(2)  # (an empty graph warns)
+    except RuntimeError:
+        pass  # the device itself is broken (a sticky error): the capture's error says why
+    finally:
+        torch.cuda.set_stream(caller_stream)
 
 
 def _inside_triton_interpreter() -> bool:
@@ -327,7 +344,7 @@ class scope:
                 self._capturing.__exit__(exc_type, exc, tb)
             except Exception as error:  # capture_end fails after an illegal operation
                 end_error = error
-                torch.cuda.set_stream(self._caller_stream)
+                _recover_from_failed_capture(self._caller_stream, self._stream)
         error = exc if exc is not None else end_error
         if error is not None:
             converted = as_capture_error(error, "recording tg.scope()")
