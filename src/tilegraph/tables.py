@@ -131,7 +131,7 @@ def sweep_table(title: str, rows: list[dict], columns: tuple[str, ...]) -> Table
         table.add_column(column, justify="right")
     for row in rows:
         table.add_row(*(fmt(row[c], ".3f") if isinstance(row.get(c), float)
-                        else fmt(row.get(c), "") for c in columns))
+                        else "" if row.get(c) is None else str(row[c]) for c in columns))
     return table
 
 
