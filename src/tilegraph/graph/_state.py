@@ -73,11 +73,12 @@ def _whole_storage(t: torch.Tensor) -> torch.Tensor:
 
 def _fingerprint(t: torch.Tensor) -> torch.Tensor:
     """(sum, sum of squares) of t's memory in float64, on t's device, with no host sync.
-    Reductions with a float64 accumulator read the memory once and allocate nothing big."""
+    Reductions with a float64 accumulator read the memory once and allocate nothing big
+    (vector_norm takes floating tensors only: integers get their largest value instead)."""
     flat = _whole_storage(t)
-    if not flat.is_floating_point():
-        flat = flat.to(torch.float64)  # integer state is small: counters, positions, ids
     total = flat.sum(dtype=torch.float64)
+    if not flat.is_floating_point():  # integers and booleans: (sum, largest value)
+        return torch.stack((total, flat.max().to(torch.float64)))
     return torch.stack((total, torch.linalg.vector_norm(flat, dtype=torch.float64).square()))
 
 
