@@ -47,9 +47,12 @@ class _SeeBackward(TorchFunctionMode):
         self.watch = watch
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        if func is torch.Tensor.backward and isinstance(args[0], torch.Tensor):
-            self.watch.saw_backward(args[0])
-        return func(*args, **(kwargs or {}))
+        if not (func is torch.Tensor.backward and isinstance(args[0], torch.Tensor)):
+            return func(*args, **(kwargs or {}))
+        self.watch.saw_backward(args[0])
+        result = func(*args, **(kwargs or {}))
+        self.watch.note_gradients()
+        return result
 
 
 class TrainingWatch:
@@ -81,15 +84,17 @@ class TrainingWatch:
     def handles(self, t: torch.Tensor) -> bool:
         """Whether restore() or release_gradients() puts t back: a parameter an optimizer
         steps, the optimizer's state, a gradient."""
-        key = storage_key(t)
-        return key in self._handled or any(
-            leaf.grad is not None and storage_key(leaf.grad) == key
-            for leaf in self._grad_leaves.values())
+        return storage_key(t) in self._handled
 
     def saw_backward(self, root: torch.Tensor) -> None:
         self.trains = True
         for leaf in _leaves_reached(root):
             self._grad_leaves.setdefault(id(leaf), leaf)
+        self.note_gradients()  # gradients the backward will add into
+
+    def note_gradients(self) -> None:
+        self._handled.update(storage_key(leaf.grad) for leaf in self._grad_leaves.values()
+                             if leaf.grad is not None)
 
     def _before_step(self, optimizer, args, kwargs) -> None:
         if any(o is optimizer for o in self._optimizers):
@@ -126,9 +131,8 @@ class TrainingWatch:
     def release_gradients(self) -> None:
         """Set every gradient a warm-up backward produced to None: the captured backward
         then allocates them from the graph's pool and each replay overwrites them."""
+        self.note_gradients()
         for leaf in self._grad_leaves.values():
-            if leaf.grad is not None:
-                self._handled.add(storage_key(leaf.grad))
             leaf.grad = None
         for optimizer in self._optimizers:
             optimizer.zero_grad(set_to_none=True)
