@@ -12,3 +12,8 @@ class StaleOutputError(RuntimeError):
 class SideEffectWarning(RuntimeWarning):
     """Building a graph ran a function that advanced state it keeps outside its inputs and
     outputs (tg.capture's restore_state says what to do about it)."""
+
+
+class CollectiveError(RuntimeError):
+    """A collective of a tensor-parallel model failed or did not finish in time: another
+    rank failed, stopped or hangs. The message names this rank and the step."""

@@ -23,6 +23,7 @@ import torch
 
 from . import sampling
 from ._runtime import synchronize
+from .errors import CollectiveError
 from .graph import GraphRunner
 from .kernels.greedy import greedy_step
 from .models.llama import Llama
@@ -181,12 +182,19 @@ class Generator:
         while produced < max_new_tokens and not all(finished):
             chunk = min(self.sync_every, max_new_tokens - produced)
             for _ in range(chunk):
-                if produced == 1:  # the first step copies its inputs in; later ones loop
-                    tokens, positions, _ = runner(tokens, positions)
-                else:
-                    runner.again()
+                try:
+                    if produced == 1:  # the first step copies its inputs in; later ones loop
+                        tokens, positions, _ = runner(tokens, positions)
+                    else:
+                        runner.again()
+                except CollectiveError as error:   # raised eagerly (gloo): name the step
+                    raise CollectiveError(f"{error} (decode step {produced})") from error
                 produced += 1
-            # One wait per chunk: every row's last `chunk` tokens, by position.
+            # One wait per chunk, with a deadline under tensor parallelism (a replayed
+            # collective whose peer died would block the read below for ever).
+            self.model.tp.wait(_recorded_event(device),
+                               f"decode steps {produced - chunk}..{produced - 1}")
+            # every row's last `chunk` tokens, by position
             columns = (positions[:, None] - torch.arange(chunk - 1, -1, -1, device=device))
             new = self._history[:batch].gather(1, columns).tolist()
             for step in range(chunk):
@@ -289,6 +297,14 @@ class Generator:
         if temperature == 0 and (top_k or top_p not in (None, 1.0)):
             raise ValueError("top_k and top_p apply to sampling: give temperature > 0 "
                              "(temperature=0 is greedy)")
+
+
+def _recorded_event(device: torch.device) -> torch.cuda.Event | None:
+    if device.type != "cuda":
+        return None
+    event = torch.cuda.Event()
+    event.record()
+    return event
 
 
 def _stop_set(eos_token_id) -> frozenset[int]:

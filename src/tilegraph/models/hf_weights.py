@@ -1,5 +1,7 @@
 """Hugging Face weights into tilegraph's Llama: from a transformers model object or a local
 checkpoint directory (config.json + *.safetensors, sharded or not). Nothing is downloaded.
+Under tensor parallelism each rank reads only its slice of each tensor from the files
+(safetensors' get_slice), never the whole checkpoint.
 
 Checkpoints keep q, k, v and gate, up as separate matrices; the model fuses them once here
 (the way gpt-fast converts a checkpoint), so a decode step runs one projection for each group:
@@ -10,20 +12,34 @@ interleaved (the layout of tg.linear's "swiglu").
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import torch
 
 import tilegraph as tg
 
+from ..dist.group import TensorParallel
+from ..dist.sharding import split_of
 from .llama_config import LlamaConfig
+
+# (dimension, start, stop) of a tensor to read, or None for all of it
+Split = tuple[int, int, int] | None
+Reader = Callable[[Split], torch.Tensor]
 
 # Buffers some checkpoints carry that the model recomputes.
 _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
 
 
-def _tensors_from_directory(path: Path) -> Iterator[tuple[str, torch.Tensor]]:
+def _sliced(tensor_or_slice, split: Split):
+    """tensor[..., start:stop, ...] along split's dimension (a safetensors slice too)."""
+    if split is None:
+        return tensor_or_slice[:]
+    dim, start, stop = split
+    return tensor_or_slice[start:stop] if dim == 0 else tensor_or_slice[:, start:stop]
+
+
+def _tensors_from_directory(path: Path) -> Iterator[tuple[str, Reader]]:
     try:
         from safetensors import safe_open
     except ImportError as error:
@@ -41,11 +57,13 @@ def _tensors_from_directory(path: Path) -> Iterator[tuple[str, torch.Tensor]]:
     for file in files:
         with safe_open(str(file), framework="pt", device="cpu") as shard:
             for name in shard.keys():  # noqa: SIM118 (safe_open is not a dict)
-                yield name, shard.get_tensor(name)
+                yield name, lambda split, name=name, shard=shard: _sliced(
+                    shard.get_slice(name), split)
 
 
-def _source(model_or_path) -> tuple[LlamaConfig, Iterator, torch.dtype, torch.device]:
-    """Config, (name, tensor) pairs, and the checkpoint's own dtype and device."""
+def _source(model_or_path) -> tuple[LlamaConfig, Iterator[tuple[str, Reader]], torch.dtype,
+                                   torch.device]:
+    """Config, (name, reader of a slice) pairs, and the checkpoint's own dtype and device."""
     if isinstance(model_or_path, (str, Path)):
         path = Path(model_or_path)
         if not path.is_dir():
@@ -63,8 +81,9 @@ def _source(model_or_path) -> tuple[LlamaConfig, Iterator, torch.dtype, torch.de
     if hasattr(model_or_path, "config") and hasattr(model_or_path, "state_dict"):
         state = model_or_path.state_dict()
         first = next(iter(state.values()))
-        return (LlamaConfig.from_hf(model_or_path.config), iter(state.items()), first.dtype,
-                first.device)
+        readers = ((name, lambda split, t=tensor: _sliced(t, split))
+                   for name, tensor in state.items())
+        return LlamaConfig.from_hf(model_or_path.config), readers, first.dtype, first.device
     raise TypeError(f"from_hf takes a transformers model or a checkpoint directory, got "
                     f"{type(model_or_path).__name__}")
 
@@ -100,15 +119,17 @@ def _our_name(name: str) -> tuple[str, str] | None:
 _ORDER = {"q": 0, "k": 1, "v": 2, "gate": 0, "up": 1}
 
 
-def load_llama(cls, model_or_path, dtype: torch.dtype | None, device):
+def load_llama(cls, model_or_path, dtype: torch.dtype | None, device,
+               tp: TensorParallel | None = None):
+    tp = tp or TensorParallel()
     config, tensors, stored_dtype, stored_device = _source(model_or_path)
     dtype = dtype or stored_dtype
     device = torch.device(device) if device is not None else stored_device
-    model = cls(config, dtype=dtype, device=device)
+    model = cls(config, dtype=dtype, device=device, tp=tp)
     params = dict(model.named_parameters(remove_duplicate=False))
     pieces: dict[str, dict[str, torch.Tensor]] = {}
     unexpected = []
-    for name, tensor in tensors:
+    for name, read in tensors:
         if name.endswith(_IGNORED_SUFFIXES):
             continue
         mapped = _our_name(name)
@@ -116,13 +137,14 @@ def load_llama(cls, model_or_path, dtype: torch.dtype | None, device):
             unexpected.append(name)
             continue
         target, part = mapped
-        pieces.setdefault(target, {})[part] = tensor.to(device=device, dtype=dtype)
+        if target == "lm_head" and config.tie_embeddings:
+            continue   # the embedding's rows serve
+        split = split_of(target, part, config, tp.rank, tp.size)
+        pieces.setdefault(target, {})[part] = read(split).to(device=device, dtype=dtype)
     if unexpected:
         raise ValueError(f"checkpoint tensors tilegraph's Llama has no place for: "
                          f"{unexpected[:8]}{' ...' if len(unexpected) > 8 else ''}")
-    if config.tie_embeddings:
-        pieces.pop("lm_head", None)
-    elif "lm_head" not in pieces and "embed" in pieces:
+    if not config.tie_embeddings and "lm_head" not in pieces and "embed" in pieces:
         raise ValueError("the checkpoint has no lm_head.weight but its config does not tie "
                          "embeddings (tie_word_embeddings=false)")
     missing = [name for name in params if name not in pieces
@@ -140,8 +162,12 @@ def load_llama(cls, model_or_path, dtype: torch.dtype | None, device):
             value = torch.cat(ordered, dim=0)
             if "q" in parts and value.shape[0] % config.head_dim == 0:
                 value = tg.interleave_rotary_pairs(value, config.head_dim)  # tg.linear_qkv's
-        if value.shape != params[name].shape:
+        target = params[name]
+        if name == "lm_head" and value.shape[0] < target.shape[0]:
+            target = target[:value.shape[0]]   # the last rank's block, padded past the vocab
+        if value.shape != target.shape:
             raise ValueError(f"{name}: checkpoint shape {tuple(value.shape)} does not match "
-                             f"the config's {tuple(params[name].shape)}")
-        params[name].data.copy_(value)
+                             f"the config's {tuple(target.shape)}")
+        target.data.copy_(value)
+    model.tie_lm_head()
     return model.eval()

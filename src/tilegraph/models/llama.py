@@ -26,6 +26,8 @@ from torch import nn
 
 import tilegraph as tg
 
+from ..dist.group import TensorParallel
+from ..dist.sharding import local_config, vocab_shard
 from .llama_config import LlamaConfig, rope_frequencies
 
 
@@ -97,19 +99,41 @@ class KVCache:
 
 
 class Llama(nn.Module):
-    """A Llama-family decoder (see the module docstring). Parameters never require grad:
-    tilegraph's kernels have no backward yet."""
+    """A Llama-family decoder (see the module docstring). Parameters never require grad.
 
-    def __init__(self, config: LlamaConfig, dtype: torch.dtype = torch.float32, device=None):
+    tp: tensor parallelism (tilegraph.dist): an int N under torchrun, or a TensorParallel.
+    Each rank then holds `local` (config with its share of the heads and the MLP), the LM
+    head's rows `vocab_rows`, and the whole embedding table; every call runs on every rank
+    and returns the whole result there."""
+
+    def __init__(self, config: LlamaConfig, dtype: torch.dtype = torch.float32, device=None,
+                 *, tp: TensorParallel | int | None = None):
         super().__init__()
         self.config = config
+        self.tp = TensorParallel.resolve(tp)
+        self.local = local_config(config, self.tp.size)
         kw = {"dtype": dtype, "device": device}
         self.embed = _parameter(config.vocab_size, config.dim, **kw)
-        self.layers = nn.ModuleList(LlamaLayer(config, dtype, device)
+        self.layers = nn.ModuleList(LlamaLayer(self.local, dtype, device)
                                     for _ in range(config.n_layers))
         self.norm = _parameter(config.dim, fill=1.0, **kw)
-        self.lm_head = (self.embed if config.tie_embeddings
-                        else _parameter(config.vocab_size, config.dim, **kw))
+        start, stop, rows = vocab_shard(config.vocab_size, self.tp.rank, self.tp.size)
+        self.vocab_rows = (start, stop)
+        if config.tie_embeddings and self.tp.size == 1:
+            self.lm_head = self.embed
+        else:   # a rank's rows, zero past the vocabulary (tied: copied from the embedding)
+            self.lm_head = _parameter(rows, config.dim, fill=0.0, **kw)
+            if not config.tie_embeddings:
+                nn.init.normal_(self.lm_head.data[:stop - start], std=0.02)
+            self.tie_lm_head()
+
+    def tie_lm_head(self) -> None:
+        """Copy this rank's rows of a tied embedding into its LM head shard (after loading
+        weights; a no-op without tensor parallelism, where they are one tensor)."""
+        if self.config.tie_embeddings and self.lm_head is not self.embed:
+            start, stop = self.vocab_rows
+            with torch.no_grad():
+                self.lm_head[:stop - start].copy_(self.embed[start:stop])
 
     @property
     def dtype(self) -> torch.dtype:
@@ -120,35 +144,53 @@ class Llama(nn.Module):
         return self.embed.device
 
     @classmethod
-    def from_hf(cls, model_or_path, dtype: torch.dtype | None = None, device=None) -> Llama:
+    def from_hf(cls, model_or_path, dtype: torch.dtype | None = None, device=None, *,
+                tp: TensorParallel | int | None = None) -> Llama:
         """Weights from a transformers model object or a local checkpoint directory
-        (config.json and *.safetensors, sharded or not); nothing is downloaded."""
+        (config.json and *.safetensors, sharded or not); nothing is downloaded. With tp,
+        each rank reads only its shard of every tensor from the checkpoint files."""
         from .hf_weights import load_llama
-        return load_llama(cls, model_or_path, dtype, device)
+        return load_llama(cls, model_or_path, dtype, device, TensorParallel.resolve(tp))
 
     # -- the reference: plain PyTorch over whole sequences, no cache --------------------------
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         """Logits (B, T, vocab) for input_ids (B, T), causal, positions 0..T-1."""
-        c = self.config
+        c, local = self.config, self.local
         batch, length = _check_ids(input_ids, self.device, c.vocab_size)
         if c.sliding_window is not None and length > c.sliding_window:
             raise ValueError(f"{length} tokens exceed sliding_window={c.sliding_window}, "
                              "which tilegraph does not implement")
         cos, sin = self._rope_table(length)
         x = F.embedding(input_ids, self.embed)
-        for layer in self.layers:
+        for index, layer in enumerate(self.layers):
             qkv = F.linear(_rms_norm(x, layer.attn_norm, c.norm_eps), layer.wqkv, layer.bqkv)
             q, k, v = self._split_heads(qkv, cos, sin)   # (B, T, heads, head_dim)
             attn = F.scaled_dot_product_attention(
                 q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True,
-                enable_gqa=c.n_heads != c.n_kv_heads)       # (B, heads, T, head_dim)
-            attn = attn.transpose(1, 2).reshape(batch, length, c.q_dim)
-            x = x + F.linear(attn, layer.wo, layer.bo)
+                enable_gqa=local.n_heads != local.n_kv_heads)   # (B, heads, T, head_dim)
+            attn = attn.transpose(1, 2).reshape(batch, length, local.q_dim)
+            x = x + self._reduce(F.linear(attn, layer.wo, self._once(layer.bo)),
+                                 index, "attention output")
             gate_up = F.linear(_rms_norm(x, layer.mlp_norm, c.norm_eps), layer.w_gate_up,
                                layer.b_gate_up)
-            x = x + F.linear(_swiglu(gate_up), layer.w_down, layer.b_down)
-        return F.linear(_rms_norm(x, self.norm, c.norm_eps), self.lm_head)
+            x = x + self._reduce(F.linear(_swiglu(gate_up), layer.w_down,
+                                          self._once(layer.b_down)), index, "MLP output")
+        logits = F.linear(_rms_norm(x, self.norm, c.norm_eps), self.lm_head)
+        return self._gather_vocab(logits.view(batch * length, -1)).view(batch, length, -1)
+
+    def _once(self, bias: torch.Tensor | None) -> torch.Tensor | None:
+        """A row-parallel projection's bias (or residual), added by rank 0 alone: the
+        all-reduce after it sums every rank's partial product."""
+        return bias if self.tp.rank == 0 else None
+
+    def _reduce(self, x: torch.Tensor, layer: int, what: str) -> torch.Tensor:
+        return self.tp.all_reduce_(x, f"the all-reduce of layer {layer}'s {what}")
+
+    def _gather_vocab(self, logits: torch.Tensor) -> torch.Tensor:
+        """(rows, this rank's LM head rows) -> (rows, vocab): every rank's logits."""
+        return self.tp.all_gather_columns(logits, self.config.vocab_size,
+                                          "the all-gather of the logits")
 
     def _rope_table(self, length: int) -> tuple[torch.Tensor, torch.Tensor]:
         angles = torch.outer(torch.arange(length, dtype=torch.float64),
@@ -159,7 +201,7 @@ class Llama(nn.Module):
         """(..., q_dim + 2 kv_dim) of interleaved heads -> q, k with rotary embeddings
         applied, and v, each (..., heads, head_dim); cos and sin broadcast against the
         leading dims."""
-        c = self.config
+        c = self.local
         qkv = _deinterleave_heads(qkv, c.head_dim)
         q, k, v = qkv.split((c.q_dim, c.kv_dim, c.kv_dim), dim=-1)
         lead = qkv.shape[:-1]
@@ -170,6 +212,7 @@ class Llama(nn.Module):
     # -- the fast path: tilegraph kernels, a static cache ----------------------------------------
 
     def new_cache(self, max_batch: int, max_seq: int) -> KVCache:
+        """A cache of this rank's kv heads."""
         c = self.config
         for name, value in (("max_batch", max_batch), ("max_seq", max_seq)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -178,7 +221,7 @@ class Llama(nn.Module):
             raise ValueError(f"max_seq={max_seq} passes the model's sliding_window="
                              f"{c.sliding_window}, which tilegraph does not implement; use "
                              f"max_seq <= {c.sliding_window}")
-        shape = (c.n_layers, max_batch, c.n_kv_heads, max_seq, c.head_dim)
+        shape = (c.n_layers, max_batch, self.local.n_kv_heads, max_seq, c.head_dim)
         k = torch.zeros(shape, dtype=self.dtype, device=self.device)
         cos, sin = self._rope_table(max_seq)
         return KVCache(k, torch.zeros_like(k), cos, sin,
@@ -190,7 +233,7 @@ class Llama(nn.Module):
         """Run prompts (B, T) through the model eagerly, writing their keys and values into
         cache slots first_slot .. first_slot + B - 1 at positions 0..T-1. Returns the logits
         (B, vocab) of each prompt's last token."""
-        c = self.config
+        c, local = self.config, self.local
         batch, length = _check_ids(input_ids, self.device, c.vocab_size)
         if first_slot < 0 or first_slot + batch > cache.max_batch:
             raise ValueError(f"slots {first_slot}..{first_slot + batch - 1} are outside the "
@@ -209,13 +252,19 @@ class Llama(nn.Module):
         def attend(q, k_layer, v_layer):  # q (B T, heads, head_dim); k, v already cached
             keys, values = k_layer[slots, :, :length], v_layer[slots, :, :length]
             attn = F.scaled_dot_product_attention(
-                q.view(batch, length, c.n_heads, c.head_dim).transpose(1, 2), keys, values,
-                is_causal=True, enable_gqa=c.n_heads != c.n_kv_heads)
-            return attn.transpose(1, 2).reshape(batch * length, c.q_dim)
+                q.view(batch, length, local.n_heads, c.head_dim).transpose(1, 2), keys,
+                values, is_causal=True, enable_gqa=local.n_heads != local.n_kv_heads)
+            return attn.transpose(1, 2).reshape(batch * length, local.q_dim)
 
         x = self._fused_layers(x, cache, positions, rows_slots, attend)
         last = x.view(batch, length, c.dim)[:, -1].contiguous()
-        return tg.linear(last, self.lm_head, norm_weight=self.norm, norm_eps=c.norm_eps)
+        return self._lm_head(last)
+
+    def _lm_head(self, x: torch.Tensor) -> torch.Tensor:
+        """Final norm and LM head (rows, dim) -> logits (rows, vocab)."""
+        logits = tg.linear(x, self.lm_head, norm_weight=self.norm,
+                           norm_eps=self.config.norm_eps)
+        return self._gather_vocab(logits)
 
     @torch.no_grad()
     def decode(self, tokens: torch.Tensor, positions: torch.Tensor, cache: KVCache
@@ -223,32 +272,37 @@ class Llama(nn.Module):
         """One token per sequence: tokens (S,) at positions (S,) of cache slots 0..S-1.
         Writes their keys and values into the cache and returns logits (S, vocab). No host
         sync and fixed shapes: safe to capture, one graph for every position."""
-        c = self.config
         rows = tokens.shape[0]
         lengths = positions + 1  # each sequence attends to its positions 0..position
 
         def attend(q, k_layer, v_layer):  # q (S, heads, head_dim); k, v already cached
-            return tg.decode_attention(q, k_layer, v_layer, lengths).view(rows, c.q_dim)
+            return tg.decode_attention(q, k_layer, v_layer, lengths).view(rows, -1)
 
         x = F.embedding(tokens, self.embed)
         x = self._fused_layers(x, cache, positions, cache.slots[:rows], attend)
-        return tg.linear(x, self.lm_head, norm_weight=self.norm, norm_eps=c.norm_eps)
+        return self._lm_head(x)
 
     def _fused_layers(self, x: torch.Tensor, cache: KVCache, positions: torch.Tensor,
                       slots: torch.Tensor, attend) -> torch.Tensor:
         """x (rows, dim) through every layer: tg.linear_qkv (which writes the layer's keys
-        and values at each row's slot and position), `attend` and three tg.linear calls."""
+        and values at each row's slot and position), `attend` and three tg.linear calls. Under
+        tensor parallelism rank 0 adds the residual and bias in the row-parallel projections'
+        epilogues, and one all-reduce sums the ranks' partial results."""
         c = self.config
         for index, layer in enumerate(self.layers):
             k_layer, v_layer = cache.k[index], cache.v[index]
             q = tg.linear_qkv(x, layer.wqkv, layer.bqkv, norm_weight=layer.attn_norm,
                               norm_eps=c.norm_eps, cos=cache.cos, sin=cache.sin,
                               positions=positions, slots=slots, k_cache=k_layer,
-                              v_cache=v_layer, n_heads=c.n_heads)
-            x = tg.linear(attend(q, k_layer, v_layer), layer.wo, layer.bo, residual=x)
+                              v_cache=v_layer, n_heads=self.local.n_heads)
+            x = tg.linear(attend(q, k_layer, v_layer), layer.wo, self._once(layer.bo),
+                          residual=self._once(x))
+            x = self._reduce(x, index, "attention output")
             hidden = tg.linear(x, layer.w_gate_up, layer.b_gate_up, norm_weight=layer.mlp_norm,
                                norm_eps=c.norm_eps, activation="swiglu")
-            x = tg.linear(hidden, layer.w_down, layer.b_down, residual=x)
+            x = tg.linear(hidden, layer.w_down, self._once(layer.b_down),
+                          residual=self._once(x))
+            x = self._reduce(x, index, "MLP output")
         return x
 
 

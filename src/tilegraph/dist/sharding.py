@@ -1,0 +1,64 @@
+"""Which part of each Llama weight a rank holds (Megatron-style tensor parallelism).
+
+Column-parallel (split along the output rows): q|k|v by heads, gate|up by the SwiGLU inner
+size, the LM head by vocabulary rows. Row-parallel (split along the input columns): the
+output projection by heads, the down projection by the inner size; their partial products
+are summed by one all-reduce each. Norms, the embedding table and the row-parallel biases
+(added once, by rank 0) are whole on every rank.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..models.llama_config import LlamaConfig
+
+# (our parameter suffix, part of a fused weight) -> (dimension split, what sets its size)
+_SPLITS = {
+    ("wqkv", "q"): (0, "q"), ("wqkv", "k"): (0, "kv"), ("wqkv", "v"): (0, "kv"),
+    ("bqkv", "q"): (0, "q"), ("bqkv", "k"): (0, "kv"), ("bqkv", "v"): (0, "kv"),
+    ("w_gate_up", "gate"): (0, "ffn"), ("w_gate_up", "up"): (0, "ffn"),
+    ("b_gate_up", "gate"): (0, "ffn"), ("b_gate_up", "up"): (0, "ffn"),
+    ("wo", ""): (1, "q"), ("w_down", ""): (1, "ffn"),
+}
+
+
+def local_config(config: LlamaConfig, size: int) -> LlamaConfig:
+    """The shapes one of `size` ranks holds: its q heads, kv heads and SwiGLU columns."""
+    if size == 1:
+        return config
+    for name, value in (("num_attention_heads", config.n_heads),
+                        ("num_key_value_heads", config.n_kv_heads),
+                        ("intermediate_size", config.ffn_dim)):
+        if value % size:
+            raise ValueError(f"{name} ({value}) does not divide by tp={size}: each rank "
+                             "must hold whole heads and an equal share of the MLP")
+    return dataclasses.replace(config, n_heads=config.n_heads // size,
+                               n_kv_heads=config.n_kv_heads // size,
+                               ffn_dim=config.ffn_dim // size, head_dim=config.head_dim)
+
+
+def vocab_shard(vocab_size: int, rank: int, size: int) -> tuple[int, int, int]:
+    """(first row, end row, rows a rank holds) of the LM head: equal blocks of
+    ceil(vocab / size) rows, the last cut at the vocabulary (padded with zero rows)."""
+    block = -(-vocab_size // size)
+    start = min(rank * block, vocab_size)
+    return start, min(start + block, vocab_size), block
+
+
+def split_of(name: str, part: str, config: LlamaConfig, rank: int, size: int
+             ) -> tuple[int, int, int] | None:
+    """(dimension, start, stop) of checkpoint tensor `part` of our parameter `name` that
+    rank `rank` holds, or None for the whole tensor."""
+    if size == 1:
+        return None
+    if name == "lm_head":
+        start, stop, _ = vocab_shard(config.vocab_size, rank, size)
+        return 0, start, stop
+    key = (name.rsplit(".", 1)[-1], part)
+    if key not in _SPLITS:
+        return None
+    dim, unit = _SPLITS[key]
+    total = {"q": config.q_dim, "kv": config.kv_dim, "ffn": config.ffn_dim}[unit]
+    share = total // size
+    return dim, rank * share, (rank + 1) * share
