@@ -2,6 +2,7 @@ import io
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -13,11 +14,21 @@ from conftest import HAS_CUDA
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 
-def tilegraph(*args: str, tmp_path: Path, columns: int = 160) -> subprocess.CompletedProcess:
+def tilegraph(*args: str, tmp_path: Path, columns: int = 160, ranks: int = 0
+              ) -> subprocess.CompletedProcess:
+    """`python -m tilegraph ARGS`, or under torchrun with `ranks` processes."""
     env = dict(os.environ, PYTHONPATH=str(SRC), TILEGRAPH_CACHE_DIR=str(tmp_path),
                COLUMNS=str(columns))
-    return subprocess.run([sys.executable, "-m", "tilegraph", *args], capture_output=True,
-                          text=True, env=env, timeout=600)
+    launcher = (["-m", "torch.distributed.run", "--nproc-per-node", str(ranks),
+                 "--master-port", str(_free_port())] if ranks else [])
+    return subprocess.run([sys.executable, *launcher, "-m", "tilegraph", *args],
+                          capture_output=True, text=True, env=env, timeout=600)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def test_check_passes_and_prints_table(tmp_path):
@@ -199,6 +210,30 @@ def test_generate_streams_ids_and_reports_speed(tmp_path):
     assert "ms/token" in result.stdout
 
 
+def test_generate_tensor_parallel_prints_once_and_matches_one_process(tmp_path):
+    pytest.importorskip("transformers")
+    args = ("generate", "--model", "tiny-llama3", "--prompt-ids", "3,1,4,1,5",
+            "--max-new-tokens", "4", "--dtype", "fp32")
+    single = tilegraph(*args, tmp_path=tmp_path)
+    parallel = tilegraph(*args, "--tp", "2", tmp_path=tmp_path, ranks=2)
+    assert parallel.returncode == 0, parallel.stdout + parallel.stderr
+    assert parallel.stdout.count("time to first token") == 1, parallel.stdout   # rank 0 only
+    assert (parallel.stdout.split("time to first token")[0].split()[-4:]
+            == single.stdout.split("time to first token")[0].split()[-4:])
+
+
+def test_model_demo_tensor_parallel_checks_every_rank(tmp_path):
+    pytest.importorskip("transformers")
+    out = tmp_path / "tp"
+    result = tilegraph("demo", "--model", "tiny-llama3", "--tp", "2", "--new-tokens", "4",
+                       "--out", str(out), tmp_path=tmp_path, ranks=2)
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = json.loads((out / "demo-model-tiny-llama3-tp2.json").read_text())["results"]
+    assert [(r["variant"], r["status"]) for r in rows] == [("tilegraph tp=2", "ok"),
+                                                          ("tilegraph tp=1", "ok")]
+    assert all(r["rel_error"] < 1e-4 for r in rows)
+
+
 def test_profile_demo_step(tmp_path):
     result = tilegraph("profile", "demo", "--steps", "1", tmp_path=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -213,6 +248,8 @@ def test_profile_demo_step(tmp_path):
     ["demo", "--model", "tiny-llama3", "--prompt-tokens", "30", "--max-seq", "32"],
     ["generate", "--model", "no/such/dir", "--prompt-ids", "1"],
     ["generate", "--model", "tiny-llama3"],
+    ["generate", "--model", "tiny-llama3", "--prompt-ids", "1", "--tp", "2"],
+    ["demo", "--model", "tiny-llama3", "--tp", "2"],
     ["demo", "--batch", "1,2"],
     ["profile", "gelu", "--variant", "nope", "--size", "10"],
 ])

@@ -7,13 +7,12 @@ import time
 import pytest
 import torch
 
+from _ranks import run_ranks
 from tilegraph import dist as tgd
 from tilegraph.errors import CollectiveError
 from tilegraph.models.llama import Llama
 from tilegraph.models.llama_config import LlamaConfig
 from tilegraph.testing import rel_error
-
-from _ranks import run_ranks
 
 pytest.importorskip("transformers")
 

@@ -334,6 +334,12 @@ def cmd_model_demo(args: argparse.Namespace) -> int:
                       f"{max_seq}[/red]")
         return 2
     batches = args.batch or (1,)
+    if args.tp > 1:
+        if args.variants:
+            console.print("[red]--tp runs tilegraph at TP=N and TP=1; --variants does not "
+                          "apply[/red]")
+            return 2
+        return _tensor_parallel_demo(args, name, dtype, prompt, new, max_seq, batches)
     variants = args.variants or list(model_demo.VARIANTS)
     unknown = [v for v in variants if v not in model_demo.VARIANTS]
     if unknown:
@@ -378,6 +384,71 @@ def cmd_model_demo(args: argparse.Namespace) -> int:
     return 1 if any(r["status"] == "FAIL" for r in rows) else 0
 
 
+def _join_tensor_parallel(tp: int, timeout: float):
+    """The process group of `torchrun --nproc-per-node tp`, or an error line (None, why).
+    Ranks other than 0 print nothing."""
+    from . import dist
+
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world != tp:
+        return None, (f"--tp {tp} needs {tp} processes: run `torchrun --nproc-per-node {tp} "
+                      f"-m tilegraph ...` (this is {world})")
+    group = dist.init(timeout=timeout)
+    console.quiet = group.rank != 0
+    return group, ""
+
+
+def _ranks_disagree(rows: list[list[int]], group) -> str:
+    """Every rank checks that all ranks generated the same tokens."""
+    import torch.distributed as dist
+
+    every = [None] * group.size
+    dist.all_gather_object(every, rows)
+    differing = [rank for rank, other in enumerate(every) if other != rows]
+    return f"ranks {differing} generated other tokens than this one" if differing else ""
+
+
+def _tensor_parallel_demo(args, name, dtype, prompt, new, max_seq, batches) -> int:
+    from . import model_demo
+
+    # rank 0's TP=1 build (Triton compiles, captures) runs while the others wait
+    group, problem = _join_tensor_parallel(args.tp, timeout=1800)
+    if group is None:
+        console.print(f"[red]{problem}[/red]")
+        return 2
+    copy_gbps = _copy_gbps()
+    console.print(f"{name}: random weights, {str(dtype).removeprefix('torch.')}, prompt "
+                  f"{prompt} tokens, {new} new tokens, max_seq {max_seq}, tensor-parallel "
+                  f"over {args.tp} x {device_name()}")
+    rows, all_reduce = [], {}
+    with _progress() as progress:
+        task = progress.add_task("tensor-parallel demo", total=None)
+        for batch in batches:
+            result = model_demo.run_tensor_parallel(
+                name, batch, prompt, new, max_seq, dtype, group,
+                progress=lambda what: progress.update(task, description=what))
+            element = torch.empty((), dtype=dtype).element_size()
+            rows += model_demo.summarize(name, batch, result["runs"], result["config"],
+                                         element, prompt + new / 2, copy_gbps)
+            all_reduce[batch] = result["all_reduce_us"]
+    tables.show(console, tables.model_table(rows, f"{name}: decode over {args.tp} GPUs "
+                                                  "(tensor-parallel) and on one"))
+    for batch, times in all_reduce.items():
+        if times:
+            one_shot = times["symm_mem_one_shot"]
+            one_shot = f"{one_shot:.2f} us" if isinstance(one_shot, float) else one_shot
+            console.print(f"batch {batch}: all-reduce of a layer's output ({times['bytes']} "
+                          f"bytes), in a graph: NCCL {times['nccl']:.2f} us (two a layer), "
+                          f"symmetric-memory one-shot {one_shot}")
+    if group.rank == 0:
+        settings = {"model": name, "dtype": str(dtype).removeprefix("torch."), "tp": args.tp,
+                    "prompt_tokens": prompt, "new_tokens": new, "max_seq": max_seq,
+                    "copy_gbps": copy_gbps, "all_reduce_us": all_reduce}
+        written = model_demo.save(args.out, f"{name}-tp{args.tp}", rows, settings)
+        console.print("saved " + ", ".join(str(p) for p in written))
+    return 1 if any(r["status"] == "FAIL" for r in rows) else 0
+
+
 def cmd_generate(args: argparse.Namespace) -> int:
     from .generate import Generator
     from .models.hf_presets import SHAPES, random_hf_model
@@ -389,9 +460,16 @@ def cmd_generate(args: argparse.Namespace) -> int:
     device = "cpu" if INTERPRET else "cuda"
     dtype = args.dtype or (torch.float32 if INTERPRET else torch.bfloat16)
     tokenizer = None
+    group = None
+    if args.tp > 1:
+        group, problem = _join_tensor_parallel(args.tp, timeout=600)
+        if group is None:
+            console.print(f"[red]{problem}[/red]")
+            return 2
     if args.model in SHAPES:
         console.print(f"[yellow]{args.model}: random weights of that shape[/yellow]")
-        model = Llama.from_hf(random_hf_model(args.model, dtype=dtype, device=device))
+        model = Llama.from_hf(random_hf_model(args.model, dtype=dtype, device=device),
+                              tp=group)
     else:
         path = Path(args.model)
         if not (path / "config.json").is_file():
@@ -399,7 +477,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
                           f"*.safetensors) nor a named shape ({', '.join(SHAPES)})[/red]")
             return 2
         with console.status(f"loading {path}"):
-            model = Llama.from_hf(path, dtype=dtype, device=device)
+            model = Llama.from_hf(path, dtype=dtype, device=device, tp=group)
         if any((path / f).is_file() for f in ("tokenizer.json", "tokenizer.model")):
             from transformers import AutoTokenizer
 
@@ -421,20 +499,26 @@ def cmd_generate(args: argparse.Namespace) -> int:
     kwargs = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
                   seed=args.seed, eos_token_id=eos)
     prompts = [prompt] * args.batch
+    rows = [[] for _ in prompts]
     try:
-        steps = generator.stream(prompts, args.max_new_tokens, **kwargs)
-        if args.batch == 1:
-            for tokens in steps:
+        for tokens in generator.stream(prompts, args.max_new_tokens, **kwargs):
+            for row, token in zip(rows, tokens, strict=True):
+                row.append(token)
+            if args.batch == 1:
                 text = tokenizer.decode([tokens[0]]) if tokenizer else f"{tokens[0]} "
-                print(text, end="", flush=True)
-            print()
-        else:
-            rows = [list(r) for r in zip(*steps, strict=True)]
+                console.out(text, end="", highlight=False)
+        console.out("")
+        if args.batch > 1:
             for b, row in enumerate(rows):
-                print(f"[{b}] " + (tokenizer.decode(row) if tokenizer else str(row)))
+                console.out(f"[{b}] " + (tokenizer.decode(row) if tokenizer else str(row)),
+                            highlight=False)
     except ValueError as error:
         console.print(f"[red]{error}[/red]")
         return 2
+    if group is not None and (problem := _ranks_disagree(rows, group)):
+        console.quiet = False
+        console.print(f"[red]rank {group.rank}: {problem}[/red]")
+        return 1
     stats = generator.stats
     console.print(f"time to first token {stats.prefill_seconds * 1e3:.1f} ms; decode "
                   f"{stats.decode_ms_per_token:.2f} ms/token, {stats.tokens_per_second:.1f} "
@@ -725,6 +809,10 @@ def build_parser() -> argparse.ArgumentParser:
     model_group.add_argument("--max-seq", type=_positive, help="default 2048 (32 on CPU)")
     model_group.add_argument("--variants", type=_names, help="comma-separated subset of "
                              "hf-eager,hf-graph,hf-compile,tilegraph")
+    model_group.add_argument("--tp", type=_positive, default=1,
+                             help="tensor-parallel over N GPUs, under `torchrun "
+                             "--nproc-per-node N`: tilegraph at TP=N against TP=1 on rank 0's "
+                             "GPU, every rank checked against transformers")
     demo.set_defaults(func=cmd_demo)
 
     gen = sub.add_parser("generate", help="decode text with a Llama-family checkpoint "
@@ -742,6 +830,8 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--top-k", type=int)
     gen.add_argument("--top-p", type=float)
     gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--tp", type=_positive, default=1, help="tensor-parallel over N GPUs: "
+                     "run under `torchrun --nproc-per-node N`; rank 0 prints")
     gen.set_defaults(func=cmd_generate)
     parser.subcommands = sub.choices
     return parser

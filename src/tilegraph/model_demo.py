@@ -29,9 +29,12 @@ import torch
 
 from ._runtime import synchronize
 from .bench import Unavailable, report
+from .bench import collectives as bench_collectives
+from .dist import TensorParallel
 from .generate import Generator
 from .models.hf_presets import random_hf_model
 from .models.llama import Llama
+from .models.llama_config import LlamaConfig
 from .testing import MODEL_TOLERANCES, rel_error
 
 VARIANTS = ("hf-eager", "hf-graph", "hf-compile", "tilegraph")
@@ -48,6 +51,7 @@ class ModelRun:
     reason: str = ""
     rel_error: float | None = None   # worst step's logits against fp32 transformers
     same_tokens: float | None = None   # share of greedy tokens equal to hf-eager's
+    tp: int = 1                      # GPUs the variant decodes on
 
 
 class HFDecoder:
@@ -229,19 +233,86 @@ def run(name: str, batch: int, prompt_len: int, new_tokens: int, max_seq: int,
     runs = []
     for variant, (pair, seconds) in built.items():
         progress(f"{name} batch {batch}: decoding {new_tokens} tokens with {variant}")
-        if isinstance(pair, Unavailable):
-            runs.append(ModelRun(variant, status="skipped", reason=pair.reason))
-            continue
-        decode, score = pair
-        result = ModelRun(variant, build_seconds=seconds)
-        result.status, result.rel_error, result.reason = check_logits(
-            score(continuation), reference, rounding, tolerance)
-        if result.status == "ok":
-            result.tokens, _ = decode()
-            result.ms_per_token = decode()[1] if timed else None   # warmed up by the first
-        runs.append(result)
+        runs.append(_checked_and_timed(ModelRun(variant, build_seconds=seconds), pair,
+                                       continuation, reference, rounding, tolerance, timed))
     agree_with_eager(runs)
     return {"runs": runs, "config": model.config, "builds": builds}
+
+
+def _checked_and_timed(result: ModelRun, pair: tuple[Decode, Score] | Unavailable,
+                       continuation: torch.Tensor, reference: torch.Tensor,
+                       rounding: list[float], tolerance: float, timed: bool) -> ModelRun:
+    """The variant's teacher-forced logits checked; then, if they pass, its greedy tokens
+    and (on a GPU) ms per token of a second, warmed-up decode."""
+    if isinstance(pair, Unavailable):
+        result.status, result.reason = "skipped", pair.reason
+        return result
+    decode, score = pair
+    result.status, result.rel_error, result.reason = check_logits(
+        score(continuation), reference, rounding, tolerance)
+    if result.status == "ok":
+        result.tokens, _ = decode()
+        result.ms_per_token = decode()[1] if timed else None   # warmed up by the first
+    return result
+
+
+def run_tensor_parallel(name: str, batch: int, prompt_len: int, new_tokens: int,
+                        max_seq: int, dtype: torch.dtype, tp: TensorParallel,
+                        progress: Callable[[str], None] = lambda what: None,
+                        seed: int = 0) -> dict:
+    """tilegraph at TP=tp.size on every rank, each rank checked against fp32 transformers;
+    then, on rank 0 alone, the same model at TP=1 on the same GPU; and the all-reduce of
+    one layer's output timed in a graph. Rows of every rank's checks, on every rank."""
+    device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() \
+        else torch.device("cpu")
+    progress(f"{name}: random weights (every rank the same)")
+    hf = random_hf_model(name, dtype=dtype, device=device, seed=seed)
+    generator = torch.Generator().manual_seed(seed + batch)
+    prompts = torch.randint(0, hf.config.vocab_size, (batch, prompt_len),
+                            generator=generator).to(device)
+    continuation = torch.randint(0, hf.config.vocab_size, (batch, min(CHECK_STEPS, new_tokens)),
+                                 generator=generator).to(device)
+    reference, rounding = reference_logits(hf, prompts, continuation)
+    check = (continuation, reference, rounding, MODEL_TOLERANCES[dtype], prompts.is_cuda)
+    sizes = tuple(s for s in (1, 2, 4, 8) if s <= batch)
+    runs, builds = [], {}
+    progress(f"{name} batch {batch}: building tilegraph at TP={tp.size}")
+    model = Llama.from_hf(hf, tp=tp)
+    pair = _build_tilegraph(model, prompts, new_tokens, max_seq, sizes, builds)
+    progress(f"{name} batch {batch}: decoding {new_tokens} tokens at TP={tp.size}")
+    result = _checked_and_timed(ModelRun(f"tilegraph tp={tp.size}", build_seconds=builds["cold"],
+                                         tp=tp.size), pair, *check)
+    _every_rank_checked(result, tp)
+    runs.append(result)
+    all_reduce = bench_collectives.all_reduce_us(tp, (batch, hf.config.hidden_size), dtype)
+    del model, pair
+    tp.barrier("the end of the TP run")
+    if tp.rank == 0:
+        progress(f"{name} batch {batch}: building and decoding at TP=1 on rank 0's GPU")
+        builds = {}
+        pair = _build_tilegraph(Llama.from_hf(hf), prompts, new_tokens, max_seq, sizes, builds)
+        runs.append(_checked_and_timed(ModelRun("tilegraph tp=1", build_seconds=builds["cold"]),
+                                       pair, *check))
+        del pair
+    tp.barrier("rank 0's TP=1 run")   # the other ranks wait here
+    return {"runs": runs, "config": LlamaConfig.from_hf(hf.config), "all_reduce_us": all_reduce}
+
+
+def _every_rank_checked(result: ModelRun, tp: TensorParallel) -> None:
+    """Fail the row on every rank if any rank's check failed, naming that rank; and if the
+    ranks chose different tokens."""
+    import torch.distributed as dist
+
+    if tp.size == 1:
+        return
+    reports = [None] * tp.size
+    tokens = result.tokens.tolist() if result.tokens is not None else None
+    dist.all_gather_object(reports, (result.status, result.reason, tokens))
+    for rank, (status, reason, rank_tokens) in enumerate(reports):
+        if status != "ok" and result.status == "ok":
+            result.status, result.reason = status, f"rank {rank}: {reason}"
+        elif rank_tokens != tokens and result.status == "ok":
+            result.status, result.reason = "FAIL", f"rank {rank} chose other tokens"
 
 
 def agree_with_eager(runs: list[ModelRun]) -> None:
@@ -268,10 +339,13 @@ def summarize(name: str, batch: int, runs: list[ModelRun], config, element_size:
     rows = []
     for r in runs:
         ms = r.ms_per_token
+        # each of tp GPUs reads 1/tp of the weights (the embedding row and norms, whole on
+        # every GPU, are a rounding error)
         row = {"model": name, "batch": batch, "variant": r.variant, "status": r.status,
                "ms_per_token": ms, "tokens_per_s": batch * 1e3 / ms if ms else None,
-               "pct_floor": 100 * floor_ms / ms if ms and floor_ms else None}
-        for key, peer in (("vs_hf_graph", "hf-graph"), ("vs_hf_compile", "hf-compile")):
+               "pct_floor": 100 * floor_ms / r.tp / ms if ms and floor_ms else None}
+        for key, peer in (("vs_hf_graph", "hf-graph"), ("vs_hf_compile", "hf-compile"),
+                          ("vs_tp1", "tilegraph tp=1")):
             row[key] = times[peer] / ms if ms and peer in times else None
         row.update(build_seconds=r.build_seconds, rel_error=r.rel_error,
                    same_tokens=r.same_tokens, reason=r.reason)
