@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from conftest import HAS_CUDA
 
@@ -210,6 +211,11 @@ def test_generate_streams_ids_and_reports_speed(tmp_path):
     assert "ms/token" in result.stdout
 
 
+TWO_RANKS = pytest.mark.skipif(HAS_CUDA and torch.cuda.device_count() < 2,
+                               reason="a rank a GPU: needs 2 GPUs (gloo on CPU machines)")
+
+
+@TWO_RANKS
 def test_generate_tensor_parallel_prints_once_and_matches_one_process(tmp_path):
     pytest.importorskip("transformers")
     args = ("generate", "--model", "tiny-llama3", "--prompt-ids", "3,1,4,1,5",
@@ -222,6 +228,7 @@ def test_generate_tensor_parallel_prints_once_and_matches_one_process(tmp_path):
             == single.stdout.split("time to first token")[0].split()[-4:])
 
 
+@TWO_RANKS
 def test_model_demo_tensor_parallel_checks_every_rank(tmp_path):
     pytest.importorskip("transformers")
     out = tmp_path / "tp"
