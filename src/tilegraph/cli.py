@@ -434,12 +434,13 @@ def _tensor_parallel_demo(args, name, dtype, prompt, new, max_seq, batches) -> i
     tables.show(console, tables.model_table(rows, f"{name}: decode over {args.tp} GPUs "
                                                   "(tensor-parallel) and on one"))
     for batch, times in all_reduce.items():
-        if times:
+        if "nccl" in times:   # timed on GPUs only
             one_shot = times["symm_mem_one_shot"]
             one_shot = f"{one_shot:.2f} us" if isinstance(one_shot, float) else one_shot
             console.print(f"batch {batch}: all-reduce of a layer's output ({times['bytes']} "
-                          f"bytes), in a graph: NCCL {times['nccl']:.2f} us (two a layer), "
-                          f"symmetric-memory one-shot {one_shot}")
+                          f"bytes), in a graph: NCCL {times['nccl']:.2f} us, symmetric-memory "
+                          f"one-shot {one_shot}; the model runs two a layer, "
+                          f"{times['model_uses']}")
     if group.rank == 0:
         settings = {"model": name, "dtype": str(dtype).removeprefix("torch."), "tp": args.tp,
                     "prompt_tokens": prompt, "new_tokens": new, "max_seq": max_seq,

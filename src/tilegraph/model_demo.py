@@ -285,6 +285,7 @@ def run_tensor_parallel(name: str, batch: int, prompt_len: int, new_tokens: int,
     _every_rank_checked(result, tp)
     runs.append(result)
     all_reduce = bench_collectives.all_reduce_us(tp, (batch, hf.config.hidden_size), dtype)
+    all_reduce["model_uses"] = model.all_reduce.kind
     del model, pair
     tp.barrier("the end of the TP run")
     if tp.rank == 0:

@@ -16,7 +16,7 @@ def show(console: Console, table: Table) -> None:
     if not console.is_terminal:
         # (print's own width= is capped at the console's width)
         Console(file=console.file, width=max(console.width, natural),
-                no_color=console.no_color).print(table)
+                no_color=console.no_color, quiet=console.quiet).print(table)
         return
     if natural > console.width:
         table = _on_its_side(table)

@@ -13,54 +13,22 @@ from __future__ import annotations
 
 import torch
 
+from ..dist.allreduce import graph_us, symmetric_buffers
 from ..dist.group import TensorParallel
 
 CALLS = 64      # all-reduces in the graph (two a layer for 32 layers)
 REPLAYS = 20
 
 
-def _graph_us(step, calls: int, replays: int) -> float:
-    """Microseconds per call of `step`, captured `calls` times in one graph."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(3):   # communicators, buffers and kernels set up outside capture
-            step()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(calls):
-            step()
-    graph.replay()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda.synchronize()
-    start.record()
-    for _ in range(replays):
-        graph.replay()
-    end.record()
-    end.synchronize()
-    return 1e3 * start.elapsed_time(end) / (replays * calls)
-
-
 def _one_shot(tp: TensorParallel, shape, dtype):
-    """symm_mem's one-shot all-reduce of a symmetric buffer, or the reason it cannot run."""
-    try:
-        import torch.distributed as dist
-        import torch.distributed._symmetric_memory as symm_mem
-
-        group = tp.group or dist.group.WORLD
-        buffer = symm_mem.empty(shape, dtype=dtype, device=torch.cuda.current_device())
-        symm_mem.rendezvous(buffer, group.group_name)
-        buffer.zero_()
-        out = torch.empty_like(buffer)
-        op = torch.ops.symm_mem.one_shot_all_reduce_out
-
-        def step():
-            op(buffer, "sum", group.group_name, out)
-        step()
-        return step
-    except Exception as error:   # an older torch, no P2P between the GPUs, ...
-        return f"unavailable: {type(error).__name__}: {str(error)[:120]}"
+    """A step of symm_mem's one-shot all-reduce of a symmetric buffer, or why it cannot
+    run here."""
+    made = symmetric_buffers(tp, shape, dtype, count=1)
+    if isinstance(made, str):
+        return made
+    (buffer,), name = made
+    out = torch.empty_like(buffer)
+    return lambda: torch.ops.symm_mem.one_shot_all_reduce_out(buffer, "sum", name, out)
 
 
 def all_reduce_us(tp: TensorParallel, shape: tuple[int, ...], dtype: torch.dtype,
@@ -73,9 +41,9 @@ def all_reduce_us(tp: TensorParallel, shape: tuple[int, ...], dtype: torch.dtype
     # finite over thousands of calls
     x = torch.zeros(shape, dtype=dtype, device=torch.cuda.current_device())
     result = {"bytes": x.numel() * x.element_size(),
-              "nccl": _graph_us(lambda: tp.all_reduce_(x, "the all-reduce timing"), calls,
+              "nccl": graph_us(lambda: tp.all_reduce_(x, "the all-reduce timing"), calls,
                                 replays)}
     one_shot = _one_shot(tp, shape, dtype)
     result["symm_mem_one_shot"] = (one_shot if isinstance(one_shot, str)
-                                   else _graph_us(one_shot, calls, replays))
+                                   else graph_us(one_shot, calls, replays))
     return result

@@ -26,6 +26,7 @@ from torch import nn
 
 import tilegraph as tg
 
+from ..dist.allreduce import LayerAllReduce
 from ..dist.group import TensorParallel
 from ..dist.sharding import local_config, vocab_shard
 from .llama_config import LlamaConfig, rope_frequencies
@@ -126,6 +127,8 @@ class Llama(nn.Module):
             if not config.tie_embeddings:
                 nn.init.normal_(self.lm_head.data[:stop - start], std=0.02)
             self.tie_lm_head()
+        # the row-parallel projections' all-reduces (NCCL or one-shot, timed here)
+        self.all_reduce = LayerAllReduce(self.tp, config.dim, dtype, self.embed.device)
 
     def tie_lm_head(self) -> None:
         """Copy this rank's rows of a tied embedding into its LM head shard (after loading
@@ -170,12 +173,11 @@ class Llama(nn.Module):
                 q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True,
                 enable_gqa=local.n_heads != local.n_kv_heads)   # (B, heads, T, head_dim)
             attn = attn.transpose(1, 2).reshape(batch, length, local.q_dim)
-            x = x + self._reduce(F.linear(attn, layer.wo, self._once(layer.bo)),
-                                 index, "attention output")
+            x = x + self._reduce(F.linear(attn, layer.wo, self._once(layer.bo)), 0, index)
             gate_up = F.linear(_rms_norm(x, layer.mlp_norm, c.norm_eps), layer.w_gate_up,
                                layer.b_gate_up)
             x = x + self._reduce(F.linear(_swiglu(gate_up), layer.w_down,
-                                          self._once(layer.b_down)), index, "MLP output")
+                                          self._once(layer.b_down)), 1, index)
         logits = F.linear(_rms_norm(x, self.norm, c.norm_eps), self.lm_head)
         return self._gather_vocab(logits.view(batch * length, -1)).view(batch, length, -1)
 
@@ -184,8 +186,11 @@ class Llama(nn.Module):
         all-reduce after it sums every rank's partial product."""
         return bias if self.tp.rank == 0 else None
 
-    def _reduce(self, x: torch.Tensor, layer: int, what: str) -> torch.Tensor:
-        return self.tp.all_reduce_(x, f"the all-reduce of layer {layer}'s {what}")
+    def _reduce(self, x: torch.Tensor, site: int, layer: int) -> torch.Tensor:
+        """The sum over the ranks of a row-parallel projection's partial result x (site 0:
+        the attention output's, 1: the MLP output's)."""
+        what = ("attention output", "MLP output")[site]
+        return self.all_reduce(x, site, f"the all-reduce of layer {layer}'s {what}")
 
     def _gather_vocab(self, logits: torch.Tensor) -> torch.Tensor:
         """(rows, this rank's LM head rows) -> (rows, vocab): every rank's logits."""
@@ -288,7 +293,7 @@ class Llama(nn.Module):
         and values at each row's slot and position), `attend` and three tg.linear calls. Under
         tensor parallelism rank 0 adds the residual and bias in the row-parallel projections'
         epilogues, and one all-reduce sums the ranks' partial results."""
-        c = self.config
+        c, rows = self.config, x.shape[0]
         for index, layer in enumerate(self.layers):
             k_layer, v_layer = cache.k[index], cache.v[index]
             q = tg.linear_qkv(x, layer.wqkv, layer.bqkv, norm_weight=layer.attn_norm,
@@ -296,13 +301,13 @@ class Llama(nn.Module):
                               positions=positions, slots=slots, k_cache=k_layer,
                               v_cache=v_layer, n_heads=self.local.n_heads)
             x = tg.linear(attend(q, k_layer, v_layer), layer.wo, self._once(layer.bo),
-                          residual=self._once(x))
-            x = self._reduce(x, index, "attention output")
+                          residual=self._once(x), out=self.all_reduce.output(0, rows))
+            x = self._reduce(x, 0, index)
             hidden = tg.linear(x, layer.w_gate_up, layer.b_gate_up, norm_weight=layer.mlp_norm,
                                norm_eps=c.norm_eps, activation="swiglu")
             x = tg.linear(hidden, layer.w_down, self._once(layer.b_down),
-                          residual=self._once(x))
-            x = self._reduce(x, index, "MLP output")
+                          residual=self._once(x), out=self.all_reduce.output(1, rows))
+            x = self._reduce(x, 1, index)
         return x
 
 
