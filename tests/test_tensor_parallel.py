@@ -121,6 +121,49 @@ def _long_decode(steps: int) -> dict:
             "seconds": time.monotonic() - start}
 
 
+def _one_shot_sums(cases) -> dict:
+    """tilegraph's one-shot all-reduce replayed 100 times from a graph with fresh inputs,
+    for each (rows, dtype): the worst relative error against NCCL's sum of the same values."""
+    import torch.distributed as dist
+
+    import tilegraph as tg
+    from tilegraph.dist.one_shot import OneShotAllReduce
+
+    tp = tgd.init(timeout=60)
+    worst = {}
+    for rows, dtype in cases:
+        reduce = OneShotAllReduce(tp, dist.group.WORLD.group_name, (16, 1000), dtype)
+        source = torch.randn(rows, 1000, device="cuda").to(dtype)
+
+        def step(reduce=reduce, source=source, rows=rows):
+            # both sites, as a layer's two all-reduces alternate
+            first, second = reduce.buffer(0)[:rows], reduce.buffer(1)[:rows]
+            first.copy_(source)
+            second.copy_(source * 2)
+            return reduce(first, 0), reduce(second, 1)
+
+        graph = tg.capture(step, restore_state=False)
+        worst[rows, dtype] = 0.0
+        for _ in range(100):
+            source.copy_(torch.randn(rows, 1000, device="cuda") * (tp.rank + 1))
+            first, second = graph.replay()
+            expected = source.float()
+            dist.all_reduce(expected)
+            worst[rows, dtype] = max(worst[rows, dtype], rel_error(first, expected),
+                                     rel_error(second, 2 * expected))
+    return worst
+
+
+@pytest.mark.gpu
+def test_gpu_one_shot_all_reduce_equals_nccl_over_replays():
+    _ranks_fit(2)
+    cases = [(rows, dtype) for rows in (1, 3, 16) for dtype in (torch.bfloat16, torch.float32)]
+    for rank, worst in enumerate(run_ranks(2, _one_shot_sums, cases)):
+        for (rows, dtype), error in worst.items():
+            bound = 1e-2 if dtype == torch.bfloat16 else 1e-6
+            assert error < bound, f"rank {rank}, {rows} rows of {dtype}: {error:.2e}"
+
+
 @pytest.mark.gpu
 def test_gpu_tp2_thousand_replays_no_hang_no_memory_growth():
     _ranks_fit(2)

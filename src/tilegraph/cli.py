@@ -398,6 +398,11 @@ def _join_tensor_parallel(tp: int, timeout: float):
     return group, ""
 
 
+def _timings(times: dict) -> str:
+    return ", ".join(f"{k} {v:.2f} us" if isinstance(v, float) else f"{k} {v}"
+                     for k, v in times.items() if k != "bytes")
+
+
 def _ranks_disagree(rows: list[list[int]], group) -> str:
     """Every rank checks that all ranks generated the same tokens."""
     import torch.distributed as dist
@@ -440,7 +445,8 @@ def _tensor_parallel_demo(args, name, dtype, prompt, new, max_seq, batches) -> i
             console.print(f"batch {batch}: all-reduce of a layer's output ({times['bytes']} "
                           f"bytes), in a graph: NCCL {times['nccl']:.2f} us, symmetric-memory "
                           f"one-shot {one_shot}; the model runs two a layer, "
-                          f"{times['model_uses']}")
+                          f"{times['model_uses']} (measured at its build: "
+                          f"{_timings(times['model_timing_us'])})")
     if group.rank == 0:
         settings = {"model": name, "dtype": str(dtype).removeprefix("torch."), "tp": args.tp,
                     "prompt_tokens": prompt, "new_tokens": new, "max_seq": max_seq,

@@ -286,6 +286,7 @@ def run_tensor_parallel(name: str, batch: int, prompt_len: int, new_tokens: int,
     runs.append(result)
     all_reduce = bench_collectives.all_reduce_us(tp, (batch, hf.config.hidden_size), dtype)
     all_reduce["model_uses"] = model.all_reduce.kind
+    all_reduce["model_timing_us"] = model.all_reduce.times_us
     del model, pair
     tp.barrier("the end of the TP run")
     if tp.rank == 0:

@@ -1,16 +1,17 @@
-"""The all-reduce after each row-parallel projection: NCCL, or a one-shot all-reduce over
-symmetric memory, whichever this machine runs faster, measured when the model is built.
+"""The all-reduce after each row-parallel projection: NCCL, or tilegraph's one-shot
+all-reduce over symmetric memory (one_shot.py), whichever this machine runs faster, measured
+when the model is built.
 
 A decode step's all-reduces carry a few KB (a layer's output, batch x dim), where the cost
 is latency, not bandwidth. On 2 H200s replayed in a graph (8 KB, bf16) NCCL took 19.0 us a
 call and torch's symmetric-memory one-shot 6.4 us (results/2026-11-23-session20): with 64 a
-token on a 32-layer model, that is 1.2 ms against 0.4. The one-shot kernel reads every
-peer's buffer directly (no multimem operations: NVLink multicast stays off), so the
-projection writes its partial result straight into a symmetric buffer (tg.linear's out=).
+token on a 32-layer model, 1.2 ms against 0.4. A one-shot kernel reads every peer's buffer
+directly (no multimem operations: NVLink multicast stays off), so the projection writes its
+partial result straight into a symmetric buffer (tg.linear's out=).
 
 Two buffers, one for the attention output's all-reduce and one for the MLP output's: calls
-alternate between them, so a rank overwrites a buffer only after every peer has entered the
-all-reduce after the one that read it, whatever barriers the kernel itself keeps.
+alternate between them, so a rank rewrites a buffer only after every peer has entered the
+all-reduce after the one that read it.
 """
 
 from __future__ import annotations
@@ -80,40 +81,50 @@ class LayerAllReduce:
         self.tp = tp
         self.kind = "nccl" if device.type == "cuda" else "gloo"
         self.times_us: dict[str, float | str] = {}
-        self._buffers: list[torch.Tensor] = []
-        self._group_name = ""
+        self._one_shot = None
         if tp.size == 1 or device.type != "cuda":
             return
-        made = symmetric_buffers(tp, (rows, dim), dtype, count=2)
-        if isinstance(made, str):
-            self.times_us["one-shot"] = made
+        try:
+            import torch.distributed as dist
+
+            from .one_shot import OneShotAllReduce
+
+            name = (tp.group or dist.group.WORLD).group_name
+            one_shot = OneShotAllReduce(tp, name, (rows, dim), dtype)
+        except Exception as error:   # an older torch, GPUs without peer access, ...
+            self.times_us["one-shot"] = f"unavailable: {type(error).__name__}: {error}"[:200]
             return
-        buffers, name = made
         probe = torch.zeros(rows, dim, dtype=dtype, device=device)
+        sites = iter(range(1 << 30))
+
+        def one_shot_step():   # the sites alternate, as a model's calls do
+            site = next(sites) % 2
+            one_shot(one_shot.buffer(site), site)
+
         times = torch.tensor([
             graph_us(lambda: tp.all_reduce_(probe, "the all-reduce timing"), TIMING_CALLS,
                      TIMING_REPLAYS),
-            graph_us(lambda: torch.ops.symm_mem.one_shot_all_reduce(buffers[0], "sum", name),
-                     TIMING_CALLS, TIMING_REPLAYS)], device=device)
+            graph_us(one_shot_step, TIMING_CALLS, TIMING_REPLAYS)], device=device)
         # every rank must choose the same path: decide on the ranks' summed times
         tp.all_reduce_(times, "the all-reduce timing")
-        nccl, one_shot = (t / tp.size for t in times.tolist())
-        self.times_us = {"nccl": nccl, "one-shot": one_shot, "bytes": probe.nbytes}
-        if one_shot < nccl:
-            self.kind, self._buffers, self._group_name = "one-shot", buffers, name
+        nccl, one_shot_us = (t / tp.size for t in times.tolist())
+        self.times_us = {"nccl": nccl, "one-shot": one_shot_us, "bytes": probe.nbytes}
+        if one_shot_us < nccl:
+            self.kind, self._one_shot = "one-shot", one_shot
 
     def output(self, site: int, rows: int) -> torch.Tensor | None:
         """Where all-reduce `site` (0: attention output, 1: MLP output) wants its input
         written: a symmetric buffer, or None (any tensor, reduced by NCCL or gloo)."""
-        if not self._buffers or rows > self._buffers[site].shape[0]:
+        if self._one_shot is None or rows > self._one_shot.buffer(site).shape[0]:
             return None
-        return self._buffers[site][:rows]
+        return self._one_shot.buffer(site)[:rows]
 
     def __call__(self, partial: torch.Tensor, site: int, what: str) -> torch.Tensor:
         """The sum of every rank's `partial`: a new tensor from the one-shot path, `partial`
         itself, summed in place, from NCCL or gloo."""
         if self.tp.size == 1:
             return partial
-        if self._buffers and partial.data_ptr() == self._buffers[site].data_ptr():
-            return torch.ops.symm_mem.one_shot_all_reduce(partial, "sum", self._group_name)
+        if (self._one_shot is not None
+                and partial.data_ptr() == self._one_shot.buffer(site).data_ptr()):
+            return self._one_shot(partial, site)
         return self.tp.all_reduce_(partial, what)
