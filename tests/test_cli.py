@@ -233,7 +233,7 @@ def test_model_demo_tensor_parallel_checks_every_rank(tmp_path):
     pytest.importorskip("transformers")
     out = tmp_path / "tp"
     result = tilegraph("demo", "--model", "tiny-llama3", "--tp", "2", "--new-tokens", "4",
-                       "--out", str(out), tmp_path=tmp_path, ranks=2)
+                       "--dtype", "fp32", "--out", str(out), tmp_path=tmp_path, ranks=2)
     assert result.returncode == 0, result.stdout + result.stderr
     rows = json.loads((out / "demo-model-tiny-llama3-tp2.json").read_text())["results"]
     assert [(r["variant"], r["status"]) for r in rows] == [("tilegraph tp=2", "ok"),

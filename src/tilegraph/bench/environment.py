@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import os
 import platform
 import subprocess
 import sys
@@ -30,6 +31,9 @@ def command_line() -> str:
     program = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python"
     if program == "__main__.py":
         program = f"python -m {Path(sys.argv[0]).parent.name}"
+        if "LOCAL_WORLD_SIZE" in os.environ:   # started by torchrun
+            program = (f"torchrun --nproc-per-node {os.environ['LOCAL_WORLD_SIZE']} -m "
+                       f"{Path(sys.argv[0]).parent.name}")
     return " ".join([program, *sys.argv[1:]])
 
 
