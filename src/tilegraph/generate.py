@@ -190,10 +190,11 @@ class Generator:
                 except CollectiveError as error:   # raised eagerly (gloo): name the step
                     raise CollectiveError(f"{error} (decode step {produced})") from error
                 produced += 1
-            # One wait per chunk, with a deadline under tensor parallelism (a replayed
-            # collective whose peer died would block the read below for ever).
-            self.model.tp.wait(_recorded_event(device),
-                               f"decode steps {produced - chunk}..{produced - 1}")
+            if self.model.tp.size > 1:
+                # a deadline first: a replayed collective whose peer died would block the
+                # read below for ever
+                self.model.tp.wait(_recorded_event(device),
+                                   f"decode steps {produced - chunk}..{produced - 1}")
             # every row's last `chunk` tokens, by position
             columns = (positions[:, None] - torch.arange(chunk - 1, -1, -1, device=device))
             new = self._history[:batch].gather(1, columns).tolist()
