@@ -5,7 +5,7 @@
 """
 
 from . import _runtime  # noqa: F401  (first: picks the Triton interpreter on CPU machines)
-from .errors import CaptureError, SideEffectWarning, StaleOutputError
+from .errors import CaptureError, CollectiveError, SideEffectWarning, StaleOutputError
 from .generate import Generator
 from .graph import Graph, GraphRunner, TrainStep, capture, scope
 from .kernels.add import add
@@ -21,8 +21,8 @@ from .kernels.softmax import softmax
 
 __version__ = "0.1.0"
 
-__all__ = ["CaptureError", "Generator", "Graph", "GraphRunner", "SideEffectWarning",
-           "StaleOutputError", "TrainStep",
+__all__ = ["CaptureError", "CollectiveError", "Generator", "Graph", "GraphRunner",
+           "SideEffectWarning", "StaleOutputError", "TrainStep",
            "__version__", "add", "capture", "decode_attention", "decode_layer", "gelu",
            "interleave_gate_up", "interleave_rotary_pairs", "linear", "linear_qkv", "matmul",
            "rms_norm", "rotary_qkv", "scope", "softmax"]

@@ -21,6 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from . import __version__, tables
 from ._runtime import INTERPRET, device_name
+from .errors import CollectiveError
 
 console = Console()
 
@@ -514,8 +515,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
             if args.batch == 1:
                 text = tokenizer.decode([tokens[0]]) if tokenizer else f"{tokens[0]} "
                 console.out(text, end="", highlight=False)
-        console.out("")
-        if args.batch > 1:
+        if args.batch == 1:
+            console.out("")
+        else:
             for b, row in enumerate(rows):
                 console.out(f"[{b}] " + (tokenizer.decode(row) if tokenizer else str(row)),
                             highlight=False)
@@ -878,7 +880,17 @@ def main(argv: list[str] | None = None) -> int:
         problem = _unwritable(path, as_file) if path is not None else None
         if problem:
             command.error(f"--{option} {path}: {problem}")
-    return args.func(args)
+    try:
+        return args.func(args)
+    except CollectiveError as error:
+        # a peer failed or hangs: say so on every rank and leave at once (tearing down a
+        # communicator whose kernel waits for that peer can hang the exit itself); torchrun
+        # then stops the other ranks
+        console.quiet = False
+        console.print(f"[red]{error}[/red]")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,11 @@ its epilogue), tg.decode_attention over each sequence's own length, the output p
 the residual add in its epilogue, the gate/up projection with RMSNorm in its prologue and
 SiLU(gate) * up in its epilogue, and the down projection with the residual add. A decode step
 has fixed shapes: one captured graph serves every position.
+
+Tensor parallel (tp=N under torchrun, tilegraph.dist): each rank holds its heads and its
+share of the MLP, and the output and down projections' partial results are summed by one
+all-reduce each (rank 0 adds the residual in their epilogues); the logits are gathered, so
+every rank returns what one process would.
 """
 
 from __future__ import annotations
