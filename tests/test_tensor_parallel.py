@@ -173,6 +173,32 @@ def test_gpu_tp2_thousand_replays_no_hang_no_memory_growth():
         assert after == before, f"rank {rank}: memory {before} -> {after}"
 
 
+def _demo_over_halvings() -> list:
+    """The tensor-parallel demo's runs on this rank: TP=4, TP=2 on ranks 0-1, TP=1 on 0."""
+    from tilegraph import model_demo
+
+    tp = tgd.init(timeout=300)
+    # eight q heads over four kv heads: 4 and 2 ranks split them
+    result = model_demo.run_tensor_parallel(
+        "tiny-llama3", 2, 5, 4, 16, torch.float32, tp, num_attention_heads=8,
+        num_key_value_heads=4, hidden_size=64)
+    return [(r.variant, r.status, r.reason, r.rel_error, r.tokens.tolist())
+            for r in result["runs"]]
+
+
+def test_tp4_demo_measures_every_halving_and_checks_each():
+    _ranks_fit(4)
+    results = run_ranks(4, _demo_over_halvings)
+    assert [run[0] for run in results[0]] == ["tilegraph tp=4", "tilegraph tp=2",
+                                               "tilegraph tp=1"]
+    assert [len(runs) for runs in results] == [3, 2, 1, 1]   # the runs each rank was in
+    for rank, runs in enumerate(results):
+        for variant, status, reason, error, _ in runs:
+            assert status == "ok" and error < 1e-4, f"rank {rank}, {variant}: {reason}"
+    tokens = [run[4] for run in results[0]]
+    assert tokens[0] == tokens[1] == tokens[2]   # fp32: every TP size picks the same
+
+
 def test_tp_loads_only_its_shard_from_a_checkpoint(tmp_path):
     _ranks_fit(2)
     from tilegraph.models.hf_presets import random_hf_model

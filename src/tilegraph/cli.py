@@ -430,24 +430,31 @@ def _tensor_parallel_demo(args, name, dtype, prompt, new, max_seq, batches) -> i
     with _progress() as progress:
         task = progress.add_task("tensor-parallel demo", total=None)
         for batch in batches:
-            result = model_demo.run_tensor_parallel(
-                name, batch, prompt, new, max_seq, dtype, group,
-                progress=lambda what: progress.update(task, description=what))
+            try:
+                result = model_demo.run_tensor_parallel(
+                    name, batch, prompt, new, max_seq, dtype, group,
+                    progress=lambda what: progress.update(task, description=what))
+            except ValueError as error:   # heads or MLP that do not divide by --tp
+                console.print(f"[red]{error}[/red]")
+                return 2
             element = torch.empty((), dtype=dtype).element_size()
             rows += model_demo.summarize(name, batch, result["runs"], result["config"],
                                          element, prompt + new / 2, copy_gbps)
             all_reduce[batch] = result["all_reduce_us"]
     tables.show(console, tables.model_table(rows, f"{name}: decode over {args.tp} GPUs "
                                                   "(tensor-parallel) and on one"))
-    for batch, times in all_reduce.items():
-        if "nccl" in times:   # timed on GPUs only
+    for batch, by_size in all_reduce.items():
+        for size, times in by_size.items():
+            if "nccl" not in times:   # timed on GPUs only
+                continue
             one_shot = times["symm_mem_one_shot"]
             one_shot = f"{one_shot:.2f} us" if isinstance(one_shot, float) else one_shot
-            console.print(f"batch {batch}: all-reduce of a layer's output ({times['bytes']} "
-                          f"bytes), in a graph: NCCL {times['nccl']:.2f} us, symmetric-memory "
-                          f"one-shot {one_shot}; the model runs two a layer, "
-                          f"{times['model_uses']} (measured at its build: "
-                          f"{_timings(times['model_timing_us'])})")
+            console.print(f"batch {batch}, TP={size}: all-reduce of a layer's output "
+                          f"({times['bytes']} bytes) in a graph: NCCL {times['nccl']:.2f} us, "
+                          f"torch's symmetric-memory one-shot {one_shot}. The model runs two "
+                          f"a layer with {times['model_uses']}, the faster at its build of "
+                          f"{_timings(times['model_timing_us'])} (16 rows; one-shot: "
+                          "tilegraph's, with PDL)")
     if group.rank == 0:
         settings = {"model": name, "dtype": str(dtype).removeprefix("torch."), "tp": args.tp,
                     "prompt_tokens": prompt, "new_tokens": new, "max_seq": max_seq,

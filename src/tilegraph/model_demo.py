@@ -30,7 +30,7 @@ import torch
 from ._runtime import synchronize
 from .bench import Unavailable, report
 from .bench import collectives as bench_collectives
-from .dist import TensorParallel
+from .dist import TensorParallel, local_config
 from .generate import Generator
 from .models.hf_presets import random_hf_model
 from .models.llama import Llama
@@ -259,14 +259,17 @@ def _checked_and_timed(result: ModelRun, pair: tuple[Decode, Score] | Unavailabl
 def run_tensor_parallel(name: str, batch: int, prompt_len: int, new_tokens: int,
                         max_seq: int, dtype: torch.dtype, tp: TensorParallel,
                         progress: Callable[[str], None] = lambda what: None,
-                        seed: int = 0) -> dict:
-    """tilegraph at TP=tp.size on every rank, each rank checked against fp32 transformers;
-    then, on rank 0 alone, the same model at TP=1 on the same GPU; and the all-reduce of
-    one layer's output timed in a graph. Rows of every rank's checks, on every rank."""
+                        seed: int = 0, **overrides) -> dict:
+    """tilegraph at TP=tp.size on every rank, then at every halving of it (2 of 4 GPUs, ...)
+    that the model's heads allow on the first ranks, each rank checked against fp32
+    transformers; then TP=1 on rank 0's GPU; and the all-reduce of one layer's output timed
+    in a graph at each size. `overrides` change fields of the named shape's config. Rows of
+    the runs this rank took part in (rank 0: all of them)."""
     device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() \
         else torch.device("cpu")
     progress(f"{name}: random weights (every rank the same)")
-    hf = random_hf_model(name, dtype=dtype, device=device, seed=seed)
+    hf = random_hf_model(name, dtype=dtype, device=device, seed=seed, **overrides)
+    config = LlamaConfig.from_hf(hf.config)
     generator = torch.Generator().manual_seed(seed + batch)
     prompts = torch.randint(0, hf.config.vocab_size, (batch, prompt_len),
                             generator=generator).to(device)
@@ -274,30 +277,50 @@ def run_tensor_parallel(name: str, batch: int, prompt_len: int, new_tokens: int,
                                  generator=generator).to(device)
     reference, rounding = reference_logits(hf, prompts, continuation)
     check = (continuation, reference, rounding, MODEL_TOLERANCES[dtype], prompts.is_cuda)
-    sizes = tuple(s for s in (1, 2, 4, 8) if s <= batch)
-    runs, builds = [], {}
-    progress(f"{name} batch {batch}: building tilegraph at TP={tp.size}")
-    model = Llama.from_hf(hf, tp=tp)
-    pair = _build_tilegraph(model, prompts, new_tokens, max_seq, sizes, builds)
-    progress(f"{name} batch {batch}: decoding {new_tokens} tokens at TP={tp.size}")
-    result = _checked_and_timed(ModelRun(f"tilegraph tp={tp.size}", build_seconds=builds["cold"],
-                                         tp=tp.size), pair, *check)
-    _every_rank_checked(result, tp)
-    runs.append(result)
-    all_reduce = bench_collectives.all_reduce_us(tp, (batch, hf.config.hidden_size), dtype)
-    all_reduce["model_uses"] = model.all_reduce.kind
-    all_reduce["model_timing_us"] = model.all_reduce.times_us
-    del model, pair
-    tp.barrier("the end of the TP run")
+    buckets = tuple(s for s in (1, 2, 4, 8) if s <= batch)
+    runs, all_reduce = [], {}
+    for size in _tp_sizes(config, tp.size):
+        group = tp.first(size)   # on every rank: making a group is collective
+        if group is not None:
+            progress(f"{name} batch {batch}: building and decoding at TP={size}")
+            builds = {}
+            model = Llama.from_hf(hf, tp=group)
+            pair = _build_tilegraph(model, prompts, new_tokens, max_seq, buckets, builds)
+            result = _checked_and_timed(ModelRun(f"tilegraph tp={size}", tp=size,
+                                                 build_seconds=builds["cold"]), pair, *check)
+            _every_rank_checked(result, group)
+            runs.append(result)
+            times = bench_collectives.all_reduce_us(group, (batch, config.dim), dtype)
+            all_reduce[size] = {**times, "model_uses": model.all_reduce.kind,
+                                "model_timing_us": model.all_reduce.times_us}
+            del model, pair
+        tp.barrier(f"the end of the TP={size} run")   # the ranks left out wait here
     if tp.rank == 0:
         progress(f"{name} batch {batch}: building and decoding at TP=1 on rank 0's GPU")
         builds = {}
-        pair = _build_tilegraph(Llama.from_hf(hf), prompts, new_tokens, max_seq, sizes, builds)
+        pair = _build_tilegraph(Llama.from_hf(hf), prompts, new_tokens, max_seq, buckets,
+                                builds)
         runs.append(_checked_and_timed(ModelRun("tilegraph tp=1", build_seconds=builds["cold"]),
                                        pair, *check))
         del pair
-    tp.barrier("rank 0's TP=1 run")   # the other ranks wait here
-    return {"runs": runs, "config": LlamaConfig.from_hf(hf.config), "all_reduce_us": all_reduce}
+    tp.barrier("rank 0's TP=1 run")
+    return {"runs": runs, "config": config, "all_reduce_us": all_reduce}
+
+
+def _tp_sizes(config: LlamaConfig, size: int) -> list[int]:
+    """size, size / 2, ... down to 2, where the heads and the MLP still divide."""
+    sizes = []
+    while size > 1:
+        try:
+            local_config(config, size)
+            sizes.append(size)
+        except ValueError:
+            if not sizes:
+                raise
+        if size % 2:
+            break
+        size //= 2
+    return sizes
 
 
 def _every_rank_checked(result: ModelRun, tp: TensorParallel) -> None:
@@ -309,7 +332,7 @@ def _every_rank_checked(result: ModelRun, tp: TensorParallel) -> None:
         return
     reports = [None] * tp.size
     tokens = result.tokens.tolist() if result.tokens is not None else None
-    dist.all_gather_object(reports, (result.status, result.reason, tokens))
+    dist.all_gather_object(reports, (result.status, result.reason, tokens), group=tp.group)
     for rank, (status, reason, rank_tokens) in enumerate(reports):
         if status != "ok" and result.status == "ok":
             result.status, result.reason = status, f"rank {rank}: {reason}"

@@ -109,6 +109,17 @@ class TensorParallel:
             # steps are launched
             time.sleep(5e-5)
 
+    def first(self, size: int) -> TensorParallel | None:
+        """Ranks 0..size-1 as a group of their own (to measure a smaller TP in the same run);
+        None on the other ranks. Every rank must call it: making a group is collective."""
+        if size == self.size:
+            return self
+        import torch.distributed as dist
+
+        group = dist.new_group(list(range(size)))
+        return TensorParallel(self.rank, size, group, self.timeout) if self.rank < size \
+            else None
+
     def barrier(self, what: str) -> None:
         if self.size > 1:
             import torch.distributed as dist
