@@ -16,6 +16,8 @@ all-reduce after the one that read it.
 
 from __future__ import annotations
 
+import itertools
+
 import torch
 
 from .._runtime import side_stream
@@ -35,7 +37,7 @@ def graph_us(step, calls: int, replays: int) -> float:
             step()
     torch.cuda.current_stream().wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    with torch.cuda.graph(graph, stream=stream):
         for _ in range(calls):
             step()
     graph.replay()
@@ -92,13 +94,14 @@ class LayerAllReduce:
             name = (tp.group or dist.group.WORLD).group_name
             one_shot = OneShotAllReduce(tp, name, (rows, dim), dtype)
         except Exception as error:   # an older torch, GPUs without peer access, ...
+            # (the same on every rank: the ranks stay on one path)
             self.times_us["one-shot"] = f"unavailable: {type(error).__name__}: {error}"[:200]
             return
         probe = torch.zeros(rows, dim, dtype=dtype, device=device)
-        sites = iter(range(1 << 30))
+        calls = itertools.count()
 
         def one_shot_step():   # the sites alternate, as a model's calls do
-            site = next(sites) % 2
+            site = next(calls) % 2
             one_shot(one_shot.buffer(site), site)
 
         times = torch.tensor([
