@@ -173,6 +173,8 @@ class Generator:
         start = time.perf_counter()
         tokens = self._prefill(prompts, lengths, sampled)
         positions = lengths
+        if self.model.tp.size > 1:   # the prefill's collectives, with the step named
+            self.model.tp.wait(_recorded_event(device), "the prefill of the prompts")
         first = tokens.tolist()
         self.stats.prefill_seconds = time.perf_counter() - start
         yield first
