@@ -1,6 +1,6 @@
-"""Tensor-parallel Llama (tilegraph.dist): 2 and 3 processes over gloo on CPU (NCCL on GPUs)
-give TP=1's logits and tokens; shards load from checkpoint files; bad splits and failed
-ranks are clear errors, never hangs."""
+"""Tensor-parallel Llama (tilegraph.dist): 2, 3 and 4 processes over gloo on CPU (NCCL on
+GPUs, a rank a GPU) give TP=1's logits and tokens; shards load from checkpoint files; the
+one-shot all-reduce equals NCCL's; bad splits and failed ranks are clear errors, never hangs."""
 
 import time
 
