@@ -282,3 +282,17 @@ def test_split_of_names_each_ranks_slice():
     for whole in ("embed", "norm", "layers.0.attn_norm", "layers.0.bo", "layers.0.b_down"):
         assert tgd.split_of(whole, "", config, 1, 3) is None
     assert tgd.split_of("layers.0.wo", "", config, 0, 1) is None
+
+
+def test_demo_tp_sizes_halve_while_the_heads_divide():
+    from tilegraph.model_demo import _tp_sizes
+
+    def config(heads, kv):
+        return LlamaConfig(vocab_size=67, dim=96, n_layers=1, n_heads=heads, n_kv_heads=kv,
+                           ffn_dim=48, head_dim=8)
+    assert _tp_sizes(config(8, 4), 4) == [4, 2]
+    assert _tp_sizes(config(12, 6), 6) == [6, 3]
+    assert _tp_sizes(config(8, 8), 8) == [8, 4, 2]
+    assert _tp_sizes(config(12, 6), 3) == [3]
+    with pytest.raises(ValueError, match="does not divide by tp=4"):
+        _tp_sizes(config(12, 6), 4)
