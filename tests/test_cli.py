@@ -229,6 +229,16 @@ def test_generate_tensor_parallel_prints_once_and_matches_one_process(tmp_path):
 
 
 @TWO_RANKS
+def test_generate_tensor_parallel_heads_that_do_not_divide_exit_2(tmp_path):
+    pytest.importorskip("transformers")
+    result = tilegraph("generate", "--model", "tiny-qwen2", "--prompt-ids", "1,2", "--tp", "2",
+                       tmp_path=tmp_path, ranks=2)   # one kv head
+    assert result.returncode != 0
+    assert "num_key_value_heads (1) does not divide by tp=2" in result.stdout, result.stdout
+    assert "ValueError" not in result.stderr, result.stderr   # said, not traced back
+
+
+@TWO_RANKS
 def test_model_demo_tensor_parallel_checks_every_rank(tmp_path):
     pytest.importorskip("transformers")
     out = tmp_path / "tp"
@@ -257,6 +267,7 @@ def test_profile_demo_step(tmp_path):
     ["generate", "--model", "tiny-llama3"],
     ["generate", "--model", "tiny-llama3", "--prompt-ids", "1", "--tp", "2"],
     ["demo", "--model", "tiny-llama3", "--tp", "2"],
+    ["demo", "--model", "tiny-llama3", "--tp", "2", "--variants", "tilegraph"],
     ["demo", "--batch", "1,2"],
     ["profile", "gelu", "--variant", "nope", "--size", "10"],
 ])

@@ -436,6 +436,7 @@ def _tensor_parallel_demo(args, name, dtype, prompt, new, max_seq, batches) -> i
                     progress=lambda what: progress.update(task, description=what))
             except ValueError as error:   # heads or MLP that do not divide by --tp
                 console.print(f"[red]{error}[/red]")
+                group.barrier("the exit")   # as in generate: rank 0 prints first
                 return 2
             element = torch.empty((), dtype=dtype).element_size()
             rows += model_demo.summarize(name, batch, result["runs"], result["config"],
@@ -475,28 +476,35 @@ def cmd_generate(args: argparse.Namespace) -> int:
     device = "cpu" if INTERPRET else "cuda"
     dtype = args.dtype or (torch.float32 if INTERPRET else torch.bfloat16)
     tokenizer = None
+    path = Path(args.model)
+    if args.model not in SHAPES and not (path / "config.json").is_file():
+        console.print(f"[red]{path} is not a checkpoint directory (config.json + "
+                      f"*.safetensors) nor a named shape ({', '.join(SHAPES)})[/red]")
+        return 2
     group = None
     if args.tp > 1:
         group, problem = _join_tensor_parallel(args.tp, timeout=600)
         if group is None:
             console.print(f"[red]{problem}[/red]")
             return 2
-    if args.model in SHAPES:
-        console.print(f"[yellow]{args.model}: random weights of that shape[/yellow]")
-        model = Llama.from_hf(random_hf_model(args.model, dtype=dtype, device=device),
-                              tp=group)
-    else:
-        path = Path(args.model)
-        if not (path / "config.json").is_file():
-            console.print(f"[red]{path} is not a checkpoint directory (config.json + "
-                          f"*.safetensors) nor a named shape ({', '.join(SHAPES)})[/red]")
-            return 2
-        with console.status(f"loading {path}"):
-            model = Llama.from_hf(path, dtype=dtype, device=device, tp=group)
-        if any((path / f).is_file() for f in ("tokenizer.json", "tokenizer.model")):
-            from transformers import AutoTokenizer
+    try:   # an unsupported config, or heads that do not divide by --tp: said, not traced
+        if args.model in SHAPES:
+            console.print(f"[yellow]{args.model}: random weights of that shape[/yellow]")
+            model = Llama.from_hf(random_hf_model(args.model, dtype=dtype, device=device),
+                                  tp=group)
+        else:
+            with console.status(f"loading {path}"):
+                model = Llama.from_hf(path, dtype=dtype, device=device, tp=group)
+    except ValueError as error:
+        console.print(f"[red]{error}[/red]")
+        if group is not None:   # every rank meets the same error: rank 0 prints before
+            group.barrier("the exit")   # torchrun stops the ranks at the first exit
+        return 2
+    if args.model not in SHAPES and any((path / f).is_file()
+                                        for f in ("tokenizer.json", "tokenizer.model")):
+        from transformers import AutoTokenizer
 
-            tokenizer = AutoTokenizer.from_pretrained(path)
+        tokenizer = AutoTokenizer.from_pretrained(path)
     if args.prompt_ids is not None:
         prompt = list(args.prompt_ids)
     elif tokenizer is None:
