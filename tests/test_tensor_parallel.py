@@ -54,11 +54,14 @@ def _compare_with_tp1(source=None) -> dict:
     errors["decode"] = rel_error(model.decode(tokens, positions, caches[1]),
                                  reference.decode(tokens, positions, caches[0]))
     prompts = [[3, 1, 4, 1], [5, 9, 2, 6]]
-    generated = [tg.Generator(m, max_batch=2, max_seq=16, sizes=(1, 2)).generate(prompts, 6)
-                 for m in (reference, model)]
+    generators = [tg.Generator(m, max_batch=2, max_seq=16, sizes=(1, 2))
+                  for m in (reference, model)]
+    generated = [g.generate(prompts, 6) for g in generators]
+    # sampled on the device from gathered logits: the same draw on every rank and at TP=1
+    sampled = [g.generate(prompts, 4, temperature=0.9, top_k=20, seed=3) for g in generators]
     shapes = {name: tuple(p.shape) for name, p in model.named_parameters()
               if name.startswith("layers.0.") or name == "lm_head"}
-    return {"errors": errors, "tokens": generated, "shapes": shapes,
+    return {"errors": errors, "tokens": generated, "sampled": sampled, "shapes": shapes,
             "all_reduce": model.all_reduce.kind}
 
 
@@ -67,8 +70,9 @@ def _check_ranks(results, size):
     for rank, result in enumerate(results):
         for path, error in result["errors"].items():
             assert error < 1e-5, f"rank {rank}, {path}: relative error {error:.2e}"
-        tp1, tp = result["tokens"]
-        assert tp == tp1, f"rank {rank}: tokens {tp} differ from TP=1's {tp1}"
+        for kind in ("tokens", "sampled"):
+            tp1, tp = result[kind]
+            assert tp == tp1, f"rank {rank}: {kind} {tp} differ from TP=1's {tp1}"
         shapes = result["shapes"]
         local_q = config.q_dim // size
         assert shapes["layers.0.wo"] == (config.dim, local_q)
