@@ -15,6 +15,10 @@ flips near-ties, after which the sequences part).
 
 transformers' StaticCache appends at an internal counter on every forward (warm-ups and
 capture too), so every HF variant resets its cache before it prefills.
+
+Under torchrun with --tp N (run_tensor_parallel): tilegraph alone, at TP=N, at each halving
+of N on the first ranks and at TP=1 on rank 0's GPU, each checked the same way on every rank
+it runs on, with the all-reduce of a layer's output timed at each size.
 """
 
 from __future__ import annotations
