@@ -404,6 +404,16 @@ def _timings(times: dict) -> str:
                      for k, v in times.items() if k != "bytes")
 
 
+def _leave_process_group() -> None:
+    """After a tensor-parallel command, on every rank: wait for the others, then tear the
+    group down (without it gloo can abort a rank at exit, and NCCL warns)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
 def _ranks_disagree(rows: list[list[int]], group) -> str:
     """Every rank checks that all ranks generated the same tokens."""
     import torch.distributed as dist
@@ -896,7 +906,9 @@ def main(argv: list[str] | None = None) -> int:
         if problem:
             command.error(f"--{option} {path}: {problem}")
     try:
-        return args.func(args)
+        code = args.func(args)
+        _leave_process_group()
+        return code
     except CollectiveError as error:
         # a peer failed or hangs: say so on every rank and leave at once (tearing down a
         # communicator whose kernel waits for that peer can hang the exit itself); torchrun
