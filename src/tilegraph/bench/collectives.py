@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from ..dist.allreduce import graph_us, symmetric_buffers
+from ..dist.allreduce import graph_us
 from ..dist.group import TensorParallel
 
 CALLS = 64      # all-reduces in the graph (two a layer for 32 layers)
@@ -21,14 +21,22 @@ REPLAYS = 20
 
 
 def _one_shot(tp: TensorParallel, shape, dtype):
-    """A step of symm_mem's one-shot all-reduce of a symmetric buffer, or why it cannot
-    run here."""
-    made = symmetric_buffers(tp, shape, dtype, count=1)
-    if isinstance(made, str):
-        return made
-    (buffer,), name = made
-    out = torch.empty_like(buffer)
-    return lambda: torch.ops.symm_mem.one_shot_all_reduce_out(buffer, "sum", name, out)
+    """A step of torch's one-shot all-reduce of a symmetric buffer, or why it cannot run
+    here (an older torch, no peer access between the GPUs)."""
+    try:
+        import torch.distributed as dist
+        import torch.distributed._symmetric_memory as symm_mem
+
+        name = (tp.group or dist.group.WORLD).group_name
+        buffer = symm_mem.empty(shape, dtype=dtype, device=torch.cuda.current_device())
+        symm_mem.rendezvous(buffer, name)
+        buffer.zero_()
+        out = torch.empty_like(buffer)
+        op = torch.ops.symm_mem.one_shot_all_reduce_out
+        op(buffer, "sum", name, out)   # it runs
+    except Exception as error:
+        return f"unavailable: {type(error).__name__}: {str(error)[:160]}"
+    return lambda: op(buffer, "sum", name, out)
 
 
 def all_reduce_us(tp: TensorParallel, shape: tuple[int, ...], dtype: torch.dtype,

@@ -51,25 +51,6 @@ def graph_us(step, calls: int, replays: int) -> float:
     return 1e3 * start.elapsed_time(end) / (replays * calls)
 
 
-def symmetric_buffers(tp: TensorParallel, shape, dtype, count: int):
-    """`count` symmetric-memory tensors of `shape` on every rank, exchanged, and the
-    group's name; or a string saying why there are none (old torch, no peer access)."""
-    try:
-        import torch.distributed as dist
-        import torch.distributed._symmetric_memory as symm_mem
-
-        name = (tp.group or dist.group.WORLD).group_name
-        buffers = []
-        for _ in range(count):
-            buffer = symm_mem.empty(shape, dtype=dtype, device=torch.cuda.current_device())
-            symm_mem.rendezvous(buffer, name)
-            buffers.append(buffer.zero_())
-        torch.ops.symm_mem.one_shot_all_reduce(buffers[0], "sum", name)   # it runs
-        return buffers, name
-    except Exception as error:
-        return f"unavailable: {type(error).__name__}: {str(error)[:160]}"
-
-
 class LayerAllReduce:
     """The all-reduces of a tensor-parallel model's layers (see the module).
 

@@ -156,15 +156,22 @@ def capture(fn: Callable, *args, warmup: int = 2, pool=None,
         return _rerun_on_cpu(fn, args, warmup, name, state)
 
 
-def _rerun_on_cpu(fn: Callable, args: tuple, warmup: int, name: str,
-                  state: StateWatch) -> Graph:
-    _warn_cpu_once()
-    start = time.perf_counter()
-    with TrainingWatch(name, on_cuda=False) as watch, state.call(args):
+def _first_call(fn: Callable, args: tuple, name: str, state: StateWatch, on_cuda: bool):
+    """fn(*args) once, watched for a training step and for the state it changes, whose
+    fingerprints are taken after it: (its outputs, the training watch)."""
+    with TrainingWatch(name, on_cuda=on_cuda) as watch, state.call(args):
         outputs = fn(*args)
     state.handlers.append(watch.handles)
     state.exclude(outputs)
     state.settle()
+    return outputs, watch
+
+
+def _rerun_on_cpu(fn: Callable, args: tuple, warmup: int, name: str,
+                  state: StateWatch) -> Graph:
+    _warn_cpu_once()
+    start = time.perf_counter()
+    outputs, watch = _first_call(fn, args, name, state, on_cuda=False)
     for _ in range(warmup - 1):
         with state.call(args):
             outputs = fn(*args)
@@ -185,11 +192,7 @@ def _capture_on_cuda(fn: Callable, args: tuple, warmup: int, pool, name: str,
         # where there is one, must not. Only the first is watched for training (the
         # watch's torch-function mode would make a torch.compile'd fn compile differently
         # from the unwatched call captured last).
-        with TrainingWatch(name, on_cuda=True) as watch, state.call(args):
-            outputs = fn(*args)
-        state.handlers.append(watch.handles)
-        state.exclude(outputs)
-        state.settle()
+        outputs, watch = _first_call(fn, args, name, state, on_cuda=True)
         for _ in range(warmup - 1):
             with state.call(args):
                 outputs = _warm_up_without_host_syncs(fn, args)
