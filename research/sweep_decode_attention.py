@@ -1,12 +1,17 @@
-"""tg.decode_attention's launch shape: tile length, pipeline depth, warps and programs an SM,
-timed as graph replays over caches rotated past L2, against SDPA on the same cache.
+"""tg.decode_attention's launch shape, timed as graph replays over caches rotated past L2,
+against SDPA on the same cache.
 
-    PYTHONPATH=src python3 research/sweep_decode_attention.py
+    PYTHONPATH=src python3 research/sweep_decode_attention.py --sweep tiles   # tile, stages,
+                                                                              # warps, programs
+    PYTHONPATH=src python3 research/sweep_decode_attention.py --sweep rules   # whole rules over
+                                                                              # the grid and more
 """
 
 from __future__ import annotations
 
+import argparse
 import itertools
+import math
 
 import torch
 import torch.nn.functional as F
@@ -21,24 +26,49 @@ from tilegraph.kernels.decode_attention import (
 )
 from tilegraph.testing import randn
 
-POINTS = [  # (heads, kv heads, head_dim, batch, context)
-    (32, 4, 64, 1, 256), (32, 4, 64, 1, 2048), (14, 2, 64, 1, 8192), (32, 32, 128, 1, 1024),
-    (32, 8, 128, 8, 1024), (32, 8, 128, 4, 8192),
+SHAPES = ((32, 4, 64), (14, 2, 64), (32, 8, 128), (32, 32, 128))  # (heads, kv heads, dim)
+TILE_POINTS = [  # the grid's points below SDPA in session 16, and two that were above
+    (32, 32, 128, 4, 1024), (32, 32, 128, 8, 1024), (32, 32, 128, 4, 8192),
+    (32, 8, 128, 4, 1024), (32, 4, 64, 8, 1024), (32, 4, 64, 8, 8192), (14, 2, 64, 8, 8192),
+    (32, 4, 64, 1, 8192), (32, 8, 128, 1, 8192), (14, 2, 64, 1, 8192),
 ]
 
 
-def configs(base: dict, pairs: int, max_seq: int):
-    for block_t, stages, warps, per_sm in itertools.product((32, 64, 128), (2, 3), (4, 8),
-                                                            (1, 2)):
-        limit = MERGE_ELEMENTS // (base["GROUP_P2"] * base["BLOCK_D"])
-        splits = max(1, min(triton.cdiv(per_sm * 132, pairs), limit,
+RULE_POINTS = [(*shape, batch, context)
+               for shape in ((32, 32, 128), (14, 2, 64), (32, 8, 128), (32, 4, 64), (28, 4, 128),
+                             (16, 8, 64))
+               for batch in (1, 3, 8, 16) for context in (256, 1024, 4096)]
+RULES = {  # name: (tile for head_dim <= 64, tile above, stages, programs an SM)
+    "s3x1": (128, 64, 3, 1), "s4x1": (128, 64, 4, 1), "s4x2": (128, 64, 4, 2),
+    "s4x2-64": (128, 64, 4, None), "T128s3x1": (128, 128, 3, 1),
+}
+
+
+def rule_configs(base: dict, pairs: int, max_seq: int):
+    for name, (tile_64, tile_128, stages, per_sm) in RULES.items():
+        block_t = tile_64 if base["BLOCK_D"] <= 64 else tile_128
+        per_sm = per_sm or (2 if base["BLOCK_D"] <= 64 else 1)
+        merge_runs = MERGE_ELEMENTS // (base["GROUP_P2"] * base["BLOCK_D"])
+        splits = max(1, min(triton.cdiv(per_sm * 132, pairs), merge_runs,
+                            triton.cdiv(max_seq, block_t)))
+        yield name, {**base, "BLOCK_T": block_t, "num_stages": stages, "SPLITS": splits,
+                     "BLOCK_SPLITS": triton.next_power_of_2(splits)}
+
+
+def tile_configs(base: dict, pairs: int, max_seq: int):
+    for block_t, stages, warps, per_sm in itertools.product((64, 128), (2, 3, 4), (4, 8),
+                                                            (1, 2, 4)):
+        merge_runs = MERGE_ELEMENTS // (base["GROUP_P2"] * base["BLOCK_D"])
+        splits = max(1, min(triton.cdiv(per_sm * 132, pairs), merge_runs,
                             triton.cdiv(max_seq, block_t)))
         yield (f"T{block_t} s{stages} w{warps} x{per_sm}",
                {**base, "BLOCK_T": block_t, "num_stages": stages, "num_warps": warps,
-                "SPLITS": splits})
+                "SPLITS": splits, "BLOCK_SPLITS": triton.next_power_of_2(splits)})
 
 
-def sweep_point(heads: int, kv_heads: int, head_dim: int, batch: int, context: int) -> None:
+def sweep_point(heads: int, kv_heads: int, head_dim: int, batch: int, context: int,
+                sweep: str) -> dict[str, float]:
+    """Prints the point's table; returns each variant's speed-up over SDPA."""
     q = randn(batch, heads, head_dim, dtype=torch.bfloat16, device="cuda")
     k = randn(batch, kv_heads, context, head_dim, dtype=torch.bfloat16, device="cuda")
     v = randn(batch, kv_heads, context, head_dim, dtype=torch.bfloat16, device="cuda")
@@ -49,7 +79,9 @@ def sweep_point(heads: int, kv_heads: int, head_dim: int, batch: int, context: i
         q[:, :, None], k, v, enable_gqa=heads != kv_heads)[:, :, 0],
         "default": lambda q, k, v, n: launch_decode_attention(
             q, k, v, n, head_dim ** -0.5, out) or out}
-    for name, config in configs(base, batch * kv_heads, context):
+    configs = (tile_configs(base, batch * kv_heads, context) if sweep == "tiles"
+               else rule_configs(base, batch * kv_heads, context))
+    for name, config in configs:
         variants[name] = (lambda c: lambda q, k, v, n: launch_decode_attention(
             q, k, v, n, head_dim ** -0.5, out, c) or out)(config)
     result = compare(variants, lambda q, k, v, n: decode_attention_ref(
@@ -60,14 +92,27 @@ def sweep_point(heads: int, kv_heads: int, head_dim: int, batch: int, context: i
                   key=lambda r: r.stats.median)
     print(f"\n{heads}/{kv_heads}x{head_dim} batch {batch} context {context} "
           f"({2 * k.numel() * 2 / 2**20:.1f} MB), default {base}")
-    for r in rows[:8] + [r for r in rows if r.name in ("SDPA", "default")]:
+    shown = rows if sweep == "rules" else rows[:6]
+    for r in shown + [r for r in rows if r.name in ("SDPA", "default") and r not in shown]:
         print(f"  {r.name:22s} {r.stats.median * 1e3:7.2f} us  {r.pct_ceiling:5.1f}% "
               f"x{r.speedup:.2f}")
+    return {r.name: r.speedup for r in rows}
 
 
 def main() -> None:
-    for point in POINTS:
-        sweep_point(*point)
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sweep", choices=("tiles", "rules"), default="rules")
+    args = parser.parse_args()
+    points = {"tiles": TILE_POINTS, "rules": RULE_POINTS}[args.sweep]
+    speedups: dict[str, list[float]] = {}
+    for point in points:
+        for name, speedup in sweep_point(*point, args.sweep).items():
+            speedups.setdefault(name, []).append(speedup)
+    print(f"\n{'variant':22s} points  geomean x SDPA  slower  min")
+    for name, values in speedups.items():
+        geomean = math.exp(sum(map(math.log, values)) / len(values))
+        print(f"{name:22s} {len(values):6d}  {geomean:14.3f}  {sum(v < 1 for v in values):6d}  "
+              f"{min(values):.2f}")
 
 
 if __name__ == "__main__":

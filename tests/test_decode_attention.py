@@ -5,15 +5,20 @@ import itertools
 
 import pytest
 import torch
-import triton
 
 import tilegraph as tg
+from tilegraph.kernels import decode_attention as attention
+from tilegraph.kernels._launch import sm_count
 from tilegraph.kernels.decode_attention import (
     MERGE_ELEMENTS,
+    attention_candidates,
     attention_config,
+    attention_key,
     decode_attention_ref,
+    launch_decode_attention,
 )
 from tilegraph.testing import assert_close, poisoned
+from tilegraph.tune import tune_attention
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
 
@@ -78,12 +83,52 @@ def test_split_count_fills_the_gpu_within_the_merge_and_the_cache():
     assert attention_config(8, 8, 4, 128, 8192, 132)["SPLITS"] == 3
     assert attention_config(1, 4, 8, 64, 300, 132)["SPLITS"] == 3      # one a tile of max_seq
     assert attention_config(16, 32, 1, 64, 4096, 132)["SPLITS"] == 1
+    assert attention_config(16, 32, 1, 64, 4096, 132, programs_per_sm=2)["SPLITS"] == 1
+    assert attention_config(8, 8, 1, 128, 4096, 132, programs_per_sm=2)["SPLITS"] == 5
     assert attention_config(1, 1, 32, 64, 64, 132)["BLOCK_G"] == 32
-    for group, head_dim in itertools.product((1, 2, 7, 8, 32), (16, 64, 128, 256)):
+    for group, head_dim in itertools.product((1, 2, 7, 8, 32), (64, 128, 256)):
         config = attention_config(1, 1, group, head_dim, 65536, 132)
-        merged = triton.next_power_of_2(config["SPLITS"]) * config["GROUP_P2"] * \
-            config["BLOCK_D"]
+        merged = config["BLOCK_SPLITS"] * config["GROUP_P2"] * config["BLOCK_D"]
         assert merged <= MERGE_ELEMENTS, (group, head_dim, config)
+
+
+@pytest.mark.parametrize("shape", [(1, 4, 8, 64, 2048), (8, 32, 1, 128, 4096),
+                                   (3, 2, 7, 24, 300), (16, 8, 4, 128, 1024)])
+def test_candidates_start_with_the_rule_and_fit_the_merge(shape):
+    candidates = attention_candidates(*shape, 132)
+    assert candidates[0] == attention_config(*shape, 132)
+    assert len({repr(c) for c in candidates}) == len(candidates) >= 2
+    for config in candidates:
+        assert config["SPLITS"] <= config["BLOCK_SPLITS"]
+        assert config["BLOCK_SPLITS"] * config["GROUP_P2"] * config["BLOCK_D"] <= MERGE_ELEMENTS
+
+
+@pytest.mark.parametrize("splits, block_t", [
+    (8, 16),    # runs of two tiles, fewer used than programs; a length of 0 in one run
+    (16, 64),   # short sequences in one run, written with no merge; idle runs
+])
+def test_launch_shapes_match_reference(splits, block_t, device):
+    q, k, v = _case(3, 6, 2, 16, 150, torch.float32, device)
+    lengths = torch.tensor([150, 0, 37], device=device)
+    config = {**attention_config(3, 2, 3, 16, 150, 1), "BLOCK_T": block_t, "SPLITS": splits,
+              "BLOCK_SPLITS": splits}
+    for _ in range(2):   # the arrival counters are back at zero for the second launch
+        out = poisoned(q.shape, q.dtype, q.device)
+        launch_decode_attention(q, k, v, lengths, 16 ** -0.5, out, config)
+        ref = decode_attention_ref(q.double(), k.double(), v.double(), lengths)
+        assert_close(out, ref, q.dtype, what=f"config {config}")
+
+
+def test_a_tuned_launch_shape_is_the_one_launched(device, monkeypatch):
+    monkeypatch.setattr(attention.tuned, "_memo", {})   # this test's choice only
+    q, k, v = _case(2, 6, 2, 16, 150, torch.float32, device)
+    chosen = attention_candidates(2, 2, 3, 16, 150, 132)[-1]
+    attention.tuned.record(attention_key(2, 2, 3, 16, 150, torch.float32), chosen)
+
+    def no_rule(*args, **kwargs):
+        raise AssertionError("the rule was consulted for a tuned shape")
+    monkeypatch.setattr(attention, "attention_config", no_rule)
+    _check(q, k, v, torch.tensor([150, 61], device=device))
 
 
 def test_bad_inputs_are_named(device):
@@ -135,3 +180,16 @@ def test_one_graph_serves_every_length():
             graph.replay()
         ref = decode_attention_ref(q.double(), k.double(), v.double(), lengths)
         assert_close(out, ref, torch.bfloat16, what=f"length {length} after replays")
+
+
+@pytest.mark.gpu
+def test_tuning_records_a_checked_candidate(monkeypatch):
+    monkeypatch.setattr(attention.tuned, "_memo", {})
+    result = tune_attention(2, 8, 2, 64, 700, torch.bfloat16)
+    key = attention_key(2, 2, 4, 64, 700, torch.bfloat16)
+    sms = sm_count(torch.device("cuda"))
+    assert result["config"] in attention_candidates(2, 2, 4, 64, 700, sms)
+    assert attention.tuned.lookup(key) == result["config"]
+    assert result["us"] == min(result["candidates"].values()) > 0
+    q, k, v = _case(2, 8, 2, 64, 700, torch.bfloat16, "cuda")
+    _check(q, k, v, torch.tensor([700, 333], device="cuda"))

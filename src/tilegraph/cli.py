@@ -161,13 +161,15 @@ def cmd_attention_grid(args: argparse.Namespace, ceil: dict | None) -> int:
         results = attention_grid.run(dtypes, batches, contexts, shapes, ceilings=ceil or {},
                                      progress=step)
     columns = ("dtype", "heads", "kv_heads", "head_dim", "batch", "context", "cache_mb",
-               "sdpa_us", "tilegraph_us", "speedup", "tilegraph_pct_floor")
+               "sdpa_us", "tilegraph_us", "speedup", "tilegraph_pct_floor", "rule_speedup")
     tables.show(console, tables.sweep_table(
-        "attention grid: us a call, graph replays, caches rotated past L2", results, columns))
+        "attention grid: us a call, graph replays, caches rotated past L2 (tilegraph tuned "
+        "per shape; rule_speedup: its default rule)", results, columns))
     summary = attention_grid.summary(results)
     tables.show(console, tables.sweep_table(
         "tg.decode_attention against SDPA", summary,
-        ("dtype", "points", "geomean_speedup", "min_speedup", "slower", "min_pct_floor_16mb")))
+        ("dtype", "points", "geomean_speedup", "min_speedup", "slower", "min_pct_floor_16mb",
+         "rule_geomean_speedup")))
     if args.out:
         written = attention_grid.save(results, summary, args.out, args.format, ceil or {})
         console.print("saved " + ", ".join(str(p) for p in written))

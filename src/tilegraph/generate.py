@@ -15,6 +15,7 @@ and to stop at end of sequence.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -25,8 +26,11 @@ from . import sampling
 from ._runtime import synchronize
 from .errors import CollectiveError
 from .graph import GraphRunner
+from .kernels.decode_attention import attention_key
+from .kernels.decode_attention import tuned as attention_tuned
 from .kernels.greedy import greedy_step
 from .models.llama import Llama
+from .tune import tune_attention
 
 
 @dataclass
@@ -78,6 +82,7 @@ class Generator:
         self._runners: dict[bool, GraphRunner] = {}
         self.build_seconds: dict[str, float] = {}
         self.stats = GenerationStats()
+        self._tune_attention()
         self._runner(sampled=False)
 
     @property
@@ -87,6 +92,22 @@ class Generator:
     @property
     def max_seq(self) -> int:
         return self.cache.max_seq
+
+    def _tune_attention(self) -> None:
+        """tg.decode_attention's launch shape for each batch size's graph, timed once per GPU
+        and shape and cached on disk (tune.tune_attention); on CUDA, unless
+        TILEGRAPH_AUTOTUNE=0. Untuned, the kernel takes its default rule."""
+        if self.model.device.type != "cuda" or os.environ.get("TILEGRAPH_AUTOTUNE") == "0":
+            return
+        c = self.model.local
+        start = time.perf_counter()
+        for size in self.sizes:
+            key = attention_key(size, c.n_kv_heads, c.n_heads // c.n_kv_heads, c.head_dim,
+                                self.max_seq, self.model.dtype)
+            if attention_tuned.lookup(key) is None:
+                tune_attention(size, c.n_heads, c.n_kv_heads, c.head_dim, self.max_seq,
+                               self.model.dtype)
+        self.build_seconds["tune attention"] = time.perf_counter() - start
 
     def _runner(self, sampled: bool) -> GraphRunner:
         """The decode graphs, one per size: greedy ones at construction, sampling ones

@@ -1,5 +1,7 @@
 """`tilegraph tune`: time tg.linear's decode plans for given shapes on this GPU and keep the
-fastest, so later processes run it (kernels/decode_plan.py reads the cache).
+fastest, so later processes run it (kernels/decode_plan.py reads the cache); and the same
+for tg.decode_attention's launch shapes (tune_attention, which tg.Generator runs for its
+batch sizes).
 
 Each candidate is checked against a float64 reference, then timed the way a decode step
 runs it: many calls captured in one CUDA graph, cycling through copies of the weight that
@@ -17,6 +19,7 @@ import triton
 
 from ._runtime import INTERPRET, is_capturing
 from .errors import CaptureError
+from .kernels import decode_attention as attention
 from .kernels import decode_plan
 from .kernels._launch import sm_count
 from .kernels._pdl import use_pdl
@@ -87,3 +90,56 @@ def tune(shapes: Sequence[tuple[int, int]], rows: Sequence[int], dtypes: Sequenc
     """tune_shape for every (N, K) in `shapes`, row count and dtype."""
     return [tune_shape(m, n, k, dtype, progress)
             for dtype in dtypes for n, k in shapes for m in rows]
+
+
+def tune_attention(batch: int, n_heads: int, n_kv_heads: int, head_dim: int, max_seq: int,
+                   dtype: torch.dtype) -> dict:
+    """Time tg.decode_attention's candidate launch shapes for one shape and record the
+    fastest ({"config", "us", "candidates": {config: us}}). Every sequence is at the full
+    max_seq, where the launch shape matters most (at short contexts the candidates differ
+    by a few percent); the caches are copied to span three L2 caches when smaller, so each
+    call reads its cache from memory as a decode step does. Each candidate's result is
+    checked against the default rule's (itself tested against float64)."""
+    from .bench.timing import measure
+
+    if is_capturing():
+        raise CaptureError("tilegraph tunes decode attention by timing it; it cannot run "
+                           "while a CUDA graph is being captured")
+    if INTERPRET or not torch.cuda.is_available():
+        raise RuntimeError("tuning times kernels on a CUDA GPU; there is none here")
+    group = n_heads // n_kv_heads
+    shape = (batch, n_kv_heads, max_seq, head_dim)
+    cache_bytes = 2 * batch * n_kv_heads * max_seq * head_dim * (torch.finfo(dtype).bits // 8)
+    # made on the GPU: a cache can be a gigabyte
+    caches = [(torch.randn(shape, dtype=dtype, device="cuda"),
+               torch.randn(shape, dtype=dtype, device="cuda"))
+              for _ in range(max(1, -(-L2_SPAN_BYTES // cache_bytes)))]
+    q = randn(batch, n_heads, head_dim, dtype=dtype, device="cuda")
+    lengths = torch.full((batch,), max_seq, device="cuda")
+    out = torch.empty_like(q)
+    scale = head_dim ** -0.5
+    candidates = attention.attention_candidates(batch, n_kv_heads, group, head_dim, max_seq,
+                                                sm_count(q.device))
+
+    def launch(cache, config):
+        attention.launch_decode_attention(q, *cache, lengths, scale, out, config)
+
+    launch(caches[0], candidates[0])
+    reference = out.clone()
+    times = {}
+    for i, config in enumerate(candidates):
+        try:
+            out.fill_(float("nan"))
+            launch(caches[0], config)
+            if not rel_error(out, reference) <= TOLERANCES[dtype]:
+                continue  # never pick a launch shape that is wrong here
+            stats = measure(_rotating(lambda cache, c=config: launch(cache, c), caches),
+                            warmup_ms=2, rep_ms=10, graph=True)
+        except triton.runtime.errors.OutOfResources:
+            continue
+        times[i] = stats.median * 1e3
+    best = min(times, key=times.get)
+    attention.tuned.record(attention.attention_key(batch, n_kv_heads, group, head_dim, max_seq,
+                                                   dtype), candidates[best])
+    return {"config": candidates[best], "us": times[best],
+            "candidates": {repr(candidates[i]): t for i, t in times.items()}}

@@ -2,7 +2,9 @@
 cache, over batch sizes, context lengths and grouped-query shapes of real decoders. Each point
 is checked against a float64 reference, then timed as graph replays over caches rotated past
 L2. SDPA gets its best case: every sequence of the batch at the same length, so it needs no
-mask (tg.decode_attention reads each sequence's own length from the device).
+mask (tg.decode_attention reads each sequence's own length from the device). On a GPU each
+shape's launch is tuned first, as tg.Generator tunes its own (tune.tune_attention, cached),
+and the default rule for untuned shapes is timed beside it.
 """
 
 from __future__ import annotations
@@ -14,8 +16,16 @@ import torch
 import torch.nn.functional as F
 
 import tilegraph as tg
-from tilegraph.kernels.decode_attention import decode_attention_ref
+from tilegraph.kernels._launch import sm_count
+from tilegraph.kernels.decode_attention import (
+    attention_config,
+    attention_key,
+    decode_attention_ref,
+    launch_decode_attention,
+    tuned,
+)
 from tilegraph.testing import randn
+from tilegraph.tune import tune_attention
 
 from .._runtime import INTERPRET
 from .compare import compare
@@ -53,10 +63,20 @@ def _point(shape: tuple[int, int, int], batch: int, context: int, dtype: torch.d
     def sdpa(q, k, v, lengths):   # q as one query position: (B, H, 1, D)
         return F.scaled_dot_product_attention(q[:, :, None], k, v, enable_gqa=grouped)[:, :, 0]
 
+    def rule(q, k, v, lengths):
+        config = attention_config(batch, kv_heads, heads // kv_heads, head_dim, context,
+                                  sm_count(q.device))
+        launch_decode_attention(q, k, v, lengths, head_dim ** -0.5, out, config)
+        return out
+
+    if not INTERPRET and tuned.lookup(attention_key(batch, kv_heads, heads // kv_heads,
+                                                    head_dim, context, dtype)) is None:
+        tune_attention(batch, heads, kv_heads, head_dim, context, dtype)
     cache_bytes = 2 * k.numel() * k.element_size()
     result = compare({
         "SDPA": sdpa,
         "tilegraph": lambda q, k, v, lengths: tg.decode_attention(q, k, v, lengths, out=out),
+        "tilegraph rule": rule,
     }, lambda q, k, v, lengths: decode_attention_ref(q.double(), k.double(), v.double(),
                                                      lengths),
         (q, k, v, lengths), bytes=cache_bytes + 2 * q.numel() * q.element_size(),
@@ -65,13 +85,14 @@ def _point(shape: tuple[int, int, int], batch: int, context: int, dtype: torch.d
     row = {"dtype": str(dtype).removeprefix("torch."), "heads": heads, "kv_heads": kv_heads,
            "head_dim": head_dim, "batch": batch, "context": context,
            "cache_mb": cache_bytes / 2**20, "status": "ok", "reason": ""}
-    for name, key in (("SDPA", "sdpa"), ("tilegraph", "tilegraph")):
+    for name, key in (("SDPA", "sdpa"), ("tilegraph", "tilegraph"), ("tilegraph rule", "rule")):
         r = result[name]
         row[f"{key}_us"] = r.stats.median * 1e3 if r.stats is not None else None
         row[f"{key}_pct_floor"] = r.pct_ceiling
         if r.status not in ("ok", "skipped") and row["status"] == "ok":
             row["status"], row["reason"] = r.status, f"{name}: {r.reason}"
     row["speedup"] = result["tilegraph"].speedup
+    row["rule_speedup"] = result["tilegraph rule"].speedup
     return row
 
 
@@ -104,6 +125,7 @@ def summary(results: Sequence[dict]) -> list[dict]:
                if r["cache_mb"] * 2**20 >= BIG_READ_BYTES and r["tilegraph_pct_floor"]]
         rows.append({"dtype": dtype, "points": len(mine),
                      "geomean_speedup": geometric_mean([r["speedup"] for r in mine]),
+                     "rule_geomean_speedup": geometric_mean([r["rule_speedup"] for r in mine]),
                      "min_speedup": min((r["speedup"] for r in mine if r["speedup"]),
                                         default=None),
                      "slower": sum(1 for r in mine if r["speedup"] and r["speedup"] < 1),

@@ -4,14 +4,15 @@ values, split over the sequence (flash-decoding), grouped-query aware.
     out = tg.decode_attention(q, k_cache, v_cache, lengths)   # q (B, H, D) -> (B, H, D)
 
 At batch 1 a decode step has one (sequence, kv head) pair per kv head: one program each
-would leave most SMs idle, so every pair's length is cut into SPLITS runs of whole tiles,
-one program a run, each with its own running max and sum (fp32). The split count is fixed
-at launch (a graph replays it at every length); each program reads its sequence's length on
-the device and takes 1 / SPLITS of the tiles, so short contexts and long ones alike spread
-over the grid, and no program reads past a length. The q heads that share a kv head ride in
-one tensor-core tile, so each key and value is read once. The last run of a pair to finish
-merges the runs' partial results in one fixed reduction (the result does not depend on
-which run finished last): one kernel, no second launch.
+would leave most SMs idle, so every pair's length is cut into up to SPLITS runs of whole
+tiles, one program a run, each with its own running max and sum (fp32). The split count is
+fixed at launch (a graph replays it at every length); each program reads its sequence's
+length on the device and takes 1 / SPLITS of the tiles, so long contexts and short ones
+alike spread over the grid; runs past a short sequence's tiles do nothing, a sequence of
+one run writes its output directly, and no program reads past a length. The q heads that share a kv
+head ride in one tensor-core tile, so each key and value is read once. The last run of a
+pair to finish merges the runs' partial results in a fixed order (the result does not
+depend on which run finished last): one kernel, no second launch.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from ._ops import custom_op
 from ._pdl import ENABLED as PDL_ENABLED
 from ._pdl import launched
 from ._split_workspace import split_workspace
+from .autotune import Tuner
 
 _LOG2E = tl.constexpr(1.4426950408889634)
 # The merge loads all runs' partial outputs (runs, q heads of a group, head_dim) at once: at
@@ -73,15 +75,17 @@ def _attend_run(q, k_ptrs, v_ptrs, d_mask, stride_cp, start, stop, qk_scale,
 
 @triton.jit
 def _run_bounds(lengths_ptr, b, run, max_seq, SPLITS: tl.constexpr, BLOCK_T: tl.constexpr):
-    """Positions [start, stop) of run `run` of sequence b: 1 / SPLITS of its tiles of
-    BLOCK_T positions, its length clamped to [0, max_seq]; and the sequence's tile count
-    and tiles a run."""
+    """Positions [start, stop) of run `run` of sequence b, its length clamped to [0,
+    max_seq]: runs of 1 / SPLITS of its tiles of BLOCK_T positions; and how many runs the
+    sequence uses (fewer than SPLITS when it has fewer tiles; at least one, which writes
+    zeros for a length of 0)."""
     length = tl.minimum(tl.maximum(tl.load(lengths_ptr + b).to(tl.int32), 0), max_seq)
     tiles = tl.cdiv(length, BLOCK_T)
     run_tiles = tl.cdiv(tiles, SPLITS)
     start = run * run_tiles * BLOCK_T
     stop = tl.minimum(length, start + run_tiles * BLOCK_T)
-    return start, stop, tiles, run_tiles
+    used = tl.maximum(tl.cdiv(tiles, run_tiles), 1)
+    return start, stop, used
 
 
 @triton.jit
@@ -116,9 +120,10 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
     GROUP q heads h of that kv head, over run `run` of the sequence's first lengths[b]
     positions (clamped to [0, max_seq]); a length of 0 gives zeros.
 
-    With SPLITS > 1 each run leaves (m, denom, acc) of its GROUP heads in the workspace
-    (_split_workspace.py) and counts itself in; the last to arrive merges them
-    (_merge_runs).
+    A sequence that fits one run is written by that run directly. Otherwise each run leaves
+    (m, denom, acc) of its GROUP heads in the workspace (_split_workspace.py) and counts
+    itself in; the last to arrive merges them (_merge_runs). Runs past the sequence's
+    length do nothing.
     """
     pair = tl.program_id(0)
     run = tl.program_id(1)
@@ -129,73 +134,72 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
         # While the kernel before finishes: the run's first keys and values into L2. Only a
         # hint (L2 is coherent, so a line written after this is read fresh below); lengths
         # read this early may be stale, which would only fetch other lines.
-        start, stop, _, _ = _run_bounds(lengths_ptr, b, run, max_seq, SPLITS, BLOCK_T)
+        start, stop, _ = _run_bounds(lengths_ptr, b, run, max_seq, SPLITS, BLOCK_T)
         _prefetch_tile(k_ptr + kv_base, stride_cp, start, stop, HEAD_DIM, BLOCK_T, ROW_LINES,
                        LINE_ELEMENTS)
         _prefetch_tile(v_ptr + kv_base, stride_cp, start, stop, HEAD_DIM, BLOCK_T, ROW_LINES,
                        LINE_ELEMENTS)
         tl.extra.cuda.gdc_wait()               # q and this layer's cache writes are final
         tl.extra.cuda.gdc_launch_dependents()  # the next kernel may prefetch its weights
-    start, stop, tiles, run_tiles = _run_bounds(lengths_ptr, b, run, max_seq, SPLITS, BLOCK_T)
-
-    offs_g = tl.arange(0, BLOCK_G)
-    offs_d = tl.arange(0, BLOCK_D)
-    g_mask = offs_g < GROUP
-    d_mask = offs_d < HEAD_DIM
-    heads = kv_head * GROUP + offs_g
-    q = tl.load(q_ptr + b.to(tl.int64) * stride_qb + heads[:, None] * stride_qh
-                + offs_d[None, :], mask=g_mask[:, None] & d_mask[None, :], other=0.0)
-    if UPCAST_DOT:
-        q = q.to(tl.float32)
-    kv_offsets = kv_base + tl.arange(0, BLOCK_T)[:, None] * stride_cp + offs_d[None, :]
-    m, denom, acc = _attend_run(q, k_ptr + kv_offsets, v_ptr + kv_offsets, d_mask,
-                                stride_cp, start, stop, qk_scale, BLOCK_G, BLOCK_T,
-                                BLOCK_D, HEAD_DIM == BLOCK_D, DOT_PRECISION, UPCAST_DOT)
-
-    if SPLITS == 1:
-        out_ptrs = (out_ptr + b.to(tl.int64) * stride_ob + heads[:, None] * stride_oh
-                    + offs_d[None, :])
-        result = tl.where(denom[:, None] > 0, acc / denom[:, None], 0.0)
-        tl.store(out_ptrs, result.to(out_ptr.dtype.element_ty),
-                 mask=g_mask[:, None] & d_mask[None, :])
-    else:
-        # workspace of this pair: maxima (SPLITS, GROUP_P2), sums (the same), then outputs
-        # (SPLITS, GROUP_P2, BLOCK_D): the group's heads, not the mma tile's padding rows
-        stats = partial_ptr + pair.to(tl.int64) * SPLITS * GROUP_P2 * (2 + BLOCK_D)
-        outs = stats + 2 * SPLITS * GROUP_P2
-        real = offs_g < GROUP_P2
-        tl.store(stats + run * GROUP_P2 + offs_g, m, mask=real)
-        tl.store(stats + (SPLITS + run) * GROUP_P2 + offs_g, denom, mask=real)
-        tl.store(outs + (run * GROUP_P2 + offs_g[:, None]) * BLOCK_D + offs_d[None, :], acc,
-                 mask=real[:, None])
-        tl.debug_barrier()  # every thread's partials are out before the count says so
-        arrived = tl.atomic_add(count_ptr + pair, 1, sem="acq_rel")
-        if arrived == SPLITS - 1:
-            _merge_runs(out_ptr, stride_ob, stride_oh, stats, outs, b, kv_head, tiles,
-                        run_tiles, GROUP, HEAD_DIM, SPLITS, GROUP_P2, BLOCK_D, BLOCK_SPLITS)
-            tl.store(count_ptr + pair, 0)  # zero for the next launch on this stream
+    start, stop, used = _run_bounds(lengths_ptr, b, run, max_seq, SPLITS, BLOCK_T)
+    if run < used:
+        offs_g = tl.arange(0, BLOCK_G)
+        offs_d = tl.arange(0, BLOCK_D)
+        g_mask = offs_g < GROUP
+        d_mask = offs_d < HEAD_DIM
+        heads = kv_head * GROUP + offs_g
+        q = tl.load(q_ptr + b.to(tl.int64) * stride_qb + heads[:, None] * stride_qh
+                    + offs_d[None, :], mask=g_mask[:, None] & d_mask[None, :], other=0.0)
+        if UPCAST_DOT:
+            q = q.to(tl.float32)
+        kv_offsets = kv_base + tl.arange(0, BLOCK_T)[:, None] * stride_cp + offs_d[None, :]
+        m, denom, acc = _attend_run(q, k_ptr + kv_offsets, v_ptr + kv_offsets, d_mask,
+                                    stride_cp, start, stop, qk_scale, BLOCK_G, BLOCK_T,
+                                    BLOCK_D, HEAD_DIM == BLOCK_D, DOT_PRECISION, UPCAST_DOT)
+        if used == 1:
+            out_ptrs = (out_ptr + b.to(tl.int64) * stride_ob + heads[:, None] * stride_oh
+                        + offs_d[None, :])
+            result = tl.where(denom[:, None] > 0, acc / denom[:, None], 0.0)
+            tl.store(out_ptrs, result.to(out_ptr.dtype.element_ty),
+                     mask=g_mask[:, None] & d_mask[None, :])
+        else:
+            # workspace of this pair: maxima (SPLITS, GROUP_P2), sums (the same), then
+            # outputs (SPLITS, GROUP_P2, BLOCK_D): the group's heads, not the mma tile's
+            # padding rows
+            stats = partial_ptr + pair.to(tl.int64) * SPLITS * GROUP_P2 * (2 + BLOCK_D)
+            outs = stats + 2 * SPLITS * GROUP_P2
+            real = offs_g < GROUP_P2
+            tl.store(stats + run * GROUP_P2 + offs_g, m, mask=real)
+            tl.store(stats + (SPLITS + run) * GROUP_P2 + offs_g, denom, mask=real)
+            tl.store(outs + (run * GROUP_P2 + offs_g[:, None]) * BLOCK_D + offs_d[None, :],
+                     acc, mask=real[:, None])
+            tl.debug_barrier()  # every thread's partials are out before the count says so
+            arrived = tl.atomic_add(count_ptr + pair, 1, sem="acq_rel")
+            if arrived == used - 1:
+                _merge_runs(out_ptr, stride_ob, stride_oh, stats, outs, b, kv_head, used,
+                            GROUP, HEAD_DIM, SPLITS, GROUP_P2, BLOCK_D, BLOCK_SPLITS)
+                tl.store(count_ptr + pair, 0)  # zero for the next launch on this stream
 
 
 @triton.jit
-def _merge_runs(out_ptr, stride_ob, stride_oh, stats, outs, b, kv_head, tiles, run_tiles,
+def _merge_runs(out_ptr, stride_ob, stride_oh, stats, outs, b, kv_head, used,
                 GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, SPLITS: tl.constexpr,
                 GROUP_P2: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_SPLITS: tl.constexpr):
-    """out_h = sum_r exp2(m_rh - M_h) acc_rh / sum_r exp2(m_rh - M_h) denom_rh over the runs
-    r that saw positions, M_h = max_r m_rh; all runs' partials loaded at once (one round
-    trip to L2: a loop over runs waited for each in turn)."""
+    """out_h = sum_r exp2(m_rh - M_h) acc_rh / sum_r exp2(m_rh - M_h) denom_rh over the
+    `used` runs, M_h = max_r m_rh; all runs' partials loaded at once (one round trip to L2:
+    a loop over runs waited for each in turn, and merging 32 runs in chunks of 8 took 22 us
+    where 8 runs at once took 13)."""
     runs = tl.arange(0, BLOCK_SPLITS)
     offs_g = tl.arange(0, GROUP_P2)
     offs_d = tl.arange(0, BLOCK_D)
-    used = tl.cdiv(tiles, tl.maximum(run_tiles, 1))  # runs past it saw no positions
     run_mask = runs < used
     stat_ptrs = stats + runs[:, None] * GROUP_P2 + offs_g[None, :]
     maxima = tl.load(stat_ptrs, mask=run_mask[:, None], other=float("-inf"),
                      cache_modifier=".cg")                                  # (BS, GP)
     sums = tl.load(stat_ptrs + SPLITS * GROUP_P2, mask=run_mask[:, None], other=0.0,
                    cache_modifier=".cg")
-    m_max = tl.max(maxima, axis=0)                                          # (GP,)
-    m_safe = tl.where(m_max == float("-inf"), 0.0, m_max)                   # length 0
-    weights = tl.exp2(maxima - m_safe[None, :])                             # (BS, GP)
+    m_max = tl.max(maxima, axis=0)          # (GP,): finite, every used run saw a position
+    weights = tl.exp2(maxima - m_max[None, :])                              # (BS, GP)
     total = tl.sum(sums * weights, axis=0)
     parts = tl.load(outs + (runs[:, None, None] * GROUP_P2 + offs_g[None, :, None]) * BLOCK_D
                     + offs_d[None, None, :], mask=run_mask[:, None, None], other=0.0,
@@ -209,23 +213,50 @@ def _merge_runs(out_ptr, stride_ob, stride_oh, stats, outs, b, kv_head, tiles, r
 
 
 def attention_config(batch: int, n_kv_heads: int, group: int, head_dim: int, max_seq: int,
-                     sms: int | None) -> dict:
+                     sms: int | None, *, tile: int | None = None, stages: int = 3,
+                     programs_per_sm: int = 1) -> dict:
     """Launch shape: the group's q heads padded to an mma tile (16 rows at least); tiles of
-    128 positions for head_dim up to 64, else 64, three loads in flight; and about one
-    program an SM over all (sequence, kv head) pairs, but no more runs than max_seq has
-    tiles, and few enough that the merge holds every run's partial output in registers at
-    once (MERGE_ELEMENTS). From a sweep against SDPA on H100 (research/
-    sweep_decode_attention.py, notes/models.md): two programs an SM were 0-10% slower from
-    16 MB of cache up, and alike below; 128-position tiles 3-10% faster at head_dim 64."""
+    `tile` positions (default 128 for head_dim up to 64, else 64); `stages` loads in
+    flight; about `programs_per_sm` programs an SM over all (sequence, kv head) pairs, but
+    no more runs than max_seq has tiles, and few enough that the merge holds every run's
+    partial output in registers at once (MERGE_ELEMENTS). The defaults are the rule for
+    untuned shapes (research/sweep_decode_attention.py, notes/models.md)."""
     group_p2 = triton.next_power_of_2(group)
     block_d = max(16, triton.next_power_of_2(head_dim))
-    block_t = 128 if block_d <= 64 else 64
+    block_t = tile or (128 if block_d <= 64 else 64)
     pairs = batch * n_kv_heads
-    splits = triton.cdiv(sms or ASSUMED_SM_COUNT, pairs)
+    splits = triton.cdiv((sms or ASSUMED_SM_COUNT) * programs_per_sm, pairs)
     splits = max(1, min(splits, MERGE_ELEMENTS // (group_p2 * block_d),
                         triton.cdiv(max_seq, block_t)))
     return {"SPLITS": splits, "BLOCK_G": max(16, group_p2), "GROUP_P2": group_p2,
-            "BLOCK_T": block_t, "BLOCK_D": block_d, "num_warps": 4, "num_stages": 3}
+            "BLOCK_T": block_t, "BLOCK_D": block_d,
+            "BLOCK_SPLITS": triton.next_power_of_2(splits), "num_warps": 4,
+            "num_stages": stages}
+
+
+def attention_candidates(batch: int, n_kv_heads: int, group: int, head_dim: int,
+                         max_seq: int, sms: int | None) -> list[dict]:
+    """What `tilegraph tune` times for one shape, the default rule first. No one of them was
+    fastest on most of 72 shapes swept on H100 (batch 1-16, context 256-4096, 6 head
+    layouts): more loads in flight (4 stages) won on large caches at batch 8-16, two
+    programs an SM where few pairs stream a long cache, 128-position tiles at head_dim 128
+    on short contexts; each lost elsewhere by up to 1.4x."""
+    shape = (batch, n_kv_heads, group, head_dim, max_seq, sms)
+    variants = ({}, {"stages": 4}, {"stages": 4, "programs_per_sm": 2}, {"tile": 128})
+    configs = []
+    for variant in variants:
+        config = attention_config(*shape, **variant)
+        if config not in configs:
+            configs.append(config)
+    return configs
+
+
+def attention_key(batch: int, n_kv_heads: int, group: int, head_dim: int, max_seq: int,
+                  dtype: torch.dtype) -> tuple:
+    return (batch, n_kv_heads, group, head_dim, max_seq, str(dtype).removeprefix("torch."))
+
+
+tuned = Tuner("decode-attention", [{}])  # a store of timed configs; `tilegraph tune` fills it
 
 
 def _launch_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
@@ -235,10 +266,14 @@ def _launch_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: to
 
 def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
                             config: dict | None = None) -> None:
-    """Launch on checked inputs; config: attention_config's keys (its choice when None)."""
+    """Launch on checked inputs; config: attention_config's keys (when None: the one `tilegraph
+    tune` chose for this shape, else the rule's)."""
     batch, n_heads, head_dim = q.shape
     _, n_kv_heads, max_seq, _ = k_cache.shape
     group = n_heads // n_kv_heads
+    if config is None:
+        config = tuned.lookup(attention_key(batch, n_kv_heads, group, head_dim, max_seq,
+                                            q.dtype))
     config = dict(config or attention_config(batch, n_kv_heads, group, head_dim, max_seq,
                                              sm_count(q.device)))
     partials = counters = out  # placeholders, never touched without a split
@@ -260,7 +295,6 @@ def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
         N_KV_HEADS=n_kv_heads, GROUP=group, HEAD_DIM=head_dim, PDL=pdl,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         UPCAST_DOT=INTERPRET and q.dtype == torch.bfloat16,
-        BLOCK_SPLITS=triton.next_power_of_2(config["SPLITS"]),
         LINE_ELEMENTS=line_elements, ROW_LINES=row_lines, **config,
         **({"launch_pdl": True} if pdl else {}))
     launched(q.device, pdl, (out, partials, counters))
