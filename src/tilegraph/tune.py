@@ -107,6 +107,10 @@ def tune_attention(batch: int, n_heads: int, n_kv_heads: int, head_dim: int, max
                            "while a CUDA graph is being captured")
     if INTERPRET or not torch.cuda.is_available():
         raise RuntimeError("tuning times kernels on a CUDA GPU; there is none here")
+    if min(batch, n_heads, n_kv_heads, head_dim, max_seq) < 1 or n_heads % n_kv_heads:
+        raise ValueError(f"need positive sizes and q heads a multiple of kv heads, got batch "
+                         f"{batch}, {n_heads} / {n_kv_heads} heads, head_dim {head_dim}, "
+                         f"max_seq {max_seq}")
     group = n_heads // n_kv_heads
     shape = (batch, n_kv_heads, max_seq, head_dim)
     cache_bytes = 2 * batch * n_kv_heads * max_seq * head_dim * (torch.finfo(dtype).bits // 8)

@@ -9,10 +9,11 @@ tiles, one program a run, each with its own running max and sum (fp32). The spli
 fixed at launch (a graph replays it at every length); each program reads its sequence's
 length on the device and takes 1 / SPLITS of the tiles, so long contexts and short ones
 alike spread over the grid; runs past a short sequence's tiles do nothing, a sequence of
-one run writes its output directly, and no program reads past a length. The q heads that share a kv
-head ride in one tensor-core tile, so each key and value is read once. The last run of a
-pair to finish merges the runs' partial results in a fixed order (the result does not
-depend on which run finished last): one kernel, no second launch.
+one run writes its output directly, and no program reads past a length. The q heads that
+share a kv head ride in one tensor-core tile, so each key and value is read once. The last
+run of a pair to finish merges the runs' partial results in a fixed order (the result does
+not depend on which run finished last): one kernel, no second launch. The launch shape is
+timed per shape by tune.tune_attention where it has been run, else a rule.
 """
 
 from __future__ import annotations
@@ -236,11 +237,12 @@ def attention_config(batch: int, n_kv_heads: int, group: int, head_dim: int, max
 
 def attention_candidates(batch: int, n_kv_heads: int, group: int, head_dim: int,
                          max_seq: int, sms: int | None) -> list[dict]:
-    """What `tilegraph tune` times for one shape, the default rule first. No one of them was
-    fastest on most of 72 shapes swept on H100 (batch 1-16, context 256-4096, 6 head
-    layouts): more loads in flight (4 stages) won on large caches at batch 8-16, two
-    programs an SM where few pairs stream a long cache, 128-position tiles at head_dim 128
-    on short contexts; each lost elsewhere by up to 1.4x."""
+    """What tune.tune_attention times for one shape (tg.Generator runs it), the default rule
+    first. None of them was fastest on most of 72 shapes swept on H100 (batch 1-16,
+    context 256-4096, 6 head layouts): more loads in flight (4 stages) won on large caches
+    at batch 8-16, two programs an SM where few pairs stream a long cache, 128-position
+    tiles at head_dim 128 on short contexts; each was 1.3-1.7x slower than the best
+    somewhere."""
     shape = (batch, n_kv_heads, group, head_dim, max_seq, sms)
     variants = ({}, {"stages": 4}, {"stages": 4, "programs_per_sm": 2}, {"tile": 128})
     configs = []
@@ -256,7 +258,7 @@ def attention_key(batch: int, n_kv_heads: int, group: int, head_dim: int, max_se
     return (batch, n_kv_heads, group, head_dim, max_seq, str(dtype).removeprefix("torch."))
 
 
-tuned = Tuner("decode-attention", [{}])  # a store of timed configs; `tilegraph tune` fills it
+tuned = Tuner("decode-attention", [{}])  # a store of timed configs: tune_attention fills it
 
 
 def _launch_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
