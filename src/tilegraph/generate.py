@@ -15,7 +15,6 @@ and to stop at end of sequence.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -26,11 +25,9 @@ from . import sampling
 from ._runtime import synchronize
 from .errors import CollectiveError
 from .graph import GraphRunner
-from .kernels.decode_attention import attention_key
-from .kernels.decode_attention import tuned as attention_tuned
 from .kernels.greedy import greedy_step
 from .models.llama import Llama
-from .tune import tune_attention
+from .tune import tune_attention_once
 
 
 @dataclass
@@ -97,16 +94,13 @@ class Generator:
         """tg.decode_attention's launch shape for each batch size's graph, timed once per GPU
         and shape and cached on disk (tune.tune_attention); on CUDA, unless
         TILEGRAPH_AUTOTUNE=0. Untuned, the kernel takes its default rule."""
-        if self.model.device.type != "cuda" or os.environ.get("TILEGRAPH_AUTOTUNE") == "0":
+        if self.model.device.type != "cuda":
             return
         c = self.model.local
         start = time.perf_counter()
         for size in self.sizes:
-            key = attention_key(size, c.n_kv_heads, c.n_heads // c.n_kv_heads, c.head_dim,
-                                self.max_seq, self.model.dtype)
-            if attention_tuned.lookup(key) is None:
-                tune_attention(size, c.n_heads, c.n_kv_heads, c.head_dim, self.max_seq,
-                               self.model.dtype)
+            tune_attention_once(size, c.n_heads, c.n_kv_heads, c.head_dim, self.max_seq,
+                                self.model.dtype)
         self.build_seconds["tune attention"] = time.perf_counter() - start
 
     def _runner(self, sampled: bool) -> GraphRunner:

@@ -23,6 +23,7 @@ from .kernels import decode_attention as attention
 from .kernels import decode_plan
 from .kernels._launch import sm_count
 from .kernels._pdl import use_pdl
+from .kernels.autotune import timing_enabled
 from .kernels.linear import linear_ref
 from .testing import TOLERANCES, randn, rel_error
 
@@ -90,6 +91,16 @@ def tune(shapes: Sequence[tuple[int, int]], rows: Sequence[int], dtypes: Sequenc
     """tune_shape for every (N, K) in `shapes`, row count and dtype."""
     return [tune_shape(m, n, k, dtype, progress)
             for dtype in dtypes for n, k in shapes for m in rows]
+
+
+def tune_attention_once(batch: int, n_heads: int, n_kv_heads: int, head_dim: int,
+                        max_seq: int, dtype: torch.dtype) -> None:
+    """tune_attention for a shape no earlier process or call has tuned, where timing is
+    enabled (a CUDA GPU, TILEGRAPH_AUTOTUNE not 0); otherwise nothing."""
+    key = attention.attention_key(batch, n_kv_heads, n_heads // n_kv_heads, head_dim, max_seq,
+                                  dtype)
+    if timing_enabled() and attention.tuned.lookup(key) is None:
+        tune_attention(batch, n_heads, n_kv_heads, head_dim, max_seq, dtype)
 
 
 def tune_attention(batch: int, n_heads: int, n_kv_heads: int, head_dim: int, max_seq: int,

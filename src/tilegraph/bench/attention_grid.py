@@ -3,7 +3,7 @@ cache, over batch sizes, context lengths and grouped-query shapes of real decode
 is checked against a float64 reference, then timed as graph replays over caches rotated past
 L2. SDPA gets its best case: every sequence of the batch at the same length, so it needs no
 mask (tg.decode_attention reads each sequence's own length from the device). On a GPU each
-shape's launch is tuned first, as tg.Generator tunes its own (tune.tune_attention, cached),
+shape's launch is tuned first, as tg.Generator tunes its own (tune.tune_attention_once),
 and the default rule for untuned shapes is timed beside it.
 """
 
@@ -19,13 +19,11 @@ import tilegraph as tg
 from tilegraph.kernels._launch import sm_count
 from tilegraph.kernels.decode_attention import (
     attention_config,
-    attention_key,
     decode_attention_ref,
     launch_decode_attention,
-    tuned,
 )
 from tilegraph.testing import randn
-from tilegraph.tune import tune_attention
+from tilegraph.tune import tune_attention_once
 
 from .._runtime import INTERPRET
 from .compare import compare
@@ -69,9 +67,7 @@ def _point(shape: tuple[int, int, int], batch: int, context: int, dtype: torch.d
         launch_decode_attention(q, k, v, lengths, head_dim ** -0.5, out, config)
         return out
 
-    if not INTERPRET and tuned.lookup(attention_key(batch, kv_heads, heads // kv_heads,
-                                                    head_dim, context, dtype)) is None:
-        tune_attention(batch, heads, kv_heads, head_dim, context, dtype)
+    tune_attention_once(batch, heads, kv_heads, head_dim, context, dtype)
     cache_bytes = 2 * k.numel() * k.element_size()
     result = compare({
         "SDPA": sdpa,

@@ -34,6 +34,12 @@ def cache_dir() -> Path:
     return Path(xdg) / "tilegraph"
 
 
+def timing_enabled() -> bool:
+    """False where candidates are not timed: the interpreter (its timing says nothing about
+    a GPU) and TILEGRAPH_AUTOTUNE=0 (the test-suite); callers take their default config."""
+    return not INTERPRET and os.environ.get("TILEGRAPH_AUTOTUNE", "1") != "0"
+
+
 def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-")
 
@@ -103,10 +109,8 @@ class Tuner:
         if config is not None:
             return config
         candidates = candidates or self.configs
-        if INTERPRET or os.environ.get("TILEGRAPH_AUTOTUNE", "1") == "0":
-            # Timing the interpreter says nothing about a GPU, and TILEGRAPH_AUTOTUNE=0 asks
-            # for no timing at all (the test-suite): take the first, default candidate.
-            return candidates[0]
+        if not timing_enabled():
+            return candidates[0]   # the first candidate is each kernel's default
         if is_capturing():
             raise CaptureError(
                 f"tilegraph kernel {self.kernel!r} needs autotuning for {key} while a CUDA "
