@@ -43,7 +43,7 @@ def main() -> None:
             torch.cuda.synchronize()
         print(f"\n== {'tilegraph' if fused else 'PyTorch'} {args.dtype} {args.tokens} tokens, "
               "3 steps ==")
-        print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=14,
+        print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=32,
                                         max_name_column_width=70))
 
 

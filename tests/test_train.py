@@ -190,3 +190,11 @@ def test_thousand_replays_no_memory_growth():
     torch.cuda.synchronize()
     assert torch.isfinite(loss)
     assert torch.cuda.memory_allocated() == allocated
+
+
+@pytest.mark.gpu
+def test_adamw_steps_through_the_multi_tensor_kernel():
+    model, batches = _setup("cuda")
+    step = tg.TrainStep(model, _adamw(model, "cuda"), F.mse_loss, batches[0])
+    # the first warm-up step makes the state through torch; later ones and the capture not
+    assert step.stepper.fused_steps >= 2

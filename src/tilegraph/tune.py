@@ -23,20 +23,9 @@ from .kernels import decode_attention as attention
 from .kernels import decode_plan
 from .kernels._launch import sm_count
 from .kernels._pdl import use_pdl
-from .kernels.autotune import timing_enabled
+from .kernels.autotune import copies_spanning_l2, rotating, timing_enabled
 from .kernels.linear import linear_ref
 from .testing import TOLERANCES, randn, rel_error
-
-L2_SPAN_BYTES = 150 * 2**20  # three H100 L2 caches: each call streams its weight from memory
-
-
-def _rotating(call: Callable[[torch.Tensor], object], weights: list[torch.Tensor]):
-    turn = [0]
-
-    def run() -> None:
-        call(weights[turn[0] % len(weights)])
-        turn[0] += 1
-    return run
 
 
 def tune_shape(rows: int, n: int, k: int, dtype: torch.dtype,
@@ -51,7 +40,7 @@ def tune_shape(rows: int, n: int, k: int, dtype: torch.dtype,
     if INTERPRET or not torch.cuda.is_available():
         raise RuntimeError("tilegraph tune times kernels on a CUDA GPU; there is none here")
     size = torch.finfo(dtype).bits // 8
-    copies = max(2, -(-L2_SPAN_BYTES // (n * k * size)))
+    copies = max(2, copies_spanning_l2(n * k * size))
     weights = [randn(n, k, dtype=dtype, device="cuda", scale=k**-0.5) for _ in range(copies)]
     x = randn(rows, k, dtype=dtype, device="cuda")
     out = torch.empty(rows, n, dtype=dtype, device="cuda")
@@ -70,11 +59,11 @@ def tune_shape(rows: int, n: int, k: int, dtype: torch.dtype,
             launch(weights[0])
             if not rel_error(out, ref) <= TOLERANCES[dtype]:
                 continue  # never pick a plan that is wrong here
-            stats = measure(_rotating(launch, weights), warmup_ms=2, rep_ms=10, graph=True)
+            stats = measure(rotating(launch, weights), warmup_ms=2, rep_ms=10, graph=True)
         except triton.runtime.errors.OutOfResources:
             continue  # more shared memory or registers than this GPU has
         times[i] = stats.median * 1e3
-    cublas = measure(_rotating(lambda w: torch.matmul(x, w.T, out=out), weights),
+    cublas = measure(rotating(lambda w: torch.matmul(x, w.T, out=out), weights),
                      warmup_ms=2, rep_ms=10, graph=True).median * 1e3
     best = min(times, key=times.get)  # index of the fastest correct plan
     chosen = plans[best] if times[best] <= cublas else decode_plan.Plan(
@@ -128,7 +117,7 @@ def tune_attention(batch: int, n_heads: int, n_kv_heads: int, head_dim: int, max
     # made on the GPU: a cache can be a gigabyte
     caches = [(torch.randn(shape, dtype=dtype, device="cuda"),
                torch.randn(shape, dtype=dtype, device="cuda"))
-              for _ in range(max(1, -(-L2_SPAN_BYTES // cache_bytes)))]
+              for _ in range(copies_spanning_l2(cache_bytes))]
     q = randn(batch, n_heads, head_dim, dtype=dtype, device="cuda")
     lengths = torch.full((batch,), max_seq, device="cuda")
     out = torch.empty_like(q)
@@ -148,7 +137,7 @@ def tune_attention(batch: int, n_heads: int, n_kv_heads: int, head_dim: int, max
             launch(caches[0], config)
             if not rel_error(out, reference) <= TOLERANCES[dtype]:
                 continue  # never pick a launch shape that is wrong here
-            stats = measure(_rotating(lambda cache, c=config: launch(cache, c), caches),
+            stats = measure(rotating(lambda cache, c=config: launch(cache, c), caches),
                             warmup_ms=2, rep_ms=10, graph=True)
         except triton.runtime.errors.OutOfResources:
             continue

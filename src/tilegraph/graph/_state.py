@@ -61,8 +61,11 @@ def _held_tensors() -> dict[tuple, list[torch.Tensor]]:
     """Every tensor object Python holds now, grouped by the memory it lives in."""
     held: dict[tuple, list[torch.Tensor]] = {}
     for obj in gc.get_objects():
-        if _watchable(obj):
-            held.setdefault(storage_key(obj), []).append(obj)
+        try:
+            if _watchable(obj):
+                held.setdefault(storage_key(obj), []).append(obj)
+        except RuntimeError:  # memory that may not be read: a stale torch.compile graph output
+            continue
     return held
 
 

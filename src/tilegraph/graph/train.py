@@ -6,7 +6,8 @@
 
 Built on tg.capture, which warms the step up on a side stream, releases gradients into the
 graph's pool, refuses an optimizer that cannot be captured, and undoes the warm-up's steps
-(_training.py). TrainStep adds what a step needs on top: learning rates as device tensors
+(_training.py). TrainStep adds what a step needs on top: Adam and AdamW stepped by one
+multi-tensor kernel (kernels/adam.py), learning rates as device tensors
 (a float is baked into the graph: a scheduler changing it afterwards would be silently
 ignored; a tensor is read on every replay, and torch.optim's schedulers fill it in place),
 a check that they stay tensors, the model's buffers (running statistics) and any other
@@ -21,6 +22,7 @@ import torch
 from torch import nn
 
 from ..errors import CaptureError
+from ..kernels.adam import MultiTensorAdam
 from .capture import Graph, capture
 
 
@@ -71,6 +73,11 @@ class TrainStep:
         self.model, self.optimizer, self.loss_fn = model, optimizer, loss_fn
         self.clone_loss = clone_loss
         self.inputs = tuple(t.detach().clone() for t in batch)
+        # Adam and AdamW on the GPU step through tilegraph's multi-tensor kernel (the same
+        # formula on the same state; torch's own step where an option needs it).
+        self.stepper = (MultiTensorAdam(optimizer) if device.type == "cuda"
+                        and type(optimizer) in (torch.optim.Adam, torch.optim.AdamW)
+                        else optimizer)
 
         def train_step(*batch):
             optimizer.zero_grad(set_to_none=True)
@@ -79,7 +86,7 @@ class TrainStep:
                 raise ValueError(f"loss_fn must return a scalar tensor, got "
                                  f"{getattr(loss, 'shape', type(loss).__name__)}")
             loss.backward()
-            optimizer.step()
+            self.stepper.step()
             return loss.detach()
 
         # restore_state: the warm-up's writes to the model's buffers (running statistics)

@@ -15,6 +15,7 @@ import statistics
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 import triton
@@ -23,6 +24,12 @@ from .._runtime import INTERPRET, device_name, is_capturing
 from ..errors import CaptureError
 
 Config = dict  # kernel meta-parameters plus num_warps / num_stages
+# Operands that together span three H100 L2 caches: a call cycling through copies of them
+# reads every one from memory, as a model's step does. Timing one warm copy over and over
+# ranks candidates wrongly: at 512 x 1024 x 4096 (bf16, with bias and residual) a 64 x 64
+# pointer kernel took 14.3 us warm and 21.8 us cold, cuBLAS 13.5 and 16.6
+# (research/probe_train_gemms.py, H100).
+L2_SPAN_BYTES = 150 * 2**20
 _TUNERS: list[Tuner] = []  # every Tuner made, for reports of what was picked
 
 
@@ -42,6 +49,45 @@ def timing_enabled() -> bool:
 
 def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-")
+
+
+def copies_spanning_l2(nbytes: int, most: int = 64) -> int:
+    """How many copies of operands of `nbytes` together span L2_SPAN_BYTES (at least 1)."""
+    return max(1, min(most, -(-L2_SPAN_BYTES // max(1, nbytes))))
+
+
+def rotating(call: Callable[[Any], object], items: list) -> Callable[[], None]:
+    """A function of no arguments that calls `call` on items[0], items[1], ... in turn."""
+    turn = [0]
+
+    def run() -> None:
+        call(items[turn[0] % len(items)])
+        turn[0] += 1
+    return run
+
+
+class RotatedCopies:
+    """Calling it returns `tensors`, then copies of them, in turn (None entries stay None):
+    enough copies to span L2_SPAN_BYTES together. They are made on the first call, so a
+    tuner that finds its answer cached makes none; release() drops them (and the originals),
+    whoever still holds this object."""
+
+    def __init__(self, tensors: tuple):
+        self._tensors: tuple | None = tensors
+        self._copies: list[tuple] = []
+        self._turn = 0
+
+    def __call__(self) -> tuple:
+        if not self._copies:
+            tensors = self._tensors
+            nbytes = sum(t.numel() * t.element_size() for t in tensors if t is not None)
+            self._copies = [tensors] + [tuple(None if t is None else t.clone() for t in tensors)
+                                        for _ in range(copies_spanning_l2(nbytes) - 1)]
+        self._turn += 1
+        return self._copies[(self._turn - 1) % len(self._copies)]
+
+    def release(self) -> None:
+        self._tensors, self._copies = None, []
 
 
 class Tuner:
