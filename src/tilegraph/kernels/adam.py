@@ -8,10 +8,11 @@ For each parameter p with gradient g, moments m and v and step count t (t alread
     p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
 in fp32, stored in the parameter's dtype: torch.optim's formula, on the same state tensors
 (optimizer.state stays what torch would have made, so either can take the next step).
+torch.optim's own step is the reference the tests compare with.
 
 Why: torch's fused AdamW moved 940 MB of bf16 state in 434 us on the MLP training benchmark
 (67 M parameters, H100), 72% of a copy of the same bytes, the largest single item of that
-step. Every tensor of the group is one launch here: a table gives each program its tensor's
+step. All tensors of a group are one launch here: a table gives each program its tensor's
 offsets from one base pointer (offsets, not raw addresses, so the compiler keeps the 16-byte
 alignment it knows of the base and loads 16 bytes at a time) and the block of it to update.
 """
@@ -32,7 +33,7 @@ NUM_WARPS = 4
 
 def block_size(dtype: torch.dtype) -> int:
     """Elements a program. On the benchmark's 67 M parameters (research/probe_adamw.py, H100)
-    bf16 ran best with 4 elements a thread (329 us, 95% of a copy; 8 a thread: 500-600 us)
+    bf16 ran best with 4 elements a thread (329 us, 95% of a copy; 8 a thread: 497-611 us)
     and fp32 with 8 (634 us, 98%; 4 a thread: 666 us)."""
     return NUM_WARPS * 32 * (8 if dtype == torch.float32 else 4)
 
