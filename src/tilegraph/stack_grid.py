@@ -18,6 +18,7 @@ import torch
 
 from ._runtime import INTERPRET
 from .demo import build_variant, expected_outputs, floor_ms, run_decode
+from .kernels.autotune import L2_SPAN_BYTES
 from .models import LayerStack, LayerStackConfig
 from .testing import stack_tolerance
 
@@ -25,7 +26,6 @@ GPU_WIDTHS = (512, 1024, 2048, 4096, 8192)
 CPU_WIDTHS = (48, 96)  # through the interpreter: small
 BATCHES = (1, 2, 4, 8, 16)
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
-L2_SPAN_BYTES = 150 * 2**20  # three H100 L2 caches
 # At least as deep as the shallowest stack (d=4096, 8 layers) and real decoders
 # (16-80 layers): with 2-3 layers the token's fixed costs (input copy, graph launch, a first
 # kernel that cannot prefetch) would be a third of a d=4096 point.

@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from ..errors import CaptureError
-from ..kernels.adam import MultiTensorAdam
+from ..kernels.adam import ADAM_TYPES, MultiTensorAdam
 from .capture import Graph, capture
 
 
@@ -76,8 +76,7 @@ class TrainStep:
         # Adam and AdamW on the GPU step through tilegraph's multi-tensor kernel (the same
         # formula on the same state; torch's own step where an option needs it).
         self.stepper = (MultiTensorAdam(optimizer) if device.type == "cuda"
-                        and type(optimizer) in (torch.optim.Adam, torch.optim.AdamW)
-                        else optimizer)
+                        and type(optimizer) in ADAM_TYPES else optimizer)
 
         def train_step(*batch):
             optimizer.zero_grad(set_to_none=True)

@@ -20,7 +20,6 @@ alignment it knows of the base and loads 16 bytes at a time) and the block of it
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 
 import torch
 import triton
@@ -39,7 +38,8 @@ def block_size(dtype: torch.dtype) -> int:
 
 
 _DTYPES = (torch.float32, torch.bfloat16, torch.float16)
-_EAGER_TABLES = 8  # tables kept for calls outside graphs (gradients move between them)
+# The optimizers stepped here (exactly these: a subclass may change step()).
+ADAM_TYPES = (torch.optim.Adam, torch.optim.AdamW)
 
 
 @triton.jit
@@ -133,12 +133,12 @@ class MultiTensorAdam:
     """
 
     def __init__(self, optimizer: torch.optim.Optimizer):
-        if type(optimizer) not in (torch.optim.Adam, torch.optim.AdamW):
+        if type(optimizer) not in ADAM_TYPES:
             raise TypeError(f"MultiTensorAdam steps torch.optim.Adam or AdamW, not "
                             f"{type(optimizer).__name__}")
         self.optimizer = optimizer
-        self._tables: OrderedDict[tuple, torch.Tensor] = OrderedDict()  # made outside graphs
-        self._captured: dict[tuple, torch.Tensor] = {}  # made under capture: never dropped
+        self._eager: tuple[tuple, torch.Tensor] | None = None  # the last table made outside
+        self._captured: dict[tuple, torch.Tensor] = {}  # graphs read these: never dropped
         self._blocks: dict[tuple, torch.Tensor] = {}    # numels -> (tensor, start) per block
         self._spare: torch.Tensor | None = None         # pinned, for the next capture
         self._kept_host: list[torch.Tensor] = []        # pinned sources of captured copies
@@ -212,7 +212,11 @@ class MultiTensorAdam:
             blocks = _to_device(pairs, base.device)
             self._blocks[numels] = blocks
         key = (base.device, *rows)
-        table = self._tables.get(key, self._captured.get(key))
+        table = self._captured.get(key)
+        if table is None and self._eager is not None and self._eager[0] == key:
+            table = self._eager[1]
+            if is_capturing():  # the graph reads it from now on
+                self._captured[key] = table
         if table is None:
             table = self._make_table(rows, base.device)
             if table is None:
@@ -220,9 +224,7 @@ class MultiTensorAdam:
             if is_capturing():
                 self._captured[key] = table
             else:
-                self._tables[key] = table
-                while len(self._tables) > _EAGER_TABLES:
-                    self._tables.popitem(last=False)
+                self._eager = (key, table)
         return {"base": base, "step_base": step_base, "table": table, "blocks": blocks,
                 "n_blocks": blocks.shape[0], "block": block, "vector": vector,
                 "steps": [s["step"] for _, s in chosen]}
