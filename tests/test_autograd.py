@@ -8,6 +8,7 @@ import torch
 
 import tilegraph as tg
 from _shapes import DTYPES
+from tilegraph.kernels import _activation_grad
 from tilegraph.kernels._activation import activation_ref
 from tilegraph.kernels._activation_grad import activation_bias_grads, column_sums
 from tilegraph.kernels.gelu import gelu_ref
@@ -97,11 +98,15 @@ def test_linear_dtypes_and_row_counts(rows, dtype, device):
                  [x, w, g, r], dtype, f"linear {rows} rows")
 
 
+# single: one program down whole columns writes the gradient; slices: row slices leave
+# partial sums that a second kernel adds up
+@pytest.mark.parametrize("plan_bytes", [1 << 40, 0], ids=["single", "slices"])
 @pytest.mark.parametrize("activation", ["none", "relu", "gelu_tanh", "swiglu"])
 @pytest.mark.parametrize("shape", [(1, 3), (37, 300), (300, 37), (1000, 20)])
-def test_bias_gradient_pass(shape, activation, device):
-    """dz and its column sums (the bias gradient) from one pass: row slices of several sizes,
-    a column block past the edge, many slices summed."""
+def test_bias_gradient_pass(shape, activation, plan_bytes, device, monkeypatch):
+    """dz and its column sums (the bias gradient) from one pass: whole columns or row slices
+    of several sizes, a column block past the edge, many slices summed."""
+    monkeypatch.setattr(_activation_grad, "SINGLE_PASS_BYTES", plan_bytes)
     rows, n = shape
     dy = randn(rows, n, device=device)
     z = randn(rows, 2 * n if activation == "swiglu" else n, device=device, scale=2.0)
