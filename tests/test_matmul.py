@@ -131,7 +131,8 @@ def test_every_way_of_a_fused_product_is_correct(fused, dtype, device, monkeypat
     ref = linear_ref(d(x), d(w), d(b), norm_weight=d(g), activation=activation, residual=d(r))
     forward = lambda: tg.linear(x, w, b, norm_weight=g, activation=activation,  # noqa: E731
                                 residual=r, out=poisoned(ref.shape, dtype, device))
-    kinds = {"pointer": None, "tma": None, "cublas": matmul_module._CUBLAS}
+    kinds = {"pointer": None, "tma": None, "cublas": matmul_module._CUBLAS,
+             "cublas, bias in the pass": matmul_module._CUBLAS_BIAS_IN_PASS if bias else None}
     for config in _offered(monkeypatch, forward):
         kind = "tma" if config.get("TMA") else "cublas" if config.get("CUBLAS") else "pointer"
         kinds[kind] = kinds[kind] or config
