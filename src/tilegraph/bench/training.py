@@ -19,6 +19,7 @@ happen there), with CUDA events around the whole stretch: batch copies included.
 from __future__ import annotations
 
 import copy
+import gc
 import time
 from collections.abc import Callable
 
@@ -165,6 +166,11 @@ def run(dtype: torch.dtype, tokens: int, *, d: int = 1024, layers: int = 8, step
                    f"{str(error).splitlines()[0] if str(error) else ''}"}
         rows.append({"dtype": str(dtype).removeprefix("torch."), "tokens": tokens, "d": d,
                      "layers": layers, "steps": steps, **row})
+        # Free the variant's objects now, not whenever the collector runs: left in reference
+        # cycles, tensors of earlier variants were named by tg.capture's side-effect check
+        # during TrainStep's warm-up (changing at every call; sessions 22-23), and no longer
+        # are with this (the mechanism is not pinned down).
+        gc.collect()
     _add_ratios(rows, dtype)
     return rows
 

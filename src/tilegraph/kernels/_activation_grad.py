@@ -147,6 +147,8 @@ SINGLE_PASS_BYTES = 40 << 20
 
 def bias_grad_plan(M: int, N: int, element_size: int, activation: str,
                    sms: int) -> BiasGradPlan:
+    """The split of dy (M, N) for a GPU of `sms` SMs: whole columns where few bytes move,
+    else row slices."""
     tensors = 1 if activation == "none" else 3
     # swiglu's interleaved columns ran slower in whole-column programs at every size tried
     if activation != "swiglu" and M and M * N * element_size * tensors <= SINGLE_PASS_BYTES:
