@@ -179,14 +179,12 @@ def launch_bias_grad(dy: torch.Tensor, z: torch.Tensor | None, dz: torch.Tensor 
     else:  # every program writes its whole row of partial sums: no zeroing needed
         out = torch.empty((plan.slices if N else 0, width), dtype=torch.float32,
                           device=dy.device)
-    if out.numel() and M:
+    if out.numel():  # (no rows: the sums the programs write are zeros)
         _bias_grad_kernel[(plan.slices, triton.cdiv(N, plan.block_n))](
             dz, dz.stride(0) if dz is not None else 0, out, dy, dy.stride(0),
             z, z.stride(0) if z is not None else 0, M, N, plan.rows_per_program,
             ACTIVATION=activation, STORE_DZ=dz is not None, BLOCK_M=plan.block_m,
             BLOCK_N=plan.block_n, num_warps=plan.num_warps)
-    elif out.numel():
-        out.zero_()  # no rows: the sums are zero
     return out if plan.slices == 1 else sum_partials(out, dy.dtype)
 
 
