@@ -189,14 +189,15 @@ def test_model_demo_checks_each_variant_against_transformers(tmp_path):
     out = tmp_path / "model"
     args = ["demo", "--model", "tiny-qwen2", "--batch", "1,2", "--out", str(out)]
     if HAS_CUDA:
-        args += ["--variants", "hf-eager,hf-graph,tilegraph", "--new-tokens", "8",
+        args += ["--variants", "hf-eager,hf-graph,plain-autotune,tilegraph", "--new-tokens", "8",
                  "--prompt-tokens", "5", "--max-seq", "16"]
     result = tilegraph(*args, tmp_path=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     rows = json.loads((out / "demo-model-tiny-qwen2.json").read_text())["results"]
     assert [(r["batch"], r["variant"]) for r in rows][:2] == [(1, "hf-eager"), (1, "hf-graph")]
     checked = [r for r in rows if r["status"] == "ok"]
-    assert {r["variant"] for r in checked} >= {"hf-eager", "tilegraph"}
+    assert {r["variant"] for r in checked} >= {"hf-eager", "tilegraph"} | (
+        {"plain-autotune"} if HAS_CUDA else set())
     assert all(r["rel_error"] < 1e-4 for r in checked)   # fp32 on CPU and in this run
     assert (out / "demo-model-tiny-qwen2.md").stat().st_size > 0
 

@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from tilegraph.kernels import greedy
 from tilegraph.kernels.greedy import greedy_step, greedy_step_ref
 from tilegraph.testing import randn
 
@@ -16,7 +17,8 @@ def _case(rows, vocab, dtype, device, max_seq=11):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("rows, vocab", [(1, 37), (3, 2048), (5, 4099), (2, 32000)])
+@pytest.mark.parametrize("rows, vocab", [(1, 37), (3, 2048), (5, 4099), (2, 32000),
+                                         (2, 151_936)])
 def test_matches_argmax_and_writes(rows, vocab, dtype, device):
     logits, positions, slots, history = _case(rows, vocab, dtype, device)
     positions[0] = history.shape[1] - 1   # its next position is past the history: no write
@@ -45,6 +47,24 @@ def test_ties_nan_and_in_place(device):
     assert tokens.tolist() == [7, 3000, 0] == logits.argmax(-1).tolist()
     assert positions.tolist() == [2, 3, 4]
     assert history[0, 2] == 7 and history[1, 3] == 3000 and history.sum() == 3007
+
+
+def test_maxima_in_other_chunks_and_repeated_calls(device):
+    """Rows split into chunks (32000 logits: 16 programs a row) whose arrival counters are
+    set back to zero by each call: the same workspace serves the next one."""
+    assert greedy.chunk_size(32000) * 15 < 32000
+    rows = 4
+    history = torch.zeros(rows, 8, dtype=torch.int64, device=device)
+    for where in ([31999, 0, 2048, 17000], [5, 30000, 2047, 2049]):
+        logits = randn(rows, 32000, device=device)
+        logits[torch.arange(rows), where] = 10.0
+        logits[0, 12000] = 10.0                  # equal maxima in two chunks: the first wins
+        tokens = torch.full((rows,), -1, device=device)
+        positions = torch.zeros(rows, dtype=torch.int64, device=device)
+        greedy_step(logits, positions, torch.arange(rows, device=device), history,
+                    tokens_out=tokens, positions_out=positions)
+        assert tokens.tolist() == logits.argmax(-1).tolist() == [min(where[0], 12000),
+                                                                 *where[1:]]
 
 
 def test_bad_inputs_are_named(device):

@@ -74,7 +74,33 @@ def test_prefill_and_decode_match_hf(name, tmp_path, device):
         positions += 1
 
 
-def test_decode_rows_at_different_positions(tmp_path, device):
+@pytest.mark.parametrize("name", TINY)
+def test_plain_decode_matches_hf_and_writes_the_cache_like_decode(name, tmp_path, device):
+    """plain_decode (the torch.compile peer's step) teacher-forced like the fused path; the
+    keys and values it caches equal the fused path's."""
+    hf = random_hf_model(name, scale=5.0)
+    model = _load_through_directory(hf, tmp_path, device)
+    ids = torch.randint(0, hf.config.vocab_size, (3, 10))
+    ref = _hf_logits(hf, ids)
+    ids = ids.to(device)
+    plain, fused = (model.new_cache(max_batch=4, max_seq=13) for _ in range(2))
+    tol = MODEL_TOLERANCES[torch.float32]
+    prompt = 4
+    for cache in (plain, fused):
+        model.prefill(ids[:, :prompt], cache)
+    positions = torch.full((3,), prompt, device=device)
+    for t in range(prompt, ids.shape[1]):
+        logits = model.plain_decode(ids[:, t], positions, plain)
+        _assert_steps_close(logits[:, None], ref[:, t:t + 1], tol, f"{name} plain decode {t}")
+        model.decode(ids[:, t], positions, fused)
+        positions += 1
+    for ours, theirs in ((plain.k, fused.k), (plain.v, fused.v)):
+        assert rel_error(ours[:, :3, :, :ids.shape[1]], theirs[:, :3, :, :ids.shape[1]]) <= tol
+        assert not ours[:, :, :, ids.shape[1]:].any() and not ours[:, 3].any()
+
+
+@pytest.mark.parametrize("step", ["decode", "plain_decode"])
+def test_decode_rows_at_different_positions(step, tmp_path, device):
     """Each row attends to its own prefix only: rows prefilled one at a time with prompts
     of different lengths, then decoded together at their own positions."""
     hf = random_hf_model("tiny-llama3", scale=5.0)
@@ -84,7 +110,8 @@ def test_decode_rows_at_different_positions(tmp_path, device):
     for slot, prompt in enumerate(prompts):
         model.prefill(prompt[None].to(device), cache, first_slot=slot)
     following = torch.randint(0, 67, (2,))
-    logits = model.decode(following.to(device), torch.tensor([3, 7], device=device), cache)
+    logits = getattr(model, step)(following.to(device), torch.tensor([3, 7], device=device),
+                                  cache)
     for row, prompt in enumerate(prompts):
         ref = _hf_logits(hf, torch.cat([prompt, following[row:row + 1]])[None])[0, -1]
         assert rel_error(logits[row], ref) <= MODEL_TOLERANCES[torch.float32]

@@ -1,8 +1,10 @@
-"""`tilegraph demo --model NAME`: a Llama-family model decoding four ways, measured in one run.
+"""`tilegraph demo --model NAME`: a Llama-family model decoding five ways, measured in one run.
 
     hf-eager     transformers' model over a StaticCache, one forward a token
     hf-graph     that step captured by hand in a torch.cuda.CUDAGraph, one replay a token
     hf-compile   transformers' model under torch.compile(mode="reduce-overhead", fullgraph=True)
+    plain-autotune  tilegraph's Llama decoding in plain PyTorch ops (Llama.plain_decode) under
+                 torch.compile(mode="max-autotune", fullgraph=True), as gpt-fast compiles
     tilegraph    Llama.from_hf(the same weights) in a tg.Generator (sampling inside the graph)
 
 Before its time counts, each variant is checked: prompts and a random continuation of
@@ -41,7 +43,7 @@ from .models.llama import Llama
 from .models.llama_config import LlamaConfig
 from .testing import MODEL_TOLERANCES, rel_error
 
-VARIANTS = ("hf-eager", "hf-graph", "hf-compile", "tilegraph")
+VARIANTS = ("hf-eager", "hf-graph", "hf-compile", "plain-autotune", "tilegraph")
 CHECK_STEPS = 32   # teacher-forced decode steps checked before timing
 
 
@@ -58,33 +60,22 @@ class ModelRun:
     tp: int = 1                      # GPUs the variant decodes on
 
 
-class HFDecoder:
-    """transformers' model over a StaticCache, greedy, with its decode step as a function of
-    static tensors (ids, position), so it can be captured or compiled."""
+class GreedyDecoder:
+    """A greedy decode loop around a step of static tensors (ids (B, 1), position (1,)), so
+    the step can be captured or compiled. Subclasses give the step and the prefill."""
 
-    def __init__(self, hf, batch: int, max_seq: int):
-        from transformers import StaticCache
-
-        self.hf = hf
-        device = hf.device
-        self.cache = StaticCache(config=hf.config, max_cache_len=max_seq)
+    def __init__(self, batch: int, device: torch.device):
         self.ids = torch.zeros(batch, 1, dtype=torch.int64, device=device)
         self.position = torch.zeros(1, dtype=torch.int64, device=device)
-        self.forward = hf.forward
 
-    @torch.no_grad()
     def step(self) -> torch.Tensor:
-        out = self.forward(input_ids=self.ids, past_key_values=self.cache,
-                           cache_position=self.position, use_cache=True)
-        return out.logits[:, -1]
+        """Logits (B, vocab) of ids at position; writes the cache there."""
+        raise NotImplementedError
 
     def _prefill(self, prompts: torch.Tensor) -> torch.Tensor:
-        self.cache.reset()
-        length = prompts.shape[1]
-        logits = self.hf(input_ids=prompts, past_key_values=self.cache, use_cache=True,
-                         cache_position=torch.arange(length, device=prompts.device)).logits
-        self.position.fill_(length)
-        return logits[:, -1]
+        """Logits (B, vocab) of each prompt's last token, the cache filled from position 0;
+        sets position to the prompt length."""
+        raise NotImplementedError
 
     @torch.no_grad()
     def run(self, prompts: torch.Tensor, new_tokens: int, step: Callable[[], torch.Tensor]
@@ -114,6 +105,59 @@ class HFDecoder:
         return torch.stack(logits, dim=1)
 
 
+class HFDecoder(GreedyDecoder):
+    """transformers' model over a StaticCache."""
+
+    def __init__(self, hf, batch: int, max_seq: int):
+        from transformers import StaticCache
+
+        super().__init__(batch, hf.device)
+        self.hf = hf
+        self.cache = StaticCache(config=hf.config, max_cache_len=max_seq)
+        self.forward = hf.forward
+
+    @torch.no_grad()
+    def step(self) -> torch.Tensor:
+        out = self.forward(input_ids=self.ids, past_key_values=self.cache,
+                           cache_position=self.position, use_cache=True)
+        return out.logits[:, -1]
+
+    def _prefill(self, prompts: torch.Tensor) -> torch.Tensor:
+        self.cache.reset()
+        length = prompts.shape[1]
+        logits = self.hf(input_ids=prompts, past_key_values=self.cache, use_cache=True,
+                         cache_position=torch.arange(length, device=prompts.device)).logits
+        self.position.fill_(length)
+        return logits[:, -1]
+
+
+class PlainDecoder(GreedyDecoder):
+    """tilegraph's Llama decoding through Llama.plain_decode (plain PyTorch ops) under
+    torch.compile(mode="max-autotune", fullgraph=True), as gpt-fast compiles its step (with
+    its coordinate-descent tuning of inductor's kernels, set where it compiles). The
+    prompt is prefilled by Llama.prefill, untimed, so the cache is in plain_decode's layout."""
+
+    def __init__(self, model: Llama, batch: int, max_seq: int):
+        super().__init__(batch, model.device)
+        self.model = model
+        self.cache = model.new_cache(batch, max_seq)
+        for tensor in (self.cache.k, self.cache.v, self.cache.cos, self.cache.sin):
+            # cached state at fixed addresses (as transformers marks its StaticCache), so
+            # the compiled step's CUDA graphs are not skipped for mutating an input
+            torch._dynamo.mark_static_address(tensor)
+        self.forward = torch.compile(model.plain_decode, mode="max-autotune", fullgraph=True)
+
+    def step(self) -> torch.Tensor:
+        rows = self.ids.shape[0]
+        return self.forward(self.ids.view(rows), self.position.expand(rows), self.cache)
+
+    def _prefill(self, prompts: torch.Tensor) -> torch.Tensor:
+        self.cache.k.zero_()
+        self.cache.v.zero_()
+        self.position.fill_(prompts.shape[1])
+        return self.model.prefill(prompts, self.cache)
+
+
 def _hand_graph(decoder: HFDecoder, prompts: torch.Tensor) -> Callable[[], torch.Tensor]:
     """The step captured in a torch.cuda.CUDAGraph the way PyTorch's docs teach it."""
     decoder.run(prompts, 2, decoder.step)   # allocates the cache's tensors
@@ -134,7 +178,6 @@ def _hand_graph(decoder: HFDecoder, prompts: torch.Tensor) -> Callable[[], torch
 
 
 def _compiled(decoder: HFDecoder, prompts: torch.Tensor) -> Callable[[], torch.Tensor]:
-    torch.compiler.reset()
     decoder.forward = torch.compile(decoder.hf.forward, mode="reduce-overhead", fullgraph=True)
     decoder.run(prompts, 4, decoder.step)   # compile, then record its graphs
     return decoder.step
@@ -173,14 +216,23 @@ Decode = Callable[[], tuple[torch.Tensor, float]]   # () -> (tokens (B, new), ms
 Score = Callable[[torch.Tensor], torch.Tensor]      # continuation -> logits (B, n, vocab)
 
 
-def _build_hf(name: str, hf, prompts: torch.Tensor, new_tokens: int, max_seq: int
-              ) -> tuple[Decode, Score] | Unavailable:
+def _build_peer(name: str, hf, model: Llama, prompts: torch.Tensor, new_tokens: int,
+                max_seq: int) -> tuple[Decode, Score] | Unavailable:
     if name != "hf-eager" and not prompts.is_cuda:
         return Unavailable("needs CUDA")
-    decoder = HFDecoder(hf, prompts.shape[0], max_seq)
-    builders = {"hf-eager": lambda d, p: d.step, "hf-graph": _hand_graph,
-                "hf-compile": _compiled}
-    step = builders[name](decoder, prompts)
+    if name == "plain-autotune":
+        from torch._inductor import config as inductor
+
+        decoder = PlainDecoder(model, prompts.shape[0], max_seq)
+        # compile (autotuning each GEMM), record its graphs; gpt-fast's inductor setting
+        with inductor.patch(coordinate_descent_tuning=True):
+            decoder.run(prompts, 4, decoder.step)
+        step = decoder.step
+    else:
+        decoder = HFDecoder(hf, prompts.shape[0], max_seq)
+        builders = {"hf-eager": lambda d, p: d.step, "hf-graph": _hand_graph,
+                    "hf-compile": _compiled}
+        step = builders[name](decoder, prompts)
     return (lambda: decoder.run(prompts, new_tokens, step),
             lambda continuation: decoder.score(prompts, continuation, step))
 
@@ -222,6 +274,7 @@ def run(name: str, batch: int, prompt_len: int, new_tokens: int, max_seq: int,
     tolerance = MODEL_TOLERANCES[dtype]
     timed = prompts.is_cuda
     built, builds = {}, {}
+    torch.compiler.reset()   # compiled steps of an earlier batch size (recompile limits)
     for variant in variants:
         progress(f"{name} batch {batch}: building {variant}")
         synchronize(device)
@@ -230,7 +283,7 @@ def run(name: str, batch: int, prompt_len: int, new_tokens: int, max_seq: int,
             pair = _build_tilegraph(model, prompts, new_tokens, max_seq,
                                     tuple(s for s in sizes if s <= batch), builds)
         else:
-            pair = _build_hf(variant, hf, prompts, new_tokens, max_seq)
+            pair = _build_peer(variant, hf, model, prompts, new_tokens, max_seq)
         synchronize(device)
         seconds = builds["cold"] if variant == "tilegraph" else time.perf_counter() - start
         built[variant] = (pair, seconds)
@@ -374,6 +427,7 @@ def summarize(name: str, batch: int, runs: list[ModelRun], config, element_size:
                "ms_per_token": ms, "tokens_per_s": batch * 1e3 / ms if ms else None,
                "pct_floor": 100 * floor_ms / r.tp / ms if ms and floor_ms else None}
         for key, peer in (("vs_hf_graph", "hf-graph"), ("vs_hf_compile", "hf-compile"),
+                          ("vs_plain_autotune", "plain-autotune"),
                           ("vs_tp1", "tilegraph tp=1")):
             row[key] = times[peer] / ms if ms and peer in times else None
         row.update(build_seconds=r.build_seconds, rel_error=r.rel_error,

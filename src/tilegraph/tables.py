@@ -103,6 +103,7 @@ def model_table(rows: list[dict], title: str) -> Table:
                "% floor": lambda r: fmt(r["pct_floor"], ".1f"),
                "vs hf-graph": lambda r: fmt(r["vs_hf_graph"], ".2f"),
                "vs hf-compile": lambda r: fmt(r["vs_hf_compile"], ".2f"),
+               "vs plain-autotune": lambda r: fmt(r.get("vs_plain_autotune"), ".2f"),
                "vs TP=1": lambda r: fmt(r.get("vs_tp1"), ".2f"),
                "build s": lambda r: fmt(r["build_seconds"], ".2f"),
                "rel. error": lambda r: fmt(r["rel_error"], ".1e"),

@@ -19,25 +19,41 @@ from ._launch import supports_pdl
 from ._ops import custom_op
 from ._pdl import ENABLED as PDL_ENABLED
 from ._pdl import launched
+from ._split_workspace import split_workspace
 
 BLOCK_VOCAB = 2048  # logits a program reads per step of its loop: 16 a thread of 4 warps
+MAX_CHUNKS = 64     # a row's vocabulary is split into at most this many programs' chunks
+
+
+def chunk_size(vocab: int) -> int:
+    """Logits one program scans. One program scanning a whole row waits on its loads one
+    step at a time: 151,936 logits (Qwen2) took it about 35 us a token. Chunks of at least
+    BLOCK_VOCAB, at most MAX_CHUNKS of them a row, put every chunk's load in flight at once;
+    the last program of a row to finish picks among the chunks' maxima."""
+    return max(BLOCK_VOCAB, triton.next_power_of_2(triton.cdiv(vocab, MAX_CHUNKS)))
 
 
 @triton.jit
 def _greedy_step_kernel(logits_ptr, stride_lr, positions_ptr, slots_ptr, history_ptr,
-                        stride_hs, tokens_out_ptr, positions_out_ptr, vocab, max_seq,
-                        PDL: tl.constexpr, BLOCK: tl.constexpr):
-    """Program r: t = argmax_v logits[r, v] (the first of equal maxima; a NaN counts as
-    +inf, so a row with one picks it, as torch.argmax does); tokens_out[r] = t;
-    p = positions[r] + 1; history[slots[r], p] = t where p < max_seq; positions_out[r] = p."""
+                        stride_hs, tokens_out_ptr, positions_out_ptr, partial_ptr, count_ptr,
+                        vocab, max_seq, PDL: tl.constexpr, BLOCK: tl.constexpr,
+                        CHUNK: tl.constexpr, CHUNKS_P2: tl.constexpr):
+    """Program (r, c): the maximum of logits[r] over chunk c and where it is first (a NaN
+    counts as +inf, so a row with one picks it, as torch.argmax does). With one chunk a row
+    it finishes the row itself; else it leaves both in partial_ptr, and the last of the
+    row's programs to arrive (counted in count_ptr[r], set back to zero after) finishes it:
+    t = the first chunk maximum equal to the greatest; tokens_out[r] = t; p = positions[r] +
+    1; history[slots[r], p] = t where p < max_seq; positions_out[r] = p."""
     if PDL:
         tl.extra.cuda.gdc_wait()               # the logits are final
         tl.extra.cuda.gdc_launch_dependents()
     row = tl.program_id(0).to(tl.int64)
+    chunk = tl.program_id(1)
+    chunks = tl.num_programs(1)
     offs = tl.arange(0, BLOCK)
     best = tl.full([BLOCK], float("-inf"), tl.float32)
     best_at = tl.zeros([BLOCK], tl.int32)
-    for v0 in range(0, vocab, BLOCK):
+    for v0 in range(chunk * CHUNK, tl.minimum(chunk * CHUNK + CHUNK, vocab), BLOCK):
         x = tl.load(logits_ptr + row * stride_lr + v0 + offs, mask=offs < vocab - v0,
                     other=float("-inf")).to(tl.float32)
         x = tl.where(x != x, float("inf"), x)
@@ -46,6 +62,34 @@ def _greedy_step_kernel(logits_ptr, stride_lr, positions_ptr, slots_ptr, history
         best_at = tl.where(better, v0 + offs, best_at)
     top = tl.max(best, axis=0)
     token = tl.min(tl.where(best == top, best_at, vocab), axis=0)   # the first of equals
+    if CHUNKS_P2 == 1:
+        _finish_row(token, row, positions_ptr, slots_ptr, history_ptr, stride_hs,
+                    tokens_out_ptr, positions_out_ptr, max_seq)
+    else:
+        # the row's partials: maxima (CHUNKS_P2,), then their places (exact in fp32: the
+        # launcher keeps vocab below 2^24)
+        partials = partial_ptr + row * 2 * CHUNKS_P2
+        tl.store(partials + chunk, top)
+        tl.store(partials + CHUNKS_P2 + chunk, token.to(tl.float32))
+        tl.debug_barrier()  # every thread's partials are out before the count says so
+        arrived = tl.atomic_add(count_ptr + row, 1, sem="acq_rel")
+        if arrived == chunks - 1:
+            offs_c = tl.arange(0, CHUNKS_P2)
+            used = offs_c < chunks
+            maxima = tl.load(partials + offs_c, mask=used, other=float("-inf"),
+                             cache_modifier=".cg")
+            places = tl.load(partials + CHUNKS_P2 + offs_c, mask=used, other=0.0,
+                             cache_modifier=".cg").to(tl.int32)
+            top = tl.max(maxima, axis=0)
+            token = tl.min(tl.where(maxima == top, places, vocab), axis=0)
+            _finish_row(token, row, positions_ptr, slots_ptr, history_ptr, stride_hs,
+                        tokens_out_ptr, positions_out_ptr, max_seq)
+            tl.store(count_ptr + row, 0)  # zero for the next launch on this stream
+
+
+@triton.jit
+def _finish_row(token, row, positions_ptr, slots_ptr, history_ptr, stride_hs, tokens_out_ptr,
+                positions_out_ptr, max_seq):
     position = tl.load(positions_ptr + row) + 1
     slot = tl.load(slots_ptr + row).to(tl.int64)
     tl.store(tokens_out_ptr + row, token.to(tokens_out_ptr.dtype.element_ty))
@@ -58,13 +102,24 @@ def _launch_greedy_step(logits: torch.Tensor, positions: torch.Tensor, slots: to
                         history: torch.Tensor, tokens_out: torch.Tensor,
                         positions_out: torch.Tensor) -> None:
     rows, vocab = logits.shape
+    chunk = chunk_size(vocab)
+    chunks = triton.cdiv(vocab, chunk)
+    partials = counters = tokens_out  # placeholders, never touched with one chunk a row
+    if chunks > 1:
+        chunks_p2 = triton.next_power_of_2(chunks)
+        workspace = split_workspace(logits.device, rows * 2 * chunks_p2, rows)
+        if workspace is None or vocab >= 2 ** 24:   # a capture found none: one program a row
+            chunk, chunks = triton.next_power_of_2(vocab), 1
+        else:
+            partials, counters = workspace
     pdl = PDL_ENABLED and supports_pdl(logits.device)
-    _greedy_step_kernel[(rows,)](
+    _greedy_step_kernel[(rows, chunks)](
         logits, logits.stride(0), positions, slots, history, history.stride(0), tokens_out,
-        positions_out, vocab, history.shape[1], PDL=pdl,
-        BLOCK=min(BLOCK_VOCAB, triton.next_power_of_2(vocab)), num_warps=4,
+        positions_out, partials, counters, vocab, history.shape[1], PDL=pdl,
+        BLOCK=min(BLOCK_VOCAB, chunk), CHUNK=chunk,
+        CHUNKS_P2=triton.next_power_of_2(chunks), num_warps=4,
         **({"launch_pdl": True} if pdl else {}))
-    launched(logits.device, pdl, (history, tokens_out, positions_out))
+    launched(logits.device, pdl, (history, tokens_out, positions_out, partials, counters))
 
 
 _run_greedy_step = custom_op("greedy_step", _launch_greedy_step,

@@ -6,6 +6,7 @@ tilegraph's kernels.
     cache = model.new_cache(max_batch=8, max_seq=2048)
     logits = model.prefill(prompt_ids, cache)    # (B, vocab) of the last prompt token
     logits = model.decode(tokens, positions, cache)   # one token per row, graph-safe
+    logits = model.plain_decode(tokens, positions, cache)   # the same in plain PyTorch ops
 
 Weights are fused at load time (q|k|v with each head's halves interleaved, and gate|up with
 their rows interleaved), so the fast path runs a layer in five kernels: tg.linear_qkv (RMSNorm
@@ -291,6 +292,39 @@ class Llama(nn.Module):
         x = F.embedding(tokens, self.embed)
         x = self._fused_layers(x, cache, positions, cache.slots[:rows], attend)
         return self._lm_head(x)
+
+    @torch.no_grad()
+    def plain_decode(self, tokens: torch.Tensor, positions: torch.Tensor, cache: KVCache
+                     ) -> torch.Tensor:
+        """decode() in plain PyTorch ops over the same cache, written the way gpt-fast writes
+        its step (index_put into the cache, the kv heads repeated for the q heads, attention
+        over every cached position under a mask): what torch.compile gets from clean model
+        code, the `plain-autotune` peer of `tilegraph demo --model`. Same arguments, writes
+        and result as decode()."""
+        c, local = self.config, self.local
+        rows, group = tokens.shape[0], local.n_heads // local.n_kv_heads
+        slots = cache.slots[:rows]
+        cos, sin = cache.cos[positions], cache.sin[positions]   # (S, head_dim / 2)
+        visible = torch.arange(cache.max_seq, device=tokens.device) <= positions[:, None]
+        x = F.embedding(tokens, self.embed)
+        for index, layer in enumerate(self.layers):
+            qkv = F.linear(_rms_norm(x, layer.attn_norm, c.norm_eps), layer.wqkv, layer.bqkv)
+            q, k, v = self._split_heads(qkv, cos, sin)   # (S, heads, head_dim)
+            # one index_put on the whole cache: through a view of it (cache.k[index]),
+            # torch.compile copied the whole cache back after every step
+            at = (torch.full_like(slots, index), slots, slice(None), positions)
+            cache.k[at], cache.v[at] = k, v
+            keys, values = (t[index, :rows].repeat_interleave(group, dim=1)
+                            for t in (cache.k, cache.v))   # (S, heads, max_seq, head_dim)
+            attn = F.scaled_dot_product_attention(q[:, :, None], keys, values,
+                                                  attn_mask=visible[:, None, None, :])
+            attn = attn.reshape(rows, local.q_dim)
+            x = x + self._reduce(F.linear(attn, layer.wo, self._once(layer.bo)), 0, index)
+            gate_up = F.linear(_rms_norm(x, layer.mlp_norm, c.norm_eps), layer.w_gate_up,
+                               layer.b_gate_up)
+            x = x + self._reduce(F.linear(_swiglu(gate_up), layer.w_down,
+                                          self._once(layer.b_down)), 1, index)
+        return self._gather_vocab(F.linear(_rms_norm(x, self.norm, c.norm_eps), self.lm_head))
 
     def _fused_layers(self, x: torch.Tensor, cache: KVCache, positions: torch.Tensor,
                       slots: torch.Tensor, attend) -> torch.Tensor:
