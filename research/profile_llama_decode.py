@@ -21,6 +21,55 @@ from tilegraph.models.hf_presets import hf_config
 from tilegraph.models.llama import Llama, LlamaConfig
 
 
+def replay_timeline(graph, layers: int, replays: int = 5) -> None:
+    """Kernels inside graph replays, on the device's own clock: each kernel's exposed time
+    (the part of [start, end) that no earlier kernel still covers), by name and by its place
+    in a layer. Under programmatic dependent launch a kernel starts while the one before is
+    still running, so its exposed time, not its duration, is what it adds to the step."""
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(replays):
+            graph.replay()
+        torch.cuda.synchronize()
+    kernels = sorted((e.time_range.start, e.time_range.end, e.name[:60]) for e in prof.events()
+                     if e.device_type == torch.autograd.DeviceType.CUDA)
+    if not kernels:
+        print("replay timeline: the profiler recorded no kernels inside graph replays")
+        return
+    per_step = len(kernels) // replays
+    exposed: dict[str, list[float]] = collections.defaultdict(list)
+    durations: dict[str, list[float]] = collections.defaultdict(list)
+    covered = kernels[0][0]
+    for start, end, name in kernels[per_step:]:  # the first replay warms the profiler
+        exposed[name].append(max(0.0, end - max(start, covered)))
+        durations[name].append(end - start)
+        covered = max(covered, end)
+    steps = replays - 1
+    span = (kernels[-1][1] - kernels[per_step][0]) / steps
+    print(f"replay timeline: {per_step} kernels a step, {span:.1f} us from the first start to "
+          f"the last end; per name, a step's exposed time (duration if alone):")
+    for name, times in sorted(exposed.items(), key=lambda item: -sum(item[1])):
+        count = len(times) // steps
+        print(f"  {sum(times) / steps:8.1f} us exposed  {count:4d} x {sum(times) / len(times):6.2f}"
+              f" us ({sum(durations[name]) / len(times):6.2f})  {name}")
+    # By place in a layer: the layers repeat from the kernel before the first attention.
+    step = kernels[per_step:2 * per_step]
+    attention = [i for i, (_, _, name) in enumerate(step) if "attention" in name]
+    if len(attention) == layers and layers > 1:
+        width, first = attention[1] - attention[0], attention[0] - 1
+        slots = collections.defaultdict(list)
+        covered = step[first - 1][1] if first else step[0][0]
+        for i, (start, end, name) in enumerate(step):
+            if first <= i < first + layers * width:
+                slots[((i - first) % width, name)].append(
+                    (max(0.0, end - max(start, covered)), end - start))
+            covered = max(covered, end)
+        print("  by place in a layer (one replay; mean exposed, mean duration):")
+        for (place, name), times in sorted(slots.items()):
+            print(f"    {place}: {sum(t[0] for t in times) / len(times):6.2f} us "
+                  f"({sum(t[1] for t in times) / len(times):6.2f})  {name}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", default="tinyllama")
@@ -68,6 +117,8 @@ def main() -> None:
     print(f"graph replay {replay_ms:.3f} ms; kernels alone {total / 1e3:.3f} ms; boundaries "
           f"{replay_ms - total / 1e3:.3f} ms ({(replay_ms * 1e3 - total) / kernels:.2f} us a "
           f"kernel); floor {floor_ms:.3f} ms ({100 * floor_ms / replay_ms:.0f}% reached)")
+
+    replay_timeline(graph, len(model.layers))
 
     # The same model behind tg.Generator: what a greedy step adds to the forward (argmax,
     # positions + 1, the history write), and the copies and syncs of its loop.

@@ -1,4 +1,6 @@
 
+import math
+
 import pytest
 import torch
 from hypothesis import given, settings
@@ -7,9 +9,16 @@ from hypothesis import strategies as st
 import tilegraph as tg
 import tilegraph.kernels.matmul as matmul_module
 from _shapes import DTYPES
+from tilegraph.kernels._gemm_tf32x3 import split_rows
 from tilegraph.kernels.linear import linear_ref
 from tilegraph.kernels.matmul import matmul_ref
-from tilegraph.testing import assert_close, assert_grad_close, poisoned, randn
+from tilegraph.testing import (
+    assert_close,
+    assert_grad_close,
+    max_token_error,
+    poisoned,
+    randn,
+)
 
 
 def _check(m, n, k, dtype, device, activation=None, lead=()):
@@ -106,6 +115,58 @@ def test_every_tma_candidate_is_correct(dtype, device, monkeypatch):
         check()
 
 
+def test_fp32_offers_3xtf32_only_where_torch_asks_for_exact_fp32(device, monkeypatch):
+    a, b = randn(40, 72, device=device), randn(72, 48, device=device)
+    exact = _offered(monkeypatch, lambda: tg.matmul(a, b))
+    assert any(c.get("DOT_PRECISION") == "tf32x3" for c in exact)
+    assert any(c.get("SPLIT_TF32") for c in exact)
+    assert not any(c.get("DOT_PRECISION") or c.get("SPLIT_TF32") for c in _offered(
+        monkeypatch, lambda: tg.matmul(a.bfloat16(), b.bfloat16())))  # bf16: nothing to split
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True  # (monkeypatch cannot set this one)
+    try:
+        fast = _offered(monkeypatch, lambda: tg.matmul(a, b))  # one tf32 product then
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+    assert not any(c.get("DOT_PRECISION") or c.get("SPLIT_TF32") for c in fast)
+
+
+def test_tf32_split_is_exact_and_keeps_extremes(device):
+    """hi + lo == x exactly, hi has tf32's 10 mantissa bits, |lo| <= 2^-11 |x| (rounded to
+    nearest); values that would round up past fp32's largest are truncated instead (lo
+    finite), infinities keep lo = 0, subnormals below tf32's step stay whole in lo."""
+    x = torch.cat([randn(300, device=device) * 1e3, torch.tensor(
+        [3.4028235e38, -3.4e38, math.inf, -math.inf, 1e-45, 0.0, -0.0], device=device)])
+    hi, lo = split_rows(x[None, :])
+    assert torch.equal(hi + lo, x[None, :])
+    assert not (hi.view(torch.int32) & 0x1FFF).any()
+    assert (lo[0, :300].abs() <= 2.0 ** -11 * x[:300].abs()).all()
+    assert torch.isfinite(hi[0, :2]).all() and (lo[0, 2:4] == 0).all()
+    nan_hi, nan_lo = split_rows(torch.full((1, 1), math.nan, device=device))
+    assert nan_hi.isnan().all() and nan_lo.isnan().all()
+
+
+@pytest.mark.gpu
+def test_3xtf32_is_as_accurate_as_cublas_exact_fp32(monkeypatch):
+    """Per-row error against float64 over a long sum with rows and columns of magnitudes
+    spread over six decades: 3xTF32, in the loop or over operands split first, keeps fp32's
+    accuracy (within 4x of cuBLAS's SGEMM; it was below it in research/probe_split_tf32.py)."""
+    rows, k, n = 256, 4096, 192
+    spread = lambda *shape: 10 ** (6 * torch.rand(*shape) - 3)  # noqa: E731
+    a = (randn(rows, k) * spread(rows, 1) * spread(1, k)).cuda()
+    b = randn(k, n, scale=k ** -0.5).cuda()
+    ref = a.double() @ b.double()
+    cublas = max_token_error(a @ b, ref)
+    configs = [c for c in _offered(monkeypatch, lambda: tg.matmul(a, b))
+               if c.get("DOT_PRECISION") == "tf32x3" or c.get("SPLIT_TF32")]
+    assert configs
+    for config in configs:
+        _force(monkeypatch, config)
+        error = max_token_error(tg.matmul(a, b, out=poisoned((rows, n), torch.float32, "cuda")),
+                                ref)
+        assert error <= 4 * max(cublas, 1e-7), (config, error, cublas)
+
+
 FUSED = [  # (bias, norm, activation, residual) of tg.linear's many-row path
     (True, True, "gelu_tanh", True), (False, True, None, True), (True, False, "relu", False),
     (False, False, "swiglu", True),
@@ -131,13 +192,15 @@ def test_every_way_of_a_fused_product_is_correct(fused, dtype, device, monkeypat
     ref = linear_ref(d(x), d(w), d(b), norm_weight=d(g), activation=activation, residual=d(r))
     forward = lambda: tg.linear(x, w, b, norm_weight=g, activation=activation,  # noqa: E731
                                 residual=r, out=poisoned(ref.shape, dtype, device))
-    kinds = {"pointer": None, "tma": None, "cublas": matmul_module._CUBLAS,
+    kinds = {"pointer": None, "tma": None, "split tf32": None, "cublas": matmul_module._CUBLAS,
              "cublas, bias in the pass": matmul_module._CUBLAS_BIAS_IN_PASS if bias else None}
     for config in _offered(monkeypatch, forward):
-        kind = "tma" if config.get("TMA") else "cublas" if config.get("CUBLAS") else "pointer"
+        kind = ("tma" if config.get("TMA") else "cublas" if config.get("CUBLAS")
+                else "split tf32" if config.get("SPLIT_TF32") else "pointer")
         kinds[kind] = kinds[kind] or config
     tma_expected = activation != "swiglu" and matmul_module._tma_ready(x)
     assert (kinds["tma"] is not None) == tma_expected
+    assert (kinds["split tf32"] is not None) == (dtype == torch.float32)
     for kind, config in kinds.items():
         if config is None:
             continue

@@ -1,12 +1,13 @@
 """Tiled matrix product with grouped tile order, autotuned, and optional fused prologue
 (RMSNorm of A's rows) and epilogue (bias, activation, residual).
 
-tg.matmul uses the plain product; tg.linear's many-row path uses the fused one. Three ways
+tg.matmul uses the plain product; tg.linear's many-row path uses the fused one. Several ways
 compete in the tuner: tiles loaded through pointers (any strides, every prologue and
 epilogue fused), a persistent kernel fed by TMA (Hopper's tensor-memory copy engine; 16-bit,
 row-major A and C, B row-major or a row-major weight's transpose; every epilogue but swiglu),
-which one program an SM keeps busy across tiles, and cuBLAS followed by one element-wise
-pass. The last two run the norm first as a row pass of its own.
+which one program an SM keeps busy across tiles, cuBLAS followed by one element-wise pass,
+and for exact fp32 three tf32 products over operands split first (_gemm_tf32x3.py). The last
+three run the norm first as a row pass of its own.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from .._runtime import INTERPRET
-from ._activation import activation_code, activation_ref, apply_activation, swiglu_pairs
+from ._activation import activation_code, activation_ref, apply_activation
 from ._checks import (
     check_like,
     check_no_out_for_grad,
@@ -29,23 +30,12 @@ from ._checks import (
     wants_grad,
 )
 from ._cublas_epilogue import cublas_fused
+from ._gemm_tf32x3 import launch_gemm_tf32x3
+from ._gemm_tiles import store_tile, tile_position
 from ._launch import is_hopper_or_newer, sm_count
 from ._ops import custom_op
 from .autotune import RotatedCopies, Tuner
 from .rms_norm import rms_norm_rows
-
-
-@triton.jit
-def _tile_position(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
-    """(pid_m, pid_n) of output tile number `tile` in grouped order: GROUP_M tile rows walk
-    the tile columns together, so the A rows and B columns they share are still in L2 when
-    the neighbours need them."""
-    tiles_per_group = GROUP_M * num_pid_n
-    first_pid_m = (tile // tiles_per_group) * GROUP_M
-    group_rows = tl.minimum(num_pid_m - first_pid_m, GROUP_M)
-    pid_m = first_pid_m + (tile % tiles_per_group) % group_rows
-    pid_n = (tile % tiles_per_group) // group_rows
-    return pid_m, pid_n
 
 
 @triton.jit
@@ -67,7 +57,7 @@ def _gemm_kernel(c_ptr, stride_cm, stride_cn,
     columns (2j, 2j + 1) of the product: C has N // 2 columns. STORE_PREACT also writes the
     (M, N) value before the activation to preact, for the backward pass.
     """
-    pid_m, pid_n = _tile_position(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N),
+    pid_m, pid_n = tile_position(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N),
                                   GROUP_M)
 
     row0 = pid_m * BLOCK_M
@@ -105,35 +95,11 @@ def _gemm_kernel(c_ptr, stride_cm, stride_cn,
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
 
-    offs_m = row0 + tl.arange(0, BLOCK_M)
-    offs_n = col0 + tl.arange(0, BLOCK_N)
     if HAS_NORM:
         acc = acc * rstd[:, None]
-    if HAS_BIAS:
-        acc += tl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)[None, :]
-    local_m = tl.arange(0, BLOCK_M)[:, None]
-    if STORE_PREACT:
-        preact_ptrs = (preact_ptr + row0.to(tl.int64) * stride_pm + col0 * stride_pn
-                       + local_m * stride_pm + tl.arange(0, BLOCK_N)[None, :] * stride_pn)
-        tl.store(preact_ptrs, acc.to(preact_ptr.dtype.element_ty),
-                 mask=(offs_m < M)[:, None] & (offs_n < N)[None, :])
-    if ACTIVATION == "swiglu":
-        acc, local_n = swiglu_pairs(acc, tl.arange(0, BLOCK_N), BLOCK_M, BLOCK_N)
-        col0 = col0 // 2
-        c_mask = (offs_m < M)[:, None] & (col0 + local_n < N // 2)[None, :]
-        local_n = local_n[None, :]
-    else:
-        acc = apply_activation(acc, ACTIVATION)
-        c_mask = (offs_m < M)[:, None] & (offs_n < N)[None, :]
-        local_n = tl.arange(0, BLOCK_N)[None, :]
-    tile0 = row0.to(tl.int64)
-    if HAS_RESIDUAL:
-        res_ptrs = (res_ptr + tile0 * stride_rm + col0 * stride_rn
-                    + local_m * stride_rm + local_n * stride_rn)
-        acc += tl.load(res_ptrs, mask=c_mask, other=0.0).to(tl.float32)
-    c_ptrs = (c_ptr + tile0 * stride_cm + col0 * stride_cn
-              + local_m * stride_cm + local_n * stride_cn)
-    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
+    store_tile(acc, row0, col0, M, N, c_ptr, stride_cm, stride_cn, bias_ptr, res_ptr,
+               stride_rm, stride_rn, preact_ptr, stride_pm, stride_pn, HAS_BIAS,
+               HAS_RESIDUAL, STORE_PREACT, ACTIVATION, BLOCK_M, BLOCK_N)
 
 
 @triton.jit
@@ -161,7 +127,7 @@ def _gemm_tma_kernel(c_desc, a_desc, b_desc, bias_ptr, res_ptr, stride_rm, strid
     num_pid_n = tl.cdiv(N, BLOCK_N)
     k_tiles = tl.cdiv(K, BLOCK_K)
     for tile in tl.range(tl.program_id(0), num_pid_m * num_pid_n, num_programs, flatten=True):
-        pid_m, pid_n = _tile_position(tile, num_pid_m, num_pid_n, GROUP_M)
+        pid_m, pid_n = tile_position(tile, num_pid_m, num_pid_n, GROUP_M)
         row0 = pid_m * BLOCK_M
         col0 = pid_n * BLOCK_N
         acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
@@ -211,6 +177,18 @@ _CONFIGS_FP32 = [
     _config(128, 128, 32, 8, 3), _config(128, 64, 32, 4, 4), _config(64, 128, 32, 4, 4),
     _config(64, 64, 32, 4, 4), _config(32, 64, 32, 4, 4), _config(16, 64, 32, 4, 4),
 ]
+# Exact fp32 on the tensor cores: each operand split into a tf32 value and its remainder,
+# three tf32 products (CUTLASS's 3xTF32), inside the loop (Triton's tf32x3) or split first by
+# a pass of their own (SPLIT_TF32). Against float64 both erred less than cuBLAS's SGEMM on an
+# H100 (notes/training.md, session 25), where Triton's exact dot has no tensor cores. Offered
+# only where torch's own switch asks for exact fp32 (with TF32 allowed, one tf32 product).
+_CONFIGS_FP32_TF32X3 = [{**c, "DOT_PRECISION": "tf32x3"} for c in (
+    _config(128, 128, 32, 8, 3), _config(128, 256, 32, 8, 3), _config(128, 64, 32, 4, 4),
+    _config(64, 128, 32, 4, 4), _config(64, 64, 32, 4, 4), _config(16, 64, 32, 4, 4),
+)] + [{**c, "SPLIT_TF32": True} for c in (  # the same, operands split first (_gemm_tf32x3.py)
+    _config(128, 128, 32, 8, 3), _config(128, 64, 32, 4, 4), _config(64, 128, 32, 4, 4),
+    _config(64, 64, 32, 4, 4), _config(128, 128, 32, 8, 2),
+)]
 # Persistent TMA candidates; their epilogue also stages the output tile in shared memory.
 # Each takes more than half an SM's shared memory, so no SM ever runs two of the one-an-SM
 # programs (two on one SM would double that SM's share of the tiles).
@@ -230,8 +208,8 @@ _CUBLAS = {"CUBLAS": True}
 _CUBLAS_BIAS_IN_PASS = {"CUBLAS": True, "BIAS_IN_PASS": True}
 # "-cold": timed over operands rotated past L2 (caches of the warm timing before it are
 # left aside, not reused).
-_tuner = Tuner("gemm-cold", _CONFIGS_16BIT + _CONFIGS_FP32 + _CONFIGS_TMA
-               + [_CUBLAS, _CUBLAS_BIAS_IN_PASS])
+_tuner = Tuner("gemm-cold", _CONFIGS_16BIT + _CONFIGS_FP32 + _CONFIGS_FP32_TF32X3
+               + _CONFIGS_TMA + [_CUBLAS, _CUBLAS_BIAS_IN_PASS])
 _SMEM_BUDGET = 200 * 1024  # bytes; Hopper allows 227 KB per block, Ampere 163 KB
 _SMEM_BUDGET_TMA = 220 * 1024  # TMA kernels run on Hopper on only
 
@@ -250,19 +228,23 @@ def _tma_ready(*tensors: torch.Tensor) -> bool:
 def _candidates(M: int, N: int, K: int, dtype: torch.dtype, tma: bool = False) -> list[dict]:
     # A fresh list each call (the launcher appends to it) over a cached filter: the launcher
     # asks on every product, tuned or not.
-    return list(_fitting_configs(triton.next_power_of_2(M), N, K, dtype, tma))
+    return list(_fitting_configs(triton.next_power_of_2(M), N, K, dtype, tma,
+                                 _dot_precision(dtype)))
 
 
 @functools.cache
-def _fitting_configs(m_pow2: int, N: int, K: int, dtype: torch.dtype,
-                     tma: bool) -> tuple[dict, ...]:
+def _fitting_configs(m_pow2: int, N: int, K: int, dtype: torch.dtype, tma: bool,
+                     precision: str) -> tuple[dict, ...]:
     pool = _CONFIGS_FP32 if dtype == torch.float32 else _CONFIGS_16BIT
+    if dtype == torch.float32 and precision == "ieee":
+        pool = pool + _CONFIGS_FP32_TF32X3
     if tma:
         pool = pool + _CONFIGS_TMA
     size = dtype.itemsize
 
     def fits(c):
-        smem = c["num_stages"] * (c["BLOCK_M"] + c["BLOCK_N"]) * c["BLOCK_K"] * size
+        tiles = 2 if c.get("SPLIT_TF32") else 1   # hi and lo tiles of both operands
+        smem = c["num_stages"] * (c["BLOCK_M"] + c["BLOCK_N"]) * c["BLOCK_K"] * size * tiles
         if c.get("TMA"):
             smem += c["BLOCK_M"] * c["BLOCK_N"] * size
         return (smem <= (_SMEM_BUDGET_TMA if c.get("TMA") else _SMEM_BUDGET)
@@ -307,10 +289,11 @@ def launch_gemm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, norm_wei
     """out (M, N) = epilogue(prologue(a) (M, K) @ b (K, N)); any strides for a, b, residual;
     preact (M, N), where given, receives the value before the activation.
 
-    Three kinds of candidate compete, timed per shape, layout and fused parts: the pointer
-    kernel (every part fused, the norm included), the persistent TMA kernel (16-bit, Hopper;
-    the norm, where there is one, runs first as its own row pass) and cuBLAS with an
-    element-wise epilogue pass (_cublas_epilogue.py; the norm likewise first).
+    Kinds of candidate compete, timed per shape, layout and fused parts: the pointer kernel
+    (every part fused, the norm included), the persistent TMA kernel (16-bit, Hopper; the
+    norm, where there is one, runs first as its own row pass), cuBLAS with an element-wise
+    epilogue pass (_cublas_epilogue.py; the norm likewise first) and, for exact fp32,
+    three tf32 products over operands split first (_gemm_tf32x3.py; the norm likewise).
     """
     M, K = a.shape
     N = b.shape[1]
@@ -327,9 +310,12 @@ def launch_gemm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, norm_wei
 
     def run(config, operands, c, c_preact):
         a, b, norm_weight, bias, residual = operands
-        if config.get("CUBLAS") or config.get("TMA"):
+        if config.get("CUBLAS") or config.get("TMA") or config.get("SPLIT_TF32"):
             a_in = a if norm_weight is None else rms_norm_rows(a, norm_weight, eps)
-            if config.get("CUBLAS"):
+            if config.get("SPLIT_TF32"):
+                launch_gemm_tf32x3(a_in, b, c, config, bias=bias, activation=activation,
+                                   residual=residual, preact=c_preact)
+            elif config.get("CUBLAS"):
                 cublas_fused(a_in, b, c, bias=bias, activation=activation, residual=residual,
                              preact=c_preact, bias_in_pass=bool(config.get("BIAS_IN_PASS")))
             else:
@@ -340,13 +326,14 @@ def launch_gemm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, norm_wei
         grid = (triton.cdiv(M, config["BLOCK_M"]) * triton.cdiv(N, config["BLOCK_N"]),)
         _gemm_kernel[grid](c, c.stride(0), c.stride(1), a, a.stride(0), a.stride(1),
                            b, b.stride(0), b.stride(1), norm_weight, bias, residual,
-                           *res_strides, c_preact, *preact_strides, M, N, K, eps, **kernel_args,
-                           **config)
+                           *res_strides, c_preact, *preact_strides, M, N, K, eps,
+                           **{**kernel_args, **config})  # a config may set DOT_PRECISION
 
     operands = (a, b, norm_weight, bias, residual)
     # Operand layouts enter the key: a transposed operand changes which candidate wins.
     layout = "".join("t" if t.stride(1) != 1 else "n" for t in (a, b))
     key = (("gemm", triton.next_power_of_2(M), N, K, str(dtype), layout,
+            kernel_args["DOT_PRECISION"],
             _fused_parts(norm_weight, bias, activation, residual, preact))
            + (("tma",) if tma else ()))
     # Candidates write scratch outputs (out and preact stay untouched) and read copies of

@@ -1,0 +1,111 @@
+"""Exact-fp32 products on the tensor cores from operands split in memory: a GEMM candidate.
+
+Each fp32 operand is split once by a pass of its own into a tf32 part and the fp32
+remainder, x = x_hi + x_lo, both stored K-major (A as (M, K), B as B.T (N, K)) whatever the
+input's layout. The product then takes three tf32 products a tile, lo*hi + hi*lo + hi*hi (the
+lo*lo term lies below fp32's rounding), straight from shared memory as the tensor cores want
+them. Triton's own tf32x3 splits inside the loop and ran at about cuBLAS SGEMM's rate on an
+H100; split first, the products ran at 1.6-2.2x it (research/probe_split_tf32.py).
+
+Each tile's three products start from zero and are added to the fp32 accumulator on the
+CUDA cores: accumulated on the tensor cores across the whole K loop, the error grew with K
+(3e-5 at K = 4096, ten times cuBLAS's), since the tensor cores add inside an instruction with
+fewer bits than fp32; tile by tile it is below cuBLAS's (1.6-3.6e-7 against 4-9e-7).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ._gemm_tiles import store_tile, tile_position
+
+
+@triton.jit
+def _split_kernel(x_ptr, stride_xr, stride_xc, hi_ptr, lo_ptr, R, C,
+                  BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+    """hi = x rounded to tf32 (to nearest, ties away; truncated where rounding would
+    overflow), lo = x - hi (exact in fp32; 0 where x is infinite), both stored (R, C)
+    row-major from x (R, C) of any strides."""
+    rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    cols = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    mask = (rows < R)[:, None] & (cols < C)[None, :]
+    x = tl.load(x_ptr + rows.to(tl.int64)[:, None] * stride_xr + cols[None, :] * stride_xc,
+                mask=mask, other=0.0)
+    bits = x.to(tl.uint32, bitcast=True)
+    hi = ((bits + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)
+    overflowed = (tl.abs(hi) == float("inf")) & (tl.abs(x) != float("inf"))
+    hi = tl.where(overflowed, (bits & 0xFFFFE000).to(tl.float32, bitcast=True), hi)
+    lo = tl.where(tl.abs(hi) == float("inf"), 0.0, x - hi)   # inf - inf would be NaN
+    out = rows.to(tl.int64)[:, None] * C + cols[None, :]
+    tl.store(hi_ptr + out, hi, mask=mask)
+    tl.store(lo_ptr + out, lo, mask=mask)
+
+
+@triton.jit
+def _gemm_tf32x3_kernel(c_ptr, stride_cm, stride_cn, a_hi_ptr, a_lo_ptr, b_hi_ptr, b_lo_ptr,
+                        bias_ptr, res_ptr, stride_rm, stride_rn, preact_ptr, stride_pm,
+                        stride_pn, M, N, K,
+                        HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
+                        STORE_PREACT: tl.constexpr, ACTIVATION: tl.constexpr,
+                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                        GROUP_M: tl.constexpr):
+    """C = act(A @ B + bias) + residual in fp32 from A = a_hi + a_lo (M, K) and
+    B.T = b_hi + b_lo (N, K), all four row-major."""
+    pid_m, pid_n = tile_position(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N),
+                                 GROUP_M)
+    row0 = pid_m * BLOCK_M
+    col0 = pid_n * BLOCK_N
+    # Rows/cols past the edge wrap onto valid ones: loads need no mask, the store drops them.
+    offs_m = tl.arange(0, BLOCK_M) % (M - row0)
+    offs_n = tl.arange(0, BLOCK_N) % (N - col0)
+    offs_k = tl.arange(0, BLOCK_K)
+    a_offs = (row0 + offs_m).to(tl.int64)[:, None] * K + offs_k[None, :]
+    b_offs = (col0 + offs_n).to(tl.int64)[:, None] * K + offs_k[None, :]
+    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        k_mask = offs_k[None, :] < K - k0
+        a_hi = tl.load(a_hi_ptr + a_offs + k0, mask=k_mask, other=0.0)
+        a_lo = tl.load(a_lo_ptr + a_offs + k0, mask=k_mask, other=0.0)
+        b_hi = tl.load(b_hi_ptr + b_offs + k0, mask=k_mask, other=0.0)
+        b_lo = tl.load(b_lo_ptr + b_offs + k0, mask=k_mask, other=0.0)
+        # the small terms first; the tile's sum joins acc in fp32 (see the module docstring)
+        part = tl.dot(a_lo, tl.trans(b_hi), input_precision="tf32")
+        part = tl.dot(a_hi, tl.trans(b_lo), part, input_precision="tf32")
+        acc += tl.dot(a_hi, tl.trans(b_hi), part, input_precision="tf32")
+    store_tile(acc, row0, col0, M, N, c_ptr, stride_cm, stride_cn, bias_ptr, res_ptr,
+               stride_rm, stride_rn, preact_ptr, stride_pm, stride_pn, HAS_BIAS,
+               HAS_RESIDUAL, STORE_PREACT, ACTIVATION, BLOCK_M, BLOCK_N)
+
+
+def split_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(hi, lo) of the fp32 matrix x (R, C), any strides, each a fresh row-major (R, C)."""
+    R, C = x.shape
+    hi = torch.empty((R, C), dtype=torch.float32, device=x.device)
+    lo = torch.empty_like(hi)
+    grid = (triton.cdiv(R, 64), triton.cdiv(C, 64))
+    _split_kernel[grid](x, x.stride(0), x.stride(1), hi, lo, R, C, BLOCK_R=64, BLOCK_C=64,
+                        num_warps=4)
+    return hi, lo
+
+
+def launch_gemm_tf32x3(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, config: dict, *,
+                       bias=None, activation: str = "none", residual=None,
+                       preact=None) -> None:
+    """out (M, N) = act(a (M, K) @ b (K, N) + bias) + residual, fp32, any strides; config:
+    BLOCK_M/N/K, GROUP_M, num_warps, num_stages (other keys ignored)."""
+    M, K = a.shape
+    N = b.shape[1]
+    a_hi, a_lo = split_rows(a)
+    b_hi, b_lo = split_rows(b.t())   # B.T (N, K): K-major, as the tensor cores read it
+    meta = {key: config[key] for key in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M",
+                                         "num_warps", "num_stages")}
+    res_strides = residual.stride() if residual is not None else (0, 0)
+    preact_strides = preact.stride() if preact is not None else (0, 0)
+    grid = (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
+    _gemm_tf32x3_kernel[grid](
+        out, out.stride(0), out.stride(1), a_hi, a_lo, b_hi, b_lo, bias, residual,
+        *res_strides, preact, *preact_strides, M, N, K, HAS_BIAS=bias is not None,
+        HAS_RESIDUAL=residual is not None, STORE_PREACT=preact is not None,
+        ACTIVATION=activation, **meta)
