@@ -183,6 +183,27 @@ def test_one_graph_serves_every_length():
 
 
 @pytest.mark.gpu
+def test_lengths_written_by_the_kernel_just_before():
+    """The length read before griddepcontrol.wait is only a hint: written by the kernel just
+    before (inside the same graph), a stale one must not change the result."""
+    q, k, v = _case(3, 28, 4, 128, 1500, torch.bfloat16, "cuda")
+    base = torch.tensor([0, 700, 1499], device="cuda")
+    step = torch.zeros(3, dtype=torch.int64, device="cuda")
+    lengths = torch.empty(3, dtype=torch.int64, device="cuda")
+    out = torch.empty_like(q)
+
+    def attend():
+        torch.add(base, step, out=lengths)   # the kernel right before the attention
+        return tg.decode_attention(q, k, v, lengths, out=out)
+    graph = tg.capture(attend)
+    for shift in (1, 129, 64, 800, 1, 257, 0):
+        step.copy_(torch.tensor([shift, -shift // 2, 1 - shift]))
+        graph.replay()
+        ref = decode_attention_ref(q.double(), k.double(), v.double(), base + step)
+        assert_close(out, ref, torch.bfloat16, what=f"shift {shift}")
+
+
+@pytest.mark.gpu
 def test_tuning_records_a_checked_candidate(monkeypatch):
     monkeypatch.setattr(attention.tuned, "_memo", {})
     result = tune_attention(2, 8, 2, 64, 700, torch.bfloat16)
