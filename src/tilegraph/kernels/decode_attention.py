@@ -7,9 +7,9 @@ At batch 1 a decode step has one (sequence, kv head) pair per kv head: one progr
 would leave most SMs idle, so every pair's length is cut into up to SPLITS runs of whole
 tiles, one program a run, each with its own running max and sum (fp32). The split count is
 fixed at launch (a graph replays it at every length); each program reads its sequence's
-length on the device and takes every SPLITS-th tile, so long contexts and short ones alike
-spread over the grid; runs past a short sequence's tiles do nothing, a sequence of one run
-writes its output directly, and no position past a length counts. The q heads that
+length on the device and takes 1 / SPLITS of the tiles, so long contexts and short ones
+alike spread over the grid; runs past a short sequence's tiles do nothing, a sequence of
+one run writes its output directly, and no program reads past a length. The q heads that
 share a kv head ride in one tensor-core tile, so each key and value is read once. The last
 run of a pair to finish merges the runs' partial results in a fixed order (the result does
 not depend on which run finished last): one kernel, no second launch. The launch shape is
@@ -41,31 +41,52 @@ ASSUMED_SM_COUNT = 132  # the interpreter has no GPU to ask
 
 
 @triton.jit
-def _attend_tile(q, k, v, t0, length, m, denom, acc, qk_scale, BLOCK_T: tl.constexpr,
-                 DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr):
-    """One step of the online softmax: the tile of keys k and values v (BLOCK_T, BLOCK_D) at
-    positions t0.. (those below length count; at least one does) folded into (running max
-    m, sum denom, unnormalised output acc) of the query heads in q, scores in log2 units."""
-    t_mask = (t0 + tl.arange(0, BLOCK_T)) < length
-    if UPCAST_DOT:  # the interpreter mis-multiplies bf16 dots; fp32 is exact for them
-        k = k.to(tl.float32)
-        v = v.to(tl.float32)
-    scores = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale  # (BG, BT)
-    scores = tl.where(t_mask[None, :], scores, float("-inf"))
-    m_new = tl.maximum(m, tl.max(scores, axis=1))   # finite: the tile holds a position
-    alpha = tl.exp2(m - m_new)
-    p = tl.exp2(scores - m_new[:, None])
-    denom = denom * alpha + tl.sum(p, axis=1)
-    # p in the cache's dtype for the tensor cores, as flash attention and transformers'
-    # eager attention round the probabilities
-    acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
-    return m_new, denom, acc
+def _attend_run(q, k_ptrs, v_ptrs, d_mask, stride_cp, start, stop, qk_scale,
+                BLOCK_G: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr,
+                EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr):
+    """Online softmax over positions [start, stop): (running max m, sum denom, unnormalised
+    output acc) of the BLOCK_G query heads in q, scores in log2 units. k_ptrs, v_ptrs
+    (BLOCK_T, BLOCK_D) point at position 0; d_mask: the real head_dim columns (all of them
+    when EVEN_D)."""
+    offs_t = tl.arange(0, BLOCK_T)
+    m = tl.full([BLOCK_G], float("-inf"), tl.float32)
+    denom = tl.zeros([BLOCK_G], tl.float32)
+    acc = tl.zeros([BLOCK_G, BLOCK_D], tl.float32)
+    for t0 in range(start, stop, BLOCK_T):
+        t_mask = (t0 + offs_t) < stop
+        kv_mask = t_mask[:, None] if EVEN_D else t_mask[:, None] & d_mask[None, :]
+        k = tl.load(k_ptrs + t0 * stride_cp, mask=kv_mask, other=0.0)  # (BT, BD)
+        v = tl.load(v_ptrs + t0 * stride_cp, mask=kv_mask, other=0.0)
+        if UPCAST_DOT:  # the interpreter mis-multiplies bf16 dots; fp32 is exact for them
+            k = k.to(tl.float32)
+            v = v.to(tl.float32)
+        scores = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale  # (BG, BT)
+        scores = tl.where(t_mask[None, :], scores, float("-inf"))
+        # every tile holds at least one position below stop: m_new is finite
+        m_new = tl.maximum(m, tl.max(scores, axis=1))
+        alpha = tl.exp2(m - m_new)
+        p = tl.exp2(scores - m_new[:, None])
+        denom = denom * alpha + tl.sum(p, axis=1)
+        # p in the cache's dtype for the tensor cores, as flash attention and transformers'
+        # eager attention round the probabilities
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
+        m = m_new
+    return m, denom, acc
 
 
 @triton.jit
-def _length(lengths_ptr, b, max_seq):
-    """Sequence b's length clamped to [0, max_seq]."""
-    return tl.minimum(tl.maximum(tl.load(lengths_ptr + b).to(tl.int32), 0), max_seq)
+def _run_bounds(lengths_ptr, b, run, max_seq, SPLITS: tl.constexpr, BLOCK_T: tl.constexpr):
+    """Positions [start, stop) of run `run` of sequence b, its length clamped to [0,
+    max_seq]: runs of 1 / SPLITS of its tiles of BLOCK_T positions; and how many runs the
+    sequence uses (fewer than SPLITS when it has fewer tiles; at least one, which writes
+    zeros for a length of 0)."""
+    length = tl.minimum(tl.maximum(tl.load(lengths_ptr + b).to(tl.int32), 0), max_seq)
+    tiles = tl.cdiv(length, BLOCK_T)
+    run_tiles = tl.cdiv(tiles, SPLITS)
+    start = run * run_tiles * BLOCK_T
+    stop = tl.minimum(length, start + run_tiles * BLOCK_T)
+    used = tl.maximum(tl.cdiv(tiles, run_tiles), 1)
+    return start, stop, used
 
 
 @triton.jit
@@ -97,71 +118,45 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
                              BLOCK_D: tl.constexpr, BLOCK_SPLITS: tl.constexpr,
                              ROW_LINES: tl.constexpr, LINE_ELEMENTS: tl.constexpr):
     """Program (b * KV + kv head, run): o_h = sum_t softmax_t(q_h . k_t * scale) v_t for the
-    GROUP q heads h of that kv head, over the tiles run, run + SPLITS, run + 2 SPLITS, ...
-    of BLOCK_T positions of the sequence's first lengths[b] positions (clamped to [0,
-    max_seq]); a length of 0 gives zeros.
+    GROUP q heads h of that kv head, over run `run` of the sequence's first lengths[b]
+    positions (clamped to [0, max_seq]); a length of 0 gives zeros.
 
-    A run's first tile does not depend on the length, so its keys and values are loaded
-    together with the length and q, in one round trip after griddepcontrol.wait (a length
-    read before the wait, possibly stale, only decides whether to issue that load early and
-    what to prefetch into L2 while the kernel before finishes). A sequence that fits one run
-    is written by that run directly. Otherwise each run leaves (m, denom, acc) of its GROUP
-    heads in the workspace (_split_workspace.py) and counts itself in; the last to arrive
-    merges them (_merge_runs). Runs past the sequence's length do nothing.
+    A sequence that fits one run is written by that run directly. Otherwise each run leaves
+    (m, denom, acc) of its GROUP heads in the workspace (_split_workspace.py) and counts
+    itself in; the last to arrive merges them (_merge_runs). Runs past the sequence's
+    length do nothing.
     """
     pair = tl.program_id(0)
     run = tl.program_id(1)
     b = pair // N_KV_HEADS
     kv_head = pair % N_KV_HEADS
     kv_base = b.to(tl.int64) * stride_cb + kv_head * stride_ch
-    first = run * BLOCK_T
     if PDL:
-        hint = _length(lengths_ptr, b, max_seq)   # may be stale: decides loads, not results
-        if first < hint:  # while the kernel before finishes: the first tile into L2
-            _prefetch_tile(k_ptr + kv_base, stride_cp, first, hint, HEAD_DIM, BLOCK_T,
-                           ROW_LINES, LINE_ELEMENTS)
-            _prefetch_tile(v_ptr + kv_base, stride_cp, first, hint, HEAD_DIM, BLOCK_T,
-                           ROW_LINES, LINE_ELEMENTS)
+        # While the kernel before finishes: the run's first keys and values into L2. Only a
+        # hint (L2 is coherent, so a line written after this is read fresh below); lengths
+        # read this early may be stale, which would only fetch other lines.
+        start, stop, _ = _run_bounds(lengths_ptr, b, run, max_seq, SPLITS, BLOCK_T)
+        _prefetch_tile(k_ptr + kv_base, stride_cp, start, stop, HEAD_DIM, BLOCK_T, ROW_LINES,
+                       LINE_ELEMENTS)
+        _prefetch_tile(v_ptr + kv_base, stride_cp, start, stop, HEAD_DIM, BLOCK_T, ROW_LINES,
+                       LINE_ELEMENTS)
         tl.extra.cuda.gdc_wait()               # q and this layer's cache writes are final
         tl.extra.cuda.gdc_launch_dependents()  # the next kernel may prefetch its weights
-        length = _length(lengths_ptr, b, max_seq)
-    else:
-        length = _length(lengths_ptr, b, max_seq)
-        hint = length
-    offs_g = tl.arange(0, BLOCK_G)
-    offs_d = tl.arange(0, BLOCK_D)
-    offs_t = tl.arange(0, BLOCK_T)
-    g_mask = offs_g < GROUP
-    d_mask = offs_d < HEAD_DIM
-    heads = kv_head * GROUP + offs_g
-    q = tl.load(q_ptr + b.to(tl.int64) * stride_qb + heads[:, None] * stride_qh
-                + offs_d[None, :], mask=g_mask[:, None] & d_mask[None, :], other=0.0)
-    if UPCAST_DOT:
-        q = q.to(tl.float32)
-    kv_ptrs = kv_base + offs_t[:, None] * stride_cp + offs_d[None, :]
-    loaded_to = tl.where(first < hint, max_seq, 0)   # nothing, past the (hinted) length
-    tile_mask = (first + offs_t < loaded_to)[:, None] & d_mask[None, :]
-    k = tl.load(k_ptr + kv_ptrs + first * stride_cp, mask=tile_mask, other=0.0)
-    v = tl.load(v_ptr + kv_ptrs + first * stride_cp, mask=tile_mask, other=0.0)
-
-    used = tl.maximum(tl.minimum(tl.cdiv(length, BLOCK_T), SPLITS), 1)
+    start, stop, used = _run_bounds(lengths_ptr, b, run, max_seq, SPLITS, BLOCK_T)
     if run < used:
-        m = tl.full([BLOCK_G], float("-inf"), tl.float32)
-        denom = tl.zeros([BLOCK_G], tl.float32)
-        acc = tl.zeros([BLOCK_G, BLOCK_D], tl.float32)
-        if first < length:   # false only for a length of 0: zeros
-            if first >= hint:  # the hint was stale: the first tile was not loaded
-                late_mask = (first + offs_t < max_seq)[:, None] & d_mask[None, :]
-                k = tl.load(k_ptr + kv_ptrs + first * stride_cp, mask=late_mask, other=0.0)
-                v = tl.load(v_ptr + kv_ptrs + first * stride_cp, mask=late_mask, other=0.0)
-            m, denom, acc = _attend_tile(q, k, v, first, length, m, denom, acc, qk_scale,
-                                         BLOCK_T, DOT_PRECISION, UPCAST_DOT)
-        for t0 in range(first + SPLITS * BLOCK_T, length, SPLITS * BLOCK_T):
-            kv_mask = (t0 + offs_t < length)[:, None] & d_mask[None, :]
-            k = tl.load(k_ptr + kv_ptrs + t0 * stride_cp, mask=kv_mask, other=0.0)
-            v = tl.load(v_ptr + kv_ptrs + t0 * stride_cp, mask=kv_mask, other=0.0)
-            m, denom, acc = _attend_tile(q, k, v, t0, length, m, denom, acc, qk_scale,
-                                         BLOCK_T, DOT_PRECISION, UPCAST_DOT)
+        offs_g = tl.arange(0, BLOCK_G)
+        offs_d = tl.arange(0, BLOCK_D)
+        g_mask = offs_g < GROUP
+        d_mask = offs_d < HEAD_DIM
+        heads = kv_head * GROUP + offs_g
+        q = tl.load(q_ptr + b.to(tl.int64) * stride_qb + heads[:, None] * stride_qh
+                    + offs_d[None, :], mask=g_mask[:, None] & d_mask[None, :], other=0.0)
+        if UPCAST_DOT:
+            q = q.to(tl.float32)
+        kv_offsets = kv_base + tl.arange(0, BLOCK_T)[:, None] * stride_cp + offs_d[None, :]
+        m, denom, acc = _attend_run(q, k_ptr + kv_offsets, v_ptr + kv_offsets, d_mask,
+                                    stride_cp, start, stop, qk_scale, BLOCK_G, BLOCK_T,
+                                    BLOCK_D, HEAD_DIM == BLOCK_D, DOT_PRECISION, UPCAST_DOT)
         if used == 1:
             out_ptrs = (out_ptr + b.to(tl.int64) * stride_ob + heads[:, None] * stride_oh
                         + offs_d[None, :])
