@@ -1,5 +1,6 @@
-"""fp32 products on the tensor cores: does 3xTF32 (Triton's input_precision="tf32x3") keep
-fp32's accuracy, and how much faster than cuBLAS's exact SGEMM and Triton's exact dot is it?
+"""fp32 products on the tensor cores: does 3xTF32 (Triton's input_precision="tf32x3" in the
+loop, or over operands split first) keep fp32's accuracy, and how much faster than cuBLAS's
+exact SGEMM and Triton's exact dot is it?
 For each shape: the GEMM tuner's timing of every candidate (operands rotated past L2, graph
 replays), best of each kind, and each kind's relative error against float64.
 
@@ -19,6 +20,8 @@ SHAPES = [(512, 4096, 1024), (512, 1024, 4096), (1024, 4096, 512), (4096, 1024, 
 def kind(config: dict) -> str:
     if config.get("CUBLAS"):
         return "cublas+pass" if config.get("BIAS_IN_PASS") else "cublas"
+    if config.get("SPLIT_TF32"):
+        return "split"   # 3xTF32 over operands split first (kernels/_gemm_tf32x3.py)
     return config.get("DOT_PRECISION", "ieee")
 
 
