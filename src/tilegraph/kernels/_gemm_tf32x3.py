@@ -5,12 +5,13 @@ remainder, x = x_hi + x_lo, both stored K-major (A as (M, K), B as B.T (N, K)) w
 input's layout. The product then takes three tf32 products a tile, lo*hi + hi*lo + hi*hi (the
 lo*lo term lies below fp32's rounding), straight from shared memory as the tensor cores want
 them. Triton's own tf32x3 splits inside the loop and ran at about cuBLAS SGEMM's rate on an
-H100; split first, the products ran at 1.6-2.2x it (research/probe_split_tf32.py).
+H100; split first, the products alone ran at 1.6-2.2x it, 1.0-1.7x with the split passes
+(research/probe_split_tf32.py, research/probe_fp32_gemm.py).
 
 Each tile's three products start from zero and are added to the fp32 accumulator on the
 CUDA cores: accumulated on the tensor cores across the whole K loop, the error grew with K
-(3e-5 at K = 4096, ten times cuBLAS's), since the tensor cores add inside an instruction with
-fewer bits than fp32; tile by tile it is below cuBLAS's (1.6-3.6e-7 against 4-9e-7).
+(3e-5 at K = 4096, 60 times cuBLAS's), since the tensor cores add inside an instruction with
+fewer bits than fp32; tile by tile it is below cuBLAS's (1.5-3.6e-7 against 4-11e-7).
 """
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ def _gemm_kernel(c_ptr, stride_cm, stride_cn,
     (M, N) value before the activation to preact, for the backward pass.
     """
     pid_m, pid_n = tile_position(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N),
-                                  GROUP_M)
+                                 GROUP_M)
 
     row0 = pid_m * BLOCK_M
     col0 = pid_n * BLOCK_N
@@ -178,10 +178,11 @@ _CONFIGS_FP32 = [
     _config(64, 64, 32, 4, 4), _config(32, 64, 32, 4, 4), _config(16, 64, 32, 4, 4),
 ]
 # Exact fp32 on the tensor cores: each operand split into a tf32 value and its remainder,
-# three tf32 products (CUTLASS's 3xTF32), inside the loop (Triton's tf32x3) or split first by
-# a pass of their own (SPLIT_TF32). Against float64 both erred less than cuBLAS's SGEMM on an
-# H100 (notes/training.md, session 25), where Triton's exact dot has no tensor cores. Offered
-# only where torch's own switch asks for exact fp32 (with TF32 allowed, one tf32 product).
+# three tf32 products (CUTLASS's 3xTF32), inside the loop (Triton's tf32x3: about SGEMM's
+# speed) or split first by a pass of their own (SPLIT_TF32: up to 1.7x SGEMM at the training
+# step's products). Against float64 both erred less than cuBLAS's SGEMM on an H100
+# (notes/training.md, session 25), where Triton's exact dot has no tensor cores. Offered only
+# where torch's own switch asks for exact fp32 (with TF32 allowed, one tf32 product).
 _CONFIGS_FP32_TF32X3 = [{**c, "DOT_PRECISION": "tf32x3"} for c in (
     _config(128, 128, 32, 8, 3), _config(128, 256, 32, 8, 3), _config(128, 64, 32, 4, 4),
     _config(64, 128, 32, 4, 4), _config(64, 64, 32, 4, 4), _config(16, 64, 32, 4, 4),
