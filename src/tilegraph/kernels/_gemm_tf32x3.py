@@ -5,7 +5,8 @@ remainder, x = x_hi + x_lo, both stored K-major (A as (M, K), B as B.T (N, K)) w
 input's layout. The product then takes three tf32 products a tile, lo*hi + hi*lo + hi*hi (the
 lo*lo term lies below fp32's rounding), straight from shared memory as the tensor cores want
 them. Triton's own tf32x3 splits inside the loop and ran at about cuBLAS SGEMM's rate on an
-H100; split first, the products alone ran at 1.6-2.2x it, 1.0-1.7x with the split passes
+H100; split first, the products alone ran at 1.6-2.4x it at six of seven shapes (0.6x at
+777 x 1536 x 2345), 1.0-1.7x with the split passes where the tuner picked them
 (research/probe_split_tf32.py, research/probe_fp32_gemm.py).
 
 Each tile's three products start from zero and are added to the fp32 accumulator on the
