@@ -20,6 +20,8 @@ SHAPES = [(512, 4096, 1024), (512, 1024, 4096), (1024, 4096, 512), (4096, 1024, 
 def kind(config: dict) -> str:
     if config.get("CUBLAS"):
         return "cublas+pass" if config.get("BIAS_IN_PASS") else "cublas"
+    if config.get("SPLIT_TF32") and config.get("SPLIT_K"):
+        return "split-k"  # the same, the sum over K split between programs
     if config.get("SPLIT_TF32"):
         return "split"   # 3xTF32 over operands split first (kernels/_gemm_tf32x3.py)
     return config.get("DOT_PRECISION", "ieee")

@@ -1,5 +1,6 @@
 """Where a training step's GPU time goes: kernels of the MLP stack's step (models/mlp.py,
-AdamW fused), tilegraph's path against plain PyTorch's, from torch.profiler.
+AdamW fused), tilegraph's path against plain PyTorch's, from torch.profiler; then the same
+step captured by tg.TrainStep (replays profiled) and the GEMM tuner's choice per product.
 
     PYTHONPATH=src python3 research/profile_train_step.py --dtype bf16 --tokens 4096
 """
@@ -10,6 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
+import tilegraph as tg
+from tilegraph.kernels import autotune
 from tilegraph.models.mlp import MLPStack
 
 
@@ -45,6 +48,21 @@ def main() -> None:
               "3 steps ==")
         print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=32,
                                         max_name_column_width=70))
+        if not fused:
+            continue
+        train_step = tg.TrainStep(model, optimizer, F.mse_loss, (x, y))
+        for _ in range(3):
+            train_step(x, y)
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(3):
+                train_step(x, y)
+            torch.cuda.synchronize()
+        print(f"\n== tg.TrainStep {args.dtype} {args.tokens} tokens, 3 replays ==")
+        print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=16,
+                                        max_name_column_width=70))
+        for key, config in autotune.choices().get("gemm-cold", {}).items():
+            print(key, config)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import triton
 
 from tilegraph import CaptureError
 from tilegraph._runtime import device_name
+from tilegraph.kernels import autotune
 from tilegraph.kernels.autotune import Tuner, cache_dir
 
 CONFIGS = [{"BLOCK": 64, "num_warps": 4}, {"BLOCK": 128, "num_warps": 4}]
@@ -91,3 +92,17 @@ def test_choices_report_every_tuners_picks(tmp_path, monkeypatch):
     tuner.path.write_text(json.dumps({repr((5, 6)): CONFIGS[1]}))  # tuned by another process
     assert tuner.pick((5, 6), lambda config: None) == CONFIGS[1]
     assert choices()["reported_kernel"] == {repr((5, 6)): CONFIGS[1]}
+
+
+@pytest.mark.gpu
+def test_graph_timing_gives_kernels_their_per_stream_scratch():
+    """The tuner captures on a stream where the candidate has already run outside capture,
+    so a split-K candidate finds its workspace and is timed split, as it will run."""
+    from tilegraph.kernels._split_workspace import split_workspace
+    found, x = [], torch.zeros(8, device="cuda")
+
+    def candidate():
+        found.append(split_workspace(x.device, 1 << 20, 64) is not None)
+        x.add_(1)
+    assert autotune._graph_replay_ms(candidate, rep_ms=0.05) > 0
+    assert len(found) >= 3 and all(found)

@@ -113,6 +113,19 @@ def test_bench_stack_grid_checks_and_saves(tmp_path):
     assert (out / "stack-grid.md").stat().st_size > 0
 
 
+def test_bench_train_takes_width_layers_and_variants(tmp_path):
+    """Shapes off the issue's list are one flag away; only the named variants run."""
+    out = tmp_path / "train"
+    result = tilegraph("bench", "train", "--dtype", "fp32", "--rows", "24", "--widths", "40",
+                       "--layers", "1", "--variants", "eager,tilegraph TrainStep",
+                       "--out", str(out), "--format", "json", tmp_path=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = json.loads((out / "train.json").read_text())["results"]
+    assert [(r["d"], r["layers"], r["tokens"], r["variant"]) for r in rows] == [
+        (40, 1, 24, "eager"), (40, 1, 24, "tilegraph TrainStep")]
+    assert all(r["status"] == "ok" for r in rows), rows
+
+
 def test_bench_variants_and_format_filter(tmp_path):
     result = tilegraph("bench", "softmax", "--sizes", "100", "--variants", "tilegraph",
                        "--out", str(tmp_path), "--format", "csv", tmp_path=tmp_path)
@@ -287,7 +300,8 @@ def test_nothing_to_run_exits_2(args, tmp_path):
     ["bench", "decode-grid", "gelu"], ["bench", "decode-grid", "--sizes", "4096"],
     ["bench", "gelu", "--rows", "2"], ["bench", "decode-grid", "--rows", "0"],
     ["bench", "stack-grid", "decode-grid"], ["bench", "decode-grid", "--widths", "512"],
-    ["bench", "stack-grid", "--widths", "0"],
+    ["bench", "stack-grid", "--widths", "0"], ["bench", "gelu", "--layers", "2"],
+    ["bench", "train", "--variants", "eager,nosuch"], ["bench", "train", "--layers", "0"],
     ["demo", "--model", "nosuch"], ["generate"], ["generate", "--model", "x", "--prompt-ids", "a"],
     ["bench", "gelu", "--sizes", ""], ["bench", "gelu", "--variants", ","],
 ])

@@ -146,6 +146,35 @@ def test_tf32_split_is_exact_and_keeps_extremes(device):
     assert nan_hi.isnan().all() and nan_lo.isnan().all()
 
 
+@pytest.mark.parametrize("split", [2, 3, 5])
+def test_split_k_is_correct_and_reproducible(split, device, monkeypatch):
+    """3xTF32 split over K, forced: tiles past both edges, K in uneven splits (200 = 7 steps
+    of 32; 5 splits round to 4 of 2 steps), a fused epilogue; the last of a tile's programs
+    adds the partials in split order, so two calls give the same bits, and the second is
+    right too (counters left at zero)."""
+    m, n, k = 150, 136, 200
+    config = {**matmul_module._config(128, 64, 32, 4, 4), "SPLIT_TF32": True, "SPLIT_K": split}
+    _force(monkeypatch, config)
+    a = randn(m, k, device=device)
+    b = randn(k, n, device=device, scale=k**-0.5)
+    ref = matmul_ref(a.double(), b.double(), activation="gelu")
+    first, second = (tg.matmul(a, b, activation="gelu", out=poisoned((m, n), torch.float32,
+                                                                     device)) for _ in range(2))
+    assert_close(first, ref, torch.float32)
+    assert torch.equal(first, second)
+
+
+def test_split_k_is_offered_only_where_tiles_leave_sms_idle():
+    fitting = matmul_module._fitting_configs
+    splits = lambda m, n, k: {c.get("SPLIT_K", 1) for c in fitting(  # noqa: E731
+        m, n, k, torch.float32, False, "ieee", 132)}
+    assert splits(512, 1024, 4096) == {1, 2, 3, 4}   # 32 tiles of 128 x 128
+    assert splits(512, 1024, 64) == {1, 2}           # two K steps: at most two splits
+    assert splits(4096, 4096, 4096) == {1}           # 1024 tiles
+    assert all(c.get("SPLIT_K", 1) == 1 for c in fitting(512, 1024, 4096, torch.bfloat16,
+                                                         False, "tf32", 132))
+
+
 @pytest.mark.gpu
 def test_3xtf32_is_as_accurate_as_cublas_exact_fp32(monkeypatch):
     """Per-row error against float64 over a long sum with rows and columns of magnitudes
@@ -192,15 +221,18 @@ def test_every_way_of_a_fused_product_is_correct(fused, dtype, device, monkeypat
     ref = linear_ref(d(x), d(w), d(b), norm_weight=d(g), activation=activation, residual=d(r))
     forward = lambda: tg.linear(x, w, b, norm_weight=g, activation=activation,  # noqa: E731
                                 residual=r, out=poisoned(ref.shape, dtype, device))
-    kinds = {"pointer": None, "tma": None, "split tf32": None, "cublas": matmul_module._CUBLAS,
+    kinds = {"pointer": None, "tma": None, "split tf32": None, "split tf32, split K": None,
+             "cublas": matmul_module._CUBLAS,
              "cublas, bias in the pass": matmul_module._CUBLAS_BIAS_IN_PASS if bias else None}
     for config in _offered(monkeypatch, forward):
         kind = ("tma" if config.get("TMA") else "cublas" if config.get("CUBLAS")
+                else "split tf32, split K" if config.get("SPLIT_K")
                 else "split tf32" if config.get("SPLIT_TF32") else "pointer")
         kinds[kind] = kinds[kind] or config
     tma_expected = activation != "swiglu" and matmul_module._tma_ready(x)
     assert (kinds["tma"] is not None) == tma_expected
     assert (kinds["split tf32"] is not None) == (dtype == torch.float32)
+    assert (kinds["split tf32, split K"] is not None) == (dtype == torch.float32)
     for kind, config in kinds.items():
         if config is None:
             continue

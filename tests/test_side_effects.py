@@ -193,3 +193,22 @@ def test_train_step_restores_running_statistics(device):
         torch.testing.assert_close(buffer, old, rtol=0, atol=0)
     step(*batch)
     assert not torch.equal(model[1].running_mean, before[0])
+
+
+@pytest.mark.gpu
+def test_split_k_scratch_is_not_called_state(monkeypatch):
+    """A split-K product leaves new partial sums in its workspace at every launch on new
+    values; that is scratch, not state the function advances: only the real state is named."""
+    import tilegraph.kernels.matmul as matmul_module
+    config = {**matmul_module._config(64, 64, 32, 4, 4), "SPLIT_TF32": True, "SPLIT_K": 2}
+    monkeypatch.setattr(matmul_module._tuner, "pick", lambda key, run, candidates=None: config)
+    a, b = torch.randn(64, 256, device="cuda"), torch.randn(256, 64, device="cuda")
+    scale = torch.ones(3, device="cuda")
+
+    def step(a):
+        scale.add_(1.0)   # advanced at every call: reported
+        return tg.matmul(a * scale[0], b)
+
+    _, caught = _capture(step, a)
+    assert len(caught) == 1
+    assert str(caught[0].message).count(" on cuda") == 1 and "(3,)" in str(caught[0].message)

@@ -188,17 +188,23 @@ def cmd_train_bench(args: argparse.Namespace) -> int:
 
     dtypes = [args.dtype] if args.dtype else [torch.bfloat16, torch.float32]
     token_counts = args.rows or ((64,) if INTERPRET else (512, 4096))
-    shape = {"d": 32, "layers": 2, "steps": 6, "warmup_steps": 2} if INTERPRET else {}
+    widths = args.widths or ((32,) if INTERPRET else (1024,))
+    layers = args.layers or (2 if INTERPRET else 8)
+    variants = args.variants or list(training.VARIANTS)
+    schedule = {"steps": 6, "warmup_steps": 2} if INTERPRET else {}
     rows: list[dict] = []
     with _progress() as progress:
-        task = progress.add_task("train", total=len(dtypes) * len(token_counts))
+        task = progress.add_task("train", total=len(dtypes) * len(widths) * len(token_counts))
         for dtype in dtypes:
-            for tokens in token_counts:
-                rows += training.run(dtype, tokens, **shape, progress=lambda what: (
-                    progress.update(task, description=what)))
-                progress.advance(task)
-    columns = ("dtype", "tokens", "variant", "ms_per_step", "steps_per_s", "vs_compile_ro",
-               "vs_compile", "vs_hand_graph", "build_s", "final_loss", "loss_rel_diff", "status")
+            for d in widths:
+                for tokens in token_counts:
+                    rows += training.run(dtype, tokens, d=d, layers=layers, variants=variants,
+                                         **schedule, progress=lambda what: (
+                                             progress.update(task, description=what)))
+                    progress.advance(task)
+    columns = ("dtype", "d", "layers", "tokens", "variant", "ms_per_step", "steps_per_s",
+               "vs_compile_ro", "vs_compile", "vs_hand_graph", "build_s", "final_loss",
+               "loss_rel_diff", "status")
     tables.show(console, tables.sweep_table(
         "training steps: MLP stack (x + W2 gelu(W1 rms_norm(x))), AdamW; ratios are the "
         "peer's time over this variant's", rows, columns))
@@ -788,7 +794,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--contexts", type=_sizes, help=f"{ATTENTION_GRID}: cached positions "
                        "a sequence (default 128,1024,8192)")
     bench.add_argument("--widths", type=_sizes, help=f"{STACK_GRID}: model widths d "
-                       "(default 512,1024,2048,4096,8192)")
+                       f"(default 512,1024,2048,4096,8192); {TRAIN}: model widths (default "
+                       "1024)")
+    bench.add_argument("--layers", type=_positive, help=f"{TRAIN}: layers (default 8)")
     bench.add_argument("--variants", type=_names,
                        help="comma-separated variant names to keep, e.g. tilegraph,F.gelu")
     bench.add_argument("--out", type=Path, help="folder for the result files")
@@ -889,17 +897,26 @@ def main(argv: list[str] | None = None) -> int:
     grids = [k for k in kernels if k in GRIDS]
     if grids and len(kernels) > 1:
         command.error(f"{grids[0]} runs alone: give it without other kernels")
-    if grids and (args.sizes or args.variants):
+    if grids and (args.sizes or (args.variants and grids[0] != TRAIN)):
         command.error(f"{grids[0]} takes --dtype, --rows, --out and --format"
-                      f"{', --widths' if grids[0] == STACK_GRID else ''}"
-                      f"{', --contexts' if grids[0] == ATTENTION_GRID else ''}, not --sizes or "
-                      "--variants")
+                      f"{', --widths' if grids[0] in (STACK_GRID, TRAIN) else ''}"
+                      f"{', --contexts' if grids[0] == ATTENTION_GRID else ''}"
+                      f"{', --layers, --variants' if grids[0] == TRAIN else ''}, not --sizes"
+                      f"{'' if grids[0] == TRAIN else ' or --variants'}")
     if args.command == "bench" and args.rows and not grids:
         command.error(f"--rows applies to {', '.join(GRIDS)} only")
     if args.command == "bench" and args.contexts and kernels != [ATTENTION_GRID]:
         command.error(f"--contexts applies to {ATTENTION_GRID} only")
-    if args.command == "bench" and args.widths and kernels != [STACK_GRID]:
-        command.error(f"--widths applies to {STACK_GRID} only")
+    if args.command == "bench" and args.widths and kernels not in ([STACK_GRID], [TRAIN]):
+        command.error(f"--widths applies to {STACK_GRID} and {TRAIN} only")
+    if args.command == "bench" and args.layers and kernels != [TRAIN]:
+        command.error(f"--layers applies to {TRAIN} only")
+    if kernels == [TRAIN] and args.variants:
+        from .bench.training import VARIANTS as TRAIN_VARIANTS
+        unknown = [v for v in args.variants if v not in TRAIN_VARIANTS]
+        if unknown:
+            command.error(f"unknown variant(s) {unknown}; choose from "
+                          f"{', '.join(TRAIN_VARIANTS)}")
     if getattr(args, "plot", False) and not args.out:
         command.error("--plot writes files: give --out DIR")
     if getattr(args, "steps", 1) < 1:

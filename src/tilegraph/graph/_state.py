@@ -33,6 +33,7 @@ from torch.utils._pytree import tree_flatten
 
 from .._runtime import ops_through_dispatcher
 from ..errors import SideEffectWarning
+from ..kernels._split_workspace import is_split_workspace
 from ._errors import user_location
 
 # A float tensor counts as changed when its sum or its sum of squares moved by more than
@@ -190,7 +191,8 @@ class StateWatch:
 
     restore: True restores what the first call wrote; None reports state that changed on
     every call (SideEffectWarning); False does neither. A tensor some handler claims is put
-    back by someone else (the parameters and optimizer state of a training step).
+    back by someone else (the parameters and optimizer state of a training step) or is
+    scratch that means nothing between calls (split-K workspaces).
     """
     owner: str
     restore: bool | None
@@ -320,7 +322,7 @@ def watching_state(owner: str, restore: bool | None) -> Iterator[StateWatch]:
     if enclosing is not None:
         yield enclosing
         return
-    watch = StateWatch(owner, restore)
+    watch = StateWatch(owner, restore, handlers=[is_split_workspace])
     token = _active.set(watch)
     try:
         yield watch

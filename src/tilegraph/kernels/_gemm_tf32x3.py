@@ -22,14 +22,15 @@ import triton
 import triton.language as tl
 
 from ._gemm_tiles import store_tile, tile_position
+from ._split_workspace import split_workspace
 
 
 @triton.jit
-def _split_kernel(x_ptr, stride_xr, stride_xc, hi_ptr, lo_ptr, R, C,
+def _split_kernel(x_ptr, stride_xr, stride_xc, hi_ptr, lo_ptr, stride_out, R, C,
                   BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
     """hi = x rounded to tf32 (to nearest, ties away; truncated where rounding would
     overflow), lo = x - hi (exact in fp32; 0 where x is infinite), both stored (R, C)
-    row-major from x (R, C) of any strides."""
+    with row stride stride_out from x (R, C) of any strides."""
     rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     cols = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     mask = (rows < R)[:, None] & (cols < C)[None, :]
@@ -40,7 +41,7 @@ def _split_kernel(x_ptr, stride_xr, stride_xc, hi_ptr, lo_ptr, R, C,
     overflowed = (tl.abs(hi) == float("inf")) & (tl.abs(x) != float("inf"))
     hi = tl.where(overflowed, (bits & 0xFFFFE000).to(tl.float32, bitcast=True), hi)
     lo = tl.where(tl.abs(hi) == float("inf"), 0.0, x - hi)   # inf - inf would be NaN
-    out = rows.to(tl.int64)[:, None] * C + cols[None, :]
+    out = rows.to(tl.int64)[:, None] * stride_out + cols[None, :]
     tl.store(hi_ptr + out, hi, mask=mask)
     tl.store(lo_ptr + out, lo, mask=mask)
 
@@ -48,26 +49,38 @@ def _split_kernel(x_ptr, stride_xr, stride_xc, hi_ptr, lo_ptr, R, C,
 @triton.jit
 def _gemm_tf32x3_kernel(c_ptr, stride_cm, stride_cn, a_hi_ptr, a_lo_ptr, b_hi_ptr, b_lo_ptr,
                         bias_ptr, res_ptr, stride_rm, stride_rn, preact_ptr, stride_pm,
-                        stride_pn, M, N, K,
+                        stride_pn, partial_ptr, count_ptr, M, N, K, stride_ak, stride_bk,
+                        K_SPLIT,
                         HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
                         STORE_PREACT: tl.constexpr, ACTIVATION: tl.constexpr,
-                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                        GROUP_M: tl.constexpr):
+                        SPLIT_K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                        BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
     """C = act(A @ B + bias) + residual in fp32 from A = a_hi + a_lo (M, K) and
-    B.T = b_hi + b_lo (N, K), all four row-major."""
-    pid_m, pid_n = tile_position(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N),
-                                 GROUP_M)
+    B.T = b_hi + b_lo (N, K), all four row-major, rows stride_ak and stride_bk apart.
+
+    SPLIT_K > 1: program (tile, s) sums K from s * K_SPLIT only, so that a grid of fewer
+    output tiles than SMs (few tokens times a narrow layer) still fills the GPU. Each leaves
+    its partial tile in the workspace (_split_workspace.py) and counts itself in; the last of
+    the tile's SPLIT_K to arrive adds the partials in split order (bit-reproducible whatever
+    the arrival order), zeroes the counter for the next launch and runs the epilogue."""
+    tile = tl.program_id(0)
+    pid_m, pid_n = tile_position(tile, tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
     row0 = pid_m * BLOCK_M
     col0 = pid_n * BLOCK_N
     # Rows/cols past the edge wrap onto valid ones: loads need no mask, the store drops them.
     offs_m = tl.arange(0, BLOCK_M) % (M - row0)
     offs_n = tl.arange(0, BLOCK_N) % (N - col0)
     offs_k = tl.arange(0, BLOCK_K)
-    a_offs = (row0 + offs_m).to(tl.int64)[:, None] * K + offs_k[None, :]
-    b_offs = (col0 + offs_n).to(tl.int64)[:, None] * K + offs_k[None, :]
+    a_offs = (row0 + offs_m).to(tl.int64)[:, None] * stride_ak + offs_k[None, :]
+    b_offs = (col0 + offs_n).to(tl.int64)[:, None] * stride_bk + offs_k[None, :]
+    k_stop = K
+    k_start = 0
+    if SPLIT_K > 1:
+        k_start = tl.program_id(1) * K_SPLIT
+        k_stop = tl.minimum(K, k_start + K_SPLIT)
     acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_K):
-        k_mask = offs_k[None, :] < K - k0
+    for k0 in range(k_start, k_stop, BLOCK_K):
+        k_mask = offs_k[None, :] < k_stop - k0
         a_hi = tl.load(a_hi_ptr + a_offs + k0, mask=k_mask, other=0.0)
         a_lo = tl.load(a_lo_ptr + a_offs + k0, mask=k_mask, other=0.0)
         b_hi = tl.load(b_hi_ptr + b_offs + k0, mask=k_mask, other=0.0)
@@ -76,19 +89,46 @@ def _gemm_tf32x3_kernel(c_ptr, stride_cm, stride_cn, a_hi_ptr, a_lo_ptr, b_hi_pt
         part = tl.dot(a_lo, tl.trans(b_hi), input_precision="tf32")
         part = tl.dot(a_hi, tl.trans(b_lo), part, input_precision="tf32")
         acc += tl.dot(a_hi, tl.trans(b_hi), part, input_precision="tf32")
-    store_tile(acc, row0, col0, M, N, c_ptr, stride_cm, stride_cn, bias_ptr, res_ptr,
-               stride_rm, stride_rn, preact_ptr, stride_pm, stride_pn, HAS_BIAS,
-               HAS_RESIDUAL, STORE_PREACT, ACTIVATION, BLOCK_M, BLOCK_N)
+    if SPLIT_K > 1:
+        # partials (SPLIT_K, tiles, BLOCK_M, BLOCK_N), whole tiles (wrapped rows included)
+        in_tile = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+        tiles = tl.num_programs(0)
+        mine = partial_ptr + (tl.program_id(1) * tiles + tile).to(tl.int64) * (BLOCK_M * BLOCK_N)
+        tl.store(mine + in_tile, acc)
+        tl.debug_barrier()  # every thread's partials are out before the count says so
+        arrived = tl.atomic_add(count_ptr + tile, 1, sem="acq_rel")
+        if arrived == SPLIT_K - 1:
+            acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+            for s in range(SPLIT_K):  # split order, whatever the arrival order
+                split_tile = partial_ptr + (s * tiles + tile).to(tl.int64) * (BLOCK_M * BLOCK_N)
+                acc += tl.load(split_tile + in_tile, cache_modifier=".cg")
+            tl.store(count_ptr + tile, 0)
+            store_tile(acc, row0, col0, M, N, c_ptr, stride_cm, stride_cn, bias_ptr, res_ptr,
+                       stride_rm, stride_rn, preact_ptr, stride_pm, stride_pn, HAS_BIAS,
+                       HAS_RESIDUAL, STORE_PREACT, ACTIVATION, BLOCK_M, BLOCK_N)
+    else:
+        store_tile(acc, row0, col0, M, N, c_ptr, stride_cm, stride_cn, bias_ptr, res_ptr,
+                   stride_rm, stride_rn, preact_ptr, stride_pm, stride_pn, HAS_BIAS,
+                   HAS_RESIDUAL, STORE_PREACT, ACTIVATION, BLOCK_M, BLOCK_N)
 
 
-def split_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(hi, lo) of the fp32 matrix x (R, C), any strides, each a fresh row-major (R, C)."""
+def split_pitch(columns: int) -> int:
+    """The row stride split_rows gives C columns: a multiple of 32 elements (128 bytes), so
+    that every row starts aligned and Triton, which specialises strides divisible by 16,
+    vectorises the loads whatever C is."""
+    return triton.cdiv(columns, 32) * 32
+
+
+def split_rows(x: torch.Tensor, pitch: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(hi, lo) of the fp32 matrix x (R, C), any strides, each a fresh (R, C) matrix with
+    unit column stride and row stride `pitch` (default split_pitch(C))."""
     R, C = x.shape
-    hi = torch.empty((R, C), dtype=torch.float32, device=x.device)
-    lo = torch.empty_like(hi)
+    pitch = split_pitch(C) if pitch is None else pitch
+    hi = torch.empty((R, pitch), dtype=torch.float32, device=x.device)[:, :C]
+    lo = torch.empty((R, pitch), dtype=torch.float32, device=x.device)[:, :C]
     grid = (triton.cdiv(R, 64), triton.cdiv(C, 64))
-    _split_kernel[grid](x, x.stride(0), x.stride(1), hi, lo, R, C, BLOCK_R=64, BLOCK_C=64,
-                        num_warps=4)
+    _split_kernel[grid](x, x.stride(0), x.stride(1), hi, lo, pitch, R, C, BLOCK_R=64,
+                        BLOCK_C=64, num_warps=4)
     return hi, lo
 
 
@@ -96,18 +136,40 @@ def launch_gemm_tf32x3(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, conf
                        bias=None, activation: str = "none", residual=None,
                        preact=None) -> None:
     """out (M, N) = act(a (M, K) @ b (K, N) + bias) + residual, fp32, any strides; config:
-    BLOCK_M/N/K, GROUP_M, num_warps, num_stages (other keys ignored)."""
-    M, K = a.shape
-    N = b.shape[1]
+    BLOCK_M/N/K, GROUP_M, num_warps, num_stages, optionally SPLIT_K (other keys ignored)."""
     a_hi, a_lo = split_rows(a)
     b_hi, b_lo = split_rows(b.t())   # B.T (N, K): K-major, as the tensor cores read it
+    launch_split_product(a_hi, a_lo, b_hi, b_lo, out, config, bias=bias,
+                         activation=activation, residual=residual, preact=preact)
+
+
+def launch_split_product(a_hi, a_lo, b_hi, b_lo, out: torch.Tensor, config: dict, *,
+                         bias=None, activation: str = "none", residual=None,
+                         preact=None) -> None:
+    """launch_gemm_tf32x3 over operands split_rows already split: a (M, K) and b.T (N, K)."""
+    M, K = a_hi.shape
+    N = b_hi.shape[0]
     meta = {key: config[key] for key in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M",
                                          "num_warps", "num_stages")}
+    tiles = triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
+    # Every split gets whole BLOCK_K steps; one that would start past K (rounding) is dropped.
+    k_steps = triton.cdiv(K, meta["BLOCK_K"])
+    split = max(1, min(config.get("SPLIT_K", 1), k_steps))
+    k_split = triton.cdiv(k_steps, split) * meta["BLOCK_K"]
+    split = triton.cdiv(K, k_split)
+    partials = counters = out  # placeholders, never touched without a split
+    if split > 1:
+        workspace = split_workspace(out.device, split * tiles * meta["BLOCK_M"] * meta["BLOCK_N"],
+                                    tiles)
+        if workspace is None:
+            split, k_split = 1, K
+        else:
+            partials, counters = workspace
     res_strides = residual.stride() if residual is not None else (0, 0)
     preact_strides = preact.stride() if preact is not None else (0, 0)
-    grid = (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
-    _gemm_tf32x3_kernel[grid](
+    _gemm_tf32x3_kernel[(tiles, split)](
         out, out.stride(0), out.stride(1), a_hi, a_lo, b_hi, b_lo, bias, residual,
-        *res_strides, preact, *preact_strides, M, N, K, HAS_BIAS=bias is not None,
-        HAS_RESIDUAL=residual is not None, STORE_PREACT=preact is not None,
-        ACTIVATION=activation, **meta)
+        *res_strides, preact, *preact_strides, partials, counters, M, N, K, a_hi.stride(0),
+        b_hi.stride(0), k_split,
+        HAS_BIAS=bias is not None, HAS_RESIDUAL=residual is not None,
+        STORE_PREACT=preact is not None, ACTIVATION=activation, SPLIT_K=split, **meta)

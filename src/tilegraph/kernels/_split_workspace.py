@@ -51,3 +51,13 @@ def split_workspace(device: torch.device, partial_elements: int,
             torch.zeros(counters, dtype=torch.int32, device=device))
     _workspaces[key] = made
     return made
+
+
+def is_split_workspace(t: torch.Tensor) -> bool:
+    """Whether t lives in a split-K workspace: scratch whose contents change with every
+    launch and mean nothing between launches (a capture's state watch leaves it alone)."""
+    if t.device.type != "cuda":
+        return False
+    pointer = t.untyped_storage().data_ptr()
+    return any(pointer == kept.untyped_storage().data_ptr()
+               for pair in (*_workspaces.values(), *_kept) for kept in pair)

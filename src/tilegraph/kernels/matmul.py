@@ -189,6 +189,10 @@ _CONFIGS_FP32_TF32X3 = [{**c, "DOT_PRECISION": "tf32x3"} for c in (
 )] + [{**c, "SPLIT_TF32": True} for c in (  # the same, operands split first (_gemm_tf32x3.py)
     _config(128, 128, 32, 8, 3), _config(128, 64, 32, 4, 4), _config(64, 128, 32, 4, 4),
     _config(64, 64, 32, 4, 4), _config(128, 128, 32, 8, 2),
+    # split over K: where the output has fewer tiles than the GPU has SMs (few tokens times
+    # a narrow layer: 512 x 1024 is 32 tiles of 128 x 128), more programs, each a shorter sum
+    *({**_config(128, 128, 32, 8, 3), "SPLIT_K": s} for s in (2, 3, 4)),
+    *({**_config(128, 64, 32, 4, 4), "SPLIT_K": s} for s in (2, 4)),
 )]
 # Persistent TMA candidates; their epilogue also stages the output tile in shared memory.
 # Each takes more than half an SM's shared memory, so no SM ever runs two of the one-an-SM
@@ -226,16 +230,20 @@ def _tma_ready(*tensors: torch.Tensor) -> bool:
                and t.data_ptr() % 16 == 0 for t in tensors)
 
 
-def _candidates(M: int, N: int, K: int, dtype: torch.dtype, tma: bool = False) -> list[dict]:
+def _candidates(M: int, N: int, K: int, dtype: torch.dtype, tma: bool = False,
+                sms: int | None = None) -> list[dict]:
     # A fresh list each call (the launcher appends to it) over a cached filter: the launcher
     # asks on every product, tuned or not.
     return list(_fitting_configs(triton.next_power_of_2(M), N, K, dtype, tma,
-                                 _dot_precision(dtype)))
+                                 _dot_precision(dtype), sms))
 
 
 @functools.cache
 def _fitting_configs(m_pow2: int, N: int, K: int, dtype: torch.dtype, tma: bool,
-                     precision: str) -> tuple[dict, ...]:
+                     precision: str, sms: int | None = None) -> tuple[dict, ...]:
+    """The pool's configs whose tiles fit the shape and shared memory; split-K ones only
+    where the output's tiles leave SMs idle (sms: the GPU's; None, as interpreted: always)
+    and every split gets a BLOCK_K step."""
     pool = _CONFIGS_FP32 if dtype == torch.float32 else _CONFIGS_16BIT
     if dtype == torch.float32 and precision == "ieee":
         pool = pool + _CONFIGS_FP32_TF32X3
@@ -248,6 +256,10 @@ def _fitting_configs(m_pow2: int, N: int, K: int, dtype: torch.dtype, tma: bool,
         smem = c["num_stages"] * (c["BLOCK_M"] + c["BLOCK_N"]) * c["BLOCK_K"] * size * tiles
         if c.get("TMA"):
             smem += c["BLOCK_M"] * c["BLOCK_N"] * size
+        split = c.get("SPLIT_K", 1)
+        if split > 1 and (triton.cdiv(K, c["BLOCK_K"]) < split or sms is not None and (
+                triton.cdiv(m_pow2, c["BLOCK_M"]) * triton.cdiv(N, c["BLOCK_N"]) >= sms)):
+            return False
         return (smem <= (_SMEM_BUDGET_TMA if c.get("TMA") else _SMEM_BUDGET)
                 and c["BLOCK_M"] <= max(16, m_pow2)
                 and c["BLOCK_N"] <= max(16, triton.next_power_of_2(N))
@@ -339,7 +351,7 @@ def launch_gemm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, norm_wei
            + (("tma",) if tma else ()))
     # Candidates write scratch outputs (out and preact stay untouched) and read copies of
     # the operands in turn, from memory as in a model's step (autotune.L2_SPAN_BYTES).
-    candidates = _candidates(M, N, K, dtype, tma)
+    candidates = _candidates(M, N, K, dtype, tma, sm_count(a.device))
     if not INTERPRET:  # timing the interpreter says nothing; tests force it where they want
         candidates.append(_CUBLAS)
         if bias is not None and preact is None:
