@@ -20,7 +20,7 @@ import triton.language as tl
 from .._runtime import INTERPRET
 from ._matvec import rows_epilogue
 from ._rotary_store import NO_ROTARY
-from ._split_workspace import split_workspace
+from ._split_workspace import plan_split
 
 DOT_ROWS = 16  # the tile's rows: an mma operand needs at least 16
 
@@ -167,18 +167,9 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
     config = dict(config)
     precision = config.pop("DOT_PRECISION", "tf32x3")
     n_blocks = triton.cdiv(N, config["BLOCK_N"])
-    # Every split gets whole BLOCK_K tiles; a split past K (rounding) would get none.
-    k_tiles = triton.cdiv(K, config["BLOCK_K"])
-    split = max(1, min(config.pop("SPLIT_K", 1), k_tiles))
-    k_split = triton.cdiv(k_tiles, split) * config["BLOCK_K"]
-    split = triton.cdiv(K, k_split)
-    partials = counters = out  # placeholders, never touched without a split
-    if split > 1:
-        workspace = split_workspace(x.device, split * DOT_ROWS * N, n_blocks)
-        if workspace is None:
-            split, k_split = 1, K
-        else:
-            partials, counters = workspace
+    split, k_split, partials, counters = plan_split(
+        x.device, K, config["BLOCK_K"], config.pop("SPLIT_K", 1), DOT_ROWS * N, n_blocks,
+        placeholder=out)
     return _dot_rows_kernel[(n_blocks, split)](
         out, out.stride(0), x, x.stride(0), weight, weight.stride(0),
         bias, residual, residual.stride(0) if residual is not None else 0, rotary, partials,

@@ -22,7 +22,7 @@ import triton
 import triton.language as tl
 
 from ._gemm_tiles import store_tile, tile_position
-from ._split_workspace import split_workspace
+from ._split_workspace import plan_split
 
 
 @triton.jit
@@ -152,19 +152,9 @@ def launch_split_product(a_hi, a_lo, b_hi, b_lo, out: torch.Tensor, config: dict
     meta = {key: config[key] for key in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M",
                                          "num_warps", "num_stages")}
     tiles = triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
-    # Every split gets whole BLOCK_K steps; one that would start past K (rounding) is dropped.
-    k_steps = triton.cdiv(K, meta["BLOCK_K"])
-    split = max(1, min(config.get("SPLIT_K", 1), k_steps))
-    k_split = triton.cdiv(k_steps, split) * meta["BLOCK_K"]
-    split = triton.cdiv(K, k_split)
-    partials = counters = out  # placeholders, never touched without a split
-    if split > 1:
-        workspace = split_workspace(out.device, split * tiles * meta["BLOCK_M"] * meta["BLOCK_N"],
-                                    tiles)
-        if workspace is None:
-            split, k_split = 1, K
-        else:
-            partials, counters = workspace
+    split, k_split, partials, counters = plan_split(
+        out.device, K, meta["BLOCK_K"], config.get("SPLIT_K", 1),
+        tiles * meta["BLOCK_M"] * meta["BLOCK_N"], tiles, placeholder=out)
     res_strides = residual.stride() if residual is not None else (0, 0)
     preact_strides = preact.stride() if preact is not None else (0, 0)
     _gemm_tf32x3_kernel[(tiles, split)](

@@ -20,6 +20,7 @@ loop does), not at the same time on two streams.
 from __future__ import annotations
 
 import torch
+import triton
 
 from .._runtime import is_capturing
 from ._launch import stream_key
@@ -51,6 +52,23 @@ def split_workspace(device: torch.device, partial_elements: int,
             torch.zeros(counters, dtype=torch.int32, device=device))
     _workspaces[key] = made
     return made
+
+
+def plan_split(device: torch.device, K: int, block_k: int, requested: int,
+               partials_per_split: int, counters: int, placeholder: torch.Tensor
+               ) -> tuple[int, int, torch.Tensor, torch.Tensor]:
+    """(splits, K columns a split, partials, counters) for a sum over K cut into up to
+    `requested` slices of whole block_k steps (a slice that would start past K, from the
+    rounding, is dropped), with the workspace they need; one slice, and `placeholder` for
+    the workspace, where none is asked for or a capture finds none large enough."""
+    steps = triton.cdiv(K, block_k)
+    k_split = triton.cdiv(steps, max(1, min(requested, steps))) * block_k
+    split = triton.cdiv(K, k_split)
+    if split > 1:
+        workspace = split_workspace(device, split * partials_per_split, counters)
+        if workspace is not None:
+            return split, k_split, *workspace
+    return 1, K, placeholder, placeholder
 
 
 def is_split_workspace(t: torch.Tensor) -> bool:
