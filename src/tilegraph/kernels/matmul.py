@@ -230,16 +230,23 @@ def _tma_ready(*tensors: torch.Tensor) -> bool:
                and t.data_ptr() % 16 == 0 for t in tensors)
 
 
+def m_bucket(M: int) -> int:
+    """The row count a product is tuned for: the next power of two or, past 16 rows, 1.5x
+    one. Powers alone put 384 and 512 rows together, whose tile counts, and so whose best
+    split over K, differ (notes/training.md, session 26)."""
+    power = triton.next_power_of_2(M)
+    return power * 3 // 4 if power > 16 and M <= power * 3 // 4 else power
+
+
 def _candidates(M: int, N: int, K: int, dtype: torch.dtype, tma: bool = False,
                 sms: int | None = None) -> list[dict]:
     # A fresh list each call (the launcher appends to it) over a cached filter: the launcher
     # asks on every product, tuned or not.
-    return list(_fitting_configs(triton.next_power_of_2(M), N, K, dtype, tma,
-                                 _dot_precision(dtype), sms))
+    return list(_fitting_configs(m_bucket(M), N, K, dtype, tma, _dot_precision(dtype), sms))
 
 
 @functools.cache
-def _fitting_configs(m_pow2: int, N: int, K: int, dtype: torch.dtype, tma: bool,
+def _fitting_configs(m_rows: int, N: int, K: int, dtype: torch.dtype, tma: bool,
                      precision: str, sms: int | None = None) -> tuple[dict, ...]:
     """The pool's configs whose tiles fit the shape and shared memory; split-K ones only
     where the output's tiles leave SMs idle (sms: the GPU's; None, as interpreted: always)
@@ -258,10 +265,10 @@ def _fitting_configs(m_pow2: int, N: int, K: int, dtype: torch.dtype, tma: bool,
             smem += c["BLOCK_M"] * c["BLOCK_N"] * size
         split = c.get("SPLIT_K", 1)
         if split > 1 and (triton.cdiv(K, c["BLOCK_K"]) < split or sms is not None and (
-                triton.cdiv(m_pow2, c["BLOCK_M"]) * triton.cdiv(N, c["BLOCK_N"]) >= sms)):
+                triton.cdiv(m_rows, c["BLOCK_M"]) * triton.cdiv(N, c["BLOCK_N"]) >= sms)):
             return False
         return (smem <= (_SMEM_BUDGET_TMA if c.get("TMA") else _SMEM_BUDGET)
-                and c["BLOCK_M"] <= max(16, m_pow2)
+                and c["BLOCK_M"] <= max(16, triton.next_power_of_2(m_rows))
                 and c["BLOCK_N"] <= max(16, triton.next_power_of_2(N))
                 and c["BLOCK_K"] <= max(16, triton.next_power_of_2(K)))
 
@@ -345,7 +352,7 @@ def launch_gemm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, norm_wei
     operands = (a, b, norm_weight, bias, residual)
     # Operand layouts enter the key: a transposed operand changes which candidate wins.
     layout = "".join("t" if t.stride(1) != 1 else "n" for t in (a, b))
-    key = (("gemm", triton.next_power_of_2(M), N, K, str(dtype), layout,
+    key = (("gemm", m_bucket(M), N, K, str(dtype), layout,
             kernel_args["DOT_PRECISION"],
             _fused_parts(norm_weight, bias, activation, residual, preact))
            + (("tma",) if tma else ()))
