@@ -17,6 +17,7 @@ from tilegraph.kernels.decode_attention import (
     decode_attention_ref,
     launch_decode_attention,
 )
+from tilegraph.kernels.greedy import greedy_step
 from tilegraph.testing import assert_close, poisoned
 from tilegraph.tune import tune_attention
 
@@ -184,8 +185,8 @@ def test_one_graph_serves_every_length():
 
 @pytest.mark.gpu
 def test_lengths_written_by_the_kernel_just_before():
-    """The length read before griddepcontrol.wait is only a hint: written by the kernel just
-    before (inside the same graph), a stale one must not change the result."""
+    """Lengths written by a PyTorch kernel just before, inside the same graph (launched
+    without PDL, it ends before the attention starts): every replay reads the new ones."""
     q, k, v = _case(3, 28, 4, 128, 1500, torch.bfloat16, "cuda")
     base = torch.tensor([0, 700, 1499], device="cuda")
     step = torch.zeros(3, dtype=torch.int64, device="cuda")
@@ -201,6 +202,32 @@ def test_lengths_written_by_the_kernel_just_before():
         graph.replay()
         ref = decode_attention_ref(q.double(), k.double(), v.double(), base + step)
         assert_close(out, ref, torch.bfloat16, what=f"shift {shift}")
+
+
+@pytest.mark.gpu
+def test_lengths_written_by_a_pdl_kernel_just_before():
+    """Lengths a kernel launched with PDL writes just before: the attention may start
+    before they are final, so it must read them again after its wait (lengths written
+    further back are read before it). The greedy step writes positions + 1 after a scan of
+    a wide vocabulary, long enough for a stale read to show."""
+    q, k, v = _case(3, 28, 4, 128, 1500, torch.bfloat16, "cuda")
+    logits = torch.randn(3, 150_000, device="cuda")
+    positions = torch.zeros(3, dtype=torch.int64, device="cuda")
+    slots = torch.arange(3, device="cuda")
+    history = torch.zeros(3, 1500, dtype=torch.int64, device="cuda")
+    tokens, lengths = (torch.zeros(3, dtype=torch.int64, device="cuda") for _ in range(2))
+    out = torch.empty_like(q)
+
+    def attend():
+        greedy_step(logits, positions, slots, history, tokens_out=tokens,
+                                      positions_out=lengths)
+        return tg.decode_attention(q, k, v, lengths, out=out)
+    graph = tg.capture(attend)
+    for first in (0, 128, 63, 799, 1, 1400, 256):
+        positions.copy_(torch.tensor([first, 1498 - first, (first * 7) % 1499]))
+        graph.replay()
+        ref = decode_attention_ref(q.double(), k.double(), v.double(), positions + 1)
+        assert_close(out, ref, torch.bfloat16, what=f"positions from {first}")
 
 
 @pytest.mark.gpu

@@ -29,7 +29,7 @@ from ._checks import check_tensor, prepare_out
 from ._launch import sm_count, supports_pdl
 from ._ops import custom_op
 from ._pdl import ENABLED as PDL_ENABLED
-from ._pdl import launched
+from ._pdl import launched, use_pdl
 from ._split_workspace import split_workspace
 from .autotune import Tuner
 
@@ -112,7 +112,8 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
                              qk_scale, max_seq,
                              N_KV_HEADS: tl.constexpr, GROUP: tl.constexpr,
                              HEAD_DIM: tl.constexpr, SPLITS: tl.constexpr,
-                             PDL: tl.constexpr, DOT_PRECISION: tl.constexpr,
+                             PDL: tl.constexpr, LENGTHS_FINAL: tl.constexpr,
+                             DOT_PRECISION: tl.constexpr,
                              UPCAST_DOT: tl.constexpr, BLOCK_G: tl.constexpr,
                              GROUP_P2: tl.constexpr, BLOCK_T: tl.constexpr,
                              BLOCK_D: tl.constexpr, BLOCK_SPLITS: tl.constexpr,
@@ -125,24 +126,29 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
     (m, denom, acc) of its GROUP heads in the workspace (_split_workspace.py) and counts
     itself in; the last to arrive merges them (_merge_runs). Runs past the sequence's
     length do nothing.
+
+    Under PDL, LENGTHS_FINAL says the lengths read before griddepcontrol.wait are final (the
+    kernel just before does not write them; _pdl.py), so they are read once.
     """
     pair = tl.program_id(0)
     run = tl.program_id(1)
     b = pair // N_KV_HEADS
     kv_head = pair % N_KV_HEADS
     kv_base = b.to(tl.int64) * stride_cb + kv_head * stride_ch
+    start, stop, used = _run_bounds(lengths_ptr, b, run, max_seq, SPLITS, BLOCK_T)
     if PDL:
         # While the kernel before finishes: the run's first keys and values into L2. Only a
-        # hint (L2 is coherent, so a line written after this is read fresh below); lengths
-        # read this early may be stale, which would only fetch other lines.
-        start, stop, _ = _run_bounds(lengths_ptr, b, run, max_seq, SPLITS, BLOCK_T)
+        # hint (L2 is coherent, so a line written after this is read fresh below).
         _prefetch_tile(k_ptr + kv_base, stride_cp, start, stop, HEAD_DIM, BLOCK_T, ROW_LINES,
                        LINE_ELEMENTS)
         _prefetch_tile(v_ptr + kv_base, stride_cp, start, stop, HEAD_DIM, BLOCK_T, ROW_LINES,
                        LINE_ELEMENTS)
         tl.extra.cuda.gdc_wait()               # q and this layer's cache writes are final
         tl.extra.cuda.gdc_launch_dependents()  # the next kernel may prefetch its weights
-    start, stop, used = _run_bounds(lengths_ptr, b, run, max_seq, SPLITS, BLOCK_T)
+        if not LENGTHS_FINAL:
+            # the kernel before may have written them: read again (one more round trip
+            # before the first tile's address is known)
+            start, stop, used = _run_bounds(lengths_ptr, b, run, max_seq, SPLITS, BLOCK_T)
     if run < used:
         offs_g = tl.arange(0, BLOCK_G)
         offs_d = tl.arange(0, BLOCK_D)
@@ -288,6 +294,10 @@ def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
         else:
             partials, counters = workspace
     pdl = PDL_ENABLED and supports_pdl(q.device)
+    # A model computes the lengths once a step, many kernels before: read before the wait,
+    # they save a round trip to memory ahead of the first keys (3% of a TinyLlama step,
+    # notes/models.md, session 25). Written by the kernel just before, they are read again.
+    lengths_final = pdl and use_pdl(q.device, (lengths,))
     line_elements = 128 // q.element_size()  # an L2 line, for the prefetch under PDL
     row_lines = triton.next_power_of_2(triton.cdiv(head_dim, line_elements))
     _decode_attention_kernel[(pairs, config["SPLITS"])](
@@ -295,6 +305,7 @@ def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
         k_cache, v_cache, k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         lengths, partials, counters, scale * math.log2(math.e), max_seq,
         N_KV_HEADS=n_kv_heads, GROUP=group, HEAD_DIM=head_dim, PDL=pdl,
+        LENGTHS_FINAL=lengths_final,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         UPCAST_DOT=INTERPRET and q.dtype == torch.bfloat16,
         LINE_ELEMENTS=line_elements, ROW_LINES=row_lines, **config,
