@@ -219,8 +219,7 @@ def test_lengths_written_by_a_pdl_kernel_just_before():
     out = torch.empty_like(q)
 
     def attend():
-        greedy_step(logits, positions, slots, history, tokens_out=tokens,
-                                      positions_out=lengths)
+        greedy_step(logits, positions, slots, history, tokens_out=tokens, positions_out=lengths)
         return tg.decode_attention(q, k, v, lengths, out=out)
     graph = tg.capture(attend)
     for first in (0, 128, 63, 799, 1, 1400, 256):

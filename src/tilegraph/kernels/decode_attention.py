@@ -295,8 +295,8 @@ def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
             partials, counters = workspace
     pdl = PDL_ENABLED and supports_pdl(q.device)
     # A model computes the lengths once a step, many kernels before: read before the wait,
-    # they save a round trip to memory ahead of the first keys (3% of a TinyLlama step,
-    # notes/models.md, session 25). Written by the kernel just before, they are read again.
+    # they save a round trip to memory ahead of the first keys (1-3% of a step on TinyLlama
+    # and Qwen2-0.5B, notes/models.md). Written by the kernel just before, read again.
     lengths_final = pdl and use_pdl(q.device, (lengths,))
     line_elements = 128 // q.element_size()  # an L2 line, for the prefetch under PDL
     row_lines = triton.next_power_of_2(triton.cdiv(head_dim, line_elements))
