@@ -20,7 +20,7 @@ from typing import Any
 import torch
 import triton
 
-from .._runtime import INTERPRET, device_name, is_capturing
+from .._runtime import INTERPRET, device_name, is_capturing, side_stream
 from ..errors import CaptureError
 
 Config = dict  # kernel meta-parameters plus num_warps / num_stages
@@ -209,18 +209,15 @@ class Tuner:
             torch.cuda.synchronize()
 
 
-_timing_streams: dict[int, torch.cuda.Stream] = {}
-
-
 def _graph_replay_ms(fn: Callable[[], None], rep_ms: float, replays: int = 10) -> float:
     """Median ms of one call of fn, from replays of a graph holding about rep_ms of calls.
 
-    Captured on a stream of our own on which fn has first run outside capture, as in a
-    tg.capture: kernels keep scratch memory per stream (the split-K workspaces) that a
+    Captured on tilegraph's side stream after fn has first run there outside capture, as
+    in a tg.capture: kernels keep scratch memory per stream (the split-K workspaces) that a
     capture may use but not make. triton.testing.do_bench_cudagraph warms up on one stream
-    and captures on another, and so timed split-K configs without their split."""
-    index = torch.cuda.current_device()
-    stream = _timing_streams.setdefault(index, torch.cuda.Stream(index))
+    and captures on another, and so timed split-K configs without their split. No stream
+    of its own: each new one slows every later graph node (_runtime.side_stream)."""
+    stream = side_stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
         fn()
