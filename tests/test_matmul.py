@@ -147,17 +147,21 @@ def test_tf32_split_is_exact_and_keeps_extremes(device):
     assert nan_hi.isnan().all() and nan_lo.isnan().all()
 
 
-@pytest.mark.parametrize("split", [2, 3, 5])
-def test_split_k_is_correct_and_reproducible(split, device, monkeypatch):
+@pytest.mark.parametrize("split, in_loop", [(2, "none"), (3, "none"), (5, "none"), (1, "a"),
+                                            (3, "a"), (1, "b"), (3, "b")])
+def test_split_k_is_correct_and_reproducible(split, in_loop, device, monkeypatch):
     """3xTF32 split over K, forced: tiles past both edges, K in uneven splits (200 = 7 steps
     of 32; 5 splits round to 4 of 2 steps), a fused epilogue; the last of a tile's programs
     adds the partials in split order, so two calls give the same bits, and the second is
-    right too (counters left at zero)."""
+    right too (counters left at zero). An operand split in the loop is read through its
+    strides: a transposed view here."""
     m, n, k = 150, 136, 200
-    config = {**matmul_module._config(128, 64, 32, 4, 4), "SPLIT_TF32": True, "SPLIT_K": split}
+    config = {**matmul_module._config(128, 64, 32, 4, 4), "SPLIT_TF32": True, "SPLIT_K": split,
+              "IN_LOOP": in_loop}
     _force(monkeypatch, config)
-    a = randn(m, k, device=device)
-    b = randn(k, n, device=device, scale=k**-0.5)
+    a = randn(k, m, device=device).t() if in_loop == "a" else randn(m, k, device=device)
+    b = randn(n, k, device=device, scale=k**-0.5).t() if in_loop == "b" else \
+        randn(k, n, device=device, scale=k**-0.5)
     ref = matmul_ref(a.double(), b.double(), activation="gelu")
     first, second = (tg.matmul(a, b, activation="gelu", out=poisoned((m, n), torch.float32,
                                                                      device)) for _ in range(2))
@@ -248,10 +252,12 @@ def test_every_way_of_a_fused_product_is_correct(fused, dtype, device, monkeypat
     forward = lambda: tg.linear(x, w, b, norm_weight=g, activation=activation,  # noqa: E731
                                 residual=r, out=poisoned(ref.shape, dtype, device))
     kinds = {"pointer": None, "tma": None, "split tf32": None, "split tf32, split K": None,
+             "split tf32, a in the loop": None, "split tf32, b in the loop": None,
              "cublas": matmul_module._CUBLAS,
              "cublas, bias in the pass": matmul_module._CUBLAS_BIAS_IN_PASS if bias else None}
     for config in _offered(monkeypatch, forward):
         kind = ("tma" if config.get("TMA") else "cublas" if config.get("CUBLAS")
+                else f"split tf32, {config['IN_LOOP']} in the loop" if config.get("IN_LOOP")
                 else "split tf32, split K" if config.get("SPLIT_K")
                 else "split tf32" if config.get("SPLIT_TF32") else "pointer")
         kinds[kind] = kinds[kind] or config
@@ -259,6 +265,8 @@ def test_every_way_of_a_fused_product_is_correct(fused, dtype, device, monkeypat
     assert (kinds["tma"] is not None) == tma_expected
     assert (kinds["split tf32"] is not None) == (dtype == torch.float32)
     assert (kinds["split tf32, split K"] is not None) == (dtype == torch.float32)
+    for side in "ab":
+        assert (kinds[f"split tf32, {side} in the loop"] is not None) == (dtype == torch.float32)
     for kind, config in kinds.items():
         if config is None:
             continue

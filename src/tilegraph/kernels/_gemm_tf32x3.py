@@ -26,37 +26,50 @@ from ._split_workspace import plan_split
 
 
 @triton.jit
-def _split_kernel(x_ptr, stride_xr, stride_xc, hi_ptr, lo_ptr, stride_out, R, C,
-                  BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
-    """hi = x rounded to tf32 (to nearest, ties away; truncated where rounding would
-    overflow), lo = x - hi (exact in fp32; 0 where x is infinite), both stored (R, C)
-    with row stride stride_out from x (R, C) of any strides."""
-    rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
-    cols = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
-    mask = (rows < R)[:, None] & (cols < C)[None, :]
-    x = tl.load(x_ptr + rows.to(tl.int64)[:, None] * stride_xr + cols[None, :] * stride_xc,
-                mask=mask, other=0.0)
+def split_tf32(x):
+    """(hi, lo) of fp32 x: hi = x rounded to tf32 (to nearest, ties away; truncated where
+    rounding would overflow), lo = x - hi (exact in fp32; 0 where x is infinite)."""
     bits = x.to(tl.uint32, bitcast=True)
     hi = ((bits + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)
     overflowed = (tl.abs(hi) == float("inf")) & (tl.abs(x) != float("inf"))
     hi = tl.where(overflowed, (bits & 0xFFFFE000).to(tl.float32, bitcast=True), hi)
     lo = tl.where(tl.abs(hi) == float("inf"), 0.0, x - hi)   # inf - inf would be NaN
+    return hi, lo
+
+
+@triton.jit
+def _split_kernel(x_ptr, stride_xr, stride_xc, hi_ptr, lo_ptr, stride_out, R, C,
+                  BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+    """split_tf32 of x (R, C) of any strides, hi and lo each stored (R, C) with row stride
+    stride_out."""
+    rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    cols = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    mask = (rows < R)[:, None] & (cols < C)[None, :]
+    x = tl.load(x_ptr + rows.to(tl.int64)[:, None] * stride_xr + cols[None, :] * stride_xc,
+                mask=mask, other=0.0)
+    hi, lo = split_tf32(x)
     out = rows.to(tl.int64)[:, None] * stride_out + cols[None, :]
     tl.store(hi_ptr + out, hi, mask=mask)
     tl.store(lo_ptr + out, lo, mask=mask)
 
 
 @triton.jit
-def _gemm_tf32x3_kernel(c_ptr, stride_cm, stride_cn, a_hi_ptr, a_lo_ptr, b_hi_ptr, b_lo_ptr,
+def _gemm_tf32x3_kernel(c_ptr, stride_cm, stride_cn, a_hi_ptr, a_lo_ptr, stride_am, stride_ak,
+                        b_hi_ptr, b_lo_ptr, stride_bn, stride_bk,
                         bias_ptr, res_ptr, stride_rm, stride_rn, preact_ptr, stride_pm,
-                        stride_pn, partial_ptr, count_ptr, M, N, K, stride_ak, stride_bk,
-                        K_SPLIT,
+                        stride_pn, partial_ptr, count_ptr, M, N, K, K_SPLIT,
                         HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
                         STORE_PREACT: tl.constexpr, ACTIVATION: tl.constexpr,
-                        SPLIT_K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                        BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+                        IN_LOOP: tl.constexpr, SPLIT_K: tl.constexpr, BLOCK_M: tl.constexpr,
+                        BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
     """C = act(A @ B + bias) + residual in fp32 from A = a_hi + a_lo (M, K) and
-    B.T = b_hi + b_lo (N, K), all four row-major, rows stride_ak and stride_bk apart.
+    B.T = b_hi + b_lo (N, K), element (m, k) of A at m * stride_am + k * stride_ak and
+    (n, k) of B.T at n * stride_bn + k * stride_bk.
+
+    IN_LOOP "a" or "b": that operand is the plain fp32 matrix (its hi pointer; lo unused),
+    split tile by tile in registers, which saves its split pass. The operand split in the
+    loop is the left one of the dots, which the tensor cores may take from registers:
+    for "b" the tile is computed transposed, (B.T @ A.T).T.
 
     SPLIT_K > 1: program (tile, s) sums K from s * K_SPLIT only, so that a grid of fewer
     output tiles than SMs (few tokens times a narrow layer) still fills the GPU. Each leaves
@@ -71,24 +84,40 @@ def _gemm_tf32x3_kernel(c_ptr, stride_cm, stride_cn, a_hi_ptr, a_lo_ptr, b_hi_pt
     offs_m = tl.arange(0, BLOCK_M) % (M - row0)
     offs_n = tl.arange(0, BLOCK_N) % (N - col0)
     offs_k = tl.arange(0, BLOCK_K)
-    a_offs = (row0 + offs_m).to(tl.int64)[:, None] * stride_ak + offs_k[None, :]
-    b_offs = (col0 + offs_n).to(tl.int64)[:, None] * stride_bk + offs_k[None, :]
+    a_offs = (row0 + offs_m).to(tl.int64)[:, None] * stride_am + offs_k[None, :] * stride_ak
+    b_offs = (col0 + offs_n).to(tl.int64)[:, None] * stride_bn + offs_k[None, :] * stride_bk
     k_stop = K
     k_start = 0
     if SPLIT_K > 1:
         k_start = tl.program_id(1) * K_SPLIT
         k_stop = tl.minimum(K, k_start + K_SPLIT)
-    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    if IN_LOOP == "b":
+        acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
+    else:
+        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     for k0 in range(k_start, k_stop, BLOCK_K):
         k_mask = offs_k[None, :] < k_stop - k0
-        a_hi = tl.load(a_hi_ptr + a_offs + k0, mask=k_mask, other=0.0)
-        a_lo = tl.load(a_lo_ptr + a_offs + k0, mask=k_mask, other=0.0)
-        b_hi = tl.load(b_hi_ptr + b_offs + k0, mask=k_mask, other=0.0)
-        b_lo = tl.load(b_lo_ptr + b_offs + k0, mask=k_mask, other=0.0)
-        # the small terms first; the tile's sum joins acc in fp32 (see the module docstring)
-        part = tl.dot(a_lo, tl.trans(b_hi), input_precision="tf32")
-        part = tl.dot(a_hi, tl.trans(b_lo), part, input_precision="tf32")
-        acc += tl.dot(a_hi, tl.trans(b_hi), part, input_precision="tf32")
+        if IN_LOOP == "a":
+            a_hi, a_lo = split_tf32(tl.load(a_hi_ptr + a_offs + k0 * stride_ak, mask=k_mask,
+                                            other=0.0))
+        else:
+            a_hi = tl.load(a_hi_ptr + a_offs + k0 * stride_ak, mask=k_mask, other=0.0)
+            a_lo = tl.load(a_lo_ptr + a_offs + k0 * stride_ak, mask=k_mask, other=0.0)
+        if IN_LOOP == "b":
+            b_hi, b_lo = split_tf32(tl.load(b_hi_ptr + b_offs + k0 * stride_bk, mask=k_mask,
+                                            other=0.0))
+            # the small terms first; the tile's sum joins acc in fp32 (module docstring)
+            part = tl.dot(b_lo, tl.trans(a_hi), input_precision="tf32")
+            part = tl.dot(b_hi, tl.trans(a_lo), part, input_precision="tf32")
+            acc += tl.dot(b_hi, tl.trans(a_hi), part, input_precision="tf32")
+        else:
+            b_hi = tl.load(b_hi_ptr + b_offs + k0 * stride_bk, mask=k_mask, other=0.0)
+            b_lo = tl.load(b_lo_ptr + b_offs + k0 * stride_bk, mask=k_mask, other=0.0)
+            part = tl.dot(a_lo, tl.trans(b_hi), input_precision="tf32")
+            part = tl.dot(a_hi, tl.trans(b_lo), part, input_precision="tf32")
+            acc += tl.dot(a_hi, tl.trans(b_hi), part, input_precision="tf32")
+    if IN_LOOP == "b":
+        acc = tl.trans(acc)
     if SPLIT_K > 1:
         # partials (SPLIT_K, tiles, BLOCK_M, BLOCK_N), whole tiles (wrapped rows included)
         in_tile = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
@@ -136,17 +165,22 @@ def launch_gemm_tf32x3(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, conf
                        bias=None, activation: str = "none", residual=None,
                        preact=None) -> None:
     """out (M, N) = act(a (M, K) @ b (K, N) + bias) + residual, fp32, any strides; config:
-    BLOCK_M/N/K, GROUP_M, num_warps, num_stages, optionally SPLIT_K (other keys ignored)."""
-    a_hi, a_lo = split_rows(a)
-    b_hi, b_lo = split_rows(b.t())   # B.T (N, K): K-major, as the tensor cores read it
-    launch_split_product(a_hi, a_lo, b_hi, b_lo, out, config, bias=bias,
-                         activation=activation, residual=residual, preact=preact)
+    BLOCK_M/N/K, GROUP_M, num_warps, num_stages, optionally SPLIT_K and IN_LOOP ("a" or
+    "b": the operand split tile by tile in the kernel rather than by a pass first; other
+    keys ignored)."""
+    in_loop = config.get("IN_LOOP", "none")
+    # B.T (N, K): K-major, as the tensor cores read it
+    a_pair = (a, a) if in_loop == "a" else split_rows(a)
+    b_pair = (b.t(), b.t()) if in_loop == "b" else split_rows(b.t())
+    launch_split_product(*a_pair, *b_pair, out, config, bias=bias, activation=activation,
+                         residual=residual, preact=preact)
 
 
 def launch_split_product(a_hi, a_lo, b_hi, b_lo, out: torch.Tensor, config: dict, *,
                          bias=None, activation: str = "none", residual=None,
                          preact=None) -> None:
-    """launch_gemm_tf32x3 over operands split_rows already split: a (M, K) and b.T (N, K)."""
+    """launch_gemm_tf32x3 over operands a (M, K) and b.T (N, K) as (hi, lo) pairs, as
+    split_rows gives them, or, for the one config["IN_LOOP"] names, the fp32 matrix twice."""
     M, K = a_hi.shape
     N = b_hi.shape[0]
     meta = {key: config[key] for key in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M",
@@ -158,8 +192,9 @@ def launch_split_product(a_hi, a_lo, b_hi, b_lo, out: torch.Tensor, config: dict
     res_strides = residual.stride() if residual is not None else (0, 0)
     preact_strides = preact.stride() if preact is not None else (0, 0)
     _gemm_tf32x3_kernel[(tiles, split)](
-        out, out.stride(0), out.stride(1), a_hi, a_lo, b_hi, b_lo, bias, residual,
-        *res_strides, preact, *preact_strides, partials, counters, M, N, K, a_hi.stride(0),
-        b_hi.stride(0), k_split,
+        out, out.stride(0), out.stride(1), a_hi, a_lo, *a_hi.stride(), b_hi, b_lo,
+        *b_hi.stride(), bias, residual, *res_strides, preact, *preact_strides, partials,
+        counters, M, N, K, k_split,
         HAS_BIAS=bias is not None, HAS_RESIDUAL=residual is not None,
-        STORE_PREACT=preact is not None, ACTIVATION=activation, SPLIT_K=split, **meta)
+        STORE_PREACT=preact is not None, ACTIVATION=activation,
+        IN_LOOP=config.get("IN_LOOP", "none"), SPLIT_K=split, **meta)

@@ -180,9 +180,10 @@ _CONFIGS_FP32 = [
 # Exact fp32 on the tensor cores: each operand split into a tf32 value and its remainder,
 # three tf32 products (CUTLASS's 3xTF32), inside the loop (Triton's tf32x3: about SGEMM's
 # speed) or split first by a pass of their own (SPLIT_TF32: up to 1.7x SGEMM at the training
-# step's products). Against float64 both erred less than cuBLAS's SGEMM on an H100
-# (notes/training.md, session 25), where Triton's exact dot has no tensor cores. Offered only
-# where torch's own switch asks for exact fp32 (with TF32 allowed, one tf32 product).
+# step's products), or one operand each way (IN_LOOP). Against float64 all erred less than
+# cuBLAS's SGEMM on an H100 (notes/training.md, session 25), where Triton's exact dot has no
+# tensor cores. Offered only where torch's own switch asks for exact fp32 (with TF32 allowed,
+# one tf32 product).
 _CONFIGS_FP32_TF32X3 = [{**c, "DOT_PRECISION": "tf32x3"} for c in (
     _config(128, 128, 32, 8, 3), _config(128, 256, 32, 8, 3), _config(128, 64, 32, 4, 4),
     _config(64, 128, 32, 4, 4), _config(64, 64, 32, 4, 4), _config(16, 64, 32, 4, 4),
@@ -191,6 +192,14 @@ _CONFIGS_FP32_TF32X3 = [{**c, "DOT_PRECISION": "tf32x3"} for c in (
     _config(64, 64, 32, 4, 4), _config(128, 128, 32, 8, 2),
     # split over K: where the output has fewer tiles than the GPU has SMs (few tokens times
     # a narrow layer: 512 x 1024 is 32 tiles of 128 x 128), more programs, each a shorter sum
+    *({**_config(128, 128, 32, 8, 3), "SPLIT_K": s} for s in (2, 3, 4)),
+    *({**_config(128, 64, 32, 4, 4), "SPLIT_K": s} for s in (2, 4)),
+)] + [{**c, "SPLIT_TF32": True, "IN_LOOP": side} for side in ("a", "b") for c in (
+    # One operand split tile by tile in the loop, riding in registers as the tensor cores'
+    # left operand, which saves its split pass: a weight's product at 256-512 tokens took
+    # 30% less time with the weight split so (research/probe_inloop_split.py).
+    _config(128, 128, 32, 8, 3), _config(128, 128, 32, 8, 4), _config(128, 64, 32, 4, 4),
+    _config(64, 128, 32, 4, 4), _config(64, 64, 32, 4, 4),
     *({**_config(128, 128, 32, 8, 3), "SPLIT_K": s} for s in (2, 3, 4)),
     *({**_config(128, 64, 32, 4, 4), "SPLIT_K": s} for s in (2, 4)),
 )]
@@ -259,8 +268,11 @@ def _fitting_configs(m_rows: int, N: int, K: int, dtype: torch.dtype, tma: bool,
     size = dtype.itemsize
 
     def fits(c):
-        tiles = 2 if c.get("SPLIT_TF32") else 1   # hi and lo tiles of both operands
-        smem = c["num_stages"] * (c["BLOCK_M"] + c["BLOCK_N"]) * c["BLOCK_K"] * size * tiles
+        # hi and lo tiles of split operands; one tile of an operand split in the loop
+        a_tiles = 2 if c.get("SPLIT_TF32") and c.get("IN_LOOP") != "a" else 1
+        b_tiles = 2 if c.get("SPLIT_TF32") and c.get("IN_LOOP") != "b" else 1
+        smem = (c["num_stages"] * (c["BLOCK_M"] * a_tiles + c["BLOCK_N"] * b_tiles)
+                * c["BLOCK_K"] * size)
         if c.get("TMA"):
             smem += c["BLOCK_M"] * c["BLOCK_N"] * size
         split = c.get("SPLIT_K", 1)
