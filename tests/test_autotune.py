@@ -106,3 +106,24 @@ def test_graph_timing_gives_kernels_their_per_stream_scratch():
         x.add_(1)
     assert autotune._graph_replay_ms(candidate, rep_ms=0.05) > 0
     assert len(found) >= 3 and all(found)
+
+
+def test_search_times_only_contenders_again(monkeypatch):
+    """One round for every candidate, two more only for those within CONTENDER_MARGIN of the
+    fastest; the lowest median of three wins, even over a faster first round."""
+    rounds = {"a": [1.0, 1.3, 1.3], "b": [1.2, 1.0, 1.0], "slow": [2.0], "edge": [1.25, 1.3, 1.3]}
+    timed = {name: 0 for name in rounds}
+
+    def fake_time(run, config, rep_ms):
+        name = config["name"]
+        timed[name] += 1
+        return rounds[name][timed[name] - 1]
+
+    monkeypatch.setattr(Tuner, "_compiles", staticmethod(lambda run, config: True))
+    monkeypatch.setattr(Tuner, "_time", staticmethod(fake_time))
+    configs = [{"name": name} for name in rounds]
+    tuner = Tuner("search", configs)
+    assert tuner._search(("k",), lambda config: None, configs) == {"name": "b"}
+    assert timed == {"a": 3, "b": 3, "slow": 1, "edge": 3}
+    assert dict((c["name"], ms) for c, ms in tuner.timings[repr(("k",))]) == {
+        "a": 1.3, "b": 1.0, "slow": 2.0, "edge": 1.3}

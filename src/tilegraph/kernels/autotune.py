@@ -30,6 +30,9 @@ Config = dict  # kernel meta-parameters plus num_warps / num_stages
 # pointer kernel took 14.3 us warm and 21.8 us cold, cuBLAS 13.5 and 16.6
 # (research/probe_train_gemms.py, H100).
 L2_SPAN_BYTES = 150 * 2**20
+# Candidates more than this factor slower than the fastest in the first round of timing are
+# not timed again (run-to-run spread of one round: a few percent).
+CONTENDER_MARGIN = 1.25
 _TUNERS: list[Tuner] = []  # every Tuner made, for reports of what was picked
 
 
@@ -168,18 +171,26 @@ class Tuner:
 
     def _search(self, key: tuple, run: Callable[[Config], None],
                 candidates: list[Config]) -> Config:
-        """Time every candidate in three interleaved rounds; keep the lowest median.
+        """Time every candidate once, then those within CONTENDER_MARGIN of the fastest in
+        two more interleaved rounds; keep the lowest median.
 
         Interleaving spreads clock ramp-up and thermal drift over all candidates alike: one
-        pass in order once picked a config 14% slower than the best at 8192^3.
+        pass in order once picked a config 14% slower than the best at 8192^3. Candidates
+        already far behind after one round do not come back: they would only lengthen the
+        search (an exact-fp32 product has 40 of them).
         """
         usable = [c for c in candidates if self._compiles(run, c)]
         if not usable:
             raise RuntimeError(f"{self.kernel}: no candidate config runs on this GPU")
-        rounds = [[self._time(run, c, rep_ms=10) for c in usable] for _ in range(3)]
-        medians = [statistics.median(times) for times in zip(*rounds, strict=True)]
+        first = [self._time(run, c, rep_ms=10) for c in usable]
+        contenders = [i for i, t in enumerate(first) if t <= CONTENDER_MARGIN * min(first)]
+        later = [[self._time(run, usable[i], rep_ms=10) for i in contenders] for _ in range(2)]
+        medians = list(first)
+        for i, times in zip(contenders, zip(*later, strict=True), strict=True):
+            medians[i] = statistics.median((first[i], *times))
         self.timings[repr(key)] = list(zip(usable, medians, strict=True))
-        return usable[medians.index(min(medians))]
+        best = min(contenders, key=medians.__getitem__)
+        return usable[best]
 
     def results(self) -> dict[str, Config]:
         """Every choice made or loaded so far, by problem key (for reports)."""
