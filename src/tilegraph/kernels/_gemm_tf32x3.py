@@ -9,6 +9,14 @@ H100; split first, the products alone ran at 1.6-2.4x it at six of seven shapes 
 777 x 1536 x 2345), 1.0-1.7x with the split passes where the tuner picked them
 (research/probe_split_tf32.py, research/probe_fp32_gemm.py).
 
+One operand may instead be split tile by tile in the loop (IN_LOOP): it is the left operand
+of the dots, which Hopper's warp-group dot takes from registers (research/ir_inloop_operand.py
+shows it so in the compiled IR), so unlike Triton's tf32x3 (both operands split in registers,
+the right one then stored to shared memory) nothing goes back through shared memory. That
+saves the operand's split pass, which costs the same at any token count for a weight: a
+training step's weight products at 256-512 tokens took 20-33% less time so
+(research/probe_inloop_split.py, H100); at 4096 tokens splitting both first still wins some.
+
 Each tile's three products start from zero and are added to the fp32 accumulator on the
 CUDA cores: accumulated on the tensor cores across the whole K loop, the error grew with K
 (3e-5 at K = 4096, 60 times cuBLAS's), since the tensor cores add inside an instruction with

@@ -195,9 +195,8 @@ _CONFIGS_FP32_TF32X3 = [{**c, "DOT_PRECISION": "tf32x3"} for c in (
     *({**_config(128, 128, 32, 8, 3), "SPLIT_K": s} for s in (2, 3, 4)),
     *({**_config(128, 64, 32, 4, 4), "SPLIT_K": s} for s in (2, 4)),
 )] + [{**c, "SPLIT_TF32": True, "IN_LOOP": side} for side in ("a", "b") for c in (
-    # One operand split tile by tile in the loop, riding in registers as the tensor cores'
-    # left operand, which saves its split pass: a weight's product at 256-512 tokens took
-    # 30% less time with the weight split so (research/probe_inloop_split.py).
+    # One operand split tile by tile in the loop, which saves its split pass (_gemm_tf32x3.py:
+    # a weight's products at 256-512 tokens 20-33% faster, research/probe_inloop_split.py).
     _config(128, 128, 32, 8, 3), _config(128, 128, 32, 8, 4), _config(128, 64, 32, 4, 4),
     _config(64, 128, 32, 4, 4), _config(64, 64, 32, 4, 4),
     *({**_config(128, 128, 32, 8, 3), "SPLIT_K": s} for s in (2, 3, 4)),
