@@ -177,8 +177,8 @@ def launch_gemm_tf32x3(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, conf
     "b": the operand split tile by tile in the kernel rather than by a pass first; other
     keys ignored)."""
     in_loop = config.get("IN_LOOP", "none")
-    # B.T (N, K): K-major, as the tensor cores read it
     a_pair = (a, a) if in_loop == "a" else split_rows(a)
+    # B.T (N, K): split, K-major as the tensor cores read it
     b_pair = (b.t(), b.t()) if in_loop == "b" else split_rows(b.t())
     launch_split_product(*a_pair, *b_pair, out, config, bias=bias, activation=activation,
                          residual=residual, preact=preact)
