@@ -36,8 +36,8 @@ VARIANTS = ("eager", "hand graph", "compile", "compile reduce-overhead", "tilegr
 CUDA_ONLY = ("hand graph", "compile", "compile reduce-overhead")
 # PyTorch's own variants, the first that ran being the reference for final losses.
 PYTORCH_VARIANTS = ("eager", "hand graph", "compile", "compile reduce-overhead")
-# Relative difference of the final loss from eager's allowed at least (the same math in other
-# kernel orders); _add_ratios widens it to the drift of torch.compile's own variants.
+# Relative difference of the final loss from the reference's (eager's) allowed at least (the
+# same math in other kernel orders); _add_ratios widens it to PyTorch's other variants' drift.
 LOSS_TOLERANCES = {torch.float32: 1e-2, torch.bfloat16: 5e-2, torch.float16: 5e-2}
 
 
