@@ -43,13 +43,28 @@ ADAM_TYPES = (torch.optim.Adam, torch.optim.AdamW)
 
 
 @triton.jit
+def _one_minus_power(log_beta, t):
+    """1 - beta^t from ln(beta), as -expm1(t ln beta) to a few fp32 units in the last place.
+    1 - exp2(t log2 beta) in fp32 keeps only the digits of beta^t below 1: at t = 1, beta =
+    0.999, the GPU's approximate exp2 made it 2e-4 off, Adam's first update 1e-4 too large
+    everywhere, and a training run that amplifies such a start ended 4% from torch's
+    (research/probe_adam_first_steps.py, notes/training.md, session 29)."""
+    x = t * log_beta  # <= 0
+    # expm1's series where |x| <= 0.5 (Horner; its 11th term is under 3e-10 of the sum)
+    series = 1.0 + x / 10.0
+    for k in tl.static_range(9, 1, -1):
+        series = 1.0 + x / k * series
+    return tl.where(x > -0.5, -x * series, 1.0 - tl.exp(x))
+
+
+@triton.jit
 def _adam_kernel(base_ptr, step_base_ptr, table_ptr, block_tensor_ptr, lr_ptr, beta1, beta2,
-                 one_minus_beta1, one_minus_beta2, log2_beta1, log2_beta2, eps, weight_decay,
+                 one_minus_beta1, one_minus_beta2, log_beta1, log_beta2, eps, weight_decay,
                  DECOUPLED: tl.constexpr, VECTOR: tl.constexpr, BLOCK: tl.constexpr):
     """One block of one tensor a program: block_tensor[pid] = (tensor index, first element);
     table[tensor] = offsets of p, g, m, v from base (elements), numel, offset of t from
     step_base. VECTOR: elements every offset is a multiple of (16 bytes' worth, or 1).
-    1 - beta and log2(beta) come from the host in double precision: 1 - 0.999 formed in fp32
+    1 - beta and ln(beta) come from the host in double precision: 1 - 0.999 formed in fp32
     is 1.3e-5 off, and v would be as far from torch's."""
     pid = tl.program_id(0)
     tensor = tl.load(block_tensor_ptr + 2 * pid)
@@ -79,14 +94,19 @@ def _adam_kernel(base_ptr, step_base_ptr, table_ptr, block_tensor_ptr, lr_ptr, b
         g = g + weight_decay * p
     m = beta1 * m + one_minus_beta1 * g
     v = beta2 * v + one_minus_beta2 * g * g
-    bias_correction1 = 1 - tl.exp2(t * log2_beta1)
-    bias_correction2 = 1 - tl.exp2(t * log2_beta2)
-    denom = tl.sqrt(v) / tl.sqrt(bias_correction2) + eps
+    bias_correction1 = _one_minus_power(log_beta1, t)
+    bias_correction2 = _one_minus_power(log_beta2, t)
+    denom = tl.sqrt(v) / tl.sqrt_rn(bias_correction2) + eps
     p = p - (lr / bias_correction1) * m / denom
     dtype = base_ptr.dtype.element_ty
     tl.store(base_ptr + p_off + offsets, p.to(dtype), mask=mask)
     tl.store(base_ptr + m_off + offsets, m.to(dtype), mask=mask)
     tl.store(base_ptr + v_off + offsets, v.to(dtype), mask=mask)
+
+
+def _log(beta: float) -> float:
+    """ln(beta); beta = 0 (no momentum) makes every bias correction 1."""
+    return math.log(beta) if beta > 0 else -math.inf
 
 
 def _fusable_group(group: dict) -> bool:
@@ -162,8 +182,8 @@ class MultiTensorAdam:
             beta1, beta2 = (float(b) for b in group["betas"])
             _adam_kernel[(launch["n_blocks"],)](
                 launch["base"], launch["step_base"], launch["table"], launch["blocks"],
-                group["lr"], beta1, beta2, 1 - beta1, 1 - beta2, math.log2(beta1),
-                math.log2(beta2), group["eps"], group["weight_decay"],
+                group["lr"], beta1, beta2, 1 - beta1, 1 - beta2, _log(beta1),
+                _log(beta2), group["eps"], group["weight_decay"],
                 DECOUPLED=launch["decoupled"], VECTOR=launch["vector"],
                 BLOCK=launch["block"], num_warps=NUM_WARPS)
 
