@@ -45,7 +45,8 @@ def _check(q, k, v, lengths, scale=None):
     (1, 4, 4, 64, 70),      # no grouping, two runs of the sequence
     (3, 14, 2, 24, 130),    # 7 q heads a kv head, head_dim not a power of two
     (2, 8, 1, 16, 33),      # one kv head for all (multi-query)
-    (1, 2, 2, 64, 300),     # batch 1: many runs, merged by the last one
+    (1, 2, 2, 64, 300),     # batch 1: short, one run (ONE_RUN_TILES)
+    (1, 2, 2, 64, 1100),    # batch 1: many runs, merged by the last one
 ])
 def test_matches_reference(batch, heads, kv_heads, head_dim, max_seq, dtype, device):
     q, k, v = _case(batch, heads, kv_heads, head_dim, max_seq, dtype, device)
@@ -104,15 +105,16 @@ def test_candidates_start_with_the_rule_and_fit_the_merge(shape):
         assert config["BLOCK_SPLITS"] * config["GROUP_P2"] * config["BLOCK_D"] <= MERGE_ELEMENTS
 
 
-@pytest.mark.parametrize("splits, block_t", [
-    (8, 16),    # runs of two tiles, fewer used than programs; a length of 0 in one run
-    (16, 64),   # short sequences in one run, written with no merge; idle runs
+@pytest.mark.parametrize("splits, block_t, one_run_tiles", [
+    (8, 16, 0),    # runs of two tiles, fewer used than programs; a length of 0 in one run
+    (16, 64, 0),   # runs of one tile; idle runs
+    (16, 64, 3),   # short sequences in one run, written with no merge; idle runs
 ])
-def test_launch_shapes_match_reference(splits, block_t, device):
+def test_launch_shapes_match_reference(splits, block_t, one_run_tiles, device):
     q, k, v = _case(3, 6, 2, 16, 150, torch.float32, device)
     lengths = torch.tensor([150, 0, 37], device=device)
     config = {**attention_config(3, 2, 3, 16, 150, 1), "BLOCK_T": block_t, "SPLITS": splits,
-              "BLOCK_SPLITS": splits}
+              "BLOCK_SPLITS": splits, "ONE_RUN_TILES": one_run_tiles}
     for _ in range(2):   # the arrival counters are back at zero for the second launch
         out = poisoned(q.shape, q.dtype, q.device)
         launch_decode_attention(q, k, v, lengths, 16 ** -0.5, out, config)

@@ -5,15 +5,16 @@ values, split over the sequence (flash-decoding), grouped-query aware.
 
 At batch 1 a decode step has one (sequence, kv head) pair per kv head: one program each
 would leave most SMs idle, so every pair's length is cut into up to SPLITS runs of whole
-tiles, one program a run, each with its own running max and sum (fp32). The split count is
-fixed at launch (a graph replays it at every length); each program reads its sequence's
-length on the device and takes 1 / SPLITS of the tiles, so long contexts and short ones
-alike spread over the grid; runs past a short sequence's tiles do nothing, a sequence of
-one run writes its output directly, and no program reads past a length. The q heads that
-share a kv head ride in one tensor-core tile, so each key and value is read once. The last
-run of a pair to finish merges the runs' partial results in a fixed order (the result does
-not depend on which run finished last): one kernel, no second launch. The launch shape is
-timed per shape by tune.tune_attention where it has been run, else a rule.
+tiles, one program a run, each with its own running max and sum (fp32); a sequence of at
+most ONE_RUN_TILES tiles is one run. The split count is fixed at launch (a graph replays it
+at every length); each program reads its sequence's length on the device and takes 1 /
+SPLITS of the tiles, so long contexts and short ones alike spread over the grid; runs past
+a short sequence's tiles do nothing, a sequence of one run writes its output directly, and
+no program reads past a length. The q heads that share a kv head ride in one tensor-core
+tile, so each key and value is read once. The last run of a pair to finish merges the
+runs' partial results in a fixed order (the result does not depend on which run finished
+last): one kernel, no second launch. The launch shape is timed per shape by
+tune.tune_attention where it has been run, else a rule.
 """
 
 from __future__ import annotations
@@ -38,6 +39,11 @@ _LOG2E = tl.constexpr(1.4426950408889634)
 # most this many fp32 values, 64 a thread of 4 warps.
 MERGE_ELEMENTS = 8192
 ASSUMED_SM_COUNT = 132  # the interpreter has no GPU to ask
+# A sequence of at most this many tiles is read by one program, not split: runs of one tile
+# pay the partials' round trips and the merge for little streaming. In TinyLlama's decode at
+# 128-384 positions (1-3 tiles) one run was 3.6% faster a step; runs of 4 tiles where the
+# sequence had 8 made attention 1.1-1.45x slower (notes/models.md, session 29).
+ONE_RUN_TILES = 3
 
 
 @triton.jit
@@ -75,14 +81,15 @@ def _attend_run(q, k_ptrs, v_ptrs, d_mask, stride_cp, start, stop, qk_scale,
 
 
 @triton.jit
-def _run_bounds(lengths_ptr, b, run, max_seq, SPLITS: tl.constexpr, BLOCK_T: tl.constexpr):
+def _run_bounds(lengths_ptr, b, run, max_seq, SPLITS: tl.constexpr, BLOCK_T: tl.constexpr,
+                ONE_RUN_TILES: tl.constexpr):
     """Positions [start, stop) of run `run` of sequence b, its length clamped to [0,
-    max_seq]: runs of 1 / SPLITS of its tiles of BLOCK_T positions; and how many runs the
-    sequence uses (fewer than SPLITS when it has fewer tiles; at least one, which writes
-    zeros for a length of 0)."""
+    max_seq]: runs of 1 / SPLITS of its tiles of BLOCK_T positions, or one run of them all
+    where they are at most ONE_RUN_TILES; and how many runs the sequence uses (fewer than
+    SPLITS when it has fewer tiles; at least one, which writes zeros for a length of 0)."""
     length = tl.minimum(tl.maximum(tl.load(lengths_ptr + b).to(tl.int32), 0), max_seq)
     tiles = tl.cdiv(length, BLOCK_T)
-    run_tiles = tl.cdiv(tiles, SPLITS)
+    run_tiles = tl.where(tiles <= ONE_RUN_TILES, tl.maximum(tiles, 1), tl.cdiv(tiles, SPLITS))
     start = run * run_tiles * BLOCK_T
     stop = tl.minimum(length, start + run_tiles * BLOCK_T)
     used = tl.maximum(tl.cdiv(tiles, run_tiles), 1)
@@ -113,6 +120,7 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
                              N_KV_HEADS: tl.constexpr, GROUP: tl.constexpr,
                              HEAD_DIM: tl.constexpr, SPLITS: tl.constexpr,
                              PDL: tl.constexpr, LENGTHS_FINAL: tl.constexpr,
+                             ONE_RUN_TILES: tl.constexpr,
                              DOT_PRECISION: tl.constexpr,
                              UPCAST_DOT: tl.constexpr, BLOCK_G: tl.constexpr,
                              GROUP_P2: tl.constexpr, BLOCK_T: tl.constexpr,
@@ -135,7 +143,8 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
     b = pair // N_KV_HEADS
     kv_head = pair % N_KV_HEADS
     kv_base = b.to(tl.int64) * stride_cb + kv_head * stride_ch
-    start, stop, used = _run_bounds(lengths_ptr, b, run, max_seq, SPLITS, BLOCK_T)
+    start, stop, used = _run_bounds(lengths_ptr, b, run, max_seq, SPLITS, BLOCK_T,
+                                    ONE_RUN_TILES)
     if PDL:
         # While the kernel before finishes: the run's first keys and values into L2. Only a
         # hint (L2 is coherent, so a line written after this is read fresh below).
@@ -148,7 +157,8 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
         if not LENGTHS_FINAL:
             # the kernel before may have written them: read again (one more round trip
             # before the first tile's address is known)
-            start, stop, used = _run_bounds(lengths_ptr, b, run, max_seq, SPLITS, BLOCK_T)
+            start, stop, used = _run_bounds(lengths_ptr, b, run, max_seq, SPLITS, BLOCK_T,
+                                             ONE_RUN_TILES)
     if run < used:
         offs_g = tl.arange(0, BLOCK_G)
         offs_d = tl.arange(0, BLOCK_D)
@@ -235,8 +245,8 @@ def attention_config(batch: int, n_kv_heads: int, group: int, head_dim: int, max
     splits = triton.cdiv((sms or ASSUMED_SM_COUNT) * programs_per_sm, pairs)
     splits = max(1, min(splits, MERGE_ELEMENTS // (group_p2 * block_d),
                         triton.cdiv(max_seq, block_t)))
-    return {"SPLITS": splits, "BLOCK_G": max(16, group_p2), "GROUP_P2": group_p2,
-            "BLOCK_T": block_t, "BLOCK_D": block_d,
+    return {"SPLITS": splits, "ONE_RUN_TILES": ONE_RUN_TILES, "BLOCK_G": max(16, group_p2),
+            "GROUP_P2": group_p2, "BLOCK_T": block_t, "BLOCK_D": block_d,
             "BLOCK_SPLITS": triton.next_power_of_2(splits), "num_warps": 4,
             "num_stages": stages}
 
@@ -284,6 +294,7 @@ def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
                                             q.dtype))
     config = dict(config or attention_config(batch, n_kv_heads, group, head_dim, max_seq,
                                              sm_count(q.device)))
+    config.setdefault("ONE_RUN_TILES", ONE_RUN_TILES)  # a shape tuned before it was a key
     partials = counters = out  # placeholders, never touched without a split
     pairs = batch * n_kv_heads
     if config["SPLITS"] > 1:
