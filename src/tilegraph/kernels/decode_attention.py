@@ -41,8 +41,8 @@ MERGE_ELEMENTS = 8192
 ASSUMED_SM_COUNT = 132  # the interpreter has no GPU to ask
 # A sequence of at most this many tiles is read by one program, not split: runs of one tile
 # pay the partials' round trips and the merge for little streaming. In TinyLlama's decode at
-# 128-384 positions (1-3 tiles) one run was 3.6% faster a step; runs of 4 tiles where the
-# sequence had 8 made attention 1.1-1.45x slower (notes/models.md, session 29).
+# 128-384 positions (1-3 tiles) one run made a step 4% faster; runs of 4 tiles where the
+# sequence had 8-16 made attention 1.1-1.5x slower (notes/models.md, session 29).
 ONE_RUN_TILES = 3
 
 
