@@ -158,7 +158,7 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
             # the kernel before may have written them: read again (one more round trip
             # before the first tile's address is known)
             start, stop, used = _run_bounds(lengths_ptr, b, run, max_seq, SPLITS, BLOCK_T,
-                                             ONE_RUN_TILES)
+                                            ONE_RUN_TILES)
     if run < used:
         offs_g = tl.arange(0, BLOCK_G)
         offs_d = tl.arange(0, BLOCK_D)
