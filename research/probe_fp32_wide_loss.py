@@ -1,7 +1,7 @@
 """Is the training benchmark's final loss at fp32, d=2048, 4 layers, 512 tokens a fair check?
 tg.TrainStep ended 4% from eager there (session 28). This bisects: the first step's gradients
 of eager and of tilegraph's layers against float64, then the loss trajectories of the
-benchmark's task (lr 3e-4, 200 steps) for
+benchmark's task (its learning rate, 200 steps) for
 
     eager                  PyTorch, torch's fused AdamW (the reference)
     eager nudged 1e-6      the same from weights nudged by 1e-6 relative noise (chaos?)
@@ -32,6 +32,7 @@ import torch.nn.functional as F
 
 import tilegraph as tg
 import tilegraph.graph.train as train_module
+from tilegraph.bench.training import LEARNING_RATE
 from tilegraph.models.mlp import MLPStack
 
 D, LAYERS, TOKENS, STEPS = 2048, 4, 512, 200
@@ -39,7 +40,7 @@ THRESHOLDS = (1e-5, 1e-4, 1e-3, 1e-2)
 
 
 def _optimizer(model, device: str):
-    lr = torch.tensor(3e-4, device=device) if device == "cuda" else 3e-4
+    lr = torch.tensor(LEARNING_RATE, device=device) if device == "cuda" else LEARNING_RATE
     return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01,
                              fused=device == "cuda", capturable=device == "cuda")
 
