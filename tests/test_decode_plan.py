@@ -122,6 +122,9 @@ def test_rule_by_rows_dtype_and_size():
     assert (split(256, 4096), split(2048, 5632), split(4096, 14336)) == (8, 8, 4)
     assert (tile(256, 4096)["BLOCK_N"], tile(2048, 5632)["BLOCK_N"]) == (32, 64)
     assert split(16384, 53248) == 1
+    # pipelines three tiles deep in 16-bit (whole decode steps), four in fp32
+    stages = lambda n, k, dtype=bf16: tile(n, k, dtype)["num_stages"]  # noqa: E731
+    assert (stages(11264, 2048), stages(2048, 5632), stages(11264, 2048, fp32)) == (3, 3, 4)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -70,6 +70,9 @@ def dot_config(N: int, K: int, element_size: int, sms: int) -> dict:
     8-16 rows (bf16 d=1024-4096, fp32 d=512-8192); a split pays wherever the column blocks
     alone leave SMs idle. Rows at least twice as long as N is wide (a down projection, a
     narrow head) keep the rule of the split-K sweep: BLOCK_N 64 (32 below 1024 outputs).
+    Pipelines are three tiles deep in 16-bit: a lone projection streams best four deep, but
+    in whole Llama decode steps at 4-16 rows three made the wide gate/up projections (no
+    split) faster and the step 1-5% (research/probe_model_tiles.py, notes/models.md).
     """
     block_k = dot_block_k(K, element_size)
     if K >= 2 * N:
@@ -80,7 +83,8 @@ def dot_config(N: int, K: int, element_size: int, sms: int) -> dict:
     if split >= 2:
         return {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": 4, "num_stages": 3,
                 "SPLIT_K": split}
-    return {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": 4, "num_stages": 4}
+    stages = 3 if element_size <= 2 else 4
+    return {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": 4, "num_stages": stages}
 
 
 def rule(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -> Plan:

@@ -1,0 +1,95 @@
+"""Projection tiles forced into a whole Llama decode step: which plan of the MLP's
+projections makes the captured step fastest, as the step runs them (each kernel overlapping
+its neighbours under PDL), rather than alone over rotated weights as `tilegraph tune` times.
+
+    PYTHONPATH=src python3 research/probe_model_tiles.py --model tinyllama --batch 8
+
+Each variant records plans for the gate/up and down shapes in the tuned-plan store (as
+`tilegraph tune` would), captures model.decode again and times 200 replays; the rule's own
+plan runs between the variants, so drift shows. Prints ms a step per variant.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+import tilegraph as tg
+from tilegraph.kernels import decode_plan
+from tilegraph.kernels.decode_plan import Plan
+from tilegraph.models.hf_presets import hf_config
+from tilegraph.models.llama import Llama, LlamaConfig
+
+
+def gemv(block_n, block_k, warps, chunk=128):
+    return Plan("gemv", {"BLOCK_N": block_n, "SPLIT": block_k // chunk, "CHUNK": chunk,
+                         "num_warps": warps, "num_stages": 1})
+
+
+def dot(block_n, block_k, stages, split=1, warps=4):
+    config = {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": warps, "num_stages": stages}
+    return Plan("dot", {**config, "SPLIT_K": split} if split > 1 else config)
+
+
+def variants(batch, d, ffn):
+    """(name, {(N, K): plan}) for the gate/up (2 ffn x d) and down (d x ffn) projections."""
+    up, down = (2 * ffn, d), (d, ffn)
+    k_up = min(4096, 1 << (d - 1).bit_length())
+    if batch == 1:
+        return [("gate/up 32 values a thread", {up: gemv(max(1, 4096 // k_up), k_up, 4)}),
+                ("gate/up 128 values a thread", {up: gemv(max(1, 16384 // k_up), k_up, 4)}),
+                ("down 8 warps", {down: gemv(8, 4096, 8)})]
+    return [("gate/up BN32 S4", {up: dot(32, 256, 4)}),
+            ("gate/up BN32 S3", {up: dot(32, 256, 3)}),
+            ("gate/up BN64 S2", {up: dot(64, 256, 2)}),
+            ("gate/up BN64 S3", {up: dot(64, 256, 3)}),
+            ("gate/up BN16 S4", {up: dot(16, 256, 4)}),
+            ("down BN32 split 4", {down: dot(32, 256, 3, 4)})]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model", default="tinyllama")
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--context", type=int, default=256)
+    parser.add_argument("--set", nargs="*", default=[], metavar="FIELD=INT",
+                        help="transformers config fields to replace, e.g. hidden_size=1536")
+    args = parser.parse_args()
+    overrides = {field: int(value) for field, value in (item.split("=") for item in args.set)}
+    config = LlamaConfig.from_hf(hf_config(args.model, **overrides))
+    model = Llama(config, dtype=torch.bfloat16, device="cuda")
+    cache = model.new_cache(args.batch, 2048)
+    tokens = torch.randint(0, config.vocab_size, (args.batch,), device="cuda")
+    positions = torch.full((args.batch,), args.context, device="cuda")
+    d, ffn, dtype = config.dim, config.ffn_dim, torch.bfloat16
+    rule = {shape: decode_plan.rule(args.batch, *shape, dtype, None)
+            for shape in ((2 * ffn, d), (d, ffn))}
+
+    def step_ms(plans) -> float:
+        for (n, k), chosen in {**rule, **plans}.items():
+            decode_plan.record(args.batch, n, k, dtype, chosen)
+        graph = tg.capture(model.decode, tokens, positions, cache)
+        for _ in range(20):
+            graph.replay()
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        times = []
+        for _ in range(3):
+            start.record()
+            for _ in range(100):
+                graph.replay()
+            stop.record()
+            stop.synchronize()
+            times.append(start.elapsed_time(stop) / 100)
+        return sorted(times)[1]
+
+    print(f"{args.model} {args.set} batch {args.batch}, position {args.context}; rule: "
+          + "; ".join(f"{n}x{k} {p}" for (n, k), p in rule.items()))
+    print(f"  {'rule':28s} {step_ms({}):.4f} ms")
+    for name, plans in variants(args.batch, d, ffn):
+        ms = step_ms(plans)
+        print(f"  {name:28s} {ms:.4f} ms   (rule again {step_ms({}):.4f})", flush=True)
+
+
+if __name__ == "__main__":
+    main()
