@@ -50,12 +50,15 @@ def test_batch_of_equal_prompts_as_a_tensor_runs_a_smaller_bucket(hf, generator)
     assert generator.generate(ids, 6) == [_hf_greedy(hf, row.tolist(), 6) for row in ids]
 
 
-def test_end_of_sequence_stops_each_row(hf, generator):
+@pytest.mark.parametrize("eos_at", [3, 8])   # in the first chunk of 5 steps, or a later one
+def test_end_of_sequence_stops_each_row(hf, generator, eos_at):
     prompt = torch.randint(0, 67, (6,)).tolist()
-    greedy = _hf_greedy(hf, prompt, 12)
-    eos = greedy[3]
-    out = generator.generate([prompt], 12, eos_token_id=eos)[0]
+    greedy = _hf_greedy(hf, prompt, 24)
+    eos = greedy[eos_at]
+    out = generator.generate([prompt], 24, eos_token_id=eos)[0]
     assert out == greedy[:greedy.index(eos) + 1]
+    # the chunk queued while the host read the one with the end token is not streamed
+    assert generator.stats.new_tokens < 16
 
 
 def test_stream_yields_one_list_per_step(generator):

@@ -9,8 +9,8 @@ KV cache, the choice of the next token (greedy, one kernel; or sampled on the de
 seeded hash), written over the step's own token input, and positions + 1 over its position
 input. So after the first call each step is a bare replay (GraphRunner.again: no copies in
 or out), and each new token is also written into a device-side history at its position:
-the host only waits when it reads that history, every `sync_every` tokens, to stream them
-and to stop at end of sequence.
+the host reads that history every `sync_every` tokens, to stream them and to stop at end of
+sequence, while the next `sync_every` steps already run.
 """
 
 from __future__ import annotations
@@ -49,6 +49,16 @@ class GenerationStats:
         """Generated tokens of all sequences per second of decoding."""
         ms = self.decode_ms_per_token
         return self.batch * 1e3 / ms if ms == ms else float("nan")
+
+
+@dataclass
+class _QueuedChunk:
+    """Decode steps first..stop-1, queued: their tokens (batch, steps), on the host once the
+    event `copied` (None off CUDA, where they are already there) has passed."""
+    tokens: torch.Tensor
+    copied: torch.cuda.Event | None
+    first: int
+    stop: int
 
 
 class Generator:
@@ -196,31 +206,65 @@ class Generator:
         finished = [t in stop for t in first]
         produced = 1
         start = time.perf_counter()
-        while produced < max_new_tokens and not all(finished):
-            chunk = min(self.sync_every, max_new_tokens - produced)
-            for _ in range(chunk):
-                try:
-                    if produced == 1:  # the first step copies its inputs in; later ones loop
-                        tokens, positions, _ = runner(tokens, positions)
-                    else:
-                        runner.again()
-                except CollectiveError as error:   # raised eagerly (gloo): name the step
-                    raise CollectiveError(f"{error} (decode step {produced})") from error
-                produced += 1
+        # One chunk of steps is always queued ahead of the one being read, so the GPU decodes
+        # while the host waits for, copies and yields the last chunk's tokens; a batch that
+        # ends early has computed at most one chunk it does not yield.
+        pending = None
+        while True:
+            if produced < max_new_tokens and not all(finished):
+                chunk = min(self.sync_every, max_new_tokens - produced)
+                queued, tokens, positions = self._queue_chunk(runner, chunk, produced,
+                                                              tokens, positions, batch)
+                produced += chunk
+            else:
+                queued = None
+            if pending is not None:
+                for step_tokens in self._read_chunk(pending):
+                    finished = [f or t in stop
+                                for f, t in zip(finished, step_tokens, strict=True)]
+                    yield step_tokens
+                self.stats.decode_seconds = time.perf_counter() - start
+                self.stats.new_tokens = pending.stop
+            if queued is None:
+                break
+            pending = queued
+
+    def _queue_chunk(self, runner: GraphRunner, chunk: int, produced: int,
+                     tokens: torch.Tensor, positions: torch.Tensor, batch: int):
+        """Queue `chunk` decode steps after the `produced` tokens so far, then a copy of
+        their tokens to the host, without waiting for any of it. Returns the chunk, and the
+        steps' token and position inputs."""
+        for step in range(produced, produced + chunk):
+            try:
+                if step == 1:  # the first step copies its inputs in; later ones loop
+                    tokens, positions, _ = runner(tokens, positions)
+                else:
+                    runner.again()
+            except CollectiveError as error:   # raised eagerly (gloo): name the step
+                raise CollectiveError(f"{error} (decode step {step})") from error
+        device = self.model.device
+        # every row's last `chunk` tokens, by position (the steps' own input, read here in
+        # stream order, before the next chunk moves it on)
+        columns = positions[:, None] - torch.arange(chunk - 1, -1, -1, device=device)
+        new = self._history[:batch].gather(1, columns)
+        queued = _QueuedChunk(new, None, produced, produced + chunk)
+        if device.type == "cuda":
+            queued.tokens = torch.empty(new.shape, dtype=new.dtype, pin_memory=True)
+            queued.tokens.copy_(new, non_blocking=True)
+            queued.copied = _recorded_event(device)
+        return queued, tokens, positions
+
+    def _read_chunk(self, queued: _QueuedChunk) -> list[list[int]]:
+        """One list of the batch's tokens per step of a chunk _queue_chunk queued."""
+        if queued.copied is not None:
             if self.model.tp.size > 1:
                 # a deadline first: a replayed collective whose peer died would block the
-                # read below for ever
-                self.model.tp.wait(_recorded_event(device),
-                                   f"decode steps {produced - chunk}..{produced - 1}")
-            # every row's last `chunk` tokens, by position
-            columns = (positions[:, None] - torch.arange(chunk - 1, -1, -1, device=device))
-            new = self._history[:batch].gather(1, columns).tolist()
-            for step in range(chunk):
-                step_tokens = [row[step] for row in new]
-                finished = [f or t in stop for f, t in zip(finished, step_tokens, strict=True)]
-                yield step_tokens
-            self.stats.decode_seconds = time.perf_counter() - start
-            self.stats.new_tokens = produced
+                # wait below for ever
+                self.model.tp.wait(queued.copied,
+                                   f"decode steps {queued.first}..{queued.stop - 1}")
+            queued.copied.synchronize()
+        rows = queued.tokens.tolist()
+        return [[row[step] for row in rows] for step in range(queued.stop - queued.first)]
 
     def score(self, prompt_ids, continuation: torch.Tensor) -> torch.Tensor:
         """Logits (B, n, vocab) the decode graphs give each token of `continuation` (B, n),

@@ -35,6 +35,7 @@ import tilegraph as tg
 from ..dist.allreduce import LayerAllReduce
 from ..dist.group import TensorParallel
 from ..dist.sharding import local_config, vocab_shard
+from ..kernels.decode_inputs import decode_inputs
 from .llama_config import LlamaConfig, rope_frequencies
 
 
@@ -282,14 +283,18 @@ class Llama(nn.Module):
                ) -> torch.Tensor:
         """One token per sequence: tokens (S,) at positions (S,) of cache slots 0..S-1.
         Writes their keys and values into the cache and returns logits (S, vocab). No host
-        sync and fixed shapes: safe to capture, one graph for every position."""
+        sync and fixed shapes: safe to capture, one graph for every position. Token ids are
+        read on the device, unchecked: one outside the vocabulary gives NaN logits."""
         rows = tokens.shape[0]
-        lengths = positions + 1  # each sequence attends to its positions 0..position
+        positions = positions.contiguous()
+        x = torch.empty((rows, self.config.dim), dtype=self.dtype, device=self.device)
+        lengths = torch.empty_like(positions)  # each sequence attends to 0..its position
+        decode_inputs(tokens.contiguous(), positions, self.embed, hidden_out=x,
+                      lengths_out=lengths)
 
         def attend(q, k_layer, v_layer):  # q (S, heads, head_dim); k, v already cached
             return tg.decode_attention(q, k_layer, v_layer, lengths).view(rows, -1)
 
-        x = F.embedding(tokens, self.embed)
         x = self._fused_layers(x, cache, positions, cache.slots[:rows], attend)
         return self._lm_head(x)
 
