@@ -234,15 +234,16 @@ def attention_config(batch: int, n_kv_heads: int, group: int, head_dim: int, max
                      programs_per_sm: int = 1) -> dict:
     """Launch shape: the group's q heads padded to an mma tile (16 rows at least); tiles of
     `tile` positions (default 128 for head_dim up to 64, else 64); `stages` loads in
-    flight; about `programs_per_sm` programs an SM over all (sequence, kv head) pairs, but
-    no more runs than max_seq has tiles, and few enough that the merge holds every run's
-    partial output in registers at once (MERGE_ELEMENTS). The defaults are the rule for
-    untuned shapes (research/sweep_decode_attention.py, notes/models.md)."""
+    flight; at most `programs_per_sm` programs an SM over all (sequence, kv head) pairs
+    (rounded down: a few programs past a whole wave would run as a second wave with most
+    SMs idle), but no more runs than max_seq has tiles, and few enough that the merge holds
+    every run's partial output in registers at once (MERGE_ELEMENTS). The defaults are the
+    rule for untuned shapes (research/sweep_decode_attention.py, notes/models.md)."""
     group_p2 = triton.next_power_of_2(group)
     block_d = max(16, triton.next_power_of_2(head_dim))
     block_t = tile or (128 if block_d <= 64 else 64)
     pairs = batch * n_kv_heads
-    splits = triton.cdiv((sms or ASSUMED_SM_COUNT) * programs_per_sm, pairs)
+    splits = (sms or ASSUMED_SM_COUNT) * programs_per_sm // pairs
     splits = max(1, min(splits, MERGE_ELEMENTS // (group_p2 * block_d),
                         triton.cdiv(max_seq, block_t)))
     return {"SPLITS": splits, "ONE_RUN_TILES": ONE_RUN_TILES, "BLOCK_G": max(16, group_p2),
