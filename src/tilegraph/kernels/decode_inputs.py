@@ -67,9 +67,8 @@ def decode_inputs(tokens: torch.Tensor, positions: torch.Tensor, table: torch.Te
     """For each row r: hidden_out[r] = table[tokens[r]] (NaN where the id is outside the
     table: ids are read on the device, unchecked), lengths_out[r] = positions[r] + 1.
     tokens, positions, lengths_out: contiguous int32 or int64 (rows,), lengths_out in
-    positions' dtype; table (vocab, dim) with unit
-    column stride; hidden_out (rows, dim) in table's dtype with unit column stride; all on
-    one device."""
+    positions' dtype; table (vocab, dim) and hidden_out (rows, dim) in table's dtype, both
+    with a unit column stride; all on one device."""
     check_tensor("table", table)
     if table.ndim != 2 or table.stride(1) != 1 or 0 in table.shape:
         raise ValueError(f"table must be a non-empty (vocab, dim) tensor with a unit column "
