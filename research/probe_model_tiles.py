@@ -38,10 +38,13 @@ def variants(batch, d, ffn):
     without split-K); the rule now takes three, so "gate/up BN64 S3" is the rule's own."""
     up, down = (2 * ffn, d), (d, ffn)
     k_up = min(4096, 1 << (d - 1).bit_length())
+    k_down = 1 << (ffn - 1).bit_length()
     if batch == 1:  # SwiGLU pairs need an even number of rows a program
         return [("gate/up 32 values a thread", {up: gemv(max(2, 4096 // k_up), k_up, 4)}),
                 ("gate/up 128 values a thread", {up: gemv(max(2, 16384 // k_up), k_up, 4)}),
-                ("down 8 warps", {down: gemv(8, 4096, 8)})]
+                ("down 8 warps", {down: gemv(8, 4096, 8)}),
+                # one tile a program: every row read before the wait (session 31)
+                ("down whole rows", {down: gemv(max(1, 16384 // k_down), k_down, 4)})]
     return [("gate/up BN32 S4", {up: dot(32, 256, 4)}),
             ("gate/up BN32 S3", {up: dot(32, 256, 3)}),
             ("gate/up BN64 S2", {up: dot(64, 256, 2)}),
