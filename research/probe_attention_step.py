@@ -1,0 +1,75 @@
+"""Attention's launch shape forced into a whole Llama decode step at a short context: what
+the one-run path (a sequence of a few tiles read by one program a kv head) costs the step
+with fewer or more warps, loads in flight and tile lengths.
+
+    PYTHONPATH=src python3 research/probe_attention_step.py --model qwen2-0.5b --context 256
+
+Each variant is recorded in tg.decode_attention's tuned store for the step's shape (as the
+Generator's tuning would), the step is captured again and 300 replays timed; the rule's
+config runs between variants, so drift shows. Prints ms a step.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+import tilegraph as tg
+from tilegraph.kernels import decode_attention as attention
+from tilegraph.models.hf_presets import hf_config
+from tilegraph.models.llama import Llama, LlamaConfig
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model", default="qwen2-0.5b")
+    parser.add_argument("--context", type=int, default=256)
+    parser.add_argument("--max-seq", type=int, default=2048)
+    parser.add_argument("--quick", action="store_true", help="the 8-warp variant only")
+    args = parser.parse_args()
+    config = LlamaConfig.from_hf(hf_config(args.model))
+    model = Llama(config, dtype=torch.bfloat16, device="cuda")
+    cache = model.new_cache(1, args.max_seq)
+    tokens = torch.zeros(1, dtype=torch.int64, device="cuda")
+    positions = torch.full((1,), args.context - 1, device="cuda")
+    group = config.n_heads // config.n_kv_heads
+    key = attention.attention_key(1, config.n_kv_heads, group, config.head_dim, args.max_seq,
+                                  torch.bfloat16)
+    rule = attention.attention_config(1, config.n_kv_heads, group, config.head_dim,
+                                      args.max_seq, torch.cuda.get_device_properties(0)
+                                      .multi_processor_count)
+
+    def step_ms(changes: dict) -> float:
+        attention.tuned.record(key, {**rule, **changes})
+        graph = tg.capture(model.decode, tokens, positions, cache, restore_state=False)
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        times = []
+        for _ in range(3):
+            start.record()
+            for _ in range(300):
+                graph.replay()
+            stop.record()
+            stop.synchronize()
+            times.append(start.elapsed_time(stop) / 300)
+        return min(times)
+
+    tiles = -(-args.context // rule["BLOCK_T"])
+    print(f"{args.model} b1 position {args.context - 1} ({tiles} tiles of {rule['BLOCK_T']}); "
+          f"rule {rule}")
+    print(f"  {'rule':34s} {step_ms({}):.4f} ms")
+    half = rule["BLOCK_T"] // 2
+    variants = [("8 warps", {"num_warps": 8})] if args.quick else [
+                ("1 warp", {"num_warps": 1}), ("2 warps", {"num_warps": 2}),
+                ("8 warps", {"num_warps": 8}), ("2 stages", {"num_stages": 2}),
+                ("4 stages", {"num_stages": 4}),
+                (f"tiles of {half}, one run", {"BLOCK_T": half, "ONE_RUN_TILES": 2 * tiles}),
+                (f"tiles of {half}, one run, 2 warps",
+                 {"BLOCK_T": half, "ONE_RUN_TILES": 2 * tiles, "num_warps": 2})]
+    for name, changes in variants:
+        ms = step_ms(changes)
+        print(f"  {name:34s} {ms:.4f} ms   (rule again {step_ms({}):.4f})", flush=True)
+
+
+if __name__ == "__main__":
+    main()
