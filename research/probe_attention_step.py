@@ -25,18 +25,19 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", default="qwen2-0.5b")
     parser.add_argument("--context", type=int, default=256)
+    parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--max-seq", type=int, default=2048)
-    parser.add_argument("--quick", action="store_true", help="the 8-warp variant only")
+    parser.add_argument("--quick", action="store_true", help="the 8-warp variants only")
     args = parser.parse_args()
     config = LlamaConfig.from_hf(hf_config(args.model))
     model = Llama(config, dtype=torch.bfloat16, device="cuda")
-    cache = model.new_cache(1, args.max_seq)
-    tokens = torch.zeros(1, dtype=torch.int64, device="cuda")
-    positions = torch.full((1,), args.context - 1, device="cuda")
+    cache = model.new_cache(args.batch, args.max_seq)
+    tokens = torch.zeros(args.batch, dtype=torch.int64, device="cuda")
+    positions = torch.full((args.batch,), args.context - 1, device="cuda")
     group = config.n_heads // config.n_kv_heads
-    key = attention.attention_key(1, config.n_kv_heads, group, config.head_dim, args.max_seq,
-                                  torch.bfloat16)
-    rule = attention.attention_config(1, config.n_kv_heads, group, config.head_dim,
+    key = attention.attention_key(args.batch, config.n_kv_heads, group, config.head_dim,
+                                  args.max_seq, torch.bfloat16)
+    rule = attention.attention_config(args.batch, config.n_kv_heads, group, config.head_dim,
                                       args.max_seq, torch.cuda.get_device_properties(0)
                                       .multi_processor_count)
 
@@ -55,11 +56,13 @@ def main() -> None:
         return min(times)
 
     tiles = -(-args.context // rule["BLOCK_T"])
-    print(f"{args.model} b1 position {args.context - 1} ({tiles} tiles of {rule['BLOCK_T']}); "
-          f"rule {rule}")
+    print(f"{args.model} b{args.batch} position {args.context - 1} ({tiles} tiles of "
+          f"{rule['BLOCK_T']}); rule {rule}")
     print(f"  {'rule':34s} {step_ms({}):.4f} ms")
     half = rule["BLOCK_T"] // 2
-    variants = [("8 warps", {"num_warps": 8})] if args.quick else [
+    quick = [("8 warps", {"num_warps": 8}),
+             ("8 warps, one split", {"num_warps": 8, "SPLITS": 1, "BLOCK_SPLITS": 1})]
+    variants = quick if args.quick else [
                 ("1 warp", {"num_warps": 1}), ("2 warps", {"num_warps": 2}),
                 ("8 warps", {"num_warps": 8}), ("2 stages", {"num_stages": 2}),
                 ("4 stages", {"num_stages": 4}),
