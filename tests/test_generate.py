@@ -61,6 +61,21 @@ def test_end_of_sequence_stops_each_row(hf, generator, eos_at):
     assert generator.stats.new_tokens < 16
 
 
+def test_the_next_chunk_runs_while_the_last_is_read(generator, monkeypatch):
+    queued = []
+    queue = generator._queue_chunk
+
+    def counted(runner, chunk, produced, *rest):
+        queued.append(produced + chunk)   # the tokens produced once this chunk has run
+        return queue(runner, chunk, produced, *rest)
+    monkeypatch.setattr(generator, "_queue_chunk", counted)
+    stream = generator.stream([[1, 2, 3]], 12)   # chunks of 5: steps 1-5, 6-10, 11
+    next(stream)                                 # the prefill's token
+    next(stream)                                 # step 1's
+    assert queued == [6, 11], "steps 6-10 are queued before step 1's token is read"
+    assert len(list(stream)) == 10 and queued == [6, 11, 12]
+
+
 def test_stream_yields_one_list_per_step(generator):
     prompts = [[1, 2, 3], [4, 5, 6]]
     steps = list(generator.stream(prompts, 7))
