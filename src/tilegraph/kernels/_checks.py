@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from .._runtime import INTERPRET
+from . import _norm_handoff as norm_handoff
 
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -124,6 +125,7 @@ def prepare_out(out, shape, dtype: torch.dtype, device: torch.device) -> torch.T
         raise ValueError(f"out is on {out.device}, expected {device}")
     if not out.is_contiguous():
         raise ValueError("out must be contiguous: kernels write it as dense rows")
+    norm_handoff.drop(out)  # a norm handed over with out's old contents no longer holds
     return out
 
 

@@ -8,7 +8,8 @@ each program streams a (BLOCK_N, K) strip of W exactly once, and mma does all ro
 (BLOCK_N, BLOCK_K) tile at once, so 16 rows cost about what 2 do. Small BLOCK_N (16-64)
 keeps enough programs to fill every SM when N is a few thousand, and split-K where N is
 narrow for its K. A norm prologue runs as a small kernel of its own just before (see
-_norm_rows_kernel); bias, activation and residual stay in the epilogue.
+_norm_rows_kernel), unless the kernel that wrote x handed it over (_norm_handoff.py); bias,
+activation and residual stay in the epilogue.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import triton.language as tl
 
 from .._runtime import INTERPRET
 from ._matvec import rows_epilogue
+from ._norm_handoff import parts_block
 from ._rotary_store import NO_ROTARY
 from ._split_workspace import plan_split
 
@@ -75,18 +77,43 @@ def _norm_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, norm_w_ptr, K, eps,
 
 
 @triton.jit
+def _hand_over_norm(y, y_ptr, g, x_next_ptr, stride_xnm, parts_ptr, pid_n,
+                    offs_m, offs_n, M, N, BLOCK_M: tl.constexpr):
+    """The next projection's norm prologue, from this program's tile y of the result h (the
+    values stored, before rounding) and g, the next norm's weights at these columns:
+    x_next = h * g, and the rows' sums of h^2 over these columns, summed by the next kernel.
+    Both from h as stored (rounded to y's dtype), the values an RMSNorm of the stored result
+    would read."""
+    y_mask = (offs_m < M)[:, None] & (offs_n < N)[None, :]
+    h = tl.where(y_mask, y.to(y_ptr.dtype.element_ty).to(tl.float32), 0.0)
+    tl.store(x_next_ptr + offs_m[:, None] * stride_xnm + offs_n[None, :],
+             (h * g[None, :]).to(x_next_ptr.dtype.element_ty), mask=y_mask)
+    tl.store(parts_ptr + pid_n * BLOCK_M + offs_m, tl.sum(h * h, axis=1))
+
+
+@triton.jit
 def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
                      bias_ptr, res_ptr, stride_rm, rotary, partial_ptr, count_ptr,
+                     norm_parts_ptr, n_norm_parts, eps,
+                     next_norm_w_ptr, x_next_ptr, stride_xnm, next_parts_ptr,
                      M, N, K, K_SPLIT,
                      HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
                      ACTIVATION: tl.constexpr, PREFETCH_WEIGHT: tl.constexpr,
                      DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr,
-                     SPLIT_K: tl.constexpr,
+                     SPLIT_K: tl.constexpr, NORM_PARTS: tl.constexpr, HAND_OVER: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """y_mn = act(sum_k x_mk W_nk + b_n) + r_mn for M <= BLOCK_M rows and BLOCK_N outputs
-    a program (a norm prologue is _norm_rows_kernel's, launched before this one).
+    """y_mn = act(rstd_m sum_k x_mk W_nk + b_n) + r_mn for M <= BLOCK_M rows and BLOCK_N
+    outputs a program, rstd_m = 1 where no norm is asked for. A norm prologue comes either
+    from _norm_rows_kernel, launched just before (x is then normalised, rstd_m = 1), or
+    handed over by the kernel that wrote x (NORM_PARTS > 0: x is h * g already, and
+    rstd_m = 1 / sqrt(sum of the n_norm_parts partial sums of h_m^2 / K + eps)).
     fp32 weights multiply at DOT_PRECISION: "tf32x3" (three tf32 products, about fp32's
     accuracy, still far below the weight stream's time at 16 rows) or "ieee".
+
+    HAND_OVER: this kernel's result y is the next projection's h. Program n also stores
+    y * g_next (its columns, in x_next) and the rows' sums of y^2 over its columns
+    (next_parts, one BLOCK_M vector a column block), so the next projection needs no norm
+    kernel: see _norm_handoff.py.
 
     SPLIT_K > 1: program (n, s) sums columns [s * K_SPLIT, (s + 1) * K_SPLIT) only, so a
     narrow layer still gives every SM programs of a wide tile (fewer re-reads of x a weight
@@ -94,11 +121,12 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
     counts itself in; the last of the SPLIT_K to arrive sums the partials in split order
     and finishes the block.
 
-    PREFETCH_WEIGHT (programmatic dependent launch): the first weight tile is loaded before
-    griddepcontrol.wait, while the previous kernel in the stream finishes; everything else
-    after it. The next kernel is released only after the wait, so at most one kernel ahead
-    of this one is still running when it prefetches (the launcher checks that kernel does
-    not write W).
+    PREFETCH_WEIGHT (programmatic dependent launch): the first weight tile (and g_next) is
+    loaded before griddepcontrol.wait, while the previous kernel in the stream finishes;
+    everything else after it. The next kernel is released only after the wait, so at most
+    one kernel ahead of this one is still running when it prefetches (the launcher checks
+    that kernel does not write W or g_next). The handed-over partial sums are loaded right
+    after the wait and summed only in the epilogue, so their round trip overlaps the loop.
     """
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -114,9 +142,17 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
     acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
     w = tl.load(w_ptrs + k_start, mask=n_mask[:, None] & (offs_k < k_stop - k_start)[None, :],
                 other=0.0)
+    next_g = tl.zeros([BLOCK_N], tl.float32)
+    if HAND_OVER:  # a weight too: read before the wait, off the epilogue's chain
+        next_g = tl.load(next_norm_w_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)
     if PREFETCH_WEIGHT:
         tl.extra.cuda.gdc_wait()               # x and the epilogue inputs are now final
         tl.extra.cuda.gdc_launch_dependents()  # the next kernel may start its prefetch
+    if NORM_PARTS > 0:  # loaded now and summed at the end: in flight while weights stream
+        offs_p = tl.arange(0, NORM_PARTS)
+        parts = tl.load(norm_parts_ptr + offs_p[:, None] * BLOCK_M + offs_m[None, :],
+                        mask=(offs_p < n_norm_parts)[:, None] & (offs_m < M)[None, :],
+                        other=0.0)
     acc = _dot_rows_step(acc, w, x_ptrs, offs_m, offs_k, M, k_start, k_stop, DOT_PRECISION,
                          UPCAST_DOT)
     for k0 in range(k_start + BLOCK_K, k_stop, BLOCK_K):
@@ -125,7 +161,9 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
         acc = _dot_rows_step(acc, w, x_ptrs, offs_m, offs_k, M, k0, k_stop, DOT_PRECISION,
                              UPCAST_DOT)
 
-    no_sum_sq = tl.zeros([BLOCK_M], tl.float32)  # rows_epilogue's, for a norm: none here
+    sum_sq = tl.zeros([BLOCK_M], tl.float32)
+    if NORM_PARTS > 0:
+        sum_sq = tl.sum(parts, axis=0)
     if SPLIT_K > 1:
         # partials (SPLIT_K, BLOCK_M, N): program (n, s) writes its tile of slice s
         tile = offs_m[:, None] * N + offs_n[None, :]
@@ -139,21 +177,31 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
                 acc += tl.load(partial_ptr + s * BLOCK_M * N + tile, mask=tile_mask,
                                other=0.0, cache_modifier=".cg")
             tl.store(count_ptr + pid_n, 0)  # zero for the next launch on this stream
-            rows_epilogue(acc, no_sum_sq, y_ptr, stride_ym, bias_ptr, res_ptr, stride_rm,
-                          rotary, offs_m, offs_n, M, N, K, 0.0, False, HAS_BIAS, HAS_RESIDUAL,
-                          ACTIVATION, BLOCK_M, BLOCK_N)
+            y = rows_epilogue(acc, sum_sq, y_ptr, stride_ym, bias_ptr, res_ptr, stride_rm,
+                              rotary, offs_m, offs_n, M, N, K, eps, NORM_PARTS > 0, HAS_BIAS,
+                              HAS_RESIDUAL, ACTIVATION, BLOCK_M, BLOCK_N)
+            if HAND_OVER:
+                _hand_over_norm(y, y_ptr, next_g, x_next_ptr, stride_xnm, next_parts_ptr,
+                                pid_n, offs_m, offs_n, M, N, BLOCK_M)
     else:
-        rows_epilogue(acc, no_sum_sq, y_ptr, stride_ym, bias_ptr, res_ptr, stride_rm, rotary,
-                      offs_m, offs_n, M, N, K, 0.0, False, HAS_BIAS, HAS_RESIDUAL, ACTIVATION,
-                      BLOCK_M, BLOCK_N)
+        y = rows_epilogue(acc, sum_sq, y_ptr, stride_ym, bias_ptr, res_ptr, stride_rm, rotary,
+                          offs_m, offs_n, M, N, K, eps, NORM_PARTS > 0, HAS_BIAS, HAS_RESIDUAL,
+                          ACTIVATION, BLOCK_M, BLOCK_N)
+        if HAND_OVER:
+            _hand_over_norm(y, y_ptr, next_g, x_next_ptr, stride_xnm, next_parts_ptr,
+                            pid_n, offs_m, offs_n, M, N, BLOCK_M)
 
 
 def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
                     norm_weight, eps: float, bias, activation: str, residual,
-                    config: dict, pdl: bool, rotary: tuple = NO_ROTARY):
+                    config: dict, pdl: bool, rotary: tuple = NO_ROTARY, norm_parts=None,
+                    hand_over: tuple | None = None):
     """out = linear(x) for 1 to DOT_ROWS rows of x (M, K), x and out with unit column
     stride; config: BLOCK_N, BLOCK_K, num_warps, num_stages, optionally SPLIT_K (default 1)
-    and for fp32 weights DOT_PRECISION (default "tf32x3"); rotary as in launch_matvec."""
+    and for fp32 weights DOT_PRECISION (default "tf32x3"); rotary as in launch_matvec.
+    norm_parts: the partial sums of a norm handed over (x is then h * g, norm_weight None);
+    hand_over: (g, x_next, parts) to hand the next projection's norm over (_norm_handoff.py),
+    parts of shape (column blocks of this launch, DOT_ROWS)."""
     M, K = x.shape
     N = weight.shape[0]
     if not 1 <= M <= DOT_ROWS:
@@ -170,12 +218,20 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
     split, k_split, partials, counters = plan_split(
         x.device, K, config["BLOCK_K"], config.pop("SPLIT_K", 1), DOT_ROWS * N, n_blocks,
         placeholder=out)
+    next_norm_weight, x_next, next_parts = hand_over if hand_over is not None else (out,) * 3
+    if hand_over is not None and next_parts.shape != (n_blocks, DOT_ROWS):
+        raise ValueError(f"the handed-over partial sums need shape ({n_blocks}, {DOT_ROWS}), "
+                         f"got {tuple(next_parts.shape)}")
     return _dot_rows_kernel[(n_blocks, split)](
         out, out.stride(0), x, x.stride(0), weight, weight.stride(0),
         bias, residual, residual.stride(0) if residual is not None else 0, rotary, partials,
-        counters,
+        counters, norm_parts if norm_parts is not None else out,
+        norm_parts.shape[0] if norm_parts is not None else 0, eps,
+        next_norm_weight, x_next, x_next.stride(0), next_parts,
         M, N, K, k_split, HAS_BIAS=bias is not None,
         HAS_RESIDUAL=residual is not None, ACTIVATION=activation, PREFETCH_WEIGHT=pdl,
         DOT_PRECISION=precision if weight.dtype == torch.float32 else "tf32",
         UPCAST_DOT=INTERPRET and weight.dtype == torch.bfloat16, SPLIT_K=split,
+        NORM_PARTS=parts_block(norm_parts.shape[0]) if norm_parts is not None else 0,
+        HAND_OVER=hand_over is not None,
         BLOCK_M=DOT_ROWS, **config, **({"launch_pdl": True} if pdl else {}))

@@ -5,7 +5,7 @@ import functools
 import torch
 import triton
 
-from .._runtime import INTERPRET
+from .._runtime import INTERPRET, capture_token, is_capturing
 
 # Rows up to this many elements are normalised in one register tile; longer rows loop.
 MAX_ROW_TILE = 16384
@@ -83,6 +83,16 @@ def stream_key(device: torch.device) -> tuple[int, int]:
     share."""
     index = device.index if device.index is not None else torch.cuda.current_device()
     return index, torch.cuda.current_stream(index).cuda_stream
+
+
+def stream_place(device: torch.device) -> tuple:
+    """Where memory written now is next read in order: (stream handle, capturing, the
+    tilegraph capture if any); on CPU, (None, False, None)."""
+    if device.type != "cuda":
+        return (None, False, None)
+    capturing = is_capturing()
+    return (torch.cuda.current_stream(device).cuda_stream, capturing,
+            capture_token() if capturing else None)
 
 
 def sm_count(device: torch.device) -> int | None:

@@ -68,7 +68,8 @@ def rows_epilogue(acc, sum_sq, y_ptr, stride_ym, bias_ptr, res_ptr, stride_rm, r
     """Finish and store a (BLOCK_M, BLOCK_N) accumulator of the few-row kernels: the RMSNorm
     scale rstd_m (it factors out of the sum over k), bias, activation, residual. "swiglu"
     halves it: the output has N // 2 columns. "rotary" hands it to rotary_store (q to y,
-    k and v to the caches named by the `rotary` tuple; no residual)."""
+    k and v to the caches named by the `rotary` tuple; no residual). Returns the values
+    stored, in fp32 before their rounding to y's dtype (the accumulator for "rotary")."""
     if HAS_NORM:
         acc = acc * tl.rsqrt(sum_sq / K + eps)[:, None]
     if HAS_BIAS:
@@ -76,15 +77,16 @@ def rows_epilogue(acc, sum_sq, y_ptr, stride_ym, bias_ptr, res_ptr, stride_rm, r
     if ACTIVATION == "rotary":
         rotary_store(acc, offs_m, offs_n, M, N, y_ptr, stride_ym, rotary, BLOCK_M, BLOCK_N)
     else:
-        _store_rows(acc, y_ptr, stride_ym, res_ptr, stride_rm, offs_m, offs_n, M, N,
-                    HAS_RESIDUAL, ACTIVATION, BLOCK_M, BLOCK_N)
+        acc = _store_rows(acc, y_ptr, stride_ym, res_ptr, stride_rm, offs_m, offs_n, M, N,
+                          HAS_RESIDUAL, ACTIVATION, BLOCK_M, BLOCK_N)
+    return acc
 
 
 @triton.jit
 def _store_rows(acc, y_ptr, stride_ym, res_ptr, stride_rm, offs_m, offs_n, M, N,
                 HAS_RESIDUAL: tl.constexpr, ACTIVATION: tl.constexpr,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """rows_epilogue's activation, residual and store into y's rows."""
+    """rows_epilogue's activation, residual and store into y's rows; returns what it stored."""
     if ACTIVATION == "swiglu":
         acc, offs_n = swiglu_pairs(acc, offs_n, BLOCK_M, BLOCK_N)
         N = N // 2
@@ -97,6 +99,7 @@ def _store_rows(acc, y_ptr, stride_ym, res_ptr, stride_rm, offs_m, offs_n, M, N,
         acc += res.to(tl.float32)
     tl.store(y_ptr + offs_m[:, None] * stride_ym + offs_n[None, :],
              acc.to(y_ptr.dtype.element_ty), mask=y_mask)
+    return acc
 
 
 @triton.jit

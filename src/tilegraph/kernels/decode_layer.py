@@ -30,7 +30,6 @@ import torch
 import triton
 import triton.language as tl
 
-from .._runtime import capture_token, is_capturing
 from ._checks import (
     check_eps,
     check_like,
@@ -41,7 +40,7 @@ from ._checks import (
     prepare_out,
     wants_grad,
 )
-from ._launch import sm_count
+from ._launch import sm_count, stream_place
 from ._ops import custom_op
 from ._pdl import launched, use_pdl
 from .linear import _launch_linear, linear
@@ -182,15 +181,6 @@ def _launch_decode_layer(h: torch.Tensor, norm_weight: torch.Tensor, wq: torch.T
 _run_decode_layer = custom_op("decode_layer", _launch_decode_layer)
 
 
-def _where(device: torch.device) -> tuple:
-    """Where a buffer zeroed now is zero: (stream, capturing, the tilegraph capture if any)."""
-    if device.type != "cuda":
-        return (None, False, None)
-    capturing = is_capturing()
-    return (torch.cuda.current_stream(device).cuda_stream, capturing,
-            capture_token() if capturing else None)
-
-
 def _zeroed_accumulator(h: torch.Tensor) -> torch.Tensor:
     """The zeroed buffer h carries from the decode_layer that made it, if it may be used here;
     else a new zeroed one. A carried buffer is handed out once."""
@@ -200,7 +190,7 @@ def _zeroed_accumulator(h: torch.Tensor) -> torch.Tensor:
         _, capturing, token = where
         # Inside a capture tilegraph did not start (no token), the buffer may come from an
         # earlier capture on the same stream, whose replays alone zero it.
-        if where == _where(h.device) and (not capturing or token is not None):
+        if where == stream_place(h.device) and (not capturing or token is not None):
             return buffer
     return torch.zeros(h.shape, dtype=torch.float32, device=h.device)
 
@@ -236,8 +226,8 @@ def _differentiable_layer(h, norm_weight, wq, wo, eps: float) -> torch.Tensor:
 
 
 def decode_layer(h: torch.Tensor, norm_weight: torch.Tensor, wq: torch.Tensor,
-                 wo: torch.Tensor, eps: float = 1e-6, *,
-                 out: torch.Tensor | None = None) -> torch.Tensor:
+                 wo: torch.Tensor, eps: float = 1e-6, *, out: torch.Tensor | None = None,
+                 next_norm_weight: torch.Tensor | None = None) -> torch.Tensor:
     """h + (rms_norm(h) * norm_weight) @ wq.T @ wo.T for h (..., d), norm_weight (d,),
     wq (n, d), wo (d, n). The weights share one dtype; h is of that dtype or float32 (16-bit
     weights with h kept in fp32 between layers: then a square layer of at most 8 rows runs as
@@ -245,19 +235,28 @@ def decode_layer(h: torch.Tensor, norm_weight: torch.Tensor, wq: torch.Tensor,
 
     Weights are streamed before the previous kernel in the stream has finished (programmatic
     dependent launch), except where that kernel is a tilegraph kernel writing them.
+    next_norm_weight (d,): the next layer's norm weight, as in tg.linear: on the tensor-core
+    path (2-16 rows) this layer hands that norm over to the next layer's first kernel.
     """
     _check(h, norm_weight, wq, wo)
     eps = check_eps(eps)
+    if next_norm_weight is not None:
+        check_tensor("next_norm_weight", next_norm_weight, differentiable=True)
+        check_like("next_norm_weight", next_norm_weight, "wq", wq)
+        check_shape("next_norm_weight", next_norm_weight, (h.shape[-1],))
     if wants_grad(h, norm_weight, wq, wo):
         check_no_out_for_grad(out)
         return _differentiable_layer(h, norm_weight, wq, wo, eps)
-    if (out is None and not torch.compiler.is_compiling() and h.numel()
-            and _uses_one_kernel(h, wq, wo)):
-        acc = _zeroed_accumulator(h)
-        zero_next = torch.empty_like(acc)
-        _launch_one_kernel(acc, zero_next, h, norm_weight, wq, wo, eps)
-        acc._tilegraph_zeroed_next = (zero_next, _where(h.device))
-        return acc
+    if out is None and not torch.compiler.is_compiling() and h.numel():
+        if _uses_one_kernel(h, wq, wo):
+            acc = _zeroed_accumulator(h)
+            zero_next = torch.empty_like(acc)
+            _launch_one_kernel(acc, zero_next, h, norm_weight, wq, wo, eps)
+            acc._tilegraph_zeroed_next = (zero_next, stream_place(h.device))
+            return acc
+        if h.dtype == wq.dtype:  # two tg.linear calls, which hand the norms over
+            q = linear(h, wq, norm_weight=norm_weight, norm_eps=eps)
+            return linear(q, wo, residual=h, next_norm_weight=next_norm_weight)
     out = prepare_out(out, h.shape, h.dtype, h.device)
     for name, t in (("h", h), ("norm_weight", norm_weight), ("wq", wq), ("wo", wo)):
         check_no_overlap(out, name, t)

@@ -1,7 +1,8 @@
 """Fused linear layer: y = act(rms_norm(x) * norm_weight @ weight.T + bias) + residual.
 
 One kernel for the whole expression, every part optional (except a norm prologue on the
-tensor-core decode path, which runs as a small kernel just before it). Up to DECODE_MAX_ROWS rows
+tensor-core decode path, which runs as a small kernel just before it unless the call that
+wrote x handed it over: next_norm_weight, _norm_handoff.py). Up to DECODE_MAX_ROWS rows
 (decode) take one of the kernels that stream the weight once for all rows (decode_plan.py
 says which: tuned per shape, or by rule), launched with programmatic dependent launch where
 that is safe (_pdl.py); more rows take the tiled tensor-core GEMM of matmul.py with the same
@@ -11,7 +12,9 @@ prologue and epilogue.
 from __future__ import annotations
 
 import torch
+import triton
 
+from . import _norm_handoff as norm_handoff
 from . import decode_plan
 from ._activation import activation_code, activation_ref
 from ._checks import (
@@ -25,7 +28,9 @@ from ._checks import (
     prepare_out,
     wants_grad,
 )
+from ._dot_rows import DOT_ROWS
 from ._linear_autograd import linear_autograd
+from ._norm_handoff import NormHandoff
 from ._ops import custom_op
 from ._pdl import launched, use_pdl
 from .matmul import launch_gemm
@@ -60,10 +65,75 @@ def _launch_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
 _run_linear = custom_op("linear", _launch_linear)
 
 
+def _launch_linear_handoff(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                           norm_weight: torch.Tensor | None, norm_parts: torch.Tensor | None,
+                           norm_eps: float, activation: str,
+                           residual: torch.Tensor | None, prefetch_weight: bool | None,
+                           next_norm_weight: torch.Tensor | None, x_next: torch.Tensor | None,
+                           next_parts: torch.Tensor | None, out: torch.Tensor) -> None:
+    """_launch_linear on the tensor-core decode path, with a norm handed over to it
+    (norm_parts: x is h * g, norm_weight None) or by it (next_norm_weight, into x_next and
+    next_parts), or both (_norm_handoff.py)."""
+    x_rows = as_rows(x)
+    y_rows = out.view(-1, out.shape[-1])
+    rows, k = x_rows.shape
+    chosen = decode_plan.plan(rows, weight.shape[0], k, weight.dtype, x.device, fused=True)
+    early_reads = (weight,) if next_norm_weight is None else (weight, next_norm_weight)
+    pdl = use_pdl(x.device, early_reads, prefetch_weight)
+    hand_over = None
+    if next_norm_weight is not None:
+        hand_over = (next_norm_weight.contiguous(), x_next, next_parts)
+    decode_plan.launch(chosen, x_rows, weight if weight.stride(-1) == 1 else weight.contiguous(),
+                       y_rows, norm_weight.contiguous() if norm_weight is not None else None,
+                       norm_eps, bias.contiguous() if bias is not None else None,
+                       activation, as_rows(residual) if residual is not None else None, pdl,
+                       norm_parts=norm_parts, hand_over=hand_over)
+    launched(x.device, pdl, (y_rows,) if hand_over is None else (y_rows, x_next, next_parts))
+
+
+_run_linear_handoff = custom_op("linear_handoff", _launch_linear_handoff,
+                                mutates=("out", "x_next", "next_parts"))
+
+
+def _tensor_core_plan(x: torch.Tensor, weight: torch.Tensor):
+    """The decode plan of a call whose norm may be handed over, where it is the tensor-core
+    kernel's (the only one that takes a handoff); else None."""
+    rows, k = x.numel() // x.shape[-1], x.shape[-1]
+    if torch.compiler.is_compiling() or not 2 <= rows <= decode_plan.DECODE_MAX_ROWS:
+        return None
+    chosen = decode_plan.plan(rows, weight.shape[0], k, weight.dtype, x.device, fused=True)
+    return chosen if chosen.kind == "dot" else None
+
+
+def usable_handoff(x: torch.Tensor, weight: torch.Tensor,
+                   norm_weight: torch.Tensor | None) -> NormHandoff | None:
+    """The norm handed over with x, where a call of x by weight with this norm can use it."""
+    if norm_weight is None:
+        return None
+    handed = norm_handoff.take(x, norm_weight)
+    return handed if handed is not None and _tensor_core_plan(x, weight) else None
+
+
+def _next_buffers(x: torch.Tensor, weight: torch.Tensor, activation: str, out: torch.Tensor,
+                  next_norm_weight: torch.Tensor | None) -> tuple | None:
+    """(x_next, parts) where this call can hand the next norm over; else None."""
+    if next_norm_weight is None or activation == "swiglu":
+        return None
+    chosen = _tensor_core_plan(x, weight)
+    if chosen is None:
+        return None
+    n_blocks = triton.cdiv(weight.shape[0], chosen.config["BLOCK_N"])
+    if not norm_handoff.can_hand_over(out, n_blocks):
+        return None
+    return norm_handoff.new_buffers(x.numel() // x.shape[-1], weight.shape[0], n_blocks,
+                                    DOT_ROWS, x.dtype, x.device)
+
+
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, *,
            norm_weight: torch.Tensor | None = None, norm_eps: float = 1e-6,
            activation: str | None = None, residual: torch.Tensor | None = None,
-           out: torch.Tensor | None = None, prefetch_weight: bool | None = None) -> torch.Tensor:
+           out: torch.Tensor | None = None, prefetch_weight: bool | None = None,
+           next_norm_weight: torch.Tensor | None = None) -> torch.Tensor:
     """act(rms_norm(x) * norm_weight @ weight.T + bias) + residual, fused (see the module).
 
     x (..., K); weight (N, K); bias (N,); norm_weight (K,) turns the RMSNorm prologue on;
@@ -77,6 +147,12 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     finishing, and reads everything else only after it has; it does not when that previous
     kernel is a tilegraph kernel writing `weight`. prefetch_weight=False (or TILEGRAPH_PDL=0
     for the process) turns it off; None and True leave it on where it is safe.
+
+    next_norm_weight (N_out,): the norm weight of the call that will read this result next
+    as `tg.linear(result, w, norm_weight=next_norm_weight)` (a decoder's residual stream).
+    On the tensor-core decode path (2-16 rows) this kernel then also hands that norm over,
+    and the next call runs no norm kernel of its own; the result is the same either way.
+    The handoff holds while the result is unchanged (see kernels/_norm_handoff.py).
     """
     check_tensor("x", x, min_ndim=1, differentiable=True)
     check_tensor("weight", weight, differentiable=True)
@@ -97,7 +173,8 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
         raise ValueError("x and weight have 0 input features; nothing to normalise or sum")
     out_shape = (*x.shape[:-1], n_out)
     for name, t, shape in (("bias", bias, (n_rows,)), ("norm_weight", norm_weight, (k,)),
-                           ("residual", residual, out_shape)):
+                           ("residual", residual, out_shape),
+                           ("next_norm_weight", next_norm_weight, (n_out,))):
         if t is not None:
             check_tensor(name, t, differentiable=True)
             check_like(name, t, "x", x)
@@ -108,12 +185,26 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
         check_no_out_for_grad(out)
         return linear_autograd(x, weight, bias, norm_weight, norm_eps, code, residual)[0]
     out = prepare_out(out, out_shape, x.dtype, x.device)
-    for name, t in (("x", x), ("weight", weight), ("bias", bias), ("norm_weight", norm_weight)):
+    for name, t in (("x", x), ("weight", weight), ("bias", bias), ("norm_weight", norm_weight),
+                    ("next_norm_weight", next_norm_weight)):
         check_no_overlap(out, name, t)
     check_no_overlap(out, "residual", residual, allow_identical=True)
-    if out.numel():
-        requested = None if prefetch_weight is None else bool(prefetch_weight)
+    if not out.numel():
+        return out
+    requested = None if prefetch_weight is None else bool(prefetch_weight)
+    handed = usable_handoff(x, weight, norm_weight)
+    buffers = _next_buffers(x, weight, code, out, next_norm_weight)
+    if handed is None and buffers is None:
         _run_linear(x, weight, bias, norm_weight, norm_eps, code, residual, requested, out)
+        return out
+    x_next, next_parts = buffers if buffers is not None else (None, None)
+    _run_linear_handoff(handed.x_next if handed else x, weight, bias,
+                        None if handed else norm_weight, handed.parts if handed else None,
+                        norm_eps, code, residual, requested,
+                        next_norm_weight if buffers is not None else None, x_next, next_parts,
+                        out)
+    if buffers is not None:
+        norm_handoff.attach(out, next_norm_weight, x_next, next_parts)
     return out
 
 

@@ -30,7 +30,7 @@ from ._checks import (
 from ._ops import custom_op
 from ._pdl import launched, use_pdl
 from ._rotary_store import rotary_args
-from .linear import linear, linear_ref
+from .linear import linear, linear_ref, usable_handoff
 from .rotary import check_cache_inputs, rotary_qkv, rotary_qkv_ref
 
 
@@ -53,10 +53,13 @@ def deinterleave_rotary_pairs(y: torch.Tensor, head_dim: int) -> torch.Tensor:
 
 
 def _launch_linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-                       norm_weight: torch.Tensor | None, norm_eps: float, cos: torch.Tensor,
+                       norm_weight: torch.Tensor | None, norm_parts: torch.Tensor | None,
+                       norm_eps: float, cos: torch.Tensor,
                        sin: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor,
                        k_cache: torch.Tensor, v_cache: torch.Tensor, n_heads: int,
                        out: torch.Tensor) -> None:
+    """norm_parts: a norm handed over (x is then h * g and norm_weight None; 2-16 rows on
+    the tensor-core path only, _norm_handoff.py)."""
     x_rows = as_rows(x)
     weight = weight if weight.stride(-1) == 1 else weight.contiguous()
     rows, k = x_rows.shape
@@ -71,7 +74,8 @@ def _launch_linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
     pdl = use_pdl(x.device, (weight,))
     decode_plan.launch(chosen, x_rows, weight, out.view(rows, -1), norm_weight, norm_eps, bias,
                        "rotary", None, pdl,
-                       rotary_args(k_cache, v_cache, cos, sin, positions, slots, n_heads))
+                       rotary_args(k_cache, v_cache, cos, sin, positions, slots, n_heads),
+                       norm_parts=norm_parts)
     launched(x.device, pdl, (out, k_cache, v_cache))
 
 
@@ -124,8 +128,10 @@ def linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None 
                     ("k_cache", k_cache), ("v_cache", v_cache)):
         check_no_overlap(out, name, t)
     if rows:
-        _run_linear_qkv(x, weight, bias, norm_weight, norm_eps, cos, sin, positions, slots,
-                        k_cache, v_cache, n_heads, out)
+        handed = usable_handoff(x, weight, norm_weight)
+        _run_linear_qkv(handed.x_next if handed else x, weight, bias,
+                        None if handed else norm_weight, handed.parts if handed else None,
+                        norm_eps, cos, sin, positions, slots, k_cache, v_cache, n_heads, out)
     return out
 
 

@@ -74,8 +74,10 @@ class DecodeLayer(nn.Module):
         x = F.rms_norm(h, (h.shape[-1],), self.norm_weight, self.eps)
         return h + F.linear(F.linear(x, self.wq), self.wo)
 
-    def fused_forward(self, h: torch.Tensor) -> torch.Tensor:
-        return tg.decode_layer(h, self.norm_weight, self.wq, self.wo, self.eps)
+    def fused_forward(self, h: torch.Tensor,
+                      next_norm_weight: torch.Tensor | None = None) -> torch.Tensor:
+        return tg.decode_layer(h, self.norm_weight, self.wq, self.wo, self.eps,
+                               next_norm_weight=next_norm_weight)
 
     def reference(self, h: torch.Tensor) -> torch.Tensor:
         return decode_layer_ref(h.double(), self.norm_weight, self.wq, self.wo, self.eps)
@@ -140,8 +142,8 @@ class LayerStack(nn.Module):
         self._check(h)
         first = self.layers[0]
         x = h.to(residual_dtype(h, first.wq, first.wo))
-        for layer in self.layers:
-            x = layer.fused_forward(x)
+        for layer, after in zip(self.layers, [*self.layers[1:], None], strict=True):
+            x = layer.fused_forward(x, after.norm_weight if after is not None else None)
         return x.to(h.dtype)
 
     def reference(self, h: torch.Tensor) -> torch.Tensor:

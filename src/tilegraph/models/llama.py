@@ -338,6 +338,9 @@ class Llama(nn.Module):
         tensor parallelism rank 0 adds the residual and bias in the row-parallel projections'
         epilogues, and one all-reduce sums the ranks' partial results."""
         c, rows = self.config, x.shape[0]
+        # The norm after each residual projection, which its kernel hands over (on the
+        # tensor-core path); a rank's partial sum before the all-reduce cannot.
+        attn_norms = [layer.attn_norm for layer in self.layers[1:]] + [self.norm]
         for index, layer in enumerate(self.layers):
             k_layer, v_layer = cache.k[index], cache.v[index]
             q = tg.linear_qkv(x, layer.wqkv, layer.bqkv, norm_weight=layer.attn_norm,
@@ -345,12 +348,14 @@ class Llama(nn.Module):
                               positions=positions, slots=slots, k_cache=k_layer,
                               v_cache=v_layer, n_heads=self.local.n_heads)
             x = tg.linear(attend(q, k_layer, v_layer), layer.wo, self._once(layer.bo),
-                          residual=self._once(x), out=self.all_reduce.output(0, rows))
+                          residual=self._once(x), out=self.all_reduce.output(0, rows),
+                          next_norm_weight=layer.mlp_norm if self.tp.size == 1 else None)
             x = self._reduce(x, 0, index)
             hidden = tg.linear(x, layer.w_gate_up, layer.b_gate_up, norm_weight=layer.mlp_norm,
                                norm_eps=c.norm_eps, activation="swiglu")
             x = tg.linear(hidden, layer.w_down, self._once(layer.b_down),
-                          residual=self._once(x), out=self.all_reduce.output(1, rows))
+                          residual=self._once(x), out=self.all_reduce.output(1, rows),
+                          next_norm_weight=attn_norms[index] if self.tp.size == 1 else None)
             x = self._reduce(x, 1, index)
         return x
 
