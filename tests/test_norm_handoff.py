@@ -89,6 +89,7 @@ def test_a_result_changed_in_between_normalises_its_new_values(device):
         "a PyTorch op on a view": lambda t: t[1:3].add_(5),
         "a tilegraph op writing into it": lambda t: tg.add(t, t, out=t),
         "tg.linear writing into it": lambda t: tg.linear(q, wo, out=t),
+        "a tilegraph op writing into a view": lambda t: tg.add(t[2], t[3], out=t[2]),
     }
     for what, change in changed_by.items():
         h_next = tg.linear(q, wo, residual=h, next_norm_weight=g)
@@ -105,6 +106,11 @@ def test_no_handoff_where_it_would_not_hold(device):
     other = g.clone()  # equal values, another tensor: the handoff names its norm weight
     assert norm_handoff.take(h_next, other) is None
     assert_close(tg.linear(h_next, w2, norm_weight=other), _next(h_next, w2, other), dtype)
+    for change in (lambda: g.mul_(1.5), lambda: tg.add(g, g, out=g)):
+        h_next = tg.linear(q, wo, residual=h, next_norm_weight=g)
+        change()  # the norm weight changed since h * g was stored
+        assert norm_handoff.take(h_next, g) is None
+        assert_close(tg.linear(h_next, w2, norm_weight=g), _next(h_next, w2, g), dtype)
     with torch.inference_mode():  # no version counter to prove the result unchanged
         h_inf = tg.linear(q, wo, residual=h, next_norm_weight=g)
     assert norm_handoff.take(h_inf, g) is None

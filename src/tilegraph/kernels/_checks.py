@@ -5,7 +5,6 @@ from __future__ import annotations
 import torch
 
 from .._runtime import INTERPRET
-from . import _norm_handoff as norm_handoff
 
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -125,7 +124,11 @@ def prepare_out(out, shape, dtype: torch.dtype, device: torch.device) -> torch.T
         raise ValueError(f"out is on {out.device}, expected {device}")
     if not out.is_contiguous():
         raise ValueError("out must be contiguous: kernels write it as dense rows")
-    norm_handoff.drop(out)  # a norm handed over with out's old contents no longer holds
+    if not torch.compiler.is_compiling():
+        # A kernel writes out behind autograd's back: move its version counter (and its
+        # views' and base's) as a PyTorch op would, so what was recorded against the old
+        # contents (a saved tensor, a handed-over norm: _norm_handoff.py) no longer matches.
+        torch.autograd.graph.increment_version(out)
     return out
 
 

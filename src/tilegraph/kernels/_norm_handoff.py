@@ -9,12 +9,11 @@ kernel that writes h holds h in its epilogue. Told the next norm's weight g
 blocks, the rows' sums of h^2; a `tg.linear(h, w, norm_weight=g)` given that very result
 multiplies h * g by w and scales each row by 1 / sqrt(mean(h^2) + eps) in its epilogue.
 
-The handoff describes h's contents when it was written, so it is used only while they are
-surely unchanged: the same tensor object, its version counter unchanged (any PyTorch write
-to it or a view of it moves that), no tilegraph op has written into it since (prepare_out
-drops the handoff of an `out`), and the same stream and capture. Inference tensors keep no
-version counter: they never hand over. TILEGRAPH_NORM_HANDOFF=0 (read at import) turns
-handoffs off.
+The handoff describes h's and g's contents when it was written, so it is used only while
+they are surely unchanged: the same tensor objects, their version counters unchanged (a
+write to them or to a view of them moves those, by a PyTorch op or by a tilegraph op through
+out=), and the same stream and capture. Inference tensors keep no version counter: they
+never hand over. TILEGRAPH_NORM_HANDOFF=0 (read at import) turns handoffs off.
 """
 
 from __future__ import annotations
@@ -39,13 +38,14 @@ class NormHandoff:
     norm_weight: torch.Tensor  # g, the weight of the norm handed over
     x_next: torch.Tensor       # h * g, (rows, features) in h's dtype
     parts: torch.Tensor        # (column blocks, padded rows) fp32: sums of h^2 a block
-    version: int               # h's version counter once written
+    versions: tuple[int, int]  # h's and g's version counters once written
     place: tuple               # stream_place() where it was written
 
 
-def can_hand_over(h: torch.Tensor, n_blocks: int) -> bool:
-    """Whether a producer of h in n_blocks column blocks hands its norm over."""
-    return ENABLED and not h.is_inference() and n_blocks <= MAX_PARTS
+def can_hand_over(h: torch.Tensor, norm_weight: torch.Tensor, n_blocks: int) -> bool:
+    """Whether a producer of h in n_blocks column blocks hands the norm of this weight over."""
+    return (ENABLED and not h.is_inference() and not norm_weight.is_inference()
+            and n_blocks <= MAX_PARTS)
 
 
 def new_buffers(rows: int, features: int, n_blocks: int, padded_rows: int,
@@ -58,7 +58,8 @@ def new_buffers(rows: int, features: int, n_blocks: int, padded_rows: int,
 def attach(h: torch.Tensor, norm_weight: torch.Tensor, x_next: torch.Tensor,
            parts: torch.Tensor) -> None:
     """Record on h (just written, with x_next and parts) the norm its kernel handed over."""
-    setattr(h, _ATTRIBUTE, NormHandoff(norm_weight, x_next, parts, h._version,
+    setattr(h, _ATTRIBUTE, NormHandoff(norm_weight, x_next, parts,
+                                       (h._version, norm_weight._version),
                                        stream_place(h.device)))
 
 
@@ -69,15 +70,10 @@ def take(x: torch.Tensor, norm_weight: torch.Tensor) -> NormHandoff | None:
         return None
     handoff = x.__dict__.get(_ATTRIBUTE)
     if (handoff is None or handoff.norm_weight is not norm_weight or x.is_inference()
-            or handoff.version != x._version or handoff.place != stream_place(x.device)):
+            or handoff.versions != (x._version, norm_weight._version)
+            or handoff.place != stream_place(x.device)):
         return None
     return handoff
-
-
-def drop(t: torch.Tensor) -> None:
-    """Forget t's handoff: a kernel is about to write t."""
-    if not torch.compiler.is_compiling():
-        t.__dict__.pop(_ATTRIBUTE, None)
 
 
 def parts_block(n_parts: int) -> int:

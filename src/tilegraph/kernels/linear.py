@@ -123,7 +123,7 @@ def _next_buffers(x: torch.Tensor, weight: torch.Tensor, activation: str, out: t
     if chosen is None:
         return None
     n_blocks = triton.cdiv(weight.shape[0], chosen.config["BLOCK_N"])
-    if not norm_handoff.can_hand_over(out, n_blocks):
+    if not norm_handoff.can_hand_over(out, next_norm_weight, n_blocks):
         return None
     return norm_handoff.new_buffers(x.numel() // x.shape[-1], weight.shape[0], n_blocks,
                                     DOT_ROWS, x.dtype, x.device)
