@@ -21,18 +21,24 @@ from tilegraph.models.hf_presets import hf_config
 from tilegraph.models.llama import Llama, LlamaConfig
 
 
-def replay_timeline(graph, layers: int, replays: int = 5) -> None:
-    """Kernels inside graph replays, on the device's own clock: each kernel's exposed time
-    (the part of [start, end) that no earlier kernel still covers), by name and by its place
-    in a layer. Under programmatic dependent launch a kernel starts while the one before is
-    still running, so its exposed time, not its duration, is what it adds to the step."""
+def replay_kernels(graph, replays: int, name_chars: int = 60) -> list[tuple]:
+    """(start, end, name) of every kernel of `replays` replays of graph, on the device's own
+    clock, in start order."""
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(replays):
             graph.replay()
         torch.cuda.synchronize()
-    kernels = sorted((e.time_range.start, e.time_range.end, e.name[:60]) for e in prof.events()
-                     if e.device_type == torch.autograd.DeviceType.CUDA)
+    return sorted((e.time_range.start, e.time_range.end, e.name[:name_chars])
+                  for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
+
+
+def replay_timeline(graph, layers: int, replays: int = 5) -> None:
+    """Kernels inside graph replays, on the device's own clock: each kernel's exposed time
+    (the part of [start, end) that no earlier kernel still covers), by name and by its place
+    in a layer. Under programmatic dependent launch a kernel starts while the one before is
+    still running, so its exposed time, not its duration, is what it adds to the step."""
+    kernels = replay_kernels(graph, replays)
     if not kernels:
         print("replay timeline: the profiler recorded no kernels inside graph replays")
         return

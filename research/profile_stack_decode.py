@@ -14,7 +14,7 @@ import collections
 import time
 
 import torch
-from torch.profiler import ProfilerActivity, profile
+from profile_llama_decode import replay_kernels  # research/ is on sys.path when run
 
 import tilegraph as tg
 from tilegraph.bench import ceilings
@@ -28,13 +28,7 @@ def exposed_by_place(graph, layers: int, replays: int = 5) -> None:
     """Each kernel's exposed time (the part of its span no earlier kernel covers), grouped by
     its place in a layer; the step's first and last kernels that are not a layer's are
     listed apart."""
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(replays):
-            graph.replay()
-        torch.cuda.synchronize()
-    kernels = sorted((e.time_range.start, e.time_range.end, e.name[:50]) for e in prof.events()
-                     if e.device_type == torch.autograd.DeviceType.CUDA)
+    kernels = replay_kernels(graph, replays, name_chars=50)
     per_step = len(kernels) // replays
     width = per_step // layers
     extra = per_step - width * layers
