@@ -5,10 +5,10 @@ residual in the second one's epilogue, each streaming its weight before the prev
 ends (programmatic dependent launch); on the tensor-core path (2-16 rows) the norm is a small
 kernel of its own before the first. Bit-reproducible.
 
-One kernel (square layers of at most ONE_KERNEL_MAX_ROWS rows, where the rule below says it
-is faster): program p owns rows [p*BQ, (p+1)*BQ) of Wq and the same columns of Wo. It computes
-its BQ values of q alone, multiplies them into its (D, BQ) slice of Wo, and adds that partial
-h_next into an fp32 accumulator with atomic adds (program 0 adds h itself, the residual).
+One kernel (square layers at one row, where the rule below says it is faster): program p owns
+rows [p*BQ, (p+1)*BQ) of Wq and the same columns of Wo. It computes its BQ values of q alone,
+multiplies them into its (D, BQ) slice of Wo, and adds that partial h_next into an fp32
+accumulator with atomic adds (program 0 adds h itself, the residual).
 One kernel boundary a layer instead of two; each weight byte is still read once. The price:
 the order of the fp32 additions varies from run to run (the last bits of the result vary;
 torch.use_deterministic_algorithms(True) selects the two kernels), the result is the fp32
@@ -91,10 +91,10 @@ def _decode_layer_kernel(acc_ptr, stride_am, zero_ptr, h_ptr, stride_hm, norm_w_
                      mask=offs_q < n_valid)
 
 
-# The one-kernel path applies each weight tile to the rows one by one, up to this many.
-ONE_KERNEL_MAX_ROWS = 8
-# A program's two weight tiles (its rows of Wq, its columns of Wo) live in registers: at most
-# half of an SM's 256 KB register file, so a program fits beside the next layer's.
+# The one-kernel kernel applies each weight tile to the rows one by one (the rule runs it
+# at one row only). A program's two weight tiles (its rows of Wq, its columns of Wo) live in
+# registers: at most half of an SM's 256 KB register file, so a program fits beside the
+# next layer's.
 MAX_TILE_BYTES = 128 * 1024
 # Weight bytes a thread holds: 512 was the fastest, or within 10% of it, in every swept case.
 BYTES_PER_THREAD = 512
@@ -112,16 +112,17 @@ def decode_layer_config(rows: int, d: int, element_size: int) -> dict:
 
 def one_kernel_is_faster(config: dict, rows: int, d: int, element_size: int,
                          sm_count: int | None) -> bool:
-    """Whether a stack of these layers runs faster in one kernel a layer than in two: where a
-    layer fits in one wave of programs of at most MAX_TILE_BYTES (else the second wave streams
-    only after the first has finished), and, with several rows, where the tile is at most
-    128 values a thread (else its fp32 copy spills). Measured on whole stacks, notes/decode.md.
+    """Whether a stack of these layers runs faster in one kernel a layer than in two: at one
+    row, where a layer fits in one wave of programs of at most MAX_TILE_BYTES (else the
+    second wave streams only after the first has finished). Measured on whole stacks
+    (notes/decode.md): at one row one kernel took bf16 d=1024-2048 and fp32 d=512-1024
+    1.03-1.52x faster; at 2-8 rows the two kernels (CUDA-core matvec, tensor cores) were as
+    fast or faster (fp32 d=1024 at 2/4/8 rows 1.06/1.18/1.19x, d=512 at 8 rows 1.10x).
     """
     tile_bytes = 2 * config["BLOCK_Q"] * config["BLOCK_D"] * element_size
     programs = triton.cdiv(d, config["BLOCK_Q"])
     one_wave = tile_bytes <= MAX_TILE_BYTES and (sm_count is None or programs <= sm_count)
-    fits_rows = rows == 1 or BYTES_PER_THREAD // element_size <= 128
-    return one_wave and fits_rows and 1 <= rows <= ONE_KERNEL_MAX_ROWS
+    return one_wave and rows == 1
 
 
 def _fits_one_kernel(h: torch.Tensor, wq: torch.Tensor, wo: torch.Tensor) -> bool:
