@@ -18,7 +18,7 @@ import triton
 
 from ._dot_rows import DOT_ROWS, launch_dot_rows
 from ._launch import sm_count
-from ._matvec import gemv_config, launch_matvec, matvec_config
+from ._matvec import GEMV_MAX_BLOCK_K, gemv_config, launch_matvec, matvec_config
 from ._rotary_store import NO_ROTARY
 from .autotune import Tuner
 
@@ -87,11 +87,27 @@ def dot_config(N: int, K: int, element_size: int, sms: int) -> dict:
     return {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": 4, "num_stages": stages}
 
 
+def gemv_takes_row(K: int) -> bool:
+    """Whether one 16-bit row of K columns takes the GEMV: up to GEMV_MAX_K columns, except
+    where its last tile of GEMV_MAX_BLOCK_K columns would hold a quarter of one or less. The
+    GEMV holds one tile in flight a program, so that last tile costs a whole memory round
+    trip for a sliver of the row; the tensor-core kernel pipelines its tiles. Whole
+    LayerStacks at one row, H100 (notes/kernels.md, session 33), GEMV -> tensor cores: d=4608
+    348.6 -> 298.0 us, d=5120 380.7 -> 346.7; but d=6144 (a half tile last) 476.6 -> 478.8,
+    d=8192 (two whole tiles) 757.7 -> 777.2, Llama-3.2-1B's 8192-column down projections
+    1.1% slower a step, TinyLlama's 5632 0.3%."""
+    if K <= GEMV_MAX_BLOCK_K:
+        return True
+    last_tile = K % GEMV_MAX_BLOCK_K
+    return K <= GEMV_MAX_K and (last_tile == 0 or last_tile > GEMV_MAX_BLOCK_K // 4)
+
+
 def rule(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -> Plan:
     """The plan of an untuned shape, from single projections over rotated weights and whole
     LayerStacks on H100 (notes/kernels.md). One 16-bit row takes the split-tile GEMV (up to
-    GEMV_MAX_K columns). The tensor-core kernel costs about the same at 2 and 16 rows; the
-    CUDA-core kernel, whose cost grows with every row, beats it on small weights at 2-4 rows
+    GEMV_MAX_K columns, gemv_takes_row). The tensor-core kernel costs about the same at 2 and
+    16 rows; the CUDA-core kernel, whose cost grows with every row, beats it on small weights
+    at 2-4 rows
     (where the tensor-core kernel's fixed latency shows), except on the smallest (d = 512,
     3-4 rows: 0.65x). fp32 keeps the CUDA-core kernel up to 4 rows, and up to 8 on small
     weights; past that tf32x3 on the tensor cores was 1.1-2.2x faster in stacks."""
@@ -103,7 +119,7 @@ def rule(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -> Plan
         if rows <= 4 or (rows <= 8 and weights < 2 * 2**20):
             return matvec
         return Plan("dot", dot_config(N, K, size, sms))
-    if rows == 1 and K <= GEMV_MAX_K:
+    if rows == 1 and gemv_takes_row(K):
         return Plan("gemv", gemv_config(N, K))
     if rows == 2 and weights < 16 * 2**20:
         return matvec
