@@ -107,10 +107,9 @@ def rule(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -> Plan
     LayerStacks on H100 (notes/kernels.md). One 16-bit row takes the split-tile GEMV (up to
     GEMV_MAX_K columns, gemv_takes_row). The tensor-core kernel costs about the same at 2 and
     16 rows; the CUDA-core kernel, whose cost grows with every row, beats it on small weights
-    at 2-4 rows
-    (where the tensor-core kernel's fixed latency shows), except on the smallest (d = 512,
-    3-4 rows: 0.65x). fp32 keeps the CUDA-core kernel up to 4 rows, and up to 8 on small
-    weights; past that tf32x3 on the tensor cores was 1.1-2.2x faster in stacks."""
+    at 2-4 rows (where the tensor-core kernel's fixed latency shows), except on the smallest
+    (d = 512, 3-4 rows: 0.65x). fp32 keeps the CUDA-core kernel up to 4 rows, and up to 8 on
+    small weights; past that tf32x3 on the tensor cores was 1.1-2.2x faster in stacks."""
     sms = sms or ASSUMED_SM_COUNT
     size = torch.finfo(dtype).bits // 8
     weights = N * K
