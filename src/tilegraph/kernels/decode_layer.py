@@ -231,7 +231,7 @@ def decode_layer(h: torch.Tensor, norm_weight: torch.Tensor, wq: torch.Tensor,
                  next_norm_weight: torch.Tensor | None = None) -> torch.Tensor:
     """h + (rms_norm(h) * norm_weight) @ wq.T @ wo.T for h (..., d), norm_weight (d,),
     wq (n, d), wo (d, n). The weights share one dtype; h is of that dtype or float32 (16-bit
-    weights with h kept in fp32 between layers: then a square layer of at most 8 rows runs as
+    weights with h kept in fp32 between layers: then a square layer of one row runs as
     one kernel where that was measured faster). Returns h's shape and dtype.
 
     Weights are streamed before the previous kernel in the stream has finished (programmatic
