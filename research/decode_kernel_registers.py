@@ -2,6 +2,8 @@
 (how many programs fit an SM: the next kernel's programs need room to start early).
 
     TRITON_INTERPRET=0 PYTHONPATH=src python3 research/decode_kernel_registers.py
+    ... --dot 2048:2048:32/512/3/4   (only that tensor-core plan, every role)
+    ... --attention                  (the attention kernel with and without its L2 prefetch)
 
 Needs cuobjdump on PATH (triton/backends/nvidia/bin). Integer arguments and pointers are
 marked divisible by 16, as a real launch specialises them: without that mark Triton cannot
@@ -12,6 +14,7 @@ instead of 96 for a 2048 x 2048 bf16 tile). The counts are this machine's Triton
 handoff variants to 128 (results/2026-11-24-session33/).
 """
 
+import argparse
 import subprocess
 import tempfile
 
@@ -21,24 +24,27 @@ from triton.compiler import ASTSource
 
 from tilegraph.kernels._dot_rows import _dot_rows_kernel
 from tilegraph.kernels._matvec import _gemv_kernel, gemv_config
+from tilegraph.kernels.decode_attention import _decode_attention_kernel, attention_config
 from tilegraph.kernels.decode_plan import dot_config
 
 FP32_POINTERS = {"partial_ptr", "norm_parts_ptr", "next_parts_ptr"}
+POINTERS = {"count_ptr": "*i32", "lengths_ptr": "*i64"}  # else bf16, or fp32 (above)
+FP32_SCALARS = {"eps", "qk_scale"}
 
 
 def resources(kernel, constants: dict, num_warps: int, num_stages: int) -> str:
-    constants = {"rotary": (), **constants}
+    if "rotary" in kernel.arg_names:  # the projections' rotary tuple: none here
+        constants = {"rotary": (), **constants}
     signature = {}
     for name in kernel.arg_names:
         if name in constants:
             signature[name] = "constexpr"
         elif name.endswith("_ptr"):
-            signature[name] = ("*fp32" if name in FP32_POINTERS
-                               else "*i32" if name == "count_ptr" else "*bf16")
+            signature[name] = "*fp32" if name in FP32_POINTERS else POINTERS.get(name, "*bf16")
         else:
-            signature[name] = "fp32" if name == "eps" else "i32"
+            signature[name] = "fp32" if name in FP32_SCALARS else "i32"
     aligned = {(i,): [["tt.divisibility", 16]] for i, name in enumerate(kernel.arg_names)
-               if name not in constants and name not in ("eps", "M")}
+               if name not in constants and name not in FP32_SCALARS | {"M"}}
     compiled = triton.compile(ASTSource(kernel, signature, constants, aligned),
                               target=GPUTarget("cuda", 90, 32),
                               options={"num_warps": num_warps, "num_stages": num_stages})
@@ -55,26 +61,73 @@ def resources(kernel, constants: dict, num_warps: int, num_stages: int) -> str:
 
 DOT_PARTS = {"HAS_BIAS": False, "ACTIVATION": "none", "PREFETCH_WEIGHT": True,
              "DOT_PRECISION": "tf32", "UPCAST_DOT": False, "BLOCK_M": 16}
-for d in (1024, 2048, 4096):
-    config = dot_config(d, d, 2, 132)
-    tile = {k: v for k, v in config.items() if k.isupper()}
+DOT_ROLES = {"residual, no handoff": {"HAS_RESIDUAL": True, "HAND_OVER": False},
+             "residual, hands over": {"HAS_RESIDUAL": True, "HAND_OVER": True},
+             "takes a handoff": {"HAS_RESIDUAL": False, "HAND_OVER": False, "NORM_PARTS": -1}}
+GEMV_PARTS = {"HAS_BIAS": False, "ACTIVATION": "none", "PREFETCH_WEIGHT": True}
+
+
+def dot_usage(n: int, k: int, config: dict) -> None:
+    """Every role of the tensor-core kernel at (n, k) with `config` (dot_config's keys)."""
+    tile = {key: v for key, v in config.items() if key.isupper()}
     tile.setdefault("SPLIT_K", 1)
-    n_parts = triton.next_power_of_2(triton.cdiv(d, config["BLOCK_N"]))
-    for role, parts in (("residual, no handoff", {"HAS_RESIDUAL": True, "NORM_PARTS": 0,
-                                                  "HAND_OVER": False}),
-                        ("residual, hands over", {"HAS_RESIDUAL": True, "NORM_PARTS": 0,
-                                                  "HAND_OVER": True}),
-                        ("takes a handoff", {"HAS_RESIDUAL": False, "NORM_PARTS": n_parts,
-                                             "HAND_OVER": False})):
+    n_parts = triton.next_power_of_2(triton.cdiv(n, config["BLOCK_N"]))
+    for role, parts in DOT_ROLES.items():
+        parts = {"NORM_PARTS": 0, **parts}
+        if parts["NORM_PARTS"] < 0:
+            parts["NORM_PARTS"] = n_parts
         usage = resources(_dot_rows_kernel, {**DOT_PARTS, **tile, **parts},
                           config["num_warps"], config["num_stages"])
-        print(f"tensor cores {d} x {d} bf16 {tile}, {role}: {usage}")
+        print(f"tensor cores {n} x {k} bf16 {tile}, stages {config['num_stages']}, {role}: "
+              f"{usage}", flush=True)
 
-GEMV_PARTS = {"HAS_BIAS": False, "ACTIVATION": "none", "PREFETCH_WEIGHT": True}
-for n, k in ((2048, 2048), (4096, 4096), (2048, 5632), (11264, 2048)):
-    config = gemv_config(n, k)
-    tile = {key: v for key, v in config.items() if key.isupper()}
-    for role, parts in (("norm prologue", {"HAS_NORM": True, "HAS_RESIDUAL": False}),
-                        ("residual", {"HAS_NORM": False, "HAS_RESIDUAL": True})):
-        usage = resources(_gemv_kernel, {**GEMV_PARTS, **tile, **parts}, config["num_warps"], 1)
-        print(f"one row {n} x {k} bf16 {tile}, {role}: {usage}")
+
+def attention_usage(batch: int, heads: int, kv_heads: int, head_dim: int, max_seq: int) -> None:
+    """The attention kernel at that shape (bf16, under PDL), with and without the L2
+    prefetch of three weight ranges (_l2_prefetch.py)."""
+    config = attention_config(batch, kv_heads, heads // kv_heads, head_dim, max_seq, 132)
+    launch = {key: v for key, v in config.items() if key.isupper()}
+    launch.update(N_KV_HEADS=kv_heads, GROUP=heads // kv_heads, HEAD_DIM=head_dim, PDL=True,
+                  LENGTHS_FINAL=True, PREFETCH_LANES=32 * config["num_warps"],
+                  DOT_PRECISION="tf32", UPCAST_DOT=False, LINE_ELEMENTS=64,
+                  ROW_LINES=triton.next_power_of_2(triton.cdiv(head_dim, 64)))
+    for ranges in (0, 3):
+        usage = resources(_decode_attention_kernel, {**launch, "PREFETCH_RANGES": ranges},
+                          config["num_warps"], config["num_stages"])
+        print(f"attention b{batch} {heads}/{kv_heads} heads of {head_dim}, {max_seq} "
+              f"positions, {ranges} L2 prefetch ranges: {usage}", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--dot", nargs="*", metavar="N:K:BN/BK/STAGES/SPLIT",
+                        help="only these tensor-core plans (default: the rule's at d = 1024, "
+                             "2048 and 4096, and the one-row GEMV's)")
+    parser.add_argument("--attention", action="store_true",
+                        help="only the attention kernel, at Qwen2-0.5B's and TinyLlama's shapes")
+    args = parser.parse_args()
+    if args.attention:
+        attention_usage(1, 14, 2, 64, 2048)
+        attention_usage(1, 32, 4, 64, 2048)
+        return
+    if args.dot:
+        for item in args.dot:
+            n, k, plan = item.split(":")
+            block_n, block_k, stages, split = (int(v) for v in plan.split("/"))
+            dot_usage(int(n), int(k), {"BLOCK_N": block_n, "BLOCK_K": block_k,
+                                       "SPLIT_K": split, "num_warps": 4, "num_stages": stages})
+        return
+    for d in (1024, 2048, 4096):
+        dot_usage(d, d, dot_config(d, d, 2, 132))
+    for n, k in ((2048, 2048), (4096, 4096), (2048, 5632), (11264, 2048)):
+        config = gemv_config(n, k)
+        tile = {key: v for key, v in config.items() if key.isupper()}
+        for role, parts in (("norm prologue", {"HAS_NORM": True, "HAS_RESIDUAL": False}),
+                            ("residual", {"HAS_NORM": False, "HAS_RESIDUAL": True})):
+            usage = resources(_gemv_kernel, {**GEMV_PARTS, **tile, **parts},
+                              config["num_warps"], 1)
+            print(f"one row {n} x {k} bf16 {tile}, {role}: {usage}")
+
+
+if __name__ == "__main__":
+    main()

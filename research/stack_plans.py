@@ -2,13 +2,15 @@
 should take, measured where they really run (each projection reads an x the kernel before
 it has just written), not on a lone projection.
 
-    PYTHONPATH=src python3 research/stack_plans.py bf16 2048x8,4096x4 [short]
+    PYTHONPATH=src python3 research/stack_plans.py bf16 2048x8,4096x4 [short | TILES]
 
 For each d x batch: a stack of layers spanning 150 MB (tilegraph.stack_grid.layers_for),
 the hand-captured PyTorch graph, then tilegraph's GraphRunner with the rule's plan, the
 CUDA-core plan, the rule's tensor-core tile, and (without `short`) a fixed set of tensor-core
-tiles (BLOCK_N x SPLIT_K x stages), each recorded as the tuned plan for that shape before the
-runner captures. Prints microseconds a token; an error over 5% against float64 is flagged.
+tiles (BLOCK_N x SPLIT_K x stages) or the TILES given (BLOCK_N/BLOCK_K/stages/SPLIT_K,
+comma-separated, e.g. 32/512/3/4,32/128/3/4), each recorded as the tuned plan for that shape
+before the runner captures. Prints microseconds a token; an error over 5% against float64 is
+flagged.
 Results behind the rule: results/2026-11-22-session13/README.md.
 """
 
@@ -30,7 +32,12 @@ def us(fn):
     return measure(fn, warmup_ms=20, rep_ms=60).median * 1e3
 
 
-def plans(batch, d, dtype, short):
+def dot_plan(block_n, block_k, stages, split):
+    config = {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": 4, "num_stages": stages}
+    return dp.Plan("dot", {**config, "SPLIT_K": split} if split > 1 else config)
+
+
+def plans(batch, d, dtype, short, tiles=None):
     size = torch.finfo(dtype).bits // 8
     found = {"rule": None, "matvec": dp.Plan("matvec", dp.matvec_config(batch, d, d, size))}
     if batch == 1 and size == 2:
@@ -38,18 +45,22 @@ def plans(batch, d, dtype, short):
     found["dot-rule"] = dp.Plan("dot", dp.dot_config(d, d, size, 132))
     if short:
         return found
+    if tiles:
+        for block_n, block_k, stages, split in tiles:
+            found[f"dot{block_n}k{block_k}s{split}st{stages}"] = dot_plan(block_n, block_k,
+                                                                         stages, split)
+        return found
     block_k = dp.dot_block_k(d, size)
     for block_n, split, stages in TILES:
-        config = {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": 4, "num_stages": stages}
-        if split > 1:
-            config["SPLIT_K"] = split
-        found[f"dot{block_n}s{split}st{stages}"] = dp.Plan("dot", config)
+        found[f"dot{block_n}s{split}st{stages}"] = dot_plan(block_n, block_k, stages, split)
     return found
 
 
 def main():
     name, points = sys.argv[1], sys.argv[2]
-    dtype, short = DTYPES[name], len(sys.argv) > 3
+    option = sys.argv[3] if len(sys.argv) > 3 else ""
+    dtype, short = DTYPES[name], option == "short"
+    tiles = [tuple(map(int, t.split("/"))) for t in option.split(",")] if "/" in option else None
     torch.manual_seed(0)
     for point in points.split(","):
         d, batch = map(int, point.split("x"))
@@ -59,7 +70,7 @@ def main():
         expected = stack.reference(x)
         hand = tg.capture(stack, x.clone())
         line = [f"{name} d={d} b={batch} L={layers} hand {us(hand.replay):.1f}"]
-        for label, plan in plans(batch, d, dtype, short).items():
+        for label, plan in plans(batch, d, dtype, short, tiles).items():
             dp._tuned._memo.clear()  # research only: forget plans recorded for earlier labels
             if plan is not None:
                 dp.record(batch, d, d, dtype, plan)
