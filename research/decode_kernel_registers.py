@@ -4,6 +4,7 @@
     TRITON_INTERPRET=0 PYTHONPATH=src python3 research/decode_kernel_registers.py
     ... --dot 2048:2048:32/512/3/4   (only that tensor-core plan, every role)
     ... --attention                  (the attention kernel with and without its L2 prefetch)
+    ... --layer                      (the one-kernel decode layer, the same)
 
 Needs cuobjdump on PATH (triton/backends/nvidia/bin). Integer arguments and pointers are
 marked divisible by 16, as a real launch specialises them: without that mark Triton cannot
@@ -25,9 +26,10 @@ from triton.compiler import ASTSource
 from tilegraph.kernels._dot_rows import _dot_rows_kernel
 from tilegraph.kernels._matvec import _gemv_kernel, gemv_config
 from tilegraph.kernels.decode_attention import _decode_attention_kernel, attention_config
+from tilegraph.kernels.decode_layer import _decode_layer_kernel, decode_layer_config
 from tilegraph.kernels.decode_plan import dot_config
 
-FP32_POINTERS = {"partial_ptr", "norm_parts_ptr", "next_parts_ptr"}
+FP32_POINTERS = {"partial_ptr", "norm_parts_ptr", "next_parts_ptr", "acc_ptr", "zero_ptr"}
 POINTERS = {"count_ptr": "*i32", "lengths_ptr": "*i64"}  # else bf16, or fp32 (above)
 FP32_SCALARS = {"eps", "qk_scale"}
 
@@ -98,6 +100,20 @@ def attention_usage(batch: int, heads: int, kv_heads: int, head_dim: int, max_se
               f"positions, {ranges} L2 prefetch ranges: {usage}", flush=True)
 
 
+def layer_usage(d: int) -> None:
+    """The one-kernel bf16 decode layer at width d, one row, with and without the L2
+    prefetch of the next layer's two weights."""
+    config = decode_layer_config(1, d, 2)
+    launch = {key: v for key, v in config.items() if key.isupper()}
+    launch.update(ZERO_NEXT=True, PREFETCH_WEIGHT=True, BLOCK_M=1,
+                  PREFETCH_LANES=32 * config["num_warps"])
+    for ranges in (0, 2):
+        usage = resources(_decode_layer_kernel, {**launch, "PREFETCH_RANGES": ranges},
+                          config["num_warps"], 1)
+        print(f"one-kernel layer d={d} bf16 {launch['BLOCK_Q']} rows a program, "
+              f"{config['num_warps']} warps, {ranges} L2 prefetch ranges: {usage}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--dot", nargs="*", metavar="N:K:BN/BK/STAGES/SPLIT",
@@ -105,7 +121,13 @@ def main() -> None:
                              "2048 and 4096, and the one-row GEMV's)")
     parser.add_argument("--attention", action="store_true",
                         help="only the attention kernel, at Qwen2-0.5B's and TinyLlama's shapes")
+    parser.add_argument("--layer", action="store_true",
+                        help="only the one-kernel decode layer, bf16 d = 1024 and 2048")
     args = parser.parse_args()
+    if args.layer:
+        layer_usage(1024)
+        layer_usage(2048)
+        return
     if args.attention:
         attention_usage(1, 14, 2, 64, 2048)
         attention_usage(1, 32, 4, 64, 2048)

@@ -45,7 +45,7 @@ def test_opcheck_decode_layer(device):
     h, g = randn(3, 16, device=device), randn(16, device=device)
     wq, wo = randn(16, 16, device=device, scale=0.25), randn(16, 16, device=device, scale=0.25)
     torch.library.opcheck(torch.ops.tilegraph.decode_layer.default,
-                          (h, g, wq, wo, 1e-6, torch.empty_like(h)),
+                          (h, g, wq, wo, 1e-6, [wq], torch.empty_like(h)),
                           test_utils=("test_schema", "test_faketensor"))
 
 

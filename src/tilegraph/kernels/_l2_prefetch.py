@@ -1,17 +1,20 @@
-"""Weights streamed into L2 by a kernel whose own bytes are few.
+"""Weights streamed into L2 ahead of the kernels that read them, where memory would idle.
 
-In a decode step some kernels move almost nothing from memory (attention over a short cache,
-a few hundred KB) yet take microseconds of dependent round trips, while the projections
-after them stream megabytes of weights. A kernel of the first kind can hand memory those
-weights while it runs: `cp.async.bulk.prefetch.L2` (sm_90) asks the copy engine to bring a
-byte range into L2, one instruction per range, nothing held in registers, no completion to
-wait for. The projections then read from L2. It is a hint: the results do not change, and a
-line written after it is prefetched is still read fresh (L2 is the point of coherence).
+Two kernels leave memory idle for part of a decode step. Attention over a short cache moves
+a few hundred KB yet takes microseconds of dependent round trips, while the projections after
+it stream megabytes of weights. The one-kernel decode layer holds its weight tiles in
+registers that fill its SMs, so the next layer's programs cannot start streaming early under
+programmatic dependent launch. Either can hand memory the weights read after it:
+`cp.async.bulk.prefetch.L2` (sm_90) asks the copy engine to bring a byte range into L2, one
+instruction per range, nothing held in registers, no completion to wait for. The later
+kernels then read from L2. It is a hint: results do not change, and a line written after
+it is prefetched is still read fresh (L2 is the point of coherence).
 
-Only where memory would otherwise idle: prefetching the next projection's weights from a
-projection that streams its own (session 4, notes/decode.md) only competed with its demand
-loads. Off until timed in whole decode steps (built in a session without GPU time,
-notes/models.md): TILEGRAPH_L2_PREFETCH=1 (read at import) turns it on.
+Not where memory is busy anyway: prefetching the next projection's weights from a
+projection whose successor already starts streaming early under PDL (session 4,
+notes/decode.md) only competed with the demand loads.
+Off until timed in whole decode steps (built in a session without GPU time, notes/models.md
+and notes/decode.md): TILEGRAPH_L2_PREFETCH=1 (read at import) turns it on.
 """
 
 from __future__ import annotations
@@ -39,6 +42,20 @@ ALIGN = 16  # the instruction's address and size must be multiples of 16 bytes
 
 def supports_l2_prefetch(device: torch.device) -> bool:
     return ENABLED and not INTERPRET and device.type == "cuda" and is_hopper_or_newer(device)
+
+
+def check_prefetch(tensors: Sequence[torch.Tensor], device: torch.device,
+                   name: str = "prefetch_l2") -> list[torch.Tensor]:
+    """The hint's tensors as a list: each a contiguous tensor on `device` (what the prefetch
+    reads is its storage from data_ptr on), else an error naming it."""
+    tensors = list(tensors)
+    for index, t in enumerate(tensors):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name}[{index}] must be a torch.Tensor, got {type(t).__name__}")
+        if t.device != device or not t.is_contiguous():
+            raise ValueError(f"{name}[{index}] must be a contiguous tensor on {device}, got "
+                             f"shape {tuple(t.shape)}, strides {t.stride()} on {t.device}")
+    return tensors
 
 
 def fit_ranges(tensors: Sequence[torch.Tensor], budget: int) -> list[tuple[torch.Tensor, int]]:

@@ -28,7 +28,7 @@ import triton.language as tl
 
 from .._runtime import INTERPRET
 from ._checks import check_tensor, prepare_out
-from ._l2_prefetch import l2_prefetch_ranges, prefetch_l2
+from ._l2_prefetch import check_prefetch, l2_prefetch_ranges, prefetch_l2
 from ._launch import sm_count, supports_pdl
 from ._ops import custom_op
 from ._pdl import ENABLED as PDL_ENABLED
@@ -397,15 +397,7 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
         scale = head_dim ** -0.5
     if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale):
         raise ValueError(f"scale must be a finite number, got {scale!r}")
-    prefetch_l2 = list(prefetch_l2)
-    for index, t in enumerate(prefetch_l2):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"prefetch_l2[{index}] must be a torch.Tensor, got "
-                            f"{type(t).__name__}")
-        if t.device != q.device or not t.is_contiguous():
-            raise ValueError(f"prefetch_l2[{index}] must be a contiguous tensor on q's device "
-                             f"{q.device}, got shape {tuple(t.shape)}, strides {t.stride()} "
-                             f"on {t.device}")
+    prefetch_l2 = check_prefetch(prefetch_l2, q.device)
     out = prepare_out(out, (batch, n_heads, head_dim), q.dtype, q.device)
     if out.numel():
         _run_decode_attention(q, k_cache, v_cache, lengths.contiguous(), float(scale),
