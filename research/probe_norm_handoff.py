@@ -5,10 +5,7 @@ and LayerStacks, each step captured in one graph and replayed.
     PYTHONPATH=src python3 research/probe_norm_handoff.py                  # handoffs on
     TILEGRAPH_NORM_HANDOFF=0 PYTHONPATH=src python3 research/probe_norm_handoff.py
 
-Run both (the switch is read at import) and compare the ms a step they print. The same
-steps serve other switches read at import, e.g. TILEGRAPH_L2_PREFETCH=1 (attention's L2
-prefetch of the weights after it, its budget set by --l2-share); the first line says which
-are on.
+Run both (the switch is read at import) and compare the ms a step they print.
 """
 
 from __future__ import annotations
@@ -18,7 +15,7 @@ import argparse
 import torch
 
 import tilegraph as tg
-from tilegraph.kernels import _l2_prefetch, _norm_handoff
+from tilegraph.kernels import _norm_handoff
 from tilegraph.models import LayerStack, LayerStackConfig, Llama, LlamaConfig
 from tilegraph.models.hf_presets import hf_config
 from tilegraph.stack_grid import layers_for
@@ -57,13 +54,8 @@ def main() -> None:
                                             "tinyllama:16,mistral-7b:2")
     parser.add_argument("--stacks", default="1024:8,2048:8,2048:16,3072:8,4096:8,5120:4")
     parser.add_argument("--position", type=int, default=255)
-    parser.add_argument("--l2-share", type=float, help="the L2 prefetch's budget, a share of "
-                        "L2 (default: _l2_prefetch.L2_SHARE)")
     args = parser.parse_args()
-    if args.l2_share is not None:
-        _l2_prefetch.L2_SHARE = args.l2_share
-    print(f"norm handoff {'on' if _norm_handoff.ENABLED else 'off'}, L2 prefetch "
-          f"{'on' if _l2_prefetch.ENABLED else 'off'} (share {_l2_prefetch.L2_SHARE})")
+    print(f"norm handoff {'on' if _norm_handoff.ENABLED else 'off'}")
     for item in filter(None, args.models.split(",")):
         name, batch = item.split(":")
         print(f"model {name} batch {batch}: {model_step(name, int(batch), args.position):.4f} "
