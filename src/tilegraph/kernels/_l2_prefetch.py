@@ -13,12 +13,14 @@ it is prefetched is still read fresh (L2 is the point of coherence).
 Not where memory is busy anyway: prefetching the next projection's weights from a
 projection whose successor already starts streaming early under PDL (session 4,
 notes/decode.md) only competed with the demand loads.
+
 Off until timed in whole decode steps (built in a session without GPU time, notes/models.md
 and notes/decode.md): TILEGRAPH_L2_PREFETCH=1 (read at import) turns it on.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Sequence
 
@@ -42,6 +44,11 @@ ALIGN = 16  # the instruction's address and size must be multiples of 16 bytes
 
 def supports_l2_prefetch(device: torch.device) -> bool:
     return ENABLED and not INTERPRET and device.type == "cuda" and is_hopper_or_newer(device)
+
+
+@functools.cache
+def _l2_bytes(index: int) -> int:
+    return torch.cuda.get_device_properties(index).L2_cache_size
 
 
 def check_prefetch(tensors: Sequence[torch.Tensor], device: torch.device,
@@ -82,8 +89,8 @@ def l2_prefetch_ranges(tensors: Sequence[torch.Tensor], device: torch.device,
     of ranges used: 0 where the device has no bulk prefetch."""
     ranges = []
     if tensors and supports_l2_prefetch(device):
-        l2_bytes = torch.cuda.get_device_properties(device).L2_cache_size
-        ranges = fit_ranges(tensors, int(l2_bytes * L2_SHARE))
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        ranges = fit_ranges(tensors, int(_l2_bytes(index) * L2_SHARE))
     used = len(ranges)
     ranges += [(placeholder, 0)] * (MAX_RANGES - used)
     return [value for pair in ranges for value in pair], used
