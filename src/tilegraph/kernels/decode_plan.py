@@ -91,11 +91,8 @@ def gemv_takes_row(K: int) -> bool:
     """Whether one 16-bit row of K columns takes the GEMV: up to GEMV_MAX_K columns, except
     where its last tile of GEMV_MAX_BLOCK_K columns would hold a quarter of one or less. The
     GEMV holds one tile in flight a program, so that last tile costs a whole memory round
-    trip for a sliver of the row; the tensor-core kernel pipelines its tiles. Whole
-    LayerStacks at one row, H100 (notes/kernels.md, session 33), GEMV -> tensor cores: d=4608
-    348.6 -> 298.0 us, d=5120 380.7 -> 346.7; but d=6144 (a half tile last) 476.6 -> 478.8,
-    d=8192 (two whole tiles) 757.7 -> 777.2, Llama-3.2-1B's 8192-column down projections
-    1.1% slower a step, TinyLlama's 5632 0.3%."""
+    trip for a sliver of the row; the tensor-core kernel pipelines its tiles. Measured on
+    whole LayerStacks and Llama steps (notes/kernels.md, "One row past 4096 columns")."""
     if K <= GEMV_MAX_BLOCK_K:
         return True
     last_tile = K % GEMV_MAX_BLOCK_K

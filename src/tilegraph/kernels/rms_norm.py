@@ -23,7 +23,7 @@ from ._partials import sum_partials
 
 
 @triton.jit
-def _rms_norm_kernel(y_ptr, y_row_stride, x_ptr, x_row_stride, w_ptr, n_rows, n_cols, eps,
+def _rms_norm_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, n_rows, n_cols, eps,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SINGLE_PASS: tl.constexpr,
                      LOAD_POLICY: tl.constexpr):
     """y_ij = x_ij / sqrt(mean_j x_ij^2 + eps) * w_j (Zhang & Sennrich 2019), BLOCK_M rows a
@@ -31,8 +31,8 @@ def _rms_norm_kernel(y_ptr, y_row_stride, x_ptr, x_row_stride, w_ptr, n_rows, n_
     LOAD_POLICY: eviction policy of the one-tile path's x load ("" or "evict_last")."""
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_mask = rows < n_rows
-    x_rows = x_ptr + rows[:, None] * x_row_stride
-    y_rows = y_ptr + rows[:, None] * y_row_stride
+    x_rows = x_ptr + rows[:, None] * stride_xm
+    y_rows = y_ptr + rows[:, None] * stride_ym
     cols = tl.arange(0, BLOCK_N)
     if SINGLE_PASS:
         col_mask = cols < n_cols
@@ -60,8 +60,8 @@ def _rms_norm_kernel(y_ptr, y_row_stride, x_ptr, x_row_stride, w_ptr, n_rows, n_
 
 
 @triton.jit
-def _rms_norm_backward_kernel(dx_ptr, dx_row_stride, dw_partial_ptr, dy_ptr, dy_row_stride,
-                              x_ptr, x_row_stride, w_ptr, n_rows, n_cols, rows_per_program, eps,
+def _rms_norm_backward_kernel(dx_ptr, stride_dxm, dw_partial_ptr, dy_ptr, stride_dym,
+                              x_ptr, stride_xm, w_ptr, n_rows, n_cols, rows_per_program, eps,
                               BLOCK_N: tl.constexpr, SINGLE_PASS: tl.constexpr):
     """With r = 1 / sqrt(mean_j x_j^2 + eps), x^_j = x_j r and g_j = dy_j w_j (one row):
     dx_j = r (g_j - x^_j mean_k g_k x^_k), and dw_j = sum over rows of dy_j x^_j.
@@ -76,9 +76,9 @@ def _rms_norm_backward_kernel(dx_ptr, dx_row_stride, dw_partial_ptr, dy_ptr, dy_
     row_end = tl.minimum(row_start + rows_per_program, n_rows)
     partial = dw_partial_ptr + pid.to(tl.int64) * n_cols
     # 64-bit row pointers, advanced one row a step (offsets overflow int32 on big tensors).
-    x_ptr += row_start.to(tl.int64) * x_row_stride
-    dy_ptr += row_start.to(tl.int64) * dy_row_stride
-    dx_ptr += row_start.to(tl.int64) * dx_row_stride
+    x_ptr += row_start.to(tl.int64) * stride_xm
+    dy_ptr += row_start.to(tl.int64) * stride_dym
+    dx_ptr += row_start.to(tl.int64) * stride_dxm
     cols = tl.arange(0, BLOCK_N)
     if SINGLE_PASS:
         col_mask = cols < n_cols
@@ -93,9 +93,9 @@ def _rms_norm_backward_kernel(dx_ptr, dx_row_stride, dw_partial_ptr, dy_ptr, dy_
             dx = rstd * (g - x_hat * (tl.sum(g * x_hat, axis=0) / n_cols))
             tl.store(dx_ptr + cols, dx.to(dx_ptr.dtype.element_ty), mask=col_mask)
             dw += dy * x_hat
-            x_ptr += x_row_stride
-            dy_ptr += dy_row_stride
-            dx_ptr += dx_row_stride
+            x_ptr += stride_xm
+            dy_ptr += stride_dym
+            dx_ptr += stride_dxm
         tl.store(partial + cols, dw, mask=col_mask)
     else:
         for _ in range(row_start, row_end):
@@ -120,9 +120,9 @@ def _rms_norm_backward_kernel(dx_ptr, dx_row_stride, dw_partial_ptr, dy_ptr, dy_
                 tl.store(dx_ptr + start + cols, dx.to(dx_ptr.dtype.element_ty), mask=col_mask)
                 dw = tl.load(partial + start + cols, mask=col_mask, other=0.0)
                 tl.store(partial + start + cols, dw + dy * x_hat, mask=col_mask)
-            x_ptr += x_row_stride
-            dy_ptr += dy_row_stride
-            dx_ptr += dx_row_stride
+            x_ptr += stride_xm
+            dy_ptr += stride_dym
+            dx_ptr += stride_dxm
 
 
 def _launch_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float,

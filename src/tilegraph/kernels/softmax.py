@@ -19,7 +19,7 @@ from ._ops import custom_op, functional_op
 
 
 @triton.jit
-def _softmax_kernel(y_ptr, y_row_stride, x_ptr, x_row_stride, n_rows, n_cols,
+def _softmax_kernel(y_ptr, stride_ym, x_ptr, stride_xm, n_rows, n_cols,
                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SINGLE_PASS: tl.constexpr,
                     LOAD_POLICY: tl.constexpr):
     """y_ij = exp(x_ij - max_j x_ij) / sum_j exp(x_ij - max_j x_ij), BLOCK_M rows a program.
@@ -30,8 +30,8 @@ def _softmax_kernel(y_ptr, y_row_stride, x_ptr, x_row_stride, n_rows, n_cols,
     """
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_mask = rows < n_rows
-    x_rows = x_ptr + rows[:, None] * x_row_stride
-    y_rows = y_ptr + rows[:, None] * y_row_stride
+    x_rows = x_ptr + rows[:, None] * stride_xm
+    y_rows = y_ptr + rows[:, None] * stride_ym
     cols = tl.arange(0, BLOCK_N)
     if SINGLE_PASS:
         mask = row_mask[:, None] & (cols[None, :] < n_cols)
@@ -60,16 +60,16 @@ def _softmax_kernel(y_ptr, y_row_stride, x_ptr, x_row_stride, n_rows, n_cols,
 
 
 @triton.jit
-def _softmax_backward_kernel(dx_ptr, dx_row_stride, dy_ptr, dy_row_stride, y_ptr, y_row_stride,
+def _softmax_backward_kernel(dx_ptr, stride_dxm, dy_ptr, stride_dym, y_ptr, stride_ym,
                              n_rows, n_cols, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                              SINGLE_PASS: tl.constexpr, LOAD_POLICY: tl.constexpr):
     """dx_ij = y_ij (dy_ij - sum_j dy_ij y_ij), y the forward's output; BLOCK_M rows a
     program, rows longer than one tile read twice (the dot product, then dx)."""
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_mask = rows < n_rows
-    dy_rows = dy_ptr + rows[:, None] * dy_row_stride
-    y_rows = y_ptr + rows[:, None] * y_row_stride
-    dx_rows = dx_ptr + rows[:, None] * dx_row_stride
+    dy_rows = dy_ptr + rows[:, None] * stride_dym
+    y_rows = y_ptr + rows[:, None] * stride_ym
+    dx_rows = dx_ptr + rows[:, None] * stride_dxm
     cols = tl.arange(0, BLOCK_N)
     if SINGLE_PASS:
         mask = row_mask[:, None] & (cols[None, :] < n_cols)
