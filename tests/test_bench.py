@@ -10,7 +10,7 @@ import torch
 
 import tilegraph as tg
 from tilegraph import bench
-from tilegraph.bench import report
+from tilegraph.bench import environment, report
 from tilegraph.cuda import ExtensionUnavailable, gelu_extension, missing_build_tools
 from tilegraph.kernels.gelu import gelu_ref
 from tilegraph.testing import assert_close
@@ -139,6 +139,18 @@ def test_report_files_parse_back(tmp_path):
     assert len(table) == 2 + len(ROWS)
     cells = [line.replace("\\|", "").count("|") for line in table]
     assert cells == [cells[0]] * len(table)  # a | inside a cell is escaped
+
+
+def test_results_name_the_switches_they_ran_with(tmp_path, monkeypatch):
+    """A result made with TILEGRAPH_* variables set (PDL off, the L2 prefetch on, ...) says
+    so in the command it records, as a shell would take it."""
+    monkeypatch.setenv("TILEGRAPH_L2_PREFETCH", "1")
+    monkeypatch.setenv("TILEGRAPH_PDL", "0")
+    report.save(ROWS, tmp_path, "r")
+    command = report.read_json(tmp_path / "r.json")["environment"]["command"]
+    settings = command.split()[:len(environment.switches())]
+    assert "TILEGRAPH_L2_PREFETCH=1" in settings and "TILEGRAPH_PDL=0" in settings
+    assert "TILEGRAPH_L2_PREFETCH=1 " in (tmp_path / "r.md").read_text()
 
 
 def test_report_plot_writes_png(tmp_path):

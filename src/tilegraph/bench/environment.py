@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import os
 import platform
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -26,15 +27,24 @@ def git_revision() -> str:
         return "unknown"
 
 
+def switches() -> dict[str, str]:
+    """The TILEGRAPH_* variables of this process (TILEGRAPH_PDL=0, TILEGRAPH_L2_PREFETCH=1,
+    ...): they change what runs, so a result made with one set says so."""
+    return {key: value for key, value in sorted(os.environ.items())
+            if key.startswith("TILEGRAPH_")}
+
+
 def command_line() -> str:
-    """How this process was started, with `python -m tilegraph` rather than a path to it."""
+    """How this process was started, with `python -m tilegraph` rather than a path to it,
+    after the TILEGRAPH_* variables it ran with (as a shell would take them)."""
     program = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python"
     if program == "__main__.py":
         program = f"python -m {Path(sys.argv[0]).parent.name}"
         if "LOCAL_WORLD_SIZE" in os.environ:   # started by torchrun
             program = (f"torchrun --nproc-per-node {os.environ['LOCAL_WORLD_SIZE']} -m "
                        f"{Path(sys.argv[0]).parent.name}")
-    return " ".join([program, *sys.argv[1:]])
+    settings = [f"{key}={shlex.quote(value)}" for key, value in switches().items()]
+    return " ".join([*settings, program, *sys.argv[1:]])
 
 
 def environment() -> dict:
