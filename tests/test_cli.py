@@ -46,6 +46,7 @@ def test_info_names_versions(tmp_path):
     result = tilegraph("info", tmp_path=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "torch" in result.stdout and "triton" in result.stdout
+    assert f"TILEGRAPH_CACHE_DIR={tmp_path}" in result.stdout  # the switches it runs with
 
 
 def test_bench_checks_times_and_saves(tmp_path):

@@ -67,4 +67,6 @@ def describe() -> dict[str, str]:
         shown["memory"] = f"{props.total_memory / 2**30:.1f} GiB"
         shown["CUDA"] = str(env["cuda"])
     shown["kernels run"] = "Triton interpreter on CPU" if INTERPRET else "compiled for CUDA"
+    shown["switches"] = " ".join(f"{key}={value}" for key, value in switches().items()
+                                 ) or "none set (defaults)"
     return shown
