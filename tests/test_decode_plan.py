@@ -120,13 +120,21 @@ def test_rule_by_rows_dtype_and_size():
     assert [tile(n, n)["BLOCK_N"] for n in (1024, 2048, 3072, 8192)] == [32, 32, 64, 64]
     assert tile(4096, 4096, fp32)["BLOCK_N"] == 32
     split = lambda n, k, dtype=bf16, sms=132: tile(n, k, dtype, sms).get("SPLIT_K", 1)  # noqa: E731
-    assert [split(n, n) for n in (1024, 2048, 4096, 8192)] == [4, 4, 4, 2]  # 4: K's tiles
+    assert [split(n, n) for n in (4096, 8192)] == [4, 2]  # 4: K's tiles
     assert [split(n, n, fp32) for n in (2048, 4096, 8192)] == [4, 2, 1]
     assert split(8192, 4096, sms=16) == 1  # a small GPU: the column blocks fill it
     # rows at least twice as long as N is wide: wide tiles (32 below 1024 outputs)
     assert (split(256, 4096), split(2048, 5632), split(4096, 14336)) == (8, 8, 4)
     assert (tile(256, 4096)["BLOCK_N"], tile(2048, 5632)["BLOCK_N"]) == (32, 64)
     assert split(16384, 53248) == 1
+    # 16-bit weights that two programs an SM cover in slices of 512 columns: one step each
+    whole = {n: tile(n, n) for n in (512, 1024, 2048, 2560)}
+    assert [(c["BLOCK_K"], c.get("SPLIT_K", 1), c["num_stages"]) for c in whole.values()] == \
+        [(512, 1, 1), (512, 2, 1), (512, 4, 1), (256, 3, 3)]  # 2560: 400 programs, too many
+    assert tile(100, 300)["BLOCK_K"] == 512 and "SPLIT_K" not in tile(100, 300)
+    assert tile(2048, 2048, sms=16)["num_stages"] == 3          # a small GPU: too many
+    assert tile(2048, 2048, fp32)["BLOCK_K"] == 128              # 16-bit only
+    assert split(32, 4608) == 8 and tile(32, 4608)["num_stages"] == 3  # 9 slices: too many
     # pipelines three tiles deep in 16-bit (whole decode steps), four in fp32
     stages = lambda n, k, dtype=bf16: tile(n, k, dtype)["num_stages"]  # noqa: E731
     assert (stages(11264, 2048), stages(2048, 5632), stages(11264, 2048, fp32)) == (3, 3, 4)

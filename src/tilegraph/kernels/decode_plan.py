@@ -33,6 +33,11 @@ GEMV_MAX_K = 8192
 # At 3-4 rows the CUDA-core kernel took 1.5x the tensor-core kernel's time on weights this
 # small (512 x 512 stacks), and 0.75x from 640 x 640 up.
 TINY_WEIGHTS = 512 * 512
+# Columns a program reads in one step in the whole-slice tile (1 KB of a 16-bit row): 166
+# registers a thread at BLOCK_N 32, so three programs an SM (compiled for sm_90, notes/kernels.md).
+WHOLE_SLICE_K = 512
+# The last of a split's programs sums every slice's partials one after another.
+MAX_SPLIT_K = 8
 
 
 @dataclass(frozen=True)
@@ -60,8 +65,29 @@ def dot_block_k(K: int, element_size: int) -> int:
     return max(16, min(512 // element_size, triton.next_power_of_2(K)))
 
 
+def whole_slice_config(N: int, K: int, element_size: int, sms: int) -> dict | None:
+    """A 16-bit tile that reads each program's whole slice of W in one step: BLOCK_N 32, K cut
+    into slices of WHOLE_SLICE_K columns, one pipeline stage; None where that makes more than
+    MAX_SPLIT_K slices or about two programs an SM. Each program then asks for all its
+    weights before PDL's wait, so the whole weight streams while the kernel before it
+    finishes, and none after.
+
+    Against the split tiles below on whole bf16 LayerStacks at 8-16 rows (H100, results/
+    2026-11-25-session35): d=2048 157 -> 124 us, d=1536 199 -> 149, d=1024 246 -> 229; past
+    two programs an SM (d=3072, 4096) the pipelined tiles stay ahead."""
+    if element_size > 2:
+        return None
+    block_k = max(16, min(WHOLE_SLICE_K, triton.next_power_of_2(K)))
+    split = triton.cdiv(K, block_k)
+    if split > MAX_SPLIT_K or triton.cdiv(N, 32) * split > 2 * sms:
+        return None
+    config = {"BLOCK_N": 32, "BLOCK_K": block_k, "num_warps": 4, "num_stages": 1}
+    return {**config, "SPLIT_K": split} if split > 1 else config
+
+
 def dot_config(N: int, K: int, element_size: int, sms: int) -> dict:
-    """Tensor-core tile: 512-byte rows of K, BLOCK_N 32 (64 for 16-bit N of 3072 and up), and
+    """Tensor-core tile: the whole-slice tile where it fits (whole_slice_config), else
+    512-byte rows of K, BLOCK_N 32 (64 for 16-bit N of 3072 and up), and
     K split into up to 8 slices so that about two programs an SM stream the weight.
 
     Chosen on whole LayerStacks through a GraphRunner (H100, notes/kernels.md), where each
@@ -74,12 +100,15 @@ def dot_config(N: int, K: int, element_size: int, sms: int) -> dict:
     in whole Llama decode steps at 4-16 rows three made the wide gate/up projections (no
     split) faster and the step 1-5% (research/probe_model_tiles.py, notes/models.md).
     """
+    whole = whole_slice_config(N, K, element_size, sms)
+    if whole is not None:
+        return whole
     block_k = dot_block_k(K, element_size)
     if K >= 2 * N:
         block_n = 32 if N < 1024 else 64
     else:
         block_n = 64 if element_size <= 2 and N >= 3072 else 32
-    split = min(8, triton.cdiv(K, block_k), 2 * sms // triton.cdiv(N, block_n))
+    split = min(MAX_SPLIT_K, triton.cdiv(K, block_k), 2 * sms // triton.cdiv(N, block_n))
     if split >= 2:
         return {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": 4, "num_stages": 3,
                 "SPLIT_K": split}
@@ -142,6 +171,13 @@ def candidates(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -
                     continue
                 plans.append(Plan("dot", {"BLOCK_N": block_n, "BLOCK_K": block_k,
                                           "num_warps": 4, "num_stages": stages}))
+    if size <= 2:  # one step a program, as whole_slice_config's, and half as wide
+        for block_n, block_k in itertools.product((32, 64), (WHOLE_SLICE_K // 2, WHOLE_SLICE_K)):
+            block_k = max(16, min(block_k, k_cap))
+            split = triton.cdiv(K, block_k)
+            config = {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": 4, "num_stages": 1}
+            if split <= MAX_SPLIT_K:
+                plans.append(Plan("dot", {**config, "SPLIT_K": split} if split > 1 else config))
     block_k = dot_block_k(K, size)
     for block_n, split in itertools.product((32, 64), (2, 4, 8)):
         if triton.cdiv(K, block_k) >= split:
