@@ -3,8 +3,8 @@
 
     TRITON_INTERPRET=0 PYTHONPATH=src python3 research/decode_kernel_registers.py
     ... --dot 2048:2048:32/512/3/4   (only that tensor-core plan, every role)
-    ... --attention                  (the attention kernel with and without its L2 prefetch)
-    ... --layer                      (the one-kernel decode layer, the same)
+    ... --attention                  (the attention kernel)
+    ... --layer                      (the one-kernel decode layer)
 
 Needs cuobjdump on PATH (triton/backends/nvidia/bin). Integer arguments and pointers are
 marked divisible by 16, as a real launch specialises them: without that mark Triton cannot
@@ -85,33 +85,27 @@ def dot_usage(n: int, k: int, config: dict) -> None:
 
 
 def attention_usage(batch: int, heads: int, kv_heads: int, head_dim: int, max_seq: int) -> None:
-    """The attention kernel at that shape (bf16, under PDL), with and without the L2
-    prefetch of three weight ranges (_l2_prefetch.py)."""
+    """The attention kernel at that shape (bf16, under PDL)."""
     config = attention_config(batch, kv_heads, heads // kv_heads, head_dim, max_seq, 132)
     launch = {key: v for key, v in config.items() if key.isupper()}
     launch.update(N_KV_HEADS=kv_heads, GROUP=heads // kv_heads, HEAD_DIM=head_dim, PDL=True,
-                  LENGTHS_FINAL=True, PREFETCH_LANES=32 * config["num_warps"],
+                  LENGTHS_FINAL=True,
                   DOT_PRECISION="tf32", UPCAST_DOT=False, LINE_ELEMENTS=64,
                   ROW_LINES=triton.next_power_of_2(triton.cdiv(head_dim, 64)))
-    for ranges in (0, 3):
-        usage = resources(_decode_attention_kernel, {**launch, "PREFETCH_RANGES": ranges},
-                          config["num_warps"], config["num_stages"])
-        print(f"attention b{batch} {heads}/{kv_heads} heads of {head_dim}, {max_seq} "
-              f"positions, {ranges} L2 prefetch ranges: {usage}", flush=True)
+    usage = resources(_decode_attention_kernel, launch, config["num_warps"],
+                      config["num_stages"])
+    print(f"attention b{batch} {heads}/{kv_heads} heads of {head_dim}, {max_seq} positions: "
+          f"{usage}", flush=True)
 
 
 def layer_usage(d: int) -> None:
-    """The one-kernel bf16 decode layer at width d, one row, with and without the L2
-    prefetch of the next layer's two weights."""
+    """The one-kernel bf16 decode layer at width d, one row."""
     config = decode_layer_config(1, d, 2)
     launch = {key: v for key, v in config.items() if key.isupper()}
-    launch.update(ZERO_NEXT=True, PREFETCH_WEIGHT=True, BLOCK_M=1,
-                  PREFETCH_LANES=32 * config["num_warps"])
-    for ranges in (0, 2):
-        usage = resources(_decode_layer_kernel, {**launch, "PREFETCH_RANGES": ranges},
-                          config["num_warps"], 1)
-        print(f"one-kernel layer d={d} bf16 {launch['BLOCK_Q']} rows a program, "
-              f"{config['num_warps']} warps, {ranges} L2 prefetch ranges: {usage}", flush=True)
+    launch.update(ZERO_NEXT=True, PREFETCH_WEIGHT=True, BLOCK_M=1)
+    usage = resources(_decode_layer_kernel, launch, config["num_warps"], 1)
+    print(f"one-kernel layer d={d} bf16 {launch['BLOCK_Q']} rows a program, "
+          f"{config['num_warps']} warps: {usage}", flush=True)
 
 
 def main() -> None:

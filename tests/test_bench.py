@@ -142,15 +142,15 @@ def test_report_files_parse_back(tmp_path):
 
 
 def test_results_name_the_switches_they_ran_with(tmp_path, monkeypatch):
-    """A result made with TILEGRAPH_* variables set (PDL off, the L2 prefetch on, ...) says
+    """A result made with TILEGRAPH_* variables set (PDL off, the norm handoff off, ...) says
     so in the command it records, as a shell would take it."""
-    monkeypatch.setenv("TILEGRAPH_L2_PREFETCH", "1")
+    monkeypatch.setenv("TILEGRAPH_NORM_HANDOFF", "0")
     monkeypatch.setenv("TILEGRAPH_PDL", "0")
     report.save(ROWS, tmp_path, "r")
     command = report.read_json(tmp_path / "r.json")["environment"]["command"]
     settings = command.split()[:len(environment.switches())]
-    assert "TILEGRAPH_L2_PREFETCH=1" in settings and "TILEGRAPH_PDL=0" in settings
-    assert "TILEGRAPH_L2_PREFETCH=1 " in (tmp_path / "r.md").read_text()
+    assert "TILEGRAPH_NORM_HANDOFF=0" in settings and "TILEGRAPH_PDL=0" in settings
+    assert "TILEGRAPH_NORM_HANDOFF=0 " in (tmp_path / "r.md").read_text()
 
 
 def test_report_plot_writes_png(tmp_path):

@@ -28,8 +28,7 @@ def _block_ref(x, w, g, r):
 
 
 def test_ops_are_registered():
-    for name in ("add", "gelu", "softmax", "rms_norm", "linear", "matmul", "decode_layer",
-                 "decode_attention"):
+    for name in ("add", "gelu", "softmax", "rms_norm", "linear", "matmul", "decode_layer"):
         assert hasattr(torch.ops.tilegraph, name)
 
 
@@ -45,17 +44,7 @@ def test_opcheck_decode_layer(device):
     h, g = randn(3, 16, device=device), randn(16, device=device)
     wq, wo = randn(16, 16, device=device, scale=0.25), randn(16, 16, device=device, scale=0.25)
     torch.library.opcheck(torch.ops.tilegraph.decode_layer.default,
-                          (h, g, wq, wo, 1e-6, [wq], torch.empty_like(h)),
-                          test_utils=("test_schema", "test_faketensor"))
-
-
-def test_opcheck_decode_attention(device):
-    q = randn(2, 4, 16, device=device)
-    k, v = randn(3, 2, 20, 16, device=device), randn(3, 2, 20, 16, device=device)
-    lengths = torch.tensor([20, 5], device=device)
-    torch.library.opcheck(torch.ops.tilegraph.decode_attention.default,
-                          (q, k, v, lengths, 0.25, [randn(64, device=device)],
-                           torch.empty_like(q)),
+                          (h, g, wq, wo, 1e-6, torch.empty_like(h)),
                           test_utils=("test_schema", "test_faketensor"))
 
 

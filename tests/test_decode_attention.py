@@ -7,9 +7,7 @@ import pytest
 import torch
 
 import tilegraph as tg
-from tilegraph.kernels import _l2_prefetch
 from tilegraph.kernels import decode_attention as attention
-from tilegraph.kernels._l2_prefetch import fit_ranges, supports_l2_prefetch
 from tilegraph.kernels._launch import sm_count
 from tilegraph.kernels.decode_attention import (
     MERGE_ELEMENTS,
@@ -159,35 +157,6 @@ def test_bad_inputs_are_named(device):
         tg.decode_attention(q, k, v, lengths, scale=float("nan"))
     with pytest.raises(ValueError, match="out has shape"):
         tg.decode_attention(q, k, v, lengths, out=torch.empty(2, 4, 8, device=device))
-    with pytest.raises(TypeError, match=r"prefetch_l2\[1\] must be a torch.Tensor"):
-        tg.decode_attention(q, k, v, lengths, prefetch_l2=(k, "weights"))
-    with pytest.raises(ValueError, match=r"prefetch_l2\[0\] must be a contiguous tensor"):
-        tg.decode_attention(q, k, v, lengths, prefetch_l2=[k.transpose(1, 2)])
-
-
-def test_prefetch_hint_leaves_the_result_alone(device, monkeypatch):
-    """Weights handed to L2 while attention runs (on the GPU the bulk prefetch is issued;
-    here the interpreter skips it): the same bits as without, odd sizes and a misaligned
-    view among them."""
-    monkeypatch.setattr(_l2_prefetch, "ENABLED", True)
-    q, k, v = _case(3, 14, 2, 24, 130, torch.bfloat16, device)
-    lengths = torch.tensor([130, 1, 77], device=device)
-    weights = [torch.randn(n, device=device).to(torch.bfloat16) for n in (1000, 7, 333)]
-    plain = tg.decode_attention(q, k, v, lengths)
-    hinted = tg.decode_attention(q, k, v, lengths, prefetch_l2=[weights[0], weights[1][1:],
-                                                               weights[2], k, v])
-    assert torch.equal(plain, hinted)
-
-
-def test_prefetch_ranges_fit_the_budget_in_order():
-    tensors = [torch.empty(1000, dtype=torch.bfloat16), torch.empty(5000, dtype=torch.int8),
-               torch.empty(100, dtype=torch.float32), torch.empty(8)]
-    assert [size for _, size in fit_ranges(tensors, 10**6)] == [2000, 4992, 400]
-    assert [size for _, size in fit_ranges(tensors, 3000)] == [2000, 992]
-    assert [size for _, size in fit_ranges(tensors, 2008)] == [2000]   # 8 bytes: no range
-    assert fit_ranges(tensors, 10) == []
-    misaligned = torch.empty(64, dtype=torch.bfloat16)[1:]
-    assert [t for t, _ in fit_ranges([misaligned, tensors[2]], 10**6)] == [tensors[2]]
 
 
 @pytest.mark.gpu
@@ -215,36 +184,6 @@ def test_one_graph_serves_every_length():
             graph.replay()
         ref = decode_attention_ref(q.double(), k.double(), v.double(), lengths)
         assert_close(out, ref, torch.bfloat16, what=f"length {length} after replays")
-
-
-@pytest.mark.gpu
-def test_prefetch_hint_in_a_graph_over_replays(monkeypatch):
-    """A graph whose attention prefetches weights larger than L2 (cut to the budget) and a
-    tensor the PDL kernel just before it is still writing (L2 is coherent: the later read
-    sees the new values): every replay's attention and that tensor equal their references."""
-    monkeypatch.setattr(_l2_prefetch, "ENABLED", True)
-    if not supports_l2_prefetch(torch.device("cuda")):
-        pytest.skip("the bulk L2 prefetch needs sm_90 or newer")
-    q, k, v = _case(2, 14, 2, 64, 1024, torch.bfloat16, "cuda")
-    lengths = torch.tensor([1, 1], device="cuda")
-    huge = torch.randn(40_000_000, device="cuda").to(torch.bfloat16)   # 80 MB
-    x = torch.randn(4, 896, device="cuda").to(torch.bfloat16)
-    w = torch.randn(3000, 896, device="cuda").to(torch.bfloat16)
-    y = torch.empty(4, 3000, dtype=torch.bfloat16, device="cuda")
-    seen, out = torch.empty_like(y), torch.empty_like(q)
-
-    def step():
-        tg.linear(x, w, out=y)   # launched with PDL: may still run as the attention starts
-        tg.decode_attention(q, k, v, lengths, out=out, prefetch_l2=(y, huge, k))
-        return torch.mul(y, 1, out=seen)
-    graph = tg.capture(step)
-    for length in (1, 300, 1024, 77):
-        lengths.copy_(torch.tensor([length, 1025 - length]))
-        x.normal_()
-        graph.replay()
-        ref = decode_attention_ref(q.double(), k.double(), v.double(), lengths)
-        assert_close(out, ref, torch.bfloat16, what=f"length {length}")
-        assert_close(seen, x.double() @ w.double().T, torch.bfloat16, what="the written tensor")
 
 
 @pytest.mark.gpu

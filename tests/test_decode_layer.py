@@ -5,7 +5,6 @@ import pytest
 import torch
 
 import tilegraph as tg
-from tilegraph.kernels import _l2_prefetch
 from tilegraph.kernels.decode_layer import (
     _launch_one_kernel,
     _uses_one_kernel,
@@ -147,10 +146,6 @@ def test_bad_input_is_refused(device):
         tg.decode_layer(h, g, wq, wo, out=wq[:2])
     with pytest.raises(ValueError, match="shape"):
         tg.decode_layer(h, g, wq, wo, out=torch.empty(3, 16, device=device))
-    with pytest.raises(TypeError, match=r"prefetch_l2\[0\] must be a torch.Tensor"):
-        tg.decode_layer(h, g, wq, wo, prefetch_l2=[None])
-    with pytest.raises(ValueError, match=r"prefetch_l2\[1\] must be a contiguous tensor"):
-        tg.decode_layer(h, g, wq, wo, prefetch_l2=[wq, wo.t()])
 
 
 def _choice(rows, d, element_size, sm_count=132):
@@ -183,26 +178,13 @@ def test_every_tile_stays_within_its_register_budget():
                     assert tile_bytes // (32 * config["num_warps"]) <= 512
 
 
-def _chain(weights, prefetch: bool = False):
-    """The layers in a loop; with `prefetch`, each hands the next one's weights to L2."""
+def _chain(weights):
     def run(h):
         x = h.float()
-        for (g, wq, wo), after in zip(weights, [*weights[1:], None], strict=True):
-            hint = after[1:] if prefetch and after is not None else ()
-            x = tg.decode_layer(x, g, wq, wo, prefetch_l2=hint)
+        for g, wq, wo in weights:
+            x = tg.decode_layer(x, g, wq, wo)
         return x.to(h.dtype)
     return run
-
-
-def test_prefetch_hint_leaves_the_chain_alone(device, monkeypatch):
-    """The next layer's weights handed to L2 (issued on a GPU; skipped by the interpreter):
-    the chain's result is within the one-kernel path's own run-to-run variation."""
-    monkeypatch.setattr(_l2_prefetch, "ENABLED", True)
-    weights = [_weights(96, torch.bfloat16, device) for _ in range(3)]
-    h = randn(1, 96, dtype=torch.bfloat16, device=device)
-    plain, hinted = _chain(weights)(h), _chain(weights, prefetch=True)(h)
-    assert_close(hinted, _chain_ref(weights, h), torch.bfloat16)
-    assert rel_error(hinted, plain) < 1e-2
 
 
 def _chain_ref(weights, h):
@@ -213,16 +195,13 @@ def _chain_ref(weights, h):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("prefetch", [False, True])
 @pytest.mark.parametrize("d, dtype", [(2048, torch.bfloat16), (512, torch.float32),
                                       (2048, torch.float32), (768, torch.bfloat16)])
-def test_captured_chain_replays_right_every_time(d, dtype, prefetch, monkeypatch):
-    """Every replay starts from buffers that the graph zeroed itself; fresh inputs each time;
-    with or without each layer prefetching the next one's weights into L2."""
-    monkeypatch.setattr(_l2_prefetch, "ENABLED", prefetch)
+def test_captured_chain_replays_right_every_time(d, dtype):
+    """Every replay starts from buffers that the graph zeroed itself; fresh inputs each time."""
     weights = [_weights(d, dtype, "cuda") for _ in range(3)]
     static = randn(1, d, dtype=dtype, device="cuda")
-    graph = tg.capture(_chain(weights, prefetch), static)
+    graph = tg.capture(_chain(weights), static)
     for _ in range(4):
         static.copy_(randn(1, d, dtype=dtype, device="cuda"))
         graph.outputs.fill_(float("nan"))

@@ -46,6 +46,18 @@ def test_rule_plan_at_awkward_sizes(rows, dtype, device):
     assert_close(_run(plan, x, w, b, g, r), ref, dtype, what=str(plan))
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("rows", [3, 16])
+def test_whole_slice_tile_with_a_short_last_slice(rows, dtype, device):
+    """The rule's whole-slice tile at 70 x 1100: three 512-column slices, the last 76 wide,
+    each one step; with a PDL wait where the GPU has one."""
+    plan = decode_plan.rule(rows, 70, 1100, dtype, None)
+    assert (plan.config["BLOCK_K"], plan.config["SPLIT_K"], plan.config["num_stages"]) == \
+        (512, 3, 1)
+    x, w, b, g, r, ref = _parts(rows, 70, 1100, dtype, device)
+    assert_close(_run(plan, x, w, b, g, r, pdl=_pdl.use_pdl(x.device, ())), ref, dtype)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("tile", [(16, 32, 2), (32, 64, 3), (64, 16, 4)])
 @pytest.mark.parametrize("rows", [1, 4, 16])

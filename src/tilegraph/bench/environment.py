@@ -28,7 +28,7 @@ def git_revision() -> str:
 
 
 def switches() -> dict[str, str]:
-    """The TILEGRAPH_* variables of this process (TILEGRAPH_PDL=0, TILEGRAPH_L2_PREFETCH=1,
+    """The TILEGRAPH_* variables of this process (TILEGRAPH_PDL=0, TILEGRAPH_NORM_HANDOFF=0,
     ...): they change what runs, so a result made with one set says so."""
     return {key: value for key, value in sorted(os.environ.items())
             if key.startswith("TILEGRAPH_")}

@@ -20,7 +20,6 @@ tune.tune_attention where it has been run, else a rule.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 import torch
 import triton
@@ -28,7 +27,6 @@ import triton.language as tl
 
 from .._runtime import INTERPRET
 from ._checks import check_tensor, prepare_out
-from ._l2_prefetch import check_prefetch, l2_prefetch_ranges, prefetch_l2
 from ._launch import sm_count, supports_pdl
 from ._ops import custom_op
 from ._pdl import ENABLED as PDL_ENABLED
@@ -119,11 +117,9 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
                              k_ptr, v_ptr, stride_cb, stride_ch, stride_cp,
                              lengths_ptr, partial_ptr, count_ptr,
                              qk_scale, max_seq,
-                             pf0_ptr, pf0_bytes, pf1_ptr, pf1_bytes, pf2_ptr, pf2_bytes,
                              N_KV_HEADS: tl.constexpr, GROUP: tl.constexpr,
                              HEAD_DIM: tl.constexpr, SPLITS: tl.constexpr,
                              PDL: tl.constexpr, LENGTHS_FINAL: tl.constexpr,
-                             PREFETCH_RANGES: tl.constexpr, PREFETCH_LANES: tl.constexpr,
                              ONE_RUN_TILES: tl.constexpr,
                              DOT_PRECISION: tl.constexpr,
                              UPCAST_DOT: tl.constexpr, BLOCK_G: tl.constexpr,
@@ -141,11 +137,6 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
 
     Under PDL, LENGTHS_FINAL says the lengths read before griddepcontrol.wait are final (the
     kernel just before does not write them; _pdl.py), so they are read once.
-
-    PREFETCH_RANGES > 0: before the wait, after their own keys and values, the programs hand
-    the copy engine the byte ranges pf*_ptr, pf*_bytes (the weights of the projections after
-    attention) to bring into L2 (_l2_prefetch.py): memory is otherwise idle while this
-    kernel's round trips run.
     """
     pair = tl.program_id(0)
     run = tl.program_id(1)
@@ -161,11 +152,6 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
                        LINE_ELEMENTS)
         _prefetch_tile(v_ptr + kv_base, stride_cp, start, stop, HEAD_DIM, BLOCK_T, ROW_LINES,
                        LINE_ELEMENTS)
-    if PREFETCH_RANGES > 0:  # after this kernel's own lines
-        prefetch_l2(pf0_ptr, pf0_bytes, pf1_ptr, pf1_bytes, pf2_ptr, pf2_bytes,
-                    pair * SPLITS + run, tl.num_programs(0) * SPLITS, PREFETCH_RANGES,
-                    PREFETCH_LANES)
-    if PDL:
         tl.extra.cuda.gdc_wait()               # q and this layer's cache writes are final
         tl.extra.cuda.gdc_launch_dependents()  # the next kernel may prefetch its weights
         if not LENGTHS_FINAL:
@@ -293,16 +279,14 @@ tuned = Tuner("decode-attention", [{}])  # a store of timed configs: tune_attent
 
 
 def _launch_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                             lengths: torch.Tensor, scale: float,
-                             prefetch_l2: list[torch.Tensor], out: torch.Tensor) -> None:
-    launch_decode_attention(q, k_cache, v_cache, lengths, scale, out, prefetch=prefetch_l2)
+                             lengths: torch.Tensor, scale: float, out: torch.Tensor) -> None:
+    launch_decode_attention(q, k_cache, v_cache, lengths, scale, out)
 
 
 def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
-                            config: dict | None = None, prefetch=()) -> None:
+                            config: dict | None = None) -> None:
     """Launch on checked inputs; config: attention_config's keys (when None: the one `tilegraph
-    tune` chose for this shape, else the rule's); prefetch: contiguous tensors on q's device
-    to bring into L2 meanwhile (_l2_prefetch.py)."""
+    tune` chose for this shape, else the rule's)."""
     batch, n_heads, head_dim = q.shape
     _, n_kv_heads, max_seq, _ = k_cache.shape
     group = n_heads // n_kv_heads
@@ -328,14 +312,12 @@ def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
     lengths_final = pdl and use_pdl(q.device, (lengths,))
     line_elements = 128 // q.element_size()  # an L2 line, for the prefetch under PDL
     row_lines = triton.next_power_of_2(triton.cdiv(head_dim, line_elements))
-    ranges, n_ranges = l2_prefetch_ranges(prefetch, q.device, placeholder=out)
     _decode_attention_kernel[(pairs, config["SPLITS"])](
         out, out.stride(0), out.stride(1), q, q.stride(0), q.stride(1),
         k_cache, v_cache, k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
-        lengths, partials, counters, scale * math.log2(math.e), max_seq, *ranges,
+        lengths, partials, counters, scale * math.log2(math.e), max_seq,
         N_KV_HEADS=n_kv_heads, GROUP=group, HEAD_DIM=head_dim, PDL=pdl,
-        LENGTHS_FINAL=lengths_final, PREFETCH_RANGES=n_ranges,
-        PREFETCH_LANES=32 * config["num_warps"],
+        LENGTHS_FINAL=lengths_final,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         UPCAST_DOT=INTERPRET and q.dtype == torch.bfloat16,
         LINE_ELEMENTS=line_elements, ROW_LINES=row_lines, **config,
@@ -348,8 +330,7 @@ _run_decode_attention = custom_op("decode_attention", _launch_decode_attention)
 
 def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                      lengths: torch.Tensor, scale: float | None = None, *,
-                     out: torch.Tensor | None = None,
-                     prefetch_l2: Sequence[torch.Tensor] = ()) -> torch.Tensor:
+                     out: torch.Tensor | None = None) -> torch.Tensor:
     """softmax(q k^T * scale) v for one query token per sequence over its cached positions.
 
     q (B, H, D): sequence b's query heads; k_cache, v_cache (max_batch, KV, max_seq, D) with
@@ -357,11 +338,6 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     (h + 1) * H / KV - 1 share kv head h); lengths (B,) int: positions 0 .. lengths[b] - 1
     of slot b are attended (read on the device: clamped to [0, max_seq], 0 gives zeros).
     scale defaults to D ** -0.5. Softmax in fp32. Returns (B, H, D) in q's dtype.
-
-    prefetch_l2: contiguous tensors on q's device that kernels after this one will read (the
-    next projections' weights), streamed into L2 in order while attention runs, up to half
-    of L2, on GPUs with a bulk prefetch (Hopper on) and with TILEGRAPH_L2_PREFETCH=1 (off by
-    default until timed). A hint: the result is the same without.
     """
     check_tensor("q", q)
     for name, t in (("k_cache", k_cache), ("v_cache", v_cache)):
@@ -397,11 +373,9 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
         scale = head_dim ** -0.5
     if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale):
         raise ValueError(f"scale must be a finite number, got {scale!r}")
-    prefetch_l2 = check_prefetch(prefetch_l2, q.device)
     out = prepare_out(out, (batch, n_heads, head_dim), q.dtype, q.device)
     if out.numel():
-        _run_decode_attention(q, k_cache, v_cache, lengths.contiguous(), float(scale),
-                              prefetch_l2, out)
+        _run_decode_attention(q, k_cache, v_cache, lengths.contiguous(), float(scale), out)
     return out
 
 

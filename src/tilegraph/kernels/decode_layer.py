@@ -26,8 +26,6 @@ its own zeroing, an eager call cannot), and otherwise a fresh zeroed buffer is m
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import torch
 import triton
 import triton.language as tl
@@ -42,7 +40,6 @@ from ._checks import (
     prepare_out,
     wants_grad,
 )
-from ._l2_prefetch import check_prefetch, l2_prefetch_ranges, prefetch_l2
 from ._launch import sm_count, stream_place
 from ._ops import custom_op
 from ._pdl import launched, use_pdl
@@ -54,9 +51,7 @@ from .rms_norm import rms_norm_ref
 def _decode_layer_kernel(acc_ptr, stride_am, zero_ptr, h_ptr, stride_hm, norm_w_ptr,
                          wq_ptr, stride_wq, wo_ptr, stride_wo_out, stride_wo_in,
                          M, D, eps,
-                         pf0_ptr, pf0_bytes, pf1_ptr, pf1_bytes, pf2_ptr, pf2_bytes,
                          ZERO_NEXT: tl.constexpr, PREFETCH_WEIGHT: tl.constexpr,
-                         PREFETCH_RANGES: tl.constexpr, PREFETCH_LANES: tl.constexpr,
                          BLOCK_M: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_D: tl.constexpr):
     """acc_m += [p == 0] h_m + sum_{i in rows(p)} Wo[:, i] * q_mi, with
     q_mi = rstd_m * sum_k h_mk g_k Wq_ik and rstd_m = 1 / sqrt(mean_k h_mk^2 + eps).
@@ -66,9 +61,6 @@ def _decode_layer_kernel(acc_ptr, stride_am, zero_ptr, h_ptr, stride_hm, norm_w_
     contiguous). PREFETCH_WEIGHT: both tiles are loaded before griddepcontrol.wait, while
     the previous kernel in the stream finishes (_pdl.py: it must not write them).
     ZERO_NEXT: zero the next layer's accumulator (same strides as acc) after the wait.
-    PREFETCH_RANGES > 0: then the byte ranges pf*_ptr, pf*_bytes (the next layer's weights)
-    are handed to the copy engine to bring into L2 (_l2_prefetch.py): a program's tiles fill
-    its SM's registers, so the next layer's programs cannot start streaming early under PDL.
     """
     pid = tl.program_id(0)
     offs_q = pid * BLOCK_Q + tl.arange(0, BLOCK_Q)
@@ -80,9 +72,6 @@ def _decode_layer_kernel(acc_ptr, stride_am, zero_ptr, h_ptr, stride_hm, norm_w_
     wq = tl.load(wq_ptr + rows * stride_wq + offs_d[None, :], mask=tile_mask, other=0.0)
     wo = tl.load(wo_ptr + rows * stride_wo_in + offs_d[None, :].to(tl.int64) * stride_wo_out,
                  mask=tile_mask, other=0.0)
-    if PREFETCH_RANGES > 0:
-        prefetch_l2(pf0_ptr, pf0_bytes, pf1_ptr, pf1_bytes, pf2_ptr, pf2_bytes, pid,
-                    tl.num_programs(0), PREFETCH_RANGES, PREFETCH_LANES)
     if PREFETCH_WEIGHT:
         tl.extra.cuda.gdc_wait()               # h is final; the buffer to zero is free
         tl.extra.cuda.gdc_launch_dependents()  # only now may the next layer prefetch
@@ -160,10 +149,9 @@ def residual_dtype(h: torch.Tensor, wq: torch.Tensor, wo: torch.Tensor) -> torch
 
 def _launch_one_kernel(acc: torch.Tensor, zero_next: torch.Tensor | None, h: torch.Tensor,
                        norm_weight: torch.Tensor, wq: torch.Tensor, wo: torch.Tensor,
-                       eps: float, config: dict | None = None, prefetch=()) -> None:
+                       eps: float, config: dict | None = None) -> None:
     """acc += layer(h), acc being zero on entry, and zero_next.zero_() when given. acc and
-    zero_next are contiguous fp32 tensors of h's shape; config: decode_layer_config's;
-    prefetch: tensors to bring into L2 meanwhile (_l2_prefetch.py)."""
+    zero_next are contiguous fp32 tensors of h's shape; config: decode_layer_config's."""
     h_rows = h.reshape(-1, h.shape[-1])
     M, D = h_rows.shape
     # The kernel walks h, Wq's rows and the norm weight with unit stride (any Wo strides do).
@@ -172,22 +160,19 @@ def _launch_one_kernel(acc: torch.Tensor, zero_next: torch.Tensor | None, h: tor
     config = config or decode_layer_config(M, D, wq.element_size())
     pdl = use_pdl(h.device, (wq, wo))
     acc_rows = acc.view(M, D)
-    ranges, n_ranges = l2_prefetch_ranges(prefetch, h.device, placeholder=acc_rows)
     _decode_layer_kernel[(triton.cdiv(D, config["BLOCK_Q"]),)](
         acc_rows, acc_rows.stride(0), zero_next if zero_next is not None else acc_rows,
         h_rows, h_rows.stride(0), norm_weight, wq, wq.stride(0), wo, wo.stride(0), wo.stride(1),
-        M, D, eps, *ranges, ZERO_NEXT=zero_next is not None, PREFETCH_WEIGHT=pdl,
-        PREFETCH_RANGES=n_ranges, PREFETCH_LANES=32 * config["num_warps"],
+        M, D, eps, ZERO_NEXT=zero_next is not None, PREFETCH_WEIGHT=pdl,
         BLOCK_M=triton.next_power_of_2(M), **config, **({"launch_pdl": True} if pdl else {}))
     launched(h.device, pdl, (acc, zero_next) if zero_next is not None else (acc,))
 
 
 def _launch_decode_layer(h: torch.Tensor, norm_weight: torch.Tensor, wq: torch.Tensor,
-                         wo: torch.Tensor, eps: float, prefetch_l2: list[torch.Tensor],
-                         out: torch.Tensor) -> None:
+                         wo: torch.Tensor, eps: float, out: torch.Tensor) -> None:
     if _uses_one_kernel(h, wq, wo):
         out.zero_()  # a caller's buffer: nothing zeroed it for us
-        _launch_one_kernel(out, None, h, norm_weight, wq, wo, eps, prefetch=prefetch_l2)
+        _launch_one_kernel(out, None, h, norm_weight, wq, wo, eps)
         return
     q = torch.empty((*h.shape[:-1], wq.shape[0]), dtype=out.dtype, device=h.device)
     _launch_linear(h, wq, None, norm_weight, eps, "none", None, None, q)
@@ -243,8 +228,7 @@ def _differentiable_layer(h, norm_weight, wq, wo, eps: float) -> torch.Tensor:
 
 def decode_layer(h: torch.Tensor, norm_weight: torch.Tensor, wq: torch.Tensor,
                  wo: torch.Tensor, eps: float = 1e-6, *, out: torch.Tensor | None = None,
-                 next_norm_weight: torch.Tensor | None = None,
-                 prefetch_l2: Sequence[torch.Tensor] = ()) -> torch.Tensor:
+                 next_norm_weight: torch.Tensor | None = None) -> torch.Tensor:
     """h + (rms_norm(h) * norm_weight) @ wq.T @ wo.T for h (..., d), norm_weight (d,),
     wq (n, d), wo (d, n). The weights share one dtype; h is of that dtype or float32 (16-bit
     weights with h kept in fp32 between layers: then a square layer of one row runs as
@@ -254,11 +238,6 @@ def decode_layer(h: torch.Tensor, norm_weight: torch.Tensor, wq: torch.Tensor,
     dependent launch), except where that kernel is a tilegraph kernel writing them.
     next_norm_weight (d,): the next layer's norm weight, as in tg.linear: on the tensor-core
     path (2-16 rows) this layer hands that norm over to the next layer's first kernel.
-    prefetch_l2: contiguous tensors on h's device read after this layer (the next layer's
-    weights), streamed into L2 in order while the layer runs as one kernel (whose programs
-    leave no room for the next layer's to start early; two kernels stream theirs under PDL),
-    up to half of L2, on Hopper on with TILEGRAPH_L2_PREFETCH=1 (off by default until timed).
-    A hint: the result is the same without.
     """
     _check(h, norm_weight, wq, wo)
     eps = check_eps(eps)
@@ -266,7 +245,6 @@ def decode_layer(h: torch.Tensor, norm_weight: torch.Tensor, wq: torch.Tensor,
         check_tensor("next_norm_weight", next_norm_weight, differentiable=True)
         check_like("next_norm_weight", next_norm_weight, "wq", wq)
         check_shape("next_norm_weight", next_norm_weight, (h.shape[-1],))
-    prefetch_l2 = check_prefetch(prefetch_l2, h.device)
     if wants_grad(h, norm_weight, wq, wo):
         check_no_out_for_grad(out)
         return _differentiable_layer(h, norm_weight, wq, wo, eps)
@@ -274,7 +252,7 @@ def decode_layer(h: torch.Tensor, norm_weight: torch.Tensor, wq: torch.Tensor,
         if _uses_one_kernel(h, wq, wo):
             acc = _zeroed_accumulator(h)
             zero_next = torch.empty_like(acc)
-            _launch_one_kernel(acc, zero_next, h, norm_weight, wq, wo, eps, prefetch=prefetch_l2)
+            _launch_one_kernel(acc, zero_next, h, norm_weight, wq, wo, eps)
             acc._tilegraph_zeroed_next = (zero_next, stream_place(h.device))
             return acc
         if h.dtype == wq.dtype:  # two tg.linear calls, which hand the norms over
@@ -284,7 +262,7 @@ def decode_layer(h: torch.Tensor, norm_weight: torch.Tensor, wq: torch.Tensor,
     for name, t in (("h", h), ("norm_weight", norm_weight), ("wq", wq), ("wo", wo)):
         check_no_overlap(out, name, t)
     if out.numel():
-        _run_decode_layer(h, norm_weight, wq, wo, eps, prefetch_l2, out)
+        _run_decode_layer(h, norm_weight, wq, wo, eps, out)
     return out
 
 

@@ -261,7 +261,7 @@ class Llama(nn.Module):
         rows_slots = torch.arange(first_slot, first_slot + batch,
                                   device=device).repeat_interleave(length)
 
-        def attend(q, k_layer, v_layer, next_weights):  # q (B T, heads, head_dim); k, v cached
+        def attend(q, k_layer, v_layer):  # q (B T, heads, head_dim); k, v already cached
             keys, values = k_layer[slots, :, :length], v_layer[slots, :, :length]
             attn = F.scaled_dot_product_attention(
                 q.view(batch, length, local.n_heads, c.head_dim).transpose(1, 2), keys,
@@ -292,11 +292,8 @@ class Llama(nn.Module):
         decode_inputs(tokens.contiguous(), positions, self.embed, hidden_out=x,
                       lengths_out=lengths)
 
-        def attend(q, k_layer, v_layer, next_weights):  # q (S, heads, head_dim); k, v cached
-            # Attention moves little memory for its time: the projections after it stream
-            # their weights into L2 meanwhile.
-            return tg.decode_attention(q, k_layer, v_layer, lengths,
-                                       prefetch_l2=next_weights).view(rows, -1)
+        def attend(q, k_layer, v_layer):  # q (S, heads, head_dim); k, v already cached
+            return tg.decode_attention(q, k_layer, v_layer, lengths).view(rows, -1)
 
         x = self._fused_layers(x, cache, positions, cache.slots[:rows], attend)
         return self._lm_head(x)
@@ -337,10 +334,9 @@ class Llama(nn.Module):
     def _fused_layers(self, x: torch.Tensor, cache: KVCache, positions: torch.Tensor,
                       slots: torch.Tensor, attend) -> torch.Tensor:
         """x (rows, dim) through every layer: tg.linear_qkv (which writes the layer's keys
-        and values at each row's slot and position), `attend` (told the weights read after
-        it, in order) and three tg.linear calls. Under tensor parallelism rank 0 adds the
-        residual and bias in the row-parallel projections' epilogues, and one all-reduce sums
-        the ranks' partial results."""
+        and values at each row's slot and position), `attend` and three tg.linear calls. Under
+        tensor parallelism rank 0 adds the residual and bias in the row-parallel projections'
+        epilogues, and one all-reduce sums the ranks' partial results."""
         c, rows = self.config, x.shape[0]
         # The norm after each residual projection, which its kernel hands over (on the
         # tensor-core path); a rank's partial sum before the all-reduce cannot.
@@ -351,10 +347,8 @@ class Llama(nn.Module):
                               norm_eps=c.norm_eps, cos=cache.cos, sin=cache.sin,
                               positions=positions, slots=slots, k_cache=k_layer,
                               v_cache=v_layer, n_heads=self.local.n_heads)
-            next_weights = (layer.wo, layer.w_gate_up, layer.w_down)
-            x = tg.linear(attend(q, k_layer, v_layer, next_weights), layer.wo,
-                          self._once(layer.bo), residual=self._once(x),
-                          out=self.all_reduce.output(0, rows),
+            x = tg.linear(attend(q, k_layer, v_layer), layer.wo, self._once(layer.bo),
+                          residual=self._once(x), out=self.all_reduce.output(0, rows),
                           next_norm_weight=layer.mlp_norm if self.tp.size == 1 else None)
             x = self._reduce(x, 0, index)
             hidden = tg.linear(x, layer.w_gate_up, layer.b_gate_up, norm_weight=layer.mlp_norm,
