@@ -8,7 +8,8 @@ For each d x batch: a stack of layers spanning 150 MB (tilegraph.stack_grid.laye
 the hand-captured PyTorch graph, then tilegraph's GraphRunner with the rule's plan, the
 CUDA-core plan, the rule's tensor-core tile, and (without `short`) a fixed set of tensor-core
 tiles (BLOCK_N x SPLIT_K x stages) or the TILES given (BLOCK_N/BLOCK_K/stages/SPLIT_K,
-comma-separated, e.g. 32/512/3/4,32/128/3/4), each recorded as the tuned plan for that shape
+comma-separated, e.g. 32/512/3/4,32/128/3/4; a fifth field sets num_warps, 4 unless
+given), each recorded as the tuned plan for that shape
 before the runner captures. Prints microseconds a token; an error over 5% against float64 is
 flagged.
 Results behind the rule: results/2026-11-22-session13/README.md.
@@ -32,8 +33,8 @@ def us(fn):
     return measure(fn, warmup_ms=20, rep_ms=60).median * 1e3
 
 
-def dot_plan(block_n, block_k, stages, split):
-    config = {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": 4, "num_stages": stages}
+def dot_plan(block_n, block_k, stages, split, warps=4):
+    config = {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": warps, "num_stages": stages}
     return dp.Plan("dot", {**config, "SPLIT_K": split} if split > 1 else config)
 
 
@@ -46,9 +47,10 @@ def plans(batch, d, dtype, short, tiles=None):
     if short:
         return found
     if tiles:
-        for block_n, block_k, stages, split in tiles:
-            found[f"dot{block_n}k{block_k}s{split}st{stages}"] = dot_plan(block_n, block_k,
-                                                                         stages, split)
+        for block_n, block_k, stages, split, *warps in tiles:
+            warps = warps[0] if warps else 4
+            found[f"dot{block_n}k{block_k}s{split}st{stages}w{warps}"] = dot_plan(
+                block_n, block_k, stages, split, warps)
         return found
     block_k = dp.dot_block_k(d, size)
     for block_n, split, stages in TILES:
