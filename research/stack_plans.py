@@ -9,7 +9,7 @@ the hand-captured PyTorch graph, then tilegraph's GraphRunner with the rule's pl
 CUDA-core plan, the rule's tensor-core tile, and (without `short`) a fixed set of tensor-core
 tiles (BLOCK_N x SPLIT_K x stages) or the TILES given (BLOCK_N/BLOCK_K/stages/SPLIT_K,
 comma-separated, e.g. 32/512/3/4,32/128/3/4; a fifth field sets num_warps, 4 unless
-given), each recorded as the tuned plan for that shape
+given, a sixth a register cap a thread, maxnreg), each recorded as the tuned plan for that shape
 before the runner captures. Prints microseconds a token; an error over 5% against float64 is
 flagged.
 Results behind the rule: results/2026-11-22-session13/README.md.
@@ -33,8 +33,10 @@ def us(fn):
     return measure(fn, warmup_ms=20, rep_ms=60).median * 1e3
 
 
-def dot_plan(block_n, block_k, stages, split, warps=4):
+def dot_plan(block_n, block_k, stages, split, warps=4, maxnreg=0):
     config = {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": warps, "num_stages": stages}
+    if maxnreg:  # a register cap a thread (Triton's compile option): more programs an SM
+        config["maxnreg"] = maxnreg
     return dp.Plan("dot", {**config, "SPLIT_K": split} if split > 1 else config)
 
 
@@ -47,10 +49,10 @@ def plans(batch, d, dtype, short, tiles=None):
     if short:
         return found
     if tiles:
-        for block_n, block_k, stages, split, *warps in tiles:
-            warps = warps[0] if warps else 4
-            found[f"dot{block_n}k{block_k}s{split}st{stages}w{warps}"] = dot_plan(
-                block_n, block_k, stages, split, warps)
+        for block_n, block_k, stages, split, warps, maxnreg in (t + (4, 0)[len(t) - 4:]
+                                                                for t in tiles):
+            found[f"dot{block_n}k{block_k}s{split}st{stages}w{warps}r{maxnreg}"] = dot_plan(
+                block_n, block_k, stages, split, warps, maxnreg)
         return found
     block_k = dp.dot_block_k(d, size)
     for block_n, split, stages in TILES:
