@@ -72,9 +72,10 @@ def whole_slice_config(N: int, K: int, element_size: int, sms: int) -> dict | No
     weights before PDL's wait, so the whole weight streams while the kernel before it
     finishes, and none after.
 
-    Against the split tiles below on whole bf16 LayerStacks at 8-16 rows (H100, results/
-    2026-11-25-session35): d=2048 157 -> 124 us, d=1536 199 -> 149, d=1024 246 -> 229; past
-    two programs an SM (d=3072, 4096) the pipelined tiles stay ahead."""
+    Against the pipelined tiles below on whole bf16 LayerStacks at 8 rows (H100,
+    notes/kernels.md): d=512 336 -> 273 us, d=1024 246 -> 229, d=2048 157 -> 124; at d=3072
+    and 4096 (576 and 1024 programs) 1.3x slower, at d=2560 (400, past this bound of two an
+    SM, the split rule's) 4% faster."""
     if element_size > 2:
         return None
     block_k = max(16, min(WHOLE_SLICE_K, triton.next_power_of_2(K)))
@@ -87,8 +88,8 @@ def whole_slice_config(N: int, K: int, element_size: int, sms: int) -> dict | No
 
 def dot_config(N: int, K: int, element_size: int, sms: int) -> dict:
     """Tensor-core tile: the whole-slice tile where it fits (whole_slice_config), else
-    512-byte rows of K, BLOCK_N 32 (64 for 16-bit N of 3072 and up), and
-    K split into up to 8 slices so that about two programs an SM stream the weight.
+    512-byte rows of K, BLOCK_N 32 (64 for 16-bit N of 3072 and up), and K split into up to
+    MAX_SPLIT_K slices so that about two programs an SM stream the weight.
 
     Chosen on whole LayerStacks through a GraphRunner (H100, notes/kernels.md), where each
     projection reads an x just written by the kernel before it: BLOCK_N 16 re-reads x (16
