@@ -59,12 +59,20 @@ def _compare_with_tp1(source=None, generate=True) -> dict:
     if not generate:
         return result
     prompts = [[3, 1, 4, 1], [5, 9, 2, 6]]
-    generators = [tg.Generator(m, max_batch=2, max_seq=16, sizes=(1, 2))
+    generators = [tg.Generator(m, max_batch=2, max_seq=16, sizes=(2,))
                   for m in (reference, model)]
-    generated = [g.generate(prompts, 6) for g in generators]
+    # greedy: TP=1's tokens from its plain forward over whole sequences (no cache, no graph)
+    generated = [_plain_greedy(reference, prompts, 6), generators[1].generate(prompts, 6)]
     # sampled on the device from gathered logits: the same draw on every rank and at TP=1
-    sampled = [g.generate(prompts, 4, temperature=0.9, top_k=20, seed=3) for g in generators]
+    sampled = [g.generate(prompts, 3, temperature=0.9, top_k=20, seed=3) for g in generators]
     return {**result, "tokens": generated, "sampled": sampled}
+
+
+def _plain_greedy(model, prompts, new_tokens: int) -> list:
+    ids = torch.tensor(prompts, device=_device())
+    for _ in range(new_tokens):
+        ids = torch.cat([ids, model(ids)[:, -1].argmax(-1, keepdim=True)], dim=1)
+    return ids[:, len(prompts[0]):].tolist()
 
 
 def _check_ranks(results, size):
