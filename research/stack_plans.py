@@ -8,8 +8,8 @@ For each d x batch: a stack of layers spanning 150 MB (tilegraph.stack_grid.laye
 the hand-captured PyTorch graph, then tilegraph's GraphRunner with the rule's plan, the
 CUDA-core plan, the rule's tensor-core tile, and (without `short`) a fixed set of tensor-core
 tiles (BLOCK_N x SPLIT_K x stages) or the TILES given (BLOCK_N/BLOCK_K/stages/SPLIT_K,
-comma-separated, e.g. 32/512/3/4,32/128/3/4; a fifth field sets num_warps, 4 unless
-given, a sixth a register cap a thread, maxnreg), each recorded as the tuned plan for that shape
+comma-separated, e.g. 32/512/3/4,32/128/3/4; a fifth field sets num_warps, 4 unless given,
+a sixth a register cap a thread, maxnreg), each recorded as the tuned plan for that shape
 before the runner captures. Prints microseconds a token; an error over 5% against float64 is
 flagged.
 Results behind the rule: results/2026-11-22-session13/README.md.
