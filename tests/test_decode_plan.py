@@ -123,6 +123,12 @@ def test_rule_by_rows_dtype_and_size():
     assert decode_plan.rule(8, 256, 2048, bf16, 132).kind == "dot"
     assert decode_plan.rule(3, 512, 512, bf16, 132).kind == "dot"       # tiny: CUDA cores slow
     assert decode_plan.rule(3, 640, 640, bf16, 132).kind == "matvec"
+    # 3-4 rows from 2M weights: the whole-slice tile where it applies, else still CUDA cores
+    three_four = {(rows, n, k): decode_plan.rule(rows, n, k, bf16, 132)
+                  for rows, n, k in ((4, 1024, 1024), (4, 2048, 2048), (3, 1536, 1536),
+                                     (4, 2560, 2048), (4, 512, 4608))}  # 320 programs; 9 slices
+    assert [p.kind for p in three_four.values()] == ["matvec", "dot", "dot", "matvec", "matvec"]
+    assert three_four[(4, 2048, 2048)].config["num_stages"] == 1
     assert decode_plan.rule(4, 8192, 8192, fp32, 132).kind == "matvec"
     assert decode_plan.rule(8, 1024, 1024, fp32, 132).kind == "matvec"
     assert decode_plan.rule(8, 2048, 2048, fp32, 132).kind == "dot"

@@ -38,6 +38,9 @@ TINY_WEIGHTS = 512 * 512
 WHOLE_SLICE_K = 512
 # The last of a split's programs sums every slice's partials one after another.
 MAX_SPLIT_K = 8
+# At 3-4 rows the whole-slice tile beat the CUDA-core kernel on stacks from 1536 x 1536 up
+# (1-3%) and lost on 768-1024 (8-11%) (notes/kernels.md, session 35).
+WHOLE_SLICE_MIN_WEIGHTS = 2 * 2**20
 
 
 @dataclass(frozen=True)
@@ -135,7 +138,8 @@ def rule(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -> Plan
     GEMV_MAX_K columns, gemv_takes_row). The tensor-core kernel costs about the same at 2 and
     16 rows; the CUDA-core kernel, whose cost grows with every row, beats it on small weights
     at 2-4 rows (where the tensor-core kernel's fixed latency shows), except on the smallest
-    (d = 512, 3-4 rows: 0.65x). fp32 keeps the CUDA-core kernel up to 4 rows, and up to 8 on
+    (d = 512, 3-4 rows: 0.65x) and, at 3-4 rows, from WHOLE_SLICE_MIN_WEIGHTS on where the
+    whole-slice tile applies. fp32 keeps the CUDA-core kernel up to 4 rows, and up to 8 on
     small weights; past that tf32x3 on the tensor cores was 1.1-2.2x faster in stacks."""
     sms = sms or ASSUMED_SM_COUNT
     size = torch.finfo(dtype).bits // 8
@@ -149,7 +153,9 @@ def rule(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -> Plan
         return Plan("gemv", gemv_config(N, K))
     if rows == 2 and weights < 16 * 2**20:
         return matvec
-    if rows <= 4 and TINY_WEIGHTS < weights < 8 * 2**20:
+    whole_slice = weights >= WHOLE_SLICE_MIN_WEIGHTS and \
+        whole_slice_config(N, K, size, sms) is not None
+    if rows <= 4 and TINY_WEIGHTS < weights < 8 * 2**20 and not whole_slice:
         return matvec
     return Plan("dot", dot_config(N, K, size, sms))
 
