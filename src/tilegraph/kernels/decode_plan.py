@@ -153,10 +153,9 @@ def rule(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -> Plan
         return Plan("gemv", gemv_config(N, K))
     if rows == 2 and weights < 16 * 2**20:
         return matvec
-    whole_slice = weights >= WHOLE_SLICE_MIN_WEIGHTS and \
-        whole_slice_config(N, K, size, sms) is not None
-    if rows <= 4 and TINY_WEIGHTS < weights < 8 * 2**20 and not whole_slice:
-        return matvec
+    if rows <= 4 and TINY_WEIGHTS < weights < 8 * 2**20:
+        if weights < WHOLE_SLICE_MIN_WEIGHTS or whole_slice_config(N, K, size, sms) is None:
+            return matvec
     return Plan("dot", dot_config(N, K, size, sms))
 
 
