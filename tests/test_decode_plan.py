@@ -73,6 +73,24 @@ def test_tensor_core_tiles(tile, rows, dtype, device):
     assert_close(_run(plan, wide[:, 10:160], w, b, g, r), ref, dtype, what=str(plan))
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("rows", [3, 16])
+def test_weight_left_tile_with_a_split_and_partial_blocks(rows, dtype, device):
+    """weight_left_config's tile (acc^T = W x^T) at 100 x 700: 64-row blocks, the last 36
+    rows, and 128-column steps split three ways (256 + 256 + 188), every part fused, x
+    strided, PDL where the GPU has it; bit-identical when launched again."""
+    plan = decode_plan.Plan("dot", {**decode_plan.weight_left_config(100, 700, 132),
+                                    "SPLIT_K": 3})
+    assert plan.config["W_LHS"] and plan.config["BLOCK_K"] == 128
+    x, w, b, g, r, ref = _parts(rows, 100, 700, dtype, device)
+    wide = randn(rows, 720, dtype=dtype, device=device)
+    wide[:, 9:709] = x
+    pdl = _pdl.use_pdl(x.device, ())
+    first = _run(plan, wide[:, 9:709], w, b, g, r, pdl)
+    assert_close(first, ref, dtype, what=str(plan))
+    assert torch.equal(_run(plan, wide[:, 9:709], w, b, g, r, pdl), first)
+
+
 def _split_plan(split, block_n=32, block_k=32):
     return decode_plan.Plan("dot", {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": 4,
                                     "num_stages": 2, "SPLIT_K": split})
@@ -133,7 +151,8 @@ def test_rule_by_rows_dtype_and_size():
     assert decode_plan.rule(8, 1024, 1024, fp32, 132).kind == "matvec"
     assert decode_plan.rule(8, 2048, 2048, fp32, 132).kind == "dot"
     assert decode_plan.rule(16, 256, 2048, fp32, 132).kind == "dot"
-    # BLOCK_N 32, 64 for 16-bit N >= 3072; K split until about two programs an SM
+    # BLOCK_N 32 (whole slices, fp32), 64 for the 16-bit weight-left tile; K split until
+    # about two programs an SM
     tile = lambda n, k, dtype=bf16, sms=132: decode_plan.rule(16, n, k, dtype, sms).config  # noqa: E731
     assert [tile(n, n)["BLOCK_N"] for n in (1024, 2048, 3072, 8192)] == [32, 32, 64, 64]
     assert tile(4096, 4096, fp32)["BLOCK_N"] == 32
@@ -148,7 +167,11 @@ def test_rule_by_rows_dtype_and_size():
     # 16-bit weights that two programs an SM cover in slices of 512 columns: one step each
     whole = {n: tile(n, n) for n in (512, 1024, 2048, 2560)}
     assert [(c["BLOCK_K"], c.get("SPLIT_K", 1), c["num_stages"]) for c in whole.values()] == \
-        [(512, 1, 1), (512, 2, 1), (512, 4, 1), (256, 3, 3)]  # 2560: 400 programs, too many
+        [(512, 1, 1), (512, 2, 1), (512, 4, 1), (128, 6, 3)]  # 2560: 400 programs, too many
+    # past them the weight-left tile: the weight as the mma's left operand, 16-bit only
+    assert [tile(n, n).get("W_LHS", False) for n in (2048, 2560, 3072)] == [False, True, True]
+    assert not tile(4096, 4096, fp32).get("W_LHS", False)
+    assert tile(100000, 7)["BLOCK_K"] == 16 and tile(100000, 7)["W_LHS"]  # no wider than K
     assert tile(100, 300)["BLOCK_K"] == 512 and "SPLIT_K" not in tile(100, 300)
     assert tile(2048, 2048, sms=16)["num_stages"] == 3          # a small GPU: too many
     assert tile(2048, 2048, fp32)["BLOCK_K"] == 128              # 16-bit only

@@ -81,9 +81,12 @@ def test_matches_float64_reference(rows, heads, kv_heads, head_dim, k, dtype, de
                     "ROW_LOOP": False}),
     Plan("dot", {"BLOCK_N": 16, "BLOCK_K": 32, "num_warps": 4, "num_stages": 2}),
     Plan("dot", {"BLOCK_N": 64, "BLOCK_K": 32, "num_warps": 4, "num_stages": 2, "SPLIT_K": 3}),
+    Plan("dot", {"BLOCK_N": 64, "BLOCK_K": 32, "num_warps": 4, "num_stages": 2, "SPLIT_K": 3,
+                 "W_LHS": True}),
 ])
 def test_every_decode_kernel(plan, device):
-    """Tiles narrower and wider than a head, a split over K; a norm prologue and a bias."""
+    """Tiles narrower and wider than a head, a split over K, the weight on the mma's left;
+    a norm prologue and a bias."""
     rows = 1 if plan.kind == "gemv" else 5
     dtype = torch.bfloat16
     x, w, b, g, cache = _case(rows, 6, 2, 16, 150, dtype, device)

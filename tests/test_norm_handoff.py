@@ -48,6 +48,19 @@ def _takes_tensor_cores(rows, n, k, dtype, device):
     (12, 300, 64),   # the consumer's K split: the handed-over sums reach its finishers
 ])
 def test_handed_over_norm_matches_the_reference(device, monkeypatch, dtype, rows, d, n):
+    _check_handoff(device, monkeypatch, dtype, rows, d, n)
+
+
+@pytest.mark.parametrize("rows, d, n", [(16, 100, 300), (12, 300, 64)])
+def test_handed_over_norm_through_the_weight_left_tile(device, monkeypatch, rows, d, n):
+    """The same with the 16-bit weight-left tile (acc^T = W x^T), which weights too wide for
+    whole slices take: the handoff reads the tile after it is turned back."""
+    monkeypatch.setattr(decode_plan, "whole_slice_config", lambda *args: None)
+    assert decode_plan.rule(rows, n, d, torch.bfloat16, None).config["W_LHS"]
+    _check_handoff(device, monkeypatch, torch.bfloat16, rows, d, n)
+
+
+def _check_handoff(device, monkeypatch, dtype, rows, d, n):
     h, q, wo, g, w2 = _layer(rows, d, n, dtype, device)
     assert _takes_tensor_cores(rows, d, n, dtype, device)
     assert _takes_tensor_cores(rows, w2.shape[0], d, dtype, device)

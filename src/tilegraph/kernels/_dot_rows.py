@@ -29,9 +29,10 @@ DOT_ROWS = 16  # the tile's rows: an mma operand needs at least 16
 
 @triton.jit
 def _dot_rows_step(acc, w, x_ptrs, offs_m, offs_k, M, k0, k_stop,
-                   DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr):
+                   DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr, W_LHS: tl.constexpr):
     """Fold weight tile w (BLOCK_N, BLOCK_K), columns k0 + offs_k (those below k_stop), into
-    acc (BLOCK_M, BLOCK_N)."""
+    acc (BLOCK_M, BLOCK_N), or into acc (BLOCK_N, BLOCK_M) with the weight as the mma's
+    left operand (W_LHS)."""
     x = tl.load(x_ptrs + k0, mask=(offs_m < M)[:, None] & (offs_k < k_stop - k0)[None, :],
                 other=0.0)
     # x may be fp32 (a residual stream kept in fp32): the mma takes the weights' dtype.
@@ -39,7 +40,11 @@ def _dot_rows_step(acc, w, x_ptrs, offs_m, offs_k, M, k0, k_stop,
     if UPCAST_DOT:  # the interpreter mis-multiplies bf16 dots; fp32 is exact for them
         x = x.to(tl.float32)
         w = w.to(tl.float32)
-    return tl.dot(x, tl.trans(w), acc, input_precision=DOT_PRECISION)
+    if W_LHS:
+        acc = tl.dot(w, tl.trans(x), acc, input_precision=DOT_PRECISION)
+    else:
+        acc = tl.dot(x, tl.trans(w), acc, input_precision=DOT_PRECISION)
+    return acc
 
 
 @triton.jit
@@ -101,7 +106,8 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
                      ACTIVATION: tl.constexpr, PREFETCH_WEIGHT: tl.constexpr,
                      DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr,
                      SPLIT_K: tl.constexpr, NORM_PARTS: tl.constexpr, HAND_OVER: tl.constexpr,
-                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                     W_LHS: tl.constexpr = False):
     """y_mn = act(rstd_m sum_k x_mk W_nk + b_n) + r_mn for M <= BLOCK_M rows and BLOCK_N
     outputs a program, rstd_m = 1 where no norm is asked for. A norm prologue comes either
     from _norm_rows_kernel, launched just before (x is then normalised, rstd_m = 1), or
@@ -114,6 +120,10 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
     y * g_next (its columns, in x_next) and the rows' sums of y^2 over its columns
     (next_parts, one BLOCK_M vector a column block), so the next projection needs no norm
     kernel: see _norm_handoff.py.
+
+    W_LHS: the mma computes acc^T = W x^T, the weight tile on the left (64 or more of its
+    rows fill a Hopper wgmma, which reads the tiles the K loop pipelines straight from shared
+    memory: they never pass through registers); acc is turned back before the epilogue.
 
     SPLIT_K > 1: program (n, s) sums columns [s * K_SPLIT, (s + 1) * K_SPLIT) only, so a
     narrow layer still gives every SM programs of a wide tile (fewer re-reads of x a weight
@@ -139,7 +149,10 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
     w_ptrs = w_ptr + offs_n[:, None].to(tl.int64) * stride_wn + offs_k[None, :]
     x_ptrs = x_ptr + offs_m[:, None] * stride_xm + offs_k[None, :]
 
-    acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+    if W_LHS:
+        acc = tl.zeros([BLOCK_N, BLOCK_M], tl.float32)
+    else:
+        acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
     w = tl.load(w_ptrs + k_start, mask=n_mask[:, None] & (offs_k < k_stop - k_start)[None, :],
                 other=0.0)
     next_g = tl.zeros([BLOCK_N], tl.float32)
@@ -154,12 +167,14 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
                         mask=(offs_p < n_norm_parts)[:, None] & (offs_m < M)[None, :],
                         other=0.0)
     acc = _dot_rows_step(acc, w, x_ptrs, offs_m, offs_k, M, k_start, k_stop, DOT_PRECISION,
-                         UPCAST_DOT)
+                         UPCAST_DOT, W_LHS)
     for k0 in range(k_start + BLOCK_K, k_stop, BLOCK_K):
         w = tl.load(w_ptrs + k0, mask=n_mask[:, None] & (offs_k < k_stop - k0)[None, :],
                     other=0.0)
         acc = _dot_rows_step(acc, w, x_ptrs, offs_m, offs_k, M, k0, k_stop, DOT_PRECISION,
-                             UPCAST_DOT)
+                             UPCAST_DOT, W_LHS)
+    if W_LHS:
+        acc = tl.trans(acc)
 
     sum_sq = tl.zeros([BLOCK_M], tl.float32)
     if NORM_PARTS > 0:
@@ -197,8 +212,9 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
                     config: dict, pdl: bool, rotary: tuple = NO_ROTARY, norm_parts=None,
                     hand_over: tuple | None = None):
     """out = linear(x) for 1 to DOT_ROWS rows of x (M, K), x and out with unit column
-    stride; config: BLOCK_N, BLOCK_K, num_warps, num_stages, optionally SPLIT_K (default 1)
-    and for fp32 weights DOT_PRECISION (default "tf32x3"); rotary as in launch_matvec.
+    stride; config: BLOCK_N, BLOCK_K, num_warps, num_stages, optionally SPLIT_K (default 1),
+    W_LHS (default False) and for fp32 weights DOT_PRECISION (default "tf32x3"); rotary as in
+    launch_matvec.
     norm_parts: the partial sums of a norm handed over (x is then h * g, norm_weight None);
     hand_over: (g, x_next, parts) to hand the next projection's norm over (_norm_handoff.py),
     parts of shape (column blocks of this launch, DOT_ROWS)."""

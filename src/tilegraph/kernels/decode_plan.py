@@ -89,35 +89,44 @@ def whole_slice_config(N: int, K: int, element_size: int, sms: int) -> dict | No
     return {**config, "SPLIT_K": split} if split > 1 else config
 
 
+def weight_left_config(N: int, K: int, sms: int) -> dict:
+    """The 16-bit tile of weights too wide for whole slices: BLOCK_N 64 by BLOCK_K 128, three
+    stages, the weight tile as the mma's left operand (W_LHS: acc^T = W x^T, 64 weight rows
+    by 16 padded x rows). On Hopper that is a wgmma, which reads the pipelined weight tiles
+    from shared memory where they land, so they never pass through registers (56-80
+    registers a thread against 166-186 with x on the left); K split until about two programs
+    an SM. Against the x-left pipelined tiles on whole bf16 LayerStacks at 8 rows (H100,
+    notes/kernels.md): d=2560 168 -> 136 us, d=3072 174 -> 161, d=4096 239 -> 236."""
+    block_k = max(16, min(128, triton.next_power_of_2(K)))
+    split = min(MAX_SPLIT_K, triton.cdiv(K, block_k), 2 * sms // triton.cdiv(N, 64))
+    config = {"BLOCK_N": 64, "BLOCK_K": block_k, "num_warps": 4, "num_stages": 3,
+              "W_LHS": True}
+    return {**config, "SPLIT_K": split} if split >= 2 else config
+
+
 def dot_config(N: int, K: int, element_size: int, sms: int) -> dict:
-    """Tensor-core tile: the whole-slice tile where it fits (whole_slice_config), else
-    512-byte rows of K, BLOCK_N 32 (64 for 16-bit N of 3072 and up), and K split into up to
-    MAX_SPLIT_K slices so that about two programs an SM stream the weight.
+    """Tensor-core tile: in 16-bit the whole-slice tile where it fits (whole_slice_config),
+    else the weight-left tile (weight_left_config). fp32 (tf32x3): 512-byte rows of K,
+    BLOCK_N 32, K split into up to MAX_SPLIT_K slices so that about two programs an SM
+    stream the weight, pipelines four tiles deep.
 
     Chosen on whole LayerStacks through a GraphRunner (H100, notes/kernels.md), where each
     projection reads an x just written by the kernel before it: BLOCK_N 16 re-reads x (16
     padded rows) once for every 16 weight rows, which cost 1.1-1.3x against these tiles at
     8-16 rows (bf16 d=1024-4096, fp32 d=512-8192); a split pays wherever the column blocks
-    alone leave SMs idle. Rows at least twice as long as N is wide (a down projection, a
-    narrow head) keep the rule of the split-K sweep: BLOCK_N 64 (32 below 1024 outputs).
-    Pipelines are three tiles deep in 16-bit: a lone projection streams best four deep, but
-    in whole Llama decode steps at 4-16 rows three made the wide gate/up projections (no
-    split) faster and the step 1-5% (research/probe_model_tiles.py, notes/models.md).
+    alone leave SMs idle. fp32 rows at least twice as long as N is wide (a down projection,
+    a narrow head) keep the rule of the split-K sweep: BLOCK_N 64 (32 below 1024 outputs).
     """
-    whole = whole_slice_config(N, K, element_size, sms)
-    if whole is not None:
-        return whole
+    if element_size <= 2:
+        whole = whole_slice_config(N, K, element_size, sms)
+        return whole if whole is not None else weight_left_config(N, K, sms)
     block_k = dot_block_k(K, element_size)
-    if K >= 2 * N:
-        block_n = 32 if N < 1024 else 64
-    else:
-        block_n = 64 if element_size <= 2 and N >= 3072 else 32
+    block_n = 64 if K >= 2 * N and N >= 1024 else 32
     split = min(MAX_SPLIT_K, triton.cdiv(K, block_k), 2 * sms // triton.cdiv(N, block_n))
     if split >= 2:
         return {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": 4, "num_stages": 3,
                 "SPLIT_K": split}
-    stages = 3 if element_size <= 2 else 4
-    return {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": 4, "num_stages": stages}
+    return {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": 4, "num_stages": 4}
 
 
 def gemv_takes_row(K: int) -> bool:
@@ -184,6 +193,11 @@ def candidates(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -
             config = {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": 4, "num_stages": 1}
             if split <= MAX_SPLIT_K:
                 plans.append(Plan("dot", {**config, "SPLIT_K": split} if split > 1 else config))
+    if size <= 2:  # the weight on the mma's left (weight_left_config), other depths
+        left = weight_left_config(N, K, sms or ASSUMED_SM_COUNT)
+        for block_k, stages in ((64, 4), (128, 4), (256, 2), (256, 3)):
+            plans.append(Plan("dot", {**left, "BLOCK_K": max(16, min(block_k, k_cap)),
+                                      "num_stages": stages}))
     block_k = dot_block_k(K, size)
     for block_n, split in itertools.product((32, 64), (2, 4, 8)):
         if triton.cdiv(K, block_k) >= split:
