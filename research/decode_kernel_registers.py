@@ -58,7 +58,9 @@ def resources(kernel, constants: dict, num_warps: int, num_stages: int) -> str:
     line = next(line for line in usage.splitlines() if "REG:" in line)
     registers = line.split("REG:")[1].split()[0]
     spilled = line.split("STACK:")[1].split()[0]
-    return f"{registers:>3} registers, {spilled} stack bytes, {compiled.metadata.shared} smem"
+    mma = "wgmma" if "wgmma" in compiled.asm["ptx"] else "mma.sync"
+    return (f"{registers:>3} registers, {spilled} stack bytes, {compiled.metadata.shared} smem, "
+            f"{mma}")
 
 
 DOT_PARTS = {"HAS_BIAS": False, "ACTIVATION": "none", "PREFETCH_WEIGHT": True,
