@@ -2,7 +2,9 @@
 (how many programs fit an SM: the next kernel's programs need room to start early).
 
     TRITON_INTERPRET=0 PYTHONPATH=src python3 research/decode_kernel_registers.py
-    ... --dot 2048:2048:32/512/3/4   (only that tensor-core plan, every role)
+    ... --dot 2048:2048:32/512/3/4   (only that tensor-core plan, every role; /L after the
+                                      split puts the weight on the mma's left, W_LHS, /LR
+                                      also releases the next kernel before it arrives)
     ... --attention                  (the attention kernel)
     ... --layer                      (the one-kernel decode layer)
 
@@ -112,7 +114,7 @@ def layer_usage(d: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--dot", nargs="*", metavar="N:K:BN/BK/STAGES/SPLIT",
+    parser.add_argument("--dot", nargs="*", metavar="N:K:BN/BK/STAGES/SPLIT[/LR]",
                         help="only these tensor-core plans (default: the rule's at d = 1024, "
                              "2048 and 4096, and the one-row GEMV's)")
     parser.add_argument("--attention", action="store_true",
@@ -131,9 +133,13 @@ def main() -> None:
     if args.dot:
         for item in args.dot:
             n, k, plan = item.split(":")
-            block_n, block_k, stages, split = (int(v) for v in plan.split("/"))
+            fields = plan.split("/")
+            block_n, block_k, stages, split = (int(v) for v in fields[:4])
+            flags = fields[4] if len(fields) > 4 else ""
             dot_usage(int(n), int(k), {"BLOCK_N": block_n, "BLOCK_K": block_k,
-                                       "SPLIT_K": split, "num_warps": 4, "num_stages": stages})
+                                       "SPLIT_K": split, "num_warps": 4, "num_stages": stages,
+                                       "W_LHS": "L" in flags,
+                                       "RELEASE_BEFORE_ARRIVAL": "R" in flags})
         return
     for d in (1024, 2048, 4096):
         dot_usage(d, d, dot_config(d, d, 2, 132))

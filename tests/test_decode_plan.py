@@ -48,12 +48,16 @@ def test_rule_plan_at_awkward_sizes(rows, dtype, device):
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("rows", [3, 16])
-def test_whole_slice_tile_with_a_short_last_slice(rows, dtype, device):
-    """The rule's whole-slice tile at 70 x 1100: three 512-column slices, the last 76 wide,
-    each one step; with a PDL wait where the GPU has one."""
+@pytest.mark.parametrize("tile", decode_plan.WHOLE_SLICE_TILES, ids=["weight-left", "x-left"])
+def test_whole_slice_tile_with_a_short_last_slice(tile, rows, dtype, device, monkeypatch):
+    """The rule's whole-slice tiles at 70 x 1100: slices of 256 (or 512) columns, the last 76
+    wide, each one step; with a PDL wait where the GPU has one (and the weight-left tile's
+    release before its weights arrive)."""
+    monkeypatch.setattr(decode_plan, "WHOLE_SLICE_TILES", (tile,))
     plan = decode_plan.rule(rows, 70, 1100, dtype, None)
+    slices = 5 if tile["BLOCK_K"] == 256 else 3
     assert (plan.config["BLOCK_K"], plan.config["SPLIT_K"], plan.config["num_stages"]) == \
-        (512, 3, 1)
+        (tile["BLOCK_K"], slices, 1)
     x, w, b, g, r, ref = _parts(rows, 70, 1100, dtype, device)
     assert_close(_run(plan, x, w, b, g, r, pdl=_pdl.use_pdl(x.device, ())), ref, dtype)
 
@@ -154,7 +158,7 @@ def test_rule_by_rows_dtype_and_size():
     # BLOCK_N 32 (whole slices, fp32), 64 for the 16-bit weight-left tile; K split until
     # about two programs an SM
     tile = lambda n, k, dtype=bf16, sms=132: decode_plan.rule(16, n, k, dtype, sms).config  # noqa: E731
-    assert [tile(n, n)["BLOCK_N"] for n in (1024, 2048, 3072, 8192)] == [32, 32, 64, 64]
+    assert [tile(n, n)["BLOCK_N"] for n in (1024, 2048, 3072, 8192)] == [64, 64, 64, 64]
     assert tile(4096, 4096, fp32)["BLOCK_N"] == 32
     split = lambda n, k, dtype=bf16, sms=132: tile(n, k, dtype, sms).get("SPLIT_K", 1)  # noqa: E731
     assert [split(n, n) for n in (4096, 8192)] == [4, 2]  # 4: K's tiles
@@ -164,15 +168,21 @@ def test_rule_by_rows_dtype_and_size():
     assert (split(256, 4096), split(2048, 5632), split(4096, 14336)) == (8, 8, 4)
     assert (tile(256, 4096)["BLOCK_N"], tile(2048, 5632)["BLOCK_N"]) == (32, 64)
     assert split(16384, 53248) == 1
-    # 16-bit weights that two programs an SM cover in slices of 512 columns: one step each
+    # 16-bit weights that two programs an SM cover in slices of 256 columns: one step each,
+    # the weight on the mma's left, the next kernel released before the weights arrive
     whole = {n: tile(n, n) for n in (512, 1024, 2048, 2560)}
     assert [(c["BLOCK_K"], c.get("SPLIT_K", 1), c["num_stages"]) for c in whole.values()] == \
-        [(512, 1, 1), (512, 2, 1), (512, 4, 1), (128, 6, 3)]  # 2560: 400 programs, too many
-    # past them the weight-left tile: the weight as the mma's left operand, 16-bit only
-    assert [tile(n, n).get("W_LHS", False) for n in (2048, 2560, 3072)] == [False, True, True]
+        [(256, 2, 1), (256, 4, 1), (256, 8, 1), (128, 6, 3)]  # 2560: 320-400 programs
+    assert [c.get("RELEASE_BEFORE_ARRIVAL", False) for c in whole.values()] == \
+        [True, True, True, False]
+    # 9-16 slices of 256 columns: slices of 512 with x on the mma's left
+    assert (tile(256, 4096)["BLOCK_K"], tile(256, 4096)["num_stages"]) == (512, 1)
+    assert "RELEASE_BEFORE_ARRIVAL" not in tile(256, 4096)
+    # past them the weight-left pipelined tile, 16-bit only
+    assert [tile(n, n).get("W_LHS", False) for n in (256, 2048, 2560, 3072)] == [True] * 4
     assert not tile(4096, 4096, fp32).get("W_LHS", False)
     assert tile(100000, 7)["BLOCK_K"] == 16 and tile(100000, 7)["W_LHS"]  # no wider than K
-    assert tile(100, 300)["BLOCK_K"] == 512 and "SPLIT_K" not in tile(100, 300)
+    assert tile(100, 200)["BLOCK_K"] == 256 and "SPLIT_K" not in tile(100, 200)
     assert tile(2048, 2048, sms=16)["num_stages"] == 3          # a small GPU: too many
     assert tile(2048, 2048, fp32)["BLOCK_K"] == 128              # 16-bit only
     assert split(32, 4608) == 8 and tile(32, 4608)["num_stages"] == 3  # 9 slices: too many

@@ -33,9 +33,14 @@ GEMV_MAX_K = 8192
 # At 3-4 rows the CUDA-core kernel took 1.5x the tensor-core kernel's time on weights this
 # small (512 x 512 stacks), and 0.75x from 640 x 640 up.
 TINY_WEIGHTS = 512 * 512
-# Columns a program reads in one step in the whole-slice tile (1 KB of a 16-bit row): 166
-# registers a thread at BLOCK_N 32, so three programs an SM (compiled for sm_90, notes/kernels.md).
-WHOLE_SLICE_K = 512
+# The whole-slice tiles, the first that fits taken. 64 weight rows by 256 columns on the
+# mma's left (a wgmma) beat 32 by 512 on its right (mma.sync) by 5-13% on bf16 stacks of 3-8
+# rows, d = 768-2048; the latter still takes K up to 8 x 512. Both hold 147-184 registers a
+# thread, three programs an SM (sm_90). The first releases the next kernel before its
+# weights arrive: Llama steps 1-3% faster, stacks 4% slower (notes/kernels.md, session 37).
+WHOLE_SLICE_TILES = ({"BLOCK_N": 64, "BLOCK_K": 256, "W_LHS": True,
+                      "RELEASE_BEFORE_ARRIVAL": True},
+                     {"BLOCK_N": 32, "BLOCK_K": 512})
 # The last of a split's programs sums every slice's partials one after another.
 MAX_SPLIT_K = 8
 # At 3-4 rows the whole-slice tile beat the CUDA-core kernel on stacks from 1536 x 1536 up
@@ -69,24 +74,26 @@ def dot_block_k(K: int, element_size: int) -> int:
 
 
 def whole_slice_config(N: int, K: int, element_size: int, sms: int) -> dict | None:
-    """A 16-bit tile that reads each program's whole slice of W in one step: BLOCK_N 32, K cut
-    into slices of WHOLE_SLICE_K columns, one pipeline stage; None where that makes more than
-    MAX_SPLIT_K slices or about two programs an SM. Each program then asks for all its
+    """A 16-bit tile that reads each program's whole slice of W in one step: the first of
+    WHOLE_SLICE_TILES whose slices number at most MAX_SPLIT_K and whose programs about two
+    an SM, one pipeline stage; None where none fits. Each program then asks for all its
     weights before PDL's wait, so the whole weight streams while the kernel before it
     finishes, and none after.
 
     Against the x-left pipelined tiles it replaced, on whole bf16 LayerStacks at 8 rows
     (H100, notes/kernels.md): d=512 336 -> 273 us, d=1024 246 -> 229, d=2048 157 -> 124
-    (the weight-left tile there: 130); past the bound, d=2560 (400 programs) 162 and d=3072
-    228, where the weight-left tile takes 134 and 161."""
+    (the weight-left pipelined tile there: 130), and with the weight on the mma's left
+    d=1024 229 -> 216, d=1536 148 -> 140, d=2048 124 -> 117; past the bound, d=2560 (400
+    programs) 162 and d=3072 228, where the weight-left pipelined tile takes 134 and 161."""
     if element_size > 2:
         return None
-    block_k = max(16, min(WHOLE_SLICE_K, triton.next_power_of_2(K)))
-    split = triton.cdiv(K, block_k)
-    if split > MAX_SPLIT_K or triton.cdiv(N, 32) * split > 2 * sms:
-        return None
-    config = {"BLOCK_N": 32, "BLOCK_K": block_k, "num_warps": 4, "num_stages": 1}
-    return {**config, "SPLIT_K": split} if split > 1 else config
+    for tile in WHOLE_SLICE_TILES:
+        block_k = max(16, min(tile["BLOCK_K"], triton.next_power_of_2(K)))
+        split = triton.cdiv(K, block_k)
+        if split <= MAX_SPLIT_K and triton.cdiv(N, tile["BLOCK_N"]) * split <= 2 * sms:
+            config = {**tile, "BLOCK_K": block_k, "num_warps": 4, "num_stages": 1}
+            return {**config, "SPLIT_K": split} if split > 1 else config
+    return None
 
 
 def weight_left_config(N: int, K: int, sms: int) -> dict:
@@ -186,11 +193,16 @@ def candidates(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -
                     continue
                 plans.append(Plan("dot", {"BLOCK_N": block_n, "BLOCK_K": block_k,
                                           "num_warps": 4, "num_stages": stages}))
-    if size <= 2:  # one step a program, as whole_slice_config's, and half as wide
-        for block_n, block_k in itertools.product((32, 64), (WHOLE_SLICE_K // 2, WHOLE_SLICE_K)):
-            block_k = max(16, min(block_k, k_cap))
+    if size <= 2:  # one step a program, as whole_slice_config's, the weight on either side
+        one_step = [{"BLOCK_N": block_n, "BLOCK_K": block_k}
+                    for block_n, block_k in itertools.product((32, 64), (256, 512))]
+        for block_k, release in itertools.product((128, 256), (True, False)):
+            one_step.append({"BLOCK_N": 64, "BLOCK_K": block_k, "W_LHS": True,
+                             **({"RELEASE_BEFORE_ARRIVAL": True} if release else {})})
+        for tile in one_step:
+            block_k = max(16, min(tile["BLOCK_K"], k_cap))
             split = triton.cdiv(K, block_k)
-            config = {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": 4, "num_stages": 1}
+            config = {**tile, "BLOCK_K": block_k, "num_warps": 4, "num_stages": 1}
             if split <= MAX_SPLIT_K:
                 plans.append(Plan("dot", {**config, "SPLIT_K": split} if split > 1 else config))
     if size <= 2:  # the weight on the mma's left (weight_left_config), other depths
