@@ -3,8 +3,7 @@
 
     TRITON_INTERPRET=0 PYTHONPATH=src python3 research/decode_kernel_registers.py
     ... --dot 2048:2048:32/512/3/4   (only that tensor-core plan, every role; /L after the
-                                      split puts the weight on the mma's left, W_LHS, /LR
-                                      also releases the next kernel before it arrives)
+                                      split puts the weight on the mma's left, W_LHS)
     ... --attention                  (the attention kernel)
     ... --layer                      (the one-kernel decode layer)
 
@@ -114,7 +113,7 @@ def layer_usage(d: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--dot", nargs="*", metavar="N:K:BN/BK/STAGES/SPLIT[/LR]",
+    parser.add_argument("--dot", nargs="*", metavar="N:K:BN/BK/STAGES/SPLIT[/L]",
                         help="only these tensor-core plans (default: the rule's at d = 1024, "
                              "2048 and 4096, and the one-row GEMV's)")
     parser.add_argument("--attention", action="store_true",
@@ -135,11 +134,9 @@ def main() -> None:
             n, k, plan = item.split(":")
             fields = plan.split("/")
             block_n, block_k, stages, split = (int(v) for v in fields[:4])
-            flags = fields[4] if len(fields) > 4 else ""
             dot_usage(int(n), int(k), {"BLOCK_N": block_n, "BLOCK_K": block_k,
                                        "SPLIT_K": split, "num_warps": 4, "num_stages": stages,
-                                       "W_LHS": "L" in flags,
-                                       "RELEASE_BEFORE_ARRIVAL": "R" in flags})
+                                       "W_LHS": fields[4:] == ["L"]})
         return
     for d in (1024, 2048, 4096):
         dot_usage(d, d, dot_config(d, d, 2, 132))

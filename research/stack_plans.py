@@ -10,8 +10,7 @@ CUDA-core plan, the rule's tensor-core tile, and (without `short`) a fixed set o
 tiles (BLOCK_N x SPLIT_K x stages) or the TILES given (BLOCK_N/BLOCK_K/stages/SPLIT_K,
 comma-separated, e.g. 32/512/3/4,32/128/3/4; SPLIT_K 0 picks about two programs an SM; a
 fifth field sets num_warps, 4 unless given, a sixth a register cap a thread, maxnreg, 0 for
-none, and a seventh 1 for W_LHS, the weight tile as the mma's left operand, 2 for W_LHS and
-RELEASE_BEFORE_ARRIVAL, the next kernel released before the weights arrive), each recorded
+none, and a seventh 1 for W_LHS, the weight tile as the mma's left operand), each recorded
 as the tuned plan for that shape before the runner captures. Prints microseconds a token;
 an error over 5% against float64 is flagged. The tuned plans go to the cache on disk: give
 each run its own TILEGRAPH_CACHE_DIR, or a later run's "rule" reads an earlier one's tile.
@@ -40,8 +39,6 @@ def dot_plan(block_n, block_k, stages, split, warps=4, maxnreg=0, w_lhs=0):
     config = {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": warps, "num_stages": stages}
     if w_lhs:
         config["W_LHS"] = True
-    if w_lhs == 2:
-        config["RELEASE_BEFORE_ARRIVAL"] = True
     if maxnreg:  # a register cap a thread (Triton's compile option): more programs an SM
         config["maxnreg"] = maxnreg
     return dp.Plan("dot", {**config, "SPLIT_K": split} if split > 1 else config)
@@ -62,7 +59,7 @@ def plans(batch, d, dtype, short, tiles=None):
                 steps = -(-d // block_k)
                 split = max(1, min(dp.MAX_SPLIT_K, steps, 2 * 132 // -(-d // block_n)))
             label = f"dot{block_n}k{block_k}s{split}st{stages}w{warps}r{maxnreg}"
-            found[label + ("", "L", "LR")[w_lhs]] = dot_plan(
+            found[label + ("L" if w_lhs else "")] = dot_plan(
                 block_n, block_k, stages, split, warps, maxnreg, w_lhs)
         return found
     block_k = dp.dot_block_k(d, size)

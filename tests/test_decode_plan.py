@@ -51,8 +51,7 @@ def test_rule_plan_at_awkward_sizes(rows, dtype, device):
 @pytest.mark.parametrize("tile", decode_plan.WHOLE_SLICE_TILES, ids=["weight-left", "x-left"])
 def test_whole_slice_tile_with_a_short_last_slice(tile, rows, dtype, device, monkeypatch):
     """The rule's whole-slice tiles at 70 x 1100: slices of 256 (or 512) columns, the last 76
-    wide, each one step; with a PDL wait where the GPU has one (and the weight-left tile's
-    release before its weights arrive)."""
+    wide, each one step; with a PDL wait where the GPU has one."""
     monkeypatch.setattr(decode_plan, "WHOLE_SLICE_TILES", (tile,))
     plan = decode_plan.rule(rows, 70, 1100, dtype, None)
     slices = 5 if tile["BLOCK_K"] == 256 else 3
@@ -169,15 +168,13 @@ def test_rule_by_rows_dtype_and_size():
     assert (tile(256, 4096)["BLOCK_N"], tile(2048, 5632)["BLOCK_N"]) == (32, 64)
     assert split(16384, 53248) == 1
     # 16-bit weights that two programs an SM cover in slices of 256 columns: one step each,
-    # the weight on the mma's left, the next kernel released before the weights arrive
+    # the weight on the mma's left
     whole = {n: tile(n, n) for n in (512, 1024, 2048, 2560)}
     assert [(c["BLOCK_K"], c.get("SPLIT_K", 1), c["num_stages"]) for c in whole.values()] == \
         [(256, 2, 1), (256, 4, 1), (256, 8, 1), (128, 6, 3)]  # 2560: 320-400 programs
-    assert [c.get("RELEASE_BEFORE_ARRIVAL", False) for c in whole.values()] == \
-        [True, True, True, False]
     # 9-16 slices of 256 columns: slices of 512 with x on the mma's left
     assert (tile(256, 4096)["BLOCK_K"], tile(256, 4096)["num_stages"]) == (512, 1)
-    assert "RELEASE_BEFORE_ARRIVAL" not in tile(256, 4096)
+    assert "W_LHS" not in tile(256, 4096)
     # past them the weight-left pipelined tile, 16-bit only
     assert [tile(n, n).get("W_LHS", False) for n in (256, 2048, 2560, 3072)] == [True] * 4
     assert not tile(4096, 4096, fp32).get("W_LHS", False)

@@ -48,17 +48,6 @@ def _dot_rows_step(acc, w, x_ptrs, offs_m, offs_k, M, k0, k_stop,
 
 
 @triton.jit
-def _after_release(w):
-    """w through an opaque register copy placed after the PDL wait and release. Triton puts
-    the mma's layout change of a loaded tile (stores to shared memory) right after the load,
-    and those stores wait for the bytes: before griddepcontrol.wait they hold the release of
-    the next kernel until this program's weights have arrived. The copy moves the layout
-    change, and so the waiting, after the release."""
-    return tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [w], dtype=w.dtype,
-                                     is_pure=False, pack=2)
-
-
-@triton.jit
 def _norm_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, norm_w_ptr, K, eps,
                       PDL: tl.constexpr, BLOCK_K: tl.constexpr):
     """y_m = x_m / sqrt(mean_k x_mk^2 + eps) * g in y's dtype, one program a row: the input
@@ -118,7 +107,7 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
                      DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr,
                      SPLIT_K: tl.constexpr, NORM_PARTS: tl.constexpr, HAND_OVER: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                     W_LHS: tl.constexpr = False, RELEASE_BEFORE_ARRIVAL: tl.constexpr = False):
+                     W_LHS: tl.constexpr = False):
     """y_mn = act(rstd_m sum_k x_mk W_nk + b_n) + r_mn for M <= BLOCK_M rows and BLOCK_N
     outputs a program, rstd_m = 1 where no norm is asked for. A norm prologue comes either
     from _norm_rows_kernel, launched just before (x is then normalised, rstd_m = 1), or
@@ -148,8 +137,6 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
     one kernel ahead of this one is still running when it prefetches (the launcher checks
     that kernel does not write W or g_next). The handed-over partial sums are loaded right
     after the wait and summed only in the epilogue, so their round trip overlaps the loop.
-    RELEASE_BEFORE_ARRIVAL: the release does not wait for the first tile's bytes to arrive
-    (_after_release); otherwise it does wherever the tile changes layout for the mma.
     """
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -174,8 +161,6 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
     if PREFETCH_WEIGHT:
         tl.extra.cuda.gdc_wait()               # x and the epilogue inputs are now final
         tl.extra.cuda.gdc_launch_dependents()  # the next kernel may start its prefetch
-        if RELEASE_BEFORE_ARRIVAL:
-            w = _after_release(w)
     if NORM_PARTS > 0:  # loaded now and summed at the end: in flight while weights stream
         offs_p = tl.arange(0, NORM_PARTS)
         parts = tl.load(norm_parts_ptr + offs_p[:, None] * BLOCK_M + offs_m[None, :],
@@ -228,8 +213,8 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
                     hand_over: tuple | None = None):
     """out = linear(x) for 1 to DOT_ROWS rows of x (M, K), x and out with unit column
     stride; config: BLOCK_N, BLOCK_K, num_warps, num_stages, optionally SPLIT_K (default 1),
-    W_LHS and RELEASE_BEFORE_ARRIVAL (default False) and for fp32 weights DOT_PRECISION
-    (default "tf32x3"); rotary as in launch_matvec.
+    W_LHS (default False) and for fp32 weights DOT_PRECISION (default "tf32x3"); rotary as in
+    launch_matvec.
     norm_parts: the partial sums of a norm handed over (x is then h * g, norm_weight None);
     hand_over: (g, x_next, parts) to hand the next projection's norm over (_norm_handoff.py),
     parts of shape (column blocks of this launch, DOT_ROWS)."""
@@ -245,7 +230,6 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
         x, norm_weight = x_normed, None
     config = dict(config)
     precision = config.pop("DOT_PRECISION", "tf32x3")
-    release_before_arrival = config.pop("RELEASE_BEFORE_ARRIVAL", False)
     n_blocks = triton.cdiv(N, config["BLOCK_N"])
     split, k_split, partials, counters = plan_split(
         x.device, K, config["BLOCK_K"], config.pop("SPLIT_K", 1), DOT_ROWS * N, n_blocks,
@@ -266,5 +250,4 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
         UPCAST_DOT=INTERPRET and weight.dtype == torch.bfloat16, SPLIT_K=split,
         NORM_PARTS=parts_block(norm_parts.shape[0]) if norm_parts is not None else 0,
         HAND_OVER=hand_over is not None,
-        RELEASE_BEFORE_ARRIVAL=release_before_arrival and pdl,
         BLOCK_M=DOT_ROWS, **config, **({"launch_pdl": True} if pdl else {}))

@@ -34,12 +34,10 @@ GEMV_MAX_K = 8192
 # small (512 x 512 stacks), and 0.75x from 640 x 640 up.
 TINY_WEIGHTS = 512 * 512
 # The whole-slice tiles, the first that fits taken. 64 weight rows by 256 columns on the
-# mma's left (a wgmma) beat 32 by 512 on its right (mma.sync) by 5-13% on bf16 stacks of 3-8
-# rows, d = 768-2048; the latter still takes K up to 8 x 512. Both hold 147-184 registers a
-# thread, three programs an SM (sm_90). The first releases the next kernel before its
-# weights arrive: Llama steps 1-3% faster, stacks 4% slower (notes/kernels.md, session 37).
-WHOLE_SLICE_TILES = ({"BLOCK_N": 64, "BLOCK_K": 256, "W_LHS": True,
-                      "RELEASE_BEFORE_ARRIVAL": True},
+# mma's left (a wgmma) beat 32 by 512 on its right (mma.sync) by 4-10% on bf16 stacks of 4-8
+# rows, d = 768-2048; the latter still takes K up to 8 x 512. Both hold 164-184 registers a
+# thread, three programs an SM (sm_90, notes/kernels.md, session 37).
+WHOLE_SLICE_TILES = ({"BLOCK_N": 64, "BLOCK_K": 256, "W_LHS": True},
                      {"BLOCK_N": 32, "BLOCK_K": 512})
 # The last of a split's programs sums every slice's partials one after another.
 MAX_SPLIT_K = 8
@@ -196,9 +194,7 @@ def candidates(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -
     if size <= 2:  # one step a program, as whole_slice_config's, the weight on either side
         one_step = [{"BLOCK_N": block_n, "BLOCK_K": block_k}
                     for block_n, block_k in itertools.product((32, 64), (256, 512))]
-        for block_k, release in itertools.product((128, 256), (True, False)):
-            one_step.append({"BLOCK_N": 64, "BLOCK_K": block_k, "W_LHS": True,
-                             **({"RELEASE_BEFORE_ARRIVAL": True} if release else {})})
+        one_step += [{"BLOCK_N": 64, "BLOCK_K": block_k, "W_LHS": True} for block_k in (128, 256)]
         for tile in one_step:
             block_k = max(16, min(tile["BLOCK_K"], k_cap))
             split = triton.cdiv(K, block_k)

@@ -1,0 +1,37 @@
+"""Milliseconds a decode step of named Llama-family shapes with the plans the rule picks: one
+line a model and batch, for timing two trees against each other in one call.
+
+    PYTHONPATH=src python3 research/time_steps.py new tinyllama:8,qwen2-0.5b:4
+    PYTHONPATH=/tmp/old/src python3 research/time_steps.py old tinyllama:8,qwen2-0.5b:4
+
+Random weights, bf16, position 255 of a 512-position cache; each step captured and replayed
+5 x 100 times (probe_weight_left.step_ms), the median round printed after the tag.
+Give each run its own TILEGRAPH_CACHE_DIR, so no tuned plan replaces the rule's.
+Results: results/2026-11-26-session37/.
+"""
+
+import sys
+
+import torch
+from probe_weight_left import step_ms
+
+from tilegraph.models.hf_presets import hf_config
+from tilegraph.models.llama import Llama, LlamaConfig
+
+
+def main() -> None:
+    tag, points = sys.argv[1], sys.argv[2]
+    for name, batch in (item.split(":") for item in points.split(",")):
+        c = LlamaConfig.from_hf(hf_config(name))
+        torch.manual_seed(0)
+        model = Llama(c, dtype=torch.bfloat16, device="cuda")
+        cache = model.new_cache(int(batch), 512)
+        tokens = torch.randint(0, c.vocab_size, (int(batch),), device="cuda")
+        positions = torch.full((int(batch),), 255, device="cuda")
+        print(f"{tag} {name} b{batch} {step_ms(model, tokens, positions, cache):.4f}", flush=True)
+        del model, cache
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
