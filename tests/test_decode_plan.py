@@ -154,8 +154,8 @@ def test_rule_by_rows_dtype_and_size():
     assert decode_plan.rule(8, 1024, 1024, fp32, 132).kind == "matvec"
     assert decode_plan.rule(8, 2048, 2048, fp32, 132).kind == "dot"
     assert decode_plan.rule(16, 256, 2048, fp32, 132).kind == "dot"
-    # BLOCK_N 32 (whole slices, fp32), 64 for the 16-bit weight-left tile; K split until
-    # about two programs an SM
+    # BLOCK_N 64 for the 16-bit weight-left tiles, 32 in fp32; K split until about two
+    # programs an SM
     tile = lambda n, k, dtype=bf16, sms=132: decode_plan.rule(16, n, k, dtype, sms).config  # noqa: E731
     assert [tile(n, n)["BLOCK_N"] for n in (1024, 2048, 3072, 8192)] == [64, 64, 64, 64]
     assert tile(4096, 4096, fp32)["BLOCK_N"] == 32
@@ -175,7 +175,7 @@ def test_rule_by_rows_dtype_and_size():
     # 9-16 slices of 256 columns: slices of 512 with x on the mma's left
     assert (tile(256, 4096)["BLOCK_K"], tile(256, 4096)["num_stages"]) == (512, 1)
     assert "W_LHS" not in tile(256, 4096)
-    # past them the weight-left pipelined tile, 16-bit only
+    # the weight on the mma's left wherever else 16-bit weights take the tensor cores
     assert [tile(n, n).get("W_LHS", False) for n in (256, 2048, 2560, 3072)] == [True] * 4
     assert not tile(4096, 4096, fp32).get("W_LHS", False)
     assert tile(100000, 7)["BLOCK_K"] == 16 and tile(100000, 7)["W_LHS"]  # no wider than K
