@@ -168,10 +168,11 @@ def test_rule_by_rows_dtype_and_size():
     assert (tile(256, 4096)["BLOCK_N"], tile(2048, 5632)["BLOCK_N"]) == (32, 64)
     assert split(16384, 53248) == 1
     # 16-bit weights that two programs an SM cover in slices of 256 columns: one step each,
-    # the weight on the mma's left
-    whole = {n: tile(n, n) for n in (512, 1024, 2048, 2560)}
+    # the weight on the mma's left, but one slice of 512 (no split) where K takes it
+    whole = {n: tile(n, n) for n in (256, 512, 768, 1024, 2048, 2560)}
     assert [(c["BLOCK_K"], c.get("SPLIT_K", 1), c["num_stages"]) for c in whole.values()] == \
-        [(256, 2, 1), (256, 4, 1), (256, 8, 1), (128, 6, 3)]  # 2560: 320-400 programs
+        [(256, 1, 1), (512, 1, 1), (256, 3, 1), (256, 4, 1), (256, 8, 1), (128, 6, 3)]
+    assert [c.get("W_LHS", False) for c in whole.values()] == [True, False] + [True] * 4
     # 9-16 slices of 256 columns: slices of 512 with x on the mma's left
     assert (tile(256, 4096)["BLOCK_K"], tile(256, 4096)["num_stages"]) == (512, 1)
     assert "W_LHS" not in tile(256, 4096)
@@ -180,6 +181,7 @@ def test_rule_by_rows_dtype_and_size():
     assert not tile(4096, 4096, fp32).get("W_LHS", False)
     assert tile(100000, 7)["BLOCK_K"] == 16 and tile(100000, 7)["W_LHS"]  # no wider than K
     assert tile(100, 200)["BLOCK_K"] == 256 and "SPLIT_K" not in tile(100, 200)
+    assert tile(100, 300)["BLOCK_K"] == 512 and "SPLIT_K" not in tile(100, 300)
     assert tile(2048, 2048, sms=16)["num_stages"] == 3          # a small GPU: too many
     assert tile(2048, 2048, fp32)["BLOCK_K"] == 128              # 16-bit only
     assert split(32, 4608) == 8 and tile(32, 4608)["num_stages"] == 3  # 9 slices: too many

@@ -33,10 +33,12 @@ GEMV_MAX_K = 8192
 # At 3-4 rows the CUDA-core kernel took 1.5x the tensor-core kernel's time on weights this
 # small (512 x 512 stacks), and 0.75x from 640 x 640 up.
 TINY_WEIGHTS = 512 * 512
-# The whole-slice tiles, the first that fits taken. 64 weight rows by 256 columns on the
-# mma's left (a wgmma) beat 32 by 512 on its right (mma.sync) by 4-10% on bf16 stacks of 4-8
-# rows, d = 768-2048; the latter still takes K up to 8 x 512. Both hold 164-184 registers a
-# thread, three programs an SM (sm_90, notes/kernels.md, session 37).
+# The whole-slice tiles, the first that fits taken, except that one taking K in a single
+# slice goes first (no split-K partials to sum). 64 weight rows by 256 columns on the mma's
+# left (a wgmma) beat 32 by 512 on its right (mma.sync) by 4-10% on bf16 stacks of 4-8 rows,
+# d = 768-2048, but cut d = 512 in two and lost 16-20% there; the latter also takes K up to
+# 8 x 512. Both hold 164-184 registers a thread, three programs an SM (sm_90,
+# notes/kernels.md, session 37).
 WHOLE_SLICE_TILES = ({"BLOCK_N": 64, "BLOCK_K": 256, "W_LHS": True},
                      {"BLOCK_N": 32, "BLOCK_K": 512})
 # The last of a split's programs sums every slice's partials one after another.
@@ -72,11 +74,11 @@ def dot_block_k(K: int, element_size: int) -> int:
 
 
 def whole_slice_config(N: int, K: int, element_size: int, sms: int) -> dict | None:
-    """A 16-bit tile that reads each program's whole slice of W in one step: the first of
+    """A 16-bit tile that reads each program's whole slice of W in one step: of the
     WHOLE_SLICE_TILES whose slices number at most MAX_SPLIT_K and whose programs about two
-    an SM, one pipeline stage; None where none fits. Each program then asks for all its
-    weights before PDL's wait, so the whole weight streams while the kernel before it
-    finishes, and none after.
+    an SM, one that takes K in a single slice, else the first; one pipeline stage; None
+    where none fits. Each program then asks for all its weights before PDL's wait, so the
+    whole weight streams while the kernel before it finishes, and none after.
 
     Against the x-left pipelined tiles it replaced, on whole bf16 LayerStacks at 8 rows
     (H100, notes/kernels.md): d=512 336 -> 273 us, d=1024 246 -> 229, d=2048 157 -> 124
@@ -85,13 +87,15 @@ def whole_slice_config(N: int, K: int, element_size: int, sms: int) -> dict | No
     programs) 162 and d=3072 228, where the weight-left pipelined tile takes 134 and 161."""
     if element_size > 2:
         return None
+    fitting = []
     for tile in WHOLE_SLICE_TILES:
         block_k = max(16, min(tile["BLOCK_K"], triton.next_power_of_2(K)))
         split = triton.cdiv(K, block_k)
         if split <= MAX_SPLIT_K and triton.cdiv(N, tile["BLOCK_N"]) * split <= 2 * sms:
             config = {**tile, "BLOCK_K": block_k, "num_warps": 4, "num_stages": 1}
-            return {**config, "SPLIT_K": split} if split > 1 else config
-    return None
+            fitting.append({**config, "SPLIT_K": split} if split > 1 else config)
+    unsplit = [config for config in fitting if "SPLIT_K" not in config]
+    return (unsplit or fitting or [None])[0]
 
 
 def weight_left_config(N: int, K: int, sms: int) -> dict:
