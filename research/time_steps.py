@@ -5,7 +5,9 @@ line a model and batch, for timing two trees against each other in one call.
     PYTHONPATH=/tmp/old/src python3 research/time_steps.py old tinyllama:8,qwen2-0.5b:4
 
 Random weights, bf16, position 255 of a 512-position cache; each step captured and replayed
-5 x 100 times (probe_weight_left.step_ms), the median round printed after the tag.
+5 x 100 times (probe_weight_left.step_ms), the median round printed after the tag. Besides
+tilegraph's named shapes, two that no issue names (OFF_LIST: a Qwen2-1.5B shape, and a
+1024-wide model with 16 heads of 128, so its output projection is 1024 x 2048).
 Give each run its own TILEGRAPH_CACHE_DIR, so no tuned plan replaces the rule's.
 Results: results/2026-11-26-session37/.
 """
@@ -19,10 +21,21 @@ from tilegraph.models.hf_presets import hf_config
 from tilegraph.models.llama import Llama, LlamaConfig
 
 
+OFF_LIST = {
+    "qwen2-1.5b": ("qwen2-0.5b", dict(hidden_size=1536, intermediate_size=8960,
+                                      num_hidden_layers=28, num_attention_heads=12,
+                                      num_key_value_heads=2)),
+    "d1024-h128": ("llama3.2-1b", dict(hidden_size=1024, intermediate_size=3072,
+                                       num_hidden_layers=28, num_attention_heads=16,
+                                       num_key_value_heads=8, head_dim=128)),
+}
+
+
 def main() -> None:
     tag, points = sys.argv[1], sys.argv[2]
     for name, batch in (item.split(":") for item in points.split(",")):
-        c = LlamaConfig.from_hf(hf_config(name))
+        base, overrides = OFF_LIST.get(name, (name, {}))
+        c = LlamaConfig.from_hf(hf_config(base, **overrides))
         torch.manual_seed(0)
         model = Llama(c, dtype=torch.bfloat16, device="cuda")
         cache = model.new_cache(int(batch), 512)
