@@ -9,7 +9,7 @@ Random weights, bf16, position 255 of a 512-position cache; each step captured a
 tilegraph's named shapes, two that no issue names (OFF_LIST: a Qwen2-1.5B shape, and a
 1024-wide model with 16 heads of 128, so its output projection is 1024 x 2048).
 Give each run its own TILEGRAPH_CACHE_DIR, so no tuned plan replaces the rule's.
-Results: results/2026-11-26-session37/.
+Results: results/2026-11-26-session37/, results/2026-11-26-session38/.
 """
 
 import sys
