@@ -76,6 +76,17 @@ def test_the_next_chunk_runs_while_the_last_is_read(generator, monkeypatch):
     assert len(list(stream)) == 10 and queued == [6, 11, 12]
 
 
+@pytest.mark.gpu
+def test_decoding_allocates_no_device_memory(generator):
+    """After the prefill the decode loop allocates nothing (its buffers are made once): the
+    host never asks an allocator for memory while steps run."""
+    stream = generator.stream([[1, 2, 3], [4, 5]], 17)   # chunks of 5, the last one of 1
+    next(stream)
+    before = torch.cuda.memory_stats()["allocation.all.allocated"]
+    assert len(list(stream)) == 16
+    assert torch.cuda.memory_stats()["allocation.all.allocated"] == before
+
+
 def test_stream_yields_one_list_per_step(generator):
     prompts = [[1, 2, 3], [4, 5, 6]]
     steps = list(generator.stream(prompts, 7))

@@ -228,8 +228,9 @@ def test_tp_loads_only_its_shard_from_a_checkpoint(tmp_path):
 
 def _stop_rank_1_after_prefill(timeout: float) -> str:
     """Rank 1 stops after its first token; rank 0 decoding on must get a CollectiveError
-    within the timeout (gloo: its next all-reduce fails; NCCL: the replayed all-reduce
-    never finishes and the host's deadline passes), not hang."""
+    within the timeout (gloo: its next all-reduce fails; GPUs: the replayed one-shot
+    all-reduce gives up, and the host's deadline or its watchdog's abort of NCCL ends the
+    wait), not hang."""
     import tilegraph as tg
 
     tp = tgd.init(timeout=timeout)
@@ -258,6 +259,58 @@ def test_a_rank_that_stops_is_a_collective_error_on_the_others():
     assert "decode step" in message, message
     assert float(message.split(" s:")[0]) < timeout + 10, message   # not a hang
     assert results[1][0] == "error" and "SystemExit" in results[1][1]
+
+
+def _one_shot_without_a_peer(timeout: float) -> dict:
+    """Rank 0 calls the one-shot all-reduce twice while rank 1 never does: the first call
+    must give up after `timeout` and set the failed flag, the second return at once."""
+    import torch.distributed as dist
+
+    from tilegraph.dist.one_shot import OneShotAllReduce
+
+    tp = tgd.init(timeout=timeout)
+    reduce = OneShotAllReduce(tp, dist.group.WORLD.group_name, (3, 1000), torch.float32)
+    if tp.rank == 1:
+        time.sleep(3 * timeout)   # alive, its memory mapped, but never joining
+        return {}
+    seconds = []
+    for site in (0, 1):
+        start = time.monotonic()
+        reduce(reduce.buffer(site)[:3], site)
+        torch.cuda.synchronize()
+        seconds.append(time.monotonic() - start)
+    return {"seconds": seconds, "failed": int(reduce.failed.item())}
+
+
+@pytest.mark.gpu
+def test_gpu_one_shot_all_reduce_gives_up_on_a_missing_peer():
+    _ranks_fit(2)
+    timeout = 3.0
+    result = run_ranks(2, _one_shot_without_a_peer, timeout, timeout=120)[0]
+    first, second = result["seconds"]
+    assert result["failed"] == 1
+    assert timeout <= first < timeout + 5, result
+    assert second < 1, result
+
+
+def test_watchdog_fires_only_while_armed_past_the_timeout():
+    from tilegraph.dist.watchdog import GRACE_S, Watchdog
+
+    tp = tgd.TensorParallel(rank=0, size=2, timeout=0.2)   # no process group: abort is a no-op
+    watchdog = Watchdog(tp, torch.device("cuda"))   # its thread makes no CUDA call
+    try:
+        time.sleep(GRACE_S + 0.5)
+        assert not watchdog.fired, "disarmed (a slow reader of the tokens) is not a hang"
+        with watchdog:
+            time.sleep(0.1)
+        assert not watchdog.fired
+        with watchdog:
+            deadline = time.monotonic() + GRACE_S + 10
+            while not watchdog.fired and time.monotonic() < deadline:
+                time.sleep(0.05)
+        assert watchdog.fired
+    finally:
+        watchdog.close()
 
 
 @pytest.mark.parametrize("changed, name, value", [

@@ -23,6 +23,7 @@ import torch
 
 from . import sampling
 from ._runtime import synchronize
+from .dist.watchdog import Watchdog
 from .errors import CollectiveError
 from .graph import GraphRunner
 from .kernels.greedy import greedy_step
@@ -86,6 +87,22 @@ class Generator:
         self._top_k = torch.zeros(max_batch, dtype=torch.int64, device=device)
         self._top_p = torch.ones(max_batch, device=device)
         self._seed = torch.zeros(max_batch, dtype=torch.int64, device=device)
+        # A queued chunk's tokens: gathered on the device, then copied into one of two host
+        # buffers (one read while the next chunk's copy fills the other), all made here, so
+        # the decode loop asks no allocator for memory while steps run (a page-locked
+        # allocation is one of CUDA's implicitly synchronizing calls).
+        self._chunk_offsets = torch.arange(sync_every - 1, -1, -1, device=device)
+        self._chunk_columns = torch.empty(max_batch * sync_every, dtype=torch.int64,
+                                          device=device)
+        self._chunk_tokens = torch.empty_like(self._chunk_columns)
+        self._host_tokens = torch.empty(2, max_batch * sync_every, dtype=torch.int64,
+                                        pin_memory=device.type == "cuda")
+        # Set on the device by a replayed all-reduce that gave up waiting for a peer: copied
+        # with each chunk (one slot: the flag only ever goes from 0 to 1).
+        self._collective_failed = model.all_reduce.failed
+        self._host_failed = torch.zeros(1, dtype=torch.int32,
+                                        pin_memory=self._collective_failed is not None)
+        self._chunks_queued = 0
         self._runners: dict[bool, GraphRunner] = {}
         self.build_seconds: dict[str, float] = {}
         self.stats = GenerationStats()
@@ -210,24 +227,30 @@ class Generator:
         # while the host waits for, copies and yields the last chunk's tokens; a batch that
         # ends early has computed at most one chunk it does not yield.
         pending = None
-        while True:
-            if produced < max_new_tokens and not all(finished):
-                chunk = min(self.sync_every, max_new_tokens - produced)
-                queued, tokens, positions = self._queue_chunk(runner, chunk, produced,
-                                                              tokens, positions, batch)
-                produced += chunk
-            else:
-                queued = None
-            if pending is not None:
-                for step_tokens in self._read_chunk(pending):
+        watchdog = Watchdog(self.model.tp, device)
+        try:
+            while True:
+                with watchdog:   # armed while the host queues steps and waits for them
+                    if produced < max_new_tokens and not all(finished):
+                        chunk = min(self.sync_every, max_new_tokens - produced)
+                        queued, tokens, positions = self._queue_chunk(
+                            runner, chunk, produced, tokens, positions, batch)
+                        produced += chunk
+                    else:
+                        queued = None
+                    steps = [] if pending is None else self._read_chunk(pending, watchdog)
+                for step_tokens in steps:
                     finished = [f or t in stop
                                 for f, t in zip(finished, step_tokens, strict=True)]
                     yield step_tokens
-                self.stats.decode_seconds = time.perf_counter() - start
-                self.stats.new_tokens = pending.stop
-            if queued is None:
-                break
-            pending = queued
+                if pending is not None:
+                    self.stats.decode_seconds = time.perf_counter() - start
+                    self.stats.new_tokens = pending.stop
+                if queued is None:
+                    break
+                pending = queued
+        finally:
+            watchdog.close()
 
     def _queue_chunk(self, runner: GraphRunner, chunk: int, produced: int,
                      tokens: torch.Tensor, positions: torch.Tensor, batch: int):
@@ -242,27 +265,36 @@ class Generator:
                     runner.again()
             except CollectiveError as error:   # raised eagerly (gloo): name the step
                 raise CollectiveError(f"{error} (decode step {step})") from error
-        device = self.model.device
         # every row's last `chunk` tokens, by position (the steps' own input, read here in
         # stream order, before the next chunk moves it on)
-        columns = positions[:, None] - torch.arange(chunk - 1, -1, -1, device=device)
-        new = self._history[:batch].gather(1, columns)
-        queued = _QueuedChunk(new, None, produced, produced + chunk)
-        if device.type == "cuda":
-            queued.tokens = torch.empty(new.shape, dtype=new.dtype, pin_memory=True)
-            queued.tokens.copy_(new, non_blocking=True)
-            queued.copied = _recorded_event(device)
+        shape, size = (batch, chunk), batch * chunk
+        columns = torch.sub(positions[:, None], self._chunk_offsets[self.sync_every - chunk:],
+                            out=self._chunk_columns[:size].view(shape))
+        new = torch.gather(self._history[:batch], 1, columns,
+                           out=self._chunk_tokens[:size].view(shape))
+        host = self._host_tokens[self._chunks_queued % 2][:size].view(shape)
+        self._chunks_queued += 1
+        host.copy_(new, non_blocking=True)
+        if self._collective_failed is not None:
+            self._host_failed.copy_(self._collective_failed, non_blocking=True)
+        queued = _QueuedChunk(host, _recorded_event(self.model.device), produced, produced + chunk)
         return queued, tokens, positions
 
-    def _read_chunk(self, queued: _QueuedChunk) -> list[list[int]]:
+    def _read_chunk(self, queued: _QueuedChunk, watchdog: Watchdog) -> list[list[int]]:
         """One list of the batch's tokens per step of a chunk _queue_chunk queued."""
+        steps = f"decode steps {queued.first}..{queued.stop - 1}"
+        tp = self.model.tp
         if queued.copied is not None:
-            if self.model.tp.size > 1:
+            if tp.size > 1:
                 # a deadline first: a replayed collective whose peer died would block the
                 # wait below for ever
-                self.model.tp.wait(queued.copied,
-                                   f"decode steps {queued.first}..{queued.stop - 1}")
+                tp.wait(queued.copied, steps)
             queued.copied.synchronize()
+        if watchdog.fired or self._host_failed.item():
+            raise CollectiveError(
+                f"{tp}: {steps} did not finish within {tp.timeout:.0f} s: the collectives "
+                "waiting for a peer gave up. Another rank failed, stopped or hangs; every "
+                "rank should exit.")
         rows = queued.tokens.tolist()
         return [[row[step] for row in rows] for step in range(queued.stop - queued.first)]
 

@@ -96,6 +96,12 @@ class LayerAllReduce:
         if one_shot_us < nccl:
             self.kind, self._one_shot = "one-shot", one_shot
 
+    @property
+    def failed(self) -> torch.Tensor | None:
+        """A device int32 word, non-zero once a replayed one-shot all-reduce gave up waiting
+        for a peer (after tp.timeout); None where no collective can fail that way."""
+        return None if self._one_shot is None else self._one_shot.failed
+
     def output(self, site: int, rows: int) -> torch.Tensor | None:
         """Where all-reduce `site` (0: attention output, 1: MLP output) wants its input
         written: a symmetric buffer, or None (any tensor, reduced by NCCL or gloo)."""

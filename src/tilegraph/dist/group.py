@@ -120,6 +120,20 @@ class TensorParallel:
         return TensorParallel(self.rank, size, group, self.timeout) if self.rank < size \
             else None
 
+    def abort(self) -> None:
+        """Abort the group's NCCL communicators, from any thread: collectives in flight,
+        replayed ones included, return, and the group is unusable afterwards. A no-op for
+        gloo (its collectives time out by themselves) and without a process group."""
+        import torch.distributed as dist
+
+        abort = getattr(dist.distributed_c10d, "_abort_process_group", None)
+        if self.size == 1 or abort is None or not dist.is_initialized():
+            return
+        try:
+            abort(self.group)
+        except (RuntimeError, ValueError):   # gloo, or a group already destroyed
+            pass
+
     def barrier(self, what: str) -> None:
         if self.size > 1:
             import torch.distributed as dist

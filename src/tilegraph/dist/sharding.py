@@ -10,8 +10,10 @@ are summed by one all-reduce each. Norms, the embedding table and the row-parall
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
-from ..models.llama_config import LlamaConfig
+if TYPE_CHECKING:   # an annotation only: models import this module
+    from ..models.llama_config import LlamaConfig
 
 # (our parameter suffix, part of a fused weight) -> (dimension split, what sets its size)
 _SPLITS = {
