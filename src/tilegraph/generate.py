@@ -216,7 +216,7 @@ class Generator:
         tokens = self._prefill(prompts, lengths, sampled)
         positions = lengths
         if self.model.tp.size > 1:   # the prefill's collectives, with the step named
-            self.model.tp.wait(_recorded_event(device), "the prefill of the prompts")
+            self._check_collectives("the prefill of the prompts")
         first = tokens.tolist()
         self.stats.prefill_seconds = time.perf_counter() - start
         yield first
@@ -291,10 +291,7 @@ class Generator:
                 tp.wait(queued.copied, steps)
             queued.copied.synchronize()
         if watchdog.fired or self._host_failed.item():
-            raise CollectiveError(
-                f"{tp}: {steps} did not finish within {tp.timeout:.0f} s: the collectives "
-                "waiting for a peer gave up. Another rank failed, stopped or hangs; every "
-                "rank should exit.")
+            raise self._gave_up(steps)
         rows = queued.tokens.tolist()
         return [[row[step] for row in rows] for step in range(queued.stop - queued.first)]
 
@@ -316,7 +313,23 @@ class Generator:
         for step in range(steps - 1):
             _, positions, step_logits = runner(continuation[:, step].contiguous(), positions)
             logits.append(step_logits.clone())
+        if self.model.tp.size > 1:
+            self._check_collectives(f"scoring {steps} tokens")
         return torch.stack(logits, dim=1)
+
+    def _check_collectives(self, what: str) -> None:
+        """Wait for the work queued so far, under the group's deadline, and raise if one of
+        its replayed all-reduces gave up waiting for a peer (tensor parallel only)."""
+        self.model.tp.wait(_recorded_event(self.model.device), what)
+        if self._collective_failed is not None and self._collective_failed.item():
+            raise self._gave_up(what)
+
+    def _gave_up(self, what: str) -> CollectiveError:
+        tp = self.model.tp
+        return CollectiveError(
+            f"{tp}: {what} did not finish within {tp.timeout:.0f} s: the collectives waiting "
+            "for a peer gave up. Another rank failed, stopped or hangs; every rank should "
+            "exit.")
 
     def _prefill_logits(self, prompts: list[torch.Tensor]) -> torch.Tensor:
         if len({len(p) for p in prompts}) == 1:
