@@ -103,6 +103,7 @@ class Generator:
         self._host_failed = torch.zeros(1, dtype=torch.int32,
                                         pin_memory=self._collective_failed is not None)
         self._chunks_queued = 0
+        self._load_chunk_kernels()
         self._runners: dict[bool, GraphRunner] = {}
         self.build_seconds: dict[str, float] = {}
         self.stats = GenerationStats()
@@ -265,20 +266,36 @@ class Generator:
                     runner.again()
             except CollectiveError as error:   # raised eagerly (gloo): name the step
                 raise CollectiveError(f"{error} (decode step {step})") from error
-        # every row's last `chunk` tokens, by position (the steps' own input, read here in
-        # stream order, before the next chunk moves it on)
-        shape, size = (batch, chunk), batch * chunk
-        columns = torch.sub(positions[:, None], self._chunk_offsets[self.sync_every - chunk:],
-                            out=self._chunk_columns[:size].view(shape))
-        new = torch.gather(self._history[:batch], 1, columns,
-                           out=self._chunk_tokens[:size].view(shape))
-        host = self._host_tokens[self._chunks_queued % 2][:size].view(shape)
+        new = self._last_tokens(positions, batch, chunk)
+        host = self._host_tokens[self._chunks_queued % 2][:new.numel()].view(new.shape)
         self._chunks_queued += 1
         host.copy_(new, non_blocking=True)
         if self._collective_failed is not None:
             self._host_failed.copy_(self._collective_failed, non_blocking=True)
         queued = _QueuedChunk(host, _recorded_event(self.model.device), produced, produced + chunk)
         return queued, tokens, positions
+
+    def _last_tokens(self, positions: torch.Tensor, batch: int, chunk: int) -> torch.Tensor:
+        """Every row's last `chunk` tokens (batch, chunk), on the device, by position (the
+        steps' own input, read in stream order, before the next chunk moves it on)."""
+        shape, size = (batch, chunk), batch * chunk
+        columns = torch.sub(positions[:, None], self._chunk_offsets[self.sync_every - chunk:],
+                            out=self._chunk_columns[:size].view(shape))
+        return torch.gather(self._history[:batch], 1, columns,
+                            out=self._chunk_tokens[:size].view(shape))
+
+    def _load_chunk_kernels(self) -> None:
+        """Run _last_tokens once at each shape class (one row and one step take PyTorch's
+        contiguous kernel, the others its strided one). CUDA loads a kernel the first time it
+        runs (lazy loading, the default since CUDA 12.2), and loading synchronizes the
+        context: with a stopped peer's collective still waiting there, the host blocked in
+        the first decode's gather, before its deadline (2 H200s, session 39)."""
+        steps = min(2, self.sync_every, self.max_seq)
+        for batch in sorted({1, min(2, self.max_batch)}):
+            for chunk in sorted({1, steps}):
+                positions = torch.full((batch,), chunk - 1, dtype=torch.int64,
+                                       device=self.model.device)
+                self._last_tokens(positions, batch, chunk)
 
     def _read_chunk(self, queued: _QueuedChunk, watchdog: Watchdog) -> list[list[int]]:
         """One list of the batch's tokens per step of a chunk _queue_chunk queued."""

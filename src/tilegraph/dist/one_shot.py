@@ -54,8 +54,8 @@ def _one_shot_all_reduce_kernel(out_ptr, buffer_addrs_ptr, flag_addrs_ptr, faile
     """out[i] = sum_r buffer_r[i] over ranks r = 0..WORLD-1, i in this program's block.
 
     A peer that never comes (a rank stopped) would keep this kernel, and every launch queued
-    behind it, waiting for ever, and the host too: it was seen blocked in a later launch
-    before it could check its deadline (2 H200s, session 39). So a program gives up after
+    behind it, waiting for ever, and the host too wherever it synchronizes the context (seen
+    blocked in a kernel's first launch, 2 H200s, session 39). So a program gives up after
     timeout_ns and sets *failed_ptr, which every later call sees at its first exchange and
     then reads no peer: the GPU drains, and the host finds the flag after the steps' event
     (generate.py)."""
