@@ -288,8 +288,9 @@ class Generator:
         """Run _last_tokens once at each shape class (one row and one step take PyTorch's
         contiguous kernel, the others its strided one). CUDA loads a kernel the first time it
         runs (lazy loading, the default since CUDA 12.2), and loading synchronizes the
-        context: with a stopped peer's collective still waiting there, the host blocked in
-        the first decode's gather, before its deadline (2 H200s, session 39)."""
+        context: with a stopped peer's collective still waiting there, the host blocked at
+        the first decode's gather, before its deadline (2 H200s, session 39; loading the most
+        likely reason)."""
         steps = min(2, self.sync_every, self.max_seq)
         for batch in sorted({1, min(2, self.max_batch)}):
             for chunk in sorted({1, steps}):
