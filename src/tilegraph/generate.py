@@ -343,11 +343,8 @@ class Generator:
             raise self._gave_up(what)
 
     def _gave_up(self, what: str) -> CollectiveError:
-        tp = self.model.tp
-        return CollectiveError(
-            f"{tp}: {what} did not finish within {tp.timeout:.0f} s: the collectives waiting "
-            "for a peer gave up. Another rank failed, stopped or hangs; every rank should "
-            "exit.")
+        return self.model.tp.error(f"{what} did not finish within {self.model.tp.timeout:.0f} "
+                                   "s: the collectives waiting for a peer gave up")
 
     def _prefill_logits(self, prompts: list[torch.Tensor]) -> torch.Tensor:
         if len({len(p) for p in prompts}) == 1:

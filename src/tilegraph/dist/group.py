@@ -87,12 +87,17 @@ class TensorParallel:
         whole = gathered.view(self.size, rows, block).transpose(0, 1).reshape(rows, -1)
         return whole[:, :columns]
 
+    def error(self, what: str) -> CollectiveError:
+        """The error for a collective of this rank that failed or never finished: `what`
+        happened, and what every rank should do about it."""
+        return CollectiveError(f"{self}: {what}. Another rank failed, stopped or hangs; every "
+                               "rank should exit.")
+
     def _checked(self, collective, what: str) -> None:
         try:
             collective()
         except RuntimeError as error:   # DistBackendError, a gloo timeout or closed peer
-            raise CollectiveError(f"{self}: {what} failed ({error}). Another rank failed, "
-                                  "stopped or hangs; every rank should exit.") from error
+            raise self.error(f"{what} failed ({error})") from error
 
     def wait(self, event: torch.cuda.Event | None, what: str) -> None:
         """Wait for `event` (recorded after replayed collectives) for at most `timeout`
@@ -102,9 +107,7 @@ class TensorParallel:
         deadline = time.monotonic() + self.timeout
         while not event.query():
             if time.monotonic() > deadline:
-                raise CollectiveError(
-                    f"{self}: {what} did not finish within {self.timeout:.0f} s. Another "
-                    "rank failed, stopped or hangs; every rank should exit.")
+                raise self.error(f"{what} did not finish within {self.timeout:.0f} s")
             # short naps: the GPU idles from the event until this returns and the next
             # steps are launched
             time.sleep(5e-5)
