@@ -417,9 +417,15 @@ def _timings(times: dict) -> str:
 def _leave_process_group() -> None:
     """After a tensor-parallel command, on every rank: wait for the others, then tear the
     group down (without it gloo can abort a rank at exit, and NCCL warns)."""
+    import gc
+
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():
+        # The command's Generator sits in reference cycles, and destroying a communicator
+        # that a live CUDA graph captured hangs (pytorch/pytorch#115388): free the graphs
+        # first.
+        gc.collect()
         dist.barrier()
         dist.destroy_process_group()
 
