@@ -144,12 +144,21 @@ def test_rule_by_rows_dtype_and_size():
     assert decode_plan.rule(8, 256, 2048, bf16, 132).kind == "dot"
     assert decode_plan.rule(3, 512, 512, bf16, 132).kind == "dot"       # tiny: CUDA cores slow
     assert decode_plan.rule(3, 640, 640, bf16, 132).kind == "matvec"
-    # 3-4 rows from 2M weights: the whole-slice tile where it applies, else still CUDA cores
+    # 3-4 rows from 2M weights: the tensor cores, in whole slices where they apply, else
+    # with the weight on the mma's left
     three_four = {(rows, n, k): decode_plan.rule(rows, n, k, bf16, 132)
                   for rows, n, k in ((4, 1024, 1024), (4, 2048, 2048), (3, 1536, 1536),
                                      (4, 2560, 2048), (4, 512, 4608))}  # 320 programs; 9 slices
-    assert [p.kind for p in three_four.values()] == ["matvec", "dot", "dot", "matvec", "matvec"]
+    assert [p.kind for p in three_four.values()] == ["matvec", "dot", "dot", "dot", "dot"]
     assert three_four[(4, 2048, 2048)].config["num_stages"] == 1
+    assert three_four[(4, 2560, 2048)].config["W_LHS"] and \
+        three_four[(4, 2560, 2048)].config["num_stages"] > 1
+    # 2 rows: the CUDA cores up to the whole-slice bound, the tensor cores past it
+    two = {(n, k): decode_plan.rule(2, n, k, bf16, 132).kind
+           for n, k in ((640, 640), (1536, 1536), (2048, 2048), (2560, 2560), (5632, 2048),
+                        (896, 4864))}
+    assert two == {(640, 640): "matvec", (1536, 1536): "matvec", (2048, 2048): "matvec",
+                   (2560, 2560): "dot", (5632, 2048): "dot", (896, 4864): "dot"}
     assert decode_plan.rule(4, 8192, 8192, fp32, 132).kind == "matvec"
     assert decode_plan.rule(8, 1024, 1024, fp32, 132).kind == "matvec"
     assert decode_plan.rule(8, 2048, 2048, fp32, 132).kind == "dot"

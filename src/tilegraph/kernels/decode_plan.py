@@ -156,9 +156,12 @@ def rule(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -> Plan
     GEMV_MAX_K columns, gemv_takes_row). The tensor-core kernel costs about the same at 2 and
     16 rows; the CUDA-core kernel, whose cost grows with every row, beats it on small weights
     at 2-4 rows (where the tensor-core kernel's fixed latency shows), except on the smallest
-    (d = 512, 3-4 rows: 0.65x) and, at 3-4 rows, from WHOLE_SLICE_MIN_WEIGHTS on where the
-    whole-slice tile applies. fp32 keeps the CUDA-core kernel up to 4 rows, and up to 8 on
-    small weights; past that tf32x3 on the tensor cores was 1.1-2.2x faster in stacks."""
+    (d = 512, 3-4 rows: 0.65x) and, at 3-4 rows, from WHOLE_SLICE_MIN_WEIGHTS on. At 2 rows
+    it still wins where the whole-slice tile applies (2048 x 2048: 1.51x cuBLAS against
+    1.33x), but not past that bound, where the weight-left tile takes over (2560 x 2560: 0.80x
+    against 1.15x; 5632 x 2048 1.02x against 1.10x; notes/kernels.md, session 40). fp32 keeps
+    the CUDA-core kernel up to 4 rows, and up to 8 on small weights; past that tf32x3 on the
+    tensor cores was 1.1-2.2x faster in stacks."""
     sms = sms or ASSUMED_SM_COUNT
     size = torch.finfo(dtype).bits // 8
     weights = N * K
@@ -169,11 +172,11 @@ def rule(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -> Plan
         return Plan("dot", dot_config(N, K, size, sms))
     if rows == 1 and gemv_takes_row(K):
         return Plan("gemv", gemv_config(N, K))
-    if rows == 2 and weights < 16 * 2**20:
+    if rows == 2 and (weights < WHOLE_SLICE_MIN_WEIGHTS
+                      or whole_slice_config(N, K, size, sms) is not None):
         return matvec
-    if rows <= 4 and TINY_WEIGHTS < weights < 8 * 2**20:
-        if weights < WHOLE_SLICE_MIN_WEIGHTS or whole_slice_config(N, K, size, sms) is None:
-            return matvec
+    if rows <= 4 and TINY_WEIGHTS < weights < WHOLE_SLICE_MIN_WEIGHTS:
+        return matvec
     return Plan("dot", dot_config(N, K, size, sms))
 
 
