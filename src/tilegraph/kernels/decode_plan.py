@@ -159,7 +159,7 @@ def rule(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -> Plan
     (d = 512, 3-4 rows: 0.65x) and, at 3-4 rows, from WHOLE_SLICE_MIN_WEIGHTS on. At 2 rows
     it still wins where the whole-slice tile applies (2048 x 2048: 1.51x cuBLAS against
     1.33x), but not past that bound, where the weight-left tile takes over (2560 x 2560: 0.80x
-    against 1.15x; 5632 x 2048 1.02x against 1.10x; notes/kernels.md, session 40). fp32 keeps
+    against 1.16x; 5632 x 2048 1.03x against 1.12x; notes/kernels.md, session 40). fp32 keeps
     the CUDA-core kernel up to 4 rows, and up to 8 on small weights; past that tf32x3 on the
     tensor cores was 1.1-2.2x faster in stacks."""
     sms = sms or ASSUMED_SM_COUNT
