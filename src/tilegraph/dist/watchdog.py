@@ -4,9 +4,9 @@ communicators once an armed stretch of decoding has lasted `timeout` seconds and
 TensorParallel.wait polls an event with a deadline, but only once the host gets there. With
 a peer gone, a replayed NCCL collective waits for ever, and any host call that synchronizes
 the context blocks behind it before the host ever polls (seen on 2 H200s, session 39: the
-first launch of a kernel, which CUDA loads then, and loading synchronizes). Aborting the communicators makes NCCL's kernels return, so
-the GPU drains and the host gets back to find `fired` set; tilegraph's one-shot all-reduce
-gives up by itself (one_shot.py).
+first launch of a kernel, which CUDA loads then, and loading synchronizes). Aborting the
+communicators makes NCCL's kernels return, so the GPU drains and the host gets back to find
+`fired` set; tilegraph's one-shot all-reduce gives up by itself (one_shot.py).
 
     watchdog = Watchdog(tp, device)   # a thread only for a group of GPUs
     with watchdog:            # armed: queue steps, wait for them
