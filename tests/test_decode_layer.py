@@ -71,6 +71,26 @@ def test_one_kernel_at_other_block_shapes(device, rows, d, block_q):
     assert torch.equal(zero, torch.zeros_like(zero))  # the next layer's buffer, zeroed
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("wo_columns_contiguous", [False, True])
+@pytest.mark.parametrize("stride", [1000, 1004])
+def test_one_kernel_where_d_is_not_a_multiple_of_16(device, dtype, wo_columns_contiguous,
+                                                       stride):
+    """d = 1000, Wq's rows `stride` apart, Wo in either layout: d and the weights' long
+    strides reach the kernel divided by the elements in 16 bytes where all divide (fp32 at
+    stride 1004 too; 16-bit there as they are)."""
+    d = 1000
+    g, _, _ = _weights(d, dtype, device)
+    wq = randn(d, stride, dtype=dtype, device=device, scale=d**-0.5)[:, :d]
+    wo = randn(d, d, dtype=dtype, device=device, scale=d**-0.5)
+    if wo_columns_contiguous:
+        wo = wo.t().contiguous().t()
+    h = randn(1, d, device=device)
+    acc = torch.zeros(1, d, device=device)
+    _launch_one_kernel(acc, None, h, g, wq, wo, 1e-6)
+    assert rel_error(acc, _ref(h, g, wq, wo)) < TOLERANCES[torch.float32]
+
+
 def test_every_input_may_be_a_strided_view(device):
     d = 40
     g, wq, wo = _weights(d, torch.float32, device)

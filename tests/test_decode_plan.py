@@ -9,6 +9,8 @@ import torch
 import tilegraph as tg
 from _shapes import DTYPES
 from tilegraph.kernels import _pdl, decode_plan
+from tilegraph.kernels._launch import weight_alignment
+from tilegraph.kernels._matvec import gemv_config
 from tilegraph.kernels.autotune import Tuner
 from tilegraph.kernels.linear import linear_ref
 from tilegraph.testing import assert_close, poisoned, randn
@@ -59,6 +61,41 @@ def test_whole_slice_tile_with_a_short_last_slice(tile, rows, dtype, device, mon
         (tile["BLOCK_K"], slices, 1)
     x, w, b, g, r, ref = _parts(rows, 70, 1100, dtype, device)
     assert_close(_run(plan, x, w, b, g, r, pdl=_pdl.use_pdl(x.device, ())), ref, dtype)
+
+
+ALIGN_PLANS = {
+    "gemv": (1, decode_plan.Plan("gemv", gemv_config(70, 1000))),
+    "matvec": (1, decode_plan.Plan("matvec", {"BLOCK_N": 4, "BLOCK_K": 1024, "num_warps": 4,
+                                              "num_stages": 1, "ROW_LOOP": False})),
+    "matvec-row-loop": (5, decode_plan.Plan("matvec", {"BLOCK_N": 8, "BLOCK_K": 512,
+                                                       "num_warps": 4, "num_stages": 1,
+                                                       "ROW_LOOP": True})),
+    "dot-split-slices": (5, decode_plan.Plan("dot", {"BLOCK_N": 64, "BLOCK_K": 256,
+                                                     "W_LHS": True, "num_warps": 4,
+                                                     "num_stages": 1, "SPLIT_K": 4})),
+    "dot-k-loop": (5, decode_plan.Plan("dot", {"BLOCK_N": 32, "BLOCK_K": 64, "num_warps": 4,
+                                               "num_stages": 3})),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("stride", [1000, 1004, 1016])
+@pytest.mark.parametrize("kernel", list(ALIGN_PLANS))
+def test_rows_where_k_is_not_a_multiple_of_16(kernel, stride, dtype, device):
+    """K = 1000, weight rows `stride` apart, norm prologue (its mean over K) and fused parts:
+    K, the split and the stride reach the kernels divided by the elements in 16 bytes where
+    all of them divide (weight_alignment), else as they are."""
+    rows, plan = ALIGN_PLANS[kernel]
+    vector = 128 // torch.finfo(dtype).bits   # elements in 16 bytes
+    size = 16 // vector
+    assert weight_alignment(size, 1000, stride) == (vector if stride % vector == 0 else 1)
+    assert weight_alignment(size, 1008, 1008) == 1   # Triton marks multiples of 16 itself
+    assert weight_alignment(size, 1008, 1008 + vector) == vector
+    x, _, b, g, r, _ = _parts(rows, 70, 1000, dtype, device)
+    w = randn(70, stride, dtype=dtype, device=device, scale=1000**-0.5)[:, :1000]
+    ref = linear_ref(x.double(), w.double(), b.double(), norm_weight=g.double(),
+                     activation="gelu", residual=r.double())
+    assert_close(_run(plan, x, w, b, g, r), ref, dtype)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

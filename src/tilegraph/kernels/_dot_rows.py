@@ -19,6 +19,7 @@ import triton
 import triton.language as tl
 
 from .._runtime import INTERPRET
+from ._launch import weight_alignment
 from ._matvec import rows_epilogue
 from ._norm_handoff import parts_block
 from ._rotary_store import NO_ROTARY
@@ -107,7 +108,7 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
                      DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr,
                      SPLIT_K: tl.constexpr, NORM_PARTS: tl.constexpr, HAND_OVER: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                     W_LHS: tl.constexpr = False):
+                     W_LHS: tl.constexpr = False, ALIGN: tl.constexpr = 1):
     """y_mn = act(rstd_m sum_k x_mk W_nk + b_n) + r_mn for M <= BLOCK_M rows and BLOCK_N
     outputs a program, rstd_m = 1 where no norm is asked for. A norm prologue comes either
     from _norm_rows_kernel, launched just before (x is then normalised, rstd_m = 1), or
@@ -131,6 +132,8 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
     counts itself in; the last of the SPLIT_K to arrive sums the partials in split order
     and finishes the block.
 
+    ALIGN: K, K_SPLIT and stride_wn arrive divided by it (_launch.weight_alignment).
+
     PREFETCH_WEIGHT (programmatic dependent launch): the first weight tile (and g_next) is
     loaded before griddepcontrol.wait, while the previous kernel in the stream finishes;
     everything else after it. The next kernel is released only after the wait, so at most
@@ -138,6 +141,9 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
     that kernel does not write W or g_next). The handed-over partial sums are loaded right
     after the wait and summed only in the epilogue, so their round trip overlaps the loop.
     """
+    K = K * ALIGN
+    K_SPLIT = K_SPLIT * ALIGN
+    stride_wn = stride_wn * ALIGN
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     offs_m = tl.arange(0, BLOCK_M)
@@ -238,16 +244,17 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
     if hand_over is not None and next_parts.shape != (n_blocks, DOT_ROWS):
         raise ValueError(f"the handed-over partial sums need shape ({n_blocks}, {DOT_ROWS}), "
                          f"got {tuple(next_parts.shape)}")
+    align = weight_alignment(weight.element_size(), K, k_split, weight.stride(0))
     return _dot_rows_kernel[(n_blocks, split)](
-        out, out.stride(0), x, x.stride(0), weight, weight.stride(0),
+        out, out.stride(0), x, x.stride(0), weight, weight.stride(0) // align,
         bias, residual, residual.stride(0) if residual is not None else 0, rotary, partials,
         counters, norm_parts if norm_parts is not None else out,
         norm_parts.shape[0] if norm_parts is not None else 0, eps,
         next_norm_weight, x_next, x_next.stride(0), next_parts,
-        M, N, K, k_split, HAS_BIAS=bias is not None,
+        M, N, K // align, k_split // align, HAS_BIAS=bias is not None,
         HAS_RESIDUAL=residual is not None, ACTIVATION=activation, PREFETCH_WEIGHT=pdl,
         DOT_PRECISION=precision if weight.dtype == torch.float32 else "tf32",
         UPCAST_DOT=INTERPRET and weight.dtype == torch.bfloat16, SPLIT_K=split,
         NORM_PARTS=parts_block(norm_parts.shape[0]) if norm_parts is not None else 0,
         HAND_OVER=hand_over is not None,
-        BLOCK_M=DOT_ROWS, **config, **({"launch_pdl": True} if pdl else {}))
+        BLOCK_M=DOT_ROWS, ALIGN=align, **config, **({"launch_pdl": True} if pdl else {}))

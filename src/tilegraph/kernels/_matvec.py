@@ -13,6 +13,7 @@ import triton
 import triton.language as tl
 
 from ._activation import apply_activation, swiglu_pairs
+from ._launch import weight_alignment
 from ._rotary_store import NO_ROTARY, rotary_store
 
 
@@ -109,7 +110,7 @@ def _matvec_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
                    HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
                    ACTIVATION: tl.constexpr, PREFETCH_WEIGHT: tl.constexpr,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                   ROW_LOOP: tl.constexpr):
+                   ROW_LOOP: tl.constexpr, ALIGN: tl.constexpr = 1):
     """y_mn = act(rstd_m * sum_k x_mk g_k W_nk + b_n) + r_mn for BLOCK_N outputs a program,
     with rstd_m = 1 / sqrt(mean_k x_mk^2 + eps) gathered in the same pass over K.
 
@@ -121,7 +122,12 @@ def _matvec_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
     still finishing; x, norm weights, bias and residual are read only after the wait. The
     next kernel is released after the wait, so only the one kernel before this one can
     still be running during the prefetch (_pdl.py checks that it does not write W).
+
+    ALIGN: K and stride_wn arrive divided by it (_launch.weight_alignment; not under
+    ROW_LOOP, launch_matvec says why).
     """
+    K = K * ALIGN
+    stride_wn = stride_wn * ALIGN
     pid_n = tl.program_id(0)
     offs_m = tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -167,7 +173,8 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
                  N, K, eps,
                  HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
                  ACTIVATION: tl.constexpr, PREFETCH_WEIGHT: tl.constexpr,
-                 BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, CHUNK: tl.constexpr):
+                 BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, CHUNK: tl.constexpr,
+                 ALIGN: tl.constexpr = 1):
     """One row: y_n = act(rstd * sum_k x_k g_k W_nk + b_n) + r_n, BLOCK_N outputs a program,
     rstd = 1 / sqrt(mean_k x_k^2 + eps) gathered in the same pass over K.
 
@@ -176,8 +183,10 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
     vectors of every row: the tile costs little more than its own registers, so small
     programs fit many to an SM and the next kernel's programs find room to start streaming
     early (notes/kernels.md). PREFETCH_WEIGHT as in _matvec_kernel: the first weight tile is
-    read before griddepcontrol.wait.
+    read before griddepcontrol.wait. ALIGN as in _matvec_kernel.
     """
+    K = K * ALIGN
+    stride_wn = stride_wn * ALIGN
     offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     n_mask = offs_n < N
     cols = tl.arange(0, SPLIT)[None, :, None] * CHUNK + tl.arange(0, CHUNK)[None, None, :]
@@ -283,12 +292,19 @@ def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
                  PREFETCH_WEIGHT=pdl)
     launch = {"launch_pdl": True} if pdl else {}
     grid = (triton.cdiv(N, config["BLOCK_N"]),)
+    # Not under ROW_LOOP: there 16-byte weight loads took 3 rows 3-33% longer than loads an
+    # element at a time (1400 x 1400 fp32 3.98 -> 5.29 us), at one row 6-12% less (H100,
+    # notes/kernels.md, session 41).
+    align = 1 if config.get("ROW_LOOP") else weight_alignment(weight.element_size(), K,
+                                                               weight.stride(0))
     if "SPLIT" in config:
         if M != 1:
             raise ValueError(f"the one-row kernel got {M} rows")
-        return _gemv_kernel[grid](out, x, weight, weight.stride(0), norm_weight, bias,
-                                  residual, rotary, N, K, eps, **parts, **config, **launch)
+        return _gemv_kernel[grid](out, x, weight, weight.stride(0) // align, norm_weight, bias,
+                                  residual, rotary, N, K // align, eps, **parts, **config,
+                                  ALIGN=align, **launch)
     return _matvec_kernel[grid](
-        out, out.stride(0), x, x.stride(0), weight, weight.stride(0),
+        out, out.stride(0), x, x.stride(0), weight, weight.stride(0) // align,
         norm_weight, bias, residual, residual.stride(0) if residual is not None else 0, rotary,
-        M, N, K, eps, **parts, BLOCK_M=triton.next_power_of_2(M), **config, **launch)
+        M, N, K // align, eps, **parts, BLOCK_M=triton.next_power_of_2(M), **config,
+        ALIGN=align, **launch)

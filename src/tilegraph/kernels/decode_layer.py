@@ -40,7 +40,7 @@ from ._checks import (
     prepare_out,
     wants_grad,
 )
-from ._launch import sm_count, stream_place
+from ._launch import sm_count, stream_place, weight_alignment
 from ._ops import custom_op
 from ._pdl import launched, use_pdl
 from .linear import _launch_linear, linear
@@ -52,7 +52,8 @@ def _decode_layer_kernel(acc_ptr, stride_am, zero_ptr, h_ptr, stride_hm, norm_w_
                          wq_ptr, stride_wq, wo_ptr, stride_wo_out, stride_wo_in,
                          M, D, eps,
                          ZERO_NEXT: tl.constexpr, PREFETCH_WEIGHT: tl.constexpr,
-                         BLOCK_M: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_D: tl.constexpr):
+                         BLOCK_M: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_D: tl.constexpr,
+                         ALIGN: tl.constexpr = 1, WO_UNIT_OUT: tl.constexpr = False):
     """acc_m += [p == 0] h_m + sum_{i in rows(p)} Wo[:, i] * q_mi, with
     q_mi = rstd_m * sum_k h_mk g_k Wq_ik and rstd_m = 1 / sqrt(mean_k h_mk^2 + eps).
 
@@ -61,7 +62,15 @@ def _decode_layer_kernel(acc_ptr, stride_am, zero_ptr, h_ptr, stride_hm, norm_w_
     contiguous). PREFETCH_WEIGHT: both tiles are loaded before griddepcontrol.wait, while
     the previous kernel in the stream finishes (_pdl.py: it must not write them).
     ZERO_NEXT: zero the next layer's accumulator (same strides as acc) after the wait.
+    ALIGN: D, stride_wq and Wo's stride other than the unit one (stride_wo_in where
+    WO_UNIT_OUT, else stride_wo_out) arrive divided by it (_launch.weight_alignment).
     """
+    D = D * ALIGN
+    stride_wq = stride_wq * ALIGN
+    if WO_UNIT_OUT:
+        stride_wo_in = stride_wo_in * ALIGN
+    else:
+        stride_wo_out = stride_wo_out * ALIGN
     pid = tl.program_id(0)
     offs_q = pid * BLOCK_Q + tl.arange(0, BLOCK_Q)
     offs_d = tl.arange(0, BLOCK_D)
@@ -160,11 +169,21 @@ def _launch_one_kernel(acc: torch.Tensor, zero_next: torch.Tensor | None, h: tor
     config = config or decode_layer_config(M, D, wq.element_size())
     pdl = use_pdl(h.device, (wq, wo))
     acc_rows = acc.view(M, D)
+    # Wo's tile is contiguous along the axis of unit stride; the other stride is the one the
+    # alignment is about (none where neither is 1).
+    unit_out = wo.stride(0) == 1
+    wo_strides = [wo.stride(0), wo.stride(1)]
+    long_axis = 1 if unit_out else 0 if wo.stride(1) == 1 else None
+    align = 1 if long_axis is None else weight_alignment(
+        wq.element_size(), D, wq.stride(0), wo_strides[long_axis])
+    if long_axis is not None:
+        wo_strides[long_axis] //= align
     _decode_layer_kernel[(triton.cdiv(D, config["BLOCK_Q"]),)](
         acc_rows, acc_rows.stride(0), zero_next if zero_next is not None else acc_rows,
-        h_rows, h_rows.stride(0), norm_weight, wq, wq.stride(0), wo, wo.stride(0), wo.stride(1),
-        M, D, eps, ZERO_NEXT=zero_next is not None, PREFETCH_WEIGHT=pdl,
-        BLOCK_M=triton.next_power_of_2(M), **config, **({"launch_pdl": True} if pdl else {}))
+        h_rows, h_rows.stride(0), norm_weight, wq, wq.stride(0) // align, wo, *wo_strides,
+        M, D // align, eps, ZERO_NEXT=zero_next is not None, PREFETCH_WEIGHT=pdl,
+        BLOCK_M=triton.next_power_of_2(M), ALIGN=align, WO_UNIT_OUT=unit_out, **config,
+        **({"launch_pdl": True} if pdl else {}))
     launched(h.device, pdl, (acc, zero_next) if zero_next is not None else (acc,))
 
 
