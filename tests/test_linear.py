@@ -153,11 +153,12 @@ GEMV_TILES = [  # (BLOCK_N, SPLIT, CHUNK, num_warps): rows past N, chunks past K
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_gemv_tiles_with_every_part(tile, dtype, device):
     """The one-row kernel at awkward sizes (37 outputs, 301 or 2100 inputs: a partial last
-    row block, a partial chunk, a second pass over K) with every part at once."""
+    row block, a partial chunk, a second pass over K) with every part at once. Tiles of
+    fewer than 256 columns loop over 301 already (2100 took the interpreter a minute)."""
     block_n, split, chunk, warps = tile
     config = {"BLOCK_N": block_n, "SPLIT": split, "CHUNK": chunk, "num_warps": warps,
               "num_stages": 1}
-    for k in (301, 2100):
+    for k in (301, 2100) if split * chunk >= 256 else (301,):
         x, w, b, g, r = _make((1,), 37, k, dtype, device, True, True, True)
         ref = linear_ref(x.double(), w.double(), b.double(), norm_weight=g.double(),
                          activation="gelu", residual=r.double())

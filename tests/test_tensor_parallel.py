@@ -109,11 +109,14 @@ def _ranks_fit(size: int) -> None:
         pytest.skip(f"a rank a GPU: needs {size} GPUs (on CPU machines it runs over gloo)")
 
 
-@pytest.mark.parametrize("size", [2, 3])
-def test_tp_logits_and_tokens_equal_tp1(size):
-    """fp32: on GPUs over NCCL with the collectives replayed inside the decode graphs."""
+@pytest.mark.parametrize(("size", "generate"), [(2, True), (3, False)])
+def test_tp_logits_and_tokens_equal_tp1(size, generate):
+    """fp32: on GPUs over NCCL with the collectives replayed inside the decode graphs. Three
+    ranks check the logits of every path (their uneven splits), not the Generator's tokens:
+    its gathered, padded vocabulary is two ranks' case too, and three interpreted ranks on a
+    CPU machine took two minutes."""
     _ranks_fit(size)
-    _check_ranks(run_ranks(size, _compare_with_tp1), size)
+    _check_ranks(run_ranks(size, _compare_with_tp1, None, generate), size)
 
 
 def _long_decode(steps: int) -> dict:
@@ -196,7 +199,7 @@ def _demo_over_halvings() -> list:
     tp = tgd.init(timeout=300)
     # eight q heads over four kv heads: 4 and 2 ranks split them
     result = model_demo.run_tensor_parallel(
-        "tiny-llama3", 2, 5, 4, 16, torch.float32, tp, num_attention_heads=8,
+        "tiny-llama3", 1, 5, 4, 16, torch.float32, tp, num_attention_heads=8,
         num_key_value_heads=4, hidden_size=64)
     return [(r.variant, r.status, r.reason, r.rel_error, r.tokens.tolist())
             for r in result["runs"]]
