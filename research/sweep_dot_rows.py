@@ -4,6 +4,7 @@ as graph replays over weights rotated past L2 (how a stack streams them), PDL on
 
     PYTHONPATH=src python3 research/sweep_dot_rows.py --out DIR [--dtype bfloat16] [--rows 2 8 16]
         [--split]   (tiles x SPLIT_K in 1-8 instead of the tile sweep; off-list shapes added)
+        [--weight-left]   (also the weight on the mma's left, split 1-4 ways)
 
 Writes DIR/sweep-dot-rows.json: one record per (shape, rows, candidate) with its time, and
 prints the best candidate per point beside cuBLAS and the matrix-vector path.
@@ -50,6 +51,14 @@ def candidates():
         yield {"BLOCK_N": bn, "BLOCK_K": bk, "num_warps": warps, "num_stages": 3}
 
 
+def weight_left_candidates(K):
+    """The weight on the mma's left (64 weight rows a program), split over K up to 4 ways."""
+    for bk, stages, split in itertools.product((64, 128, 256), (2, 3, 4), (1, 2, 3, 4)):
+        if split <= -(-K // bk):
+            yield {"BLOCK_N": 64, "BLOCK_K": bk, "num_warps": 4, "num_stages": stages,
+                   "W_LHS": True, **({"SPLIT_K": split} if split > 1 else {})}
+
+
 def rotated(fn_of_weight, weights):
     state = {"i": 0}
 
@@ -67,6 +76,7 @@ def main():
     parser.add_argument("--rows", type=int, nargs="+", default=[2, 8, 16])
     parser.add_argument("--shapes", type=int, nargs="+", default=None, help="N K N K ...")
     parser.add_argument("--split", action="store_true")
+    parser.add_argument("--weight-left", action="store_true", help="add weight-left tiles")
     args = parser.parse_args()
     dtype = getattr(torch, args.dtype)
     shapes = SPLIT_SHAPES if args.split else SHAPES
@@ -91,7 +101,7 @@ def main():
                 "cublas": lambda w: F.linear(x, w),
                 "tilegraph": lambda w: tg.linear(x, w, out=out, prefetch_weight=True),
             }
-            for c in tiles:
+            for c in tiles + (list(weight_left_candidates(k)) if args.weight_left else []):
                 variants[json.dumps(c)] = (lambda w, c=c: launch_dot_rows(
                     x, w, out, None, 0.0, None, "none", None, c, True))
             for name, fn in variants.items():
