@@ -27,7 +27,7 @@ def weight_alignment(element_size: int, *lengths: int) -> int:
     aligned only when it is a multiple of 16, and without that mark on K the masks of a weight
     tile load it an element at a time (K = 1000, bf16, tensor-core tile: 320 two-byte loads a
     thread where 40 of 16 bytes do, sm_90 SASS). Measured on an H100 (notes/kernels.md,
-    session 41): 3000 x 1000 bf16 at 3-12 rows 6.6 -> 3.8-4.3 us; one-row GEMVs 7-18% faster;
+    session 41): 3000 x 1000 bf16 at 3-12 rows 6.6 -> 3.8-4.3 us; one-row GEMVs 7-16% faster;
     a bf16 LayerStack of d = 1800 at one row 211 -> 101 us a token."""
     vector = max(1, 16 // element_size)
     if any(n % 16 for n in lengths) and all(n % vector == 0 for n in lengths):

@@ -293,8 +293,8 @@ def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
     launch = {"launch_pdl": True} if pdl else {}
     grid = (triton.cdiv(N, config["BLOCK_N"]),)
     # Not under ROW_LOOP: there 16-byte weight loads took 3 rows 3-33% longer than loads an
-    # element at a time (1400 x 1400 fp32 3.98 -> 5.29 us), at one row 6-12% less (H100,
-    # notes/kernels.md, session 41).
+    # element at a time (1400 x 1400 fp32 3.98 -> 5.29 us); at one row fp32 6-10% less
+    # (H100, notes/kernels.md, session 41).
     align = 1 if config.get("ROW_LOOP") else weight_alignment(weight.element_size(), K,
                                                                weight.stride(0))
     if "SPLIT" in config:
