@@ -63,6 +63,18 @@ def test_whole_slice_tile_with_a_short_last_slice(tile, rows, dtype, device, mon
     assert_close(_run(plan, x, w, b, g, r, pdl=_pdl.use_pdl(x.device, ())), ref, dtype)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_weight_alignment_divides_where_triton_cannot_see_it(dtype):
+    size = dtype.itemsize
+    vector = 16 // size   # elements in 16 bytes
+    assert weight_alignment(size, 1000, 1000) == vector
+    assert weight_alignment(size, 1000, 1000, 1000 + vector) == vector
+    assert weight_alignment(size, 1008, 1008) == 1   # Triton marks multiples of 16 itself
+    assert weight_alignment(size, 1008, 1008 + vector) == vector   # a padded row stride
+    assert weight_alignment(size, 1002, 1002) == 1   # not a whole 16 bytes
+    assert weight_alignment(size, 1000, 1002) == 1
+
+
 ALIGN_PLANS = {
     "gemv": (1, decode_plan.Plan("gemv", gemv_config(70, 1000))),
     "matvec": (1, decode_plan.Plan("matvec", {"BLOCK_N": 4, "BLOCK_K": 1024, "num_warps": 4,
@@ -86,11 +98,6 @@ def test_rows_where_k_is_not_a_multiple_of_16(kernel, stride, dtype, device):
     K, the split and the stride reach the kernels divided by the elements in 16 bytes where
     all of them divide (weight_alignment), else as they are."""
     rows, plan = ALIGN_PLANS[kernel]
-    vector = 128 // torch.finfo(dtype).bits   # elements in 16 bytes
-    size = 16 // vector
-    assert weight_alignment(size, 1000, stride) == (vector if stride % vector == 0 else 1)
-    assert weight_alignment(size, 1008, 1008) == 1   # Triton marks multiples of 16 itself
-    assert weight_alignment(size, 1008, 1008 + vector) == vector
     x, _, b, g, r, _ = _parts(rows, 70, 1000, dtype, device)
     w = randn(70, stride, dtype=dtype, device=device, scale=1000**-0.5)[:, :1000]
     ref = linear_ref(x.double(), w.double(), b.double(), norm_weight=g.double(),

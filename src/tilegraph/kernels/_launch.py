@@ -21,8 +21,8 @@ def elementwise_shape(n_elements: int, element_size: int) -> tuple[int, int]:
 
 def weight_alignment(element_size: int, *lengths: int) -> int:
     """ALIGN of the decode kernels: the elements in 16 bytes where some of `lengths` (K, a
-    split's width, the weight's row stride) is not a multiple of 16 but all are of it, else
-    1. The launcher passes those lengths divided by it and the kernel multiplies them back,
+    split's width, the weight's row stride) is not a multiple of 16 but all are multiples of
+    it; else 1. The launcher passes those lengths divided by it and the kernel multiplies them back,
     so the compiler knows what it cannot see otherwise: Triton marks an integer argument
     aligned only when it is a multiple of 16, and without that mark on K the masks of a weight
     tile load it an element at a time (K = 1000, bf16, tensor-core tile: 320 two-byte loads a
