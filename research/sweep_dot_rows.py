@@ -5,6 +5,7 @@ as graph replays over weights rotated past L2 (how a stack streams them), PDL on
     PYTHONPATH=src python3 research/sweep_dot_rows.py --out DIR [--dtype bfloat16] [--rows 2 8 16]
         [--split]   (tiles x SPLIT_K in 1-8 instead of the tile sweep; off-list shapes added)
         [--weight-left]   (also the weight on the mma's left, split 1-4 ways)
+        [--tiles '[{"BLOCK_N": 32, ...}, ...]']   (these configs only)
 
 Writes DIR/sweep-dot-rows.json: one record per (shape, rows, candidate) with its time, and
 prints the best candidate per point beside cuBLAS and the matrix-vector path.
@@ -77,12 +78,14 @@ def main():
     parser.add_argument("--shapes", type=int, nargs="+", default=None, help="N K N K ...")
     parser.add_argument("--split", action="store_true")
     parser.add_argument("--weight-left", action="store_true", help="add weight-left tiles")
+    parser.add_argument("--tiles", type=json.loads, default=None,
+                        help="a JSON list of configs to time instead of the sweep's")
     args = parser.parse_args()
     dtype = getattr(torch, args.dtype)
     shapes = SPLIT_SHAPES if args.split else SHAPES
     shapes = shapes if args.shapes is None else tuple(zip(args.shapes[::2], args.shapes[1::2]))
     size = torch.finfo(dtype).bits // 8
-    tiles = list(split_candidates(size) if args.split else candidates())
+    tiles = args.tiles or list(split_candidates(size) if args.split else candidates())
     args.out.mkdir(parents=True, exist_ok=True)
     copy_gbps = ceilings()["copy_gbps"]
     records = []

@@ -6,8 +6,9 @@ line a model and batch, for timing two trees against each other in one call.
 
 Random weights, bf16, position 255 of a 512-position cache; each step captured and replayed
 5 x 100 times (probe_weight_left.step_ms), the median round printed after the tag. Besides
-tilegraph's named shapes, two that no issue names (OFF_LIST: a Qwen2-1.5B shape, and a
-1024-wide model with 16 heads of 128, so its output projection is 1024 x 2048).
+tilegraph's named shapes, three that no issue names (OFF_LIST: a Qwen2-1.5B shape, a
+1024-wide model with 16 heads of 128, so its output projection is 1024 x 2048, and a
+Llama-3.2-3B shape).
 Give each run its own TILEGRAPH_CACHE_DIR, so no tuned plan replaces the rule's.
 Results: results/2026-11-26-session37/, results/2026-11-26-session38/.
 """
@@ -28,6 +29,9 @@ OFF_LIST = {
     "d1024-h128": ("llama3.2-1b", dict(hidden_size=1024, intermediate_size=3072,
                                        num_hidden_layers=28, num_attention_heads=16,
                                        num_key_value_heads=8, head_dim=128)),
+    "llama3.2-3b": ("llama3.2-1b", dict(hidden_size=3072, intermediate_size=8192,
+                                        num_hidden_layers=28, num_attention_heads=24,
+                                        num_key_value_heads=8, head_dim=128)),
 }
 
 

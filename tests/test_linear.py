@@ -120,8 +120,9 @@ def test_matvec_rule_keeps_tiles_bounded(rows, k, element_size):
     assert 1 <= c["num_warps"] <= 16
     if "SPLIT" in c:  # the one-row kernel: a row split in chunks
         assert rows == 1
-        block_k = c["SPLIT"] * c["CHUNK"]
+        block_k = (c["SPLIT"] + c.get("TAIL", 0)) * c["CHUNK"]
         assert c["BLOCK_N"] * block_k <= 128 * 32 * c["num_warps"]      # no spills
+        assert k <= block_k or "TAIL" not in c                           # a tail ends the row
         assert 16 <= block_k <= max(16, triton.next_power_of_2(k))      # no tile wider than K
         return
     rows_at_once = 1 if c["ROW_LOOP"] else triton.next_power_of_2(rows)
@@ -149,6 +150,18 @@ GEMV_TILES = [  # (BLOCK_N, SPLIT, CHUNK, num_warps): rows past N, chunks past K
     (4, 16, 128, 4), (1, 1, 16, 1), (16, 4, 32, 2), (2, 8, 64, 4), (8, 2, 256, 8)]
 
 
+def _check_gemv(config: dict, k: int, dtype, device) -> None:
+    """The one-row kernel with `config` at 37 outputs and k inputs, every part at once, with
+    and without the PDL prefetch where the GPU has it (the interpreter has none: once there)."""
+    x, w, b, g, r = _make((1,), 37, k, dtype, device, True, True, True)
+    ref = linear_ref(x.double(), w.double(), b.double(), norm_weight=g.double(),
+                     activation="gelu", residual=r.double())
+    for prefetch_weight in (False, True) if supports_pdl(x.device) else (False,):
+        out = poisoned((1, 37), dtype, device)
+        matvec_module.launch_matvec(x, w, out, g, 1e-6, b, "gelu", r, config, prefetch_weight)
+        assert_close(out, ref, dtype, what=f"{config} k={k}")
+
+
 @pytest.mark.parametrize("tile", GEMV_TILES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_gemv_tiles_with_every_part(tile, dtype, device):
@@ -159,19 +172,37 @@ def test_gemv_tiles_with_every_part(tile, dtype, device):
     config = {"BLOCK_N": block_n, "SPLIT": split, "CHUNK": chunk, "num_warps": warps,
               "num_stages": 1}
     for k in (301, 2100) if split * chunk >= 256 else (301,):
-        x, w, b, g, r = _make((1,), 37, k, dtype, device, True, True, True)
-        ref = linear_ref(x.double(), w.double(), b.double(), norm_weight=g.double(),
-                         activation="gelu", residual=r.double())
-        # with and without the PDL prefetch where the GPU has it (the interpreter has none:
-        # once there)
-        for prefetch_weight in (False, True) if supports_pdl(x.device) else (False,):
-            out = poisoned((1, 37), dtype, device)
-            matvec_module.launch_matvec(x, w, out, g, 1e-6, b, "gelu", r, config,
-                                        prefetch_weight)
-            assert_close(out, ref, dtype, what=f"{config} k={k}")
+        _check_gemv(config, k, dtype, device)
+    w = randn(37, 301, device=device)
     with pytest.raises(ValueError, match="one-row kernel got 2 rows"):
         matvec_module.launch_matvec(randn(2, 301, device=device), w.float(),
                                     torch.empty(2, 37, device=device), None, 1e-6, None,
+                                    "none", None, config, False)
+
+
+def test_gemv_rows_that_fill_a_tile_poorly_take_a_tail():
+    """Head and tail chunk counts: powers of two, fewer chunks than the one tile."""
+    two = matvec_module.split_row_in_two
+    assert [two(c, 32) for c in (16, 18, 20, 22, 24, 28, 32, 40)] == \
+        [(32, 0), (16, 4), (16, 4), (16, 8), (16, 8), (32, 0), (32, 0), (32, 0)]
+    assert [two(c, 16) for c in (12, 15, 3)] == [(16, 0)] * 3  # heads under 16 chunks: one tile
+    gemv = matvec_module.gemv_config
+    assert (gemv(2560, 2560)["SPLIT"], gemv(2560, 2560)["TAIL"]) == (16, 4)
+    assert "TAIL" not in gemv(2048, 2048) and "TAIL" not in gemv(2048, 5632)
+    assert gemv(2560, 2560)["BLOCK_N"] == gemv(4096, 4096)["BLOCK_N"]  # the same rows a program
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_gemv_tail_tile_with_every_part(dtype, device):
+    """A head of 2 chunks and a tail of 1 or 2 (the tail's chunks partly or wholly past K),
+    at 37 outputs, with every part; a K the two tiles do not cover is refused."""
+    for tail, k in ((1, 150), (1, 192), (2, 200)):
+        config = {"BLOCK_N": 4, "SPLIT": 2, "CHUNK": 64, "TAIL": tail, "num_warps": 2,
+                  "num_stages": 1}
+        _check_gemv(config, k, dtype, device)
+    x, w = randn(1, 257, device=device), randn(37, 257, device=device)
+    with pytest.raises(ValueError, match="does not cover K = 257"):
+        matvec_module.launch_matvec(x, w, torch.empty(1, 37, device=device), None, 1e-6, None,
                                     "none", None, config, False)
 
 

@@ -154,16 +154,27 @@ def _matvec_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
 
 
 @triton.jit
-def _gemv_step(acc, sum_sq, w, x_ptr, norm_w_ptr, cols, k0, K, HAS_NORM: tl.constexpr):
-    """Fold one (BLOCK_N, SPLIT, CHUNK) weight tile w, columns k0 + cols, into acc (BLOCK_N,).
-    The norm weights are read here, after the wait, although they are constant: read with
-    the weight tile before it, their registers cost more (fewer programs an SM) than the
-    load saves (notes/kernels.md)."""
+def _gemv_inputs(x_ptr, norm_w_ptr, cols, k0, K, HAS_NORM: tl.constexpr):
+    """x and the norm weights (ones without a norm) at columns k0 + cols, in fp32. Loaded
+    before any reduction of the tile: a cross-warp sum ends in a barrier that no load after
+    it may pass, so a load placed after one would cost a second round trip. The norm weights
+    are read after the wait although they are constant: read with the weight tile before
+    it, their registers cost more (fewer programs an SM) than the load saves
+    (notes/kernels.md)."""
     k_mask = cols < K - k0
     x = tl.load(x_ptr + k0 + cols, mask=k_mask, other=0.0).to(tl.float32)   # (1, S, C)
+    g = tl.full(cols.shape, 1.0, tl.float32)
+    if HAS_NORM:
+        g = tl.load(norm_w_ptr + k0 + cols, mask=k_mask, other=0.0).to(tl.float32)
+    return x, g
+
+
+@triton.jit
+def _gemv_fold(acc, sum_sq, w, x, g, HAS_NORM: tl.constexpr):
+    """Fold one (BLOCK_N, SPLIT, CHUNK) weight tile w and its inputs into acc (BLOCK_N,)."""
     if HAS_NORM:
         sum_sq += tl.sum(x * x)
-        x = x * tl.load(norm_w_ptr + k0 + cols, mask=k_mask, other=0.0).to(tl.float32)
+        x = x * g
     acc += tl.sum(tl.sum(w.to(tl.float32) * x, axis=2), axis=1)
     return acc, sum_sq
 
@@ -174,7 +185,7 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
                  HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
                  ACTIVATION: tl.constexpr, PREFETCH_WEIGHT: tl.constexpr,
                  BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, CHUNK: tl.constexpr,
-                 ALIGN: tl.constexpr = 1):
+                 TAIL: tl.constexpr = 0, ALIGN: tl.constexpr = 1):
     """One row: y_n = act(rstd * sum_k x_k g_k W_nk + b_n) + r_n, BLOCK_N outputs a program,
     rstd = 1 / sqrt(mean_k x_k^2 + eps) gathered in the same pass over K.
 
@@ -184,6 +195,11 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
     programs fit many to an SM and the next kernel's programs find room to start streaming
     early (notes/kernels.md). PREFETCH_WEIGHT as in _matvec_kernel: the first weight tile is
     read before griddepcontrol.wait. ALIGN as in _matvec_kernel.
+
+    TAIL > 0: a second tile of TAIL chunks follows the first, also read before the wait, and
+    the two cover the whole row (K <= (SPLIT + TAIL) * CHUNK): a row of 2560 columns is 16 +
+    4 chunks instead of a 32-chunk tile three eighths masked, whose idle lanes hold registers
+    and keep fewer bytes in flight (gemv_config).
     """
     K = K * ALIGN
     stride_wn = stride_wn * ALIGN
@@ -195,18 +211,38 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
     acc = tl.zeros([BLOCK_N], tl.float32)
     sum_sq = 0.0
     w = tl.load(w_ptrs, mask=w_mask & (cols < K), other=0.0)
+    if TAIL > 0:
+        tail_cols = SPLIT * CHUNK + (tl.arange(0, TAIL)[None, :, None] * CHUNK
+                                     + tl.arange(0, CHUNK)[None, None, :])   # (1, T, C)
+        w_tail = tl.load(w_ptr + offs_n[:, None, None].to(tl.int64) * stride_wn + tail_cols,
+                         mask=w_mask & (tail_cols < K), other=0.0)
     if PREFETCH_WEIGHT:
         tl.extra.cuda.gdc_wait()               # x and the epilogue inputs are now final
         tl.extra.cuda.gdc_launch_dependents()  # only now may the next kernel prefetch
-    acc, sum_sq = _gemv_step(acc, sum_sq, w, x_ptr, norm_w_ptr, cols, 0, K, HAS_NORM)
-    for k0 in range(SPLIT * CHUNK, K, SPLIT * CHUNK):
-        w = tl.load(w_ptrs + k0, mask=w_mask & (cols < K - k0), other=0.0)
-        acc, sum_sq = _gemv_step(acc, sum_sq, w, x_ptr, norm_w_ptr, cols, k0, K, HAS_NORM)
+    x, g = _gemv_inputs(x_ptr, norm_w_ptr, cols, 0, K, HAS_NORM)
+    # The epilogue's inputs as well, before the first reduction's barrier (as _gemv_inputs);
+    # under SwiGLU the residual's columns are only known after the pairing.
+    bias = tl.zeros([BLOCK_N], tl.float32)
+    if HAS_BIAS:
+        bias = tl.load(bias_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)
+    residual = tl.zeros([BLOCK_N], tl.float32)
+    if HAS_RESIDUAL:
+        if ACTIVATION != "swiglu":
+            residual = tl.load(res_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)
+    if TAIL > 0:
+        x_tail, g_tail = _gemv_inputs(x_ptr, norm_w_ptr, tail_cols, 0, K, HAS_NORM)
+        acc, sum_sq = _gemv_fold(acc, sum_sq, w, x, g, HAS_NORM)
+        acc, sum_sq = _gemv_fold(acc, sum_sq, w_tail, x_tail, g_tail, HAS_NORM)
+    else:
+        acc, sum_sq = _gemv_fold(acc, sum_sq, w, x, g, HAS_NORM)
+        for k0 in range(SPLIT * CHUNK, K, SPLIT * CHUNK):
+            w = tl.load(w_ptrs + k0, mask=w_mask & (cols < K - k0), other=0.0)
+            x, g = _gemv_inputs(x_ptr, norm_w_ptr, cols, k0, K, HAS_NORM)
+            acc, sum_sq = _gemv_fold(acc, sum_sq, w, x, g, HAS_NORM)
 
     if HAS_NORM:
         acc = acc * tl.rsqrt(sum_sq / K + eps)
-    if HAS_BIAS:
-        acc += tl.load(bias_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)
+    acc += bias
     if ACTIVATION == "rotary":
         rotary_store(tl.reshape(acc, (1, BLOCK_N)), tl.arange(0, 1), offs_n, 1, N, y_ptr, 0,
                      rotary, 1, BLOCK_N)
@@ -218,7 +254,9 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
         acc = apply_activation(acc, ACTIVATION)
     if ACTIVATION != "rotary":
         if HAS_RESIDUAL:
-            acc += tl.load(res_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)
+            if ACTIVATION == "swiglu":
+                residual = tl.load(res_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)
+            acc += residual
         tl.store(y_ptr + offs_n, acc.to(y_ptr.dtype.element_ty), mask=n_mask)
 
 
@@ -227,6 +265,12 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
 GEMV_WARPS = 4
 GEMV_CHUNK = 128
 GEMV_MAX_BLOCK_K = 4096
+# The two-tile row pays a second reduction: it won with heads of 16 chunks and tails of 4-8
+# (2304, 2560, 3000, 3072 columns: 60-75% -> 73-86% of copy, 2304's tail half masked) and
+# lost with a tail of 2 (2304: 60 -> 48%) or a head of 8 (1536: 60 -> 58%, 17920 x 1536:
+# 95 -> 91%) (H100, one-row projections over rotated weights, notes/kernels.md, session 42).
+MIN_HEAD_CHUNKS = 16
+MIN_TAIL_CHUNKS = 4
 # Batch 1, fp32 weights: a _matvec_kernel tile of at most 32 KB, 64 elements a thread.
 MATVEC_TILE_BYTES = 32 * 1024
 MATVEC_ELEMENTS_PER_THREAD = 64
@@ -242,15 +286,38 @@ def gemv_config(N: int, K: int) -> dict:
     2048 took K >= 4096 layers 1.03-1.08x faster (down projections, Llama-3-8B's q|k|v and
     o); twice the values a thread halves the programs of a narrow layer, which then fit an SM
     in one wave: 1.12-1.20x on q|k|v of 2560 and 3072 rows and 2048 x 5632 / 8192, 0.97x on
-    2048 x 2048. Wide layers (gate/up, LM heads) read at 90-100% of copy either way."""
+    2048 x 2048. Wide layers (gate/up, LM heads) read at 90-100% of copy either way.
+
+    A row that fills its tile's power of two of chunks poorly takes a second, smaller tile
+    instead (TAIL, the chunks past the largest power of two, rounded up to a power of two;
+    split_row_in_two): 2560 columns as 16 + 4 chunks rather than 32, 3000 as 16 + 8. The
+    masked chunks of a single tile cost registers and bytes in flight: one row of 2560 /
+    3000 / 3072 columns read at 65 / 73 / 75% of copy in one tile, 80 / 86 / 86% in two
+    (H100, notes/kernels.md, session 42)."""
     block_k = max(16, min(triton.next_power_of_2(K), GEMV_MAX_BLOCK_K))
     chunk = min(GEMV_CHUNK, block_k)
     per_thread = 128 if N <= 4096 and K >= 2048 else 64
     block_n = per_thread * 32 * GEMV_WARPS // block_k
     block_n = max(1, min(16, block_n, triton.next_power_of_2(N)))
     num_warps = block_n * block_k // (32 * per_thread)
-    return {"BLOCK_N": block_n, "SPLIT": block_k // chunk, "CHUNK": chunk,
-            "num_warps": max(1, min(GEMV_WARPS, num_warps)), "num_stages": 1}
+    head, tail = split_row_in_two(triton.cdiv(K, chunk), block_k // chunk)
+    config = {"BLOCK_N": block_n, "SPLIT": head, "CHUNK": chunk,
+              "num_warps": max(1, min(GEMV_WARPS, num_warps)), "num_stages": 1}
+    return {**config, "TAIL": tail} if tail else config
+
+
+def split_row_in_two(chunks: int, tile_chunks: int) -> tuple[int, int]:
+    """(head, tail) chunk counts, powers of two, of a row of `chunks` chunks that a tile of
+    tile_chunks (a power of two) would otherwise hold: (tile_chunks, 0) unless the row fits
+    that tile and a head of the largest power of two below it plus a tail of at least
+    MIN_TAIL_CHUNKS covers it in fewer chunks, the head of at least MIN_HEAD_CHUNKS."""
+    if chunks >= tile_chunks or chunks & (chunks - 1) == 0:
+        return tile_chunks, 0
+    head = triton.next_power_of_2(chunks) // 2
+    tail = max(MIN_TAIL_CHUNKS, triton.next_power_of_2(chunks - head))
+    if head < MIN_HEAD_CHUNKS or head + tail >= tile_chunks:
+        return tile_chunks, 0
+    return head, tail
 
 
 def matvec_config(M: int, N: int, K: int, element_size: int = 4) -> dict:
@@ -300,6 +367,9 @@ def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
     if "SPLIT" in config:
         if M != 1:
             raise ValueError(f"the one-row kernel got {M} rows")
+        if config.get("TAIL") and K > (config["SPLIT"] + config["TAIL"]) * config["CHUNK"]:
+            raise ValueError(f"a tile of {config['SPLIT']} + {config['TAIL']} chunks of "
+                             f"{config['CHUNK']} columns does not cover K = {K}")
         return _gemv_kernel[grid](out, x, weight, weight.stride(0) // align, norm_weight, bias,
                                   residual, rotary, N, K // align, eps, **parts, **config,
                                   ALIGN=align, **launch)
