@@ -177,11 +177,14 @@ def test_rule_by_rows_dtype_and_size():
     bf16, fp32 = torch.bfloat16, torch.float32
     assert decode_plan.rule(1, 2048, 2048, bf16, 132).kind == "gemv"
     assert decode_plan.rule(1, 4096, 14336, bf16, 132).kind == "dot"     # long rows
-    # one row: the GEMV unless its last 4096-column tile would hold a quarter or less
-    one_row = {k: decode_plan.rule(1, 2048, k, bf16, 132).kind
+    # one row: the GEMV up to 8192 columns (past 4096 by a quarter tile or less: one tile
+    # and a tail)
+    one_row = {k: decode_plan.rule(1, 2048, k, bf16, 132)
                for k in (4096, 4608, 5120, 5121, 5632, 6144, 8192, 8193)}
-    assert one_row == {4096: "gemv", 4608: "dot", 5120: "dot", 5121: "gemv", 5632: "gemv",
-                       6144: "gemv", 8192: "gemv", 8193: "dot"}
+    assert {k: p.kind for k, p in one_row.items()} == {
+        4096: "gemv", 4608: "gemv", 5120: "gemv", 5121: "gemv", 5632: "gemv", 6144: "gemv",
+        8192: "gemv", 8193: "dot"}
+    assert [one_row[k].config.get("TAIL", 0) for k in (4608, 5120, 5121)] == [4, 8, 0]
     assert decode_plan.rule(2, 2048, 2048, bf16, 132).kind == "matvec"   # small: latency
     assert decode_plan.rule(2, 8192, 8192, bf16, 132).kind == "dot"
     assert decode_plan.rule(4, 4096, 4096, bf16, 132).kind == "dot"

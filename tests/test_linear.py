@@ -183,12 +183,16 @@ def test_gemv_tiles_with_every_part(tile, dtype, device):
 def test_gemv_rows_that_fill_a_tile_poorly_take_a_tail():
     """Head and tail chunk counts: powers of two, fewer chunks than the one tile."""
     two = matvec_module.split_row_in_two
-    assert [two(c, 32) for c in (16, 18, 20, 22, 24, 28, 32, 40)] == \
-        [(32, 0), (16, 4), (16, 4), (16, 8), (16, 8), (32, 0), (32, 0), (32, 0)]
+    assert [two(c, 32) for c in (16, 18, 20, 22, 24, 28, 32, 33, 38, 40, 41, 44, 64)] == \
+        [(32, 0), (16, 4), (16, 4), (16, 8), (16, 8), (32, 0), (32, 0),
+         (32, 4), (32, 8), (32, 8), (32, 0), (32, 0), (32, 0)]  # past a tile: tails of <= 8
     assert [two(c, 16) for c in (12, 15, 3)] == [(16, 0)] * 3  # heads under 16 chunks: one tile
     gemv = matvec_module.gemv_config
     assert (gemv(2560, 2560)["SPLIT"], gemv(2560, 2560)["TAIL"]) == (16, 4)
     assert "TAIL" not in gemv(2048, 2048) and "TAIL" not in gemv(2048, 5632)
+    # past one tile: the tile and a tail, fewer rows a program for the values a thread
+    assert (gemv(896, 4864)["SPLIT"], gemv(896, 4864)["TAIL"], gemv(896, 4864)["BLOCK_N"]) == \
+        (32, 8, 2)
     assert gemv(2560, 2560)["BLOCK_N"] == gemv(4096, 4096)["BLOCK_N"]  # the same rows a program
 
 

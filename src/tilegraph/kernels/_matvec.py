@@ -293,7 +293,8 @@ def gemv_config(N: int, K: int) -> dict:
     split_row_in_two): 2560 columns as 16 + 4 chunks rather than 32, 3000 as 16 + 8. The
     masked chunks of a single tile cost registers and bytes in flight: one row of 2560 /
     3000 / 3072 columns read at 65 / 73 / 75% of copy in one tile, 80 / 86 / 86% in two
-    (H100, notes/kernels.md, session 42)."""
+    (H100, notes/kernels.md, session 42). A row a little past one tile (4097-5120 columns)
+    takes the tile and a tail, with fewer rows a program."""
     block_k = max(16, min(triton.next_power_of_2(K), GEMV_MAX_BLOCK_K))
     chunk = min(GEMV_CHUNK, block_k)
     per_thread = 128 if N <= 4096 and K >= 2048 else 64
@@ -301,16 +302,29 @@ def gemv_config(N: int, K: int) -> dict:
     block_n = max(1, min(16, block_n, triton.next_power_of_2(N)))
     num_warps = block_n * block_k // (32 * per_thread)
     head, tail = split_row_in_two(triton.cdiv(K, chunk), block_k // chunk)
+    covered = (head + tail) * chunk
+    if covered > block_k:  # past one tile: fewer rows a program, as many values a thread
+        rows = block_n * block_k // covered
+        block_n = max(1, triton.next_power_of_2(rows + 1) // 2)  # the power of two <= rows
+        num_warps = GEMV_WARPS
     config = {"BLOCK_N": block_n, "SPLIT": head, "CHUNK": chunk,
               "num_warps": max(1, min(GEMV_WARPS, num_warps)), "num_stages": 1}
     return {**config, "TAIL": tail} if tail else config
 
 
 def split_row_in_two(chunks: int, tile_chunks: int) -> tuple[int, int]:
-    """(head, tail) chunk counts, powers of two, of a row of `chunks` chunks that a tile of
-    tile_chunks (a power of two) would otherwise hold: (tile_chunks, 0) unless the row fits
-    that tile and a head of the largest power of two below it plus a tail of at least
-    MIN_TAIL_CHUNKS covers it in fewer chunks, the head of at least MIN_HEAD_CHUNKS."""
+    """(head, tail) chunk counts, powers of two, of a row of `chunks` chunks that tiles of
+    tile_chunks (a power of two) would otherwise hold: (tile_chunks, 0) unless
+    - the row fits one tile, and a head of the largest power of two below it (at least
+      MIN_HEAD_CHUNKS) plus a tail of at least MIN_TAIL_CHUNKS covers it in fewer chunks; or
+    - the row passes one tile by at most a quarter of one: the tile and a tail of at least
+      MIN_TAIL_CHUNKS cover it, both read before the wait, instead of a second pass over K
+      after the first (a round trip for a sliver of the row; notes/kernels.md, session 42).
+      Qwen2-0.5B's down projection, 896 x 4864, 6.05 -> 3.85 us (48 -> 76% of copy); tails
+      of a half tile were slower (2048 x 5632 9.53 -> 9.68 us, 6144^2 25.7 -> 26.9)."""
+    if chunks > tile_chunks:  # a tail instead of a second pass over K (a round trip)
+        tail = max(MIN_TAIL_CHUNKS, triton.next_power_of_2(chunks - tile_chunks))
+        return (tile_chunks, tail) if tail <= tile_chunks // 4 else (tile_chunks, 0)
     if chunks >= tile_chunks or chunks & (chunks - 1) == 0:
         return tile_chunks, 0
     head = triton.next_power_of_2(chunks) // 2

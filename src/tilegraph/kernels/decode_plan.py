@@ -18,7 +18,7 @@ import triton
 
 from ._dot_rows import DOT_ROWS, launch_dot_rows
 from ._launch import sm_count
-from ._matvec import GEMV_MAX_BLOCK_K, gemv_config, launch_matvec, matvec_config
+from ._matvec import gemv_config, launch_matvec, matvec_config
 from ._rotary_store import NO_ROTARY
 from .autotune import Tuner
 
@@ -139,15 +139,14 @@ def dot_config(N: int, K: int, element_size: int, sms: int) -> dict:
 
 
 def gemv_takes_row(K: int) -> bool:
-    """Whether one 16-bit row of K columns takes the GEMV: up to GEMV_MAX_K columns, except
-    where its last tile of GEMV_MAX_BLOCK_K columns would hold a quarter of one or less. The
-    GEMV holds one tile in flight a program, so that last tile costs a whole memory round
-    trip for a sliver of the row; the tensor-core kernel pipelines its tiles. Measured on
-    whole LayerStacks and Llama steps (notes/kernels.md, "One row past 4096 columns")."""
-    if K <= GEMV_MAX_BLOCK_K:
-        return True
-    last_tile = K % GEMV_MAX_BLOCK_K
-    return K <= GEMV_MAX_K and (last_tile == 0 or last_tile > GEMV_MAX_BLOCK_K // 4)
+    """Whether one 16-bit row of K columns takes the GEMV: up to GEMV_MAX_K columns. Past one
+    tile of GEMV_MAX_BLOCK_K columns, a row whose second tile would hold a quarter of one or
+    less reads that sliver as a tail beside the first tile (split_row_in_two): a second pass
+    over K would cost a whole memory round trip for it, which sent such rows to the
+    tensor-core kernel from session 33 (notes/kernels.md, "One row past 4096 columns") until
+    the tail beat it (session 42). Longer rows take the second pass, which then carries a
+    good part of the row."""
+    return K <= GEMV_MAX_K
 
 
 def rule(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -> Plan:
