@@ -3,8 +3,10 @@ line a model and batch, for timing two trees against each other in one call.
 
     PYTHONPATH=src python3 research/time_steps.py new tinyllama:8,qwen2-0.5b:4
     PYTHONPATH=/tmp/old/src python3 research/time_steps.py old tinyllama:8,qwen2-0.5b:4
+    PYTHONPATH=src python3 research/time_steps.py new tinyllama:1@2047   (another position)
 
-Random weights, bf16, position 255 of a 512-position cache; each step captured and replayed
+Random weights, bf16, position 255 (or the one after @) of a cache of 512 positions (or the
+next power of two past it); each step captured and replayed
 5 x 100 times (probe_weight_left.step_ms), the median round printed after the tag. Besides
 tilegraph's named shapes, three that no issue names (OFF_LIST: a Qwen2-1.5B shape, a
 1024-wide model with 16 heads of 128, so its output projection is 1024 x 2048, and a
@@ -37,15 +39,19 @@ OFF_LIST = {
 
 def main() -> None:
     tag, points = sys.argv[1], sys.argv[2]
-    for name, batch in (item.split(":") for item in points.split(",")):
+    for item in points.split(","):
+        name, batch = item.split(":")
+        batch, _, position = batch.partition("@")
+        position = int(position or 255)
         base, overrides = OFF_LIST.get(name, (name, {}))
         c = LlamaConfig.from_hf(hf_config(base, **overrides))
         torch.manual_seed(0)
         model = Llama(c, dtype=torch.bfloat16, device="cuda")
-        cache = model.new_cache(int(batch), 512)
+        cache = model.new_cache(int(batch), max(512, 2 ** (position + 1).bit_length()))
         tokens = torch.randint(0, c.vocab_size, (int(batch),), device="cuda")
-        positions = torch.full((int(batch),), 255, device="cuda")
-        print(f"{tag} {name} b{batch} {step_ms(model, tokens, positions, cache):.4f}", flush=True)
+        positions = torch.full((int(batch),), position, device="cuda")
+        ms = step_ms(model, tokens, positions, cache)
+        print(f"{tag} {name} b{batch}@{position} {ms:.4f}", flush=True)
         del model, cache
         torch.cuda.empty_cache()
 

@@ -215,12 +215,14 @@ def _merge_runs(out_ptr, stride_ob, stride_oh, stats, outs, b, kv_head, used,
                      cache_modifier=".cg")                                  # (BS, GP)
     sums = tl.load(stat_ptrs + SPLITS * GROUP_P2, mask=run_mask[:, None], other=0.0,
                    cache_modifier=".cg")
-    m_max = tl.max(maxima, axis=0)          # (GP,): finite, every used run saw a position
-    weights = tl.exp2(maxima - m_max[None, :])                              # (BS, GP)
-    total = tl.sum(sums * weights, axis=0)
+    # issued with the statistics, before the reduction's barrier: loaded after it, the
+    # outputs cost a round trip to L2 of their own
     parts = tl.load(outs + (runs[:, None, None] * GROUP_P2 + offs_g[None, :, None]) * BLOCK_D
                     + offs_d[None, None, :], mask=run_mask[:, None, None], other=0.0,
                     cache_modifier=".cg")                                   # (BS, GP, BD)
+    m_max = tl.max(maxima, axis=0)          # (GP,): finite, every used run saw a position
+    weights = tl.exp2(maxima - m_max[None, :])                              # (BS, GP)
+    total = tl.sum(sums * weights, axis=0)
     merged = tl.sum(parts * weights[:, :, None], axis=0)                    # (GP, BD)
     result = tl.where(total[:, None] > 0, merged / total[:, None], 0.0)
     heads = kv_head * GROUP + offs_g
