@@ -1,0 +1,84 @@
+"""Decode steps of whole models with attention's launch forced to other shapes: a larger
+tile (a short sequence's one run in fewer iterations of the online softmax, each of which
+ends in cross-warp reductions and a layout change of the probabilities), a q tile of 64
+rows (wgmma: reductions within a warp, probabilities kept in registers), or short sequences
+split in runs of one tile. The attention grid times attention alone; this times it in the
+step, beside the kernels that run with it under PDL.
+
+    PYTHONPATH=src:research python3 research/probe_attention_tile.py qwen2-0.5b:1@255,tinyllama:1@383
+    ... --only rule,split   (those VARIANTS only)
+    ... --profile           (also the exposed time of each kernel by its place in a layer)
+
+Random weights, bf16, the rule's plans (give the run a fresh TILEGRAPH_CACHE_DIR), a cache of
+2048 positions; each point timed with each of VARIANTS, two rounds, ms a step
+(probe_weight_left.step_ms). Names and batch@position as time_steps.py's (its OFF_LIST too).
+Measured and dropped from VARIANTS (results/2026-11-26-session43/): tiles of 512 (1 stage),
+10-17% slower everywhere; the run's first three tiles put in L2 before the wait rather than
+its first, no change; tiles of 256 with 3 stages, no better than 2; 4 stages.
+"""
+
+import sys
+
+import torch
+from probe_weight_left import step_ms
+from profile_llama_decode import replay_timeline
+from time_steps import OFF_LIST
+
+import tilegraph as tg
+import tilegraph.kernels.decode_attention as attention
+from tilegraph.models.hf_presets import hf_config
+from tilegraph.models.llama import Llama, LlamaConfig
+
+RULE = attention.attention_config
+VARIANTS = {"rule": {}, "bg64": {"BLOCK_G": 64}, "bg64/t64": {"BLOCK_G": 64, "tile": 64},
+            "tile256/2": {"tile": 256, "stages": 2}, "split": {"ONE_RUN_TILES": 1}}
+if "--only" in sys.argv:  # --only rule,split
+    VARIANTS = {k: VARIANTS[k] for k in sys.argv[sys.argv.index("--only") + 1].split(",")}
+KNOBS = {"tile", "stages", "programs_per_sm"}  # attention_config's; the rest go to the launch
+
+
+def patched(variant: dict):
+    """attention_config with the variant's knobs, and its launch constants added."""
+    knobs = {k: v for k, v in variant.items() if k in KNOBS}
+    extra = {k: v for k, v in variant.items() if k not in KNOBS}
+    return lambda *args, **kw: {**RULE(*args, **{**kw, **knobs}), **extra}
+
+
+PROFILE = "--profile" in sys.argv  # also each variant's exposed time by place in a layer
+
+
+def main() -> None:
+    for item in sys.argv[1].split(","):
+        name, batch = item.split(":")
+        batch, _, position = batch.partition("@")
+        batch, position = int(batch), int(position or 255)
+        base, overrides = OFF_LIST.get(name, (name, {}))
+        c = LlamaConfig.from_hf(hf_config(base, **overrides))
+        torch.manual_seed(0)
+        model = Llama(c, dtype=torch.bfloat16, device="cuda")
+        cache = model.new_cache(batch, 2048)
+        tokens = torch.randint(0, c.vocab_size, (batch,), device="cuda")
+        positions = torch.full((batch,), position, device="cuda")
+        line = []
+        for _ in range(2):
+            for label, variant in VARIANTS.items():
+                attention.attention_config = patched(variant)
+                try:
+                    line.append(f"{label} {step_ms(model, tokens, positions, cache):.4f}")
+                except Exception as error:  # noqa: BLE001 (a probe: report and go on)
+                    line.append(f"{label} failed: {type(error).__name__}")
+                finally:
+                    attention.attention_config = RULE
+        print(f"{name} b{batch}@{position}: " + " | ".join(line), flush=True)
+        if PROFILE:
+            for label in VARIANTS:
+                attention.attention_config = patched(VARIANTS[label])
+                print(f"  {label}:")
+                replay_timeline(tg.capture(model.decode, tokens, positions, cache), c.n_layers)
+                attention.attention_config = RULE
+        del model, cache
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
