@@ -5,7 +5,7 @@ rows (wgmma: reductions within a warp, probabilities kept in registers), or shor
 split in runs of one tile. The attention grid times attention alone; this times it in the
 step, beside the kernels that run with it under PDL.
 
-    PYTHONPATH=src:research python3 research/probe_attention_tile.py qwen2-0.5b:1@255,tinyllama:1@383
+    PYTHONPATH=src:research python3 research/probe_attention_tile.py qwen2-0.5b:1@255,tinyllama:8
     ... --only rule,split   (those VARIANTS only)
     ... --profile           (also the exposed time of each kernel by its place in a layer)
 
