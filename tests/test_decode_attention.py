@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import tilegraph as tg
+from tilegraph import tune
 from tilegraph.kernels import decode_attention as attention
 from tilegraph.kernels._launch import sm_count
 from tilegraph.kernels.decode_attention import (
@@ -16,10 +17,11 @@ from tilegraph.kernels.decode_attention import (
     attention_key,
     decode_attention_ref,
     launch_decode_attention,
+    step_candidates,
 )
 from tilegraph.kernels.greedy import greedy_step
 from tilegraph.testing import assert_close, poisoned
-from tilegraph.tune import tune_attention
+from tilegraph.tune import tune_attention, tune_attention_in_step_once
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
 
@@ -121,6 +123,54 @@ def test_launch_shapes_match_reference(splits, block_t, one_run_tiles, device):
         launch_decode_attention(q, k, v, lengths, 16 ** -0.5, out, config)
         ref = decode_attention_ref(q.double(), k.double(), v.double(), lengths)
         assert_close(out, ref, q.dtype, what=f"config {config}")
+
+
+@pytest.mark.parametrize("shape", [(1, 4, 8, 64, 2048), (8, 8, 4, 128, 1024), (3, 2, 7, 24, 300)])
+def test_step_candidates_start_with_the_chosen_launch(shape):
+    chosen = attention_candidates(*shape, 132)[-1]
+    candidates = step_candidates(*shape, 132, chosen)
+    assert candidates[0] == chosen
+    assert len({repr(c) for c in candidates}) == len(candidates) == 3
+    rule = attention_config(*shape, 132)
+    assert {(c["BLOCK_T"], c["num_stages"], c["BLOCK_G"]) for c in candidates[1:]} == {
+        (2 * rule["BLOCK_T"], 2, rule["BLOCK_G"]), (rule["BLOCK_T"], 3, 64)}
+    for config in candidates:
+        assert config["BLOCK_SPLITS"] * config["GROUP_P2"] * config["BLOCK_D"] <= MERGE_ELEMENTS
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_step_candidates_match_reference(dtype, device):
+    """Every launch a step may choose (a q tile of 64 rows, tiles of twice the positions),
+    split and in one run, equals the float64 reference."""
+    q, k, v = _case(3, 6, 2, 16, 150, dtype, device)
+    lengths = torch.tensor([150, 1, 37], device=device)
+    rule = attention_config(3, 2, 3, 16, 150, 1)
+    for config in step_candidates(3, 2, 3, 16, 150, 1, rule)[1:]:
+        for one_run_tiles in (0, 3):
+            config = {**config, "ONE_RUN_TILES": one_run_tiles, "SPLITS": 4, "BLOCK_SPLITS": 4}
+            out = poisoned(q.shape, q.dtype, q.device)
+            launch_decode_attention(q, k, v, lengths, 16 ** -0.5, out, config)
+            ref = decode_attention_ref(q.double(), k.double(), v.double(), lengths)
+            assert_close(out, ref, q.dtype, what=f"config {config}")
+
+
+def test_a_launch_chosen_in_a_step_is_recorded_for_its_attention_key(monkeypatch):
+    """A later process finds the step's choice and records it for the attention key again
+    (another step of the same attention shape may have chosen since), timing nothing."""
+    monkeypatch.setattr(attention.tuned, "_memo", {})
+    monkeypatch.setattr(tune.attention_in_step, "_memo", {})
+    step = (512, 1536, 4, 1000)
+    key = attention_key(2, 2, 4, 64, 700, torch.bfloat16)
+    chosen = step_candidates(2, 2, 4, 64, 700, 132, attention_config(2, 2, 4, 64, 700, 132))[1]
+    tune.attention_in_step.record((*key, *step), chosen)
+    attention.tuned.record(key, attention_config(2, 2, 4, 64, 700, 132))
+
+    def no_capture():
+        raise AssertionError("a step chosen before was timed again")
+    positions = torch.zeros(2, dtype=torch.int64)
+    result = tune_attention_in_step_once(2, 8, 2, 64, 700, torch.bfloat16, step, no_capture,
+                                         positions, 2e-2)
+    assert result is None and attention.tuned.lookup(key) == chosen
 
 
 def test_a_tuned_launch_shape_is_the_one_launched(device, monkeypatch):

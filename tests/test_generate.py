@@ -4,7 +4,9 @@ import pytest
 import torch
 
 import tilegraph as tg
-from tilegraph import sampling
+from tilegraph import sampling, tune
+from tilegraph.kernels import decode_attention as attention
+from tilegraph.kernels._launch import sm_count
 from tilegraph.models import Llama
 from tilegraph.models.hf_presets import random_hf_model
 from tilegraph.testing import MODEL_TOLERANCES, rel_error
@@ -74,6 +76,30 @@ def test_the_next_chunk_runs_while_the_last_is_read(generator, monkeypatch):
     next(stream)                                 # step 1's
     assert queued == [6, 11], "steps 6-10 are queued before step 1's token is read"
     assert len(list(stream)) == 10 and queued == [6, 11, 12]
+
+
+@pytest.mark.gpu
+def test_attention_launch_is_chosen_in_the_decode_step(hf, monkeypatch):
+    """With timing on, each batch size's attention launch is timed in the model's own step
+    among the launch tuned alone and step_candidates' variants, recorded for its step, and
+    the graphs decode with it as transformers does."""
+    monkeypatch.setenv("TILEGRAPH_AUTOTUNE", "1")
+    monkeypatch.setattr(attention.tuned, "_memo", {})
+    monkeypatch.setattr(tune.attention_in_step, "_memo", {})
+    model = Llama.from_hf(hf, device="cuda")
+    generator = tg.Generator(model, max_batch=2, max_seq=300, sizes=(1, 2))
+    c = model.local
+    for size in (1, 2):
+        shape = (size, c.n_kv_heads, c.n_heads // c.n_kv_heads, c.head_dim, 300)
+        key = attention.attention_key(*shape, model.dtype)
+        chosen = tune.attention_in_step.lookup((*key, c.dim, c.ffn_dim, c.n_layers,
+                                                c.vocab_size))
+        sms = sm_count(model.device)
+        alone = attention.attention_candidates(*shape, sms)
+        assert chosen is not None and attention.tuned.lookup(key) == chosen
+        assert chosen in alone + attention.step_candidates(*shape, sms, alone[0])
+    prompt = torch.randint(0, 67, (11,)).tolist()
+    assert generator.generate([prompt], 16) == [_hf_greedy(hf, prompt, 16)]
 
 
 @pytest.mark.gpu

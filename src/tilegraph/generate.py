@@ -25,10 +25,11 @@ from . import sampling
 from ._runtime import synchronize
 from .dist.watchdog import Watchdog
 from .errors import CollectiveError
-from .graph import GraphRunner
+from .graph import GraphRunner, capture
 from .kernels.greedy import greedy_step
 from .models.llama import Llama
-from .tune import tune_attention_once
+from .testing import MODEL_TOLERANCES
+from .tune import tune_attention_in_step_once, tune_attention_once
 
 
 @dataclass
@@ -120,15 +121,27 @@ class Generator:
 
     def _tune_attention(self) -> None:
         """tg.decode_attention's launch shape for each batch size's graph, timed once per GPU
-        and shape and cached on disk (tune.tune_attention); on CUDA, unless
-        TILEGRAPH_AUTOTUNE=0. Untuned, the kernel takes its default rule."""
+        and shape and cached on disk: alone (tune.tune_attention), then in this model's
+        decode step against variants that win in some models' steps and lose in others'
+        (tune.tune_attention_in_step_once; not under tensor parallelism, where every rank
+        would have to replay its collectives in step). On CUDA, unless TILEGRAPH_AUTOTUNE=0;
+        untuned, the kernel takes its default rule."""
         if self.model.device.type != "cuda":
             return
         c = self.model.local
+        shape = (c.n_heads, c.n_kv_heads, c.head_dim, self.max_seq, self.model.dtype)
+        step = (c.dim, c.ffn_dim, c.n_layers, c.vocab_size)  # what else runs in the step
         start = time.perf_counter()
         for size in self.sizes:
-            tune_attention_once(size, c.n_heads, c.n_kv_heads, c.head_dim, self.max_seq,
-                                self.model.dtype)
+            tune_attention_once(size, *shape)
+            if self.model.tp.size == 1:
+                tokens = torch.zeros(size, dtype=torch.int64, device=self.model.device)
+                positions = torch.zeros_like(tokens)
+                tune_attention_in_step_once(
+                    size, *shape, step,
+                    lambda t=tokens, p=positions: capture(self.model.decode, t, p, self.cache,
+                                                          restore_state=False),
+                    positions, MODEL_TOLERANCES[self.model.dtype])
         self.build_seconds["tune attention"] = time.perf_counter() - start
 
     def _runner(self, sampled: bool) -> GraphRunner:

@@ -23,7 +23,7 @@ from .kernels import decode_attention as attention
 from .kernels import decode_plan
 from .kernels._launch import sm_count
 from .kernels._pdl import use_pdl
-from .kernels.autotune import copies_spanning_l2, rotating, timing_enabled
+from .kernels.autotune import Tuner, copies_spanning_l2, rotating, timing_enabled
 from .kernels.linear import linear_ref
 from .testing import TOLERANCES, randn, rel_error
 
@@ -146,4 +146,74 @@ def tune_attention(batch: int, n_heads: int, n_kv_heads: int, head_dim: int, max
     attention.tuned.record(attention.attention_key(batch, n_kv_heads, group, head_dim, max_seq,
                                                    dtype), candidates[best])
     return {"config": candidates[best], "us": times[best],
+            "candidates": {repr(candidates[i]): t for i, t in times.items()}}
+
+
+# Whole decode steps whose attention launch was chosen in the step (tune_attention_in_step_once),
+# by step key: the launch chosen, which later processes record again for the attention key.
+attention_in_step = Tuner("decode-attention-in-step", [{}])
+
+
+def tune_attention_in_step_once(batch: int, n_heads: int, n_kv_heads: int, head_dim: int,
+                                max_seq: int, dtype: torch.dtype, step: tuple,
+                                capture_step: Callable[[], object], positions: torch.Tensor,
+                                tolerance: float) -> dict | None:
+    """tg.decode_attention's launch for one shape, chosen by timing the caller's whole step:
+    the launch timed alone (tune_attention) and step_candidates' variants of the rule. Alone,
+    attention does not show what it costs beside the kernels that run with it under PDL: the
+    best launch of the same shape differs from model to model (notes/models.md, session 43).
+
+    `step` names the caller's step (the model's shape: a step key with the attention key).
+    For each candidate, recorded for the attention key (so launches read it),
+    `capture_step()` captures the step anew (a Graph); its replays are timed with
+    `positions`, its static positions, at a short position and at max_seq - 1, and the
+    sum compared. A candidate whose output departs from the first's by more than
+    `tolerance` (relative) is never chosen. The fastest stays recorded for the attention key
+    and under the step key, so a later process only records it again. Returns {"config",
+    "ms", "candidates": {config: ms}} when it timed, None where it did not: a step chosen
+    before, or no timing here (CPU, TILEGRAPH_AUTOTUNE=0)."""
+    from .bench.timing import measure
+
+    group = n_heads // n_kv_heads
+    key = attention.attention_key(batch, n_kv_heads, group, head_dim, max_seq, dtype)
+    step_key = (*key, *step)
+    chosen = attention_in_step.lookup(step_key)
+    if chosen is not None:
+        if attention.tuned.lookup(key) != chosen:
+            attention.tuned.record(key, chosen)  # another step of this shape chose since
+        return None
+    if not timing_enabled():
+        return None
+    if is_capturing():
+        raise CaptureError("tilegraph chooses decode attention's launch by timing a step; it "
+                           "cannot run while a CUDA graph is being captured")
+    first = attention.tuned.lookup(key) or attention.attention_config(
+        batch, n_kv_heads, group, head_dim, max_seq, sm_count(positions.device))
+    candidates = attention.step_candidates(batch, n_kv_heads, group, head_dim, max_seq,
+                                           sm_count(positions.device), first)
+    times, reference = {}, None
+    for i, config in enumerate(candidates):
+        attention.tuned.record(key, config)
+        try:
+            graph = capture_step()
+        except triton.runtime.errors.OutOfResources:
+            continue  # more shared memory than this GPU has
+        ms = 0.0
+        for position in dict.fromkeys((min(255, max_seq - 1), max_seq - 1)):
+            positions.fill_(position)
+            ms += measure(graph.replay, warmup_ms=5, rep_ms=20, flush_l2=False).median
+        output = graph.outputs.clone()
+        del graph
+        if reference is None:
+            reference = output
+        elif not rel_error(output, reference) <= tolerance:
+            continue  # never pick a launch that changes the step's result
+        times[i] = ms
+    if not times:  # not even the launch timed alone captured: leave it to fail in the open
+        attention.tuned.record(key, first)
+        return None
+    best = min(times, key=times.get)
+    attention.tuned.record(key, candidates[best])
+    attention_in_step.record(step_key, candidates[best])
+    return {"config": candidates[best], "ms": times[best],
             "candidates": {repr(candidates[i]): t for i, t in times.items()}}

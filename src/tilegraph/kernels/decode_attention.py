@@ -233,8 +233,11 @@ def _merge_runs(out_ptr, stride_ob, stride_oh, stats, outs, b, kv_head, used,
 
 def attention_config(batch: int, n_kv_heads: int, group: int, head_dim: int, max_seq: int,
                      sms: int | None, *, tile: int | None = None, stages: int = 3,
-                     programs_per_sm: int = 1) -> dict:
-    """Launch shape: the group's q heads padded to an mma tile (16 rows at least); tiles of
+                     programs_per_sm: int = 1, query_rows: int = 16) -> dict:
+    """Launch shape: the group's q heads padded to a tensor-core tile of at least
+    `query_rows` rows (16, an mma.sync tile; 64, a Hopper warpgroup's wgmma, which does four
+    times the multiplies but reduces the softmax's rows within a warp and keeps the
+    probabilities in registers: 2 barriers an iteration instead of 6 on sm_90); tiles of
     `tile` positions (default 128 for head_dim up to 64, else 64); `stages` loads in
     flight; at most `programs_per_sm` programs an SM over all (sequence, kv head) pairs
     (rounded down: a few programs past a whole wave would run as a second wave with most
@@ -243,15 +246,20 @@ def attention_config(batch: int, n_kv_heads: int, group: int, head_dim: int, max
     rule for untuned shapes (research/sweep_decode_attention.py, notes/models.md)."""
     group_p2 = triton.next_power_of_2(group)
     block_d = max(16, triton.next_power_of_2(head_dim))
-    block_t = tile or (128 if block_d <= 64 else 64)
+    block_t = tile or default_tile(head_dim)
     pairs = batch * n_kv_heads
     splits = (sms or ASSUMED_SM_COUNT) * programs_per_sm // pairs
     splits = max(1, min(splits, MERGE_ELEMENTS // (group_p2 * block_d),
                         triton.cdiv(max_seq, block_t)))
-    return {"SPLITS": splits, "ONE_RUN_TILES": ONE_RUN_TILES, "BLOCK_G": max(16, group_p2),
-            "GROUP_P2": group_p2, "BLOCK_T": block_t, "BLOCK_D": block_d,
-            "BLOCK_SPLITS": triton.next_power_of_2(splits), "num_warps": 4,
-            "num_stages": stages}
+    return {"SPLITS": splits, "ONE_RUN_TILES": ONE_RUN_TILES,
+            "BLOCK_G": max(query_rows, group_p2), "GROUP_P2": group_p2, "BLOCK_T": block_t,
+            "BLOCK_D": block_d, "BLOCK_SPLITS": triton.next_power_of_2(splits),
+            "num_warps": 4, "num_stages": stages}
+
+
+def default_tile(head_dim: int) -> int:
+    """Positions a tile for untuned shapes: 128 up to head_dim 64, else 64."""
+    return 128 if triton.next_power_of_2(head_dim) <= 64 else 64
 
 
 def attention_candidates(batch: int, n_kv_heads: int, group: int, head_dim: int,
@@ -266,6 +274,24 @@ def attention_candidates(batch: int, n_kv_heads: int, group: int, head_dim: int,
     variants = ({}, {"stages": 4}, {"stages": 4, "programs_per_sm": 2}, {"tile": 128})
     configs = []
     for variant in variants:
+        config = attention_config(*shape, **variant)
+        if config not in configs:
+            configs.append(config)
+    return configs
+
+
+def step_candidates(batch: int, n_kv_heads: int, group: int, head_dim: int, max_seq: int,
+                    sms: int | None, chosen: dict) -> list[dict]:
+    """What tg.Generator times in its own decode step (tune.tune_attention_in_step_once):
+    `chosen` (the launch tuned alone, or the rule) first, then tiles of twice the default
+    positions with 2 stages, and q tiles of 64 rows. Timed alone both lose at most shapes;
+    in whole steps, beside the projections that stream their weights while attention runs,
+    each was the fastest for some models and the slowest for others: tiles of 256 took
+    TinyLlama's and Llama-3.2-1B's batch-1 steps 5% faster and Qwen2-0.5B's up to 6% slower,
+    64 rows Llama-3.2-3B's 2% faster (H100, notes/models.md, session 43)."""
+    shape = (batch, n_kv_heads, group, head_dim, max_seq, sms)
+    configs = [dict(chosen)]
+    for variant in ({"tile": 2 * default_tile(head_dim), "stages": 2}, {"query_rows": 64}):
         config = attention_config(*shape, **variant)
         if config not in configs:
             configs.append(config)
