@@ -284,11 +284,12 @@ def step_candidates(batch: int, n_kv_heads: int, group: int, head_dim: int, max_
                     sms: int | None, chosen: dict) -> list[dict]:
     """What tg.Generator times in its own decode step (tune.tune_attention_in_step_once):
     `chosen` (the launch tuned alone, or the rule) first, then tiles of twice the default
-    positions with 2 stages, and q tiles of 64 rows. Timed alone both lose at most shapes;
-    in whole steps, beside the projections that stream their weights while attention runs,
-    each was the fastest for some models and the slowest for others: tiles of 256 took
-    TinyLlama's and Llama-3.2-1B's batch-1 steps 5% faster and Qwen2-0.5B's up to 6% slower,
-    64 rows Llama-3.2-3B's 2% faster (H100, notes/models.md, session 43)."""
+    positions with 2 stages, and q tiles of 64 rows (timed alone, slower at most points of
+    the attention grid). In whole steps, beside the projections that stream their weights
+    while attention runs, each was the fastest for some models and the slowest for others:
+    tiles of 256 took TinyLlama's and Llama-3.2-1B's batch-1 steps 5% faster and
+    Qwen2-0.5B's up to 6% slower, 64 rows Llama-3.2-3B's 2% faster (H100, notes/models.md,
+    session 43)."""
     shape = (batch, n_kv_heads, group, head_dim, max_seq, sms)
     configs = [dict(chosen)]
     for variant in ({"tile": 2 * default_tile(head_dim), "stages": 2}, {"query_rows": 64}):
