@@ -14,7 +14,7 @@ import triton.language as tl
 
 from ._activation import apply_activation, swiglu_pairs
 from ._launch import weight_alignment
-from ._rotary_store import NO_ROTARY, rotary_store
+from ._rotary_store import NO_ROTARY, rotary_inputs, rotary_store
 
 
 @triton.jit
@@ -76,7 +76,9 @@ def rows_epilogue(acc, sum_sq, y_ptr, stride_ym, bias_ptr, res_ptr, stride_rm, r
     if HAS_BIAS:
         acc += tl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)[None, :]
     if ACTIVATION == "rotary":
-        rotary_store(acc, offs_m, offs_n, M, N, y_ptr, stride_ym, rotary, BLOCK_M, BLOCK_N)
+        position, slot, c, s = rotary_inputs(offs_m, offs_n, M, rotary, BLOCK_M, BLOCK_N)
+        rotary_store(acc, offs_m, offs_n, M, N, y_ptr, stride_ym, rotary, position, slot, c,
+                     s, BLOCK_M, BLOCK_N)
     else:
         acc = _store_rows(acc, y_ptr, stride_ym, res_ptr, stride_rm, offs_m, offs_n, M, N,
                           HAS_RESIDUAL, ACTIVATION, BLOCK_M, BLOCK_N)
@@ -229,6 +231,8 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
     if HAS_RESIDUAL:
         if ACTIVATION != "swiglu":
             residual = tl.load(res_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)
+    if ACTIVATION == "rotary":
+        position, slot, c, s = rotary_inputs(tl.arange(0, 1), offs_n, 1, rotary, 1, BLOCK_N)
     if TAIL > 0:
         x_tail, g_tail = _gemv_inputs(x_ptr, norm_w_ptr, tail_cols, 0, K, HAS_NORM)
         acc, sum_sq = _gemv_fold(acc, sum_sq, w, x, g, HAS_NORM)
@@ -245,7 +249,7 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
     acc += bias
     if ACTIVATION == "rotary":
         rotary_store(tl.reshape(acc, (1, BLOCK_N)), tl.arange(0, 1), offs_n, 1, N, y_ptr, 0,
-                     rotary, 1, BLOCK_N)
+                     rotary, position, slot, c, s, 1, BLOCK_N)
     elif ACTIVATION == "swiglu":
         pairs, offs_n = swiglu_pairs(tl.reshape(acc, (1, BLOCK_N)), offs_n, 1, BLOCK_N)
         acc = tl.reshape(pairs, (BLOCK_N // 2,))

@@ -13,12 +13,34 @@ import triton.language as tl
 
 
 @triton.jit
-def rotary_store(acc, offs_m, offs_n, M, N, q_ptr, stride_qm, rotary,
+def rotary_inputs(offs_m, offs_n, M, rotary, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """What rotary_store reads besides the tile, rows offs_m < M, columns offs_n: each row's
+    position p and cache slot, and each pair's c = cos[p, i] and s = sin[p, i] (fp32; 1 and
+    0 for v). A kernel reads them before its first cross-warp reduction: read after one,
+    the position and then the table behind it are two serial round trips to memory between
+    the reduction and the store."""
+    (k_ptr, v_ptr, stride_cb, stride_ch, stride_cp, cos_ptr, sin_ptr, stride_cs,
+     positions_ptr, slots_ptr, q_dim, kv_dim, head_dim) = rotary
+    cols, _ = tl.split(tl.reshape(offs_n, (BLOCK_N // 2, 2)))       # each pair's first
+    pair = (cols % head_dim) // 2                # i: the pair's place in its head
+    row_mask = offs_m < M
+    position = tl.load(positions_ptr + offs_m, mask=row_mask, other=0).to(tl.int64)
+    slot = tl.load(slots_ptr + offs_m, mask=row_mask, other=0).to(tl.int64)
+    rotated = (cols < q_dim + kv_dim)[None, :] & row_mask[:, None]
+    table = position[:, None] * stride_cs + pair[None, :]
+    c = tl.load(cos_ptr + table, mask=rotated, other=1.0)   # v: c = 1, s = 0
+    s = tl.load(sin_ptr + table, mask=rotated, other=0.0)
+    return position, slot, c, s
+
+
+@triton.jit
+def rotary_store(acc, offs_m, offs_n, M, N, q_ptr, stride_qm, rotary, position, slot, c, s,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """Store a (BLOCK_M, BLOCK_N) tile of the projection, columns offs_n (interleaved
     pairs), rows offs_m < M of N columns. rotary = (k_ptr, v_ptr, stride_cb, stride_ch,
     stride_cp, cos_ptr, sin_ptr, stride_cs, positions_ptr, slots_ptr, q_dim, kv_dim,
-    head_dim): row m sits at position p = positions[m] of cache slot slots[m].
+    head_dim): row m sits at position p = positions[m] of cache slot slots[m]; position,
+    slot, c and s as rotary_inputs reads them.
 
     Pair (x1, x2) of a q or k head becomes (x1 c - x2 s, x2 c + x1 s), c = cos[p, i],
     s = sin[p, i] (fp32); v pairs pass unrotated. q goes to q[m, head, i and i + d/2], k and
@@ -32,13 +54,6 @@ def rotary_store(acc, offs_m, offs_n, M, N, q_ptr, stride_qm, rotary,
     pair = (cols % head_dim) // 2                # i: the pair's place in its head
     head = cols // head_dim                      # over the q, k and v heads in turn
     row_mask = offs_m < M
-    position = tl.load(positions_ptr + offs_m, mask=row_mask, other=0).to(tl.int64)
-    slot = tl.load(slots_ptr + offs_m, mask=row_mask, other=0).to(tl.int64)
-
-    rotated = (cols < q_dim + kv_dim)[None, :] & row_mask[:, None]
-    table = position[:, None] * stride_cs + pair[None, :]
-    c = tl.load(cos_ptr + table, mask=rotated, other=1.0)   # v: c = 1, s = 0
-    s = tl.load(sin_ptr + table, mask=rotated, other=0.0)
     out1 = x1 * c - x2 * s
     out2 = x2 * c + x1 * s
 
