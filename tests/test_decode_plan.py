@@ -398,6 +398,62 @@ def test_cublas_plan_runs_plain_projections_and_fused_calls_keep_a_kernel(device
                  torch.float32)
 
 
+def test_plain_projection_runs_the_faster_of_rule_and_cublas(device, monkeypatch):
+    """A plain projection (no norm, activation or residual) runs cuBLAS, as one call with or
+    without bias, where its first call timed cuBLAS faster than the rule's plan (recorded
+    here by hand); calls with fused parts keep a kernel; a verdict timed against another
+    rule plan is not taken."""
+    rows, n, k, dtype = 3, 70, 210, torch.float32
+    x, w, b, g, r, ref = _parts(rows, n, k, dtype, device)
+    rule = decode_plan.rule(rows, n, k, dtype, decode_plan.sm_count(torch.device(device)))
+    for has_bias in (False, True):
+        decode_plan._plain.record(decode_plan.plain_key(rows, n, k, dtype, has_bias, rule),
+                                  {"kind": "cublas", "fused": rule.as_dict()})
+    out = poisoned((rows, n), dtype, device)
+    assert decode_plan.plain_plan(x, w, b, out).kind == "cublas"
+    calls = []
+    for name in ("matmul", "addmm"):
+        real = getattr(torch, name)
+        monkeypatch.setattr(torch, name, lambda *a, real=real, name=name, **kw:
+                            calls.append(name) or real(*a, **kw))
+    assert_close(tg.linear(x, w, b, out=out), linear_ref(x.double(), w.double(), b.double()),
+                 dtype)
+    assert_close(tg.linear(x, w), linear_ref(x.double(), w.double()), dtype)
+    assert calls == ["addmm", "matmul"]
+    assert_close(tg.linear(x, w, b, norm_weight=g, activation="gelu", residual=r), ref, dtype)
+    assert calls == ["addmm", "matmul"]
+    other = decode_plan.Plan("matvec", {**rule.config, "BLOCK_N": 2 * rule.config["BLOCK_N"]})
+    monkeypatch.setattr(decode_plan, "rule", lambda *args: other)
+    assert decode_plan.plain_plan(x, w, b, out) == other
+
+
+@pytest.mark.gpu
+def test_plain_projection_is_timed_against_cublas_on_first_use_outside_capture(monkeypatch):
+    """Timing on: a plain projection's first call inside a capture runs the rule's plan and
+    times nothing; its first call outside one times the rule's plan and cuBLAS once and
+    keeps the faster; both results equal the reference."""
+    rows, n, k, dtype = 6, 1000, 1800, torch.bfloat16
+    x = randn(rows, k, dtype=dtype, device="cuda")
+    w = randn(n, k, dtype=dtype, device="cuda", scale=k**-0.5)
+    ref = linear_ref(x.double(), w.double())
+    rule = decode_plan.rule(rows, n, k, dtype, decode_plan.sm_count(torch.device("cuda")))
+    key = decode_plan.plain_key(rows, n, k, dtype, False, rule)
+    out = poisoned((rows, n), dtype, "cuda")
+    tg.linear(x, w, out=out)  # compiled (timing still off)
+    monkeypatch.setenv("TILEGRAPH_AUTOTUNE", "1")
+    with tg.scope() as s:
+        tg.linear(x, w, out=out)
+    assert decode_plan._plain.lookup(key) is None
+    out.fill_(float("nan"))
+    s.graph.replay()
+    assert_close(out, ref, dtype)
+    assert_close(tg.linear(x, w), ref, dtype)
+    assert decode_plan._plain.lookup(key) in (rule.as_dict(),
+                                              {"kind": "cublas", "fused": rule.as_dict()})
+    assert len(decode_plan._plain.timings[repr(key)]) == 2
+    assert_close(tg.linear(x, w), ref, dtype)
+
+
 def test_tune_needs_a_gpu_and_the_cli_says_so(capsys):
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")

@@ -4,8 +4,11 @@ Three kernels stream the weight once for all rows: _gemv_kernel (one row, 16-bit
 _matvec_kernel (CUDA cores, rows applied one at a time) and _dot_rows_kernel (tensor cores,
 rows padded to 16). A shape takes the plan `tilegraph tune` timed fastest for it on this GPU
 (inside a CUDA graph, over weights rotated past L2, cached on disk by GPU, Triton version,
-rows, N, K and dtype), or else `rule`'s. The call never times anything itself: timing one
-weight, hot in L2, would pick for a case no decode step runs.
+rows, N, K and dtype), or else `rule`'s. A call with a norm, an activation or a residual
+never times anything itself: alone, over rotated weights, a projection's best tile is not
+the one its decode step runs fastest with (notes/decode.md). A plain projection, which
+cuBLAS can run as one call, is timed once against it (plain_plan): no user should have to
+know to run `tilegraph tune` for tg.linear not to lose to F.linear.
 """
 
 from __future__ import annotations
@@ -16,11 +19,13 @@ from dataclasses import dataclass
 import torch
 import triton
 
+from .._runtime import is_capturing
 from ._dot_rows import DOT_ROWS, launch_dot_rows
 from ._launch import sm_count
 from ._matvec import gemv_config, launch_matvec, matvec_config
+from ._pdl import use_pdl
 from ._rotary_store import NO_ROTARY
-from .autotune import Tuner
+from .autotune import RotatedCopies, Tuner, timing_enabled
 
 DECODE_MAX_ROWS = DOT_ROWS  # more rows take the tiled GEMM
 KINDS = ("gemv", "matvec", "dot", "cublas")
@@ -244,6 +249,57 @@ def plan(rows: int, N: int, K: int, dtype: torch.dtype, device: torch.device,
     return chosen
 
 
+# Plain projections of shapes `tilegraph tune` has not timed: the rule's plan or cuBLAS,
+# whichever was faster when first timed on this GPU (plain_plan).
+_plain = Tuner("linear-decode-plain", [{}])
+
+
+def plain_key(rows: int, N: int, K: int, dtype: torch.dtype, has_bias: bool,
+              rule_plan: Plan) -> tuple:
+    """plain_plan's cache key: a verdict holds for the rule's plan it was timed against."""
+    return (*tuned_key(rows, N, K, dtype), has_bias, repr(rule_plan.as_dict()))
+
+
+def plain_plan(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+               out: torch.Tensor) -> Plan:
+    """plan() for out = x @ weight.T + bias (bias optional; x, weight, bias and out of one
+    dtype): where `tilegraph tune` has not timed the shape, the rule's plan and cuBLAS are
+    timed against each other on its first call outside graph capture, as tune_shape times
+    them (graph replays over weights rotated past L2, PDL where the GPU has it), and the
+    faster is kept on disk per GPU, rows bucket, shape, bias and rule plan (a later rule
+    is timed again). The rule loses to cuBLAS on some shapes no rule was fitted to (5000 x
+    1800 bf16 at 2-12 rows: 0.82-0.85x, notes/kernels.md, session 41). Where nothing may be
+    timed (a capture, the interpreter, TILEGRAPH_AUTOTUNE=0) the rule's plan runs."""
+    rows, K = x.shape
+    N = weight.shape[0]
+    if _tuned.lookup(tuned_key(rows, N, K, weight.dtype)) is not None:
+        return plan(rows, N, K, weight.dtype, x.device)  # tuned beside cuBLAS already
+    chosen = rule(rows, N, K, weight.dtype, sm_count(x.device))
+    key = plain_key(rows, N, K, weight.dtype, bias is not None, chosen)
+    saved = _plain.lookup(key)
+    if saved is not None:
+        return Plan.from_dict(saved)
+    if not timing_enabled() or is_capturing() or x.device.type != "cuda":
+        return chosen  # never timed inside a capture: the caller warms up outside one
+    pdl = use_pdl(x.device, ())
+    # The weight alone is rotated: x comes from L2 in a decode step (the kernel before
+    # wrote it), and read from memory it put the rule's kernel 0.3 us behind where it is
+    # 0.3 us ahead (9728 x 896 bf16, 3 rows, H100).
+    weights = RotatedCopies((weight,))
+    scratch = torch.empty_like(out)
+
+    def run(config: dict) -> None:
+        launch(Plan.from_dict(config), x, weights()[0], scratch, None, 0.0, bias, "none",
+               None, pdl and config["kind"] != "cublas")
+
+    try:
+        picked = _plain.pick(key, run, [chosen.as_dict(),
+                                        {"kind": "cublas", "fused": chosen.as_dict()}])
+    finally:
+        weights.release()
+    return Plan.from_dict(picked)
+
+
 def record(rows: int, N: int, K: int, dtype: torch.dtype, chosen: Plan) -> None:
     """Keep a timed plan for this shape (tuning results)."""
     _tuned.record(tuned_key(rows, N, K, dtype), chosen.as_dict())
@@ -263,9 +319,13 @@ def launch(chosen: Plan, x: torch.Tensor, weight: torch.Tensor, out: torch.Tenso
             raise ValueError("cuBLAS runs plain projections only; plan(fused=True) says what "
                              "runs the others")
         x = x.to(weight.dtype)
-        if bias is None and residual is None and out.dtype == weight.dtype:
-            torch.matmul(x, weight.T, out=out)  # no copy kernel after it
-            return None
+        if residual is None and out.dtype == weight.dtype:  # one call, no copy kernel after it
+            if bias is None:
+                torch.matmul(x, weight.T, out=out)
+                return None
+            if bias.dtype == weight.dtype:
+                torch.addmm(bias, x, weight.T, out=out)
+                return None
         y = torch.addmm(bias, x, weight.T) if bias is not None else x @ weight.T
         out.copy_(y if residual is None else y + residual)
         return None
