@@ -454,6 +454,27 @@ def test_plain_projection_is_timed_against_cublas_on_first_use_outside_capture(m
     assert_close(tg.linear(x, w), ref, dtype)
 
 
+@pytest.mark.gpu
+def test_plain_projection_without_room_to_time_runs_the_rule(monkeypatch):
+    """Timing on, but the weight's copies do not fit in memory: the call runs the rule's
+    plan correctly instead of failing, records nothing, and times again another time."""
+    rows, n, k, dtype = 5, 1100, 700, torch.bfloat16
+    x = randn(rows, k, dtype=dtype, device="cuda")
+    w = randn(n, k, dtype=dtype, device="cuda", scale=k**-0.5)
+    rule = decode_plan.rule(rows, n, k, dtype, decode_plan.sm_count(torch.device("cuda")))
+    key = decode_plan.plain_key(rows, n, k, dtype, False, rule)
+
+    def no_room(self):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory (simulated)")
+
+    monkeypatch.setenv("TILEGRAPH_AUTOTUNE", "1")
+    monkeypatch.setattr(decode_plan.RotatedCopies, "__call__", no_room)
+    out = poisoned((rows, n), dtype, "cuda")
+    assert decode_plan.plain_plan(x, w, None, out) == rule
+    assert_close(tg.linear(x, w, out=out), linear_ref(x.double(), w.double()), dtype)
+    assert decode_plan._plain.lookup(key) is None
+
+
 def test_tune_needs_a_gpu_and_the_cli_says_so(capsys):
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")

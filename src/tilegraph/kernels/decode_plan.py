@@ -269,7 +269,8 @@ def plain_plan(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
     faster is kept on disk per GPU, rows bucket, shape, bias and rule plan (a later rule
     is timed again). The rule loses to cuBLAS on some shapes no rule was fitted to (5000 x
     1800 bf16 at 2-12 rows: 0.82-0.85x, notes/kernels.md, session 41). Where nothing may be
-    timed (a capture, the interpreter, TILEGRAPH_AUTOTUNE=0) the rule's plan runs."""
+    timed (a capture, the interpreter, TILEGRAPH_AUTOTUNE=0) or the weight's copies do not
+    fit in memory, the rule's plan runs."""
     rows, K = x.shape
     N = weight.shape[0]
     if _tuned.lookup(tuned_key(rows, N, K, weight.dtype)) is not None:
@@ -295,6 +296,8 @@ def plain_plan(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
     try:
         picked = _plain.pick(key, run, [chosen.as_dict(),
                                         {"kind": "cublas", "fused": chosen.as_dict()}])
+    except torch.cuda.OutOfMemoryError:
+        return chosen  # no room for the weight's copies: the rule, timed another time
     finally:
         weights.release()
     return Plan.from_dict(picked)
