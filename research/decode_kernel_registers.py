@@ -69,7 +69,8 @@ DOT_PARTS = {"HAS_BIAS": False, "ACTIVATION": "none", "PREFETCH_WEIGHT": True,
 DOT_ROLES = {"residual, no handoff": {"HAS_RESIDUAL": True, "HAND_OVER": False},
              "residual, hands over": {"HAS_RESIDUAL": True, "HAND_OVER": True},
              "takes a handoff": {"HAS_RESIDUAL": False, "HAND_OVER": False, "NORM_PARTS": -1}}
-GEMV_PARTS = {"HAS_BIAS": False, "ACTIVATION": "none", "PREFETCH_WEIGHT": True}
+GEMV_PARTS = {"HAS_BIAS": False, "ACTIVATION": "none", "PREFETCH_WEIGHT": True, "TAIL": 0,
+              "ALIGN": 1}  # a config with a tail overrides TAIL
 
 
 def dot_usage(n: int, k: int, config: dict) -> None:
