@@ -8,6 +8,7 @@ import torch
 
 import tilegraph as tg
 from _shapes import DTYPES
+from tilegraph import tune
 from tilegraph.kernels import _pdl, decode_plan
 from tilegraph.kernels._launch import weight_alignment
 from tilegraph.kernels._matvec import gemv_config
@@ -473,6 +474,48 @@ def test_plain_projection_without_room_to_time_runs_the_rule(monkeypatch):
     assert decode_plan.plain_plan(x, w, None, out) == rule
     assert_close(tg.linear(x, w, out=out), linear_ref(x.double(), w.double()), dtype)
     assert decode_plan._plain.lookup(key) is None
+
+
+def test_late_release_is_taken_by_one_row_gemv_plans_of_its_shape(device):
+    """A shape recorded to release the next kernel late gets RELEASE_AFTER_INPUTS in its
+    one-row GEMV plan only (not at 2 rows, not another shape), computes the same, and
+    goes back to the rule's plan when recorded early again."""
+    n, k, dtype, where = 77, 300, torch.bfloat16, torch.device(device)
+    rule = decode_plan.plan(1, n, k, dtype, where)
+    assert rule.kind == "gemv" and "RELEASE_AFTER_INPUTS" not in rule.config
+    two_rows = decode_plan.plan(2, n, k, dtype, where)
+    decode_plan.set_late_release(n, k, dtype, True)
+    late = decode_plan.plan(1, n, k, dtype, where)
+    assert late == decode_plan.Plan("gemv", {**rule.config, "RELEASE_AFTER_INPUTS": True})
+    assert decode_plan.plan(2, n, k, dtype, where) == two_rows
+    assert decode_plan.plan(1, n, k + 1, dtype, where).config.get("RELEASE_AFTER_INPUTS") is None
+    x, w, b, g, r, ref = _parts(1, n, k, dtype, device)
+    assert_close(_run(late, x, w, b, g, r, pdl=_pdl.use_pdl(where, ())), ref, dtype)
+    decode_plan.set_late_release(n, k, dtype, False)
+    assert decode_plan.plan(1, n, k, dtype, where) == rule
+
+
+def test_release_points_chosen_in_a_step_are_recorded_again_per_shape(monkeypatch):
+    """A later process finds a step's choice and records it for each projection's shape
+    again (another step may have chosen since), timing nothing; a step never timed, where
+    nothing may be timed, changes nothing."""
+    monkeypatch.setattr(tune.release_in_step, "_memo", {})
+    dtype, positions = torch.bfloat16, torch.zeros(1, dtype=torch.int64)
+    projections = {"output": (96, 160), "gate/up": (512, 96)}
+    tune.release_in_step.record(("a step",), {"late": ["gate/up"]})
+    decode_plan.set_late_release(512, 96, dtype, False)
+    decode_plan.set_late_release(96, 160, dtype, True)
+
+    def no_capture():
+        raise AssertionError("a step chosen before was timed again")
+    assert tune.tune_release_in_step_once(("a step",), projections, dtype, no_capture,
+                                          positions, 300, 2e-2) is None
+    assert decode_plan.releases_late(512, 96, dtype)
+    assert not decode_plan.releases_late(96, 160, dtype)
+    assert tune.tune_release_in_step_once(("another step",), projections, dtype, no_capture,
+                                          positions, 300, 2e-2) is None
+    assert decode_plan.releases_late(512, 96, dtype)
+    assert tune.release_in_step.lookup(("another step",)) is None
 
 
 def test_tune_needs_a_gpu_and_the_cli_says_so(capsys):

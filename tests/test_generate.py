@@ -6,6 +6,7 @@ import torch
 import tilegraph as tg
 from tilegraph import sampling, tune
 from tilegraph.kernels import decode_attention as attention
+from tilegraph.kernels import decode_plan
 from tilegraph.kernels._launch import sm_count
 from tilegraph.models import Llama
 from tilegraph.models.hf_presets import random_hf_model
@@ -100,6 +101,41 @@ def test_attention_launch_is_chosen_in_the_decode_step(hf, monkeypatch):
         assert chosen in alone + attention.step_candidates(*shape, sms, alone[0])
     prompt = torch.randint(0, 67, (11,)).tolist()
     assert generator.generate([prompt], 16) == [_hf_greedy(hf, prompt, 16)]
+
+
+@pytest.mark.gpu
+def test_release_points_are_chosen_in_the_batch_1_step(hf, monkeypatch):
+    """With timing on, where the batch-1 step's one-row output and gate/up projections
+    release the next kernel is chosen by timing the step and recorded for it and per shape;
+    released late or not, the step's logits are the same bit for bit over 60 replays with
+    fresh tokens and positions."""
+    monkeypatch.setenv("TILEGRAPH_AUTOTUNE", "1")
+    monkeypatch.setattr(tune.release_in_step, "_memo", {})
+    model = Llama.from_hf(hf, dtype=torch.bfloat16, device="cuda")
+    tg.Generator(model, max_batch=1, max_seq=300, sizes=(1,))
+    c, layer = model.local, model.layers[0]
+    chosen = tune.release_in_step.lookup((c.n_heads, c.n_kv_heads, c.head_dim, 300,
+                                          str(model.dtype), c.dim, c.ffn_dim, c.n_layers,
+                                          c.vocab_size))
+    shapes = {"output": tuple(layer.wo.shape), "gate/up": tuple(layer.w_gate_up.shape)}
+    assert chosen is not None and set(chosen["late"]) <= set(shapes)
+    for name, shape in shapes.items():
+        assert decode_plan.releases_late(*shape, model.dtype) == (name in chosen["late"])
+    cache = model.new_cache(1, 300)
+    tokens = torch.zeros(1, dtype=torch.int64, device="cuda")
+    positions = torch.zeros_like(tokens)
+    steps = []
+    for late in (False, True):
+        for shape in shapes.values():
+            decode_plan.set_late_release(*shape, model.dtype, late)
+        graph = tg.capture(model.decode, tokens, positions, cache, restore_state=False)
+        logits = []
+        for i in range(60):
+            tokens.fill_((7 * i) % c.vocab_size)
+            positions.fill_(i)
+            logits.append(graph.replay().clone())
+        steps.append(torch.stack(logits))
+    assert torch.isfinite(steps[0]).all() and torch.equal(steps[0], steps[1])
 
 
 @pytest.mark.gpu

@@ -29,7 +29,7 @@ from .graph import GraphRunner, capture
 from .kernels.greedy import greedy_step
 from .models.llama import Llama
 from .testing import MODEL_TOLERANCES
-from .tune import tune_attention_in_step_once, tune_attention_once
+from .tune import tune_attention_in_step_once, tune_attention_once, tune_release_in_step_once
 
 
 @dataclass
@@ -108,7 +108,7 @@ class Generator:
         self._runners: dict[bool, GraphRunner] = {}
         self.build_seconds: dict[str, float] = {}
         self.stats = GenerationStats()
-        self._tune_attention()
+        self._tune_step()
         self._runner(sampled=False)
 
     @property
@@ -119,13 +119,15 @@ class Generator:
     def max_seq(self) -> int:
         return self.cache.max_seq
 
-    def _tune_attention(self) -> None:
-        """tg.decode_attention's launch shape for each batch size's graph, timed once per GPU
-        and shape and cached on disk: alone (tune.tune_attention), then in this model's
-        decode step against variants that win in some models' steps and lose in others'
-        (tune.tune_attention_in_step_once; not under tensor parallelism, where every rank
-        would have to replay its collectives in step). On CUDA, unless TILEGRAPH_AUTOTUNE=0;
-        untuned, the kernel takes its default rule."""
+    def _tune_step(self) -> None:
+        """What the decode graphs run, timed once per GPU and shape and cached on disk:
+        tg.decode_attention's launch shape for each batch size, alone (tune.tune_attention),
+        then in this model's decode step against variants that win in some models' steps and
+        lose in others' (tune.tune_attention_in_step_once); and at batch 1 where the one-row
+        output and gate/up projections release the next kernel
+        (tune.tune_release_in_step_once). The in-step choices are not made under tensor
+        parallelism, where every rank would have to replay its collectives in step. On
+        CUDA, unless TILEGRAPH_AUTOTUNE=0; untuned, the kernels take their default rules."""
         if self.model.device.type != "cuda":
             return
         c = self.model.local
@@ -134,15 +136,23 @@ class Generator:
         start = time.perf_counter()
         for size in self.sizes:
             tune_attention_once(size, *shape)
-            if self.model.tp.size == 1:
-                tokens = torch.zeros(size, dtype=torch.int64, device=self.model.device)
-                positions = torch.zeros_like(tokens)
-                tune_attention_in_step_once(
-                    size, *shape, step,
-                    lambda t=tokens, p=positions: capture(self.model.decode, t, p, self.cache,
-                                                          restore_state=False),
-                    positions, MODEL_TOLERANCES[self.model.dtype])
-        self.build_seconds["tune attention"] = time.perf_counter() - start
+            if self.model.tp.size > 1:
+                continue
+            tokens = torch.zeros(size, dtype=torch.int64, device=self.model.device)
+            positions = torch.zeros_like(tokens)
+
+            def capture_step(t=tokens, p=positions):
+                return capture(self.model.decode, t, p, self.cache, restore_state=False)
+            tolerance = MODEL_TOLERANCES[self.model.dtype]
+            tune_attention_in_step_once(size, *shape, step, capture_step, positions, tolerance)
+            if size == 1:
+                layer = self.model.layers[0]
+                projections = {"output": tuple(layer.wo.shape),
+                               "gate/up": tuple(layer.w_gate_up.shape)}
+                tune_release_in_step_once((*shape[:-1], str(self.model.dtype), *step),
+                                          projections, self.model.dtype, capture_step,
+                                          positions, self.max_seq, tolerance)
+        self.build_seconds["tune step"] = time.perf_counter() - start
 
     def _runner(self, sampled: bool) -> GraphRunner:
         """The decode graphs, one per size: greedy ones at construction, sampling ones

@@ -164,16 +164,11 @@ def tune_attention_in_step_once(batch: int, n_heads: int, n_kv_heads: int, head_
     best launch of the same shape differs from model to model (notes/models.md, session 43).
 
     `step` names the caller's step (the model's shape: a step key with the attention key).
-    For each candidate, recorded for the attention key (so launches read it),
-    `capture_step()` captures the step anew (a Graph); its replays are timed with
-    `positions`, its static positions, at a short position and at max_seq - 1, and the
-    sum compared. A candidate whose output departs from the first's by more than
-    `tolerance` (relative) is never chosen. The fastest stays recorded for the attention key
-    and under the step key, so a later process only records it again. Returns {"config",
-    "ms", "candidates": {config: ms}} when it timed, None where it did not: a step chosen
-    before, or no timing here (CPU, TILEGRAPH_AUTOTUNE=0)."""
-    from .bench.timing import measure
-
+    Each candidate is recorded for the attention key (so launches read it) and timed in the
+    step as time_step_candidates does. The fastest stays recorded for the attention key and
+    under the step key, so a later process only records it again. Returns {"config", "ms",
+    "candidates": {config: ms}} when it timed, None where it did not: a step chosen before,
+    or no timing here (CPU, TILEGRAPH_AUTOTUNE=0)."""
     group = n_heads // n_kv_heads
     key = attention.attention_key(batch, n_kv_heads, group, head_dim, max_seq, dtype)
     step_key = (*key, *step)
@@ -191,13 +186,88 @@ def tune_attention_in_step_once(batch: int, n_heads: int, n_kv_heads: int, head_
         batch, n_kv_heads, group, head_dim, max_seq, sm_count(positions.device))
     candidates = attention.step_candidates(batch, n_kv_heads, group, head_dim, max_seq,
                                            sm_count(positions.device), first)
+    times = time_step_candidates(len(candidates),
+                                 lambda i: attention.tuned.record(key, candidates[i]),
+                                 capture_step, positions, max_seq, tolerance)
+    if not times:  # not even the launch timed alone captured: leave it to fail in the open
+        attention.tuned.record(key, first)
+        return None
+    best = min(times, key=times.get)
+    attention.tuned.record(key, candidates[best])
+    attention_in_step.record(step_key, candidates[best])
+    return {"config": candidates[best], "ms": times[best],
+            "candidates": {repr(candidates[i]): t for i, t in times.items()}}
+
+
+# Batch-1 decode steps whose one-row projections' release points were chosen in the step
+# (tune_release_in_step_once), by step key: {"late": names of the projections released late}.
+release_in_step = Tuner("linear-release-in-step", [{}])
+
+
+def tune_release_in_step_once(step: tuple, projections: dict[str, tuple[int, int]],
+                              dtype: torch.dtype, capture_step: Callable[[], object],
+                              positions: torch.Tensor, max_seq: int,
+                              tolerance: float) -> dict | None:
+    """Which one-row projections of a batch-1 decode step release the next kernel once their
+    x has arrived instead of right after their wait (decode_plan.set_late_release), chosen
+    by timing the caller's whole step. Released late, the output projection after attention
+    made a Qwen2-0.5B step 1.5% and a Llama-3.2-3B-shaped one 2.4% faster and a
+    Qwen2-1.5B-shaped one 1.7% slower; gate/up released late, Llama-3.2-3B 2.7% faster and
+    Qwen2-0.5B 6.6% slower (H100, notes/models.md, session 45): no rule of shape says which.
+
+    `step` names the caller's step (its model's shape), `projections` its candidates by name
+    (N, K); those whose plan is not the one-row GEMV are left as they are. Tried: none late,
+    each alone, all (time_step_candidates). The fastest stays recorded per shape and under
+    the step key, so a later process only records it again. Returns {"late", "ms",
+    "candidates": {names: ms}} when it timed, None where it did not."""
+    device = positions.device
+    shapes = {name: nk for name, nk in projections.items()
+              if decode_plan.plan(1, *nk, dtype, device).kind == "gemv"}
+
+    def release(late) -> None:
+        for name, (n, k) in shapes.items():
+            decode_plan.set_late_release(n, k, dtype, name in late)
+
+    chosen = release_in_step.lookup(step)
+    if chosen is not None:
+        release(chosen["late"])
+        return None
+    if not shapes or not timing_enabled():
+        return None
+    if is_capturing():
+        raise CaptureError("tilegraph chooses where projections release the next kernel by "
+                           "timing a step; it cannot run while a CUDA graph is being captured")
+    names = list(shapes)
+    candidates = list(dict.fromkeys([(), *((name,) for name in names), tuple(names)]))
+    times = time_step_candidates(len(candidates), lambda i: release(candidates[i]),
+                                 capture_step, positions, max_seq, tolerance)
+    best = min(times, key=times.get) if times else 0
+    release(candidates[best])
+    if not times:
+        return None
+    release_in_step.record(step, {"late": list(candidates[best])})
+    return {"late": list(candidates[best]), "ms": times[best],
+            "candidates": {", ".join(candidates[i]) or "none": t for i, t in times.items()}}
+
+
+def time_step_candidates(count: int, apply: Callable[[int], None],
+                         capture_step: Callable[[], object], positions: torch.Tensor,
+                         max_seq: int, tolerance: float) -> dict[int, float]:
+    """ms a step with each of `count` candidates, by index: `apply(i)` sets candidate i up,
+    `capture_step()` captures the caller's step anew (a Graph), whose replays are timed with
+    `positions`, its static positions, at a short position and at max_seq - 1, and the sum
+    kept. Left out: a candidate that does not compile (more shared memory than this GPU
+    has) and one whose output departs from the first's by more than `tolerance`
+    (relative): never pick a candidate that changes the step's result."""
+    from .bench.timing import measure
+
     times, reference = {}, None
-    for i, config in enumerate(candidates):
-        attention.tuned.record(key, config)
+    for i in range(count):
+        apply(i)
         try:
             graph = capture_step()
         except triton.runtime.errors.OutOfResources:
-            continue  # more shared memory than this GPU has
+            continue
         ms = 0.0
         for position in dict.fromkeys((min(255, max_seq - 1), max_seq - 1)):
             positions.fill_(position)
@@ -207,13 +277,6 @@ def tune_attention_in_step_once(batch: int, n_heads: int, n_kv_heads: int, head_
         if reference is None:
             reference = output
         elif not rel_error(output, reference) <= tolerance:
-            continue  # never pick a launch that changes the step's result
+            continue
         times[i] = ms
-    if not times:  # not even the launch timed alone captured: leave it to fail in the open
-        attention.tuned.record(key, first)
-        return None
-    best = min(times, key=times.get)
-    attention.tuned.record(key, candidates[best])
-    attention_in_step.record(step_key, candidates[best])
-    return {"config": candidates[best], "ms": times[best],
-            "candidates": {repr(candidates[i]): t for i, t in times.items()}}
+    return times

@@ -187,7 +187,8 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
                  HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
                  ACTIVATION: tl.constexpr, PREFETCH_WEIGHT: tl.constexpr,
                  BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, CHUNK: tl.constexpr,
-                 TAIL: tl.constexpr = 0, ALIGN: tl.constexpr = 1):
+                 TAIL: tl.constexpr = 0, ALIGN: tl.constexpr = 1,
+                 RELEASE_AFTER_INPUTS: tl.constexpr = False):
     """One row: y_n = act(rstd * sum_k x_k g_k W_nk + b_n) + r_n, BLOCK_N outputs a program,
     rstd = 1 / sqrt(mean_k x_k^2 + eps) gathered in the same pass over K.
 
@@ -202,6 +203,11 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
     the two cover the whole row (K <= (SPLIT + TAIL) * CHUNK): a row of 2560 columns is 16 +
     4 chunks instead of a 32-chunk tile three eighths masked, whose idle lanes hold registers
     and keep fewer bytes in flight (gemv_config).
+
+    RELEASE_AFTER_INPUTS: the next kernel is released once x has arrived (after the first
+    fold) rather than right after the wait, so that its weight stream does not delay this
+    kernel's loads of x. Which is faster depends on the step around the kernel more than on
+    its shape (notes/models.md, session 45): decode_plan.set_late_release records it.
     """
     K = K * ALIGN
     stride_wn = stride_wn * ALIGN
@@ -220,7 +226,8 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
                          mask=w_mask & (tail_cols < K), other=0.0)
     if PREFETCH_WEIGHT:
         tl.extra.cuda.gdc_wait()               # x and the epilogue inputs are now final
-        tl.extra.cuda.gdc_launch_dependents()  # only now may the next kernel prefetch
+        if not RELEASE_AFTER_INPUTS:
+            tl.extra.cuda.gdc_launch_dependents()  # only now may the next kernel prefetch
     x, g = _gemv_inputs(x_ptr, norm_w_ptr, cols, 0, K, HAS_NORM)
     # The epilogue's inputs as well, before the first reduction's barrier (as _gemv_inputs);
     # under SwiGLU the residual's columns are only known after the pairing.
@@ -239,6 +246,10 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
         acc, sum_sq = _gemv_fold(acc, sum_sq, w_tail, x_tail, g_tail, HAS_NORM)
     else:
         acc, sum_sq = _gemv_fold(acc, sum_sq, w, x, g, HAS_NORM)
+    if PREFETCH_WEIGHT:
+        if RELEASE_AFTER_INPUTS:  # x has arrived: the next kernel can no longer delay it
+            tl.extra.cuda.gdc_launch_dependents()
+    if TAIL == 0:
         for k0 in range(SPLIT * CHUNK, K, SPLIT * CHUNK):
             w = tl.load(w_ptrs + k0, mask=w_mask & (cols < K - k0), other=0.0)
             x, g = _gemv_inputs(x_ptr, norm_w_ptr, cols, k0, K, HAS_NORM)

@@ -236,9 +236,27 @@ def tuned_key(rows: int, N: int, K: int, dtype: torch.dtype) -> tuple:
     return (rows_bucket(rows), N, K, str(dtype).removeprefix("torch."))
 
 
+# One-row projections that release the next kernel once their x has arrived
+# (RELEASE_AFTER_INPUTS), by shape: chosen by timing a model's whole step
+# (tune.tune_release_in_step_once), as it wins in some models' steps and loses in others'.
+_late_release = Tuner("linear-decode-late-release", [{}])
+
+
+def set_late_release(N: int, K: int, dtype: torch.dtype, late: bool) -> None:
+    """Record, here and on disk, whether one-row GEMV projections of this shape release the
+    next kernel late (after their x arrived) or, the default, right after their wait."""
+    _late_release.record(tuned_key(1, N, K, dtype), {"late": late})
+
+
+def releases_late(N: int, K: int, dtype: torch.dtype) -> bool:
+    saved = _late_release.lookup(tuned_key(1, N, K, dtype))
+    return saved is not None and bool(saved.get("late"))
+
+
 def plan(rows: int, N: int, K: int, dtype: torch.dtype, device: torch.device,
          fused: bool = False) -> Plan:
-    """The tuned plan of this shape on this GPU if `tilegraph tune` timed it, else the rule's.
+    """The tuned plan of this shape on this GPU if `tilegraph tune` timed it, else the rule's;
+    a one-row GEMV releases the next kernel where set_late_release says.
     fused: the call has a norm prologue or an activation, which cuBLAS cannot run."""
     saved = _tuned.lookup(tuned_key(rows, N, K, dtype))
     chosen = Plan.from_dict(saved) if saved is not None and saved.get("kind") in KINDS else None
@@ -246,6 +264,8 @@ def plan(rows: int, N: int, K: int, dtype: torch.dtype, device: torch.device,
         chosen = rule(rows, N, K, dtype, sm_count(device))
     if chosen.kind == "cublas" and fused:
         chosen = Plan.from_dict(chosen.config["fused"])
+    if chosen.kind == "gemv" and releases_late(N, K, dtype):
+        chosen = Plan("gemv", {**chosen.config, "RELEASE_AFTER_INPUTS": True})
     return chosen
 
 
