@@ -1,0 +1,117 @@
+"""Does the process that tunes decode slower than a later one that only reads the choices?
+One mode a process: a Qwen2-0.5B-shaped model (random weights, bf16), something done
+first, then a tg.Generator (batch 1, max_seq 2048) and three generate() calls of 256
+tokens after a 128-token prompt, ms a token printed (and nvidia-smi's clocks, temperature
+and power after each).
+
+    PYTHONPATH=src:research TILEGRAPH_CACHE_DIR=<dir> python3 research/probe_tuning_process.py MODE
+
+Modes (run each as its own process; a fresh <dir> makes the Generator tune):
+  plain             nothing first (cold with a fresh <dir>, warm with a filled one)
+  compile-variants  every kernel variant the tuning launches, run once eagerly
+  captures          six captures of the step, dropped
+  heat              12 s of 8192^3 bf16 matmuls; heat-idle: then 15 s idle
+  attention-alone   tune.tune_attention for the step's attention shape
+  release-in-step   the step's release points timed again (its choice dropped)
+  collect           gc.collect() after the Generator is built; gc-off: and gc disabled
+  empty-cache       torch.cuda.empty_cache() after it, then a second Generator
+"""
+
+import gc
+import subprocess
+import sys
+import time
+
+import torch
+
+import tilegraph as tg
+from tilegraph import generate, tune
+from tilegraph.graph import capture
+from tilegraph.kernels import decode_attention as attention
+from tilegraph.kernels import decode_plan
+from tilegraph.models.hf_presets import hf_config
+from tilegraph.models.llama import Llama, LlamaConfig
+
+DTYPE = torch.bfloat16
+MAX_SEQ = 2048
+
+
+def gpu_state() -> str:
+    query = "clocks.sm,clocks.mem,temperature.gpu,power.draw,clocks_throttle_reasons.active"
+    return subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"],
+                          capture_output=True, text=True).stdout.strip()
+
+
+def before_generator(mode: str, model: Llama, c: LlamaConfig) -> None:
+    tokens = torch.zeros(1, dtype=torch.int64, device="cuda")
+    positions = torch.zeros_like(tokens)
+    group = c.n_heads // c.n_kv_heads
+    if mode == "compile-variants":
+        cache = model.new_cache(1, MAX_SEQ)
+        layer = model.layers[0]
+        for late in (True, False):
+            for shape in (tuple(layer.wo.shape), tuple(layer.w_gate_up.shape)):
+                decode_plan.set_late_release(*shape, DTYPE, late)
+            model.decode(tokens, positions, cache)
+        key = attention.attention_key(1, c.n_kv_heads, group, c.head_dim, MAX_SEQ, DTYPE)
+        saved = attention.tuned.lookup(key)
+        for config in attention.step_candidates(1, c.n_kv_heads, group, c.head_dim, MAX_SEQ,
+                                                132, saved):
+            attention.tuned.record(key, config)
+            model.decode(tokens, positions, cache)
+        attention.tuned.record(key, saved)  # the Generator records the step's choices again
+    elif mode == "captures":
+        cache = model.new_cache(1, MAX_SEQ)
+        for _ in range(6):
+            graph = capture(model.decode, tokens, positions, cache, restore_state=False)
+            graph.replay()
+            del graph
+    elif mode.startswith("heat"):
+        a = torch.randn(8192, 8192, device="cuda", dtype=DTYPE)
+        start = time.time()
+        while time.time() - start < 12:
+            for _ in range(20):
+                a @ a
+            torch.cuda.synchronize()
+        print(f"  after heat: {gpu_state()}", flush=True)
+        if mode == "heat-idle":
+            time.sleep(15)
+            print(f"  after idle: {gpu_state()}", flush=True)
+    elif mode == "attention-alone":
+        timed = tune.tune_attention(1, c.n_heads, c.n_kv_heads, c.head_dim, MAX_SEQ, DTYPE)
+        print(f"  attention alone: {timed['us']:.2f} us", flush=True)
+    elif mode == "release-in-step":
+        tune.release_in_step._load_disk()
+        tune.release_in_step._memo.clear()
+        choose = generate.tune_release_in_step_once
+        generate.tune_release_in_step_once = (
+            lambda *a, **k: print(f"  release in step: {choose(*a, **k)}", flush=True))
+
+
+def main() -> None:
+    mode = sys.argv[1]
+    c = LlamaConfig.from_hf(hf_config("qwen2-0.5b"))
+    torch.manual_seed(0)
+    model = Llama(c, dtype=DTYPE, device="cuda")
+    prompt = torch.randint(0, c.vocab_size, (1, 128)).tolist()
+    before_generator(mode, model, c)
+    gen = tg.Generator(model, max_batch=1, max_seq=MAX_SEQ, sizes=(1,))
+    if mode in ("collect", "gc-off"):
+        gc.collect()
+        if mode == "gc-off":
+            gc.disable()
+    if mode == "empty-cache":
+        torch.cuda.empty_cache()
+        gen = None
+        gen = tg.Generator(model, max_batch=1, max_seq=MAX_SEQ, sizes=(1,))
+    per_token = []
+    for _ in range(3):
+        gen.generate(prompt, 256)
+        per_token.append(gen.stats.decode_ms_per_token)
+        print(f"  generated: {gpu_state()}", flush=True)
+    print(f"{mode}: ms a token {min(per_token):.4f} all "
+          f"{[round(ms, 4) for ms in per_token]} build {gen.build_seconds}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
