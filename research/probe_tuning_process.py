@@ -13,6 +13,8 @@ Modes (run each as its own process; a fresh <dir> makes the Generator tune):
   heat              12 s of 8192^3 bf16 matmuls; heat-idle: then 15 s idle
   attention-alone   tune.tune_attention for the step's attention shape
   release-in-step   the step's release points timed again (its choice dropped)
+  attention-in-step attention's launch timed again in the step (its choice dropped)
+  both-in-step      both of the above (the choices alone kept)
   collect           gc.collect() after the Generator is built; gc-off: and gc disabled
   empty-cache       torch.cuda.empty_cache() after it, then a second Generator
 """
@@ -80,12 +82,18 @@ def before_generator(mode: str, model: Llama, c: LlamaConfig) -> None:
     elif mode == "attention-alone":
         timed = tune.tune_attention(1, c.n_heads, c.n_kv_heads, c.head_dim, MAX_SEQ, DTYPE)
         print(f"  attention alone: {timed['us']:.2f} us", flush=True)
-    elif mode == "release-in-step":
+    if mode in ("release-in-step", "both-in-step"):
         tune.release_in_step._load_disk()
         tune.release_in_step._memo.clear()
         choose = generate.tune_release_in_step_once
         generate.tune_release_in_step_once = (
             lambda *a, **k: print(f"  release in step: {choose(*a, **k)}", flush=True))
+    if mode in ("attention-in-step", "both-in-step"):
+        tune.attention_in_step._load_disk()
+        tune.attention_in_step._memo.clear()
+        launch = generate.tune_attention_in_step_once
+        generate.tune_attention_in_step_once = (
+            lambda *a, **k: print(f"  attention in step: {launch(*a, **k)}", flush=True))
 
 
 def main() -> None:
