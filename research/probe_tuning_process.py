@@ -82,18 +82,16 @@ def before_generator(mode: str, model: Llama, c: LlamaConfig) -> None:
     elif mode == "attention-alone":
         timed = tune.tune_attention(1, c.n_heads, c.n_kv_heads, c.head_dim, MAX_SEQ, DTYPE)
         print(f"  attention alone: {timed['us']:.2f} us", flush=True)
-    if mode in ("release-in-step", "both-in-step"):
-        tune.release_in_step._load_disk()
-        tune.release_in_step._memo.clear()
-        choose = generate.tune_release_in_step_once
-        generate.tune_release_in_step_once = (
-            lambda *a, **k: print(f"  release in step: {choose(*a, **k)}", flush=True))
-    if mode in ("attention-in-step", "both-in-step"):
-        tune.attention_in_step._load_disk()
-        tune.attention_in_step._memo.clear()
-        launch = generate.tune_attention_in_step_once
-        generate.tune_attention_in_step_once = (
-            lambda *a, **k: print(f"  attention in step: {launch(*a, **k)}", flush=True))
+    parts = {"release-in-step": ("release",), "attention-in-step": ("attention",),
+             "both-in-step": ("release", "attention")}
+    for part in parts.get(mode, ()):  # its stored choice dropped: the Generator times it again
+        store = getattr(tune, f"{part}_in_step")
+        store._load_disk()
+        store._memo.clear()
+        name = f"tune_{part}_in_step_once"
+        choose = getattr(generate, name)
+        setattr(generate, name, lambda *a, choose=choose, part=part, **k: print(
+            f"  {part} in step: {choose(*a, **k)}", flush=True))
 
 
 def main() -> None:
