@@ -4,9 +4,9 @@ import pytest
 import torch
 
 import tilegraph as tg
-from tilegraph import sampling, tune
+from tilegraph import generate, sampling, tune
+from tilegraph.kernels import autotune, decode_plan, matmul
 from tilegraph.kernels import decode_attention as attention
-from tilegraph.kernels import decode_plan
 from tilegraph.kernels._launch import sm_count
 from tilegraph.models import Llama
 from tilegraph.models.hf_presets import random_hf_model
@@ -77,6 +77,49 @@ def test_the_next_chunk_runs_while_the_last_is_read(generator, monkeypatch):
     next(stream)                                 # step 1's
     assert queued == [6, 11], "steps 6-10 are queued before step 1's token is read"
     assert len(list(stream)) == 10 and queued == [6, 11, 12]
+
+
+def test_decode_graphs_are_captured_again_after_a_tuner_searched(hf, monkeypatch):
+    """Graphs captured before a tuner's search (a prefill's first product of a row count)
+    replay slower after it: the Generator captures its decode graphs again, and prefills
+    again, since the capture's warm-up writes the cache at position 0. Here the first
+    prefill counts a search; the tokens stay transformers'."""
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    generator = tg.Generator(Llama.from_hf(hf, device=device), max_batch=2, max_seq=48,
+                             sizes=(1, 2), sync_every=5)
+    searches, prefills = [0], []
+    prefill = generator._prefill
+
+    def prefill_that_tunes(*args):
+        searches[0] += not prefills
+        prefills.append(args[0])
+        return prefill(*args)
+    monkeypatch.setattr(generate, "searches_run", lambda: searches[0])
+    monkeypatch.setattr(generator, "_prefill", prefill_that_tunes)
+    before = generator._runner(sampled=False)
+    prompts = [torch.randint(1, 67, (n,)).tolist() for n in (9, 4)]
+    assert generator.generate(prompts, 12) == [_hf_greedy(hf, p, 12) for p in prompts]
+    after = generator._runner(sampled=False)
+    assert after is not before and len(prefills) == 2
+    monkeypatch.setattr(generator, "_prefill", prefill)   # nothing searched any more
+    assert generator.generate(prompts[:1], 7) == [_hf_greedy(hf, prompts[0], 7)]
+    assert generator._runner(sampled=False) is after
+
+
+@pytest.mark.gpu
+def test_a_prefill_that_tunes_leaves_graphs_captured_after_it(hf, monkeypatch, tmp_path):
+    """With timing on and nothing tuned yet, the prefill's products time their candidates
+    (autotune.searches_run moves); the decode graphs are then captured again and decode as
+    transformers does."""
+    monkeypatch.setenv("TILEGRAPH_AUTOTUNE", "1")
+    monkeypatch.setenv("TILEGRAPH_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(matmul._tuner, "_memo", {})
+    model = Llama.from_hf(hf, device="cuda")
+    generator = tg.Generator(model, max_batch=1, max_seq=48, sizes=(1,))
+    before, searches = generator._runner(sampled=False), autotune.searches_run()
+    prompt = torch.randint(1, 67, (40,)).tolist()   # 40 rows: the prefill's tiled products
+    assert generator.generate([prompt], 8) == [_hf_greedy(hf, prompt, 8)]
+    assert autotune.searches_run() > searches and generator._runner(sampled=False) is not before
 
 
 @pytest.mark.gpu

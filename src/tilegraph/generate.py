@@ -26,6 +26,7 @@ from ._runtime import synchronize
 from .dist.watchdog import Watchdog
 from .errors import CollectiveError
 from .graph import GraphRunner, capture
+from .kernels.autotune import searches_run
 from .kernels.greedy import greedy_step
 from .models.llama import Llama
 from .testing import MODEL_TOLERANCES
@@ -106,6 +107,7 @@ class Generator:
         self._chunks_queued = 0
         self._load_chunk_kernels()
         self._runners: dict[bool, GraphRunner] = {}
+        self._captured_after: dict[bool, int] = {}  # searches_run() when each was captured
         self.build_seconds: dict[str, float] = {}
         self.stats = GenerationStats()
         self._tune_step()
@@ -166,11 +168,35 @@ class Generator:
             step = self._sampled_step if sampled else self._greedy_step
             # The warm-up writes the cache and the history at the example's positions:
             # every sequence's prefill and decode write them again before reading them.
+            searches = searches_run()
             self._runners[sampled] = GraphRunner(step, example, sizes=self.sizes,
                                                  restore_state=False)
+            if self._tuned_since(searches):  # a size's warm-up timed a projection (plain_plan)
+                del self._runners[sampled]
+                self._runners[sampled] = GraphRunner(step, example, sizes=self.sizes,
+                                                     restore_state=False)
+            self._captured_after[sampled] = searches_run()
             self.build_seconds["sample" if sampled else "greedy"] = \
                 time.perf_counter() - start
         return self._runners[sampled]
+
+    def _tuned_since(self, searches: int) -> bool:
+        """Whether a tuner timed candidates since searches_run() read `searches`: graphs
+        captured before a search replay slower for the rest of the process (a Qwen2-0.5B
+        batch-1 step by 3%, H100) and those captured after it do not (notes/graphs.md), so
+        the decode graphs are captured again. Not under tensor parallelism, where a rank
+        that read its choices from disk would not capture with the others."""
+        return searches_run() != searches and self.model.tp.size == 1
+
+    def _capture_again(self, prompts: list[torch.Tensor], lengths: torch.Tensor,
+                       sampled: bool) -> tuple[GraphRunner, torch.Tensor]:
+        """The decode graphs captured anew after a tuner's search since they were (a
+        prefill's first product of a new row count times its candidates). The capture's
+        warm-up writes the cache at position 0, so the prompts go through again, from the
+        tuned choices now."""
+        self._runners.clear()
+        runner = self._runner(sampled)
+        return runner, self._prefill(prompts, lengths, sampled)
 
     def _greedy_step(self, tokens: torch.Tensor, positions: torch.Tensor):
         """One token a row: the argmax overwrites `tokens`, positions + 1 `positions`."""
@@ -238,6 +264,8 @@ class Generator:
         synchronize(device)
         start = time.perf_counter()
         tokens = self._prefill(prompts, lengths, sampled)
+        if self._tuned_since(self._captured_after[sampled]):  # in this prefill, or before it
+            runner, tokens = self._capture_again(prompts, lengths, sampled)
         positions = lengths
         if self.model.tp.size > 1:   # the prefill's collectives, with the step named
             self._check_collectives("the prefill of the prompts")

@@ -34,6 +34,7 @@ L2_SPAN_BYTES = 150 * 2**20
 # not timed again (run-to-run spread of one round: a few percent).
 CONTENDER_MARGIN = 1.25
 _TUNERS: list[Tuner] = []  # every Tuner made, for reports of what was picked
+_searches = 0  # timing searches run in this process (searches_run)
 
 
 def cache_dir() -> Path:
@@ -48,6 +49,13 @@ def timing_enabled() -> bool:
     """False where candidates are not timed: the interpreter (its timing says nothing about
     a GPU) and TILEGRAPH_AUTOTUNE=0 (the test-suite); callers take their default config."""
     return not INTERPRET and os.environ.get("TILEGRAPH_AUTOTUNE", "1") != "0"
+
+
+def searches_run() -> int:
+    """How many times a Tuner has timed candidates in this process so far. Graphs captured
+    before such a search replay slower after it (a Qwen2-0.5B decode step 3%, H100), and
+    captured again they do not (notes/graphs.md): tg.Generator watches this count."""
+    return _searches
 
 
 def slug(text: str) -> str:
@@ -179,6 +187,8 @@ class Tuner:
         already far behind after one round do not come back: they would only lengthen the
         search (an exact-fp32 product has 40 of them).
         """
+        global _searches
+        _searches += 1
         usable = [c for c in candidates if self._compiles(run, c)]
         if not usable:
             raise RuntimeError(f"{self.kernel}: no candidate config runs on this GPU")
