@@ -108,15 +108,15 @@ def test_decode_graphs_are_captured_again_after_a_tuner_searched(hf, monkeypatch
 
 @pytest.mark.gpu
 def test_a_prefill_that_tunes_leaves_graphs_captured_after_it(hf, monkeypatch, tmp_path):
-    """With timing on and nothing tuned yet, the prefill's products time their candidates
-    (autotune.searches_run moves); the decode graphs are then captured again and decode as
-    transformers does."""
-    monkeypatch.setenv("TILEGRAPH_AUTOTUNE", "1")
-    monkeypatch.setenv("TILEGRAPH_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(matmul._tuner, "_memo", {})
+    """With timing on (after the Generator is built) and nothing tuned yet, the prefill's
+    products time their candidates (autotune.searches_run moves); the decode graphs are
+    then captured again and decode as transformers does."""
     model = Llama.from_hf(hf, device="cuda")
     generator = tg.Generator(model, max_batch=1, max_seq=48, sizes=(1,))
     before, searches = generator._runner(sampled=False), autotune.searches_run()
+    monkeypatch.setenv("TILEGRAPH_AUTOTUNE", "1")
+    monkeypatch.setenv("TILEGRAPH_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(matmul._tuner, "_memo", {})
     prompt = torch.randint(1, 67, (40,)).tolist()   # 40 rows: the prefill's tiled products
     assert generator.generate([prompt], 8) == [_hf_greedy(hf, prompt, 8)]
     assert autotune.searches_run() > searches and generator._runner(sampled=False) is not before
