@@ -860,7 +860,7 @@ def build_parser() -> argparse.ArgumentParser:
     model_group.add_argument("--new-tokens", type=_positive, help="default 256 (6 on CPU)")
     model_group.add_argument("--max-seq", type=_positive, help="default 2048 (32 on CPU)")
     model_group.add_argument("--variants", type=_names, help="comma-separated subset of "
-                             "hf-eager,hf-graph,hf-compile,tilegraph")
+                             "hf-eager,hf-graph,hf-compile,plain-autotune,tilegraph")
     model_group.add_argument("--tp", type=_positive, default=1,
                              help="tensor-parallel over N GPUs, under `torchrun "
                              "--nproc-per-node N`: tilegraph at TP=N against TP=1 on rank 0's "
