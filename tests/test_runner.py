@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import tilegraph as tg
+from tilegraph.graph import runner as runner_module
 from tilegraph.kernels.gelu import gelu_ref
 from tilegraph.kernels.linear import linear_ref
 from tilegraph.models.layerstack import PRESETS, LayerStack
@@ -164,6 +165,32 @@ def test_stats_report_every_size(layer, device):
     assert list(stats) == [1, 2, 4]
     assert stats[1]["replays"] == 1 and stats[4]["replays"] == 0
     assert all(s["capture_seconds"] > 0 and s["memory_bytes"] >= 0 for s in stats.values())
+
+
+@pytest.mark.parametrize("tunes_at", [None, 2])
+def test_sizes_are_captured_again_after_a_warm_up_that_tuned(tunes_at, layer, device,
+                                                             monkeypatch):
+    """Graphs captured before a tuner's search replay slower (notes/graphs.md): when a
+    size's warm-up searches (a kernel's first call at that row count), every size is
+    captured again, after it; with no search, once. Here the first call at `tunes_at` rows
+    counts a search."""
+    searches, captured = [0], []
+    monkeypatch.setattr(runner_module, "searches_run", lambda: searches[0])
+    real_capture = runner_module.capture
+
+    def counted_capture(fn, *views, **kwargs):
+        captured.append(views[0].shape[0])
+        return real_capture(fn, *views, **kwargs)
+    monkeypatch.setattr(runner_module, "capture", counted_capture)
+
+    def step(x):
+        if x.shape[0] == tunes_at and not searches[0]:
+            searches[0] += 1
+        return layer[0](x)
+    runner = tg.GraphRunner(step, randn(4, D, device=device), sizes=(1, 2, 4))
+    assert captured == ([4, 2, 1] if tunes_at is None else [4, 2, 1, 4, 2, 1])
+    x = randn(3, D, device=device)
+    assert_close(runner(x), layer[1](x), torch.float32)
 
 
 @pytest.mark.gpu

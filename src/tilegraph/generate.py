@@ -168,13 +168,8 @@ class Generator:
             step = self._sampled_step if sampled else self._greedy_step
             # The warm-up writes the cache and the history at the example's positions:
             # every sequence's prefill and decode write them again before reading them.
-            searches = searches_run()
             self._runners[sampled] = GraphRunner(step, example, sizes=self.sizes,
                                                  restore_state=False)
-            if self._tuned_since(searches):  # a size's warm-up timed a projection (plain_plan)
-                del self._runners[sampled]
-                self._runners[sampled] = GraphRunner(step, example, sizes=self.sizes,
-                                                     restore_state=False)
             self._captured_after[sampled] = searches_run()
             self.build_seconds["sample" if sampled else "greedy"] = \
                 time.perf_counter() - start
@@ -184,8 +179,9 @@ class Generator:
         """Whether a tuner timed candidates since searches_run() read `searches`: graphs
         captured before a search replay slower for the rest of the process (a Qwen2-0.5B
         batch-1 step by 3%, H100) and those captured after it do not (notes/graphs.md), so
-        the decode graphs are captured again. Not under tensor parallelism, where a rank
-        that read its choices from disk would not capture with the others."""
+        the decode graphs are captured again (a GraphRunner does the same for searches
+        while it is built). Not under tensor parallelism, where a rank that read its
+        choices from disk would not capture with the others."""
         return searches_run() != searches and self.model.tp.size == 1
 
     def _capture_again(self, prompts: list[torch.Tensor], lengths: torch.Tensor,

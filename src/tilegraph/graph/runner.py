@@ -19,6 +19,7 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
 from ..errors import StaleOutputError
+from ..kernels.autotune import searches_run
 from ._state import StateWatch, watching_state
 from .capture import Graph, capture
 
@@ -55,6 +56,14 @@ class _SizedCall:
     destinations: list[torch.Tensor]
     padding: list[torch.Tensor]
     outputs: Any
+
+
+def _ranks_capture_together() -> bool:
+    """Whether other processes may capture alongside this one (torch.distributed with more
+    than one rank): a graph holding collectives must be captured by every rank at once, and
+    one rank may read a tuning choice from disk where another times it."""
+    dist = torch.distributed
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
 
 
 def _batched(outputs, dim: int, size: int) -> list[torch.Tensor]:
@@ -118,9 +127,20 @@ class GraphRunner:
         name = str(getattr(fn, "__name__", fn))
         with watching_state(f"tg.GraphRunner({name})", restore_state) as state:
             self._check_rows_independent(state)
-            for size in reversed(self.sizes):  # largest first: smaller graphs reuse its pool
-                views = tuple(buf.narrow(self.dim, 0, size) for buf in self._buffers)
-                self._graphs[size] = capture(fn, *views, warmup=warmup, pool=self.pool)
+            searches = searches_run()
+            self._capture_sizes(warmup)
+            if searches_run() != searches and not _ranks_capture_together():
+                # A size's warm-up tuned a kernel (its first call at that row count): graphs
+                # captured before a tuner's search replay slower for the rest of the
+                # process (notes/graphs.md). Every choice is recorded now: capture again.
+                self._graphs.clear()
+                self.pool = torch.cuda.graph_pool_handle() if self.pool is not None else None
+                self._capture_sizes(warmup)
+
+    def _capture_sizes(self, warmup: int) -> None:
+        for size in reversed(self.sizes):  # largest first: smaller graphs reuse its pool
+            views = tuple(buf.narrow(self.dim, 0, size) for buf in self._buffers)
+            self._graphs[size] = capture(self.fn, *views, warmup=warmup, pool=self.pool)
 
     def _check_rows_independent(self, state: StateWatch) -> None:
         """Refuse a function whose output rows depend on other rows (softmax or a sum over
