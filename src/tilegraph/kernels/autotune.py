@@ -54,7 +54,8 @@ def timing_enabled() -> bool:
 def searches_run() -> int:
     """How many times a Tuner has timed candidates in this process so far. Graphs captured
     before such a search replay slower after it (a Qwen2-0.5B decode step 3%, H100), and
-    captured again they do not (notes/graphs.md): tg.Generator watches this count."""
+    captured again they do not (notes/graphs.md): tg.GraphRunner and tg.Generator watch
+    this count."""
     return _searches
 
 
