@@ -27,12 +27,17 @@ Modes (run each as its own process; a fresh <dir> makes the Generator tune):
   After the Generator is built, before generate():
   big-graph-global  autotune's timing of 10 ms of one-element adds (a graph of ~2000
                     nodes, captured in global error mode); big-graph-thread: the same
-                    captured in thread_local mode; big-graph-tg[-N]: 2000 (N) adds in a tg.capture
+                    captured in thread_local mode; big-graph-tg[-N]: 2000 (N) adds in a
+                    tg.capture
   sync-debug        CUDA's sync debug mode set to error and back around one add
   gen-twice         a second Generator built after the first; each timed in turn
   copies            ~150 MB of copies of a 1 MB weight made, dropped and the cache emptied
   collect           gc.collect() after the Generator is built; gc-off: and gc disabled
   empty-cache       torch.cuda.empty_cache() after it, then a second Generator
+
+Found (session 46, notes/graphs.md): graphs captured before a tuner's search replay slower,
+and the prefill's first products search. Since then tg.Generator captures its graphs again
+after a search, so the retime modes show the penalty only on an older tree (002074c).
 """
 
 import gc
