@@ -174,7 +174,7 @@ def test_sizes_are_captured_again_after_a_warm_up_that_tuned(tunes_at, layer, de
     size's warm-up searches (a kernel's first call at that row count), every size is
     captured again, after it; with no search, once. Here the first call at `tunes_at` rows
     counts a search."""
-    searches, captured = [0], []
+    searches, captured = [runner_module.searches_run()], []   # earlier tests' counted
     monkeypatch.setattr(runner_module, "searches_run", lambda: searches[0])
     real_capture = runner_module.capture
 
@@ -183,8 +183,11 @@ def test_sizes_are_captured_again_after_a_warm_up_that_tuned(tunes_at, layer, de
         return real_capture(fn, *views, **kwargs)
     monkeypatch.setattr(runner_module, "capture", counted_capture)
 
+    tuned = []
+
     def step(x):
-        if x.shape[0] == tunes_at and not searches[0]:
+        if x.shape[0] == tunes_at and not tuned:
+            tuned.append(x.shape[0])
             searches[0] += 1
         return layer[0](x)
     runner = tg.GraphRunner(step, randn(4, D, device=device), sizes=(1, 2, 4))
