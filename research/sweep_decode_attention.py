@@ -5,6 +5,9 @@ against SDPA on the same cache.
                                                                               # warps, programs
     PYTHONPATH=src python3 research/sweep_decode_attention.py --sweep rules   # whole rules over
                                                                               # the grid and more
+    PYTHONPATH=src python3 research/sweep_decode_attention.py --sweep tiles --points below70 \
+        --merge-elements 32768 --tiles 64,128,256   # the grid's points under 70% of copy, with
+                                                    # more runs than the merge's cap allows
 """
 
 from __future__ import annotations
@@ -34,6 +37,11 @@ TILE_POINTS = [  # the grid's points below SDPA in session 16, and two that were
 ]
 
 
+# The attention grid's points of >= 16 MB of cache under 70% of copy (H100, session 43).
+BELOW70_POINTS = [
+    (14, 2, 64, 4, 8192), (14, 2, 64, 8, 8192), (32, 4, 64, 4, 8192), (32, 8, 64, 1, 8192),
+    (32, 8, 64, 8, 1024), (32, 8, 128, 4, 1024), (32, 32, 128, 1, 1024),
+]
 RULE_POINTS = [(*shape, batch, context)
                for shape in ((32, 32, 128), (14, 2, 64), (32, 8, 128), (32, 4, 64), (28, 4, 128),
                              (16, 8, 64))
@@ -55,19 +63,24 @@ def rule_configs(base: dict, pairs: int, max_seq: int):
                      "BLOCK_SPLITS": triton.next_power_of_2(splits)}
 
 
-def tile_configs(base: dict, pairs: int, max_seq: int):
-    for block_t, stages, warps, per_sm in itertools.product((64, 128), (2, 3, 4), (4, 8),
+def tile_configs(base: dict, pairs: int, max_seq: int, tiles=(64, 128),
+                 merge_elements: int = MERGE_ELEMENTS):
+    for block_t, stages, warps, per_sm in itertools.product(tiles, (2, 3, 4), (4, 8),
                                                             (1, 2, 4)):
-        merge_runs = MERGE_ELEMENTS // (base["GROUP_P2"] * base["BLOCK_D"])
+        # keys and values, `stages` deep, in shared memory: past ~220 KB it cannot launch
+        if 2 * block_t * base["BLOCK_D"] * 2 * stages > 220 * 1024:
+            continue
+        merge_runs = merge_elements // (base["GROUP_P2"] * base["BLOCK_D"])
         splits = max(1, min(triton.cdiv(per_sm * 132, pairs), merge_runs,
                             triton.cdiv(max_seq, block_t)))
-        yield (f"T{block_t} s{stages} w{warps} x{per_sm}",
+        yield (f"T{block_t} s{stages} w{warps} x{per_sm} S{splits}",
                {**base, "BLOCK_T": block_t, "num_stages": stages, "num_warps": warps,
                 "SPLITS": splits, "BLOCK_SPLITS": triton.next_power_of_2(splits)})
 
 
 def sweep_point(heads: int, kv_heads: int, head_dim: int, batch: int, context: int,
-                sweep: str) -> dict[str, float]:
+                sweep: str, tiles=(64, 128), merge_elements: int = MERGE_ELEMENTS
+                ) -> dict[str, float]:
     """Prints the point's table; returns each variant's speed-up over SDPA."""
     q = randn(batch, heads, head_dim, dtype=torch.bfloat16, device="cuda")
     k = randn(batch, kv_heads, context, head_dim, dtype=torch.bfloat16, device="cuda")
@@ -79,7 +92,8 @@ def sweep_point(heads: int, kv_heads: int, head_dim: int, batch: int, context: i
         q[:, :, None], k, v, enable_gqa=heads != kv_heads)[:, :, 0],
         "default": lambda q, k, v, n: launch_decode_attention(
             q, k, v, n, head_dim ** -0.5, out) or out}
-    configs = (tile_configs(base, batch * kv_heads, context) if sweep == "tiles"
+    configs = (tile_configs(base, batch * kv_heads, context, tiles, merge_elements)
+               if sweep == "tiles"
                else rule_configs(base, batch * kv_heads, context))
     for name, config in configs:
         variants[name] = (lambda c: lambda q, k, v, n: launch_decode_attention(
@@ -102,11 +116,19 @@ def sweep_point(heads: int, kv_heads: int, head_dim: int, batch: int, context: i
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sweep", choices=("tiles", "rules"), default="rules")
+    parser.add_argument("--points", choices=("tiles", "rules", "below70"),
+                        help="which points (default: the sweep's own)")
+    parser.add_argument("--tiles", default="64,128", help="tiles: positions a tile to try")
+    parser.add_argument("--merge-elements", type=int, default=MERGE_ELEMENTS,
+                        help="tiles: the merge's cap on runs x q heads x head_dim")
     args = parser.parse_args()
-    points = {"tiles": TILE_POINTS, "rules": RULE_POINTS}[args.sweep]
+    points = {"tiles": TILE_POINTS, "rules": RULE_POINTS,
+              "below70": BELOW70_POINTS}[args.points or args.sweep]
+    tiles = tuple(int(t) for t in args.tiles.split(","))
     speedups: dict[str, list[float]] = {}
     for point in points:
-        for name, speedup in sweep_point(*point, args.sweep).items():
+        for name, speedup in sweep_point(*point, args.sweep, tiles,
+                                         args.merge_elements).items():
             speedups.setdefault(name, []).append(speedup)
     print(f"\n{'variant':22s} points  geomean x SDPA  slower  min")
     for name, values in speedups.items():

@@ -91,10 +91,16 @@ def test_bench_decode_grid_checks_times_and_saves(tmp_path):
     assert {(r["n"], r["k"], r["rows"]) for r in points} == {
         (n, k, m) for n, k in ((96, 64), (40, 130)) for m in (1, 3)}
     assert all(r["status"] == "ok" and r["dtype"] == "bfloat16" for r in points)
-    assert all(r["tilegraph_us"] > 0 and r["cublas_us"] > 0 for r in points)
-    assert saved["summary"][0]["points"] == 4
+    assert {r["fused_part"] for r in points} == {"norm", "residual"}  # 96 x 64, 40 x 130
+    for r in points:
+        assert all(r[f"{key}_us"] > 0 for key in ("cublas", "tilegraph", "torch_fused", "fused"))
+        assert r["fused_speedup"] == pytest.approx(r["torch_fused_us"] / r["fused_us"])
+        assert r["fused_over_linear_speedup"] == pytest.approx(r["cublas_us"] / r["fused_us"])
+    summary = saved["summary"][0]
+    assert summary["points"] == 4
+    assert summary["fused_geomean"] > 0 and summary["fused_over_linear_geomean"] > 0
     for name in ("decode-grid.csv", "decode-grid.md", "decode-grid-bfloat16-tilegraph.png",
-                 "decode-grid-bfloat16-nopdl.png"):
+                 "decode-grid-bfloat16-nopdl.png", "decode-grid-bfloat16-fused.png"):
         assert (out / name).stat().st_size > 0
 
 

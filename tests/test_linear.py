@@ -113,6 +113,28 @@ def test_decode_shapes_gpu(rows, dtype):
     _check((rows,), 1023, 781, dtype, "cuda", True, True, "gelu", True)
 
 
+@pytest.mark.parametrize("row_max", [64, None])  # the row read in steps / held at once
+def test_norm_kernel_before_the_tensor_cores(row_max, device, monkeypatch):
+    import tilegraph.kernels._dot_rows as dot_rows
+
+    if row_max is not None:
+        monkeypatch.setattr(dot_rows, "NORM_ROW_MAX", row_max)
+    x, w, b, g, r = _make((3,), 37, 150, torch.bfloat16, device, False, True, True)
+    out = poisoned((3, 37), torch.bfloat16, device)
+    plan = Plan("dot", {"BLOCK_N": 16, "BLOCK_K": 32, "num_warps": 4, "num_stages": 2})
+    decode_plan.launch(plan, x, w, out, g, 1e-6, None, "none", r, False)
+    d = lambda t: t.double()  # noqa: E731
+    assert_close(out, linear_ref(d(x), d(w), norm_weight=d(g), residual=d(r)), torch.bfloat16)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows", [2, 8, 16])
+@pytest.mark.parametrize("k", [5000, 14336, 40000])  # one read of the row; past NORM_ROW_MAX
+def test_long_rows_with_a_norm_gpu(k, rows, dtype):
+    _check((rows,), 300, k, dtype, "cuda", False, True, None, True)
+
+
 @pytest.mark.parametrize("element_size", [2, 4])
 @pytest.mark.parametrize("rows, k", [(1, 7), (1, 5000), (1, 96), (3, 781), (8, 3000)])
 def test_matvec_rule_keeps_tiles_bounded(rows, k, element_size):

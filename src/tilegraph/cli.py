@@ -100,12 +100,14 @@ def cmd_decode_grid(args: argparse.Namespace, ceil: dict | None) -> int:
         step = _stepper(progress, task)
         results = grid.run(dtypes, rows, shapes, ceilings=ceil or {}, progress=step)
     for dtype in dict.fromkeys(r["dtype"] for r in results):
-        tables.show(console, tables.grid_table(results, dtype))
+        for fused in (False, True):
+            tables.show(console, tables.grid_table(results, dtype, fused))
     summary = grid.summary(results)
     tables.show(console, tables.sweep_table(
-        "geometric mean speed-up over F.linear, and points slower", summary,
-        ("dtype", "points", "tilegraph_geomean", "tilegraph_slower", "nopdl_geomean",
-         "nopdl_slower")))
+        "geometric mean speed-ups, and points slower: "
+        + "; ".join(f"{key} over {over}" for key, over in grid.SPEEDUPS.items()), summary,
+        ("dtype", "points", *(f"{key}_{what}" for key in grid.SPEEDUPS
+                              for what in ("geomean", "slower")))))
     if args.out:
         written = grid.save(results, summary, args.out, args.format, ceil or {})
         console.print("saved " + ", ".join(str(p) for p in written))
@@ -786,7 +788,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("kernels", nargs="*", metavar="KERNEL",
                        help=f"which kernels (default: all): {', '.join(KERNELS)}; or "
                        f"{GRID} alone: one projection at 1-16 rows over decoder shapes, "
-                       f"tg.linear against F.linear; or {STACK_GRID} alone: the decode stack "
+                       f"tg.linear against F.linear, and with the layer's norm before it or "
+                       f"residual add after it fused, against PyTorch with the same; or "
+                       f"{STACK_GRID} alone: the decode stack "
                        f"over widths and batches against its hand-captured graph; or "
                        f"{ATTENTION_GRID} alone: tg.decode_attention against SDPA over "
                        f"batches, contexts and grouped-query shapes; or {TRAIN} alone: "

@@ -137,12 +137,19 @@ def sweep_table(title: str, rows: list[dict], columns: tuple[str, ...]) -> Table
     return table
 
 
-def grid_table(results: list[dict], dtype: str) -> Table:
-    """Speed-up over F.linear by shape and row count: tilegraph's default (with PDL)."""
+def grid_table(results: list[dict], dtype: str, fused: bool = False) -> Table:
+    """Speed-up by shape and row count: tg.linear's default over F.linear (with PDL off in
+    brackets), or with `fused` the layer's part fused (a norm before or a residual add after,
+    bench/grid.fused_part) over PyTorch with the same part (over F.linear alone in
+    brackets); then the default's % of the floor."""
     mine = [r for r in results if r["dtype"] == dtype]
     row_counts = sorted({r["rows"] for r in mine})
-    table = Table(title=f"decode grid, {dtype}: speed-up over F.linear, default (PDL off); "
-                        "% of floor of the default")
+    speedup, bracket, share = (("fused", "fused_over_linear", "fused") if fused
+                               else ("tilegraph", "nopdl", "tilegraph"))
+    title = (f"decode grid, {dtype}, with the layer's norm or residual: fused over PyTorch "
+             "with it (over F.linear alone)" if fused else
+             f"decode grid, {dtype}: speed-up over F.linear, default (PDL off)")
+    table = Table(title=f"{title}; % of floor")
     table.add_column("N x K")
     table.add_column("MB", justify="right")
     for m in row_counts:
@@ -154,11 +161,12 @@ def grid_table(results: list[dict], dtype: str) -> Table:
             if r["status"] != "ok":
                 cells.append(f"[red]{r['status']}[/red]")
                 continue
-            cells.append(f"{fmt(r['tilegraph_speedup'], '.2f')} "
-                         f"({fmt(r['nopdl_speedup'], '.2f')}) "
-                         f"{fmt(r['tilegraph_pct_floor'], '.0f')}%")
-        weight_mb = next(r["weight_mb"] for r in mine if (r["n"], r["k"]) == (n, k))
-        table.add_row(f"{n} x {k}", f"{weight_mb:.1f}", *cells)
+            cells.append(f"{fmt(r[f'{speedup}_speedup'], '.2f')} "
+                         f"({fmt(r[f'{bracket}_speedup'], '.2f')}) "
+                         f"{fmt(r[f'{share}_pct_floor'], '.0f')}%")
+        first = next(r for r in mine if (r["n"], r["k"]) == (n, k))
+        label = f"{n} x {k}" + (f", {first['fused_part']}" if fused else "")
+        table.add_row(label, f"{first['weight_mb']:.1f}", *cells)
     return table
 
 

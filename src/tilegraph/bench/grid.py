@@ -1,8 +1,10 @@
 """The decode grid: one projection y = x @ W.T at decode row counts, over the (N, K) shapes of
 real decoders, tg.linear against F.linear (cuBLAS), each point checked against a float64
 reference and then timed as graph replays over weights rotated past L2 (how a stack streams
-them). Rows: speed-ups and % of the bandwidth floor, saved as JSON / CSV / Markdown and one
-heatmap a dtype.
+them). Each point is also timed as a decoder layer uses it (fused_part): after the layer's
+RMSNorm, or before its residual add; tg.linear with that part fused, against PyTorch's
+rms_norm then F.linear, or F.linear then the add. Rows: speed-ups and % of the bandwidth
+floor, saved as JSON / CSV / Markdown and heatmaps a dtype.
 """
 
 from __future__ import annotations
@@ -29,37 +31,79 @@ CPU_SHAPES = ((96, 64), (40, 130))  # through the interpreter: small, awkward
 ROWS = (1, 2, 4, 8, 16)
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 VARIANTS = ("F.linear", "tilegraph", "tilegraph, no PDL")
-KEYS = {"F.linear": "cublas", "tilegraph": "tilegraph", "tilegraph, no PDL": "nopdl"}
+# The projection with its part of the layer: PyTorch as a model writes it, and tg.linear with
+# the norm in its prologue or the add in its epilogue.
+FUSED_VARIANTS = ("PyTorch, with the part", "tilegraph, the part fused")
+KEYS = {"F.linear": "cublas", "tilegraph": "tilegraph", "tilegraph, no PDL": "nopdl",
+        "PyTorch, with the part": "torch_fused", "tilegraph, the part fused": "fused"}
+NORM_EPS = 1e-6
+# Speed-ups the summary averages: (field, what it is over).
+SPEEDUPS = {"tilegraph": "F.linear", "nopdl": "F.linear",
+            "fused": "PyTorch with the same part", "fused_over_linear": "F.linear alone"}
+# Projections that read the hidden state although they narrow it: grouped-query k / v.
+NARROW_READS = {(256, 2048)}
+
+
+def fused_part(n: int, k: int) -> str:
+    """Where a decoder layer puts an (N, K) projection: after its RMSNorm ("norm": it reads
+    the hidden state, as q|k|v, gate/up and the LM head do) or before its residual add
+    ("residual": it narrows back to the hidden state, as the output and down projections
+    do). A square one could be either; it takes the norm, the part that costs tg.linear a
+    kernel of its own at 2-16 rows (kernels/_dot_rows.py)."""
+    return "norm" if n >= k or (n, k) in NARROW_READS else "residual"
 
 
 def default_shapes() -> tuple[tuple[int, int], ...]:
     return CPU_SHAPES if INTERPRET else GPU_SHAPES
 
 
+def _torch_with_part(part: str) -> Callable:
+    if part == "norm":
+        return lambda x, w, g: F.linear(F.rms_norm(x, g.shape, g, NORM_EPS), w)
+    return lambda x, w, r: r + F.linear(x, w)
+
+
 def _point(n: int, k: int, rows: int, dtype: torch.dtype, device: str, ceilings: dict) -> dict:
     x = randn(rows, k, dtype=dtype, device=device)
     w = randn(n, k, dtype=dtype, device=device, scale=k**-0.5)
+    part = fused_part(n, k)
+    # the norm's weights, or the residual the projection's output is added to
+    extra = randn(*((k,) if part == "norm" else (rows, n)), dtype=dtype, device=device)
     out = torch.empty(rows, n, dtype=dtype, device=device)
     size = x.element_size()
-    result = compare({
+    # the interpreter takes seconds a call
+    timing = {"graph": True, "rotate": (1,), "ceilings": ceilings,
+              **({"warmup_ms": 2, "rep_ms": 10} if INTERPRET else {})}
+    plain = compare({
         "F.linear": F.linear,
         "tilegraph": lambda x, w: tg.linear(x, w, out=out),
         "tilegraph, no PDL": lambda x, w: tg.linear(x, w, out=out, prefetch_weight=False),
     }, lambda x, w: linear_ref(x.double(), w.double()), (x, w),
-        bytes=(n * k + rows * k + rows * n) * size, flops=2 * rows * n * k,
-        baseline="F.linear", graph=True, rotate=(1,), ceilings=ceilings,
-        **({"warmup_ms": 2, "rep_ms": 10} if INTERPRET else {}))  # interpreter: seconds a call
+        bytes=(n * k + rows * k + rows * n) * size, flops=2 * rows * n * k, **timing)
+    argument = "norm_weight" if part == "norm" else "residual"
+    fused = compare({
+        "PyTorch, with the part": _torch_with_part(part),
+        "tilegraph, the part fused": lambda x, w, e: tg.linear(
+            x, w, norm_eps=NORM_EPS, out=out, **{argument: e}),
+    }, lambda x, w, e: linear_ref(x.double(), w.double(), norm_eps=NORM_EPS,
+                                  **{argument: e.double()}),
+        (x, w, extra), bytes=(n * k + rows * k + rows * n + extra.numel()) * size,
+        flops=2 * rows * n * k, **timing)
     row = {"dtype": str(dtype).removeprefix("torch."), "n": n, "k": k, "rows": rows,
-           "weight_mb": n * k * size / 2**20, "status": "ok", "reason": ""}
-    for name in VARIANTS:
-        r = result[name]
-        key = KEYS[name]
-        row[f"{key}_us"] = r.stats.median * 1e3 if r.stats is not None else None
-        row[f"{key}_pct_floor"] = r.pct_ceiling
-        if name != "F.linear":
-            row[f"{key}_speedup"] = r.speedup
-        if r.status not in ("ok", "skipped") and row["status"] == "ok":
-            row["status"], row["reason"] = r.status, f"{name}: {r.reason}"
+           "weight_mb": n * k * size / 2**20, "fused_part": part, "status": "ok",
+           "reason": ""}
+    for result, names in ((plain, VARIANTS), (fused, FUSED_VARIANTS)):
+        for name in names:
+            r = result[name]
+            key = KEYS[name]
+            row[f"{key}_us"] = r.stats.median * 1e3 if r.stats is not None else None
+            row[f"{key}_pct_floor"] = r.pct_ceiling
+            if r.status not in ("ok", "skipped") and row["status"] == "ok":
+                row["status"], row["reason"] = r.status, f"{name}: {r.reason}"
+    for key, over in (("tilegraph", "cublas"), ("nopdl", "cublas"), ("fused", "torch_fused"),
+                      ("fused_over_linear", "cublas")):
+        mine = row["fused_us" if key == "fused_over_linear" else f"{key}_us"]
+        row[f"{key}_speedup"] = row[f"{over}_us"] / mine if mine and row[f"{over}_us"] else None
     return row
 
 
@@ -89,13 +133,12 @@ def geometric_mean(values: Sequence[float]) -> float | None:
 
 
 def summary(results: Sequence[dict]) -> list[dict]:
-    """Per dtype: the geometric-mean speed-up over F.linear of each tilegraph variant, and
-    how many points lose to it."""
+    """Per dtype: the geometric mean of each speed-up in SPEEDUPS, and how many points lose."""
     rows = []
     for dtype in dict.fromkeys(r["dtype"] for r in results):
         mine = [r for r in results if r["dtype"] == dtype]
         row = {"dtype": dtype, "points": len(mine)}
-        for key in ("tilegraph", "nopdl"):
+        for key in SPEEDUPS:
             speedups = [r.get(f"{key}_speedup") for r in mine]
             row[f"{key}_geomean"] = geometric_mean(speedups)
             row[f"{key}_slower"] = sum(1 for s in speedups if s is not None and s < 1)
@@ -105,8 +148,8 @@ def summary(results: Sequence[dict]) -> list[dict]:
 
 def heatmap(results: Sequence[dict], dtype: str, path: Path, key: str = "tilegraph_speedup",
             env: dict | None = None) -> Path | None:
-    """Speed-up over F.linear by shape (rows of the image) and row count (columns), one dtype;
-    None (nothing written) if no point of that dtype was timed."""
+    """A speed-up (`key`, over what SPEEDUPS says) by shape (rows of the image) and row count
+    (columns), one dtype; None (nothing written) if no point of that dtype was timed."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only; no display on servers
@@ -133,7 +176,8 @@ def heatmap(results: Sequence[dict], dtype: str, path: Path, key: str = "tilegra
     ax.set_xlabel("rows")
     ax.set_ylabel("N x K")
     env = env or environment()
-    ax.set_title(f"{key.replace('_', ' ')} over F.linear, {dtype}\n{env['device']}, "
+    over = SPEEDUPS[key.removesuffix("_speedup")]
+    ax.set_title(f"{key.replace('_', ' ')} over {over}, {dtype}\n{env['device']}, "
                  f"torch {env['torch']}, triton {env['triton']}", fontsize=9)
     fig.colorbar(image, ax=ax, fraction=0.05)
     fig.tight_layout()
@@ -144,15 +188,16 @@ def heatmap(results: Sequence[dict], dtype: str, path: Path, key: str = "tilegra
 
 def save(results: Sequence[dict], summary_rows: Sequence[dict], out: Path, formats,
          ceilings: dict) -> list[Path]:
-    """decode-grid.{json,csv,md} (the JSON with the summary and ceilings) and two heatmaps a
-    dtype: tg.linear's default (PDL where safe) and with PDL off."""
+    """decode-grid.{json,csv,md} (the JSON with the summary and ceilings) and three heatmaps a
+    dtype: tg.linear's default (PDL where safe), with PDL off, and with norm and residual
+    fused against PyTorch's three ops."""
     from . import report
 
     written = report.save(results, out, "decode-grid", formats,
                           title="decode grid: tg.linear against F.linear", ceilings=ceilings,
                           summary=list(summary_rows))
     for dtype in dict.fromkeys(r["dtype"] for r in results):
-        for variant in ("tilegraph", "nopdl"):
+        for variant in ("tilegraph", "nopdl", "fused"):
             path = heatmap(results, dtype, Path(out) / f"decode-grid-{dtype}-{variant}.png",
                            key=f"{variant}_speedup")
             if path is not None:

@@ -82,6 +82,19 @@ def _norm_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, norm_w_ptr, K, eps,
                      mask=k_mask)
 
 
+# _norm_rows_kernel holds a row of up to NORM_ROW_MAX columns in registers (32 values a
+# thread up to 16384 columns, 64 past): one read of x. Rows were read twice in steps of 4096
+# columns, a serial round trip to L2 a step (notes/kernels.md, session 47).
+NORM_ROW_MAX = 32768
+NORM_VALUES_PER_THREAD = 32
+
+
+def norm_rows_config(K: int) -> tuple[int, int]:
+    """(BLOCK_K, num_warps) of _norm_rows_kernel for rows of K columns."""
+    block_k = min(NORM_ROW_MAX, triton.next_power_of_2(K))
+    return block_k, max(4, min(16, block_k // (32 * NORM_VALUES_PER_THREAD)))
+
+
 @triton.jit
 def _hand_over_norm(y, y_ptr, g, x_next_ptr, stride_xnm, parts_ptr, pid_n,
                     offs_m, offs_n, M, N, BLOCK_M: tl.constexpr):
@@ -230,9 +243,10 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
         raise ValueError(f"the tensor-core decode kernel takes 1 to {DOT_ROWS} rows, got {M}")
     if norm_weight is not None:
         x_normed = torch.empty((M, K), dtype=weight.dtype, device=x.device)
+        block_k, warps = norm_rows_config(K)
         _norm_rows_kernel[(M,)](x_normed, x_normed.stride(0), x, x.stride(0), norm_weight, K,
-                                eps, PDL=pdl, BLOCK_K=min(4096, triton.next_power_of_2(K)),
-                                num_warps=4, **({"launch_pdl": True} if pdl else {}))
+                                eps, PDL=pdl, BLOCK_K=block_k, num_warps=warps,
+                                **({"launch_pdl": True} if pdl else {}))
         x, norm_weight = x_normed, None
     config = dict(config)
     precision = config.pop("DOT_PRECISION", "tf32x3")

@@ -267,11 +267,13 @@ def attention_candidates(batch: int, n_kv_heads: int, group: int, head_dim: int,
     """What tune.tune_attention times for one shape (tg.Generator runs it), the default rule
     first. None of them was fastest on most of 72 shapes swept on H100 (batch 1-16,
     context 256-4096, 6 head layouts): more loads in flight (4 stages) won on large caches
-    at batch 8-16, two programs an SM where few pairs stream a long cache, 128-position
-    tiles at head_dim 128 on short contexts; each was 1.3-1.7x slower than the best
-    somewhere."""
+    at batch 8-16, two programs an SM where few pairs stream a long cache, tiles of twice
+    the default positions (three stages deep) on caches of 16 MB and more where each run
+    takes several tiles (notes/models.md, session 47); each was 1.3-1.7x slower than the
+    best somewhere."""
     shape = (batch, n_kv_heads, group, head_dim, max_seq, sms)
-    variants = ({}, {"stages": 4}, {"stages": 4, "programs_per_sm": 2}, {"tile": 128})
+    variants = ({}, {"stages": 4}, {"stages": 4, "programs_per_sm": 2},
+                {"tile": 2 * default_tile(head_dim)})
     configs = []
     for variant in variants:
         config = attention_config(*shape, **variant)
@@ -283,7 +285,8 @@ def attention_candidates(batch: int, n_kv_heads: int, group: int, head_dim: int,
 def step_candidates(batch: int, n_kv_heads: int, group: int, head_dim: int, max_seq: int,
                     sms: int | None, chosen: dict) -> list[dict]:
     """What tg.Generator times in its own decode step (tune.tune_attention_in_step_once):
-    `chosen` (the launch tuned alone, or the rule) first, then tiles of twice the default
+    `chosen` (the launch tuned alone, or the rule) first, then the rule (where it was not
+    chosen: attention alone does not predict the step), tiles of twice the default
     positions with 2 stages, and q tiles of 64 rows (timed alone, slower at most points of
     the attention grid). In whole steps, beside the projections that stream their weights
     while attention runs, each was the fastest for some models and the slowest for others:
@@ -292,7 +295,8 @@ def step_candidates(batch: int, n_kv_heads: int, group: int, head_dim: int, max_
     session 43)."""
     shape = (batch, n_kv_heads, group, head_dim, max_seq, sms)
     configs = [dict(chosen)]
-    for variant in ({"tile": 2 * default_tile(head_dim), "stages": 2}, {"query_rows": 64}):
+    for variant in ({}, {"tile": 2 * default_tile(head_dim), "stages": 2},
+                    {"query_rows": 64}):
         config = attention_config(*shape, **variant)
         if config not in configs:
             configs.append(config)
