@@ -141,11 +141,10 @@ def grid_table(results: list[dict], dtype: str, fused: bool = False) -> Table:
     """Speed-up by shape and row count: tg.linear's default over F.linear (with PDL off in
     brackets), or with `fused` the layer's part fused (a norm before or a residual add after,
     bench/grid.fused_part) over PyTorch with the same part (over F.linear alone in
-    brackets); then the default's % of the floor."""
+    brackets); then its % of the floor."""
     mine = [r for r in results if r["dtype"] == dtype]
     row_counts = sorted({r["rows"] for r in mine})
-    speedup, bracket, share = (("fused", "fused_over_linear", "fused") if fused
-                               else ("tilegraph", "nopdl", "tilegraph"))
+    speedup, bracket = ("fused", "fused_over_linear") if fused else ("tilegraph", "nopdl")
     title = (f"decode grid, {dtype}, with the layer's norm or residual: fused over PyTorch "
              "with it (over F.linear alone)" if fused else
              f"decode grid, {dtype}: speed-up over F.linear, default (PDL off)")
@@ -163,7 +162,7 @@ def grid_table(results: list[dict], dtype: str, fused: bool = False) -> Table:
                 continue
             cells.append(f"{fmt(r[f'{speedup}_speedup'], '.2f')} "
                          f"({fmt(r[f'{bracket}_speedup'], '.2f')}) "
-                         f"{fmt(r[f'{share}_pct_floor'], '.0f')}%")
+                         f"{fmt(r[f'{speedup}_pct_floor'], '.0f')}%")
         first = next(r for r in mine if (r["n"], r["k"]) == (n, k))
         label = f"{n} x {k}" + (f", {first['fused_part']}" if fused else "")
         table.add_row(label, f"{first['weight_mb']:.1f}", *cells)
