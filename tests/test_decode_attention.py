@@ -125,6 +125,19 @@ def test_launch_shapes_match_reference(splits, block_t, one_run_tiles, device):
         assert_close(out, ref, q.dtype, what=f"config {config}")
 
 
+def test_a_launch_chosen_among_older_candidates_is_timed_again(monkeypatch):
+    monkeypatch.setattr(attention.tuned, "_memo", {})
+    monkeypatch.setattr(attention.tuned, "_disk_loaded", True)  # this test's records only
+    shape = (2, 2, 4, 64, 700)
+    chosen = attention_candidates(*shape, 132)[1]
+    version = attention.CANDIDATES_VERSION
+    monkeypatch.setattr(attention, "CANDIDATES_VERSION", version - 1)
+    attention.tuned.record(attention_key(*shape, torch.bfloat16), chosen)
+    assert attention.tuned.lookup(attention_key(*shape, torch.bfloat16)) == chosen
+    monkeypatch.setattr(attention, "CANDIDATES_VERSION", version)
+    assert attention.tuned.lookup(attention_key(*shape, torch.bfloat16)) is None
+
+
 @pytest.mark.parametrize("shape", [(1, 4, 8, 64, 2048), (8, 8, 4, 128, 1024), (3, 2, 7, 24, 300)])
 def test_step_candidates_start_with_the_chosen_launch(shape):
     rule = attention_config(*shape, 132)

@@ -303,9 +303,16 @@ def step_candidates(batch: int, n_kv_heads: int, group: int, head_dim: int, max_
     return configs
 
 
+# Raised whenever attention_candidates or step_candidates change: a launch chosen on disk
+# among older candidates is then timed again instead of kept (2: tiles of twice the default
+# positions alone, the rule in the step; session 47).
+CANDIDATES_VERSION = 2
+
+
 def attention_key(batch: int, n_kv_heads: int, group: int, head_dim: int, max_seq: int,
                   dtype: torch.dtype) -> tuple:
-    return (batch, n_kv_heads, group, head_dim, max_seq, str(dtype).removeprefix("torch."))
+    return (batch, n_kv_heads, group, head_dim, max_seq, str(dtype).removeprefix("torch."),
+            f"candidates {CANDIDATES_VERSION}")
 
 
 tuned = Tuner("decode-attention", [{}])  # a store of timed configs: tune_attention fills it
