@@ -100,10 +100,11 @@ def _point(n: int, k: int, rows: int, dtype: torch.dtype, device: str, ceilings:
             row[f"{key}_pct_floor"] = r.pct_ceiling
             if r.status not in ("ok", "skipped") and row["status"] == "ok":
                 row["status"], row["reason"] = r.status, f"{name}: {r.reason}"
-    for key, over in (("tilegraph", "cublas"), ("nopdl", "cublas"), ("fused", "torch_fused"),
-                      ("fused_over_linear", "cublas")):
-        mine = row["fused_us" if key == "fused_over_linear" else f"{key}_us"]
-        row[f"{key}_speedup"] = row[f"{over}_us"] / mine if mine and row[f"{over}_us"] else None
+    for key, mine, over in (("tilegraph", "tilegraph", "cublas"), ("nopdl", "nopdl", "cublas"),
+                            ("fused", "fused", "torch_fused"),
+                            ("fused_over_linear", "fused", "cublas")):
+        mine, over = row[f"{mine}_us"], row[f"{over}_us"]
+        row[f"{key}_speedup"] = over / mine if mine and over else None
     return row
 
 
