@@ -127,6 +127,34 @@ def test_norm_kernel_before_the_tensor_cores(row_max, device, monkeypatch):
     assert_close(out, linear_ref(d(x), d(w), norm_weight=d(g), residual=d(r)), torch.bfloat16)
 
 
+@pytest.mark.parametrize("tile", [
+    {"BLOCK_N": 16, "BLOCK_K": 32, "num_warps": 4, "num_stages": 2},  # several steps, one slice
+    {"BLOCK_N": 16, "BLOCK_K": 64, "num_warps": 4, "num_stages": 1, "SPLIT_K": 3},  # a step each
+    {"BLOCK_N": 32, "BLOCK_K": 32, "num_warps": 4, "num_stages": 2, "SPLIT_K": 2, "W_LHS": True},
+])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("rows", [2, 16])
+def test_norm_in_the_tensor_core_loop(tile, dtype, rows, device):
+    x, w, b, g, r = _make((rows,), 37, 150, dtype, device, True, True, True)
+    out = poisoned((rows, 37), dtype, device)
+    plan = Plan("dot", {**tile, "NORM_IN_LOOP": True})
+    decode_plan.launch(plan, x, w, out, g, 1e-6, b, "none", r, False)
+    d = lambda t: t.double()  # noqa: E731
+    assert_close(out, linear_ref(d(x), d(w), d(b), norm_weight=d(g), residual=d(r)), dtype)
+
+
+def test_norm_runs_in_the_loop_where_a_program_reads_its_slice_at_once():
+    from tilegraph.kernels._dot_rows import norm_in_loop
+
+    whole = {"BLOCK_N": 32, "BLOCK_K": 512, "SPLIT_K": 4}
+    assert norm_in_loop(whole, 2048, 2048, 132)                     # 256 programs, one step
+    assert not norm_in_loop(whole, 4096, 2048, 132)                 # 512 programs
+    assert norm_in_loop(whole, 4096, 2048, 264)
+    assert norm_in_loop({"BLOCK_N": 64, "BLOCK_K": 256}, 300, 200, None)
+    assert not norm_in_loop({**whole, "BLOCK_K": 128}, 2048, 2048, 132)  # four steps a slice
+    assert not norm_in_loop({"BLOCK_N": 64, "BLOCK_K": 256}, 300, 2048, None)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("rows", [2, 8, 16])

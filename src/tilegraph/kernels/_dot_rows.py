@@ -19,7 +19,7 @@ import triton
 import triton.language as tl
 
 from .._runtime import INTERPRET
-from ._launch import weight_alignment
+from ._launch import ASSUMED_SM_COUNT, sm_count, weight_alignment
 from ._matvec import rows_epilogue
 from ._norm_handoff import parts_block
 from ._rotary_store import NO_ROTARY
@@ -29,13 +29,20 @@ DOT_ROWS = 16  # the tile's rows: an mma operand needs at least 16
 
 
 @triton.jit
-def _dot_rows_step(acc, w, x_ptrs, offs_m, offs_k, M, k0, k_stop,
-                   DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr, W_LHS: tl.constexpr):
+def _dot_rows_step(acc, sum_sq, w, x_ptrs, norm_w_ptr, offs_m, offs_k, M, k0, k_stop,
+                   DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr, W_LHS: tl.constexpr,
+                   NORM_IN_LOOP: tl.constexpr):
     """Fold weight tile w (BLOCK_N, BLOCK_K), columns k0 + offs_k (those below k_stop), into
     acc (BLOCK_M, BLOCK_N), or into acc (BLOCK_N, BLOCK_M) with the weight as the mma's
-    left operand (W_LHS)."""
-    x = tl.load(x_ptrs + k0, mask=(offs_m < M)[:, None] & (offs_k < k_stop - k0)[None, :],
-                other=0.0)
+    left operand (W_LHS). NORM_IN_LOOP: x * g goes to the mma, and the rows' sums of x^2
+    over these columns into sum_sq (BLOCK_M,)."""
+    k_mask = offs_k < k_stop - k0
+    x = tl.load(x_ptrs + k0, mask=(offs_m < M)[:, None] & k_mask[None, :], other=0.0)
+    if NORM_IN_LOOP:
+        x = x.to(tl.float32)
+        sum_sq += tl.sum(x * x, axis=1)
+        g = tl.load(norm_w_ptr + k0 + offs_k, mask=k_mask, other=0.0).to(tl.float32)
+        x = x * g[None, :]
     # x may be fp32 (a residual stream kept in fp32): the mma takes the weights' dtype.
     x = x.to(w.dtype)
     if UPCAST_DOT:  # the interpreter mis-multiplies bf16 dots; fp32 is exact for them
@@ -45,7 +52,7 @@ def _dot_rows_step(acc, w, x_ptrs, offs_m, offs_k, M, k0, k_stop,
         acc = tl.dot(w, tl.trans(x), acc, input_precision=DOT_PRECISION)
     else:
         acc = tl.dot(x, tl.trans(w), acc, input_precision=DOT_PRECISION)
-    return acc
+    return acc, sum_sq
 
 
 @triton.jit
@@ -95,6 +102,27 @@ def norm_rows_config(K: int) -> tuple[int, int]:
     return block_k, max(4, min(16, block_k // (32 * NORM_VALUES_PER_THREAD)))
 
 
+# Where the norm runs in the K loop, programs an SM at most.
+NORM_IN_LOOP_PROGRAMS_PER_SM = 2
+
+
+def norm_in_loop(config: dict, N: int, K: int, sms: int | None) -> bool:
+    """Whether a norm prologue runs in the tensor-core kernel's K loop (x * g to the mma,
+    rstd_m in the epilogue) rather than as _norm_rows_kernel before it: where each program
+    reads its slice of K in one step, so no load of x is left to pipeline, and programs
+    number at most two an SM (the whole-slice tiles of decode_plan). There it saves the
+    norm kernel's link in the chain; elsewhere scaling x on its way to the mma costs more
+    (bf16 on H100 at 2-16 rows, us, norm kernel before -> in the loop: 2048^2 whole slices
+    6.5-7.6 -> 5.0-5.5, 256 x 2048 3.9-4.1 -> 2.6-2.8; pipelined tiles 4096^2 15.4-16.0 ->
+    16.4-17.1, 14336 x 4096 42.3-43.7 -> 50.3-50.6; one step, 512-2048 programs 4096^2
+    17.6-19.3 -> 16.4-18.1 but 8192^2 57.9-67.1 -> 62.7-72.2; notes/kernels.md, session 48)."""
+    steps = triton.cdiv(K, config["BLOCK_K"])
+    split = config.get("SPLIT_K", 1)
+    programs = triton.cdiv(N, config["BLOCK_N"]) * split
+    return (triton.cdiv(steps, split) == 1
+            and programs <= NORM_IN_LOOP_PROGRAMS_PER_SM * (sms or ASSUMED_SM_COUNT))
+
+
 @triton.jit
 def _hand_over_norm(y, y_ptr, g, x_next_ptr, stride_xnm, parts_ptr, pid_n,
                     offs_m, offs_n, M, N, BLOCK_M: tl.constexpr):
@@ -111,7 +139,7 @@ def _hand_over_norm(y, y_ptr, g, x_next_ptr, stride_xnm, parts_ptr, pid_n,
 
 
 @triton.jit
-def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
+def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm_w_ptr,
                      bias_ptr, res_ptr, stride_rm, rotary, partial_ptr, count_ptr,
                      norm_parts_ptr, n_norm_parts, eps,
                      next_norm_w_ptr, x_next_ptr, stride_xnm, next_parts_ptr,
@@ -120,6 +148,7 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
                      ACTIVATION: tl.constexpr, PREFETCH_WEIGHT: tl.constexpr,
                      DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr,
                      SPLIT_K: tl.constexpr, NORM_PARTS: tl.constexpr, HAND_OVER: tl.constexpr,
+                     NORM_IN_LOOP: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                      W_LHS: tl.constexpr = False, ALIGN: tl.constexpr = 1):
     """y_mn = act(rstd_m sum_k x_mk W_nk + b_n) + r_mn for M <= BLOCK_M rows and BLOCK_N
@@ -185,42 +214,54 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
         parts = tl.load(norm_parts_ptr + offs_p[:, None] * BLOCK_M + offs_m[None, :],
                         mask=(offs_p < n_norm_parts)[:, None] & (offs_m < M)[None, :],
                         other=0.0)
-    acc = _dot_rows_step(acc, w, x_ptrs, offs_m, offs_k, M, k_start, k_stop, DOT_PRECISION,
-                         UPCAST_DOT, W_LHS)
+    sum_sq = tl.zeros([BLOCK_M], tl.float32)
+    acc, sum_sq = _dot_rows_step(acc, sum_sq, w, x_ptrs, norm_w_ptr, offs_m, offs_k, M,
+                                 k_start, k_stop, DOT_PRECISION, UPCAST_DOT, W_LHS,
+                                 NORM_IN_LOOP)
     for k0 in range(k_start + BLOCK_K, k_stop, BLOCK_K):
         w = tl.load(w_ptrs + k0, mask=n_mask[:, None] & (offs_k < k_stop - k0)[None, :],
                     other=0.0)
-        acc = _dot_rows_step(acc, w, x_ptrs, offs_m, offs_k, M, k0, k_stop, DOT_PRECISION,
-                             UPCAST_DOT, W_LHS)
+        acc, sum_sq = _dot_rows_step(acc, sum_sq, w, x_ptrs, norm_w_ptr, offs_m, offs_k, M,
+                                     k0, k_stop, DOT_PRECISION, UPCAST_DOT, W_LHS,
+                                     NORM_IN_LOOP)
     if W_LHS:
         acc = tl.trans(acc)
 
-    sum_sq = tl.zeros([BLOCK_M], tl.float32)
     if NORM_PARTS > 0:
         sum_sq = tl.sum(parts, axis=0)
     if SPLIT_K > 1:
-        # partials (SPLIT_K, BLOCK_M, N): program (n, s) writes its tile of slice s
+        # partials (SPLIT_K, BLOCK_M, N): program (n, s) writes its tile of slice s; with
+        # NORM_IN_LOOP its rows' sums of x^2 over slice s follow them, a BLOCK_M vector a
+        # program: (column blocks, SPLIT_K, BLOCK_M).
         tile = offs_m[:, None] * N + offs_n[None, :]
         tile_mask = (offs_m < M)[:, None] & n_mask[None, :]
+        sums_ptr = partial_ptr + SPLIT_K * BLOCK_M * N + pid_n * SPLIT_K * BLOCK_M + offs_m
         tl.store(partial_ptr + pid_k * BLOCK_M * N + tile, acc, mask=tile_mask)
+        if NORM_IN_LOOP:
+            tl.store(sums_ptr + pid_k * BLOCK_M, sum_sq)
         tl.debug_barrier()  # every thread's partials are out before the count says so
         arrived = tl.atomic_add(count_ptr + pid_n, 1, sem="acq_rel")
         if arrived == SPLIT_K - 1:
             acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+            if NORM_IN_LOOP:
+                sum_sq = tl.zeros([BLOCK_M], tl.float32)
             for s in range(SPLIT_K):  # split order, whatever the arrival order
                 acc += tl.load(partial_ptr + s * BLOCK_M * N + tile, mask=tile_mask,
                                other=0.0, cache_modifier=".cg")
+                if NORM_IN_LOOP:
+                    sum_sq += tl.load(sums_ptr + s * BLOCK_M, cache_modifier=".cg")
             tl.store(count_ptr + pid_n, 0)  # zero for the next launch on this stream
             y = rows_epilogue(acc, sum_sq, y_ptr, stride_ym, bias_ptr, res_ptr, stride_rm,
-                              rotary, offs_m, offs_n, M, N, K, eps, NORM_PARTS > 0, HAS_BIAS,
-                              HAS_RESIDUAL, ACTIVATION, BLOCK_M, BLOCK_N)
+                              rotary, offs_m, offs_n, M, N, K, eps,
+                              NORM_PARTS > 0 or NORM_IN_LOOP, HAS_BIAS, HAS_RESIDUAL,
+                              ACTIVATION, BLOCK_M, BLOCK_N)
             if HAND_OVER:
                 _hand_over_norm(y, y_ptr, next_g, x_next_ptr, stride_xnm, next_parts_ptr,
                                 pid_n, offs_m, offs_n, M, N, BLOCK_M)
     else:
         y = rows_epilogue(acc, sum_sq, y_ptr, stride_ym, bias_ptr, res_ptr, stride_rm, rotary,
-                          offs_m, offs_n, M, N, K, eps, NORM_PARTS > 0, HAS_BIAS, HAS_RESIDUAL,
-                          ACTIVATION, BLOCK_M, BLOCK_N)
+                          offs_m, offs_n, M, N, K, eps, NORM_PARTS > 0 or NORM_IN_LOOP,
+                          HAS_BIAS, HAS_RESIDUAL, ACTIVATION, BLOCK_M, BLOCK_N)
         if HAND_OVER:
             _hand_over_norm(y, y_ptr, next_g, x_next_ptr, stride_xnm, next_parts_ptr,
                             pid_n, offs_m, offs_n, M, N, BLOCK_M)
@@ -241,18 +282,23 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
     N = weight.shape[0]
     if not 1 <= M <= DOT_ROWS:
         raise ValueError(f"the tensor-core decode kernel takes 1 to {DOT_ROWS} rows, got {M}")
-    if norm_weight is not None:
+    config = dict(config)
+    in_loop = config.pop("NORM_IN_LOOP", None)
+    if in_loop is None:
+        in_loop = norm_in_loop(config, N, K, sm_count(x.device))
+    if norm_weight is not None and not in_loop:
         x_normed = torch.empty((M, K), dtype=weight.dtype, device=x.device)
         block_k, warps = norm_rows_config(K)
         _norm_rows_kernel[(M,)](x_normed, x_normed.stride(0), x, x.stride(0), norm_weight, K,
                                 eps, PDL=pdl, BLOCK_K=block_k, num_warps=warps,
                                 **({"launch_pdl": True} if pdl else {}))
         x, norm_weight = x_normed, None
-    config = dict(config)
     precision = config.pop("DOT_PRECISION", "tf32x3")
     n_blocks = triton.cdiv(N, config["BLOCK_N"])
+    # with the norm in the loop, each split's rows' sums of x^2 follow the partials
     split, k_split, partials, counters = plan_split(
-        x.device, K, config["BLOCK_K"], config.pop("SPLIT_K", 1), DOT_ROWS * N, n_blocks,
+        x.device, K, config["BLOCK_K"], config.pop("SPLIT_K", 1),
+        DOT_ROWS * (N + (n_blocks if norm_weight is not None else 0)), n_blocks,
         placeholder=out)
     next_norm_weight, x_next, next_parts = hand_over if hand_over is not None else (out,) * 3
     if hand_over is not None and next_parts.shape != (n_blocks, DOT_ROWS):
@@ -260,7 +306,7 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
                          f"got {tuple(next_parts.shape)}")
     align = weight_alignment(weight.element_size(), K, k_split, weight.stride(0))
     return _dot_rows_kernel[(n_blocks, split)](
-        out, out.stride(0), x, x.stride(0), weight, weight.stride(0) // align,
+        out, out.stride(0), x, x.stride(0), weight, weight.stride(0) // align, norm_weight,
         bias, residual, residual.stride(0) if residual is not None else 0, rotary, partials,
         counters, norm_parts if norm_parts is not None else out,
         norm_parts.shape[0] if norm_parts is not None else 0, eps,
@@ -270,5 +316,5 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
         DOT_PRECISION=precision if weight.dtype == torch.float32 else "tf32",
         UPCAST_DOT=INTERPRET and weight.dtype == torch.bfloat16, SPLIT_K=split,
         NORM_PARTS=parts_block(norm_parts.shape[0]) if norm_parts is not None else 0,
-        HAND_OVER=hand_over is not None,
+        HAND_OVER=hand_over is not None, NORM_IN_LOOP=norm_weight is not None,
         BLOCK_M=DOT_ROWS, ALIGN=align, **config, **({"launch_pdl": True} if pdl else {}))

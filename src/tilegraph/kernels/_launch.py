@@ -111,6 +111,9 @@ def stream_place(device: torch.device) -> tuple:
             capture_token() if capturing else None)
 
 
+ASSUMED_SM_COUNT = 132  # where there is no GPU to ask (the interpreter): an H100's
+
+
 def sm_count(device: torch.device) -> int | None:
     """Streaming multiprocessors of a CUDA device; None where kernels run interpreted."""
     if INTERPRET or device.type != "cuda":

@@ -27,7 +27,7 @@ import triton.language as tl
 
 from .._runtime import INTERPRET
 from ._checks import check_tensor, prepare_out
-from ._launch import sm_count, supports_pdl
+from ._launch import ASSUMED_SM_COUNT, sm_count, supports_pdl
 from ._ops import custom_op
 from ._pdl import ENABLED as PDL_ENABLED
 from ._pdl import launched, use_pdl
@@ -38,7 +38,6 @@ _LOG2E = tl.constexpr(1.4426950408889634)
 # The merge loads all runs' partial outputs (runs, q heads of a group, head_dim) at once: at
 # most this many fp32 values, 64 a thread of 4 warps.
 MERGE_ELEMENTS = 8192
-ASSUMED_SM_COUNT = 132  # the interpreter has no GPU to ask
 # A sequence of at most this many tiles is read by one program, not split: runs of one tile
 # pay the partials' round trips and the merge for little streaming. In TinyLlama's decode at
 # 128-384 positions (1-3 tiles) one run made a step 4% faster; runs of 4 tiles where the

@@ -21,7 +21,7 @@ import triton
 
 from .._runtime import is_capturing
 from ._dot_rows import DOT_ROWS, launch_dot_rows
-from ._launch import sm_count
+from ._launch import ASSUMED_SM_COUNT, sm_count
 from ._matvec import gemv_config, launch_matvec, matvec_config
 from ._pdl import use_pdl
 from ._rotary_store import NO_ROTARY
@@ -29,7 +29,6 @@ from .autotune import RotatedCopies, Tuner, timing_enabled
 
 DECODE_MAX_ROWS = DOT_ROWS  # more rows take the tiled GEMM
 KINDS = ("gemv", "matvec", "dot", "cublas")
-ASSUMED_SM_COUNT = 132  # where there is no GPU to ask (the interpreter): an H100's
 # One 16-bit row takes the split-tile GEMV up to this many columns; past it the GEMV walks K
 # one tile at a time (4096 x 14336 with 2048-column tiles: 82% of the floor, 0.91x cuBLAS)
 # while the tensor-core kernel keeps four tiles in flight (93% at 2 rows, as fast at 1 as
