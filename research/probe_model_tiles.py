@@ -42,6 +42,9 @@ def variants(batch, d, ffn):
     if batch == 1:  # SwiGLU pairs need an even number of rows a program
         return [("gate/up 32 values a thread", {up: gemv(max(2, 4096 // k_up), k_up, 4)}),
                 ("gate/up 128 values a thread", {up: gemv(max(2, 16384 // k_up), k_up, 4)}),
+                # as many values a thread as the rule, programs of other sizes (session 48)
+                ("gate/up 2 warps", {up: gemv(max(2, 4096 // k_up), k_up, 2)}),
+                ("gate/up 8 warps", {up: gemv(max(2, 16384 // k_up), k_up, 8)}),
                 ("down 8 warps", {down: gemv(8, 4096, 8)}),
                 # one tile a program: every row read before the wait (session 31)
                 ("down whole rows", {down: gemv(max(1, 16384 // k_down), k_down, 4)})]

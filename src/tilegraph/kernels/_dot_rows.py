@@ -7,9 +7,10 @@ matrix-vector kernels, whose per-row reductions on the CUDA cores cost more with
 each program streams a (BLOCK_N, K) strip of W exactly once, and mma does all rows of a
 (BLOCK_N, BLOCK_K) tile at once, so 16 rows cost about what 2 do. Small BLOCK_N (16-64)
 keeps enough programs to fill every SM when N is a few thousand, and split-K where N is
-narrow for its K. A norm prologue runs as a small kernel of its own just before (see
-_norm_rows_kernel), unless the kernel that wrote x handed it over (_norm_handoff.py); bias,
-activation and residual stay in the epilogue.
+narrow for its K. A norm prologue runs in the K loop where each program reads its slice in
+one step (norm_in_loop), else as a small kernel of its own just before (_norm_rows_kernel),
+unless the kernel that wrote x handed it over (_norm_handoff.py); bias, activation and
+residual stay in the epilogue.
 """
 
 from __future__ import annotations
@@ -152,10 +153,12 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm_
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                      W_LHS: tl.constexpr = False, ALIGN: tl.constexpr = 1):
     """y_mn = act(rstd_m sum_k x_mk W_nk + b_n) + r_mn for M <= BLOCK_M rows and BLOCK_N
-    outputs a program, rstd_m = 1 where no norm is asked for. A norm prologue comes either
-    from _norm_rows_kernel, launched just before (x is then normalised, rstd_m = 1), or
+    outputs a program, rstd_m = 1 where no norm is asked for. A norm prologue comes from
+    _norm_rows_kernel, launched just before (x is then normalised, rstd_m = 1), or is
     handed over by the kernel that wrote x (NORM_PARTS > 0: x is h * g already, and
-    rstd_m = 1 / sqrt(sum of the n_norm_parts partial sums of h_m^2 / K + eps)).
+    rstd_m = 1 / sqrt(sum of the n_norm_parts partial sums of h_m^2 / K + eps)), or runs
+    in the K loop (NORM_IN_LOOP: x * g, norm_w_ptr's g, goes to the mma and the rows' sums
+    of x^2 are taken beside it; a split's programs leave theirs beside their partials).
     fp32 weights multiply at DOT_PRECISION: "tf32x3" (three tf32 products, about fp32's
     accuracy, still far below the weight stream's time at 16 rows) or "ieee".
 

@@ -1,10 +1,12 @@
 """An RMSNorm handed over from the projection that writes h to the projection that normalises h.
 
-On the tensor-core decode path (2-16 rows, _dot_rows.py) a norm prologue cannot run inside
-the projection's K loop (scaling x there keeps Triton from pipelining its loads), so it runs
-as a small kernel of its own: one more link in every layer's chain of dependent launches,
-10-24% of a bf16 LayerStack step at d = 1024-4096 and 2-8 rows (notes/kernels.md). Yet the
-kernel that writes h holds h in its epilogue. Told the next norm's weight g
+On the tensor-core decode path (2-16 rows, _dot_rows.py) a norm prologue costs: in a K loop
+of several steps, scaling x keeps Triton from pipelining its loads, so it runs as a small
+kernel of its own, one more link in every layer's chain of dependent launches (10-24% of a
+bf16 LayerStack step at d = 1024-4096 and 2-8 rows, notes/kernels.md); where a program reads
+its slice in one step it runs in the loop, which still lost to the handoff in stacks and
+models (session 48: d=2048 at 8 rows 102.4 against 105.3 us). Yet the kernel that writes h
+holds h in its epilogue. Told the next norm's weight g
 (`tg.linear(..., next_norm_weight=g)`), it also stores h * g and, for each of its column
 blocks, the rows' sums of h^2; a `tg.linear(h, w, norm_weight=g)` given that very result
 multiplies h * g by w and scales each row by 1 / sqrt(mean(h^2) + eps) in its epilogue.
