@@ -20,7 +20,7 @@ import triton
 import triton.language as tl
 
 from .._runtime import INTERPRET
-from ._launch import ASSUMED_SM_COUNT, l2_bytes, sm_count, weight_alignment
+from ._launch import ASSUMED_SM_COUNT, sm_count, weight_alignment
 from ._matvec import rows_epilogue
 from ._norm_handoff import parts_block
 from ._rotary_store import NO_ROTARY
@@ -54,22 +54,6 @@ def _dot_rows_step(acc, sum_sq, w, x_ptrs, norm_w_ptr, offs_m, offs_k, M, k0, k_
     else:
         acc = tl.dot(x, tl.trans(w), acc, input_precision=DOT_PRECISION)
     return acc, sum_sq
-
-
-@triton.jit
-def _prefetch_rows_l2(w_ptr, offs_n, n_mask, stride_wn, k_first, k_stop, max_row_bytes,
-                      ELEMENT_BYTES: tl.constexpr):
-    """Ask L2 for columns [k_first, k_stop) of weight rows offs_n, up to max_row_bytes a row:
-    one `cp.async.bulk.prefetch.L2` a row (sm_90; a hint, nothing held, nothing to wait for)
-    where the row's range starts 16-byte aligned, its size rounded down to 16 bytes."""
-    starts = w_ptr + offs_n.to(tl.int64) * stride_wn + k_first
-    size = tl.minimum((k_stop - k_first) * ELEMENT_BYTES, max_row_bytes) // 16 * 16
-    aligned = (starts.to(tl.int64) % 16) == 0
-    size = tl.where(n_mask & aligned & (k_first < k_stop), size, 0).to(tl.int32)
-    tl.inline_asm_elementwise(
-        "{ .reg .pred p; setp.gt.s32 p, $2, 0; "
-        "@p cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0; }",
-        "=r,l,r", [starts, size], dtype=tl.int32, is_pure=False, pack=1)
 
 
 @triton.jit
@@ -123,16 +107,6 @@ def norm_rows_config(K: int) -> tuple[int, int]:
 NORM_IN_LOOP_PROGRAMS_PER_SM = 2
 
 
-# Weights a launch asks L2 for ahead of its loads, at most this share of L2: lines asked
-# for past it would evict earlier ones before they are read.
-L2_PREFETCH_SHARE = 0.5
-
-
-def l2_prefetch_row_bytes(device: torch.device, programs: int, block_n: int) -> int:
-    """Bytes of each weight row a program of `programs` asks L2 for (PREFETCH_L2)."""
-    return int(l2_bytes(device) * L2_PREFETCH_SHARE) // (programs * block_n)
-
-
 def norm_in_loop(config: dict, N: int, K: int, sms: int | None) -> bool:
     """Whether a norm prologue runs in the tensor-core kernel's K loop (x * g to the mma,
     rstd_m in the epilogue) rather than as _norm_rows_kernel before it: where each program
@@ -170,12 +144,12 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm_
                      bias_ptr, res_ptr, stride_rm, rotary, partial_ptr, count_ptr,
                      norm_parts_ptr, n_norm_parts, eps,
                      next_norm_w_ptr, x_next_ptr, stride_xnm, next_parts_ptr,
-                     M, N, K, K_SPLIT, l2_row_bytes,
+                     M, N, K, K_SPLIT,
                      HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
                      ACTIVATION: tl.constexpr, PREFETCH_WEIGHT: tl.constexpr,
                      DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr,
                      SPLIT_K: tl.constexpr, NORM_PARTS: tl.constexpr, HAND_OVER: tl.constexpr,
-                     NORM_IN_LOOP: tl.constexpr, PREFETCH_L2: tl.constexpr,
+                     NORM_IN_LOOP: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                      W_LHS: tl.constexpr = False, ALIGN: tl.constexpr = 1):
     """y_mn = act(rstd_m sum_k x_mk W_nk + b_n) + r_mn for M <= BLOCK_M rows and BLOCK_N
@@ -211,9 +185,6 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm_
     one kernel ahead of this one is still running when it prefetches (the launcher checks
     that kernel does not write W or g_next). The handed-over partial sums are loaded right
     after the wait and summed only in the epilogue, so their round trip overlaps the loop.
-    PREFETCH_L2 (with PREFETCH_WEIGHT, where _norm_rows_kernel runs just before): memory
-    idles while that kernel normalises x, so each program also asks L2 for the rest of its
-    weights (up to l2_row_bytes a row) before the wait.
     """
     K = K * ALIGN
     K_SPLIT = K_SPLIT * ALIGN
@@ -238,9 +209,6 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm_
     next_g = tl.zeros([BLOCK_N], tl.float32)
     if HAND_OVER:  # a weight too: read before the wait, off the epilogue's chain
         next_g = tl.load(next_norm_w_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)
-    if PREFETCH_L2:  # the rest of this program's weights, while the norm kernel runs
-        _prefetch_rows_l2(w_ptr, offs_n, n_mask, stride_wn, k_start + BLOCK_K, k_stop,
-                          l2_row_bytes, w_ptr.dtype.element_ty.primitive_bitwidth // 8)
     if PREFETCH_WEIGHT:
         tl.extra.cuda.gdc_wait()               # x and the epilogue inputs are now final
         tl.extra.cuda.gdc_launch_dependents()  # the next kernel may start its prefetch
@@ -321,8 +289,7 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
     in_loop = config.pop("NORM_IN_LOOP", None)
     if in_loop is None:
         in_loop = norm_in_loop(config, N, K, sm_count(x.device))
-    norm_kernel_before = norm_weight is not None and not in_loop
-    if norm_kernel_before:
+    if norm_weight is not None and not in_loop:
         x_normed = torch.empty((M, K), dtype=weight.dtype, device=x.device)
         block_k, warps = norm_rows_config(K)
         _norm_rows_kernel[(M,)](x_normed, x_normed.stride(0), x, x.stride(0), norm_weight, K,
@@ -341,20 +308,16 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
         raise ValueError(f"the handed-over partial sums need shape ({n_blocks}, {DOT_ROWS}), "
                          f"got {tuple(next_parts.shape)}")
     align = weight_alignment(weight.element_size(), K, k_split, weight.stride(0))
-    prefetch_l2 = norm_kernel_before and pdl
     return _dot_rows_kernel[(n_blocks, split)](
         out, out.stride(0), x, x.stride(0), weight, weight.stride(0) // align, norm_weight,
         bias, residual, residual.stride(0) if residual is not None else 0, rotary, partials,
         counters, norm_parts if norm_parts is not None else out,
         norm_parts.shape[0] if norm_parts is not None else 0, eps,
         next_norm_weight, x_next, x_next.stride(0), next_parts,
-        M, N, K // align, k_split // align,
-        l2_prefetch_row_bytes(x.device, n_blocks * split, config["BLOCK_N"]) if prefetch_l2
-        else 0, HAS_BIAS=bias is not None,
+        M, N, K // align, k_split // align, HAS_BIAS=bias is not None,
         HAS_RESIDUAL=residual is not None, ACTIVATION=activation, PREFETCH_WEIGHT=pdl,
         DOT_PRECISION=precision if weight.dtype == torch.float32 else "tf32",
         UPCAST_DOT=INTERPRET and weight.dtype == torch.bfloat16, SPLIT_K=split,
         NORM_PARTS=parts_block(norm_parts.shape[0]) if norm_parts is not None else 0,
         HAND_OVER=hand_over is not None, NORM_IN_LOOP=norm_weight is not None,
-        PREFETCH_L2=prefetch_l2,
         BLOCK_M=DOT_ROWS, ALIGN=align, **config, **({"launch_pdl": True} if pdl else {}))

@@ -114,16 +114,6 @@ def stream_place(device: torch.device) -> tuple:
 ASSUMED_SM_COUNT = 132  # where there is no GPU to ask (the interpreter): an H100's
 
 
-def l2_bytes(device: torch.device) -> int:
-    """L2 cache of a CUDA device, in bytes."""
-    return _l2_bytes(device.index if device.index is not None else torch.cuda.current_device())
-
-
-@functools.cache
-def _l2_bytes(index: int) -> int:
-    return torch.cuda.get_device_properties(index).L2_cache_size
-
-
 def sm_count(device: torch.device) -> int | None:
     """Streaming multiprocessors of a CUDA device; None where kernels run interpreted."""
     if INTERPRET or device.type != "cuda":
