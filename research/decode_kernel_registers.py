@@ -65,10 +65,13 @@ def resources(kernel, constants: dict, num_warps: int, num_stages: int) -> str:
 
 
 DOT_PARTS = {"HAS_BIAS": False, "ACTIVATION": "none", "PREFETCH_WEIGHT": True,
-             "DOT_PRECISION": "tf32", "UPCAST_DOT": False, "BLOCK_M": 16}
+             "DOT_PRECISION": "tf32", "UPCAST_DOT": False, "BLOCK_M": 16,
+             "NORM_IN_LOOP": False}
 DOT_ROLES = {"residual, no handoff": {"HAS_RESIDUAL": True, "HAND_OVER": False},
              "residual, hands over": {"HAS_RESIDUAL": True, "HAND_OVER": True},
-             "takes a handoff": {"HAS_RESIDUAL": False, "HAND_OVER": False, "NORM_PARTS": -1}}
+             "takes a handoff": {"HAS_RESIDUAL": False, "HAND_OVER": False, "NORM_PARTS": -1},
+             "norm in the loop": {"HAS_RESIDUAL": False, "HAND_OVER": False,
+                                  "NORM_IN_LOOP": True}}
 GEMV_PARTS = {"HAS_BIAS": False, "ACTIVATION": "none", "PREFETCH_WEIGHT": True, "TAIL": 0,
               "ALIGN": 1}  # a config with a tail overrides TAIL
 
