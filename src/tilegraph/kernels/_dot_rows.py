@@ -112,11 +112,13 @@ def norm_in_loop(config: dict, N: int, K: int, sms: int | None) -> bool:
     rstd_m in the epilogue) rather than as _norm_rows_kernel before it: where each program
     reads its slice of K in one step, so no load of x is left to pipeline, and programs
     number at most two an SM (the whole-slice tiles of decode_plan). There it saves the
-    norm kernel's link in the chain; elsewhere scaling x on its way to the mma costs more
-    (bf16 on H100 at 2-16 rows, us, norm kernel before -> in the loop: 2048^2 whole slices
-    6.5-7.6 -> 5.0-5.5, 256 x 2048 3.9-4.1 -> 2.6-2.8; pipelined tiles 4096^2 15.4-16.0 ->
-    16.4-17.1, 14336 x 4096 42.3-43.7 -> 50.3-50.6; one step, 512-2048 programs 4096^2
-    17.6-19.3 -> 16.4-18.1 but 8192^2 57.9-67.1 -> 62.7-72.2; notes/kernels.md, session 48)."""
+    norm kernel's link in the chain. On pipelined tiles scaling x on its way to the mma
+    costs more than that kernel, and one-step tiles of more programs lose either to the
+    pipelined plan with the kernel or to the kernel on their own tile (bf16 on H100 at 2-16
+    rows, us, norm kernel before -> in the loop: 2048^2 whole slices 6.5-7.6 -> 5.0-5.5,
+    256 x 2048 3.9-4.1 -> 2.6-2.8; pipelined 4096^2 15.4-16.0 -> 16.4-17.1, 14336 x 4096
+    42.3-43.7 -> 50.3-50.6; one step, 512 programs, 4096^2 17.6-19.3 -> 16.4-18.1, 2048
+    programs, 8192^2 57.9-67.1 -> 62.7-72.2; notes/kernels.md, session 48)."""
     steps = triton.cdiv(K, config["BLOCK_K"])
     split = config.get("SPLIT_K", 1)
     programs = triton.cdiv(N, config["BLOCK_N"]) * split

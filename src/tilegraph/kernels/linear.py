@@ -3,11 +3,10 @@
 One kernel for the whole expression, every part optional (except a norm prologue on the
 tensor-core decode path where its tile reads K in several steps: that runs as a small kernel
 just before it, unless the call that wrote x handed it over: next_norm_weight,
-_norm_handoff.py). Up to DECODE_MAX_ROWS rows
-(decode) take one of the kernels that stream the weight once for all rows (decode_plan.py
-says which: tuned per shape, or by rule), launched with programmatic dependent launch where
-that is safe (_pdl.py); more rows take the tiled tensor-core GEMM of matmul.py with the same
-prologue and epilogue.
+_norm_handoff.py). Up to DECODE_MAX_ROWS rows (decode) take one of the kernels that stream
+the weight once for all rows (decode_plan.py says which: tuned per shape, or by rule),
+launched with programmatic dependent launch where that is safe (_pdl.py); more rows take
+the tiled tensor-core GEMM of matmul.py with the same prologue and epilogue.
 """
 
 from __future__ import annotations
