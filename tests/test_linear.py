@@ -146,13 +146,27 @@ def test_norm_in_the_tensor_core_loop(tile, dtype, rows, device):
 def test_norm_runs_in_the_loop_where_a_program_reads_its_slice_at_once():
     from tilegraph.kernels._dot_rows import norm_in_loop
 
+    bf16 = torch.bfloat16
     whole = {"BLOCK_N": 32, "BLOCK_K": 512, "SPLIT_K": 4}
-    assert norm_in_loop(whole, 2048, 2048, 132)                     # 256 programs, one step
-    assert not norm_in_loop(whole, 4096, 2048, 132)                 # 512 programs
-    assert norm_in_loop(whole, 4096, 2048, 264)
-    assert norm_in_loop({"BLOCK_N": 64, "BLOCK_K": 256}, 300, 200, None)
-    assert not norm_in_loop({**whole, "BLOCK_K": 128}, 2048, 2048, 132)  # four steps a slice
-    assert not norm_in_loop({"BLOCK_N": 64, "BLOCK_K": 256}, 300, 2048, None)
+    assert norm_in_loop(whole, 2048, 2048, bf16, 132)               # 256 programs, one step
+    assert not norm_in_loop(whole, 4096, 2048, bf16, 132)           # 512 programs
+    assert norm_in_loop(whole, 4096, 2048, bf16, 264)
+    assert norm_in_loop({"BLOCK_N": 64, "BLOCK_K": 256}, 300, 200, torch.float32, None)
+    assert not norm_in_loop({**whole, "BLOCK_K": 128}, 2048, 2048, bf16, 132)  # four steps
+    assert not norm_in_loop({"BLOCK_N": 64, "BLOCK_K": 256}, 300, 2048, bf16, None)
+    assert not norm_in_loop(whole, 2048, 2048, torch.float16, 132)  # x * g could overflow
+
+
+def test_fp16_norm_of_large_rows_does_not_overflow_on_the_tensor_cores(device):
+    """x * g past fp16's range (x 3e4, g 4): the product the mma would take unnormalised
+    overflows; normalised first, as the default path does for fp16, it does not."""
+    x, w, _, _, _ = _make((4,), 40, 130, torch.float16, device, False, False, False)
+    x = (x.float().sign() * 3e4).to(torch.float16)
+    g = torch.full((130,), 4.0, dtype=torch.float16, device=device)
+    tile = {"BLOCK_N": 16, "BLOCK_K": 256, "num_warps": 4, "num_stages": 1}  # one step
+    out = poisoned((4, 40), torch.float16, device)
+    decode_plan.launch(Plan("dot", tile), x, w, out, g, 1e-6, None, "none", None, False)
+    assert_close(out, linear_ref(x.double(), w.double(), norm_weight=g.double()), torch.float16)
 
 
 @pytest.mark.gpu

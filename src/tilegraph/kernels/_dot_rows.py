@@ -107,22 +107,24 @@ def norm_rows_config(K: int) -> tuple[int, int]:
 NORM_IN_LOOP_PROGRAMS_PER_SM = 2
 
 
-def norm_in_loop(config: dict, N: int, K: int, sms: int | None) -> bool:
+def norm_in_loop(config: dict, N: int, K: int, dtype: torch.dtype, sms: int | None) -> bool:
     """Whether a norm prologue runs in the tensor-core kernel's K loop (x * g to the mma,
     rstd_m in the epilogue) rather than as _norm_rows_kernel before it: where each program
     reads its slice of K in one step, so no load of x is left to pipeline, and programs
-    number at most two an SM (the whole-slice tiles of decode_plan). There it saves the
-    norm kernel's link in the chain. On pipelined tiles scaling x on its way to the mma
-    costs more than that kernel, and one-step tiles of more programs lose either to the
-    pipelined plan with the kernel or to the kernel on their own tile (bf16 on H100 at 2-16
-    rows, us, norm kernel before -> in the loop: 2048^2 whole slices 6.5-7.6 -> 5.0-5.5,
-    256 x 2048 3.9-4.1 -> 2.6-2.8; pipelined 4096^2 15.4-16.0 -> 16.4-17.1, 14336 x 4096
-    42.3-43.7 -> 50.3-50.6; one step, 512 programs, 4096^2 17.6-19.3 -> 16.4-18.1, 2048
-    programs, 8192^2 57.9-67.1 -> 62.7-72.2; notes/kernels.md, session 48)."""
+    number at most two an SM (the whole-slice tiles of decode_plan); not for fp16 weights,
+    whose mma would take x * g unnormalised: past 65504 it overflows where x / rms(x) * g,
+    the norm kernel's output, does not. There it saves the norm kernel's link in the
+    chain. On pipelined tiles scaling x on its way to the mma costs more than that kernel,
+    and one-step tiles of more programs lose either to the pipelined plan with the kernel
+    or to the kernel on their own tile (bf16 on H100 at 2-16 rows, us, norm kernel before
+    -> in the loop: 2048^2 whole slices 6.5-7.6 -> 5.0-5.5, 256 x 2048 3.9-4.1 -> 2.6-2.8;
+    pipelined 4096^2 15.4-16.0 -> 16.4-17.1, 14336 x 4096 42.3-43.7 -> 50.3-50.6; one
+    step, 512 programs, 4096^2 17.6-19.3 -> 16.4-18.1, 2048 programs, 8192^2 57.9-67.1 ->
+    62.7-72.2; notes/kernels.md, session 48)."""
     steps = triton.cdiv(K, config["BLOCK_K"])
     split = config.get("SPLIT_K", 1)
     programs = triton.cdiv(N, config["BLOCK_N"]) * split
-    return (triton.cdiv(steps, split) == 1
+    return (dtype != torch.float16 and triton.cdiv(steps, split) == 1
             and programs <= NORM_IN_LOOP_PROGRAMS_PER_SM * (sms or ASSUMED_SM_COUNT))
 
 
@@ -290,7 +292,7 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
     config = dict(config)
     in_loop = config.pop("NORM_IN_LOOP", None)
     if in_loop is None:
-        in_loop = norm_in_loop(config, N, K, sm_count(x.device))
+        in_loop = norm_in_loop(config, N, K, weight.dtype, sm_count(x.device))
     if norm_weight is not None and not in_loop:
         x_normed = torch.empty((M, K), dtype=weight.dtype, device=x.device)
         block_k, warps = norm_rows_config(K)

@@ -45,9 +45,11 @@ class NormHandoff:
 
 
 def can_hand_over(h: torch.Tensor, norm_weight: torch.Tensor, n_blocks: int) -> bool:
-    """Whether a producer of h in n_blocks column blocks hands the norm of this weight over."""
-    return (ENABLED and not h.is_inference() and not norm_weight.is_inference()
-            and n_blocks <= MAX_PARTS)
+    """Whether a producer of h in n_blocks column blocks hands the norm of this weight over.
+    Not in fp16: h * g is stored unnormalised, and past 65504 (h near fp16's top, |g| > 1)
+    it would be inf where the norm kernel's h / rms(h) * g is not."""
+    return (ENABLED and h.dtype != torch.float16 and not h.is_inference()
+            and not norm_weight.is_inference() and n_blocks <= MAX_PARTS)
 
 
 def new_buffers(rows: int, features: int, n_blocks: int, padded_rows: int,
