@@ -155,8 +155,9 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
 
     next_norm_weight (N_out,): the norm weight of the call that will read this result next
     as `tg.linear(result, w, norm_weight=next_norm_weight)` (a decoder's residual stream).
-    On the tensor-core decode path (2-16 rows) this kernel then also hands that norm over,
-    and the next call runs no norm kernel of its own; the result is the same either way.
+    On the tensor-core decode path (2-16 rows; bf16 and fp32, not fp16, where the unnormalised
+    h * g it stores could overflow) this kernel then also hands that norm over, and the
+    next call runs no norm kernel of its own; the result is the same either way.
     The handoff holds while the result is unchanged (see kernels/_norm_handoff.py).
     """
     check_tensor("x", x, min_ndim=1, differentiable=True)
