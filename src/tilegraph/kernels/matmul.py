@@ -7,7 +7,9 @@ epilogue fused), a persistent kernel fed by TMA (Hopper's tensor-memory copy eng
 row-major A and C, B row-major or a row-major weight's transpose; every epilogue but swiglu),
 which one program an SM keeps busy across tiles, cuBLAS followed by one element-wise pass,
 and for exact fp32 three tf32 products over operands split first (_gemm_tf32x3.py). The last
-three run the norm first as a row pass of its own.
+three run the norm first as a row pass of its own, and so does every fp16 product: fused,
+the pointer kernel multiplies A * norm_w unnormalised in A's dtype, past fp16's 65504
+where A / rms(A) * norm_w is not.
 """
 
 from __future__ import annotations
@@ -326,6 +328,8 @@ def launch_gemm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, norm_wei
     epilogue pass (_cublas_epilogue.py; the norm likewise first) and, for exact fp32,
     three tf32 products over operands split first (_gemm_tf32x3.py; the norm likewise).
     """
+    if norm_weight is not None and a.dtype == torch.float16:  # see the module docstring
+        a, norm_weight = rms_norm_rows(a, norm_weight, eps), None
     M, K = a.shape
     N = b.shape[1]
     dtype = a.dtype
