@@ -258,6 +258,25 @@ def test_host_time_before_the_launch_is_not_counted():
     assert bench.measure(slow_to_issue, rep_ms=20).median < 0.5
 
 
+def test_decode_grid_counts_the_floor_targets_it_misses():
+    """Issue 17's bandwidth targets: 16-bit weights of 8 MiB or more, 85% of copy at 1-2
+    rows, 70% at 8-16; a point timed nowhere counts as missed."""
+    from tilegraph.bench import grid
+
+    square = 2048 * 2048 * 2
+    assert grid.floor_target(square, 1, torch.bfloat16) == 85
+    assert grid.floor_target(square, 16, torch.float16) == 70
+    assert grid.floor_target(square, 4, torch.bfloat16) is None      # a row count not named
+    assert grid.floor_target(256 * 2048 * 2, 1, torch.bfloat16) is None  # 1 MiB
+    assert grid.floor_target(4096 * 4096 * 4, 1, torch.float32) is None
+    results = [{"dtype": "bfloat16", "floor_target_pct": 85, "tilegraph_pct_floor": 77.3},
+               {"dtype": "bfloat16", "floor_target_pct": 70, "tilegraph_pct_floor": 81.9},
+               {"dtype": "bfloat16", "floor_target_pct": None, "tilegraph_pct_floor": 14.3},
+               {"dtype": "bfloat16", "floor_target_pct": 85, "tilegraph_pct_floor": None}]
+    row = grid.summary(results)[0]
+    assert (row["points"], row["floor_targets"], row["floor_targets_missed"]) == (4, 3, 2)
+
+
 @pytest.mark.gpu
 def test_graph_timing_stays_on_one_side_stream(monkeypatch):
     """bench.measure(graph=True) and tg.capture capture on one side stream, made once: after

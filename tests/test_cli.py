@@ -99,6 +99,7 @@ def test_bench_decode_grid_checks_times_and_saves(tmp_path):
     summary = saved["summary"][0]
     assert summary["points"] == 4
     assert summary["fused_geomean"] > 0 and summary["fused_over_linear_geomean"] > 0
+    assert summary["floor_targets"] == 0  # weights of a few KB: no bandwidth asked of them
     for name in ("decode-grid.csv", "decode-grid.md", "decode-grid-bfloat16-tilegraph.png",
                  "decode-grid-bfloat16-nopdl.png", "decode-grid-bfloat16-fused.png"):
         assert (out / name).stat().st_size > 0

@@ -105,9 +105,12 @@ def cmd_decode_grid(args: argparse.Namespace, ceil: dict | None) -> int:
     summary = grid.summary(results)
     tables.show(console, tables.sweep_table(
         "geometric mean speed-ups, and points slower: "
-        + "; ".join(f"{key} over {over}" for key, over in grid.SPEEDUPS.items()), summary,
+        + "; ".join(f"{key} over {over}" for key, over in grid.SPEEDUPS.items())
+        + "; points with a % of copy bandwidth to reach (16-bit, weights of "
+        f"{grid.FLOOR_TARGET_MIB} MiB or more), and how many miss it", summary,
         ("dtype", "points", *(f"{key}_{what}" for key in grid.SPEEDUPS
-                              for what in ("geomean", "slower")))))
+                              for what in ("geomean", "slower")),
+         "floor_targets", "floor_targets_missed")))
     if args.out:
         written = grid.save(results, summary, args.out, args.format, ceil or {})
         console.print("saved " + ", ".join(str(p) for p in written))

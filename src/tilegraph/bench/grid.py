@@ -42,6 +42,10 @@ SPEEDUPS = {"tilegraph": "F.linear", "nopdl": "F.linear",
             "fused": "PyTorch with the same part", "fused_over_linear": "F.linear alone"}
 # Projections that read the hidden state although they narrow it: grouped-query k / v.
 NARROW_READS = {(256, 2048)}
+# Issue 17's bandwidth targets: 16-bit weights of at least FLOOR_TARGET_MIB read at this %
+# of copy bandwidth or more, by row count (tg.linear's default, plain).
+FLOOR_TARGET_MIB = 8
+FLOOR_TARGET_PCT = {1: 85, 2: 85, 8: 70, 16: 70}
 
 
 def fused_part(n: int, k: int) -> str:
@@ -51,6 +55,14 @@ def fused_part(n: int, k: int) -> str:
     do). A square one could be either; it takes the norm, the part that costs tg.linear a
     kernel of its own at 2-16 rows (kernels/_dot_rows.py)."""
     return "norm" if n >= k or (n, k) in NARROW_READS else "residual"
+
+
+def floor_target(weight_bytes: int, rows: int, dtype: torch.dtype) -> float | None:
+    """The % of copy bandwidth issue 17 asks of a plain projection, or None where it asks
+    none (fp32, weights under FLOOR_TARGET_MIB, row counts it does not name)."""
+    if dtype == torch.float32 or weight_bytes < FLOOR_TARGET_MIB * 2**20:
+        return None
+    return FLOOR_TARGET_PCT.get(rows)
 
 
 def default_shapes() -> tuple[tuple[int, int], ...]:
@@ -90,7 +102,8 @@ def _point(n: int, k: int, rows: int, dtype: torch.dtype, device: str, ceilings:
         (x, w, extra), bytes=(n * k + rows * k + rows * n + extra.numel()) * size,
         flops=2 * rows * n * k, **timing)
     row = {"dtype": str(dtype).removeprefix("torch."), "n": n, "k": k, "rows": rows,
-           "weight_mb": n * k * size / 2**20, "fused_part": part, "status": "ok",
+           "weight_mb": n * k * size / 2**20, "fused_part": part,
+           "floor_target_pct": floor_target(n * k * size, rows, dtype), "status": "ok",
            "reason": ""}
     for result, names in ((plain, VARIANTS), (fused, FUSED_VARIANTS)):
         for name in names:
@@ -134,7 +147,8 @@ def geometric_mean(values: Sequence[float]) -> float | None:
 
 
 def summary(results: Sequence[dict]) -> list[dict]:
-    """Per dtype: the geometric mean of each speed-up in SPEEDUPS, and how many points lose."""
+    """Per dtype: the geometric mean of each speed-up in SPEEDUPS, how many points lose, and
+    of the points with a floor target (floor_target) how many tg.linear's default misses."""
     rows = []
     for dtype in dict.fromkeys(r["dtype"] for r in results):
         mine = [r for r in results if r["dtype"] == dtype]
@@ -143,6 +157,12 @@ def summary(results: Sequence[dict]) -> list[dict]:
             speedups = [r.get(f"{key}_speedup") for r in mine]
             row[f"{key}_geomean"] = geometric_mean(speedups)
             row[f"{key}_slower"] = sum(1 for s in speedups if s is not None and s < 1)
+        targeted = [r for r in mine if r.get("floor_target_pct")]
+        row["floor_targets"] = len(targeted)
+        row["floor_targets_missed"] = sum(
+            1 for r in targeted
+            if r.get("tilegraph_pct_floor") is None
+            or r["tilegraph_pct_floor"] < r["floor_target_pct"])
         rows.append(row)
     return rows
 
