@@ -157,26 +157,29 @@ def test_norm_runs_in_the_loop_where_a_program_reads_its_slice_at_once():
     assert not norm_in_loop(whole, 2048, 2048, torch.float16, 132)  # x * g could overflow
 
 
-@pytest.mark.parametrize("rows", [4, 40])  # the tensor-core decode kernel; the GEMM
-def test_fp16_norm_of_large_rows_does_not_overflow(rows, device):
-    """x * g past fp16's range (x 3e4, g 4): unnormalised in fp16 it is inf; normalised
-    first, x / rms(x) * g, it is about g."""
+def _large_fp16_rows(rows, device):
+    """x (rows, 130) of +-3e4 and g of 4: x * g is past fp16's 65504, x / rms(x) * g is 4."""
     x, w, _, _, _ = _make((rows,), 40, 130, torch.float16, device, False, False, False)
     x = (x.float().sign() * 3e4).to(torch.float16)
     g = torch.full((130,), 4.0, dtype=torch.float16, device=device)
+    return x, w, g, linear_ref(x.double(), w.double(), norm_weight=g.double())
+
+
+@pytest.mark.parametrize("rows", [4, 40])  # the tensor-core decode kernel; the GEMM
+def test_fp16_norm_of_large_rows_does_not_overflow(rows, device):
+    """x * g unnormalised in fp16 is inf; normalised first, x / rms(x) * g, it is about g."""
+    x, w, g, expected = _large_fp16_rows(rows, device)
     out = tg.linear(x, w, norm_weight=g, out=poisoned((rows, 40), torch.float16, device))
-    assert_close(out, linear_ref(x.double(), w.double(), norm_weight=g.double()), torch.float16)
+    assert_close(out, expected, torch.float16)
 
 
 def test_fp16_norm_of_large_rows_does_not_overflow_on_the_tensor_cores(device):
     """The same on the one-step tile that takes the norm in its loop in bf16 and fp32."""
-    x, w, _, _, _ = _make((4,), 40, 130, torch.float16, device, False, False, False)
-    x = (x.float().sign() * 3e4).to(torch.float16)
-    g = torch.full((130,), 4.0, dtype=torch.float16, device=device)
+    x, w, g, expected = _large_fp16_rows(4, device)
     tile = {"BLOCK_N": 16, "BLOCK_K": 256, "num_warps": 4, "num_stages": 1}  # one step
     out = poisoned((4, 40), torch.float16, device)
     decode_plan.launch(Plan("dot", tile), x, w, out, g, 1e-6, None, "none", None, False)
-    assert_close(out, linear_ref(x.double(), w.double(), norm_weight=g.double()), torch.float16)
+    assert_close(out, expected, torch.float16)
 
 
 @pytest.mark.gpu

@@ -25,6 +25,7 @@ from ._matvec import rows_epilogue
 from ._norm_handoff import parts_block
 from ._rotary_store import NO_ROTARY
 from ._split_workspace import plan_split
+from .rms_norm import unnormalised_product_fits
 
 DOT_ROWS = 16  # the tile's rows: an mma operand needs at least 16
 
@@ -111,9 +112,9 @@ def norm_in_loop(config: dict, N: int, K: int, dtype: torch.dtype, sms: int | No
     """Whether a norm prologue runs in the tensor-core kernel's K loop (x * g to the mma,
     rstd_m in the epilogue) rather than as _norm_rows_kernel before it: where each program
     reads its slice of K in one step, so no load of x is left to pipeline, and programs
-    number at most two an SM (the whole-slice tiles of decode_plan); not for fp16 weights,
-    whose mma would take x * g unnormalised: past 65504 it overflows where x / rms(x) * g,
-    the norm kernel's output, does not. There it saves the norm kernel's link in the
+    number at most two an SM (the whole-slice tiles of decode_plan); not where x * g,
+    unnormalised, could overflow the weights' dtype (unnormalised_product_fits: fp16),
+    as the norm kernel's x / rms(x) * g cannot. There it saves the norm kernel's link in the
     chain. On pipelined tiles scaling x on its way to the mma costs more than that kernel,
     and one-step tiles of more programs lose either to the pipelined plan with the kernel
     or to the kernel on their own tile (bf16 on H100 at 2-16 rows, us, norm kernel before
@@ -124,7 +125,7 @@ def norm_in_loop(config: dict, N: int, K: int, dtype: torch.dtype, sms: int | No
     steps = triton.cdiv(K, config["BLOCK_K"])
     split = config.get("SPLIT_K", 1)
     programs = triton.cdiv(N, config["BLOCK_N"]) * split
-    return (dtype != torch.float16 and triton.cdiv(steps, split) == 1
+    return (unnormalised_product_fits(dtype) and triton.cdiv(steps, split) == 1
             and programs <= NORM_IN_LOOP_PROGRAMS_PER_SM * (sms or ASSUMED_SM_COUNT))
 
 
@@ -291,7 +292,7 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
         raise ValueError(f"the tensor-core decode kernel takes 1 to {DOT_ROWS} rows, got {M}")
     config = dict(config)
     in_loop = config.pop("NORM_IN_LOOP", None)
-    if in_loop is None:
+    if norm_weight is not None and in_loop is None:
         in_loop = norm_in_loop(config, N, K, weight.dtype, sm_count(x.device))
     if norm_weight is not None and not in_loop:
         x_normed = torch.empty((M, K), dtype=weight.dtype, device=x.device)

@@ -27,6 +27,7 @@ import torch
 import triton
 
 from ._launch import stream_place
+from .rms_norm import unnormalised_product_fits
 
 ENABLED = os.environ.get("TILEGRAPH_NORM_HANDOFF", "1") != "0"  # read at import
 # Column blocks whose partial sums the next kernel loads in one tile (BLOCK_N 16 at 4096
@@ -46,9 +47,9 @@ class NormHandoff:
 
 def can_hand_over(h: torch.Tensor, norm_weight: torch.Tensor, n_blocks: int) -> bool:
     """Whether a producer of h in n_blocks column blocks hands the norm of this weight over.
-    Not in fp16: h * g is stored unnormalised, and past 65504 (h near fp16's top, |g| > 1)
-    it would be inf where the norm kernel's h / rms(h) * g is not."""
-    return (ENABLED and h.dtype != torch.float16 and not h.is_inference()
+    Not where h * g, stored unnormalised, could overflow h's dtype
+    (unnormalised_product_fits: fp16)."""
+    return (ENABLED and unnormalised_product_fits(h.dtype) and not h.is_inference()
             and not norm_weight.is_inference() and n_blocks <= MAX_PARTS)
 
 
