@@ -3,7 +3,7 @@
 x^2 beside it, rstd in the epilogue), on the decode grid's projections that take a norm.
 
     PYTHONPATH=src python3 research/probe_norm_in_loop.py [bf16|fp16|fp32 ...] [--rows 2,4,8,16]
-        [--one-step]
+        [--one-step] [--shapes N:K,...]
 
 For each (N, K) whose grid part is the norm and each row count whose plan is the tensor-core
 kernel: F.linear alone, PyTorch's rms_norm then F.linear, and tg's kernel with the norm
@@ -94,6 +94,8 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("dtypes", nargs="*", default=["bf16"])
     parser.add_argument("--rows", default="2,4,8,16")
+    parser.add_argument("--shapes", default=None,
+                        help="N:K,... to time instead of the grid's projections with a norm")
     parser.add_argument("--one-step", action="store_true",
                         help="also tiles of one step a program (BN x BK, up to 16 slices)")
     args = parser.parse_args()
@@ -103,9 +105,9 @@ def main():
     ceilings = measured_ceilings()
     print(torch.cuda.get_device_name(), torch.__version__, flush=True)
     for dtype in args.dtypes:
-        for n, k in GPU_SHAPES:
-            if fused_part(n, k) != "norm":
-                continue
+        shapes = ([tuple(map(int, item.split(":"))) for item in args.shapes.split(",")]
+                  if args.shapes else [s for s in GPU_SHAPES if fused_part(*s) == "norm"])
+        for n, k in shapes:
             for rows in map(int, args.rows.split(",")):
                 for line in point(rows, n, k, DTYPES[dtype], sms, ceilings):
                     print(f"{dtype} {line}", flush=True)

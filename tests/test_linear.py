@@ -132,7 +132,7 @@ def test_norm_kernel_before_the_tensor_cores(row_max, device, monkeypatch):
     {"BLOCK_N": 16, "BLOCK_K": 64, "num_warps": 4, "num_stages": 1, "SPLIT_K": 3},  # a step each
     {"BLOCK_N": 32, "BLOCK_K": 32, "num_warps": 4, "num_stages": 2, "SPLIT_K": 2, "W_LHS": True},
 ])
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("rows", [2, 16])
 def test_norm_in_the_tensor_core_loop(tile, dtype, rows, device):
     x, w, b, g, r = _make((rows,), 37, 150, dtype, device, True, True, True)
@@ -146,21 +146,22 @@ def test_norm_in_the_tensor_core_loop(tile, dtype, rows, device):
 def test_norm_runs_in_the_loop_where_a_program_reads_its_slice_at_once():
     from tilegraph.kernels._dot_rows import norm_in_loop
 
-    bf16 = torch.bfloat16
     whole = {"BLOCK_N": 32, "BLOCK_K": 512, "SPLIT_K": 4}
-    assert norm_in_loop(whole, 2048, 2048, bf16, 132)               # 256 programs, one step
-    assert not norm_in_loop(whole, 4096, 2048, bf16, 132)           # 512 programs
-    assert norm_in_loop(whole, 4096, 2048, bf16, 264)
-    assert norm_in_loop({"BLOCK_N": 64, "BLOCK_K": 256}, 300, 200, torch.float32, None)
-    assert not norm_in_loop({**whole, "BLOCK_K": 128}, 2048, 2048, bf16, 132)  # four steps
-    assert not norm_in_loop({"BLOCK_N": 64, "BLOCK_K": 256}, 300, 2048, bf16, None)
-    assert not norm_in_loop(whole, 2048, 2048, torch.float16, 132)  # x * g could overflow
+    assert norm_in_loop(whole, 2048, 2048, 132)               # 256 programs, one step
+    assert not norm_in_loop(whole, 4096, 2048, 132)           # 512 programs
+    assert norm_in_loop(whole, 4096, 2048, 264)
+    assert norm_in_loop({"BLOCK_N": 64, "BLOCK_K": 256}, 300, 200, None)
+    assert not norm_in_loop({**whole, "BLOCK_K": 128}, 2048, 2048, 132)  # four steps
+    assert not norm_in_loop({"BLOCK_N": 64, "BLOCK_K": 256}, 300, 2048, None)
 
 
 def _large_fp16_rows(rows, device):
-    """x (rows, 130) of +-3e4 and g of 4: x * g is past fp16's 65504, x / rms(x) * g is 4."""
+    """x (rows, 130), its even rows of +-3e4, and g of 4: x * g is past fp16's 65504 there,
+    x / rms(x) * g is 4; odd rows are random, so a scale meant for a large row that leaks
+    into its neighbours shows."""
     x, w, _, _, _ = _make((rows,), 40, 130, torch.float16, device, False, False, False)
-    x = (x.float().sign() * 3e4).to(torch.float16)
+    large = (x.float().sign() * 3e4).to(torch.float16)
+    x = torch.where((torch.arange(rows, device=device) % 2 == 0)[:, None], large, x)
     g = torch.full((130,), 4.0, dtype=torch.float16, device=device)
     return x, w, g, linear_ref(x.double(), w.double(), norm_weight=g.double())
 
@@ -173,11 +174,17 @@ def test_fp16_norm_of_large_rows_does_not_overflow(rows, device):
     assert_close(out, expected, torch.float16)
 
 
-def test_fp16_norm_of_large_rows_does_not_overflow_on_the_tensor_cores(device):
-    """The same on the one-step tile that takes the norm in its loop in bf16 and fp32."""
-    x, w, g, expected = _large_fp16_rows(4, device)
-    tile = {"BLOCK_N": 16, "BLOCK_K": 256, "num_warps": 4, "num_stages": 1}  # one step
-    out = poisoned((4, 40), torch.float16, device)
+@pytest.mark.parametrize("tile", [
+    {"BLOCK_N": 16, "BLOCK_K": 256, "num_warps": 4, "num_stages": 1},  # one step: the rule's
+    {"BLOCK_N": 16, "BLOCK_K": 32, "num_warps": 4, "num_stages": 2, "NORM_IN_LOOP": True},
+    {"BLOCK_N": 32, "BLOCK_K": 64, "num_warps": 4, "num_stages": 1, "SPLIT_K": 3,
+     "W_LHS": True, "NORM_IN_LOOP": True},
+])
+def test_fp16_norm_of_large_rows_does_not_overflow_in_the_tensor_core_loop(tile, device):
+    """The same with the norm in the tensor-core kernel's loop, where x * g goes to the mma:
+    the rows scaled into fp16's range there and back after, in one step, several, a split."""
+    x, w, g, expected = _large_fp16_rows(5, device)
+    out = poisoned((5, 40), torch.float16, device)
     decode_plan.launch(Plan("dot", tile), x, w, out, g, 1e-6, None, "none", None, False)
     assert_close(out, expected, torch.float16)
 

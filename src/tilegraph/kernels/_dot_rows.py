@@ -25,9 +25,11 @@ from ._matvec import rows_epilogue
 from ._norm_handoff import parts_block
 from ._rotary_store import NO_ROTARY
 from ._split_workspace import plan_split
-from .rms_norm import unnormalised_product_fits
 
 DOT_ROWS = 16  # the tile's rows: an mma operand needs at least 16
+# The largest |x * g| a row takes to an fp16 mma when the norm runs in the loop: far below
+# 65504, so rounding cannot reach it, far above the normalised values a norm yields.
+FP16_ROW_LIMIT: tl.constexpr = 16384.0
 
 
 @triton.jit
@@ -45,15 +47,27 @@ def _dot_rows_step(acc, sum_sq, w, x_ptrs, norm_w_ptr, offs_m, offs_k, M, k0, k_
         sum_sq += tl.sum(x * x, axis=1)
         g = tl.load(norm_w_ptr + k0 + offs_k, mask=k_mask, other=0.0).to(tl.float32)
         x = x * g[None, :]
-    # x may be fp32 (a residual stream kept in fp32): the mma takes the weights' dtype.
-    x = x.to(w.dtype)
-    if UPCAST_DOT:  # the interpreter mis-multiplies bf16 dots; fp32 is exact for them
-        x = x.to(tl.float32)
-        w = w.to(tl.float32)
-    if W_LHS:
-        acc = tl.dot(w, tl.trans(x), acc, input_precision=DOT_PRECISION)
+    if NORM_IN_LOOP and w.dtype == tl.float16:
+        # x * g, unnormalised, may pass fp16's 65504 (rows near its top, |g| > 1): a row
+        # whose largest |x * g| passes FP16_ROW_LIMIT goes to the mma scaled down to it,
+        # and its products are scaled back in fp32.
+        row_max = tl.max(tl.abs(x), axis=1)
+        scale = tl.where(row_max > FP16_ROW_LIMIT, FP16_ROW_LIMIT / row_max, 1.0)
+        x = (x * scale[:, None]).to(w.dtype)
+        if W_LHS:
+            acc += tl.dot(w, tl.trans(x)) / scale[None, :]
+        else:
+            acc += tl.dot(x, tl.trans(w)) / scale[:, None]
     else:
-        acc = tl.dot(x, tl.trans(w), acc, input_precision=DOT_PRECISION)
+        # x may be fp32 (a residual stream kept in fp32): the mma takes the weights' dtype.
+        x = x.to(w.dtype)
+        if UPCAST_DOT:  # the interpreter mis-multiplies bf16 dots; fp32 is exact for them
+            x = x.to(tl.float32)
+            w = w.to(tl.float32)
+        if W_LHS:
+            acc = tl.dot(w, tl.trans(x), acc, input_precision=DOT_PRECISION)
+        else:
+            acc = tl.dot(x, tl.trans(w), acc, input_precision=DOT_PRECISION)
     return acc, sum_sq
 
 
@@ -108,24 +122,23 @@ def norm_rows_config(K: int) -> tuple[int, int]:
 NORM_IN_LOOP_PROGRAMS_PER_SM = 2
 
 
-def norm_in_loop(config: dict, N: int, K: int, dtype: torch.dtype, sms: int | None) -> bool:
+def norm_in_loop(config: dict, N: int, K: int, sms: int | None) -> bool:
     """Whether a norm prologue runs in the tensor-core kernel's K loop (x * g to the mma,
     rstd_m in the epilogue) rather than as _norm_rows_kernel before it: where each program
     reads its slice of K in one step, so no load of x is left to pipeline, and programs
-    number at most two an SM (the whole-slice tiles of decode_plan); not where x * g,
-    unnormalised, could overflow the weights' dtype (unnormalised_product_fits: fp16),
-    as the norm kernel's x / rms(x) * g cannot. There it saves the norm kernel's link in the
-    chain. On pipelined tiles scaling x on its way to the mma costs more than that kernel,
-    and one-step tiles of more programs lose either to the pipelined plan with the kernel
-    or to the kernel on their own tile (bf16 on H100 at 2-16 rows, us, norm kernel before
-    -> in the loop: 2048^2 whole slices 6.5-7.6 -> 5.0-5.5, 256 x 2048 3.9-4.1 -> 2.6-2.8;
-    pipelined 4096^2 15.4-16.0 -> 16.4-17.1, 14336 x 4096 42.3-43.7 -> 50.3-50.6; one
-    step, 512 programs, 4096^2 17.6-19.3 -> 16.4-18.1, 2048 programs, 8192^2 57.9-67.1 ->
-    62.7-72.2; notes/kernels.md, session 48)."""
+    number at most two an SM (the whole-slice tiles of decode_plan). There it saves the
+    norm kernel's link in the chain. On pipelined tiles scaling x on its way to the mma
+    costs more than that kernel, and one-step tiles of more programs lose either to the
+    pipelined plan with the kernel or to the kernel on their own tile (bf16 on H100 at 2-16
+    rows, us, norm kernel before -> in the loop: 2048^2 whole slices 6.5-7.6 -> 5.0-5.5,
+    256 x 2048 3.9-4.1 -> 2.6-2.8; pipelined 4096^2 15.4-16.0 -> 16.4-17.1, 14336 x 4096
+    42.3-43.7 -> 50.3-50.6; one step, 512 programs, 4096^2 17.6-19.3 -> 16.4-18.1, 2048
+    programs, 8192^2 57.9-67.1 -> 62.7-72.2; notes/kernels.md, session 48). fp16 rows are
+    scaled into range on their way to the mma (FP16_ROW_LIMIT)."""
     steps = triton.cdiv(K, config["BLOCK_K"])
     split = config.get("SPLIT_K", 1)
     programs = triton.cdiv(N, config["BLOCK_N"]) * split
-    return (unnormalised_product_fits(dtype) and triton.cdiv(steps, split) == 1
+    return (triton.cdiv(steps, split) == 1
             and programs <= NORM_IN_LOOP_PROGRAMS_PER_SM * (sms or ASSUMED_SM_COUNT))
 
 
@@ -293,7 +306,7 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
     config = dict(config)
     in_loop = config.pop("NORM_IN_LOOP", None)
     if norm_weight is not None and in_loop is None:
-        in_loop = norm_in_loop(config, N, K, weight.dtype, sm_count(x.device))
+        in_loop = norm_in_loop(config, N, K, sm_count(x.device))
     if norm_weight is not None and not in_loop:
         x_normed = torch.empty((M, K), dtype=weight.dtype, device=x.device)
         block_k, warps = norm_rows_config(K)
