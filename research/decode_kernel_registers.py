@@ -3,7 +3,8 @@
 
     TRITON_INTERPRET=0 PYTHONPATH=src python3 research/decode_kernel_registers.py
     ... --dot 2048:2048:32/512/3/4   (only that tensor-core plan, every role; /L after the
-                                      split puts the weight on the mma's left, W_LHS)
+                                      split puts the weight on the mma's left, W_LHS;
+                                      --dtype fp16 for fp16 pointers)
     ... --attention                  (the attention kernel)
     ... --layer                      (the one-kernel decode layer)
 
@@ -31,7 +32,8 @@ from tilegraph.kernels.decode_layer import _decode_layer_kernel, decode_layer_co
 from tilegraph.kernels.decode_plan import dot_config
 
 FP32_POINTERS = {"partial_ptr", "norm_parts_ptr", "next_parts_ptr", "acc_ptr", "zero_ptr"}
-POINTERS = {"count_ptr": "*i32", "lengths_ptr": "*i64"}  # else bf16, or fp32 (above)
+POINTERS = {"count_ptr": "*i32", "lengths_ptr": "*i64"}  # else DTYPE, or fp32 (above)
+DTYPE = "bf16"  # --dtype
 FP32_SCALARS = {"eps", "qk_scale"}
 
 
@@ -43,7 +45,7 @@ def resources(kernel, constants: dict, num_warps: int, num_stages: int) -> str:
         if name in constants:
             signature[name] = "constexpr"
         elif name.endswith("_ptr"):
-            signature[name] = "*fp32" if name in FP32_POINTERS else POINTERS.get(name, "*bf16")
+            signature[name] = "*fp32" if name in FP32_POINTERS else POINTERS.get(name, f"*{DTYPE}")
         else:
             signature[name] = "fp32" if name in FP32_SCALARS else "i32"
     aligned = {(i,): [["tt.divisibility", 16]] for i, name in enumerate(kernel.arg_names)
@@ -66,7 +68,7 @@ def resources(kernel, constants: dict, num_warps: int, num_stages: int) -> str:
 
 DOT_PARTS = {"HAS_BIAS": False, "ACTIVATION": "none", "PREFETCH_WEIGHT": True,
              "DOT_PRECISION": "tf32", "UPCAST_DOT": False, "BLOCK_M": 16,
-             "NORM_IN_LOOP": False}
+             "NORM_IN_LOOP": False, "REDO_OVERFLOW": False}
 DOT_ROLES = {"residual, no handoff": {"HAS_RESIDUAL": True, "HAND_OVER": False},
              "residual, hands over": {"HAS_RESIDUAL": True, "HAND_OVER": True},
              "takes a handoff": {"HAS_RESIDUAL": False, "HAND_OVER": False, "NORM_PARTS": -1},
@@ -85,9 +87,10 @@ def dot_usage(n: int, k: int, config: dict) -> None:
         parts = {"NORM_PARTS": 0, **parts}
         if parts["NORM_PARTS"] < 0:
             parts["NORM_PARTS"] = n_parts
+            parts["REDO_OVERFLOW"] = DTYPE == "fp16"
         usage = resources(_dot_rows_kernel, {**DOT_PARTS, **tile, **parts},
                           config["num_warps"], config["num_stages"])
-        print(f"tensor cores {n} x {k} bf16 {tile}, stages {config['num_stages']}, {role}: "
+        print(f"tensor cores {n} x {k} {DTYPE} {tile}, stages {config['num_stages']}, {role}: "
               f"{usage}", flush=True)
 
 
@@ -124,7 +127,11 @@ def main() -> None:
                         help="only the attention kernel, at Qwen2-0.5B's and TinyLlama's shapes")
     parser.add_argument("--layer", action="store_true",
                         help="only the one-kernel decode layer, bf16 d = 1024 and 2048")
+    parser.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16",
+                        help="the tensor-core kernel's 16-bit dtype (--dot)")
     args = parser.parse_args()
+    global DTYPE
+    DTYPE = args.dtype
     if args.layer:
         layer_usage(1024)
         layer_usage(2048)

@@ -11,7 +11,7 @@ from tilegraph.kernels import _norm_handoff as norm_handoff
 from tilegraph.kernels.linear import linear_ref
 from tilegraph.testing import assert_close, poisoned, randn, rel_error, stack_tolerance
 
-DTYPES = [torch.float32, torch.bfloat16]  # fp16 never hands over (test_fp16_keeps_...)
+DTYPES = [torch.float32, torch.bfloat16, torch.float16]
 
 
 def _layer(rows, d, n, dtype, device, seed=0):
@@ -133,16 +133,27 @@ def test_no_handoff_where_it_would_not_hold(device):
     assert norm_handoff.take(swiglu, g[:32]) is None
 
 
-def test_fp16_keeps_the_norm_kernel_and_large_rows_stay_finite(device):
-    """h * g past fp16's range (h 3e4, g 4): handed over, the stored product was inf and the
-    next projection NaN; fp16 normalises first instead (h / rms(h) * g, about g)."""
+@pytest.mark.parametrize("rows, d, n, weight_left", [
+    (4, 130, 130, False),  # one K step a consumer program
+    (12, 300, 64, False),  # the consumer's K split: a slice's programs redo their own
+    (16, 100, 300, True),  # the weight-left tile
+])
+def test_fp16_handoff_of_large_rows_stays_finite(device, monkeypatch, rows, d, n, weight_left):
+    """h * g past fp16's range (h 3e4 in even rows, g 4): the stored product is inf there,
+    and the consumer's programs that meet it redo their products from h and g scaled into
+    range (x / rms(x) * g is about g); odd rows, random, keep theirs."""
     dtype = torch.float16
-    h, q, wo, _, w2 = _layer(4, 130, 130, dtype, device)
-    h = (h.float().sign() * 3e4).to(dtype)
-    g = torch.full((130,), 4.0, dtype=dtype, device=device)
+    if weight_left:
+        monkeypatch.setattr(decode_plan, "whole_slice_config", lambda *args: None)
+    h, q, wo, _, w2 = _layer(rows, d, n, dtype, device)
+    large = (torch.arange(rows, device=device) % 2 == 0)[:, None]
+    h = torch.where(large, (h.float().sign() * 3e4).to(dtype), h)
+    g = torch.full((d,), 4.0, dtype=dtype, device=device)
     h_next = tg.linear(q, wo, residual=h, next_norm_weight=g)
-    assert norm_handoff.take(h_next, g) is None
-    y = tg.linear(h_next, w2, norm_weight=g)
+    handoff = norm_handoff.take(h_next, g)
+    assert handoff is not None and not torch.isfinite(handoff.x_next[large[:, 0]]).all()
+    monkeypatch.setattr(_dot_rows, "_norm_rows_kernel", _NoNormKernel())
+    y = tg.linear(h_next, w2, norm_weight=g, out=poisoned((rows, w2.shape[0]), dtype, device))
     assert torch.isfinite(y).all()
     assert_close(y, _next(h_next, w2, g), dtype)
 

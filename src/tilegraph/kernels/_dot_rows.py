@@ -29,7 +29,7 @@ from ._split_workspace import plan_split
 DOT_ROWS = 16  # the tile's rows: an mma operand needs at least 16
 # The largest |x * g| a row takes to an fp16 mma when the norm runs in the loop: far below
 # 65504, so rounding cannot reach it, far above the normalised values a norm yields.
-FP16_ROW_LIMIT: tl.constexpr = 16384.0
+FP16_ROW_LIMIT = tl.constexpr(16384.0)
 
 
 @triton.jit
@@ -158,8 +158,8 @@ def _hand_over_norm(y, y_ptr, g, x_next_ptr, stride_xnm, parts_ptr, pid_n,
 
 
 @triton.jit
-def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm_w_ptr,
-                     bias_ptr, res_ptr, stride_rm, rotary, partial_ptr, count_ptr,
+def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, h_ptr, stride_hm, w_ptr, stride_wn,
+                     norm_w_ptr, bias_ptr, res_ptr, stride_rm, rotary, partial_ptr, count_ptr,
                      norm_parts_ptr, n_norm_parts, eps,
                      next_norm_w_ptr, x_next_ptr, stride_xnm, next_parts_ptr,
                      M, N, K, K_SPLIT,
@@ -167,14 +167,16 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm_
                      ACTIVATION: tl.constexpr, PREFETCH_WEIGHT: tl.constexpr,
                      DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr,
                      SPLIT_K: tl.constexpr, NORM_PARTS: tl.constexpr, HAND_OVER: tl.constexpr,
-                     NORM_IN_LOOP: tl.constexpr,
+                     NORM_IN_LOOP: tl.constexpr, REDO_OVERFLOW: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                      W_LHS: tl.constexpr = False, ALIGN: tl.constexpr = 1):
     """y_mn = act(rstd_m sum_k x_mk W_nk + b_n) + r_mn for M <= BLOCK_M rows and BLOCK_N
     outputs a program, rstd_m = 1 where no norm is asked for. A norm prologue comes from
     _norm_rows_kernel, launched just before (x is then normalised, rstd_m = 1), or is
-    handed over by the kernel that wrote x (NORM_PARTS > 0: x is h * g already, and
-    rstd_m = 1 / sqrt(sum of the n_norm_parts partial sums of h_m^2 / K + eps)), or runs
+    handed over by the kernel that wrote h (NORM_PARTS > 0: x is h * g already, and
+    rstd_m = 1 / sqrt(sum of the n_norm_parts partial sums of h_m^2 / K + eps); with
+    REDO_OVERFLOW, fp16, a program whose products are not finite, h * g having passed
+    65504, takes them again from h_ptr's h and norm_w_ptr's g as the loop norm does), or runs
     in the K loop (NORM_IN_LOOP: x * g, norm_w_ptr's g, goes to the mma and the rows' sums
     of x^2 are taken beside it; a split's programs leave theirs beside their partials).
     fp32 weights multiply at DOT_PRECISION: "tf32x3" (three tf32 products, about fp32's
@@ -245,6 +247,18 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm_
         acc, sum_sq = _dot_rows_step(acc, sum_sq, w, x_ptrs, norm_w_ptr, offs_m, offs_k, M,
                                      k0, k_stop, DOT_PRECISION, UPCAST_DOT, W_LHS,
                                      NORM_IN_LOOP)
+    if REDO_OVERFLOW:
+        # NaN fails the comparison as inf does; finite products cost only this count.
+        not_finite = tl.sum(tl.sum(tl.where(tl.abs(acc) < float("inf"), 0, 1), axis=1), axis=0)
+        if not_finite > 0:
+            acc = tl.zeros_like(acc)
+            h_ptrs = h_ptr + offs_m[:, None] * stride_hm + offs_k[None, :]
+            for k0 in range(k_start, k_stop, BLOCK_K):
+                w = tl.load(w_ptrs + k0, mask=n_mask[:, None] & (offs_k < k_stop - k0)[None, :],
+                            other=0.0)
+                acc, sum_sq = _dot_rows_step(acc, sum_sq, w, h_ptrs, norm_w_ptr, offs_m, offs_k,
+                                             M, k0, k_stop, DOT_PRECISION, UPCAST_DOT, W_LHS,
+                                             True)
     if W_LHS:
         acc = tl.trans(acc)
 
@@ -290,13 +304,16 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm_
 
 def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
                     norm_weight, eps: float, bias, activation: str, residual,
-                    config: dict, pdl: bool, rotary: tuple = NO_ROTARY, norm_parts=None,
-                    hand_over: tuple | None = None):
+                    config: dict, pdl: bool, rotary: tuple = NO_ROTARY,
+                    handed: tuple | None = None, hand_over: tuple | None = None):
     """out = linear(x) for 1 to DOT_ROWS rows of x (M, K), x and out with unit column
     stride; config: BLOCK_N, BLOCK_K, num_warps, num_stages, optionally SPLIT_K (default 1),
     W_LHS (default False) and for fp32 weights DOT_PRECISION (default "tf32x3"); rotary as in
     launch_matvec.
-    norm_parts: the partial sums of a norm handed over (x is then h * g, norm_weight None);
+    handed: (x_next, parts), the norm of x by norm_weight handed over by the kernel that
+    wrote x (_norm_handoff.py): the mma reads x_next = x * norm_weight, parts' sums give the
+    rows' rstd, and in fp16, where x_next may have overflowed, x and norm_weight are read
+    again by a program whose products are not finite;
     hand_over: (g, x_next, parts) to hand the next projection's norm over (_norm_handoff.py),
     parts of shape (column blocks of this launch, DOT_ROWS)."""
     M, K = x.shape
@@ -305,9 +322,11 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
         raise ValueError(f"the tensor-core decode kernel takes 1 to {DOT_ROWS} rows, got {M}")
     config = dict(config)
     in_loop = config.pop("NORM_IN_LOOP", None)
-    if norm_weight is not None and in_loop is None:
+    if norm_weight is None or handed is not None:
+        in_loop = False
+    elif in_loop is None:
         in_loop = norm_in_loop(config, N, K, sm_count(x.device))
-    if norm_weight is not None and not in_loop:
+    if norm_weight is not None and handed is None and not in_loop:
         x_normed = torch.empty((M, K), dtype=weight.dtype, device=x.device)
         block_k, warps = norm_rows_config(K)
         _norm_rows_kernel[(M,)](x_normed, x_normed.stride(0), x, x.stride(0), norm_weight, K,
@@ -319,15 +338,17 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
     # with the norm in the loop, each split's rows' sums of x^2 follow the partials
     split, k_split, partials, counters = plan_split(
         x.device, K, config["BLOCK_K"], config.pop("SPLIT_K", 1),
-        DOT_ROWS * (N + (n_blocks if norm_weight is not None else 0)), n_blocks,
+        DOT_ROWS * (N + (n_blocks if in_loop else 0)), n_blocks,
         placeholder=out)
     next_norm_weight, x_next, next_parts = hand_over if hand_over is not None else (out,) * 3
     if hand_over is not None and next_parts.shape != (n_blocks, DOT_ROWS):
         raise ValueError(f"the handed-over partial sums need shape ({n_blocks}, {DOT_ROWS}), "
                          f"got {tuple(next_parts.shape)}")
+    x_mma, norm_parts = handed if handed is not None else (x, None)
     align = weight_alignment(weight.element_size(), K, k_split, weight.stride(0))
     return _dot_rows_kernel[(n_blocks, split)](
-        out, out.stride(0), x, x.stride(0), weight, weight.stride(0) // align, norm_weight,
+        out, out.stride(0), x_mma, x_mma.stride(0), x, x.stride(0), weight,
+        weight.stride(0) // align, norm_weight,
         bias, residual, residual.stride(0) if residual is not None else 0, rotary, partials,
         counters, norm_parts if norm_parts is not None else out,
         norm_parts.shape[0] if norm_parts is not None else 0, eps,
@@ -337,5 +358,6 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
         DOT_PRECISION=precision if weight.dtype == torch.float32 else "tf32",
         UPCAST_DOT=INTERPRET and weight.dtype == torch.bfloat16, SPLIT_K=split,
         NORM_PARTS=parts_block(norm_parts.shape[0]) if norm_parts is not None else 0,
-        HAND_OVER=hand_over is not None, NORM_IN_LOOP=norm_weight is not None,
+        HAND_OVER=hand_over is not None, NORM_IN_LOOP=in_loop,
+        REDO_OVERFLOW=handed is not None and weight.dtype == torch.float16,
         BLOCK_M=DOT_ROWS, ALIGN=align, **config, **({"launch_pdl": True} if pdl else {}))

@@ -10,6 +10,9 @@ holds h in its epilogue. Told the next norm's weight g
 (`tg.linear(..., next_norm_weight=g)`), it also stores h * g and, for each of its column
 blocks, the rows' sums of h^2; a `tg.linear(h, w, norm_weight=g)` given that very result
 multiplies h * g by w and scales each row by 1 / sqrt(mean(h^2) + eps) in its epilogue.
+In fp16, h * g stored unnormalised may pass 65504 (h near its top, |g| > 1): a consumer's
+program whose products come out not finite takes them again from h and g, scaled into range
+(_dot_rows.py, REDO_OVERFLOW); finite ones cost only that check.
 
 The handoff describes h's and g's contents when it was written, so it is used only while
 they are surely unchanged: the same tensor objects, their version counters unchanged (a
@@ -27,7 +30,6 @@ import torch
 import triton
 
 from ._launch import stream_place
-from .rms_norm import unnormalised_product_fits
 
 ENABLED = os.environ.get("TILEGRAPH_NORM_HANDOFF", "1") != "0"  # read at import
 # Column blocks whose partial sums the next kernel loads in one tile (BLOCK_N 16 at 4096
@@ -46,10 +48,8 @@ class NormHandoff:
 
 
 def can_hand_over(h: torch.Tensor, norm_weight: torch.Tensor, n_blocks: int) -> bool:
-    """Whether a producer of h in n_blocks column blocks hands the norm of this weight over.
-    Not where h * g, stored unnormalised, could overflow h's dtype
-    (unnormalised_product_fits: fp16)."""
-    return (ENABLED and unnormalised_product_fits(h.dtype) and not h.is_inference()
+    """Whether a producer of h in n_blocks column blocks hands the norm of this weight over."""
+    return (ENABLED and not h.is_inference()
             and not norm_weight.is_inference() and n_blocks <= MAX_PARTS)
 
 

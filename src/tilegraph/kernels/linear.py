@@ -71,14 +71,15 @@ _run_linear = custom_op("linear", _launch_linear)
 
 
 def _launch_linear_handoff(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-                           norm_weight: torch.Tensor | None, norm_parts: torch.Tensor | None,
-                           norm_eps: float, activation: str,
+                           norm_weight: torch.Tensor | None, x_next: torch.Tensor | None,
+                           norm_parts: torch.Tensor | None, norm_eps: float, activation: str,
                            residual: torch.Tensor | None, prefetch_weight: bool | None,
-                           next_norm_weight: torch.Tensor | None, x_next: torch.Tensor | None,
-                           next_parts: torch.Tensor | None, out: torch.Tensor) -> None:
+                           next_norm_weight: torch.Tensor | None,
+                           next_x_next: torch.Tensor | None, next_parts: torch.Tensor | None,
+                           out: torch.Tensor) -> None:
     """_launch_linear on the tensor-core decode path, with a norm handed over to it
-    (norm_parts: x is h * g, norm_weight None) or by it (next_norm_weight, into x_next and
-    next_parts), or both (_norm_handoff.py)."""
+    (x_next = x * norm_weight and norm_parts) or by it (next_norm_weight, into next_x_next
+    and next_parts), or both (_norm_handoff.py)."""
     x_rows = as_rows(x)
     y_rows = out.view(-1, out.shape[-1])
     rows, k = x_rows.shape
@@ -87,17 +88,19 @@ def _launch_linear_handoff(x: torch.Tensor, weight: torch.Tensor, bias: torch.Te
     pdl = use_pdl(x.device, early_reads, prefetch_weight)
     hand_over = None
     if next_norm_weight is not None:
-        hand_over = (next_norm_weight.contiguous(), x_next, next_parts)
+        hand_over = (next_norm_weight.contiguous(), next_x_next, next_parts)
     decode_plan.launch(chosen, x_rows, weight if weight.stride(-1) == 1 else weight.contiguous(),
                        y_rows, norm_weight.contiguous() if norm_weight is not None else None,
                        norm_eps, bias.contiguous() if bias is not None else None,
                        activation, as_rows(residual) if residual is not None else None, pdl,
-                       norm_parts=norm_parts, hand_over=hand_over)
-    launched(x.device, pdl, (y_rows,) if hand_over is None else (y_rows, x_next, next_parts))
+                       handed=(x_next, norm_parts) if norm_parts is not None else None,
+                       hand_over=hand_over)
+    launched(x.device, pdl,
+             (y_rows,) if hand_over is None else (y_rows, next_x_next, next_parts))
 
 
 _run_linear_handoff = custom_op("linear_handoff", _launch_linear_handoff,
-                                mutates=("out", "x_next", "next_parts"))
+                                mutates=("out", "next_x_next", "next_parts"))
 
 
 def _tensor_core_plan(x: torch.Tensor, weight: torch.Tensor):
@@ -155,9 +158,8 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
 
     next_norm_weight (N_out,): the norm weight of the call that will read this result next
     as `tg.linear(result, w, norm_weight=next_norm_weight)` (a decoder's residual stream).
-    On the tensor-core decode path (2-16 rows; bf16 and fp32, not fp16, where the unnormalised
-    h * g it stores could overflow) this kernel then also hands that norm over, and the
-    next call runs no norm kernel of its own; the result is the same either way.
+    On the tensor-core decode path (2-16 rows) this kernel then also hands that norm over,
+    and the next call runs no norm kernel of its own; the result is the same either way.
     The handoff holds while the result is unchanged (see kernels/_norm_handoff.py).
     """
     check_tensor("x", x, min_ndim=1, differentiable=True)
@@ -204,9 +206,8 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
         _run_linear(x, weight, bias, norm_weight, norm_eps, code, residual, requested, out)
         return out
     x_next, next_parts = buffers if buffers is not None else (None, None)
-    _run_linear_handoff(handed.x_next if handed else x, weight, bias,
-                        None if handed else norm_weight, handed.parts if handed else None,
-                        norm_eps, code, residual, requested,
+    _run_linear_handoff(x, weight, bias, norm_weight, handed.x_next if handed else None,
+                        handed.parts if handed else None, norm_eps, code, residual, requested,
                         next_norm_weight if buffers is not None else None, x_next, next_parts,
                         out)
     if buffers is not None:

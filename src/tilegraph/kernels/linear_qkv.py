@@ -53,13 +53,13 @@ def deinterleave_rotary_pairs(y: torch.Tensor, head_dim: int) -> torch.Tensor:
 
 
 def _launch_linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-                       norm_weight: torch.Tensor | None, norm_parts: torch.Tensor | None,
-                       norm_eps: float, cos: torch.Tensor,
+                       norm_weight: torch.Tensor | None, x_next: torch.Tensor | None,
+                       norm_parts: torch.Tensor | None, norm_eps: float, cos: torch.Tensor,
                        sin: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor,
                        k_cache: torch.Tensor, v_cache: torch.Tensor, n_heads: int,
                        out: torch.Tensor) -> None:
-    """norm_parts: a norm handed over (x is then h * g and norm_weight None; 2-16 rows on
-    the tensor-core path only, _norm_handoff.py)."""
+    """x_next, norm_parts: the norm of x by norm_weight handed over (x_next = x * norm_weight;
+    2-16 rows on the tensor-core path only, _norm_handoff.py)."""
     x_rows = as_rows(x)
     weight = weight if weight.stride(-1) == 1 else weight.contiguous()
     rows, k = x_rows.shape
@@ -75,7 +75,7 @@ def _launch_linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
     decode_plan.launch(chosen, x_rows, weight, out.view(rows, -1), norm_weight, norm_eps, bias,
                        "rotary", None, pdl,
                        rotary_args(k_cache, v_cache, cos, sin, positions, slots, n_heads),
-                       norm_parts=norm_parts)
+                       handed=(x_next, norm_parts) if norm_parts is not None else None)
     launched(x.device, pdl, (out, k_cache, v_cache))
 
 
@@ -129,9 +129,9 @@ def linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None 
         check_no_overlap(out, name, t)
     if rows:
         handed = usable_handoff(x, weight, norm_weight)
-        _run_linear_qkv(handed.x_next if handed else x, weight, bias,
-                        None if handed else norm_weight, handed.parts if handed else None,
-                        norm_eps, cos, sin, positions, slots, k_cache, v_cache, n_heads, out)
+        _run_linear_qkv(x, weight, bias, norm_weight, handed.x_next if handed else None,
+                        handed.parts if handed else None, norm_eps, cos, sin, positions, slots,
+                        k_cache, v_cache, n_heads, out)
     return out
 
 
