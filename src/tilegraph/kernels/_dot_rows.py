@@ -30,6 +30,9 @@ DOT_ROWS = 16  # the tile's rows: an mma operand needs at least 16
 # The largest |x * g| a row takes to an fp16 mma when the norm runs in the loop: far below
 # 65504, so rounding cannot reach it, far above the normalised values a norm yields.
 FP16_ROW_LIMIT = tl.constexpr(16384.0)
+# The K step of the loop that redoes an fp16 program's products after an overflow: a narrow
+# tile, so that rarely taken loop needs fewer registers than the main one.
+REDO_K = tl.constexpr(32)
 
 
 @triton.jit
@@ -250,15 +253,17 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, h_ptr, stride_hm, w_ptr
     if REDO_OVERFLOW:
         # NaN fails the comparison as inf does; finite products cost only this count.
         not_finite = tl.sum(tl.sum(tl.where(tl.abs(acc) < float("inf"), 0, 1), axis=1), axis=0)
-        if not_finite > 0:
+        if not_finite > 0:  # in narrower steps: a small tile keeps the registers it holds
             acc = tl.zeros_like(acc)
-            h_ptrs = h_ptr + offs_m[:, None] * stride_hm + offs_k[None, :]
-            for k0 in range(k_start, k_stop, BLOCK_K):
-                w = tl.load(w_ptrs + k0, mask=n_mask[:, None] & (offs_k < k_stop - k0)[None, :],
-                            other=0.0)
-                acc, sum_sq = _dot_rows_step(acc, sum_sq, w, h_ptrs, norm_w_ptr, offs_m, offs_k,
-                                             M, k0, k_stop, DOT_PRECISION, UPCAST_DOT, W_LHS,
-                                             True)
+            offs_r = tl.arange(0, REDO_K)
+            h_ptrs = h_ptr + offs_m[:, None] * stride_hm + offs_r[None, :]
+            w_redo = w_ptr + offs_n[:, None].to(tl.int64) * stride_wn + offs_r[None, :]
+            for k0 in range(k_start, k_stop, REDO_K):
+                w_part = tl.load(w_redo + k0,
+                                 mask=n_mask[:, None] & (offs_r < k_stop - k0)[None, :], other=0.0)
+                acc, sum_sq = _dot_rows_step(acc, sum_sq, w_part, h_ptrs, norm_w_ptr, offs_m,
+                                             offs_r, M, k0, k_stop, DOT_PRECISION, UPCAST_DOT,
+                                             W_LHS, True)
     if W_LHS:
         acc = tl.trans(acc)
 
