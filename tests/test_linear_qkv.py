@@ -97,6 +97,33 @@ def test_every_decode_kernel(plan, device):
     _check(q, cache, expected, dtype, what=str(plan))
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_takes_a_norm_handed_over(dtype, device, monkeypatch):
+    """x written by tg.linear told the norm weight (a decoder's residual stream): q|k|v reads
+    x * g and the rows' sums of x^2 left with it, and no norm kernel runs. Even rows of 3e4
+    with g = 4 put x * g past fp16's 65504: the programs that meet its inf redo their
+    products from x and g."""
+    from tilegraph.kernels import _dot_rows
+    from tilegraph.kernels import _norm_handoff as norm_handoff
+
+    rows, k = 6, 130
+    residual, w, b, _, cache = _case(rows, 4, 2, 16, k, dtype, device)
+    assert decode_plan.plan(rows, w.shape[0], k, dtype, torch.device(device),
+                            fused=True).kind == "dot"
+    large = (torch.arange(rows, device=device) % 2 == 0)[:, None]
+    residual = torch.where(large, (residual.float().sign() * 3e4).to(dtype), residual)
+    q_in = randn(rows, 40, dtype=dtype, device=device)
+    wo = randn(k, 40, dtype=dtype, device=device, scale=40**-0.5)
+    g = torch.full((k,), 4.0, dtype=dtype, device=device)
+    x = tg.linear(q_in, wo, residual=residual, next_norm_weight=g)
+    assert norm_handoff.take(x, g) is not None
+    expected = _reference(x, w, b, g, cache)
+    monkeypatch.setattr(_dot_rows, "_norm_rows_kernel", None)  # not subscriptable: fails
+    q = tg.linear_qkv(x, w, b, norm_weight=g, out=poisoned((rows, 4, 16), dtype, device),
+                      **cache)
+    _check(q, cache, expected, dtype)
+
+
 def test_interleaving_permutes_columns_only(device):
     w = randn(3 * 8, 5, device=device)
     x = randn(2, 5, device=device)
