@@ -253,7 +253,7 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, h_ptr, stride_hm, w_ptr
     if REDO_OVERFLOW:
         # NaN fails the comparison as inf does; finite products cost only this count.
         not_finite = tl.sum(tl.sum(tl.where(tl.abs(acc) < float("inf"), 0, 1), axis=1), axis=0)
-        if not_finite > 0:  # in narrower steps: a small tile keeps the registers it holds
+        if not_finite > 0:  # in REDO_K steps, so this rare loop sets no register count
             acc = tl.zeros_like(acc)
             offs_r = tl.arange(0, REDO_K)
             h_ptrs = h_ptr + offs_m[:, None] * stride_hm + offs_r[None, :]
