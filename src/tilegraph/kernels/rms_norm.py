@@ -138,15 +138,6 @@ def _launch_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float,
 _run_rms_norm = custom_op("rms_norm", _launch_rms_norm)
 
 
-def unnormalised_product_fits(dtype: torch.dtype) -> bool:
-    """Whether x * g, formed before the rows are normalised (a norm folded into a product,
-    as the GEMM's prologue does), stays finite in `dtype`: not in fp16, where rows near its
-    top times |g| > 1 pass 65504 while x / rms(x) * g, about g, does not. bf16 and fp32
-    share fp32's exponent range. (The tensor-core decode kernel scales such rows into range
-    instead, _dot_rows.py.)"""
-    return dtype != torch.float16
-
-
 def rms_norm_rows(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """rms_norm(x) * weight into a fresh contiguous tensor (no checks, no autograd)."""
     out = torch.empty_like(x, memory_format=torch.contiguous_format)
