@@ -278,6 +278,10 @@ def test_gemv_rows_that_fill_a_tile_poorly_take_a_tail():
     assert (gemv(896, 4864)["SPLIT"], gemv(896, 4864)["TAIL"], gemv(896, 4864)["BLOCK_N"]) == \
         (32, 8, 2)
     assert gemv(2560, 2560)["BLOCK_N"] == gemv(4096, 4096)["BLOCK_N"]  # the same rows a program
+    # warps for the columns the two tiles read: 4 rows x 2560 columns at 128 values a thread
+    # is 2.5 warps, rounded down to 2 (more values a thread, never fewer)
+    assert [gemv(n, k)["num_warps"] for n, k in ((2560, 2560), (3072, 3072), (4096, 4096))] == \
+        [2, 2, 4]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

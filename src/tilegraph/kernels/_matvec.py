@@ -308,8 +308,12 @@ def gemv_config(N: int, K: int) -> dict:
     split_row_in_two): 2560 columns as 16 + 4 chunks rather than 32, 3000 as 16 + 8. The
     masked chunks of a single tile cost registers and bytes in flight: one row of 2560 /
     3000 / 3072 columns read at 65 / 73 / 75% of copy in one tile, 80 / 86 / 86% in two
-    (H100, notes/kernels.md, session 42). A row a little past one tile (4097-5120 columns)
-    takes the tile and a tail, with fewer rows a program."""
+    (H100, notes/kernels.md, session 42). The two tiles' warps are counted from the columns
+    they read, not from the tile they replace, so each thread holds the values a thread the
+    rule asks for (160-192 instead of 80-96 for rows of 2304-3072 columns, 2 warps instead
+    of 4): bf16 LayerStacks at one row of d = 2304-3072 1.06-1.12x faster, lone projections
+    0.96-1.10x (notes/kernels.md, session 50). A row a little past one tile (4097-5120
+    columns) takes the tile and a tail, with fewer rows a program."""
     block_k = max(16, min(triton.next_power_of_2(K), GEMV_MAX_BLOCK_K))
     chunk = min(GEMV_CHUNK, block_k)
     per_thread = 128 if N <= 4096 and K >= 2048 else 64
@@ -322,6 +326,9 @@ def gemv_config(N: int, K: int) -> dict:
         rows = block_n * block_k // covered
         block_n = max(1, triton.next_power_of_2(rows + 1) // 2)  # the power of two <= rows
         num_warps = GEMV_WARPS
+    elif tail:  # warps for the columns the two tiles read, not the tile they replace
+        warps = block_n * covered // (32 * per_thread)
+        num_warps = max(1, triton.next_power_of_2(warps + 1) // 2)  # the power of two <= warps
     config = {"BLOCK_N": block_n, "SPLIT": head, "CHUNK": chunk,
               "num_warps": max(1, min(GEMV_WARPS, num_warps)), "num_stages": 1}
     return {**config, "TAIL": tail} if tail else config
