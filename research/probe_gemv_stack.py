@@ -4,6 +4,7 @@ programs (fewer weight values a thread, fewer warps, a register cap) stream a st
 to the floor than the rule's, whose programs fill the SM (notes/decode.md)?
 
     PYTHONPATH=src python3 research/probe_gemv_stack.py bf16 2560,3072 [--rounds 2] [--sweep]
+        [--two-kernels]
 
 Each variant is recorded as the tuned plan of the (d, d) shape (both projections of a
 layer), the stack captured again through a GraphRunner and timed; the rule runs first and
@@ -18,6 +19,7 @@ import torch
 import tilegraph as tg
 from tilegraph.bench import ceilings
 from tilegraph.bench.timing import measure
+from tilegraph.kernels import decode_layer
 from tilegraph.kernels import decode_plan as dp
 from tilegraph.models import LayerStack, LayerStackConfig
 from tilegraph.stack_grid import layers_for
@@ -58,13 +60,25 @@ def main() -> None:
     parser.add_argument("widths")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--sweep", action="store_true")
+    parser.add_argument("--two-kernels", action="store_true",
+                        help="never the one-kernel layer (d <= 2048): time its rule first")
     args = parser.parse_args()
     copy_gbps = ceilings()["copy_gbps"]
     print(f"{torch.cuda.get_device_name()}, copy {copy_gbps:.0f} GB/s", flush=True)
     torch.manual_seed(0)
-    for d in (int(w) for w in args.widths.split(",")):
+    widths = [int(w) for w in args.widths.split(",")]
+    one_kernel_is_faster = decode_layer.one_kernel_is_faster
+    if args.two_kernels:
+        for d in widths:
+            probe_width(d, args.dtype, copy_gbps, 0, False)  # the rule: one kernel where it is
+        decode_layer.one_kernel_is_faster = lambda *args: False  # research only
+    for d in widths:
         probe_width(d, args.dtype, copy_gbps, args.rounds, args.sweep)
         torch.cuda.empty_cache()
+    if args.two_kernels:  # the one-kernel rule again, after the variants
+        decode_layer.one_kernel_is_faster = one_kernel_is_faster
+        for d in widths:
+            probe_width(d, args.dtype, copy_gbps, 0, False)
 
 
 def probe_width(d: int, name: str, copy_gbps: float, rounds: int, sweep: bool) -> None:
@@ -90,6 +104,8 @@ def probe_width(d: int, name: str, copy_gbps: float, rounds: int, sweep: bool) -
         flag = "" if error < 0.05 else f" ERROR {error:.0e}"
         return f"{t:7.1f} us {100 * floor_us / t:5.1f}%{flag}"
 
+    if rounds == 0:
+        print(f"  {'rule (one kernel a layer)':28s} {time_variant(None, False)}", flush=True)
     for _ in range(rounds):
         print(f"  {'rule':28s} {time_variant(None, False)}", flush=True)
         for i, (label, (config, late)) in enumerate(variants(d, sweep).items()):
