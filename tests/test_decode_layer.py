@@ -123,6 +123,32 @@ def test_a_loop_of_layers_runs_on_carried_buffers_each_used_once(device):
     assert torch.allclose(first, second, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("rows", [1, 3])
+def test_a_16_bit_h_starts_an_fp32_stream_in_out(device, dtype, rows):
+    """out float32 for a 16-bit h: the layer reads h as it is and writes the fp32 stream (one
+    kernel at one row, which also hands the next layer its zeroed accumulator; two kernels
+    over fp32 h otherwise)."""
+    d = 100
+    g, wq, wo = _weights(d, dtype, device)
+    h = randn(rows, d, dtype=dtype, device=device)
+    out = poisoned(h.shape, torch.float32, device)
+    y = tg.decode_layer(h, g, wq, wo, out=out)
+    assert y is out and y.dtype == torch.float32
+    assert_close(y, _ref(h, g, wq, wo), dtype)  # two kernels may round q to the weights' dtype
+    if rows == 1:  # one kernel: everything in fp32
+        assert rel_error(y, _ref(h, g, wq, wo)) < TOLERANCES[torch.float32]
+    assert hasattr(out, "_tilegraph_zeroed_next") == (rows == 1)
+    if rows == 1:  # the next layer accumulates into the buffer this one zeroed
+        carried = out._tilegraph_zeroed_next[0]
+        nxt = tg.decode_layer(y, g, wq, wo)
+        assert nxt.data_ptr() == carried.data_ptr()
+        assert rel_error(nxt, _ref(_ref(h, g, wq, wo), g, wq, wo)) < TOLERANCES[torch.float32]
+    with pytest.raises(TypeError, match="expected"):  # no other dtype may start a stream
+        tg.decode_layer(h, g, wq, wo, out=torch.empty(h.shape, dtype=torch.float64,
+                                                        device=device))
+
+
 def test_deterministic_mode_takes_the_bit_reproducible_path(device):
     g, wq, wo = _weights(96, torch.float32, device)
     h = randn(1, 96, device=device)

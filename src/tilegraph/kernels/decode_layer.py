@@ -144,8 +144,11 @@ def _fits_one_kernel(h: torch.Tensor, wq: torch.Tensor, wo: torch.Tensor) -> boo
     return one_kernel_is_faster(config, rows, d, wq.element_size(), sm_count(h.device))
 
 
-def _uses_one_kernel(h: torch.Tensor, wq: torch.Tensor, wo: torch.Tensor) -> bool:
-    return h.dtype == torch.float32 and _fits_one_kernel(h, wq, wo)
+def _uses_one_kernel(h: torch.Tensor, wq: torch.Tensor, wo: torch.Tensor,
+                     result_dtype: torch.dtype | None = None) -> bool:
+    """Whether this call runs one kernel: only where its result is fp32 (the kernel's
+    accumulator), h's dtype unless the caller's out says otherwise."""
+    return (result_dtype or h.dtype) == torch.float32 and _fits_one_kernel(h, wq, wo)
 
 
 def residual_dtype(h: torch.Tensor, wq: torch.Tensor, wo: torch.Tensor) -> torch.dtype:
@@ -189,10 +192,11 @@ def _launch_one_kernel(acc: torch.Tensor, zero_next: torch.Tensor | None, h: tor
 
 def _launch_decode_layer(h: torch.Tensor, norm_weight: torch.Tensor, wq: torch.Tensor,
                          wo: torch.Tensor, eps: float, out: torch.Tensor) -> None:
-    if _uses_one_kernel(h, wq, wo):
+    if _uses_one_kernel(h, wq, wo, out.dtype):
         out.zero_()  # a caller's buffer: nothing zeroed it for us
         _launch_one_kernel(out, None, h, norm_weight, wq, wo, eps)
         return
+    h = h.to(out.dtype)  # a 16-bit h starting an fp32 stream: the two kernels take fp32 h
     q = torch.empty((*h.shape[:-1], wq.shape[0]), dtype=out.dtype, device=h.device)
     _launch_linear(h, wq, None, norm_weight, eps, "none", None, None, q)
     _launch_linear(q, wo, None, None, eps, "none", h, None, out)
@@ -213,6 +217,16 @@ def _zeroed_accumulator(h: torch.Tensor) -> torch.Tensor:
         if where == stream_place(h.device) and (not capturing or token is not None):
             return buffer
     return torch.zeros(h.shape, dtype=torch.float32, device=h.device)
+
+
+def _chained_one_kernel(acc: torch.Tensor, h: torch.Tensor, norm_weight: torch.Tensor,
+                        wq: torch.Tensor, wo: torch.Tensor, eps: float) -> torch.Tensor:
+    """The one kernel into the zeroed acc, which then carries the next layer's accumulator,
+    zeroed by the same kernel (the buffer protocol above)."""
+    zero_next = torch.empty_like(acc)
+    _launch_one_kernel(acc, zero_next, h, norm_weight, wq, wo, eps)
+    acc._tilegraph_zeroed_next = (zero_next, stream_place(h.device))
+    return acc
 
 
 def _check(h, norm_weight, wq, wo) -> None:
@@ -251,7 +265,9 @@ def decode_layer(h: torch.Tensor, norm_weight: torch.Tensor, wq: torch.Tensor,
     """h + (rms_norm(h) * norm_weight) @ wq.T @ wo.T for h (..., d), norm_weight (d,),
     wq (n, d), wo (d, n). The weights share one dtype; h is of that dtype or float32 (16-bit
     weights with h kept in fp32 between layers: then a square layer of one row runs as
-    one kernel where that was measured faster). Returns h's shape and dtype.
+    one kernel where that was measured faster). Returns h's shape and dtype, or out's:
+    out may be float32 where h is 16-bit, the layer that starts an fp32 stream (it reads
+    h as it is, so no cast runs before it).
 
     Weights are streamed before the previous kernel in the stream has finished (programmatic
     dependent launch), except where that kernel is a tilegraph kernel writing them.
@@ -267,21 +283,24 @@ def decode_layer(h: torch.Tensor, norm_weight: torch.Tensor, wq: torch.Tensor,
     if wants_grad(h, norm_weight, wq, wo):
         check_no_out_for_grad(out)
         return _differentiable_layer(h, norm_weight, wq, wo, eps)
+    starts_fp32 = (out is not None and isinstance(out, torch.Tensor) and h.dtype == wq.dtype
+                   and h.dtype != torch.float32 and out.dtype == torch.float32)
+    result_dtype = torch.float32 if starts_fp32 else h.dtype
     if out is None and not torch.compiler.is_compiling() and h.numel():
         if _uses_one_kernel(h, wq, wo):
-            acc = _zeroed_accumulator(h)
-            zero_next = torch.empty_like(acc)
-            _launch_one_kernel(acc, zero_next, h, norm_weight, wq, wo, eps)
-            acc._tilegraph_zeroed_next = (zero_next, stream_place(h.device))
-            return acc
+            return _chained_one_kernel(_zeroed_accumulator(h), h, norm_weight, wq, wo, eps)
         if h.dtype == wq.dtype:  # two tg.linear calls, which hand the norms over
             q = linear(h, wq, norm_weight=norm_weight, norm_eps=eps)
             return linear(q, wo, residual=h, next_norm_weight=next_norm_weight)
-    out = prepare_out(out, h.shape, h.dtype, h.device)
+    out = prepare_out(out, h.shape, result_dtype, h.device)
     for name, t in (("h", h), ("norm_weight", norm_weight), ("wq", wq), ("wo", wo)):
         check_no_overlap(out, name, t)
-    if out.numel():
-        _run_decode_layer(h, norm_weight, wq, wo, eps, out)
+    if not out.numel():
+        return out
+    if (starts_fp32 and not torch.compiler.is_compiling()
+            and _uses_one_kernel(h, wq, wo, out.dtype)):
+        return _chained_one_kernel(out.zero_(), h, norm_weight, wq, wo, eps)
+    _run_decode_layer(h, norm_weight, wq, wo, eps, out)
     return out
 
 
