@@ -277,11 +277,16 @@ def test_gemv_rows_that_fill_a_tile_poorly_take_a_tail():
     # past one tile: the tile and a tail, fewer rows a program for the values a thread
     assert (gemv(896, 4864)["SPLIT"], gemv(896, 4864)["TAIL"], gemv(896, 4864)["BLOCK_N"]) == \
         (32, 8, 2)
-    assert gemv(2560, 2560)["BLOCK_N"] == gemv(4096, 4096)["BLOCK_N"]  # the same rows a program
+    assert gemv(2560, 2560)["BLOCK_N"] == gemv(4096, 14336)["BLOCK_N"]  # the same rows a program
     # warps for the columns the two tiles read: 4 rows x 2560 columns at 128 values a thread
     # is 2.5 warps, rounded down to 2 (more values a thread, never fewer)
-    assert [gemv(n, k)["num_warps"] for n, k in ((2560, 2560), (3072, 3072), (4096, 4096))] == \
+    assert [gemv(n, k)["num_warps"] for n, k in ((2560, 2560), (3072, 3072), (2048, 2048))] == \
         [2, 2, 4]
+    # narrow layers whose rows fill one whole tile: two rows over 8 warps (not past the tile,
+    # not wide layers)
+    assert [(gemv(n, k)["BLOCK_N"], gemv(n, k)["num_warps"]) for n, k in
+            ((4096, 4096), (2048, 3600), (4096, 14336), (6144, 4096))] == \
+        [(2, 8), (2, 8), (4, 4), (2, 4)]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

@@ -286,6 +286,9 @@ GEMV_MAX_BLOCK_K = 4096
 # 95 -> 91%) (H100, one-row projections over rotated weights, notes/kernels.md, session 42).
 MIN_HEAD_CHUNKS = 16
 MIN_TAIL_CHUNKS = 4
+# Narrow layers whose rows fill one whole GEMV_MAX_BLOCK_K tile: two rows a program over 8
+# warps, 32 weight values a thread (gemv_config).
+FULL_TILE_WARPS = 8
 # Batch 1, fp32 weights: a _matvec_kernel tile of at most 32 KB, 64 elements a thread.
 MATVEC_TILE_BYTES = 32 * 1024
 MATVEC_ELEMENTS_PER_THREAD = 64
@@ -313,7 +316,14 @@ def gemv_config(N: int, K: int) -> dict:
     rule asks for (160-192 instead of 80-96 for rows of 2304-3072 columns, 2 warps instead
     of 4): bf16 LayerStacks at one row of d = 2304-3072 1.06-1.12x faster, lone projections
     0.96-1.10x (notes/kernels.md, session 50). A row a little past one tile (4097-5120
-    columns) takes the tile and a tail, with fewer rows a program."""
+    columns) takes the tile and a tail, with fewer rows a program.
+
+    Narrow layers (N <= 4096) whose rows take one whole 4096-column tile (K of 3073-4096)
+    take two rows a program over FULL_TILE_WARPS warps, 32 values a thread, instead of four
+    rows over four: swept on whole one-row stacks (BLOCK_N 1-16 x 2-8 warps) it was the
+    fastest at d = 3584 and 4096, and it took bf16 stacks 1.026-1.036x, Llama-3-8B's step
+    1.021x and lone projections 1.03-1.09x faster, but 1024 x 4096 0.96x (H100,
+    notes/kernels.md, session 50)."""
     block_k = max(16, min(triton.next_power_of_2(K), GEMV_MAX_BLOCK_K))
     chunk = min(GEMV_CHUNK, block_k)
     per_thread = 128 if N <= 4096 and K >= 2048 else 64
@@ -329,8 +339,11 @@ def gemv_config(N: int, K: int) -> dict:
     elif tail:  # warps for the columns the two tiles read, not the tile they replace
         warps = block_n * covered // (32 * per_thread)
         num_warps = max(1, triton.next_power_of_2(warps + 1) // 2)  # the power of two <= warps
+    num_warps = max(1, min(GEMV_WARPS, num_warps))
+    if per_thread == 128 and block_k == GEMV_MAX_BLOCK_K and K <= block_k and not tail:
+        block_n, num_warps = 2, FULL_TILE_WARPS  # rows of one whole tile: see the docstring
     config = {"BLOCK_N": block_n, "SPLIT": head, "CHUNK": chunk,
-              "num_warps": max(1, min(GEMV_WARPS, num_warps)), "num_stages": 1}
+              "num_warps": num_warps, "num_stages": 1}
     return {**config, "TAIL": tail} if tail else config
 
 
