@@ -36,9 +36,10 @@ def test_check_passes_and_prints_table(tmp_path):
     result = tilegraph("check", tmp_path=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     for kernel in ("add", "gelu tanh", "gelu erf", "softmax", "rms_norm", "linear matvec",
-                   "linear tiled", "matmul+gelu", "decode_layer", "decode_layer fp32 h"):
+                   "linear tiled", "matmul+gelu", "decode_layer", "decode_layer fp32 h",
+                   "decode_stack"):
         assert kernel in result.stdout
-    assert "30 passed, 0 failed" in result.stdout
+    assert "33 passed, 0 failed" in result.stdout
     assert "FAIL" not in result.stdout
 
 

@@ -11,6 +11,7 @@ from .graph import Graph, GraphRunner, TrainStep, capture, scope
 from .kernels.add import add
 from .kernels.decode_attention import decode_attention
 from .kernels.decode_layer import decode_layer
+from .kernels.decode_stack import decode_stack
 from .kernels.gelu import gelu
 from .kernels.linear import interleave_gate_up, linear
 from .kernels.linear_qkv import interleave_rotary_pairs, linear_qkv
@@ -23,6 +24,7 @@ __version__ = "0.1.0"
 
 __all__ = ["CaptureError", "CollectiveError", "Generator", "Graph", "GraphRunner",
            "SideEffectWarning", "StaleOutputError", "TrainStep",
-           "__version__", "add", "capture", "decode_attention", "decode_layer", "gelu",
+           "__version__", "add", "capture", "decode_attention", "decode_layer",
+           "decode_stack", "gelu",
            "interleave_gate_up", "interleave_rotary_pairs", "linear", "linear_qkv", "matmul",
            "rms_norm", "rotary_qkv", "scope", "softmax"]

@@ -11,6 +11,7 @@ import tilegraph as tg
 
 from .kernels.add import add_ref
 from .kernels.decode_layer import decode_layer_ref
+from .kernels.decode_stack import decode_stack_ref
 from .kernels.gelu import gelu_ref
 from .kernels.linear import linear_ref
 from .kernels.matmul import matmul_ref
@@ -91,6 +92,16 @@ def _cases(large: bool) -> list[tuple[str, str, Callable]]:
             return out, ref
         return run
 
+    def decode_stack(dt, dev):
+        """Three square layers at one row: one kernel a layer, h carried in fp32 copies."""
+        d = cols
+        h = randn(1, d, dtype=dt, device=dev)
+        g = [randn(d, dtype=dt, device=dev, scale=0.1) + 1 for _ in range(3)]
+        wq, wo = ([randn(d, d, dtype=dt, device=dev, scale=d**-0.5) for _ in range(3)]
+                  for _ in range(2))
+        out = tg.decode_stack(h, g, wq, wo, out=poisoned(h.shape, h.dtype, dev))
+        return out, decode_stack_ref(h.double(), *[[t.double() for t in ts] for ts in (g, wq, wo)])
+
     return [
         ("add", f"{rows}x{cols}", add),
         ("gelu tanh", f"{rows}x{cols}", gelu("tanh")),
@@ -102,6 +113,7 @@ def _cases(large: bool) -> list[tuple[str, str, Callable]]:
         ("matmul+gelu", f"{m}x{k} @ {k}x{n}", matmul),
         ("decode_layer", f"3x{cols}, {cols}^2 weights", decode_layer(None)),
         ("decode_layer fp32 h", f"3x{cols}, {cols}^2 weights", decode_layer(torch.float32)),
+        ("decode_stack", f"1x{cols}, 3 layers of {cols}^2", decode_stack),
     ]
 
 

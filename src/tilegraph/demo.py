@@ -2,7 +2,7 @@
 
     eager         the nn.Module in PyTorch: four or five small kernels per layer
     torch-graph   the same PyTorch ops captured by hand (tg.capture), replayed per token
-    tilegraph     LayerStack.fused_forward (a loop of tg.decode_layer: one kernel a layer where
+    tilegraph     LayerStack.fused_forward (tg.decode_stack: one kernel a layer where
                   that was measured faster, else two) in a tg.GraphRunner, one replay a token
     compile       torch.compile(mode="reduce-overhead") of the module (behind --compile)
 

@@ -48,14 +48,16 @@ from .rms_norm import rms_norm_ref
 
 
 @triton.jit
-def _decode_layer_kernel(acc_ptr, stride_am, zero_ptr, h_ptr, stride_hm, norm_w_ptr,
-                         wq_ptr, stride_wq, wo_ptr, stride_wo_out, stride_wo_in,
+def _decode_layer_kernel(acc_ptr, stride_am, stride_ac, zero_ptr, h_ptr, stride_hm, stride_hc,
+                         norm_w_ptr, wq_ptr, stride_wq, wo_ptr, stride_wo_out, stride_wo_in,
                          M, D, eps,
                          ZERO_NEXT: tl.constexpr, PREFETCH_WEIGHT: tl.constexpr,
                          BLOCK_M: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_D: tl.constexpr,
-                         ALIGN: tl.constexpr = 1, WO_UNIT_OUT: tl.constexpr = False):
-    """acc_m += [p == 0] h_m + sum_{i in rows(p)} Wo[:, i] * q_mi, with
-    q_mi = rstd_m * sum_k h_mk g_k Wq_ik and rstd_m = 1 / sqrt(mean_k h_mk^2 + eps).
+                         ALIGN: tl.constexpr = 1, WO_UNIT_OUT: tl.constexpr = False,
+                         COPIES: tl.constexpr = 1, H_COPIES: tl.constexpr = 1):
+    """acc[p % COPIES]_m += [p == 0] h_m + sum_{i in rows(p)} Wo[:, i] * q_mi, with
+    q_mi = rstd_m * sum_k h_mk g_k Wq_ik and rstd_m = 1 / sqrt(mean_k h_mk^2 + eps),
+    h_m the sum of H_COPIES copies of h (stride_hc apart; acc's are stride_ac apart).
 
     Both weight tiles are read as (BLOCK_Q, BLOCK_D): Wq by its rows, Wo by its columns,
     with any strides (stride_wo_out is 1 where Wo is stored transposed, its columns then
@@ -87,17 +89,20 @@ def _decode_layer_kernel(acc_ptr, stride_am, zero_ptr, h_ptr, stride_hm, norm_w_
     g = tl.load(norm_w_ptr + offs_d, mask=d_mask, other=0.0).to(tl.float32)
     for m in tl.static_range(BLOCK_M):
         n_valid = tl.where(m < M, D, 0)  # masks nothing in rows past M
-        h = tl.load(h_ptr + m * stride_hm + offs_d, mask=offs_d < n_valid,
-                    other=0.0).to(tl.float32)                                 # (BD,)
+        h = tl.zeros([BLOCK_D], tl.float32)
+        for c in tl.static_range(H_COPIES):
+            h += tl.load(h_ptr + c * stride_hc + m * stride_hm + offs_d,
+                         mask=offs_d < n_valid, other=0.0).to(tl.float32)     # (BD,)
         rstd = tl.rsqrt(tl.sum(h * h) / D + eps)
         q = tl.sum(wq.to(tl.float32) * (h * g)[None, :], axis=1) * rstd        # (BQ,)
         part = tl.sum(wo.to(tl.float32) * q[:, None], axis=0)                  # (BD,)
         part += tl.where(pid == 0, h, 0.0)
-        tl.atomic_add(acc_ptr + m * stride_am + offs_d, part, mask=offs_d < n_valid,
-                      sem="relaxed")
+        tl.atomic_add(acc_ptr + (pid % COPIES) * stride_ac + m * stride_am + offs_d, part,
+                      mask=offs_d < n_valid, sem="relaxed")
         if ZERO_NEXT:
-            tl.store(zero_ptr + m * stride_am + offs_q, tl.zeros([BLOCK_Q], tl.float32),
-                     mask=offs_q < n_valid)
+            for c in tl.static_range(COPIES):
+                tl.store(zero_ptr + c * stride_ac + m * stride_am + offs_q,
+                         tl.zeros([BLOCK_Q], tl.float32), mask=offs_q < n_valid)
 
 
 # The one-kernel kernel applies each weight tile to the rows one by one (the rule runs it
@@ -161,17 +166,20 @@ def residual_dtype(h: torch.Tensor, wq: torch.Tensor, wo: torch.Tensor) -> torch
 
 def _launch_one_kernel(acc: torch.Tensor, zero_next: torch.Tensor | None, h: torch.Tensor,
                        norm_weight: torch.Tensor, wq: torch.Tensor, wo: torch.Tensor,
-                       eps: float, config: dict | None = None) -> None:
+                       eps: float, config: dict | None = None, h_copies: int = 1) -> None:
     """acc += layer(h), acc being zero on entry, and zero_next.zero_() when given. acc and
-    zero_next are contiguous fp32 tensors of h's shape; config: decode_layer_config's."""
-    h_rows = h.reshape(-1, h.shape[-1])
-    M, D = h_rows.shape
+    zero_next are contiguous fp32 tensors of h's row shape, or (copies, *that) where the
+    programs spread their atomic adds over copies (the layer's result is then their sum);
+    h is (h_copies, ..., d) where it is such a sum. config: decode_layer_config's."""
+    D = h.shape[-1]
+    h_rows = h.reshape(h_copies, -1, D)
+    M = h_rows.shape[1]
     # The kernel walks h, Wq's rows and the norm weight with unit stride (any Wo strides do).
     h_rows, wq, norm_weight = (t if t.stride(-1) == 1 else t.contiguous()
                                for t in (h_rows, wq, norm_weight))
     config = config or decode_layer_config(M, D, wq.element_size())
     pdl = use_pdl(h.device, (wq, wo))
-    acc_rows = acc.view(M, D)
+    acc_rows = acc.view(-1, M, D)
     # Wo's tile is contiguous along the axis of unit stride; the other stride is the one the
     # alignment is about (none where neither is 1).
     unit_out = wo.stride(0) == 1
@@ -182,10 +190,12 @@ def _launch_one_kernel(acc: torch.Tensor, zero_next: torch.Tensor | None, h: tor
     if long_axis is not None:
         wo_strides[long_axis] //= align
     _decode_layer_kernel[(triton.cdiv(D, config["BLOCK_Q"]),)](
-        acc_rows, acc_rows.stride(0), zero_next if zero_next is not None else acc_rows,
-        h_rows, h_rows.stride(0), norm_weight, wq, wq.stride(0) // align, wo, *wo_strides,
-        M, D // align, eps, ZERO_NEXT=zero_next is not None, PREFETCH_WEIGHT=pdl,
-        BLOCK_M=triton.next_power_of_2(M), ALIGN=align, WO_UNIT_OUT=unit_out, **config,
+        acc_rows, acc_rows.stride(1), acc_rows.stride(0),
+        zero_next if zero_next is not None else acc_rows,
+        h_rows, h_rows.stride(1), h_rows.stride(0), norm_weight, wq, wq.stride(0) // align,
+        wo, *wo_strides, M, D // align, eps, ZERO_NEXT=zero_next is not None,
+        PREFETCH_WEIGHT=pdl, BLOCK_M=triton.next_power_of_2(M), ALIGN=align,
+        WO_UNIT_OUT=unit_out, COPIES=acc_rows.shape[0], H_COPIES=h_copies, **config,
         **({"launch_pdl": True} if pdl else {}))
     launched(h.device, pdl, (acc, zero_next) if zero_next is not None else (acc,))
 

@@ -2,7 +2,7 @@
 
     stack = LayerStack(PRESETS["seed"], device="cuda")
     y = stack(h)                 # PyTorch ops (eager, or captured by hand)
-    y = stack.fused_forward(h)   # a loop of tg.decode_layer: one or two kernels a layer
+    y = stack.fused_forward(h)   # tg.decode_stack: one or two kernels a layer
     y = stack.reference(h)       # float64, for checking either
 
 Batch-1 decode reads every weight once per token and does two flops per weight element: the
@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import tilegraph as tg
-from tilegraph.kernels.decode_layer import decode_layer_ref, residual_dtype
+from tilegraph.kernels.decode_layer import decode_layer_ref
 
 
 @dataclass(frozen=True)
@@ -73,11 +73,6 @@ class DecodeLayer(nn.Module):
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         x = F.rms_norm(h, (h.shape[-1],), self.norm_weight, self.eps)
         return h + F.linear(F.linear(x, self.wq), self.wo)
-
-    def fused_forward(self, h: torch.Tensor, next_norm_weight: torch.Tensor | None = None,
-                      out: torch.Tensor | None = None) -> torch.Tensor:
-        return tg.decode_layer(h, self.norm_weight, self.wq, self.wo, self.eps, out=out,
-                               next_norm_weight=next_norm_weight)
 
     def reference(self, h: torch.Tensor) -> torch.Tensor:
         return decode_layer_ref(h.double(), self.norm_weight, self.wq, self.wo, self.eps)
@@ -134,22 +129,14 @@ class LayerStack(nn.Module):
         return h
 
     def fused_forward(self, h: torch.Tensor) -> torch.Tensor:
-        """The stack in tilegraph kernels, a loop of tg.decode_layer, with h carried between
-        layers in the dtype the op's fastest path wants: fp32 where it runs one kernel a layer
-        (h is then rounded to its dtype once, at the end; the sums vary in the last bits from
-        run to run), else the weights' dtype (two kernels a layer, bit-reproducible; under
+        """The stack in tilegraph kernels (tg.decode_stack): one kernel a layer where its
+        rule says so, h carried between them in fp32 (the sums vary in the last bits from
+        run to run), else two kernels a layer in the weights' dtype (bit-reproducible; under
         torch.use_deterministic_algorithms(True) always)."""
         self._check(h)
-        first = self.layers[0]
-        stream = residual_dtype(h, first.wq, first.wo)
-        # The first layer reads h as it is and writes the fp32 stream itself: a cast kernel
-        # before it cost 3.4 us a token (d=2048 bf16, notes/decode.md, session 50).
-        x = h
-        out = torch.empty(h.shape, dtype=stream, device=h.device) if stream != h.dtype else None
-        for layer, after in zip(self.layers, [*self.layers[1:], None], strict=True):
-            x = layer.fused_forward(x, after.norm_weight if after is not None else None, out)
-            out = None
-        return x.to(h.dtype)
+        return tg.decode_stack(h, [layer.norm_weight for layer in self.layers],
+                               [layer.wq for layer in self.layers],
+                               [layer.wo for layer in self.layers], self.config.eps)
 
     def reference(self, h: torch.Tensor) -> torch.Tensor:
         """float64 result of forward(h)."""

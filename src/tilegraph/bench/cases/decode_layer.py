@@ -1,6 +1,6 @@
 """The seed's decode layer, h + (rms_norm(h) * g) @ Wq.T @ Wo.T, as a stack of LAYERS layers at
-batch 1 (the one-kernel path pays off only from layer to layer): PyTorch ops, a loop of
-tg.decode_layer carrying h in the dtype it asks for (decode_layer.residual_dtype), compile."""
+batch 1 (the one-kernel path pays off only from layer to layer): PyTorch ops, tg.decode_stack
+(one or two kernels a layer), compile."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 import tilegraph as tg
-from tilegraph.kernels.decode_layer import decode_layer_ref, residual_dtype
+from tilegraph.kernels.decode_layer import decode_layer_ref
 from tilegraph.testing import randn
 
 from ..suite import Case, KernelBench, compiled
@@ -24,10 +24,7 @@ def decode_layers_formula(h, g, wq, wo, eps: float = 1e-6):
 
 
 def decode_layers_tilegraph(h, g, wq, wo, eps: float = 1e-6):
-    x = h.to(residual_dtype(h, wq[0], wo[0]))
-    for layer in range(g.shape[0]):
-        x = tg.decode_layer(x, g[layer], wq[layer], wo[layer], eps)
-    return x.to(h.dtype)
+    return tg.decode_stack(h, list(g), list(wq), list(wo), eps)
 
 
 def _reference(h, g, wq, wo):
