@@ -90,6 +90,25 @@ def test_fused_stack_keeps_h_in_fp32_where_one_kernel_a_layer_runs(device, dtype
             assert rel_error(fused, expected) <= stack_tolerance(dtype, len(stack.layers))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_fused_stack_passes_gradients_to_h(device, dtype):
+    """A one-row stack that would run one kernel a layer takes autograd's path (h in its own
+    dtype): its gradient matches float64's as eager PyTorch's does."""
+    stack = LayerStack(PRESETS["tiny"].with_(dtype=dtype), device=device)
+    h = stack.token_inputs(1, 1)[0]
+    grads = {}
+    for name, forward in (("fused", stack.fused_forward), ("eager", stack.forward),
+                          ("float64", stack.reference)):
+        x = (h.double() if name == "float64" else h.clone()).requires_grad_()
+        forward(x).double().square().sum().backward()
+        grads[name] = x.grad
+    assert grads["float64"].abs().max() > 0
+    # The backward pass rounds as many products again as the forward pass.
+    tolerance = 2 * stack_tolerance(dtype, len(stack.layers))
+    for name in ("fused", "eager"):
+        assert rel_error(grads[name], grads["float64"]) <= tolerance, name
+
+
 def test_empty_batch(device):
     stack = LayerStack(PRESETS["tiny"], device=device)
     empty = stack.token_inputs(1, 1)[0][:0]
