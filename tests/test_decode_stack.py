@@ -99,6 +99,8 @@ def test_gradients_flow_through_every_layer(device):
     decode_stack_ref(h_ref, *ref_layers).square().sum().backward()
     assert_close(h.grad, h_ref.grad, what="h.grad")
     assert_close(wq.grad, wq_ref.grad, what="wqs[0].grad")
+    with pytest.raises(ValueError, match="out= cannot be used"):
+        tg.decode_stack(h, *layers, out=torch.empty_like(h.detach()))
 
 
 def test_bad_input_is_named(device):

@@ -24,7 +24,13 @@ import torch
 import triton
 import triton.language as tl
 
-from ._checks import check_eps, check_no_overlap, prepare_out, wants_grad
+from ._checks import (
+    check_eps,
+    check_no_out_for_grad,
+    check_no_overlap,
+    prepare_out,
+    wants_grad,
+)
 from ._pdl import launched, use_pdl
 from .decode_layer import (
     _check,
@@ -138,10 +144,7 @@ def decode_stack(h: torch.Tensor, norm_weights: Sequence[torch.Tensor],
     eps = check_eps(eps)
     params = [t for layer in layers for t in layer]
     if wants_grad(h, *params):
-        if out is not None:
-            raise ValueError("out= cannot be used when an input requires grad (autograd "
-                             "records a new result tensor); drop out=, or run under "
-                             "torch.no_grad()")
+        check_no_out_for_grad(out)
         return _layer_loop(h, layers, eps, grad=True)
     if out is not None:
         out = prepare_out(out, h.shape, h.dtype, h.device)
