@@ -54,12 +54,10 @@ def _decode_layer_kernel(acc_ptr, stride_am, stride_ac, zero_ptr, h_ptr, stride_
                          ZERO_NEXT: tl.constexpr, PREFETCH_WEIGHT: tl.constexpr,
                          BLOCK_M: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_D: tl.constexpr,
                          ALIGN: tl.constexpr = 1, WO_UNIT_OUT: tl.constexpr = False,
-                         COPIES: tl.constexpr = 1, H_COPIES: tl.constexpr = 1,
-                         ROWS: tl.constexpr = None):
+                         COPIES: tl.constexpr = 1, H_COPIES: tl.constexpr = 1):
     """acc[p % COPIES]_m += [p == 0] h_m + sum_{i in rows(p)} Wo[:, i] * q_mi, with
     q_mi = rstd_m * sum_k h_mk g_k Wq_ik and rstd_m = 1 / sqrt(mean_k h_mk^2 + eps),
     h_m the sum of H_COPIES copies of h (stride_hc apart; acc's are stride_ac apart).
-    rows(p): ROWS rows of Wq from p * ROWS (BLOCK_Q where None; at most BLOCK_Q).
 
     Both weight tiles are read as (BLOCK_Q, BLOCK_D): Wq by its rows, Wo by its columns,
     with any strides (stride_wo_out is 1 where Wo is stored transposed, its columns then
@@ -76,13 +74,9 @@ def _decode_layer_kernel(acc_ptr, stride_am, stride_ac, zero_ptr, h_ptr, stride_
     else:
         stride_wo_out = stride_wo_out * ALIGN
     pid = tl.program_id(0)
-    if ROWS is None:
-        offs_q = pid * BLOCK_Q + tl.arange(0, BLOCK_Q)
-        q_mask = offs_q < D
-    else:
-        offs_q = pid * ROWS + tl.arange(0, BLOCK_Q)
-        q_mask = (tl.arange(0, BLOCK_Q) < ROWS) & (offs_q < D)
+    offs_q = pid * BLOCK_Q + tl.arange(0, BLOCK_Q)
     offs_d = tl.arange(0, BLOCK_D)
+    q_mask = offs_q < D
     d_mask = offs_d < D
     tile_mask = q_mask[:, None] & d_mask[None, :]
     rows = offs_q[:, None].to(tl.int64)
@@ -108,7 +102,7 @@ def _decode_layer_kernel(acc_ptr, stride_am, stride_ac, zero_ptr, h_ptr, stride_
         if ZERO_NEXT:
             for c in tl.static_range(COPIES):
                 tl.store(zero_ptr + c * stride_ac + m * stride_am + offs_q,
-                         tl.zeros([BLOCK_Q], tl.float32), mask=q_mask & (offs_q < n_valid))
+                         tl.zeros([BLOCK_Q], tl.float32), mask=offs_q < n_valid)
 
 
 # The one-kernel kernel applies each weight tile to the rows one by one (the rule runs it
@@ -140,7 +134,7 @@ def one_kernel_is_faster(config: dict, rows: int, d: int, element_size: int,
     fast or faster (fp32 d=1024 at 2/4/8 rows 1.06/1.18/1.19x, d=512 at 8 rows 1.10x).
     """
     tile_bytes = 2 * config["BLOCK_Q"] * config["BLOCK_D"] * element_size
-    programs = triton.cdiv(d, config.get("ROWS") or config["BLOCK_Q"])
+    programs = triton.cdiv(d, config["BLOCK_Q"])
     one_wave = tile_bytes <= MAX_TILE_BYTES and (sm_count is None or programs <= sm_count)
     return one_wave and rows == 1
 
@@ -195,7 +189,7 @@ def _launch_one_kernel(acc: torch.Tensor, zero_next: torch.Tensor | None, h: tor
         wq.element_size(), D, wq.stride(0), wo_strides[long_axis])
     if long_axis is not None:
         wo_strides[long_axis] //= align
-    _decode_layer_kernel[(triton.cdiv(D, config.get("ROWS") or config["BLOCK_Q"]),)](
+    _decode_layer_kernel[(triton.cdiv(D, config["BLOCK_Q"]),)](
         acc_rows, acc_rows.stride(1), acc_rows.stride(0),
         zero_next if zero_next is not None else acc_rows,
         h_rows, h_rows.stride(1), h_rows.stride(0), norm_weight, wq, wq.stride(0) // align,
