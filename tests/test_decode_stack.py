@@ -66,6 +66,14 @@ def test_accumulator_copies_rule():
         [4, 4, 4, 3, 2, 2]
 
 
+def test_layers_stacked_along_dim_0(device):
+    norms, wqs, wos = _layers(64, torch.bfloat16, device, 3)
+    h = randn(1, 64, dtype=torch.bfloat16, device=device)
+    stacked = tg.decode_stack(h, torch.stack(norms), torch.stack(wqs), torch.stack(wos))
+    assert torch.isfinite(stacked).all()
+    assert rel_error(stacked, _ref(h, (norms, wqs, wos))) <= TOLERANCES[torch.bfloat16]
+
+
 def test_strided_h(device):
     layers = _layers(64, torch.float32, device, 2)
     wide = randn(1, 128, device=device)
@@ -111,7 +119,9 @@ def test_bad_input_is_named(device):
     with pytest.raises(ValueError, match="no layers"):
         tg.decode_stack(h, [], [], [])
     with pytest.raises(TypeError, match="sequence of tensors"):
-        tg.decode_stack(h, torch.stack(norms), wqs, wos)
+        tg.decode_stack(h, {"g": norms[0]}, wqs, wos)
+    with pytest.raises(ValueError, match="layers along dim 0"):
+        tg.decode_stack(h, norms[0], wqs, wos)  # one layer's (d,) vector, not (layers, d)
     with pytest.raises(ValueError, match="layer 1: wq must have shape"):
         tg.decode_stack(h, norms, [wqs[0], wqs[1][:, :16]], wos)
     with pytest.raises(TypeError, match="layer 0"):

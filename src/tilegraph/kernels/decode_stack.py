@@ -109,27 +109,39 @@ def _layer_loop(h: torch.Tensor, layers: list, eps: float, grad: bool) -> torch.
     return x.to(h.dtype)
 
 
+def _per_layer(name: str, tensors, ndim: int) -> list:
+    """One tensor a layer, from a sequence or from one tensor with the layers along dim 0."""
+    if isinstance(tensors, torch.Tensor):
+        if tensors.ndim != ndim + 1:
+            raise ValueError(f"{name} as one tensor must have the layers along dim 0 ("
+                             f"{ndim + 1} dims), got shape {tuple(tensors.shape)}")
+        return list(tensors.unbind(0))
+    if not isinstance(tensors, Sequence):
+        raise TypeError(f"{name} must be a sequence of tensors (one a layer) or one tensor "
+                        f"with the layers along dim 0, got {type(tensors).__name__}")
+    return list(tensors)
+
+
 def _layers(norm_weights, wqs, wos) -> list:
-    names = ("norm_weights", "wqs", "wos")
-    for name, seq in zip(names, (norm_weights, wqs, wos), strict=True):
-        if isinstance(seq, torch.Tensor) or not isinstance(seq, Sequence):
-            raise TypeError(f"{name} must be a sequence of tensors (one a layer), got "
-                            f"{type(seq).__name__}")
-    counts = {name: len(seq) for name, seq in zip(names, (norm_weights, wqs, wos), strict=True)}
+    per_layer = {"norm_weights": _per_layer("norm_weights", norm_weights, 1),
+                 "wqs": _per_layer("wqs", wqs, 2), "wos": _per_layer("wos", wos, 2)}
+    counts = {name: len(tensors) for name, tensors in per_layer.items()}
     if len(set(counts.values())) != 1:
         raise ValueError(f"norm_weights, wqs and wos must have one tensor a layer each, got "
                          f"{counts}")
-    if not wqs:
+    if not counts["wqs"]:
         raise ValueError("the stack has no layers (empty norm_weights, wqs, wos)")
-    return list(zip(norm_weights, wqs, wos, strict=True))
+    return list(zip(*per_layer.values(), strict=True))
 
 
-def decode_stack(h: torch.Tensor, norm_weights: Sequence[torch.Tensor],
-                 wqs: Sequence[torch.Tensor], wos: Sequence[torch.Tensor], eps: float = 1e-6,
+def decode_stack(h: torch.Tensor, norm_weights: Sequence[torch.Tensor] | torch.Tensor,
+                 wqs: Sequence[torch.Tensor] | torch.Tensor,
+                 wos: Sequence[torch.Tensor] | torch.Tensor, eps: float = 1e-6,
                  *, out: torch.Tensor | None = None) -> torch.Tensor:
     """h after len(wqs) decode layers, h <- h + (rms_norm(h) * norm_weights[l]) @ wqs[l].T
     @ wos[l].T, each layer as tg.decode_layer takes it (norm_weights[l] (d,), wqs[l] (n, d),
-    wos[l] (d, n), one dtype for all). Returns h's shape and dtype, in out if given.
+    wos[l] (d, n), one dtype for all; each argument a sequence of one tensor a layer, or one
+    tensor with the layers along dim 0). Returns h's shape and dtype, in out if given.
 
     Fastest where every layer is square at one row: one kernel a layer, h carried between
     them in fp32 (its sums vary in the last bits from run to run; under

@@ -24,7 +24,7 @@ def decode_layers_formula(h, g, wq, wo, eps: float = 1e-6):
 
 
 def decode_layers_tilegraph(h, g, wq, wo, eps: float = 1e-6):
-    return tg.decode_stack(h, list(g), list(wq), list(wo), eps)
+    return tg.decode_stack(h, g, wq, wo, eps)
 
 
 def _reference(h, g, wq, wo):
