@@ -74,6 +74,16 @@ def test_layers_stacked_along_dim_0(device):
     assert rel_error(stacked, _ref(h, (norms, wqs, wos))) <= TOLERANCES[torch.bfloat16]
 
 
+def test_fp32_h_over_16_bit_weights(device):
+    """A residual stream the caller already keeps in fp32: read as it is, returned in fp32."""
+    layers = _layers(72, torch.bfloat16, device, 3)
+    h = randn(1, 72, device=device)
+    assert _all_one_kernel(h, layers)
+    y = tg.decode_stack(h, *layers)
+    assert y.dtype == torch.float32
+    assert rel_error(y, _ref(h, layers)) <= TOLERANCES[torch.float32]
+
+
 def test_strided_h(device):
     layers = _layers(64, torch.float32, device, 2)
     wide = randn(1, 128, device=device)
