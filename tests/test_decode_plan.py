@@ -201,6 +201,9 @@ def test_rule_by_rows_dtype_and_size():
     assert three_four[(4, 2048, 2048)].config["num_stages"] == 1
     assert three_four[(4, 2560, 2048)].config["W_LHS"] and \
         three_four[(4, 2560, 2048)].config["num_stages"] > 1
+    # counted as the CUDA-core tile holds them: 1152 columns are padded to 2048
+    assert decode_plan.rule(3, 1152, 1152, bf16, 132).kind == "dot"
+    assert decode_plan.rule(3, 1152, 1024, bf16, 132).kind == "matvec"
     # 2 rows: the CUDA cores up to the whole-slice bound, the tensor cores past it
     two = {(n, k): decode_plan.rule(2, n, k, bf16, 132).kind
            for n, k in ((640, 640), (1536, 1536), (2048, 2048), (2560, 2560), (5632, 2048),

@@ -47,8 +47,12 @@ WHOLE_SLICE_TILES = ({"BLOCK_N": 64, "BLOCK_K": 256, "W_LHS": True},
                      {"BLOCK_N": 32, "BLOCK_K": 512})
 # The last of a split's programs sums every slice's partials one after another.
 MAX_SPLIT_K = 8
-# At 3-4 rows the whole-slice tile beat the CUDA-core kernel on stacks from 1536 x 1536 up
-# (1-3%) and lost on 768-1024 (8-11%) (notes/kernels.md, session 35).
+# At 3-4 rows the tensor cores beat the CUDA-core kernel from this many weights up, counted
+# as the CUDA-core tile holds them: rows padded to its power-of-two width, whose masked lanes
+# hold registers and keep fewer bytes in flight. bf16 stacks, CUDA-core -> tensor-core us:
+# d=640-1024 (tiles of 0.4-1.05M) 0.8-3.5% faster on the CUDA cores, d=1152 and 1280 (K
+# padded to 2048: 2.4M and 2.6M) 17-26% faster on the tensor cores, d=1536 9.5% (H100,
+# notes/kernels.md, session 52).
 WHOLE_SLICE_MIN_WEIGHTS = 2 * 2**20
 
 
@@ -142,6 +146,11 @@ def dot_config(N: int, K: int, element_size: int, sms: int) -> dict:
     return {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": 4, "num_stages": 4}
 
 
+def padded_k(K: int, block_k: int) -> int:
+    """K rounded up to whole tiles of block_k columns."""
+    return triton.cdiv(K, block_k) * block_k
+
+
 def gemv_takes_row(K: int) -> bool:
     """Whether one 16-bit row of K columns takes the GEMV: up to GEMV_MAX_K columns. Past one
     tile of GEMV_MAX_BLOCK_K columns, a row whose second tile would hold a quarter of one or
@@ -159,7 +168,8 @@ def rule(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -> Plan
     GEMV_MAX_K columns, gemv_takes_row). The tensor-core kernel costs about the same at 2 and
     16 rows; the CUDA-core kernel, whose cost grows with every row, beats it on small weights
     at 2-4 rows (where the tensor-core kernel's fixed latency shows), except on the smallest
-    (d = 512, 3-4 rows: 0.65x) and, at 3-4 rows, from WHOLE_SLICE_MIN_WEIGHTS on. At 2 rows
+    (d = 512, 3-4 rows: 0.65x) and, at 3-4 rows, from WHOLE_SLICE_MIN_WEIGHTS on (rows padded
+    to the CUDA-core tile's width: 1152 x 1152 counts as 1152 x 2048). At 2 rows
     it still wins where the whole-slice tile applies (2048 x 2048: 1.51x cuBLAS against
     1.33x), but not past that bound, where the weight-left tile takes over (2560 x 2560: 0.80x
     against 1.16x; 5632 x 2048 1.03x against 1.12x; notes/kernels.md, session 40). fp32 keeps
@@ -178,7 +188,9 @@ def rule(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -> Plan
     if rows == 2 and (weights < WHOLE_SLICE_MIN_WEIGHTS
                       or whole_slice_config(N, K, size, sms) is not None):
         return matvec
-    if rows <= 4 and TINY_WEIGHTS < weights < WHOLE_SLICE_MIN_WEIGHTS:
+    # as the CUDA-core tile of several rows holds them (one row's GEMV splits K in chunks)
+    tile_weights = N * (padded_k(K, matvec.config["BLOCK_K"]) if rows > 1 else K)
+    if rows <= 4 and TINY_WEIGHTS < weights and tile_weights < WHOLE_SLICE_MIN_WEIGHTS:
         return matvec
     return Plan("dot", dot_config(N, K, size, sms))
 
