@@ -4,6 +4,7 @@ takes (d / BLOCK_Q) x 8 vector atomics, one after another. Here program p adds i
 p % G of G accumulators instead, and the next layer reads h as the sum of the G copies.
 
     PYTHONPATH=src python3 research/probe_layer_copies.py bf16 1024,1536,2048 [--rounds 2]
+        [--no-barrier]
 
 A research copy of the layer kernel (one row, Wq and Wo row-major, d a compile-time
 constant), chained as LayerStack.fused_forward chains the library's (each layer zeroes the
@@ -11,6 +12,9 @@ next one's copies after its wait, programmatic dependent launch), the last accum
 copies summed and cast back by one small kernel. Timed as CUDA graph replays against the
 library's LayerStack.fused_forward captured the same way, alternating; every variant is
 checked against the float64 reference first. Give each run its own TILEGRAPH_CACHE_DIR.
+Where d is a multiple of 256, each 16-row variant also runs with its adds as one TMA bulk
+reduction a program (`bulk`; GPU only: the interpreter has no descriptor reductions).
+Results: results/2026-11-27-session51/ and -session52/.
 """
 
 import argparse
@@ -18,6 +22,7 @@ import argparse
 import torch
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 import tilegraph as tg
 from tilegraph.bench import ceilings
@@ -29,15 +34,18 @@ DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 VARIANTS = [(16, 8, 1), (16, 8, 2), (16, 8, 4), (8, 4, 2)]
 MAX_TILE_BYTES = 128 * 1024  # a program's two weight tiles in registers
 BARRIER_VARIANTS = [(16, 8), (16, 4), (32, 16)]
+BULK_COLS: tl.constexpr = tl.constexpr(256)  # a TMA box holds at most 256 elements a dimension
 SM_COUNT = 132  # the barrier needs every program resident: one wave (H100 SXM)
 
 
 @triton.jit
-def _layer_copies_kernel(acc_ptr, zero_ptr, h_ptr, norm_w_ptr, wq_ptr, wo_ptr, eps,
+def _layer_copies_kernel(acc_ptr, acc_desc, zero_ptr, h_ptr, norm_w_ptr, wq_ptr, wo_ptr, eps,
                          D: tl.constexpr, COPY_STRIDE: tl.constexpr, H_COPIES: tl.constexpr,
-                         COPIES: tl.constexpr, ZERO_NEXT: tl.constexpr,
+                         COPIES: tl.constexpr, ZERO_NEXT: tl.constexpr, BULK: tl.constexpr,
                          BLOCK_Q: tl.constexpr, BLOCK_D: tl.constexpr, PDL: tl.constexpr):
-    """acc[p % COPIES] += [p == 0] h + Wo[:, rows(p)] q_rows(p), h = sum of H_COPIES copies."""
+    """acc[p % COPIES] += [p == 0] h + Wo[:, rows(p)] q_rows(p), h = sum of H_COPIES copies.
+    BULK: the add is one TMA bulk reduction of the whole vector (acc_desc views each copy as
+    rows of 256 floats) instead of d / 4 vector atomics."""
     pid = tl.program_id(0)
     offs_q = pid * BLOCK_Q + tl.arange(0, BLOCK_Q)
     offs_d = tl.arange(0, BLOCK_D)
@@ -58,8 +66,12 @@ def _layer_copies_kernel(acc_ptr, zero_ptr, h_ptr, norm_w_ptr, wq_ptr, wo_ptr, e
     q = tl.sum(wq.to(tl.float32) * (h * g)[None, :], axis=1) * rstd
     part = tl.sum(wo.to(tl.float32) * q[:, None], axis=0)
     part += tl.where(pid == 0, h, 0.0)
-    tl.atomic_add(acc_ptr + (pid % COPIES) * COPY_STRIDE + offs_d, part, mask=d_mask,
-                  sem="relaxed")
+    if BULK:
+        acc_desc.atomic_add([pid % COPIES, 0, 0],
+                            tl.reshape(part, [1, BLOCK_D // BULK_COLS, BULK_COLS]))
+    else:
+        tl.atomic_add(acc_ptr + (pid % COPIES) * COPY_STRIDE + offs_d, part, mask=d_mask,
+                      sem="relaxed")
     if ZERO_NEXT:
         for c in tl.static_range(COPIES):
             tl.store(zero_ptr + c * COPY_STRIDE + offs_q, tl.zeros([BLOCK_Q], tl.float32),
@@ -141,10 +153,12 @@ def barrier_forward(stack: LayerStack, block_q: int, warps: int, stream_dtype):
     return forward
 
 
-def copies_forward(stack: LayerStack, block_q: int, warps: int, copies: int):
+def copies_forward(stack: LayerStack, block_q: int, warps: int, copies: int, bulk=False):
     """A function of h (1, d) running the stack with G-copy accumulators, and its buffers."""
     d = stack.config.d
-    stride = triton.cdiv(d, 32) * 32  # each copy starts on a 128-byte line
+    # each copy starts on a 128-byte line; a bulk reduction's copy is whole 256-float rows
+    stride = triton.cdiv(d, 256) * 256 if bulk else triton.cdiv(d, 32) * 32
+    block_d = triton.next_power_of_2(d)
     layers = stack.layers
     on_gpu = torch.device(layers[0].wq.device).type == "cuda"
     pdl = {"PDL": True, "launch_pdl": True} if on_gpu else {"PDL": False}
@@ -157,11 +171,16 @@ def copies_forward(stack: LayerStack, block_q: int, warps: int, copies: int):
         grid = (triton.cdiv(d, block_q),)
         for i, layer in enumerate(layers):
             last = i == len(layers) - 1
+            desc = None
+            if bulk:
+                rows = stride // 256
+                desc = TensorDescriptor.from_tensor(accs[i].view(copies, rows, 256),
+                                                    [1, max(block_d // 256, 1), 256])
             _layer_copies_kernel[grid](
-                accs[i], accs[i] if last else accs[i + 1], x, layer.norm_weight, layer.wq,
-                layer.wo, layer.eps, D=d, COPY_STRIDE=stride, H_COPIES=x_copies,
-                COPIES=copies, ZERO_NEXT=not last, BLOCK_Q=block_q,
-                BLOCK_D=triton.next_power_of_2(d), num_warps=warps, num_stages=1, **pdl)
+                accs[i], desc, accs[i] if last else accs[i + 1], x, layer.norm_weight,
+                layer.wq, layer.wo, layer.eps, D=d, COPY_STRIDE=stride, H_COPIES=x_copies,
+                COPIES=copies, ZERO_NEXT=not last, BULK=bulk, BLOCK_Q=block_q,
+                BLOCK_D=block_d, num_warps=warps, num_stages=1, **pdl)
             x, x_copies = accs[i], copies
         out = torch.empty_like(h)
         _sum_copies_kernel[(triton.cdiv(d, 1024),)](out, x, D=d, COPY_STRIDE=stride,
@@ -188,6 +207,7 @@ def main() -> None:
     parser.add_argument("dtype", choices=DTYPES)
     parser.add_argument("widths")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--no-barrier", action="store_true", help="skip the barrier variants")
     args = parser.parse_args()
     copy_gbps = ceilings()["copy_gbps"]
     print(f"{torch.cuda.get_device_name()}, copy {copy_gbps:.0f} GB/s", flush=True)
@@ -206,7 +226,10 @@ def main() -> None:
                 continue
             graphs[f"BQ {bq:2d} w{warps} copies {copies}"] = tg.capture(
                 copies_forward(stack, bq, warps, copies), h)
-        for bq, warps in BARRIER_VARIANTS:
+            if bq == 16 and d % 256 == 0:
+                graphs[f"BQ {bq:2d} w{warps} copies {copies} bulk"] = tg.capture(
+                    copies_forward(stack, bq, warps, copies, bulk=True), h)
+        for bq, warps in [] if args.no_barrier else BARRIER_VARIANTS:
             tile_bytes = 2 * bq * triton.next_power_of_2(d) * stack.layers[0].wq.element_size()
             if tile_bytes > MAX_TILE_BYTES or triton.cdiv(d, bq) > SM_COUNT:
                 continue
