@@ -33,6 +33,7 @@ def _ref(h, layers):
     ((1, 1, 100), torch.bfloat16, 4, True),   # leading dims, a part-filled last program
     ((1, 72), torch.float16, 1, True),        # one layer: no zeroing of a next one
     ((1, 40), torch.bfloat16, 2, True),       # two layers: a ring of two accumulators
+    ((2, 100), torch.float32, 3, True),       # two rows of small fp32 layers: one kernel
     ((3, 100), torch.float32, 3, False),      # several rows: the loop of two kernels
     ((2, 64), torch.bfloat16, 3, False),      # 16-bit, rounded after every layer
 ])

@@ -5,10 +5,11 @@ residual in the second one's epilogue, each streaming its weight before the prev
 ends (programmatic dependent launch); on the tensor-core path (2-16 rows) the norm is a small
 kernel of its own before the first. Bit-reproducible.
 
-One kernel (square layers at one row, where the rule below says it is faster): program p owns
-rows [p*BQ, (p+1)*BQ) of Wq and the same columns of Wo. It computes its BQ values of q alone,
-multiplies them into its (D, BQ) slice of Wo, and adds that partial h_next into an fp32
-accumulator with atomic adds (program 0 adds h itself, the residual).
+One kernel (square layers where the rule below says it is faster: one row, or two in small
+fp32 layers): program p owns rows [p*BQ, (p+1)*BQ) of Wq and the same columns of Wo. It
+computes its BQ values of q alone, multiplies them into its (D, BQ) slice of Wo, and adds
+that partial h_next into an fp32 accumulator with atomic adds (program 0 adds h itself, the
+residual).
 One kernel boundary a layer instead of two; each weight byte is still read once. The price:
 the order of the fp32 additions varies from run to run (the last bits of the result vary;
 torch.use_deterministic_algorithms(True) selects the two kernels), the result is the fp32
@@ -106,12 +107,15 @@ def _decode_layer_kernel(acc_ptr, stride_am, stride_ac, zero_ptr, h_ptr, stride_
 
 
 # The one-kernel kernel applies each weight tile to the rows one by one (the rule runs it
-# at one row only). A program's two weight tiles (its rows of Wq, its columns of Wo) live in
-# registers: at most half of an SM's 256 KB register file, so a program fits beside the
-# next layer's.
+# at one row, and at two in small fp32 layers). A program's two weight tiles (its rows of
+# Wq, its columns of Wo) live in registers: at most half of an SM's 256 KB register file,
+# so a program fits beside the next layer's.
 MAX_TILE_BYTES = 128 * 1024
 # Weight bytes a thread holds: 512 was the fastest, or within 10% of it, in every swept case.
 BYTES_PER_THREAD = 512
+# fp32 layers up to this size run one kernel at two rows as well: d = 768 (4.7 MB) 1.05x
+# faster than two kernels, d = 1024 (8.4 MB) 0.96x (H100, notes/decode.md, session 52).
+TWO_ROW_LAYER_BYTES = 6 * 2**20
 
 
 def decode_layer_config(rows: int, d: int, element_size: int) -> dict:
@@ -126,17 +130,21 @@ def decode_layer_config(rows: int, d: int, element_size: int) -> dict:
 
 def one_kernel_is_faster(config: dict, rows: int, d: int, element_size: int,
                          sm_count: int | None) -> bool:
-    """Whether a stack of these layers runs faster in one kernel a layer than in two: at one
-    row, where a layer fits in one wave of programs of at most MAX_TILE_BYTES (else the
-    second wave streams only after the first has finished). Measured on whole stacks
-    (notes/decode.md): at one row one kernel took bf16 d=1024-2048 and fp32 d=512-1024
-    1.03-1.52x faster; at 2-8 rows the two kernels (CUDA-core matvec, tensor cores) were as
-    fast or faster (fp32 d=1024 at 2/4/8 rows 1.06/1.18/1.19x, d=512 at 8 rows 1.10x).
+    """Whether a stack of these layers runs faster in one kernel a layer than in two: where a
+    layer fits in one wave of programs of at most MAX_TILE_BYTES (else the second wave
+    streams only after the first has finished), at one row, and at two in fp32 on layers of
+    at most TWO_ROW_LAYER_BYTES. Measured on whole stacks (notes/decode.md): at one row one
+    kernel took bf16 d=1024-2048 and fp32 d=512-1024 1.03-1.52x faster; fp32 at two rows
+    1.05-1.22x at d=384-768 (fp32 accumulator copies, session 52) but 0.96x at d=1024;
+    elsewhere the two kernels (CUDA-core matvec, tensor cores) were as fast or faster (16-bit
+    d=512-1024 at 2-4 rows 1.4-2.3x, fp32 d=512-768 at 3 rows 1.03-1.17x, d=1024 at 2/4/8
+    rows 1.06/1.18/1.19x).
     """
     tile_bytes = 2 * config["BLOCK_Q"] * config["BLOCK_D"] * element_size
     programs = triton.cdiv(d, config["BLOCK_Q"])
     one_wave = tile_bytes <= MAX_TILE_BYTES and (sm_count is None or programs <= sm_count)
-    return one_wave and rows == 1
+    two_rows = rows == 2 and element_size == 4 and 2 * d * d * element_size <= TWO_ROW_LAYER_BYTES
+    return one_wave and (rows == 1 or two_rows)
 
 
 def _fits_one_kernel(h: torch.Tensor, wq: torch.Tensor, wo: torch.Tensor) -> bool:

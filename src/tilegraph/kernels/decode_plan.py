@@ -34,8 +34,9 @@ KINDS = ("gemv", "matvec", "dot", "cublas")
 # while the tensor-core kernel keeps four tiles in flight (93% at 2 rows, as fast at 1 as
 # at 16).
 GEMV_MAX_K = 8192
-# At 3-4 rows the CUDA-core kernel took 1.5x the tensor-core kernel's time on weights this
-# small (512 x 512 stacks), and 0.75x from 640 x 640 up.
+# At 2-4 rows the CUDA-core kernel took 1.4-1.5x the tensor-core kernel's time on weights
+# this small (bf16 stacks of d = 384-512; at 2 rows 373-380 against 252-262 us a token), and
+# 0.75x from 576 x 576 up (notes/kernels.md, sessions 35 and 52).
 TINY_WEIGHTS = 512 * 512
 # The whole-slice tiles, the first that fits taken, except that one taking K in a single
 # slice goes first (no split-K partials to sum). 64 weight rows by 256 columns on the mma's
@@ -168,7 +169,7 @@ def rule(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -> Plan
     GEMV_MAX_K columns, gemv_takes_row). The tensor-core kernel costs about the same at 2 and
     16 rows; the CUDA-core kernel, whose cost grows with every row, beats it on small weights
     at 2-4 rows (where the tensor-core kernel's fixed latency shows), except on the smallest
-    (d = 512, 3-4 rows: 0.65x) and, at 3-4 rows, from WHOLE_SLICE_MIN_WEIGHTS on (rows padded
+    (d = 512: 0.65-0.69x) and, at 3-4 rows, from WHOLE_SLICE_MIN_WEIGHTS on (rows padded
     to the CUDA-core tile's width: 1152 x 1152 counts as 1152 x 2048). At 2 rows
     it still wins where the whole-slice tile applies (2048 x 2048: 1.51x cuBLAS against
     1.33x), but not past that bound, where the weight-left tile takes over (2560 x 2560: 0.80x
@@ -185,8 +186,8 @@ def rule(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -> Plan
         return Plan("dot", dot_config(N, K, size, sms))
     if rows == 1 and gemv_takes_row(K):
         return Plan("gemv", gemv_config(N, K))
-    if rows == 2 and (weights < WHOLE_SLICE_MIN_WEIGHTS
-                      or whole_slice_config(N, K, size, sms) is not None):
+    if rows == 2 and TINY_WEIGHTS < weights and (
+            weights < WHOLE_SLICE_MIN_WEIGHTS or whole_slice_config(N, K, size, sms) is not None):
         return matvec
     # as the CUDA-core tile of several rows holds them (one row's GEMV splits K in chunks)
     tile_weights = N * (padded_k(K, matvec.config["BLOCK_K"]) if rows > 1 else K)

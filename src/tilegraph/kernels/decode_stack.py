@@ -1,17 +1,17 @@
 """The seed's decode stack: decode layer after decode layer, h carried between them in the
 form the layers' fastest path wants.
 
-Where every layer runs as one kernel (tg.decode_layer's rule: square layers at one row), h
-is carried in fp32 accumulators: the first layer reads h as it is, each layer zeroes the
-next one's accumulator after its wait (decode_layer.py's buffer protocol), and one small
-kernel adds the last one up and casts it back to h's dtype. Each program of such a layer
-adds a whole partial h_next (d floats) with atomic adds, so with one accumulator every
-128-byte line of it takes programs x 8 vector atomics in a row at the end of each layer.
-Here program p adds into copy p % copies of `copies` accumulators instead, and the next
-layer reads h as the sum of the copies (notes/decode.md, session 51). A result of
-tg.decode_layer must be h itself, so the copies live only inside a stack.
+Where every layer runs as one kernel (tg.decode_layer's rule: square layers at one row, or
+two in small fp32 layers), h is carried in fp32 accumulators: the first layer reads h as it
+is, each layer zeroes the next one's accumulator after its wait (decode_layer.py's buffer
+protocol), and one small kernel adds the last one up and casts it back to h's dtype. Each
+program of such a layer adds a whole partial h_next (d floats) with atomic adds, so with one
+accumulator every 128-byte line of it takes programs x 8 vector atomics in a row at the end
+of each layer. Here program p adds into copy p % copies of `copies` accumulators instead,
+and the next layer reads h as the sum of the copies (notes/decode.md, session 51). A result
+of tg.decode_layer must be h itself, so the copies live only inside a stack.
 
-Elsewhere (several rows, layers past the one-kernel bound, gradients, torch.compile,
+Elsewhere (other row counts, layers past the one-kernel bound, gradients, torch.compile,
 deterministic algorithms): a loop of tg.decode_layer, each layer handing its norm over to
 the next one's first kernel.
 """
@@ -143,8 +143,9 @@ def decode_stack(h: torch.Tensor, norm_weights: Sequence[torch.Tensor] | torch.T
     wos[l] (d, n), one dtype for all; each argument a sequence of one tensor a layer, or one
     tensor with the layers along dim 0). Returns h's shape and dtype, in out if given.
 
-    Fastest where every layer is square at one row: one kernel a layer, h carried between
-    them in fp32 (its sums vary in the last bits from run to run; under
+    Fastest where every layer takes one kernel (tg.decode_layer's rule: square layers at one
+    row, or two in small fp32 layers): one kernel a layer, h carried between them in fp32
+    (its sums vary in the last bits from run to run; under
     torch.use_deterministic_algorithms(True) the two kernels a layer run instead).
     """
     layers = _layers(norm_weights, wqs, wos)
