@@ -205,11 +205,13 @@ def test_rule_by_rows_dtype_and_size():
     assert decode_plan.rule(3, 1152, 1152, bf16, 132).kind == "dot"
     assert decode_plan.rule(3, 1152, 1024, bf16, 132).kind == "matvec"
     # 2 rows: the CUDA cores up to the whole-slice bound, the tensor cores past it
+    # (and on tiny weights, as at 3-4 rows)
     two = {(n, k): decode_plan.rule(2, n, k, bf16, 132).kind
-           for n, k in ((640, 640), (1536, 1536), (2048, 2048), (2560, 2560), (5632, 2048),
-                        (896, 4864))}
-    assert two == {(640, 640): "matvec", (1536, 1536): "matvec", (2048, 2048): "matvec",
-                   (2560, 2560): "dot", (5632, 2048): "dot", (896, 4864): "dot"}
+           for n, k in ((512, 512), (640, 640), (1536, 1536), (2048, 2048), (2560, 2560),
+                        (5632, 2048), (896, 4864))}
+    assert two == {(512, 512): "dot", (640, 640): "matvec", (1536, 1536): "matvec",
+                   (2048, 2048): "matvec", (2560, 2560): "dot", (5632, 2048): "dot",
+                   (896, 4864): "dot"}
     assert decode_plan.rule(4, 8192, 8192, fp32, 132).kind == "matvec"
     assert decode_plan.rule(8, 1024, 1024, fp32, 132).kind == "matvec"
     assert decode_plan.rule(8, 2048, 2048, fp32, 132).kind == "dot"
