@@ -137,7 +137,7 @@ def one_kernel_is_faster(config: dict, rows: int, d: int, element_size: int,
     kernel took bf16 d=1024-2048 and fp32 d=512-1024 1.03-1.52x faster; fp32 at two rows
     1.05-1.22x at d=384-768 (fp32 accumulator copies, session 52) but 0.96x at d=1024;
     elsewhere the two kernels (CUDA-core matvec, tensor cores) were as fast or faster (16-bit
-    d=512-1024 at 2-4 rows 1.4-2.3x, fp32 d=512-768 at 3 rows 1.03-1.17x, d=1024 at 2/4/8
+    d=512-1024 at 2-4 rows 1.1-2.3x, fp32 d=512-768 at 3 rows 1.03-1.17x, d=1024 at 2/4/8
     rows 1.06/1.18/1.19x).
     """
     tile_bytes = 2 * config["BLOCK_Q"] * config["BLOCK_D"] * element_size
