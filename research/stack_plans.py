@@ -47,8 +47,8 @@ def dot_plan(block_n, block_k, stages, split, warps=4, maxnreg=0, w_lhs=0):
 def plans(batch, d, dtype, short, tiles=None):
     size = torch.finfo(dtype).bits // 8
     found = {"rule": None, "matvec": dp.Plan("matvec", dp.matvec_config(batch, d, d, size))}
-    if batch == 1 and size == 2:
-        found["gemv"] = dp.Plan("gemv", dp.gemv_config(d, d))
+    if batch <= 4 and size == 2 and (batch == 1 or "TAIL" not in dp.gemv_config(d, d)):
+        found["gemv"] = dp.Plan("gemv", dp.gemv_config(d, d))  # 2-4 rows: _gemv_rows_kernel
     found["dot-rule"] = dp.Plan("dot", dp.dot_config(d, d, size, 132))
     if short:
         return found

@@ -78,6 +78,7 @@ def test_weight_alignment_divides_where_triton_cannot_see_it(dtype):
 
 ALIGN_PLANS = {
     "gemv": (1, decode_plan.Plan("gemv", gemv_config(70, 1000))),
+    "gemv-rows": (3, decode_plan.Plan("gemv", gemv_config(70, 1000))),
     "matvec": (1, decode_plan.Plan("matvec", {"BLOCK_N": 4, "BLOCK_K": 1024, "num_warps": 4,
                                               "num_stages": 1, "ROW_LOOP": False})),
     "matvec-row-loop": (5, decode_plan.Plan("matvec", {"BLOCK_N": 8, "BLOCK_K": 512,
@@ -264,7 +265,7 @@ def test_every_candidate_is_bounded(rows, n, k, dtype):
     assert len(plans) == len(set(map(repr, plans)))
     for plan in plans:
         assert plan.kind in ("gemv", "matvec", "dot")
-        assert plan.kind != "gemv" or rows == 1
+        assert plan.kind != "gemv" or decode_plan.gemv_runs(rows, plan.config)
         if plan.kind == "dot":
             size = torch.finfo(dtype).bits // 8
             assert 16 <= plan.config["BLOCK_K"] <= max(16, 2 ** (k - 1).bit_length())
@@ -290,6 +291,23 @@ def test_tuned_plan_is_used_kept_on_disk_and_bucketed(device):
     assert decode_plan.plan(2, 96, 200, torch.float16, torch.device(device)).kind != "bogus"
 
 
+def test_a_tuned_gemv_runs_two_to_four_rows(device):
+    """`tilegraph tune` may keep the one-row GEMV's tile for 2-4 rows (_gemv_rows_kernel),
+    which tg.linear then runs; the late release is a one-row choice; a tile with a tail
+    runs one row only, so there the rule's plan runs."""
+    bf16, dev = torch.bfloat16, torch.device(device)
+    gemv = decode_plan.Plan("gemv", gemv_config(96, 256))
+    decode_plan.record(4, 96, 256, bf16, gemv)
+    decode_plan.set_late_release(96, 256, bf16, True)
+    assert decode_plan.plan(3, 96, 256, bf16, dev) == gemv
+    x, w, b, g, r, ref = _parts(3, 96, 256, bf16, device)
+    assert_close(tg.linear(x, w, b, norm_weight=g, activation="gelu", residual=r), ref, bf16)
+    tail = decode_plan.Plan("gemv", {**gemv.config, "TAIL": 4})
+    decode_plan.record(2, 96, 256, bf16, tail)
+    assert decode_plan.plan(2, 96, 256, bf16, dev) == decode_plan.rule(
+        2, 96, 256, bf16, decode_plan.sm_count(dev))
+
+
 def test_pdl_is_off_without_a_hopper_gpu_and_when_asked(device):
     assert not _pdl.use_pdl(torch.device(device), (), requested=False)
     if device == "cpu":
@@ -298,7 +316,7 @@ def test_pdl_is_off_without_a_hopper_gpu_and_when_asked(device):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("rows", [5, 16])
+@pytest.mark.parametrize("rows", [2, 5, 16])
 def test_candidates_are_correct_on_gpu(rows, dtype):
     """The plans the tuner may pick (the CUDA-core ones and every fourth tensor-core tile:
     each compiles for a second or so), PDL launch or not, at a size that loops over K.
@@ -319,6 +337,9 @@ def test_pdl_is_refused_when_the_previous_kernel_writes_the_weight():
     w1 = randn(64, 64, dtype=torch.bfloat16, device="cuda")
     w2 = torch.empty(16, 64, dtype=torch.bfloat16, device="cuda")
     other = torch.empty(16, 64, dtype=torch.bfloat16, device="cuda")
+    # An earlier test's last kernel may have written memory the allocator has since given
+    # to w1; then the first linear rightly runs without PDL and records nothing.
+    _pdl.launched(x.device, False, ())
     tg.linear(x, w1, out=w2)
     assert not _pdl.use_pdl(x.device, (w2,))
     assert _pdl.use_pdl(x.device, (other,))

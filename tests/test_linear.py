@@ -258,9 +258,9 @@ def test_gemv_tiles_with_every_part(tile, dtype, device):
     for k in (301, 2100) if split * chunk >= 256 else (301,):
         _check_gemv(config, k, dtype, device)
     w = randn(37, 301, device=device)
-    with pytest.raises(ValueError, match="one-row kernel got 2 rows"):
-        matvec_module.launch_matvec(randn(2, 301, device=device), w.float(),
-                                    torch.empty(2, 37, device=device), None, 1e-6, None,
+    with pytest.raises(ValueError, match="the GEMV takes 1 to 4 rows, not 5"):
+        matvec_module.launch_matvec(randn(5, 301, device=device), w.float(),
+                                    torch.empty(5, 37, device=device), None, 1e-6, None,
                                     "none", None, config, False)
 
 
@@ -374,6 +374,42 @@ def test_swiglu_in_every_decode_kernel(plan, device):
     out = poisoned((rows, 37), torch.bfloat16, device)
     decode_plan.launch(plan, x, w, out, g, 1e-6, b, "swiglu", r, False)
     assert_close(out, ref, torch.bfloat16, what=str(plan))
+
+
+GEMV_TILE = {"BLOCK_N": 2, "SPLIT": 2, "CHUNK": 32, "num_warps": 1, "num_stages": 1}
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("rows", [2, 3, 4])
+@pytest.mark.parametrize("part", ["plain", "norm and bias", "residual", "swiglu"])
+def test_gemv_split_tile_on_several_rows(part, rows, dtype, device):
+    """_gemv_rows_kernel: the one-row GEMV's tile applied to 2-4 rows (3 padded to 4), K of
+    150 over two passes of 64 columns and a masked rest, N not a multiple of the tile, x
+    and the residual rows strided apart."""
+    n, k = (38 if part == "swiglu" else 37), 150
+    x = randn(rows, k + 9, dtype=dtype, device=device)[:, :k]       # row stride 159
+    w = randn(n, k, dtype=dtype, device=device, scale=k**-0.5)
+    g = randn(k, dtype=dtype, device=device) if part in ("norm and bias", "swiglu") else None
+    b = randn(n, dtype=dtype, device=device) if part == "norm and bias" else None
+    width = n // 2 if part == "swiglu" else n
+    r = (randn(rows, width + 5, dtype=dtype, device=device)[:, :width]
+         if part in ("residual", "swiglu") else None)
+    activation = "swiglu" if part == "swiglu" else "none"
+    out = poisoned((rows, width), dtype, device)
+    decode_plan.launch(Plan("gemv", GEMV_TILE), x, w, out, g, 1e-6, b, activation, r, False)
+    double = lambda t: None if t is None else t.double()  # noqa: E731
+    ref = linear_ref(x.double(), w.double(), double(b), norm_weight=double(g),
+                     activation=None if activation == "none" else activation,
+                     residual=double(r))
+    assert_close(out, ref, dtype, what=f"{part}, {rows} rows")
+
+
+def test_gemv_on_several_rows_takes_no_tail(device):
+    x, w = randn(2, 64, device=device), randn(8, 64, device=device)
+    with pytest.raises(ValueError, match="several-row GEMV takes neither TAIL"):
+        decode_plan.launch(Plan("gemv", {**GEMV_TILE, "TAIL": 1}), x, w,
+                           torch.empty(2, 8, device=device), None, 1e-6, None, "none", None,
+                           False)
 
 
 def test_swiglu_needs_pairs(device):

@@ -275,11 +275,123 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
         tl.store(y_ptr + offs_n, acc.to(y_ptr.dtype.element_ty), mask=n_mask)
 
 
+@triton.jit
+def _gemv_row_x(x_ptr, cols, k0, K, rows_left):
+    """One x row of the several-row GEMV at columns k0 + cols, in fp32; zeros for a row
+    past M (rows_left = M - row <= 0: then no column is below rows_left * K)."""
+    return tl.load(x_ptr + k0 + cols, mask=(cols < K - k0) & (cols < rows_left * K),
+                   other=0.0).to(tl.float32)
+
+
+@triton.jit
+def _gemv_rows_fold(acc0, acc1, acc2, acc3, ss0, ss1, ss2, ss3, w, x0, x1, x2, x3, g,
+                    HAS_NORM: tl.constexpr, BLOCK_M: tl.constexpr):
+    """_gemv_fold for each of 2 or 4 rows (BLOCK_M) over the same weight tile w."""
+    acc0, ss0 = _gemv_fold(acc0, ss0, w, x0, g, HAS_NORM)
+    acc1, ss1 = _gemv_fold(acc1, ss1, w, x1, g, HAS_NORM)
+    if BLOCK_M > 2:
+        acc2, ss2 = _gemv_fold(acc2, ss2, w, x2, g, HAS_NORM)
+        acc3, ss3 = _gemv_fold(acc3, ss3, w, x3, g, HAS_NORM)
+    return acc0, acc1, acc2, acc3, ss0, ss1, ss2, ss3
+
+
+@triton.jit
+def _gemv_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm_w_ptr,
+                      bias_ptr, res_ptr, stride_rm, rotary, M, N, K, eps,
+                      HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr,
+                      HAS_RESIDUAL: tl.constexpr, ACTIVATION: tl.constexpr,
+                      PREFETCH_WEIGHT: tl.constexpr, BLOCK_M: tl.constexpr,
+                      BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, CHUNK: tl.constexpr,
+                      ALIGN: tl.constexpr = 1):
+    """_gemv_kernel's split tile applied to 2-4 rows (BLOCK_M 2 or 4, rows past M masked):
+    y_mn = act(rstd_m * sum_k x_mk g_k W_nk + b_n) + r_mn.
+
+    Each row is folded into the tile as one vector in the tile's own layout, as the one-row
+    kernel folds its x, so the weight tile costs the one-row kernel's registers and only the
+    rows' x and accumulators are added. Rows are separate variables, not a (BLOCK_M, ...)
+    tile: extracting a row from one would move it through shared memory. Every row's x and
+    the epilogue's inputs are loaded before the first reduction (_gemv_inputs says why).
+    """
+    K = K * ALIGN
+    stride_wn = stride_wn * ALIGN
+    offs_m = tl.arange(0, BLOCK_M)
+    offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    n_mask = offs_n < N
+    cols = tl.arange(0, SPLIT)[None, :, None] * CHUNK + tl.arange(0, CHUNK)[None, None, :]
+    w_ptrs = w_ptr + offs_n[:, None, None].to(tl.int64) * stride_wn + cols  # (BN, S, C)
+    w_mask = n_mask[:, None, None]
+    w = tl.load(w_ptrs, mask=w_mask & (cols < K), other=0.0)
+    if PREFETCH_WEIGHT:
+        tl.extra.cuda.gdc_wait()               # x and the epilogue inputs are now final
+        tl.extra.cuda.gdc_launch_dependents()  # only now may the next kernel prefetch
+    x0, g = _gemv_inputs(x_ptr, norm_w_ptr, cols, 0, K, HAS_NORM)
+    x1 = _gemv_row_x(x_ptr + stride_xm, cols, 0, K, M - 1)
+    x2, x3 = x1, x1  # unused at two rows
+    if BLOCK_M > 2:
+        x2 = _gemv_row_x(x_ptr + 2 * stride_xm, cols, 0, K, M - 2)
+        x3 = _gemv_row_x(x_ptr + 3 * stride_xm, cols, 0, K, M - 3)
+    y_mask = (offs_m < M)[:, None] & n_mask[None, :]
+    bias = tl.zeros([BLOCK_N], tl.float32)
+    if HAS_BIAS:
+        bias = tl.load(bias_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)
+    if HAS_RESIDUAL:
+        if ACTIVATION != "swiglu":
+            residual = tl.load(res_ptr + offs_m[:, None] * stride_rm + offs_n[None, :],
+                               mask=y_mask, other=0.0).to(tl.float32)
+    if ACTIVATION == "rotary":
+        position, slot, c, s = rotary_inputs(offs_m, offs_n, M, rotary, BLOCK_M, BLOCK_N)
+
+    acc0 = tl.zeros([BLOCK_N], tl.float32)
+    acc1, acc2, acc3 = acc0, acc0, acc0
+    ss0, ss1, ss2, ss3 = 0.0, 0.0, 0.0, 0.0
+    acc0, acc1, acc2, acc3, ss0, ss1, ss2, ss3 = _gemv_rows_fold(
+        acc0, acc1, acc2, acc3, ss0, ss1, ss2, ss3, w, x0, x1, x2, x3, g, HAS_NORM, BLOCK_M)
+    for k0 in range(SPLIT * CHUNK, K, SPLIT * CHUNK):
+        w = tl.load(w_ptrs + k0, mask=w_mask & (cols < K - k0), other=0.0)
+        x0, g = _gemv_inputs(x_ptr, norm_w_ptr, cols, k0, K, HAS_NORM)
+        x1 = _gemv_row_x(x_ptr + stride_xm, cols, k0, K, M - 1)
+        if BLOCK_M > 2:
+            x2 = _gemv_row_x(x_ptr + 2 * stride_xm, cols, k0, K, M - 2)
+            x3 = _gemv_row_x(x_ptr + 3 * stride_xm, cols, k0, K, M - 3)
+        acc0, acc1, acc2, acc3, ss0, ss1, ss2, ss3 = _gemv_rows_fold(
+            acc0, acc1, acc2, acc3, ss0, ss1, ss2, ss3, w, x0, x1, x2, x3, g, HAS_NORM,
+            BLOCK_M)
+
+    # the rows gathered into one (BLOCK_M, BLOCK_N) tile for the epilogue
+    rows = offs_m[:, None]
+    acc = tl.where(rows == 0, acc0[None, :], tl.where(rows == 1, acc1[None, :], 0.0))
+    sum_sq = tl.where(offs_m == 0, ss0, tl.where(offs_m == 1, ss1, 0.0))
+    if BLOCK_M > 2:
+        acc = tl.where(rows == 2, acc2[None, :], tl.where(rows == 3, acc3[None, :], acc))
+        sum_sq = tl.where(offs_m == 2, ss2, tl.where(offs_m == 3, ss3, sum_sq))
+    if HAS_NORM:
+        acc = acc * tl.rsqrt(sum_sq / K + eps)[:, None]
+    acc += bias[None, :]
+    if ACTIVATION == "rotary":
+        rotary_store(acc, offs_m, offs_n, M, N, y_ptr, stride_ym, rotary, position, slot, c,
+                     s, BLOCK_M, BLOCK_N)
+    else:
+        if ACTIVATION == "swiglu":  # the residual's columns are known only now
+            acc, offs_n = swiglu_pairs(acc, offs_n, BLOCK_M, BLOCK_N)
+            y_mask = (offs_m < M)[:, None] & (offs_n < N // 2)[None, :]
+            if HAS_RESIDUAL:
+                acc += tl.load(res_ptr + offs_m[:, None] * stride_rm + offs_n[None, :],
+                               mask=y_mask, other=0.0).to(tl.float32)
+        else:
+            acc = apply_activation(acc, ACTIVATION)
+            if HAS_RESIDUAL:
+                acc += residual
+        tl.store(y_ptr + offs_m[:, None] * stride_ym + offs_n[None, :],
+                 acc.to(y_ptr.dtype.element_ty), mask=y_mask)
+
+
 # Batch 1, 16-bit weights: programs of GEMV_WARPS warps, rows split in chunks of GEMV_CHUNK
 # columns, tiles of at most GEMV_MAX_BLOCK_K columns (see gemv_config).
 GEMV_WARPS = 4
 GEMV_CHUNK = 128
 GEMV_MAX_BLOCK_K = 4096
+# _gemv_rows_kernel holds each row's x and accumulator in variables of its own: up to four.
+GEMV_MAX_ROWS = 4
 # The two-tile row pays a second reduction: it won with heads of 16 chunks and tails of 4-8
 # (2304, 2560, 3000, 3072 columns: 60-75% -> 73-86% of copy, 2304's tail half masked) and
 # lost with a tail of 2 (2304: 60 -> 48%) or a head of 8 (1536: 60 -> 58%, 17920 x 1536:
@@ -414,14 +526,22 @@ def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
     align = 1 if config.get("ROW_LOOP") else weight_alignment(weight.element_size(), K,
                                                                weight.stride(0))
     if "SPLIT" in config:
-        if M != 1:
-            raise ValueError(f"the one-row kernel got {M} rows")
+        if M > GEMV_MAX_ROWS:
+            raise ValueError(f"the GEMV takes 1 to {GEMV_MAX_ROWS} rows, not {M}")
         if config.get("TAIL") and K > (config["SPLIT"] + config["TAIL"]) * config["CHUNK"]:
             raise ValueError(f"a tile of {config['SPLIT']} + {config['TAIL']} chunks of "
                              f"{config['CHUNK']} columns does not cover K = {K}")
-        return _gemv_kernel[grid](out, x, weight, weight.stride(0) // align, norm_weight, bias,
-                                  residual, rotary, N, K // align, eps, **parts, **config,
-                                  ALIGN=align, **launch)
+        if M == 1:
+            return _gemv_kernel[grid](out, x, weight, weight.stride(0) // align, norm_weight,
+                                      bias, residual, rotary, N, K // align, eps, **parts,
+                                      **config, ALIGN=align, **launch)
+        if config.get("TAIL") or config.get("RELEASE_AFTER_INPUTS"):
+            raise ValueError("the several-row GEMV takes neither TAIL nor RELEASE_AFTER_INPUTS")
+        return _gemv_rows_kernel[grid](
+            out, out.stride(0), x, x.stride(0), weight, weight.stride(0) // align,
+            norm_weight, bias, residual, residual.stride(0) if residual is not None else 0,
+            rotary, M, N, K // align, eps, **parts, BLOCK_M=triton.next_power_of_2(M),
+            **config, ALIGN=align, **launch)
     return _matvec_kernel[grid](
         out, out.stride(0), x, x.stride(0), weight, weight.stride(0) // align,
         norm_weight, bias, residual, residual.stride(0) if residual is not None else 0, rotary,

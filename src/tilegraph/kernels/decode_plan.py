@@ -22,7 +22,7 @@ import triton
 from .._runtime import is_capturing
 from ._dot_rows import DOT_ROWS, launch_dot_rows
 from ._launch import ASSUMED_SM_COUNT, sm_count
-from ._matvec import gemv_config, launch_matvec, matvec_config
+from ._matvec import GEMV_MAX_ROWS, gemv_config, launch_matvec, matvec_config
 from ._pdl import use_pdl
 from ._rotary_store import NO_ROTARY
 from .autotune import RotatedCopies, Tuner, timing_enabled
@@ -163,6 +163,12 @@ def gemv_takes_row(K: int) -> bool:
     return K <= GEMV_MAX_K
 
 
+def gemv_runs(rows: int, config: dict) -> bool:
+    """Whether a GEMV config runs `rows` rows: any at one row; at 2 to GEMV_MAX_ROWS rows
+    (_gemv_rows_kernel) one without a tail."""
+    return rows == 1 or (rows <= GEMV_MAX_ROWS and "TAIL" not in config)
+
+
 def rule(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -> Plan:
     """The plan of an untuned shape, from single projections over rotated weights and whole
     LayerStacks on H100 (notes/kernels.md). One 16-bit row takes the split-tile GEMV (up to
@@ -206,6 +212,9 @@ def candidates(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -
     plans.append(Plan("gemv" if "SPLIT" in base else "matvec", base))
     if "SPLIT" not in base:
         plans += [Plan("matvec", {**base, "BLOCK_N": bn}) for bn in (4, 16)]
+        gemv = gemv_config(N, K)
+        if size <= 2 and gemv_runs(rows, gemv):  # the one-row tile on 2-4 rows
+            plans.append(Plan("gemv", gemv))
     k_cap = triton.next_power_of_2(K)
     for block_n in (16, 32, 64):
         for block_k in (128 // size, 256 // size, 512 // size):
@@ -272,11 +281,11 @@ def plan(rows: int, N: int, K: int, dtype: torch.dtype, device: torch.device,
     fused: the call has a norm prologue or an activation, which cuBLAS cannot run."""
     saved = _tuned.lookup(tuned_key(rows, N, K, dtype))
     chosen = Plan.from_dict(saved) if saved is not None and saved.get("kind") in KINDS else None
-    if chosen is None or (chosen.kind == "gemv" and rows != 1):
+    if chosen is None or (chosen.kind == "gemv" and not gemv_runs(rows, chosen.config)):
         chosen = rule(rows, N, K, dtype, sm_count(device))
     if chosen.kind == "cublas" and fused:
         chosen = Plan.from_dict(chosen.config["fused"])
-    if chosen.kind == "gemv" and releases_late(N, K, dtype):
+    if chosen.kind == "gemv" and rows == 1 and releases_late(N, K, dtype):
         chosen = Plan("gemv", {**chosen.config, "RELEASE_AFTER_INPUTS": True})
     return chosen
 
