@@ -4,7 +4,7 @@ takes (d / BLOCK_Q) x 8 vector atomics, one after another. Here program p adds i
 p % G of G accumulators instead, and the next layer reads h as the sum of the G copies.
 
     PYTHONPATH=src python3 research/probe_layer_copies.py bf16 1024,1536,2048 [--rounds 2]
-        [--no-barrier]
+        [--no-barrier] [--bulk]
 
 A research copy of the layer kernel (one row, Wq and Wo row-major, d a compile-time
 constant), chained as LayerStack.fused_forward chains the library's (each layer zeroes the
@@ -12,8 +12,9 @@ next one's copies after its wait, programmatic dependent launch), the last accum
 copies summed and cast back by one small kernel. Timed as CUDA graph replays against the
 library's LayerStack.fused_forward captured the same way, alternating; every variant is
 checked against the float64 reference first. Give each run its own TILEGRAPH_CACHE_DIR.
-Where d is a multiple of 256, each 16-row variant also runs with its adds as one TMA bulk
-reduction a program (`bulk`; GPU only: the interpreter has no descriptor reductions).
+With --bulk, where d is a multiple of 256, each 16-row variant also runs with its adds as
+one TMA bulk reduction a program (GPU only: the interpreter has no descriptor reductions).
+`wo-after` variants read only Wq before the wait (session 53).
 Results: results/2026-11-27-session51/ and -session52/.
 """
 
@@ -30,8 +31,9 @@ from tilegraph.models import LayerStack, LayerStackConfig
 from tilegraph.stack_grid import layers_for
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
-# (rows of Wq a program, warps, copies of the accumulator)
-VARIANTS = [(16, 8, 1), (16, 8, 2), (16, 8, 4), (8, 4, 2)]
+# (rows of Wq a program, warps, copies of the accumulator, Wo loaded after the wait)
+VARIANTS = [(16, 8, 1, False), (16, 8, 2, False), (16, 8, 4, False), (8, 4, 2, False),
+            (16, 8, 2, True), (16, 8, 4, True), (16, 4, 2, True), (32, 16, 2, True)]
 MAX_TILE_BYTES = 128 * 1024  # a program's two weight tiles in registers
 BARRIER_VARIANTS = [(16, 8), (16, 4), (32, 16)]
 BULK_COLS: tl.constexpr = tl.constexpr(256)  # a TMA box holds at most 256 elements a dimension
@@ -42,8 +44,12 @@ SM_COUNT = 132  # the barrier needs every program resident: one wave (H100 SXM)
 def _layer_copies_kernel(acc_ptr, acc_desc, zero_ptr, h_ptr, norm_w_ptr, wq_ptr, wo_ptr, eps,
                          D: tl.constexpr, COPY_STRIDE: tl.constexpr, H_COPIES: tl.constexpr,
                          COPIES: tl.constexpr, ZERO_NEXT: tl.constexpr, BULK: tl.constexpr,
-                         BLOCK_Q: tl.constexpr, BLOCK_D: tl.constexpr, PDL: tl.constexpr):
+                         BLOCK_Q: tl.constexpr, BLOCK_D: tl.constexpr, PDL: tl.constexpr,
+                         WO_AFTER: tl.constexpr = False):
     """acc[p % COPIES] += [p == 0] h + Wo[:, rows(p)] q_rows(p), h = sum of H_COPIES copies.
+    WO_AFTER: only Wq is read before the wait, Wo once q is known (its load made to depend
+    on q), so a program holds one tile at a time and a second program fits an SM: the next
+    layer's, streaming its Wq under PDL while this one reads its Wo.
     BULK: the add is one TMA bulk reduction of the whole vector (acc_desc views each copy as
     rows of 256 floats) instead of d / 4 vector atomics."""
     pid = tl.program_id(0)
@@ -54,7 +60,9 @@ def _layer_copies_kernel(acc_ptr, acc_desc, zero_ptr, h_ptr, norm_w_ptr, wq_ptr,
     tile_mask = q_mask[:, None] & d_mask[None, :]
     rows = offs_q[:, None].to(tl.int64)
     wq = tl.load(wq_ptr + rows * D + offs_d[None, :], mask=tile_mask, other=0.0)
-    wo = tl.load(wo_ptr + rows + offs_d[None, :].to(tl.int64) * D, mask=tile_mask, other=0.0)
+    wo_ptrs = wo_ptr + rows + offs_d[None, :].to(tl.int64) * D
+    if not WO_AFTER:
+        wo = tl.load(wo_ptrs, mask=tile_mask, other=0.0)
     if PDL:
         tl.extra.cuda.gdc_wait()
         tl.extra.cuda.gdc_launch_dependents()
@@ -64,6 +72,9 @@ def _layer_copies_kernel(acc_ptr, acc_desc, zero_ptr, h_ptr, norm_w_ptr, wq_ptr,
         h += tl.load(h_ptr + c * COPY_STRIDE + offs_d, mask=d_mask, other=0.0).to(tl.float32)
     rstd = tl.rsqrt(tl.sum(h * h) / D + eps)
     q = tl.sum(wq.to(tl.float32) * (h * g)[None, :], axis=1) * rstd
+    if WO_AFTER:  # q == q holds unless q is NaN: the load waits for q, so wq is dead by then
+        q_known = tl.sum(q) == tl.sum(q)
+        wo = tl.load(wo_ptrs, mask=tile_mask & q_known, other=0.0)
     part = tl.sum(wo.to(tl.float32) * q[:, None], axis=0)
     part += tl.where(pid == 0, h, 0.0)
     if BULK:
@@ -153,7 +164,8 @@ def barrier_forward(stack: LayerStack, block_q: int, warps: int, stream_dtype):
     return forward
 
 
-def copies_forward(stack: LayerStack, block_q: int, warps: int, copies: int, bulk=False):
+def copies_forward(stack: LayerStack, block_q: int, warps: int, copies: int, bulk=False,
+                   wo_after=False):
     """A function of h (1, d) running the stack with G-copy accumulators, and its buffers."""
     d = stack.config.d
     # each copy starts on a 128-byte line; a bulk reduction's copy is whole 256-float rows
@@ -180,7 +192,7 @@ def copies_forward(stack: LayerStack, block_q: int, warps: int, copies: int, bul
                 accs[i], desc, accs[i] if last else accs[i + 1], x, layer.norm_weight,
                 layer.wq, layer.wo, layer.eps, D=d, COPY_STRIDE=stride, H_COPIES=x_copies,
                 COPIES=copies, ZERO_NEXT=not last, BULK=bulk, BLOCK_Q=block_q,
-                BLOCK_D=block_d, num_warps=warps, num_stages=1, **pdl)
+                BLOCK_D=block_d, num_warps=warps, num_stages=1, WO_AFTER=wo_after, **pdl)
             x, x_copies = accs[i], copies
         out = torch.empty_like(h)
         _sum_copies_kernel[(triton.cdiv(d, 1024),)](out, x, D=d, COPY_STRIDE=stride,
@@ -208,6 +220,7 @@ def main() -> None:
     parser.add_argument("widths")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--no-barrier", action="store_true", help="skip the barrier variants")
+    parser.add_argument("--bulk", action="store_true", help="also the TMA bulk reductions")
     args = parser.parse_args()
     copy_gbps = ceilings()["copy_gbps"]
     print(f"{torch.cuda.get_device_name()}, copy {copy_gbps:.0f} GB/s", flush=True)
@@ -220,13 +233,14 @@ def main() -> None:
         expected = stack.reference(h)
         print(f"d={d} {args.dtype} b1, {layers} layers, floor {floor_us:.1f} us", flush=True)
         graphs = {"library": tg.capture(stack.fused_forward, h)}
-        for bq, warps, copies in VARIANTS:
+        for bq, warps, copies, wo_after in VARIANTS:
             tile_bytes = 2 * bq * triton.next_power_of_2(d) * stack.layers[0].wq.element_size()
-            if tile_bytes > MAX_TILE_BYTES or triton.cdiv(d, bq) < copies:
+            limit = MAX_TILE_BYTES * (2 if wo_after else 1)
+            if tile_bytes > limit or triton.cdiv(d, bq) < copies:
                 continue
-            graphs[f"BQ {bq:2d} w{warps} copies {copies}"] = tg.capture(
-                copies_forward(stack, bq, warps, copies), h)
-            if bq == 16 and d % 256 == 0:
+            graphs[f"BQ {bq:2d} w{warps} copies {copies}{' wo-after' if wo_after else ''}"] = \
+                tg.capture(copies_forward(stack, bq, warps, copies, wo_after=wo_after), h)
+            if bq == 16 and d % 256 == 0 and not wo_after and args.bulk:
                 graphs[f"BQ {bq:2d} w{warps} copies {copies} bulk"] = tg.capture(
                     copies_forward(stack, bq, warps, copies, bulk=True), h)
         for bq, warps in [] if args.no_barrier else BARRIER_VARIANTS:

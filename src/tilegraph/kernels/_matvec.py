@@ -1,8 +1,9 @@
 """Few-row linear kernels on the CUDA cores: the matrix-vector paths of tg.linear.
 
 _gemv_kernel takes one row of 16-bit weights (its split tile needs few registers, so many
-programs fit an SM); _matvec_kernel takes fp32 weights, or several rows applied to each
-weight tile one at a time. Both stream every weight byte once and re-read x from L2.
+programs fit an SM), _gemv_rows_kernel the same tile on 2-4 rows; _matvec_kernel takes fp32
+weights, or several rows applied to each weight tile one at a time. All stream every weight
+byte once and re-read x from L2.
 Which of these (or the tensor-core kernel of _dot_rows.py) runs a shape is decode_plan's
 choice.
 """
@@ -509,10 +510,11 @@ def matvec_config(M: int, N: int, K: int, element_size: int = 4) -> dict:
 
 def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
                   config: dict, pdl: bool, rotary: tuple = NO_ROTARY):
-    """y = linear(x) for few rows; a config with SPLIT (one row only) runs _gemv_kernel, one
-    with BLOCK_K _matvec_kernel. pdl: launch with programmatic dependent launch, W's first
-    tile read before the previous kernel in the stream has finished. rotary: the epilogue's
-    tuple (_rotary_store.py) where activation is "rotary"."""
+    """y = linear(x) for few rows; a config with SPLIT runs _gemv_kernel (one row) or
+    _gemv_rows_kernel (2-4 rows, no TAIL), one with BLOCK_K _matvec_kernel. pdl: launch with
+    programmatic dependent launch, W's first tile read before the previous kernel in the
+    stream has finished. rotary: the epilogue's tuple (_rotary_store.py) where activation is
+    "rotary"."""
     M, K = x.shape
     N = weight.shape[0]
     parts = dict(HAS_NORM=norm_weight is not None, HAS_BIAS=bias is not None,

@@ -1,14 +1,15 @@
 """Which kernel and block shape run a linear layer of 1 to DECODE_MAX_ROWS rows (decode).
 
-Three kernels stream the weight once for all rows: _gemv_kernel (one row, 16-bit),
-_matvec_kernel (CUDA cores, rows applied one at a time) and _dot_rows_kernel (tensor cores,
-rows padded to 16). A shape takes the plan `tilegraph tune` timed fastest for it on this GPU
-(inside a CUDA graph, over weights rotated past L2, cached on disk by GPU, Triton version,
-rows, N, K and dtype), or else `rule`'s. A call with a norm, an activation or a residual
-never times anything itself: alone, over rotated weights, a projection's best tile is not
-the one its decode step runs fastest with (notes/decode.md). A plain projection, which
-cuBLAS can run as one call, is timed once against it (plain_plan): no user should have to
-know to run `tilegraph tune` for tg.linear not to lose to F.linear.
+Three kernels stream the weight once for all rows: _gemv_kernel (one row, 16-bit; its tile
+also on 2-4 rows, _gemv_rows_kernel, where tuned), _matvec_kernel (CUDA cores, rows applied
+one at a time) and _dot_rows_kernel (tensor cores, rows padded to 16). A shape takes the
+plan `tilegraph tune` timed fastest for it on this GPU (inside a CUDA graph, over weights
+rotated past L2, cached on disk by GPU, Triton version, rows, N, K and dtype), or else
+`rule`'s. A call with a norm, an activation or a residual never times anything itself:
+alone, over rotated weights, a projection's best tile is not the one its decode step runs
+fastest with (notes/decode.md). A plain projection, which cuBLAS can run as one call, is
+timed once against it (plain_plan): no user should have to know to run `tilegraph tune` for
+tg.linear not to lose to F.linear.
 """
 
 from __future__ import annotations
@@ -204,8 +205,10 @@ def rule(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -> Plan
 
 def candidates(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -> list[Plan]:
     """What `tilegraph tune` times for a shape: the rule's kernel first, then the CUDA-core
-    kernel's default and a few tile widths, and tensor-core tiles of every width, depth and
-    pipeline length that fits the shared memory, and split-K tiles."""
+    kernel's default and a few tile widths (and in 16-bit at 2-4 rows the one-row GEMV's
+    tile, which the rule does not take: notes/kernels.md, session 53), and tensor-core tiles
+    of every width, depth and pipeline length that fits the shared memory, and split-K
+    tiles."""
     size = torch.finfo(dtype).bits // 8
     plans = [rule(rows, N, K, dtype, sms)]  # cuBLAS is timed beside them by the tuner
     base = matvec_config(rows, N, K, size)
