@@ -26,10 +26,11 @@ def test_measure_cpu_sleep_statistics():
     assert stats.median < 2.0 * 3  # a 2 ms sleep, with room for a loaded machine
 
 
-def test_measure_scales_with_work():
-    x = torch.randn(256, 256)
+def test_measure_scales_with_work(device):
+    # on a GPU measure() times the GPU's work (CUDA events): the tensors live there
+    x = torch.randn(256, 256, device=device)
     small = bench.measure(lambda: x @ x, warmup_ms=5, rep_ms=30).median
-    large_x = torch.randn(1024, 1024)
+    large_x = torch.randn(1024, 1024, device=device)
     large = bench.measure(lambda: large_x @ large_x, warmup_ms=5, rep_ms=30).median
     assert large > small  # 64x the flops cannot be faster
 

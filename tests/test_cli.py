@@ -84,8 +84,8 @@ def test_bench_decode_layer_stack(tmp_path):
 
 def test_bench_decode_grid_checks_times_and_saves(tmp_path):
     out = tmp_path / "grid"
-    result = tilegraph("bench", "decode-grid", "--dtype", "bf16", "--rows", "1,3", "--out",
-                       str(out), tmp_path=tmp_path)
+    result = tilegraph("bench", "decode-grid", "--dtype", "bf16", "--rows", "1,3", "--shapes",
+                       "96x64,40x130", "--out", str(out), tmp_path=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     saved = json.loads((out / "decode-grid.json").read_text())
     points = saved["results"]
@@ -154,8 +154,8 @@ def test_profile_prints_table_and_writes_trace(tmp_path):
 
 def test_demo_checks_variants_and_writes_tables_and_plots(tmp_path):
     out = tmp_path / "demo"
-    result = tilegraph("demo", "--tokens", "2", "--sweep-tokens", "1", "--out", str(out),
-                       tmp_path=tmp_path)
+    result = tilegraph("demo", "--preset", "tiny", "--tokens", "2", "--sweep-tokens", "1",
+                       "--out", str(out), tmp_path=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     rows = json.loads((out / "demo.json").read_text())["results"]
     assert [r["variant"] for r in rows] == ["eager", "torch-graph", "tilegraph"]
@@ -220,7 +220,9 @@ def test_model_demo_checks_each_variant_against_transformers(tmp_path):
     checked = [r for r in rows if r["status"] == "ok"]
     assert {r["variant"] for r in checked} >= {"hf-eager", "tilegraph"} | (
         {"plain-autotune"} if HAS_CUDA else set())
-    assert all(r["rel_error"] < 1e-4 for r in checked)   # fp32 on CPU and in this run
+    if not HAS_CUDA:  # fp32 here; on a GPU the demo decodes in bf16, checked by its own
+        # tolerance against fp32 transformers (status "ok", model_demo.check_logits)
+        assert all(r["rel_error"] < 1e-4 for r in checked)
     assert (out / "demo-model-tiny-qwen2.md").stat().st_size > 0
 
 

@@ -191,7 +191,7 @@ def test_row_buckets_are_powers_of_two_or_one_and_a_half_of_one(rows):
                                                   triton.next_power_of_2(bucket) * 3 // 4)
 
 
-def test_384_and_512_rows_are_tuned_apart(monkeypatch):
+def test_384_and_512_rows_are_tuned_apart(monkeypatch, device):
     """Their tile counts differ, and so may their best split over K (session 26 measured
     512 tokens 6% slower on 384's choice); 400 rows share 512's."""
     keys = []
@@ -201,7 +201,7 @@ def test_384_and_512_rows_are_tuned_apart(monkeypatch):
         return candidates[0]
     monkeypatch.setattr(matmul_module._tuner, "pick", spy)
     for rows in (384, 400, 512):
-        tg.matmul(randn(rows, 16), randn(16, 16))
+        tg.matmul(randn(rows, 16, device=device), randn(16, 16, device=device))
     assert keys[0] != keys[1] == keys[2]
 
 

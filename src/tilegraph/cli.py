@@ -94,7 +94,7 @@ def cmd_decode_grid(args: argparse.Namespace, ceil: dict | None) -> int:
 
     dtypes = [args.dtype] if args.dtype else list(grid.DTYPES)
     rows = args.rows or grid.ROWS
-    shapes = grid.default_shapes()
+    shapes = args.shapes or grid.default_shapes()
     with _progress() as progress:
         task = progress.add_task("decode grid", total=len(dtypes) * len(rows) * len(shapes))
         step = _stepper(progress, task)
@@ -804,6 +804,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--rows", type=_sizes, help=f"{GRID}: row counts, {STACK_GRID} and "
                        f"{ATTENTION_GRID}: batch sizes (default 1,2,4,8,16; 1,4,8); {TRAIN}: "
                        "tokens a step (default 512,4096)")
+    bench.add_argument("--shapes", type=_shapes, help=f"{GRID}: N x K weight shapes, e.g. "
+                       "3072x2048,2048x8192 (default: issue 17's nine; two small ones through "
+                       "the interpreter)")
     bench.add_argument("--contexts", type=_sizes, help=f"{ATTENTION_GRID}: cached positions "
                        "a sequence (default 128,1024,8192)")
     bench.add_argument("--widths", type=_sizes, help=f"{STACK_GRID}: model widths d "
