@@ -285,6 +285,20 @@ def _gemv_row_x(x_ptr, cols, k0, K, rows_left):
 
 
 @triton.jit
+def _gemv_rows_inputs(x_ptr, stride_xm, norm_w_ptr, cols, k0, K, M, HAS_NORM: tl.constexpr,
+                      BLOCK_M: tl.constexpr):
+    """Every row's x (x2 and x3 repeat x1 at two rows, unused) and the norm weights at
+    columns k0 + cols, all loaded before any reduction (_gemv_inputs says why)."""
+    x0, g = _gemv_inputs(x_ptr, norm_w_ptr, cols, k0, K, HAS_NORM)
+    x1 = _gemv_row_x(x_ptr + stride_xm, cols, k0, K, M - 1)
+    x2, x3 = x1, x1
+    if BLOCK_M > 2:
+        x2 = _gemv_row_x(x_ptr + 2 * stride_xm, cols, k0, K, M - 2)
+        x3 = _gemv_row_x(x_ptr + 3 * stride_xm, cols, k0, K, M - 3)
+    return x0, x1, x2, x3, g
+
+
+@triton.jit
 def _gemv_rows_fold(acc0, acc1, acc2, acc3, ss0, ss1, ss2, ss3, w, x0, x1, x2, x3, g,
                     HAS_NORM: tl.constexpr, BLOCK_M: tl.constexpr):
     """_gemv_fold for each of 2 or 4 rows (BLOCK_M) over the same weight tile w."""
@@ -308,10 +322,11 @@ def _gemv_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm
     y_mn = act(rstd_m * sum_k x_mk g_k W_nk + b_n) + r_mn.
 
     Each row is folded into the tile as one vector in the tile's own layout, as the one-row
-    kernel folds its x, so the weight tile costs the one-row kernel's registers and only the
-    rows' x and accumulators are added. Rows are separate variables, not a (BLOCK_M, ...)
-    tile: extracting a row from one would move it through shared memory. Every row's x and
-    the epilogue's inputs are loaded before the first reduction (_gemv_inputs says why).
+    kernel folds its x: no layout shuffles, and on tiles of 64 weight values a thread about
+    half the registers of _matvec_kernel's row loop (notes/kernels.md, session 53). Rows are
+    separate variables, not a (BLOCK_M, ...) tile: extracting a row from one would move it
+    through shared memory. Every row's x and the epilogue's inputs are loaded before the
+    first reduction (_gemv_inputs says why).
     """
     K = K * ALIGN
     stride_wn = stride_wn * ALIGN
@@ -325,12 +340,8 @@ def _gemv_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm
     if PREFETCH_WEIGHT:
         tl.extra.cuda.gdc_wait()               # x and the epilogue inputs are now final
         tl.extra.cuda.gdc_launch_dependents()  # only now may the next kernel prefetch
-    x0, g = _gemv_inputs(x_ptr, norm_w_ptr, cols, 0, K, HAS_NORM)
-    x1 = _gemv_row_x(x_ptr + stride_xm, cols, 0, K, M - 1)
-    x2, x3 = x1, x1  # unused at two rows
-    if BLOCK_M > 2:
-        x2 = _gemv_row_x(x_ptr + 2 * stride_xm, cols, 0, K, M - 2)
-        x3 = _gemv_row_x(x_ptr + 3 * stride_xm, cols, 0, K, M - 3)
+    x0, x1, x2, x3, g = _gemv_rows_inputs(x_ptr, stride_xm, norm_w_ptr, cols, 0, K, M,
+                                          HAS_NORM, BLOCK_M)
     y_mask = (offs_m < M)[:, None] & n_mask[None, :]
     bias = tl.zeros([BLOCK_N], tl.float32)
     if HAS_BIAS:
@@ -349,11 +360,8 @@ def _gemv_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm
         acc0, acc1, acc2, acc3, ss0, ss1, ss2, ss3, w, x0, x1, x2, x3, g, HAS_NORM, BLOCK_M)
     for k0 in range(SPLIT * CHUNK, K, SPLIT * CHUNK):
         w = tl.load(w_ptrs + k0, mask=w_mask & (cols < K - k0), other=0.0)
-        x0, g = _gemv_inputs(x_ptr, norm_w_ptr, cols, k0, K, HAS_NORM)
-        x1 = _gemv_row_x(x_ptr + stride_xm, cols, k0, K, M - 1)
-        if BLOCK_M > 2:
-            x2 = _gemv_row_x(x_ptr + 2 * stride_xm, cols, k0, K, M - 2)
-            x3 = _gemv_row_x(x_ptr + 3 * stride_xm, cols, k0, K, M - 3)
+        x0, x1, x2, x3, g = _gemv_rows_inputs(x_ptr, stride_xm, norm_w_ptr, cols, k0, K, M,
+                                              HAS_NORM, BLOCK_M)
         acc0, acc1, acc2, acc3, ss0, ss1, ss2, ss3 = _gemv_rows_fold(
             acc0, acc1, acc2, acc3, ss0, ss1, ss2, ss3, w, x0, x1, x2, x3, g, HAS_NORM,
             BLOCK_M)
