@@ -176,12 +176,14 @@ def test_sizes_are_captured_again_after_a_warm_up_that_tuned(tunes_at, layer, de
     counts a search."""
     searches, captured = [runner_module.searches_run()], []   # earlier tests' counted
     monkeypatch.setattr(runner_module, "searches_run", lambda: searches[0])
-    real_capture = runner_module.capture
 
-    def counted_capture(fn, *views, **kwargs):
-        captured.append(views[0].shape[0])
-        return real_capture(fn, *views, **kwargs)
-    monkeypatch.setattr(runner_module, "capture", counted_capture)
+    def counted(real_capture):  # plain captures, and (on a GPU) those with copy nodes
+        def counted_capture(fn, *views, **kwargs):
+            captured.append(views[0].shape[0])
+            return real_capture(fn, *views, **kwargs)
+        return counted_capture
+    for name in ("capture", "capture_keeping_nodes"):
+        monkeypatch.setattr(runner_module, name, counted(getattr(runner_module, name)))
 
     tuned = []
 
@@ -220,6 +222,32 @@ def test_gpu_sizes_share_one_pool():
     total = sum(s["memory_bytes"] for s in many.stats().values())
     assert alone.stats()[64]["memory_bytes"] > 0
     assert total <= 1.3 * alone.stats()[64]["memory_bytes"]
+
+
+@pytest.mark.gpu
+def test_gpu_graphs_copy_each_calls_inputs_themselves():
+    """On a GPU each graph's first nodes copy the inputs, pointed at every call's tensors:
+    fresh inputs of every row count, a view past its storage's start, the runner's own
+    output fed back, and a non-contiguous input (copied before the replay instead, the
+    nodes off), each equal to the reference; contiguous inputs after it use the nodes
+    again."""
+    w, g = randn(256, 256, device="cuda", scale=1 / 16), randn(256, device="cuda")
+    runner = tg.GraphRunner(lambda x: _layer(x, w, g), randn(8, 256, device="cuda"),
+                            sizes=(2, 8))
+    assert all(s["copies_in_graph"] for s in runner.stats().values())
+    for rows in (1, 2, 3, 8, 5, 2):
+        x = randn(rows, 256, device="cuda")
+        assert_close(runner(x), _layer_ref(x, w, g), torch.float32)
+    x = randn(20, 256, device="cuda")[7:10]
+    y = runner(x)
+    assert_close(y, _layer_ref(x, w, g), torch.float32)
+    expected = _layer_ref(y.clone(), w, g)
+    assert_close(runner(y), expected, torch.float32)  # y is the graph's own output
+    strided = randn(256, 3, device="cuda").T
+    assert_close(runner(strided), _layer_ref(strided, w, g), torch.float32)
+    for rows in (3, 1):
+        x = randn(rows, 256, device="cuda")
+        assert_close(runner(x), _layer_ref(x, w, g), torch.float32)
 
 
 def test_again_replays_a_step_that_feeds_itself(device):

@@ -66,6 +66,13 @@ class Graph:
     def is_cuda_graph(self) -> bool:
         return self._cuda_graph is not None
 
+    def raw_handles(self) -> tuple[int, int] | None:
+        """(cudaGraph_t, cudaGraphExec_t) of a graph captured keeping its nodes, else None."""
+        try:
+            return (self._cuda_graph.raw_cuda_graph(), self._cuda_graph.raw_cuda_graph_exec())
+        except (AttributeError, RuntimeError):  # no CUDA graph, or its nodes were not kept
+            return None
+
     def replay(self) -> Any:
         if self._cuda_graph is not None:
             self._cuda_graph.replay()
@@ -146,14 +153,31 @@ def capture(fn: Callable, *args, warmup: int = 2, pool=None,
     naming each tensor that changed on every warm-up call; True puts back, after the
     capture, every tensor the first call wrote, as it was before warm-up; False does neither.
     """
+    return capture_keeping_nodes(fn, *args, warmup=warmup, pool=pool,
+                                 restore_state=restore_state, keep_nodes=False)
+
+
+def capture_keeping_nodes(fn: Callable, *args, warmup: int = 2, pool=None,
+                          restore_state: bool | None = None, keep_nodes: bool = True) -> Graph:
+    """tg.capture, keeping the CUDA graph's nodes (where PyTorch can) so that its
+    instantiation can be updated between replays: Graph.raw_handles()."""
     if warmup < 1:
         raise ValueError(f"warmup must be >= 1 (Triton compiles and tunes on the first call), "
                          f"got {warmup}")
     name = str(getattr(fn, "__name__", fn))
     with watching_state(f"tg.capture({name})", restore_state) as state:
         if _uses_cuda(args):
-            return _capture_on_cuda(fn, args, warmup, pool, name, state)
+            return _capture_on_cuda(fn, args, warmup, pool, name, state, keep_nodes)
         return _rerun_on_cpu(fn, args, warmup, name, state)
+
+
+def _new_cuda_graph(keep_nodes: bool) -> torch.cuda.CUDAGraph:
+    if keep_nodes:
+        try:  # PyTorch 2.8 on
+            return torch.cuda.CUDAGraph(keep_graph=True)
+        except TypeError:
+            pass
+    return torch.cuda.CUDAGraph()
 
 
 def _first_call(fn: Callable, args: tuple, name: str, state: StateWatch, on_cuda: bool):
@@ -183,7 +207,7 @@ def _rerun_on_cpu(fn: Callable, args: tuple, warmup: int, name: str,
 
 
 def _capture_on_cuda(fn: Callable, args: tuple, warmup: int, pool, name: str,
-                     state: StateWatch) -> Graph:
+                     state: StateWatch, keep_nodes: bool) -> Graph:
     stream = side_stream()
     stream.wait_stream(torch.cuda.current_stream())
     start = time.perf_counter()
@@ -202,7 +226,7 @@ def _capture_on_cuda(fn: Callable, args: tuple, warmup: int, pool, name: str,
     watch.release_gradients()
     del outputs  # the warm-up's results: their memory goes back before the capture
     reserved = _reserved_before_capture()
-    cuda_graph = torch.cuda.CUDAGraph()
+    cuda_graph = _new_cuda_graph(keep_nodes)
     pool = pool if pool is not None else torch.cuda.graph_pool_handle()
     caller_stream = torch.cuda.current_stream()
     try:
@@ -213,6 +237,8 @@ def _capture_on_cuda(fn: Callable, args: tuple, warmup: int, pool, name: str,
         _recover_from_failed_capture(caller_stream, stream)
         watch.restore()  # a failed capture must not leave the model trained by warm-up
         raise as_capture_error(error, f"capturing {name}") from error
+    if keep_nodes:
+        cuda_graph.instantiate()  # a kept graph is instantiated here, not at capture's end
     torch.cuda.synchronize()
     memory = torch.cuda.memory_reserved() - reserved
     watch.restore()  # recording ran nothing: only the warm-up calls trained

@@ -2,9 +2,11 @@
 
 Each call copies the inputs into static buffers sized for the largest size, pads up to the
 next captured size, replays that size's graph and returns the outputs sliced back to the
-caller's size. Padded rows are zeroed and sliced off, so they never reach the caller
-(for functions that treat rows independently, as a decode step does). All sizes share one
-memory pool and are captured largest first.
+caller's size. Padded rows are zeroed and sliced off, so they never reach the caller (for
+functions that treat rows independently, as a decode step does). All sizes share one memory
+pool and are captured largest first. On a GPU the input copies are the graph's own first
+nodes, pointed at each call's tensors (graph/_copy_nodes.py): a copy launched before the
+replay would delay its start.
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
 from ..errors import StaleOutputError
+from ..kernels._checks import byte_range
 from ..kernels.autotune import searches_run
+from ._copy_nodes import InputCopies, cuda_runtime
 from ._state import StateWatch, watching_state
-from .capture import Graph, capture
+from .capture import Graph, capture, capture_keeping_nodes
 
 
 class _GuardedOutput(torch.Tensor):
@@ -50,12 +54,14 @@ class _GuardedOutput(torch.Tensor):
 @dataclass
 class _SizedCall:
     """What a call with a given number of rows does: copy the inputs into `destinations`
-    (the static buffers' first rows), zero `padding` (the rows up to the graph's size),
-    replay `graph`, return `outputs` (its outputs sliced back to those rows)."""
+    (the static buffers' first rows; by the graph's `copies` where it has them), zero
+    `padding` (the rows up to the graph's size), replay `graph`, return `outputs` (its
+    outputs sliced back to those rows)."""
     graph: Graph
     destinations: list[torch.Tensor]
     padding: list[torch.Tensor]
     outputs: Any
+    copies: InputCopies | None
 
 
 def _ranks_capture_together() -> bool:
@@ -118,7 +124,13 @@ class GraphRunner:
         self._examples = [(t.dtype, t.device, t.shape) for t in examples]
         self._buffers = [self._static_buffer(t) for t in examples]
         self.pool = torch.cuda.graph_pool_handle() if examples[0].is_cuda else None
+        # Where the graphs copy their inputs themselves: what their copy nodes copy at
+        # capture (the examples), each call then points them at its own tensors.
+        self._runtime = cuda_runtime() if self.pool is not None and self.dim == 0 else None
+        self._staging = ([buf.clone() for buf in self._buffers] if self._runtime is not None
+                         else None)
         self._graphs: dict[int, Graph] = {}
+        self._copies: dict[int, InputCopies | None] = {}
         # Prepared calls by the inputs' (shape, dtype, device): a call like an earlier one
         # skips the checks (1.8 -> 0.7 us of Python for one input, measured on CPU).
         self._calls: dict[tuple, _SizedCall] = {}
@@ -134,13 +146,42 @@ class GraphRunner:
                 # captured before a tuner's search replay slower for the rest of the
                 # process (notes/graphs.md). Every choice is recorded now: capture again.
                 self._graphs.clear()
+                self._copies.clear()
                 self.pool = torch.cuda.graph_pool_handle() if self.pool is not None else None
                 self._capture_sizes(warmup)
 
     def _capture_sizes(self, warmup: int) -> None:
         for size in reversed(self.sizes):  # largest first: smaller graphs reuse its pool
-            views = tuple(buf.narrow(self.dim, 0, size) for buf in self._buffers)
+            views = [buf.narrow(self.dim, 0, size) for buf in self._buffers]
+            self._copies[size] = None
+            if self._staging is not None:
+                graph, self._copies[size] = self._capture_with_copies(views, size, warmup)
+                if graph is not None:
+                    self._graphs[size] = graph
+                    continue
             self._graphs[size] = capture(self.fn, *views, warmup=warmup, pool=self.pool)
+
+    def _capture_with_copies(self, views: list[torch.Tensor], size: int, warmup: int):
+        """(graph, its input copies): fn after copies of the staging buffers into the static
+        inputs, captured as memcpy nodes; (None, None) where they could not be found."""
+        staged = [buf.narrow(self.dim, 0, size) for buf in self._staging]
+        count, fn = len(views), self.fn
+
+        def copy_then_call(*args):  # (staged..., views...): the views stay graph inputs
+            for view, source in zip(args[count:], args[:count], strict=True):
+                view.copy_(source)
+            return fn(*args[count:])
+
+        copy_then_call.__name__ = str(getattr(fn, "__name__", "fn"))
+        graph = capture_keeping_nodes(copy_then_call, *staged, *views, warmup=warmup,
+                                      pool=self.pool)
+        handles = graph.raw_handles()
+        try:
+            if handles is None:
+                raise LookupError("PyTorch kept no graph nodes")
+            return graph, InputCopies(self._runtime, *handles, staged, views)
+        except LookupError:  # capture again with the copies before each replay
+            return None, None
 
     def _check_rows_independent(self, state: StateWatch) -> None:
         """Refuse a function whose output rows depend on other rows (softmax or a sum over
@@ -223,12 +264,36 @@ class GraphRunner:
             if rows == 0 or rows > self.sizes[-1]:
                 return self._without_graph(inputs, rows)
             call = self._calls[signature] = self._prepare(rows)
-        for destination, x in zip(call.destinations, inputs, strict=True):
-            destination.copy_(x)
+        if not self._aim_copies(call, inputs):
+            if call.copies is not None:
+                call.copies.off()
+            for destination, x in zip(call.destinations, inputs, strict=True):
+                destination.copy_(x)
         for padding in call.padding:
             padding.zero_()
         self._last_call = call
         return self._replay(call)
+
+    @staticmethod
+    def _aim_copies(call: _SizedCall, inputs: tuple) -> bool:
+        """Point the graph's copy nodes at the inputs; False where it has none, or where an
+        input is not contiguous or overlaps its static buffer without being it (copy_ then
+        copies, or names the overlap)."""
+        if call.copies is None:
+            return False
+        sources = []
+        for destination, x in zip(call.destinations, inputs, strict=True):
+            if not x.is_contiguous():
+                return False
+            if x.data_ptr() == destination.data_ptr():
+                sources.append(None)  # the static input itself: nothing to copy
+                continue
+            (start, end), (d_start, d_end) = byte_range(x), byte_range(destination)
+            if start < d_end and d_start < end:
+                return False
+            sources.append(x)
+        call.copies.aim(call.destinations, sources)
+        return True
 
     def again(self):
         """Replay the last call's graph on what its static inputs hold now, with no copies:
@@ -236,6 +301,8 @@ class GraphRunner:
         its tokens and positions on), called in a loop. Returns that call's outputs."""
         if self._last_call is None:
             raise RuntimeError("again() replays the last call's graph: call the runner first")
+        if self._last_call.copies is not None:
+            self._last_call.copies.off()
         return self._replay(self._last_call)
 
     def _replay(self, call: _SizedCall):
@@ -266,7 +333,7 @@ class GraphRunner:
                    if rows < size]
         return _SizedCall(graph, [buf.narrow(self.dim, 0, rows) for buf in self._buffers],
                           padding, tree_map(lambda t: self._sliced(t, size, rows),
-                                            graph.outputs))
+                                            graph.outputs), self._copies[size])
 
     def _sliced(self, value, size: int, rows: int):
         if not isinstance(value, torch.Tensor):
@@ -278,6 +345,10 @@ class GraphRunner:
         return value
 
     def stats(self) -> dict[int, dict]:
-        """Per captured size: capture seconds, graph memory bytes, replay count."""
+        """Per captured size: capture seconds, graph memory bytes, replay count, and whether
+        the graph copies its inputs itself (copies_in_graph; else they are copied before
+        each replay)."""
         return {size: {"capture_seconds": g.capture_seconds, "memory_bytes": g.memory_bytes,
-                       "replays": g.replays} for size, g in sorted(self._graphs.items())}
+                       "replays": g.replays,
+                       "copies_in_graph": self._copies.get(size) is not None}
+                for size, g in sorted(self._graphs.items())}

@@ -1,0 +1,129 @@
+"""A graph's input copies as nodes of the graph, pointed at each call's tensors.
+
+A GraphRunner call copies the caller's inputs into the graph's static buffers. Launched
+before the replay, that copy delays the graph's start: a one-row bf16 decode stack of d=2048
+took 4.4 us a token more than its bare replays; captured as the graph's first node it took
+1.6 us more, and re-pointed at each call's tensor 2.0-2.3 us (H100; a one-program Triton
+copy before the replay cost what cudaMemcpyAsync did; notes/graphs.md, session 54).
+Re-pointing goes through the CUDA runtime's graph-update calls, which PyTorch does not wrap:
+`cudaGraphExecMemcpyNodeSetParams1D` changes only the launches that follow it, so it is
+safe while earlier replays still run. Where the runtime or those calls cannot be found, the
+runner copies before the replay as it did.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+
+import torch
+
+_MEMCPY_NODE = 1         # cudaGraphNodeTypeMemcpy
+_DEVICE_TO_DEVICE = 3    # cudaMemcpyDeviceToDevice
+
+
+class _Pos(ctypes.Structure):
+    _fields_ = [("x", ctypes.c_size_t), ("y", ctypes.c_size_t), ("z", ctypes.c_size_t)]
+
+
+class _PitchedPtr(ctypes.Structure):
+    _fields_ = [("ptr", ctypes.c_void_p), ("pitch", ctypes.c_size_t),
+                ("xsize", ctypes.c_size_t), ("ysize", ctypes.c_size_t)]
+
+
+class _Memcpy3DParms(ctypes.Structure):  # cudaMemcpy3DParms
+    _fields_ = [("srcArray", ctypes.c_void_p), ("srcPos", _Pos), ("srcPtr", _PitchedPtr),
+                ("dstArray", ctypes.c_void_p), ("dstPos", _Pos), ("dstPtr", _PitchedPtr),
+                ("extent", _Pos), ("kind", ctypes.c_int)]
+
+
+@functools.cache
+def cuda_runtime() -> ctypes.CDLL | None:
+    """The CUDA runtime library this process loaded for PyTorch, or None (not Linux, not
+    found, or without the graph-update calls)."""
+    if not torch.cuda.is_available():
+        return None
+    torch.cuda.init()
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = sorted({line.split()[-1] for line in maps if "libcudart.so" in line})
+        runtime = ctypes.CDLL(paths[0]) if paths else None
+    except OSError:
+        return None
+    needed = ("cudaGraphGetNodes", "cudaGraphNodeGetType", "cudaGraphMemcpyNodeGetParams",
+              "cudaGraphExecMemcpyNodeSetParams1D", "cudaGraphNodeSetEnabled")
+    if runtime is None or not all(hasattr(runtime, name) for name in needed):
+        return None
+    return runtime
+
+
+def _check(status: int, what: str) -> None:
+    if status != 0:
+        raise RuntimeError(f"{what} failed with cudaError {status}")
+
+
+def _memcpy_nodes(runtime: ctypes.CDLL, graph_handle: int) -> dict[tuple[int, int], int]:
+    """(source, destination) address of every memcpy node of a graph -> the node."""
+    graph = ctypes.c_void_p(graph_handle)
+    count = ctypes.c_size_t(0)
+    _check(runtime.cudaGraphGetNodes(graph, None, ctypes.byref(count)), "cudaGraphGetNodes")
+    nodes = (ctypes.c_void_p * count.value)()
+    _check(runtime.cudaGraphGetNodes(graph, nodes, ctypes.byref(count)), "cudaGraphGetNodes")
+    found = {}
+    for node in nodes:
+        kind = ctypes.c_int(-1)
+        _check(runtime.cudaGraphNodeGetType(ctypes.c_void_p(node), ctypes.byref(kind)),
+               "cudaGraphNodeGetType")
+        if kind.value != _MEMCPY_NODE:
+            continue
+        params = _Memcpy3DParms()
+        _check(runtime.cudaGraphMemcpyNodeGetParams(ctypes.c_void_p(node),
+                                                     ctypes.byref(params)),
+               "cudaGraphMemcpyNodeGetParams")
+        source = (params.srcPtr.ptr or 0) + params.srcPos.x
+        destination = (params.dstPtr.ptr or 0) + params.dstPos.x
+        found[(source, destination)] = node
+    return found
+
+
+class InputCopies:
+    """The memcpy nodes that copy a captured graph's staging buffers into its static inputs,
+    one per input, found by their addresses; aim() points them at a call's tensors."""
+
+    def __init__(self, runtime: ctypes.CDLL, graph_handle: int, exec_handle: int,
+                 staging: list[torch.Tensor], destinations: list[torch.Tensor]):
+        nodes = _memcpy_nodes(runtime, graph_handle)
+        keys = [(s.data_ptr(), d.data_ptr()) for s, d in zip(staging, destinations,
+                                                               strict=True)]
+        missing = [k for k in keys if k not in nodes]
+        if missing:
+            raise LookupError(f"{len(missing)} of the graph's input copies are not memcpy "
+                              "nodes")
+        self._runtime = runtime
+        self._exec = ctypes.c_void_p(exec_handle)
+        self._nodes = [ctypes.c_void_p(nodes[k]) for k in keys]
+        self._enabled = [True] * len(keys)
+
+    def aim(self, destinations, sources) -> None:
+        """The next replays copy each source (contiguous, all its bytes) to the start of its
+        destination; a source of None: that node copies nothing."""
+        for i, (destination, source) in enumerate(zip(destinations, sources, strict=True)):
+            if source is not None:
+                _check(self._runtime.cudaGraphExecMemcpyNodeSetParams1D(
+                    self._exec, self._nodes[i], ctypes.c_void_p(destination.data_ptr()),
+                    ctypes.c_void_p(source.data_ptr()),
+                    ctypes.c_size_t(source.numel() * source.element_size()),
+                    _DEVICE_TO_DEVICE), "cudaGraphExecMemcpyNodeSetParams1D")
+            self._enable(i, source is not None)
+
+    def off(self) -> None:
+        """The next replays copy nothing: the static inputs are used as they are."""
+        for i in range(len(self._nodes)):
+            self._enable(i, False)
+
+    def _enable(self, i: int, enabled: bool) -> None:
+        if self._enabled[i] != enabled:
+            _check(self._runtime.cudaGraphNodeSetEnabled(self._exec, self._nodes[i],
+                                                         int(enabled)),
+                   "cudaGraphNodeSetEnabled")
+            self._enabled[i] = enabled
