@@ -99,22 +99,27 @@ class InputCopies:
         if missing:
             raise LookupError(f"{len(missing)} of the graph's input copies are not memcpy "
                               "nodes")
-        self._runtime = runtime
-        self._exec = ctypes.c_void_p(exec_handle)
-        self._nodes = [ctypes.c_void_p(nodes[k]) for k in keys]
+        self._set_params = runtime.cudaGraphExecMemcpyNodeSetParams1D
+        self._set_params.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_size_t, ctypes.c_int]
+        self._set_enabled = runtime.cudaGraphNodeSetEnabled
+        self._set_enabled.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint]
+        self._exec = exec_handle
+        self._nodes = [nodes[k] for k in keys]
+        # What each node copies now, (destination, source, bytes): the driver is asked
+        # again only when that changes (a caller feeding one buffer in asks once).
+        self._aimed = [(d.data_ptr(), s.data_ptr(), s.numel() * s.element_size())
+                       for s, d in zip(staging, destinations, strict=True)]
         self._enabled = [True] * len(keys)
 
-    def aim(self, destinations, sources) -> None:
-        """The next replays copy each source (contiguous, all its bytes) to the start of its
-        destination; a source of None: that node copies nothing."""
-        for i, (destination, source) in enumerate(zip(destinations, sources, strict=True)):
-            if source is not None:
-                _check(self._runtime.cudaGraphExecMemcpyNodeSetParams1D(
-                    self._exec, self._nodes[i], ctypes.c_void_p(destination.data_ptr()),
-                    ctypes.c_void_p(source.data_ptr()),
-                    ctypes.c_size_t(source.numel() * source.element_size()),
-                    _DEVICE_TO_DEVICE), "cudaGraphExecMemcpyNodeSetParams1D")
-            self._enable(i, source is not None)
+    def aim(self, copies) -> None:
+        """copies: per input, (destination address, source address, bytes) for the next
+        replays to copy, or None to copy nothing there."""
+        for i, copy in enumerate(copies):
+            if copy is not None and copy != self._aimed[i]:
+                _check(self._set_params(self._exec, self._nodes[i], *copy, _DEVICE_TO_DEVICE),
+                       "cudaGraphExecMemcpyNodeSetParams1D")
+                self._aimed[i] = copy
+            self._enable(i, copy is not None)
 
     def off(self) -> None:
         """The next replays copy nothing: the static inputs are used as they are."""
@@ -123,7 +128,6 @@ class InputCopies:
 
     def _enable(self, i: int, enabled: bool) -> None:
         if self._enabled[i] != enabled:
-            _check(self._runtime.cudaGraphNodeSetEnabled(self._exec, self._nodes[i],
-                                                         int(enabled)),
+            _check(self._set_enabled(self._exec, self._nodes[i], int(enabled)),
                    "cudaGraphNodeSetEnabled")
             self._enabled[i] = enabled

@@ -62,6 +62,7 @@ class _SizedCall:
     padding: list[torch.Tensor]
     outputs: Any
     copies: InputCopies | None
+    spans: list[tuple[int, int]]  # each destination's first and past-last byte address
 
 
 def _ranks_capture_together() -> bool:
@@ -180,7 +181,7 @@ class GraphRunner:
             if handles is None:
                 raise LookupError("PyTorch kept no graph nodes")
             return graph, InputCopies(self._runtime, *handles, staged, views)
-        except LookupError:  # capture again with the copies before each replay
+        except (LookupError, RuntimeError):  # capture again, copying before each replay
             return None, None
 
     def _check_rows_independent(self, state: StateWatch) -> None:
@@ -281,18 +282,18 @@ class GraphRunner:
         copies, or names the overlap)."""
         if call.copies is None:
             return False
-        sources = []
-        for destination, x in zip(call.destinations, inputs, strict=True):
+        copies = []
+        for (d_start, d_end), x in zip(call.spans, inputs, strict=True):
             if not x.is_contiguous():
                 return False
-            if x.data_ptr() == destination.data_ptr():
-                sources.append(None)  # the static input itself: nothing to copy
-                continue
-            (start, end), (d_start, d_end) = byte_range(x), byte_range(destination)
-            if start < d_end and d_start < end:
+            start, size = x.data_ptr(), x.numel() * x.element_size()
+            if start == d_start or not size:
+                copies.append(None)  # the static input itself, or empty: nothing to copy
+            elif start < d_end and d_start < start + size:
                 return False
-            sources.append(x)
-        call.copies.aim(call.destinations, sources)
+            else:
+                copies.append((d_start, start, size))
+        call.copies.aim(copies)
         return True
 
     def again(self):
@@ -331,9 +332,11 @@ class GraphRunner:
         graph = self._graphs[size]
         padding = [buf.narrow(self.dim, rows, size - rows) for buf in self._buffers
                    if rows < size]
-        return _SizedCall(graph, [buf.narrow(self.dim, 0, rows) for buf in self._buffers],
-                          padding, tree_map(lambda t: self._sliced(t, size, rows),
-                                            graph.outputs), self._copies[size])
+        destinations = [buf.narrow(self.dim, 0, rows) for buf in self._buffers]
+        spans = [byte_range(t) for t in destinations]
+        return _SizedCall(graph, destinations, padding,
+                          tree_map(lambda t: self._sliced(t, size, rows), graph.outputs),
+                          self._copies[size], spans)
 
     def _sliced(self, value, size: int, rows: int):
         if not isinstance(value, torch.Tensor):
