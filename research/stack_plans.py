@@ -6,8 +6,9 @@ it has just written), not on a lone projection.
 
 For each d x batch: a stack of layers spanning 150 MB (tilegraph.stack_grid.layers_for),
 the hand-captured PyTorch graph, then tilegraph's GraphRunner with the rule's plan, the
-CUDA-core plan, the one-row GEMV's tile (16-bit, 1-4 rows, K without a tail; session 53),
-the rule's tensor-core tile, and (without `short`) a fixed set of tensor-core
+CUDA-core plan (at several rows also with 4 and 2 rows a program; session 54), the one-row
+GEMV's tile (16-bit, 1-4 rows, K without a tail; session 53), the rule's tensor-core tile,
+and (without `short`) a fixed set of tensor-core
 tiles (BLOCK_N x SPLIT_K x stages) or the TILES given (BLOCK_N/BLOCK_K/stages/SPLIT_K,
 comma-separated, e.g. 32/512/3/4,32/128/3/4; SPLIT_K 0 picks about two programs an SM; a
 fifth field sets num_warps, 4 unless given, a sixth a register cap a thread, maxnreg, 0 for
@@ -51,6 +52,10 @@ def plans(batch, d, dtype, short, tiles=None):
     if batch <= 4 and size == 2 and (batch == 1 or "TAIL" not in dp.gemv_config(d, d)):
         found["gemv"] = dp.Plan("gemv", dp.gemv_config(d, d))  # 2-4 rows: _gemv_rows_kernel
     found["dot-rule"] = dp.Plan("dot", dp.dot_config(d, d, size, 132))
+    if batch > 1 and "ROW_LOOP" in found["matvec"].config:  # rows a program (session 54)
+        for block_n in (4, 2):
+            found[f"matvec{block_n}"] = dp.Plan(
+                "matvec", {**found["matvec"].config, "BLOCK_N": block_n})
     if short:
         return found
     if tiles:

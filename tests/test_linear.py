@@ -228,6 +228,9 @@ def test_matvec_rule_picks_the_swept_batch_1_shapes():
     assert split(rule(1, 2048, 5632, 2)) == (4, 32, 128, 4)   # a down projection
     assert split(rule(1, 28672, 4096, 2)) == (2, 32, 128, 4)  # wide, 4096-column tiles
     assert shape(rule(1, 512, 512, 4)) == (8, 512, 2)         # fp32 d=512
+    assert shape(rule(4, 1024, 1024, 4)) == (8, 1024, 4)      # fp32 at 2-4 rows: 8 a program
+    assert shape(rule(5, 1024, 1024, 4)) == (4, 1024, 4)      # fp32 at 5-8 rows: 4
+    assert shape(rule(8, 1024, 1024, 2)) == (8, 1024, 4)      # 16-bit: 8
 
 
 GEMV_TILES = [  # (BLOCK_N, SPLIT, CHUNK, num_warps): rows past N, chunks past K, a K loop

@@ -501,6 +501,12 @@ def matvec_config(M: int, N: int, K: int, element_size: int = 4) -> dict:
       tile saves less there).
     - several rows: 8 rows x up to 2048 columns over 4 warps, applied to one x row at a
       time (ROW_LOOP): one broadcast product over all rows needs a tile 1 / rows as large.
+      fp32 at 5-8 rows (small weights: larger ones take the tensor cores there): 4 rows a
+      program, twice the programs. Whole fp32 stacks of d = 512-1280 at 5-8 rows were
+      1.01-1.26x faster, lone 256 x 2048 and 1000 x 1500 projections 1.3-1.7x (1536 x 1024
+      with its norm 3-4% slower); at 4 rows the
+      same tile won on small weights and lost on large ones (2048^2 0.90x, d=1280 stacks
+      0.88x), so 4 rows keep 8 (H100, notes/decode.md, session 54).
     """
     block_k = max(16, min(triton.next_power_of_2(K), 2048))
     if M == 1 and element_size <= 2:
@@ -513,7 +519,9 @@ def matvec_config(M: int, N: int, K: int, element_size: int = 4) -> dict:
     # ROW_LOOP still loads all rows of an x tile at once: past 8 rows, narrower tiles keep
     # that load at 64 values a thread.
     block_k = block_k if M <= 8 else min(block_k, 512)
-    return {"BLOCK_N": 8, "BLOCK_K": block_k, "num_warps": 4, "num_stages": 1, "ROW_LOOP": True}
+    block_n = 4 if element_size == 4 and M >= 5 else 8
+    return {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": 4, "num_stages": 1,
+            "ROW_LOOP": True}
 
 
 def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,

@@ -214,7 +214,8 @@ def candidates(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -
     base = matvec_config(rows, N, K, size)
     plans.append(Plan("gemv" if "SPLIT" in base else "matvec", base))
     if "SPLIT" not in base:
-        plans += [Plan("matvec", {**base, "BLOCK_N": bn}) for bn in (4, 16)]
+        plans += [Plan("matvec", {**base, "BLOCK_N": bn}) for bn in (4, 8, 16)
+                  if bn != base["BLOCK_N"]]
         gemv = gemv_config(N, K)
         if size <= 2 and gemv_runs(rows, gemv):  # the one-row tile on 2-4 rows
             plans.append(Plan("gemv", gemv))
