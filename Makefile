@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
 COMMA   := ,
 # Tests run on every core where there is no GPU (the interpreter is one Python thread a
-# test: 2 cores take the suite from about 24 to about 13 minutes); with a GPU in one process,
+# test: on 2 cores the suite took 15 minutes instead of 24); with a GPU in one process,
 # so that GPU tests do not share the card.
 TEST_WORKERS ?= $(if $(HAS_GPU),0,auto)
 
