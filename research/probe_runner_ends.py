@@ -11,8 +11,9 @@ graph-replayed loops of TOKENS tokens:
     in-graph     the copy captured inside the graph (from a fixed staging buffer), replay
     set-src      that graph, its copy node pointed at the token before each replay
                  (cudaGraphExecMemcpyNodeSetParams1D through ctypes)
-    runner       tg.GraphRunner (memcpy in)
-    grid         the stack grid's loop (runner, then the output copied out)
+    runner       tg.GraphRunner (its input copy a node of its graph)
+    copy-out     the runner, then its output copied out by copy_ after the replay
+    grid         the stack grid's loop (runner(x, out=...): the copy out a node too)
     hand-grid    the same loop around the hand-captured PyTorch graph
 """
 
@@ -27,7 +28,7 @@ import triton.language as tl
 
 import tilegraph as tg
 from tilegraph.bench import ceilings, measure
-from tilegraph.demo import build_variant, decode, floor_ms
+from tilegraph.demo import build_variant, floor_ms
 from tilegraph.models import LayerStack, LayerStackConfig
 from tilegraph.stack_grid import TOKENS, layers_for
 
@@ -114,8 +115,9 @@ def time_point(stack: LayerStack, batch: int, label: str, rounds: int,
     outputs = torch.empty_like(inputs)
     static = inputs[0].clone()
     graph = tg.capture(stack.fused_forward, static)
-    runner = build_variant("tilegraph", stack, inputs[0]).step
-    hand = build_variant("torch-graph", stack, inputs[0]).step
+    tilegraph = build_variant("tilegraph", stack, inputs[0])
+    hand = build_variant("torch-graph", stack, inputs[0])
+    runner = tilegraph.step
     staging, in_static = inputs[1].clone(), inputs[0].clone()
     in_graph, in_out = copy_in_graph(stack, in_static, staging)
     node = CopyNode(in_graph)
@@ -153,10 +155,24 @@ def time_point(stack: LayerStack, batch: int, label: str, rounds: int,
         for t in range(TOKENS):
             runner(inputs[t])
 
+    def copy_out():
+        for t in range(TOKENS):
+            outputs[t].copy_(runner(inputs[t]))
+
+    def grid():  # demo.decode's loop; a tree before runner(x, out=...) copies out after
+        into = getattr(tilegraph, "step_into", None)
+        if into is None:
+            return copy_out()
+        for t in range(TOKENS):
+            into(inputs[t], outputs[t])
+
+    def hand_grid():
+        for t in range(TOKENS):
+            outputs[t].copy_(hand.step(inputs[t]))
+
     variants = {"replay": replay, "memcpy-in": memcpy_in, "kernel-in": kernel_in,
                 "in-graph": graph_copy, "set-src": set_src, "runner": through_runner,
-                "grid": lambda: decode(runner, inputs, outputs),
-                "hand-grid": lambda: decode(hand, inputs, outputs)}
+                "copy-out": copy_out, "grid": grid, "hand-grid": hand_grid}
     floor = floor_ms(stack.config.with_(batch=batch), copy_gbps) * 1e3
     for r in range(rounds):
         times = {k: per_token(fn, TOKENS) for k, fn in variants.items()}

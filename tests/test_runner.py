@@ -73,6 +73,64 @@ def test_outputs_alias_without_clone_and_not_with_it(layer, device):
     assert_close(y1, ref(x1), torch.float32)
 
 
+@pytest.mark.parametrize("rows", [1, 3, 4])
+def test_out_receives_the_outputs(rows, layer, device):
+    """runner(x, out=y) fills y (poisoned first) and returns it, padded sizes included, and
+    leaves the next call's y alone; clone_outputs=True and again() return new copies."""
+    fn, ref = layer
+    runner = tg.GraphRunner(fn, randn(4, D, device=device), sizes=(2, 4))
+    outs = [torch.full((rows, D), float("nan"), device=device) for _ in range(3)]
+    xs = [randn(rows, D, device=device) for _ in range(3)]
+    for x, out in zip(xs, outs, strict=True):
+        assert runner(x, out=out) is out
+    for x, out in zip(xs, outs, strict=True):
+        assert_close(out, ref(x), torch.float32)
+    cloning = tg.GraphRunner(fn, randn(4, D, device=device), sizes=(2, 4), clone_outputs=True)
+    first = cloning(xs[0])
+    again = cloning.again()
+    assert again is not first
+    assert_close(first, ref(xs[0]), torch.float32)
+    assert_close(again, ref(xs[0]), torch.float32)
+
+
+def test_out_of_several_leaves_and_eager_fallback(device):
+    """A tuple of outputs, one of them non-contiguous and one not batched, into an out of
+    the same structure; past the largest size, the eager fallback fills out too."""
+    bias = randn(3, device=device)
+
+    def fn(x):
+        return tg.gelu(x), tg.gelu(x).T.contiguous().T, bias * 2
+
+    runner = tg.GraphRunner(fn, randn(4, 3, device=device), sizes=(2, 4), fallback="eager")
+    for rows in (3, 4, 6):
+        x = randn(rows, 3, device=device)
+        out = tuple(torch.full_like(t, float("nan")) for t in fn(x))
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="an output of shape")
+            assert runner(x, out=out) is out
+        expected = gelu_ref(x.double())
+        assert_close(out[0], expected, torch.float32)
+        assert_close(out[1], expected, torch.float32)
+        assert torch.equal(out[2], bias * 2)
+    assert runner.eager_calls == 1
+
+
+@pytest.mark.parametrize("out, error, match", [
+    (lambda d: randn(3, D, device=d), ValueError, r"out has shape \(3, 48\)"),
+    (lambda d: randn(2, D, device=d).double(), ValueError, "dtype torch.float64"),
+    (lambda d: (randn(2, D, device=d),), ValueError, "out must have the structure"),
+    (lambda d: [1.0], ValueError, "out must have the structure"),
+])
+def test_out_validation(out, error, match, layer, device):
+    runner = tg.GraphRunner(layer[0], randn(2, D, device=device), sizes=(2,))
+    with pytest.raises(error, match=match):
+        runner(randn(2, D, device=device), out=out(device))
+    y = runner(randn(2, D, device=device))
+    with pytest.raises(ValueError, match="overlaps the runner's static output"):
+        runner(randn(1, D, device=device), out=y.flatten()[1:D + 1].view(1, D))
+    assert runner(randn(2, D, device=device), out=y) is y  # the static output itself
+
+
 def test_calls_reuse_the_views_prepared_for_their_row_count(layer, device):
     fn, ref = layer
     runner = tg.GraphRunner(fn, randn(2, D, device=device), sizes=(2, 4))
@@ -248,6 +306,39 @@ def test_gpu_graphs_copy_each_calls_inputs_themselves():
     for rows in (3, 1):
         x = randn(rows, 256, device="cuda")
         assert_close(runner(x), _layer_ref(x, w, g), torch.float32)
+
+
+@pytest.mark.gpu
+def test_gpu_graphs_copy_outputs_out_themselves():
+    """On a GPU the copies out are graph nodes too: fresh out tensors every call
+    (poisoned), padded and whole sizes in turn (the padded rows zeroed), a non-contiguous
+    out (copied after the replay), clone_outputs, and plain calls between them, which copy
+    nothing out (the last out keeps its values)."""
+    w, g = randn(256, 256, device="cuda", scale=1 / 16), randn(256, device="cuda")
+    runner = tg.GraphRunner(lambda x: _layer(x, w, g), randn(8, 256, device="cuda"),
+                            sizes=(2, 8))
+    big = randn(8, 256, device="cuda") * 1000
+    for rows in (5, 8, 1, 2, 7, 3):
+        runner(big)  # every static row large: a padded row left unzeroed would show
+        x = randn(rows, 256, device="cuda")
+        out = torch.full((rows, 256), float("nan"), device="cuda")
+        assert runner(x, out=out) is out
+        assert_close(out, _layer_ref(x, w, g), torch.float32)
+        padded = runner._buffers[0][rows:2 if rows <= 2 else 8]
+        assert torch.equal(padded, torch.zeros_like(padded))
+        kept = out.clone()
+        runner(randn(rows, 256, device="cuda"))
+        assert torch.equal(out, kept)
+    strided = torch.full((256, 3), float("nan"), device="cuda").T
+    x = randn(3, 256, device="cuda")
+    runner(x, out=strided)
+    assert_close(strided, _layer_ref(x, w, g), torch.float32)
+    cloning = tg.GraphRunner(lambda x: _layer(x, w, g), randn(8, 256, device="cuda"),
+                             sizes=(2, 8), clone_outputs=True)
+    xs = [randn(1 + i % 8, 256, device="cuda") for i in range(20)]
+    ys = [cloning(x) for x in xs]
+    for x, y in zip(xs, ys, strict=True):
+        assert_close(y, _layer_ref(x, w, g), torch.float32)
 
 
 def test_again_replays_a_step_that_feeds_itself(device):

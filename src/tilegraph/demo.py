@@ -7,8 +7,9 @@
     compile       torch.compile(mode="reduce-overhead") of the module (behind --compile)
 
 Each token's hidden state is copied into the variant's input, the step runs, and its output is
-copied out, so every variant does the same per-token work. Every variant's outputs for all
-tokens are checked against a float64 reference before it is timed.
+copied out, so every variant does the same per-token work (tilegraph's runner makes both
+copies nodes of its graph: runner(x, out=...)). Every variant's outputs for all tokens are
+checked against a float64 reference before it is timed.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ class Variant:
     name: str
     step: Callable[[torch.Tensor], torch.Tensor]  # one token: (batch, d) -> (batch, d)
     build_seconds: float  # JIT, capture or compile before the first timed token
+    # one token into a tensor of the caller's, where the variant can write it there itself
+    step_into: Callable[[torch.Tensor, torch.Tensor], object] | None = None
 
 
 def _timed_build(name: str, build: Callable[[], Callable]) -> Variant:
@@ -63,8 +66,11 @@ def build_variant(name: str, stack: LayerStack, example: torch.Tensor,
         return _timed_build(name, build_graph)
     if name == "tilegraph":
         sizes = runner_sizes or (example.shape[0],)
-        return _timed_build(name, lambda: GraphRunner(stack.fused_forward, (example,),
-                                                      sizes=sizes))
+        variant = _timed_build(name, lambda: GraphRunner(stack.fused_forward, (example,),
+                                                         sizes=sizes))
+        runner = variant.step
+        variant.step_into = lambda x, out: runner(x, out=out)
+        return variant
     if name == "compile":
         if INTERPRET:
             return Unavailable("needs CUDA (reduce-overhead mode is CUDA graphs)")
@@ -79,10 +85,14 @@ def build_variant(name: str, stack: LayerStack, example: torch.Tensor,
     raise ValueError(f"unknown variant {name!r}")
 
 
-def decode(step: Callable, inputs: torch.Tensor, outputs: torch.Tensor) -> None:
-    """Run every token of inputs (tokens, batch, d) through step, into outputs."""
+def decode(variant: Variant, inputs: torch.Tensor, outputs: torch.Tensor) -> None:
+    """Run every token of inputs (tokens, batch, d) through the variant, into outputs."""
+    if variant.step_into is not None:
+        for token in range(inputs.shape[0]):
+            variant.step_into(inputs[token], outputs[token])
+        return
     for token in range(inputs.shape[0]):
-        outputs[token].copy_(step(inputs[token]))
+        outputs[token].copy_(variant.step(inputs[token]))
 
 
 @dataclass
@@ -104,7 +114,7 @@ def run_decode(variant: Variant | Unavailable, name: str, inputs: torch.Tensor,
     if isinstance(variant, Unavailable):
         return DecodeResult(name, "skipped", reason=variant.reason)
     outputs = torch.full_like(inputs, math.nan)  # poisoned: an unwritten token fails
-    decode(variant.step, inputs, outputs)
+    decode(variant, inputs, outputs)
     error = max_token_error(outputs, expected)
     result = DecodeResult(name, "ok" if error <= tolerance else "FAIL", error,
                           build_seconds=variant.build_seconds)
@@ -113,7 +123,7 @@ def run_decode(variant: Variant | Unavailable, name: str, inputs: torch.Tensor,
         return result
     if not (timed if timed is not None else not INTERPRET):
         return result
-    stats = measure(lambda: decode(variant.step, inputs, outputs), warmup_ms=rep_ms / 10,
+    stats = measure(lambda: decode(variant, inputs, outputs), warmup_ms=rep_ms / 10,
                     rep_ms=rep_ms, flush_l2=False)
     result.ms_per_token = stats.median / inputs.shape[0]
     return result

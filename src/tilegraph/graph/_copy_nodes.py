@@ -1,10 +1,12 @@
-"""A graph's input copies as nodes of the graph, pointed at each call's tensors.
+"""A graph's copies as nodes of the graph, pointed at each call's tensors.
 
-A GraphRunner call copies the caller's inputs into the graph's static buffers. Launched
-before the replay, that copy delays the graph's start: a one-row bf16 decode stack of d=2048
-took 4.4 us a token more than its bare replays; captured as the graph's first node it took
-1.6 us more, and re-pointed at each call's tensor 2.0-2.3 us (H100; a one-program Triton
-copy before the replay cost what cudaMemcpyAsync did; notes/graphs.md, session 54).
+A GraphRunner call copies the caller's inputs into the graph's static buffers, zeroes the
+padded rows and, where the caller keeps its outputs, copies them out. Launched between
+replays, each such copy delays the next graph's start: a one-row bf16 decode stack of d=2048
+took 4.4 us a token more than its bare replays with the input copied before the replay;
+captured as the graph's first node it took 1.6 us more, and re-pointed at each call's
+tensor 2.0-2.3 us (H100; a one-program Triton copy before the replay cost what
+cudaMemcpyAsync did; notes/graphs.md, session 54).
 Re-pointing goes through the CUDA runtime's graph-update calls, which PyTorch does not wrap:
 `cudaGraphExecMemcpyNodeSetParams1D` changes only the launches that follow it, so it is
 safe while earlier replays still run. Where the runtime or those calls cannot be found, the
@@ -86,19 +88,18 @@ def _memcpy_nodes(runtime: ctypes.CDLL, graph_handle: int) -> dict[tuple[int, in
     return found
 
 
-class InputCopies:
-    """The memcpy nodes that copy a captured graph's staging buffers into its static inputs,
-    one per input, found by their addresses; aim() points them at a call's tensors."""
+class CopyNodes:
+    """Memcpy nodes of a captured graph, one per (source, destination) pair copied at
+    capture, found by those addresses; aim() points them at a call's tensors."""
 
     def __init__(self, runtime: ctypes.CDLL, graph_handle: int, exec_handle: int,
-                 staging: list[torch.Tensor], destinations: list[torch.Tensor]):
+                 sources: list[torch.Tensor], destinations: list[torch.Tensor]):
         nodes = _memcpy_nodes(runtime, graph_handle)
-        keys = [(s.data_ptr(), d.data_ptr()) for s, d in zip(staging, destinations,
+        keys = [(s.data_ptr(), d.data_ptr()) for s, d in zip(sources, destinations,
                                                                strict=True)]
         missing = [k for k in keys if k not in nodes]
         if missing:
-            raise LookupError(f"{len(missing)} of the graph's input copies are not memcpy "
-                              "nodes")
+            raise LookupError(f"{len(missing)} of the graph's copies are not memcpy nodes")
         self._set_params = runtime.cudaGraphExecMemcpyNodeSetParams1D
         self._set_params.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_size_t, ctypes.c_int]
         self._set_enabled = runtime.cudaGraphNodeSetEnabled
@@ -108,11 +109,11 @@ class InputCopies:
         # What each node copies now, (destination, source, bytes): the driver is asked
         # again only when that changes (a caller feeding one buffer in asks once).
         self._aimed = [(d.data_ptr(), s.data_ptr(), s.numel() * s.element_size())
-                       for s, d in zip(staging, destinations, strict=True)]
+                       for s, d in zip(sources, destinations, strict=True)]
         self._enabled = [True] * len(keys)
 
     def aim(self, copies) -> None:
-        """copies: per input, (destination address, source address, bytes) for the next
+        """copies: per node, (destination address, source address, bytes) for the next
         replays to copy, or None to copy nothing there."""
         for i, copy in enumerate(copies):
             if copy is not None and copy != self._aimed[i]:
@@ -122,7 +123,7 @@ class InputCopies:
             self._enable(i, copy is not None)
 
     def off(self) -> None:
-        """The next replays copy nothing: the static inputs are used as they are."""
+        """The next replays copy nothing here."""
         for i in range(len(self._nodes)):
             self._enable(i, False)
 

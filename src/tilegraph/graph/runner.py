@@ -2,11 +2,12 @@
 
 Each call copies the inputs into static buffers sized for the largest size, pads up to the
 next captured size, replays that size's graph and returns the outputs sliced back to the
-caller's size. Padded rows are zeroed and sliced off, so they never reach the caller (for
-functions that treat rows independently, as a decode step does). All sizes share one memory
-pool and are captured largest first. On a GPU the input copies are the graph's own first
-nodes, pointed at each call's tensors (graph/_copy_nodes.py): a copy launched before the
-replay would delay its start.
+caller's size (or copies them into the caller's `out`). Padded rows are zeroed and sliced
+off, so they never reach the caller (for functions that treat rows independently, as a
+decode step does). All sizes share one memory pool and are captured largest first. On a GPU
+the input copies and the copies out are nodes of the graph itself, pointed at each call's
+tensors (graph/_copy_nodes.py): a copy launched between two replays would delay the second
+one's start.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 from ..errors import StaleOutputError
 from ..kernels._checks import byte_range
 from ..kernels.autotune import searches_run
-from ._copy_nodes import InputCopies, cuda_runtime
+from ._copy_nodes import CopyNodes, cuda_runtime
 from ._state import StateWatch, watching_state
 from .capture import Graph, capture, capture_keeping_nodes
 
@@ -52,16 +53,27 @@ class _GuardedOutput(torch.Tensor):
 
 
 @dataclass
+class _GraphCopies:
+    """A size's copy nodes (graph/_copy_nodes.py): per input, the caller's rows into the
+    static input (`inputs`); per output leaf contiguous along dim 0, its rows out to a
+    tensor of the caller's (`outputs`; `output_nodes` maps each flattened output leaf to its
+    node, or None)."""
+    inputs: CopyNodes
+    outputs: CopyNodes
+    output_nodes: list[int | None]
+
+
+@dataclass
 class _SizedCall:
     """What a call with a given number of rows does: copy the inputs into `destinations`
-    (the static buffers' first rows; by the graph's `copies` where it has them), zero
-    `padding` (the rows up to the graph's size), replay `graph`, return `outputs` (its
-    outputs sliced back to those rows)."""
+    (the static buffers' first rows), zero `padding` (the rows up to the graph's size),
+    replay `graph`, return `outputs` (its outputs sliced back to those rows) or copy them
+    into the caller's; by the graph's `copies` where it has them."""
     graph: Graph
     destinations: list[torch.Tensor]
     padding: list[torch.Tensor]
     outputs: Any
-    copies: InputCopies | None
+    copies: _GraphCopies | None
     spans: list[tuple[int, int]]  # each destination's first and past-last byte address
 
 
@@ -71,6 +83,42 @@ def _ranks_capture_together() -> bool:
     one rank may read a tuning choice from disk where another times it."""
     dist = torch.distributed
     return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
+def _node_numbers(pairs: list) -> list[int | None]:
+    """Per entry, its number among the entries that are not None (else None)."""
+    numbers, count = [], 0
+    for pair in pairs:
+        numbers.append(count if pair is not None else None)
+        count += pair is not None
+    return numbers
+
+
+def _out_leaves(out, outputs) -> list:
+    """out's leaves, checked against the outputs they receive: the same structure, and a
+    tensor of the same shape, dtype and device for every tensor output, not overlapping it."""
+    targets, spec = tree_flatten(out)
+    sources, expected = tree_flatten(outputs)
+    if spec != expected:
+        raise ValueError(f"out must have the structure of the outputs ({expected}), got {spec}")
+    for i, (target, source) in enumerate(zip(targets, sources, strict=True)):
+        if not isinstance(source, torch.Tensor):
+            continue
+        where = "out" if len(sources) == 1 else f"out leaf {i}"
+        if not isinstance(target, torch.Tensor):
+            raise TypeError(f"{where} must be a torch.Tensor, got {type(target).__name__}")
+        if target.shape != source.shape or target.dtype != source.dtype:
+            raise ValueError(f"{where} has shape {tuple(target.shape)} and dtype "
+                             f"{target.dtype}; the output has {tuple(source.shape)} and "
+                             f"{source.dtype}")
+        if target.device != source.device:
+            raise ValueError(f"{where} is on {target.device}, the output on {source.device}")
+        if target.data_ptr() != source.data_ptr() and source.numel():
+            (t_start, t_end), (s_start, s_end) = byte_range(target), byte_range(source)
+            if t_start < s_end and s_start < t_end:
+                raise ValueError(f"{where} overlaps the runner's static output without being "
+                                 "it")
+    return targets
 
 
 def _batched(outputs, dim: int, size: int) -> list[torch.Tensor]:
@@ -89,8 +137,10 @@ class GraphRunner:
 
     By default a call returns views of the graph's static outputs (the same views at every
     call with as many rows), which the next replay of that size overwrites.
-    clone_outputs=True returns copies that later calls cannot overwrite; check_stale=True
-    returns views that raise StaleOutputError if read after the next replay of their size.
+    runner(x, out=y) copies them into y (a tensor, or a structure like the outputs) and
+    returns y; clone_outputs=True returns new copies that later calls cannot overwrite (on a
+    GPU both copies are the graph's own last nodes); check_stale=True returns views that
+    raise StaleOutputError if read after the next replay of their size.
     fallback="eager" runs fn directly for inputs no graph fits (too many rows, none);
     "error" raises ValueError instead. restore_state is tg.capture's, over every call the
     runner makes while it is built (the row check's two and each size's warm-up).
@@ -131,7 +181,7 @@ class GraphRunner:
         self._staging = ([buf.clone() for buf in self._buffers] if self._runtime is not None
                          else None)
         self._graphs: dict[int, Graph] = {}
-        self._copies: dict[int, InputCopies | None] = {}
+        self._copies: dict[int, _GraphCopies | None] = {}
         # Prepared calls by the inputs' (shape, dtype, device): a call like an earlier one
         # skips the checks (1.8 -> 0.7 us of Python for one input, measured on CPU).
         self._calls: dict[tuple, _SizedCall] = {}
@@ -163,15 +213,27 @@ class GraphRunner:
             self._graphs[size] = capture(self.fn, *views, warmup=warmup, pool=self.pool)
 
     def _capture_with_copies(self, views: list[torch.Tensor], size: int, warmup: int):
-        """(graph, its input copies): fn after copies of the staging buffers into the static
-        inputs, captured as memcpy nodes; (None, None) where they could not be found."""
+        """(graph, its copy nodes): fn between copies captured as memcpy nodes: before it,
+        each staging buffer into its static input; after it, each output leaf contiguous
+        along dim 0 into a scratch tensor. (None, None) where the nodes could not be
+        found."""
         staged = [buf.narrow(self.dim, 0, size) for buf in self._staging]
         count, fn = len(views), self.fn
+        copied_out: list[tuple[torch.Tensor, torch.Tensor] | None] = []
 
         def copy_then_call(*args):  # (staged..., views...): the views stay graph inputs
             for view, source in zip(args[count:], args[:count], strict=True):
                 view.copy_(source)
-            return fn(*args[count:])
+            outputs = fn(*args[count:])
+            copied_out.clear()  # the warm-up calls ran this too: keep the captured call's
+            for leaf in tree_flatten(outputs)[0]:
+                scratch = None
+                if (isinstance(leaf, torch.Tensor) and leaf.ndim > 0 and leaf.numel()
+                        and leaf.shape[0] == size and leaf.is_contiguous()):
+                    scratch = torch.empty_like(leaf)
+                    scratch.copy_(leaf)
+                copied_out.append((leaf, scratch) if scratch is not None else None)
+            return outputs
 
         copy_then_call.__name__ = str(getattr(fn, "__name__", "fn"))
         graph = capture_keeping_nodes(copy_then_call, *staged, *views, warmup=warmup,
@@ -180,9 +242,16 @@ class GraphRunner:
         try:
             if handles is None:
                 raise LookupError("PyTorch kept no graph nodes")
-            return graph, InputCopies(self._runtime, *handles, staged, views)
-        except (LookupError, RuntimeError):  # capture again, copying before each replay
+            out_pairs = [pair for pair in copied_out if pair is not None]
+            copies = _GraphCopies(
+                CopyNodes(self._runtime, *handles, staged, views),
+                CopyNodes(self._runtime, *handles, [leaf for leaf, _ in out_pairs],
+                          [scratch for _, scratch in out_pairs]),
+                _node_numbers(copied_out))
+        except (LookupError, RuntimeError):  # capture again, copying between replays
             return None, None
+        copies.outputs.off()  # until a call aims them: the scratch went back to the pool
+        return graph, copies
 
     def _check_rows_independent(self, state: StateWatch) -> None:
         """Refuse a function whose output rows depend on other rows (softmax or a sum over
@@ -254,7 +323,7 @@ class GraphRunner:
             rows = x_shape[dim]
         return rows
 
-    def __call__(self, *inputs):
+    def __call__(self, *inputs, out=None):
         try:
             signature = tuple([(x.shape, x.dtype, x.device) for x in inputs])
         except AttributeError:  # not a tensor: _rows says which input
@@ -263,21 +332,21 @@ class GraphRunner:
         if call is None:
             rows = self._rows(inputs)
             if rows == 0 or rows > self.sizes[-1]:
-                return self._without_graph(inputs, rows)
+                return self._without_graph(inputs, rows, out)
             call = self._calls[signature] = self._prepare(rows)
         if not self._aim_copies(call, inputs):
             if call.copies is not None:
-                call.copies.off()
+                call.copies.inputs.off()
             for destination, x in zip(call.destinations, inputs, strict=True):
                 destination.copy_(x)
         for padding in call.padding:
             padding.zero_()
         self._last_call = call
-        return self._replay(call)
+        return self._replay(call, out)
 
     @staticmethod
     def _aim_copies(call: _SizedCall, inputs: tuple) -> bool:
-        """Point the graph's copy nodes at the inputs; False where it has none, or where an
+        """Point the graph's input nodes at the inputs; False where it has none, or where an
         input is not contiguous or overlaps its static buffer without being it (copy_ then
         copies, or names the overlap)."""
         if call.copies is None:
@@ -293,34 +362,76 @@ class GraphRunner:
                 return False
             else:
                 copies.append((d_start, start, size))
-        call.copies.aim(copies)
+        call.copies.inputs.aim(copies)
         return True
 
     def again(self):
-        """Replay the last call's graph on what its static inputs hold now, with no copies:
-        for a step that writes its next inputs over its own inputs (a decode step moving
-        its tokens and positions on), called in a loop. Returns that call's outputs."""
+        """Replay the last call's graph on what its static inputs hold now, with no copies
+        in: for a step that writes its next inputs over its own inputs (a decode step
+        moving its tokens and positions on), called in a loop. Returns that call's outputs
+        (copies of them under clone_outputs=True)."""
         if self._last_call is None:
             raise RuntimeError("again() replays the last call's graph: call the runner first")
         if self._last_call.copies is not None:
-            self._last_call.copies.off()
+            self._last_call.copies.inputs.off()
         return self._replay(self._last_call)
 
-    def _replay(self, call: _SizedCall):
+    def _replay(self, call: _SizedCall, out=None):
+        targets = None
+        if out is None and self.clone_outputs:
+            out = tree_map(lambda t: torch.empty_like(t) if isinstance(t, torch.Tensor) else t,
+                           call.outputs)
+            targets = tree_flatten(out)[0]
+        elif out is not None:
+            targets = _out_leaves(out, call.outputs)
+        copy_after = self._aim_output_copies(call, targets)
         call.graph.replay()
-        if self.clone_outputs:
-            return tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t,
-                            call.outputs)
+        for target, source in copy_after:
+            target.copy_(source)
+        if out is not None:
+            return out
         if self.check_stale:
             return tree_map(lambda t: _GuardedOutput(t, call.graph)
                             if isinstance(t, torch.Tensor) else t, call.outputs)
         return call.outputs
 
-    def _without_graph(self, inputs: tuple, rows: int):
+    @staticmethod
+    def _aim_output_copies(call: _SizedCall, targets: list | None) -> list:
+        """Point the graph's output nodes at `targets` (the caller's tensors per flattened
+        output leaf; None: copy nothing out). Returns the (target, output) pairs that no
+        node copies, for copy_ after the replay."""
+        sources = tree_flatten(call.outputs)[0]
+        nodes = call.copies.output_nodes if call.copies is not None else [None] * len(sources)
+        aimed = [None] * (len(nodes) - nodes.count(None))
+        copy_after = []
+        for i, source in enumerate(sources if targets is not None else ()):
+            target = targets[i]
+            if not isinstance(source, torch.Tensor):
+                continue
+            start = target.data_ptr()
+            if start == source.data_ptr() or not source.numel():
+                continue  # the static output itself, or empty: nothing to copy
+            if nodes[i] is not None and target.is_contiguous():
+                aimed[nodes[i]] = (start, source.data_ptr(),
+                                   source.numel() * source.element_size())
+            else:
+                copy_after.append((target, source))
+        if call.copies is not None:
+            call.copies.outputs.aim(aimed)
+        return copy_after
+
+    def _without_graph(self, inputs: tuple, rows: int, out=None):
         if self.fallback == "eager":
             self.eager_calls += 1
             self._last_call = None  # again() has no graph to replay for this call
-            return self.fn(*inputs)
+            outputs = self.fn(*inputs)
+            if out is None:
+                return outputs
+            for target, source in zip(_out_leaves(out, outputs), tree_flatten(outputs)[0],
+                                      strict=True):
+                if isinstance(source, torch.Tensor):
+                    target.copy_(source)
+            return out
         raise ValueError(f"{rows} rows along dim {self.dim}: the runner has graphs for "
                          f"{self.sizes} (create it with fallback='eager' to run such inputs "
                          "without a graph)")
