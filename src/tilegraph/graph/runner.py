@@ -75,6 +75,8 @@ class _SizedCall:
     outputs: Any
     copies: _GraphCopies | None
     spans: list[tuple[int, int]]  # each destination's first and past-last byte address
+    output_leaves: list  # `outputs` flattened, and its structure (what an `out` must have)
+    output_spec: Any
 
 
 def _ranks_capture_together() -> bool:
@@ -94,11 +96,11 @@ def _node_numbers(pairs: list) -> list[int | None]:
     return numbers
 
 
-def _out_leaves(out, outputs) -> list:
-    """out's leaves, checked against the outputs they receive: the same structure, and a
-    tensor of the same shape, dtype and device for every tensor output, not overlapping it."""
+def _out_leaves(out, sources: list, expected) -> list:
+    """out's leaves, checked against the output leaves `sources` (structure `expected`) they
+    receive: the same structure, and a tensor of the same shape, dtype and device for every
+    tensor output, not overlapping it."""
     targets, spec = tree_flatten(out)
-    sources, expected = tree_flatten(outputs)
     if spec != expected:
         raise ValueError(f"out must have the structure of the outputs ({expected}), got {spec}")
     for i, (target, source) in enumerate(zip(targets, sources, strict=True)):
@@ -383,7 +385,7 @@ class GraphRunner:
                            call.outputs)
             targets = tree_flatten(out)[0]
         elif out is not None:
-            targets = _out_leaves(out, call.outputs)
+            targets = _out_leaves(out, call.output_leaves, call.output_spec)
         copy_after = self._aim_output_copies(call, targets)
         call.graph.replay()
         for target, source in copy_after:
@@ -400,20 +402,22 @@ class GraphRunner:
         """Point the graph's output nodes at `targets` (the caller's tensors per flattened
         output leaf; None: copy nothing out). Returns the (target, output) pairs that no
         node copies, for copy_ after the replay."""
-        sources = tree_flatten(call.outputs)[0]
+        if targets is None:
+            if call.copies is not None:
+                call.copies.outputs.off()
+            return []
+        sources = call.output_leaves
         nodes = call.copies.output_nodes if call.copies is not None else [None] * len(sources)
         aimed = [None] * (len(nodes) - nodes.count(None))
         copy_after = []
-        for i, source in enumerate(sources if targets is not None else ()):
-            target = targets[i]
+        for source, target, node in zip(sources, targets, nodes, strict=True):
             if not isinstance(source, torch.Tensor):
                 continue
             start = target.data_ptr()
             if start == source.data_ptr() or not source.numel():
                 continue  # the static output itself, or empty: nothing to copy
-            if nodes[i] is not None and target.is_contiguous():
-                aimed[nodes[i]] = (start, source.data_ptr(),
-                                   source.numel() * source.element_size())
+            if node is not None and target.is_contiguous():
+                aimed[node] = (start, source.data_ptr(), source.numel() * source.element_size())
             else:
                 copy_after.append((target, source))
         if call.copies is not None:
@@ -427,8 +431,8 @@ class GraphRunner:
             outputs = self.fn(*inputs)
             if out is None:
                 return outputs
-            for target, source in zip(_out_leaves(out, outputs), tree_flatten(outputs)[0],
-                                      strict=True):
+            sources, spec = tree_flatten(outputs)
+            for target, source in zip(_out_leaves(out, sources, spec), sources, strict=True):
                 if isinstance(source, torch.Tensor):
                     target.copy_(source)
             return out
@@ -445,9 +449,9 @@ class GraphRunner:
                    if rows < size]
         destinations = [buf.narrow(self.dim, 0, rows) for buf in self._buffers]
         spans = [byte_range(t) for t in destinations]
-        return _SizedCall(graph, destinations, padding,
-                          tree_map(lambda t: self._sliced(t, size, rows), graph.outputs),
-                          self._copies[size], spans)
+        outputs = tree_map(lambda t: self._sliced(t, size, rows), graph.outputs)
+        return _SizedCall(graph, destinations, padding, outputs, self._copies[size], spans,
+                          *tree_flatten(outputs))
 
     def _sliced(self, value, size: int, rows: int):
         if not isinstance(value, torch.Tensor):
