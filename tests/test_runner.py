@@ -184,6 +184,9 @@ def test_other_batch_dim(device):
                             dim=1)
     x = randn(4, 2, device=device)
     assert_close(runner(x), gelu_ref(x.double()), torch.float32)
+    out = torch.full((4, 2), float("nan"), device=device)
+    assert runner(x, out=out) is out
+    assert_close(out, gelu_ref(x.double()), torch.float32)
 
 
 @pytest.mark.parametrize("call, error, match", [
