@@ -3,6 +3,7 @@ the one-run path (a sequence of a few tiles read by one program a kv head) costs
 with fewer or more warps, loads in flight and tile lengths.
 
     PYTHONPATH=src python3 research/probe_attention_step.py --model qwen2-0.5b --context 256
+    ... --preload   # each run's first tile read before the wait, 2 or 3 stages deep
 
 Each variant is recorded in tg.decode_attention's tuned store for the step's shape (as the
 Generator's tuning would), the step is captured again and 300 replays timed; the rule's
@@ -28,6 +29,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--max-seq", type=int, default=2048)
     parser.add_argument("--quick", action="store_true", help="the 8-warp variants only")
+    parser.add_argument("--preload", action="store_true", help="the first tile preloaded")
     args = parser.parse_args()
     config = LlamaConfig.from_hf(hf_config(args.model))
     model = Llama(config, dtype=torch.bfloat16, device="cuda")
@@ -62,7 +64,11 @@ def main() -> None:
     half = rule["BLOCK_T"] // 2
     quick = [("8 warps", {"num_warps": 8}),
              ("8 warps, one split", {"num_warps": 8, "SPLITS": 1, "BLOCK_SPLITS": 1})]
-    variants = quick if args.quick else [
+    preload = [("2 stages", {"num_stages": 2}),
+               ("preload, 2 stages", {"PRELOAD": True, "num_stages": 2}),
+               ("preload, 2 stages, runs of a tile",
+                {"PRELOAD": True, "num_stages": 2, "ONE_RUN_TILES": 1})]
+    variants = preload if args.preload else quick if args.quick else [
                 ("1 warp", {"num_warps": 1}), ("2 warps", {"num_warps": 2}),
                 ("8 warps", {"num_warps": 8}), ("2 stages", {"num_stages": 2}),
                 ("4 stages", {"num_stages": 4}),

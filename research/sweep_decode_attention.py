@@ -5,6 +5,8 @@ against SDPA on the same cache.
                                                                               # warps, programs
     PYTHONPATH=src python3 research/sweep_decode_attention.py --sweep rules   # whole rules over
                                                                               # the grid and more
+    PYTHONPATH=src python3 research/sweep_decode_attention.py --sweep preload # first tiles read
+                                                                              # before the wait
     PYTHONPATH=src python3 research/sweep_decode_attention.py --sweep tiles --points below70 \
         --merge-elements 32768 --tiles 64,128,256   # the grid's points under 70% of copy, with
                                                     # more runs than the merge's cap allows
@@ -78,6 +80,14 @@ def tile_configs(base: dict, pairs: int, max_seq: int, tiles=(64, 128),
                 "SPLITS": splits, "BLOCK_SPLITS": triton.next_power_of_2(splits)})
 
 
+def preload_configs(base: dict, pairs: int, max_seq: int):
+    """The rule and 4 stages with each run's first tile read before the wait (alone, the
+    kernel before writes no cache row)."""
+    for stages in (2, 3, 4):
+        yield f"preload s{stages}", {**base, "PRELOAD": True, "num_stages": stages}
+    yield "s2", {**base, "num_stages": 2}
+
+
 def sweep_point(heads: int, kv_heads: int, head_dim: int, batch: int, context: int,
                 sweep: str, tiles=(64, 128), merge_elements: int = MERGE_ELEMENTS
                 ) -> dict[str, float]:
@@ -93,8 +103,8 @@ def sweep_point(heads: int, kv_heads: int, head_dim: int, batch: int, context: i
         "default": lambda q, k, v, n: launch_decode_attention(
             q, k, v, n, head_dim ** -0.5, out) or out}
     configs = (tile_configs(base, batch * kv_heads, context, tiles, merge_elements)
-               if sweep == "tiles"
-               else rule_configs(base, batch * kv_heads, context))
+               if sweep == "tiles" else preload_configs(base, batch * kv_heads, context)
+               if sweep == "preload" else rule_configs(base, batch * kv_heads, context))
     for name, config in configs:
         variants[name] = (lambda c: lambda q, k, v, n: launch_decode_attention(
             q, k, v, n, head_dim ** -0.5, out, c) or out)(config)
@@ -106,7 +116,7 @@ def sweep_point(heads: int, kv_heads: int, head_dim: int, batch: int, context: i
                   key=lambda r: r.stats.median)
     print(f"\n{heads}/{kv_heads}x{head_dim} batch {batch} context {context} "
           f"({2 * k.numel() * 2 / 2**20:.1f} MB), default {base}")
-    shown = rows if sweep == "rules" else rows[:6]
+    shown = rows if sweep != "tiles" else rows[:6]
     for r in shown + [r for r in rows if r.name in ("SDPA", "default") and r not in shown]:
         print(f"  {r.name:22s} {r.stats.median * 1e3:7.2f} us  {r.pct_ceiling:5.1f}% "
               f"x{r.speedup:.2f}")
@@ -115,14 +125,14 @@ def sweep_point(heads: int, kv_heads: int, head_dim: int, batch: int, context: i
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--sweep", choices=("tiles", "rules"), default="rules")
+    parser.add_argument("--sweep", choices=("tiles", "rules", "preload"), default="rules")
     parser.add_argument("--points", choices=("tiles", "rules", "below70"),
                         help="which points (default: the sweep's own)")
     parser.add_argument("--tiles", default="64,128", help="tiles: positions a tile to try")
     parser.add_argument("--merge-elements", type=int, default=MERGE_ELEMENTS,
                         help="tiles: the merge's cap on runs x q heads x head_dim")
     args = parser.parse_args()
-    points = {"tiles": TILE_POINTS, "rules": RULE_POINTS,
+    points = {"tiles": TILE_POINTS, "rules": RULE_POINTS, "preload": RULE_POINTS,
               "below70": BELOW70_POINTS}[args.points or args.sweep]
     tiles = tuple(int(t) for t in args.tiles.split(","))
     speedups: dict[str, list[float]] = {}

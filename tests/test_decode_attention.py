@@ -143,9 +143,11 @@ def test_step_candidates_start_with_the_chosen_launch(shape):
     rule = attention_config(*shape, 132)
     for chosen in attention_candidates(*shape, 132):
         candidates = step_candidates(*shape, 132, chosen)
+        preloaded = attention_config(*shape, 132, preload=True, stages=2)
         assert candidates[0] == chosen
-        assert len({repr(c) for c in candidates}) == len(candidates) == 3 + (chosen != rule)
-        assert rule in candidates  # attention alone does not predict the step
+        assert len({repr(c) for c in candidates}) == len(candidates)
+        assert len(candidates) == 4 + (chosen != rule) - (chosen == preloaded)
+        assert rule in candidates and preloaded in candidates
         assert {(c["BLOCK_T"], c["num_stages"], c["BLOCK_G"]) for c in candidates[1:]} >= {
             (2 * rule["BLOCK_T"], 2, rule["BLOCK_G"]), (rule["BLOCK_T"], 3, 64)}
         for config in candidates:
@@ -155,8 +157,8 @@ def test_step_candidates_start_with_the_chosen_launch(shape):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_step_candidates_match_reference(dtype, device):
-    """Every launch a step may choose (a q tile of 64 rows, tiles of twice the positions),
-    split and in one run, equals the float64 reference."""
+    """Every launch a step may choose (a q tile of 64 rows, tiles of twice the positions,
+    the first tile preloaded), split and in one run, equals the float64 reference."""
     q, k, v = _case(3, 6, 2, 16, 150, dtype, device)
     lengths = torch.tensor([150, 1, 37], device=device)
     rule = attention_config(3, 2, 3, 16, 150, 1)
@@ -186,6 +188,30 @@ def test_a_launch_chosen_in_a_step_is_recorded_for_its_attention_key(monkeypatch
     result = tune_attention_in_step_once(2, 8, 2, 64, 700, torch.bfloat16, step, no_capture,
                                          positions, 2e-2)
     assert result is None and attention.tuned.lookup(key) == chosen
+
+
+@pytest.mark.parametrize("head_dim, max_seq, timed_at", [
+    (64, 2048, {255, 383, 2047}), (128, 2048, {255, 191, 2047}), (64, 300, {255, 299})])
+def test_a_step_is_timed_where_one_run_reads_the_most(head_dim, max_seq, timed_at,
+                                                      monkeypatch):
+    """Each candidate's step is timed at a short position, at the longest sequence one
+    program reads unsplit (the rule's tiles) and at the last position."""
+    monkeypatch.setattr(attention.tuned, "_memo", {})
+    monkeypatch.setattr(attention.tuned, "_disk_loaded", True)
+    monkeypatch.setattr(tune.attention_in_step, "_memo", {})
+    monkeypatch.setattr(tune.attention_in_step, "_disk_loaded", True)
+    monkeypatch.setattr(tune, "timing_enabled", lambda: True)
+    positions = torch.zeros(1, dtype=torch.int64)
+    seen = set()
+
+    class Step:   # stands for the captured step: its replays read the positions
+        outputs = torch.ones(1)
+
+        def replay(self):
+            seen.add(int(positions[0]))
+    result = tune_attention_in_step_once(1, 8, 2, head_dim, max_seq, torch.bfloat16, (1,),
+                                         Step, positions, 2e-2)
+    assert result is not None and seen == timed_at
 
 
 def test_a_tuned_launch_shape_is_the_one_launched(device, monkeypatch):
@@ -295,6 +321,53 @@ def test_lengths_written_by_a_pdl_kernel_just_before():
         graph.replay()
         ref = decode_attention_ref(q.double(), k.double(), v.double(), positions + 1)
         assert_close(out, ref, torch.bfloat16, what=f"positions from {first}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kv_heads, max_seq, one_run_tiles", [(2, 1024, 3), (4, 700, 0)])
+def test_preloaded_tiles_read_the_rows_the_projection_just_wrote(kv_heads, max_seq,
+                                                                 one_run_tiles, monkeypatch):
+    """Each run's first tile read before the wait while tg.linear_qkv, the kernel just
+    before under PDL, writes the new token's keys and values: attention reads those rows
+    again after its wait. They hold NaN before every replay, so a stale read shows; slots
+    out of order, each sequence at its own position."""
+    monkeypatch.setattr(attention.tuned, "_memo", {})
+    monkeypatch.setattr(attention.tuned, "_disk_loaded", True)  # this test's records only
+    batch, heads, head_dim, dim, dtype = 3, 8, 64, 256, torch.bfloat16
+    _, k, v = _case(batch, heads, kv_heads, head_dim, max_seq, dtype, "cuda")
+    x = torch.randn(batch, dim, device="cuda").to(dtype)
+    w = (torch.randn((heads + 2 * kv_heads) * head_dim, dim, device="cuda") * dim ** -0.5
+         ).to(dtype)
+    angles = torch.outer(torch.arange(max_seq, device="cuda").float(),
+                         torch.rand(head_dim // 2, device="cuda"))
+    cos, sin = angles.cos(), angles.sin()
+    slots = torch.tensor([2, 0, 1], device="cuda")
+    positions = torch.zeros(batch, dtype=torch.int64, device="cuda")
+    lengths = torch.zeros_like(positions)
+    config = {**attention_config(batch, kv_heads, heads // kv_heads, head_dim, max_seq,
+                                 sm_count(x.device), preload=True, stages=2),
+              "ONE_RUN_TILES": one_run_tiles}
+    attention.tuned.record(attention_key(batch, kv_heads, heads // kv_heads, head_dim,
+                                         max_seq, dtype), config)
+    q = torch.empty(batch, heads, head_dim, dtype=dtype, device="cuda")
+    out = torch.empty_like(q)
+
+    def step():
+        tg.linear_qkv(x, w, cos=cos, sin=sin, positions=positions, slots=slots, k_cache=k,
+                      v_cache=v, n_heads=heads, out=q)
+        return tg.decode_attention(q, k, v, lengths, out=out)
+
+    graph = tg.capture(step)
+    for first in (0, 127, 128, 300, max_seq - 2, 1, 64):
+        positions.copy_(torch.tensor([first, (first * 7 + 5) % max_seq, max_seq - 1 - first]))
+        lengths[slots] = positions + 1   # the new row is each sequence's last
+        x.copy_(torch.randn(batch, dim, device="cuda"))
+        k[slots, :, positions] = float("nan")
+        v[slots, :, positions] = float("nan")
+        graph.replay()
+        assert not k[slots, :, positions].isnan().any()
+        ref = decode_attention_ref(q.double(), k.double(), v.double(), lengths)
+        assert_close(out, ref, dtype, what=f"positions from {first}")
 
 
 @pytest.mark.gpu

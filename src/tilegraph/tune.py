@@ -186,9 +186,13 @@ def tune_attention_in_step_once(batch: int, n_heads: int, n_kv_heads: int, head_
         batch, n_kv_heads, group, head_dim, max_seq, sm_count(positions.device))
     candidates = attention.step_candidates(batch, n_kv_heads, group, head_dim, max_seq,
                                            sm_count(positions.device), first)
+    # Also timed where one program reads the longest sequence of the unsplit path: a launch
+    # that won at 255 and 1023 lost 3.6% there in a Qwen2-0.5B step (notes/models.md,
+    # session 56).
+    one_run_end = attention.ONE_RUN_TILES * attention.default_tile(head_dim) - 1
     times = time_step_candidates(len(candidates),
                                  lambda i: attention.tuned.record(key, candidates[i]),
-                                 capture_step, positions, max_seq, tolerance)
+                                 capture_step, positions, max_seq, tolerance, (one_run_end,))
     if not times:  # not even the launch timed alone captured: leave it to fail in the open
         attention.tuned.record(key, first)
         return None
@@ -252,13 +256,14 @@ def tune_release_in_step_once(step: tuple, projections: dict[str, tuple[int, int
 
 def time_step_candidates(count: int, apply: Callable[[int], None],
                          capture_step: Callable[[], object], positions: torch.Tensor,
-                         max_seq: int, tolerance: float) -> dict[int, float]:
+                         max_seq: int, tolerance: float, also_at: Sequence[int] = ()
+                         ) -> dict[int, float]:
     """ms a step with each of `count` candidates, by index: `apply(i)` sets candidate i up,
     `capture_step()` captures the caller's step anew (a Graph), whose replays are timed with
-    `positions`, its static positions, at a short position and at max_seq - 1, and the sum
-    kept. Left out: a candidate that does not compile (more shared memory than this GPU
-    has) and one whose output departs from the first's by more than `tolerance`
-    (relative): never pick a candidate that changes the step's result."""
+    `positions`, its static positions, at a short position, at those in `also_at` and at
+    max_seq - 1, and the sum kept. Left out: a candidate that does not compile (more shared
+    memory than this GPU has) and one whose output departs from the first's by more than
+    `tolerance` (relative): never pick a candidate that changes the step's result."""
     from .bench.timing import measure
 
     times, reference = {}, None
@@ -269,7 +274,8 @@ def time_step_candidates(count: int, apply: Callable[[int], None],
         except triton.runtime.errors.OutOfResources:
             continue
         ms = 0.0
-        for position in dict.fromkeys((min(255, max_seq - 1), max_seq - 1)):
+        timed_at = (255, *also_at, max_seq - 1)
+        for position in dict.fromkeys(min(p, max_seq - 1) for p in timed_at):
             positions.fill_(position)
             ms += measure(graph.replay, warmup_ms=5, rep_ms=20, flush_l2=False).median
         output = graph.outputs.clone()

@@ -10,11 +10,13 @@ most ONE_RUN_TILES tiles is one run. The split count is fixed at launch (a graph
 at every length); each program reads its sequence's length on the device and takes 1 /
 SPLITS of the tiles, so long contexts and short ones alike spread over the grid; runs past
 a short sequence's tiles do nothing, a sequence of one run writes its output directly, and
-no program reads past a length. The q heads that share a kv head ride in one tensor-core
-tile, so each key and value is read once. The last run of a pair to finish merges the
-runs' partial results in a fixed order (the result does not depend on which run finished
-last): one kernel, no second launch. The launch shape is timed per shape by
-tune.tune_attention where it has been run, else a rule.
+no program reads past a length. Under PDL a launch may read each run's first tile before
+its wait, where the kernel before writes no cache row but those it names (the q|k|v
+projection's new rows, read again after the wait; _pdl.py). The q heads that share a kv
+head ride in one tensor-core tile, so each key and value is read once. The last run of a
+pair to finish merges the runs' partial results in a fixed order (the result does not
+depend on which run finished last): one kernel, no second launch. The launch shape is
+timed per shape by tune.tune_attention where it has been run, else a rule.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from ._checks import check_tensor, prepare_out
 from ._launch import ASSUMED_SM_COUNT, sm_count, supports_pdl
 from ._ops import custom_op
 from ._pdl import ENABLED as PDL_ENABLED
-from ._pdl import launched, use_pdl
+from ._pdl import cache_rows_in_flight, launched, use_pdl
 from ._split_workspace import split_workspace
 from .autotune import Tuner
 
@@ -46,36 +48,41 @@ ONE_RUN_TILES = 3
 
 
 @triton.jit
-def _attend_run(q, k_ptrs, v_ptrs, d_mask, stride_cp, start, stop, qk_scale,
-                BLOCK_G: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr,
-                EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr):
-    """Online softmax over positions [start, stop): (running max m, sum denom, unnormalised
-    output acc) of the BLOCK_G query heads in q, scores in log2 units. k_ptrs, v_ptrs
-    (BLOCK_T, BLOCK_D) point at position 0; d_mask: the real head_dim columns (all of them
-    when EVEN_D)."""
+def _attend_tile(q, k, v, t_mask, m, denom, acc, qk_scale, DOT_PRECISION: tl.constexpr,
+                 UPCAST_DOT: tl.constexpr):
+    """One tile of the online softmax: (m, denom, acc) updated by keys k and values v
+    (BLOCK_T, BLOCK_D) at the positions t_mask admits (at least one), scores in log2 units."""
+    if UPCAST_DOT:  # the interpreter mis-multiplies bf16 dots; fp32 is exact for them
+        k = k.to(tl.float32)
+        v = v.to(tl.float32)
+    scores = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale  # (BG, BT)
+    scores = tl.where(t_mask[None, :], scores, float("-inf"))
+    m_new = tl.maximum(m, tl.max(scores, axis=1))  # finite: t_mask admits a position
+    alpha = tl.exp2(m - m_new)
+    p = tl.exp2(scores - m_new[:, None])
+    denom = denom * alpha + tl.sum(p, axis=1)
+    # p in the cache's dtype for the tensor cores, as flash attention and transformers'
+    # eager attention round the probabilities
+    acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
+    return m_new, denom, acc
+
+
+@triton.jit
+def _attend_run(q, k_ptrs, v_ptrs, d_mask, stride_cp, start, stop, qk_scale, m, denom, acc,
+                BLOCK_T: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
+                UPCAST_DOT: tl.constexpr):
+    """Online softmax over positions [start, stop) from the state (running max m, sum denom,
+    unnormalised output acc) of the BLOCK_G query heads in q. k_ptrs, v_ptrs (BLOCK_T,
+    BLOCK_D) point at position 0; d_mask: the real head_dim columns (all of them when
+    EVEN_D)."""
     offs_t = tl.arange(0, BLOCK_T)
-    m = tl.full([BLOCK_G], float("-inf"), tl.float32)
-    denom = tl.zeros([BLOCK_G], tl.float32)
-    acc = tl.zeros([BLOCK_G, BLOCK_D], tl.float32)
     for t0 in range(start, stop, BLOCK_T):
         t_mask = (t0 + offs_t) < stop
         kv_mask = t_mask[:, None] if EVEN_D else t_mask[:, None] & d_mask[None, :]
         k = tl.load(k_ptrs + t0 * stride_cp, mask=kv_mask, other=0.0)  # (BT, BD)
         v = tl.load(v_ptrs + t0 * stride_cp, mask=kv_mask, other=0.0)
-        if UPCAST_DOT:  # the interpreter mis-multiplies bf16 dots; fp32 is exact for them
-            k = k.to(tl.float32)
-            v = v.to(tl.float32)
-        scores = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale  # (BG, BT)
-        scores = tl.where(t_mask[None, :], scores, float("-inf"))
-        # every tile holds at least one position below stop: m_new is finite
-        m_new = tl.maximum(m, tl.max(scores, axis=1))
-        alpha = tl.exp2(m - m_new)
-        p = tl.exp2(scores - m_new[:, None])
-        denom = denom * alpha + tl.sum(p, axis=1)
-        # p in the cache's dtype for the tensor cores, as flash attention and transformers'
-        # eager attention round the probabilities
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
-        m = m_new
+        m, denom, acc = _attend_tile(q, k, v, t_mask, m, denom, acc, qk_scale, DOT_PRECISION,
+                                     UPCAST_DOT)
     return m, denom, acc
 
 
@@ -115,10 +122,13 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
                              q_ptr, stride_qb, stride_qh,
                              k_ptr, v_ptr, stride_cb, stride_ch, stride_cp,
                              lengths_ptr, partial_ptr, count_ptr,
+                             written_slots_ptr, written_positions_ptr,
                              qk_scale, max_seq,
                              N_KV_HEADS: tl.constexpr, GROUP: tl.constexpr,
                              HEAD_DIM: tl.constexpr, SPLITS: tl.constexpr,
                              PDL: tl.constexpr, LENGTHS_FINAL: tl.constexpr,
+                             PRELOAD: tl.constexpr, N_WRITTEN: tl.constexpr,
+                             BLOCK_WRITTEN: tl.constexpr,
                              ONE_RUN_TILES: tl.constexpr,
                              DOT_PRECISION: tl.constexpr,
                              UPCAST_DOT: tl.constexpr, BLOCK_G: tl.constexpr,
@@ -144,12 +154,34 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
     kv_base = b.to(tl.int64) * stride_cb + kv_head * stride_ch
     start, stop, used = _run_bounds(lengths_ptr, b, run, max_seq, SPLITS, BLOCK_T,
                                     ONE_RUN_TILES)
+    offs_d = tl.arange(0, BLOCK_D)
+    d_mask = offs_d < HEAD_DIM
+    kv_offsets = kv_base + tl.arange(0, BLOCK_T)[:, None] * stride_cp + offs_d[None, :]
+    first_positions = start + tl.arange(0, BLOCK_T)
+    first_mask = first_positions < stop
+    first_kv_mask = first_mask[:, None] & d_mask[None, :]
+    if PRELOAD:
+        # The run's first tile into registers while the kernel before finishes: it writes
+        # no row of the caches but row written_positions[r] of slot written_slots[r] (read
+        # again after the wait), so the others are final already.
+        k_first = tl.load(k_ptr + kv_offsets + start * stride_cp, mask=first_kv_mask,
+                          other=0.0)
+        v_first = tl.load(v_ptr + kv_offsets + start * stride_cp, mask=first_kv_mask,
+                          other=0.0)
+        written = tl.zeros([BLOCK_T], tl.int1)
+        if N_WRITTEN > 0:
+            r = tl.arange(0, BLOCK_WRITTEN)
+            w_slots = tl.load(written_slots_ptr + r, mask=r < N_WRITTEN, other=-1)
+            w_positions = tl.load(written_positions_ptr + r, mask=r < N_WRITTEN, other=-1)
+            hits = (w_slots[None, :] == b) & (w_positions[None, :] == first_positions[:, None])
+            written = tl.max(hits.to(tl.int32), axis=1) > 0                      # (BT,)
     if PDL:
         # While the kernel before finishes: the run's first keys and values into L2. Only a
         # hint (L2 is coherent, so a line written after this is read fresh below).
-        _prefetch_tile(k_ptr + kv_base, stride_cp, start, stop, HEAD_DIM, BLOCK_T, ROW_LINES,
+        ahead = start + BLOCK_T if PRELOAD else start
+        _prefetch_tile(k_ptr + kv_base, stride_cp, ahead, stop, HEAD_DIM, BLOCK_T, ROW_LINES,
                        LINE_ELEMENTS)
-        _prefetch_tile(v_ptr + kv_base, stride_cp, start, stop, HEAD_DIM, BLOCK_T, ROW_LINES,
+        _prefetch_tile(v_ptr + kv_base, stride_cp, ahead, stop, HEAD_DIM, BLOCK_T, ROW_LINES,
                        LINE_ELEMENTS)
         tl.extra.cuda.gdc_wait()               # q and this layer's cache writes are final
         tl.extra.cuda.gdc_launch_dependents()  # the next kernel may prefetch its weights
@@ -160,18 +192,27 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
                                             ONE_RUN_TILES)
     if run < used:
         offs_g = tl.arange(0, BLOCK_G)
-        offs_d = tl.arange(0, BLOCK_D)
         g_mask = offs_g < GROUP
-        d_mask = offs_d < HEAD_DIM
         heads = kv_head * GROUP + offs_g
         q = tl.load(q_ptr + b.to(tl.int64) * stride_qb + heads[:, None] * stride_qh
                     + offs_d[None, :], mask=g_mask[:, None] & d_mask[None, :], other=0.0)
         if UPCAST_DOT:
             q = q.to(tl.float32)
-        kv_offsets = kv_base + tl.arange(0, BLOCK_T)[:, None] * stride_cp + offs_d[None, :]
+        m = tl.full([BLOCK_G], float("-inf"), tl.float32)
+        denom = tl.zeros([BLOCK_G], tl.float32)
+        acc = tl.zeros([BLOCK_G, BLOCK_D], tl.float32)
+        if PRELOAD and start < stop:
+            fresh = written[:, None] & first_kv_mask
+            k_first = tl.load(k_ptr + kv_offsets + start * stride_cp, mask=fresh,
+                              other=k_first)
+            v_first = tl.load(v_ptr + kv_offsets + start * stride_cp, mask=fresh,
+                              other=v_first)
+            m, denom, acc = _attend_tile(q, k_first, v_first, first_mask, m, denom, acc,
+                                         qk_scale, DOT_PRECISION, UPCAST_DOT)
+            start += BLOCK_T
         m, denom, acc = _attend_run(q, k_ptr + kv_offsets, v_ptr + kv_offsets, d_mask,
-                                    stride_cp, start, stop, qk_scale, BLOCK_G, BLOCK_T,
-                                    BLOCK_D, HEAD_DIM == BLOCK_D, DOT_PRECISION, UPCAST_DOT)
+                                    stride_cp, start, stop, qk_scale, m, denom, acc, BLOCK_T,
+                                    HEAD_DIM == BLOCK_D, DOT_PRECISION, UPCAST_DOT)
         if used == 1:
             out_ptrs = (out_ptr + b.to(tl.int64) * stride_ob + heads[:, None] * stride_oh
                         + offs_d[None, :])
@@ -232,7 +273,8 @@ def _merge_runs(out_ptr, stride_ob, stride_oh, stats, outs, b, kv_head, used,
 
 def attention_config(batch: int, n_kv_heads: int, group: int, head_dim: int, max_seq: int,
                      sms: int | None, *, tile: int | None = None, stages: int = 3,
-                     programs_per_sm: int = 1, query_rows: int = 16) -> dict:
+                     programs_per_sm: int = 1, query_rows: int = 16,
+                     preload: bool = False) -> dict:
     """Launch shape: the group's q heads padded to a tensor-core tile of at least
     `query_rows` rows (16, an mma.sync tile; 64, a Hopper warpgroup's wgmma, which does four
     times the multiplies but reduces the softmax's rows within a warp and keeps the
@@ -241,8 +283,10 @@ def attention_config(batch: int, n_kv_heads: int, group: int, head_dim: int, max
     flight; at most `programs_per_sm` programs an SM over all (sequence, kv head) pairs
     (rounded down: a few programs past a whole wave would run as a second wave with most
     SMs idle), but no more runs than max_seq has tiles, and few enough that the merge holds
-    every run's partial output in registers at once (MERGE_ELEMENTS). The defaults are the
-    rule for untuned shapes (research/sweep_decode_attention.py, notes/models.md)."""
+    every run's partial output in registers at once (MERGE_ELEMENTS); `preload`: each run's
+    first tile read into registers before the wait under PDL, where the launcher finds that
+    safe. The defaults are the rule for untuned shapes (research/sweep_decode_attention.py,
+    notes/models.md)."""
     group_p2 = triton.next_power_of_2(group)
     block_d = max(16, triton.next_power_of_2(head_dim))
     block_t = tile or default_tile(head_dim)
@@ -253,7 +297,7 @@ def attention_config(batch: int, n_kv_heads: int, group: int, head_dim: int, max
     return {"SPLITS": splits, "ONE_RUN_TILES": ONE_RUN_TILES,
             "BLOCK_G": max(query_rows, group_p2), "GROUP_P2": group_p2, "BLOCK_T": block_t,
             "BLOCK_D": block_d, "BLOCK_SPLITS": triton.next_power_of_2(splits),
-            "num_warps": 4, "num_stages": stages}
+            "PRELOAD": preload, "num_warps": 4, "num_stages": stages}
 
 
 def default_tile(head_dim: int) -> int:
@@ -269,10 +313,14 @@ def attention_candidates(batch: int, n_kv_heads: int, group: int, head_dim: int,
     at batch 8-16, two programs an SM where few pairs stream a long cache, tiles of twice
     the default positions (three stages deep) on caches of 16 MB and more where each run
     takes several tiles (notes/models.md, session 47); each was 1.3-1.7x slower than the
-    best somewhere."""
+    best somewhere. Each run's first tile read before the wait (where the launcher finds it
+    safe), 2 stages deep, was the fastest at 24 of 57 such shapes on H200 and 1.7x slower
+    than the rule at others; 4 stages deep, at 5 of the 7 points under 70% of copy
+    (notes/models.md, session 56)."""
     shape = (batch, n_kv_heads, group, head_dim, max_seq, sms)
     variants = ({}, {"stages": 4}, {"stages": 4, "programs_per_sm": 2},
-                {"tile": 2 * default_tile(head_dim)})
+                {"tile": 2 * default_tile(head_dim)}, {"preload": True, "stages": 2},
+                {"preload": True, "stages": 4})
     configs = []
     for variant in variants:
         config = attention_config(*shape, **variant)
@@ -291,11 +339,14 @@ def step_candidates(batch: int, n_kv_heads: int, group: int, head_dim: int, max_
     while attention runs, each was the fastest for some models and the slowest for others:
     tiles of 256 took TinyLlama's and Llama-3.2-1B's batch-1 steps 5% faster and
     Qwen2-0.5B's up to 6% slower, 64 rows Llama-3.2-3B's 2% faster (H100, notes/models.md,
-    session 43)."""
+    session 43). Each run's first tile read before the wait, two stages deep, took batch-1
+    steps 1.5-3.4% faster on TinyLlama (positions 255-1023), 1.5-6.8% on Llama-3.2-1B, 1.0%
+    on Qwen2-0.5B at 1023 and 1.3% on TinyLlama b8, and Qwen2-0.5B's 0.5% slower at 255 and
+    3.6% at 383 (H200, notes/models.md, session 56)."""
     shape = (batch, n_kv_heads, group, head_dim, max_seq, sms)
     configs = [dict(chosen)]
     for variant in ({}, {"tile": 2 * default_tile(head_dim), "stages": 2},
-                    {"query_rows": 64}):
+                    {"query_rows": 64}, {"preload": True, "stages": 2}):
         config = attention_config(*shape, **variant)
         if config not in configs:
             configs.append(config)
@@ -304,8 +355,8 @@ def step_candidates(batch: int, n_kv_heads: int, group: int, head_dim: int, max_
 
 # Raised whenever attention_candidates or step_candidates change: a launch chosen on disk
 # among older candidates is then timed again instead of kept (2: tiles of twice the default
-# positions alone, the rule in the step; session 47).
-CANDIDATES_VERSION = 2
+# positions alone, the rule in the step; session 47. 3: the first tile preloaded; session 56).
+CANDIDATES_VERSION = 3
 
 
 def attention_key(batch: int, n_kv_heads: int, group: int, head_dim: int, max_seq: int,
@@ -335,6 +386,7 @@ def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
     config = dict(config or attention_config(batch, n_kv_heads, group, head_dim, max_seq,
                                              sm_count(q.device)))
     config.setdefault("ONE_RUN_TILES", ONE_RUN_TILES)  # a shape tuned before it was a key
+    config.setdefault("PRELOAD", False)
     partials = counters = out  # placeholders, never touched without a split
     pairs = batch * n_kv_heads
     if config["SPLITS"] > 1:
@@ -349,14 +401,23 @@ def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
     # they save a round trip to memory ahead of the first keys (1-3% of a step on TinyLlama
     # and Qwen2-0.5B, notes/models.md). Written by the kernel just before, read again.
     lengths_final = pdl and use_pdl(q.device, (lengths,))
+    # The first tile is read before the wait where its bounds are final (no PDL, or lengths
+    # read once) and the kernel before writes no cache row but those it names.
+    rows = cache_rows_in_flight(q.device, (k_cache, v_cache)) if pdl else ()
+    if rows is None or (pdl and not lengths_final):
+        config["PRELOAD"] = False
+    written_slots, written_positions = rows if config["PRELOAD"] and rows else (lengths, lengths)
+    n_written = written_positions.numel() if config["PRELOAD"] and rows else 0
     line_elements = 128 // q.element_size()  # an L2 line, for the prefetch under PDL
     row_lines = triton.next_power_of_2(triton.cdiv(head_dim, line_elements))
     _decode_attention_kernel[(pairs, config["SPLITS"])](
         out, out.stride(0), out.stride(1), q, q.stride(0), q.stride(1),
         k_cache, v_cache, k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
-        lengths, partials, counters, scale * math.log2(math.e), max_seq,
+        lengths, partials, counters, written_slots, written_positions,
+        scale * math.log2(math.e), max_seq,
         N_KV_HEADS=n_kv_heads, GROUP=group, HEAD_DIM=head_dim, PDL=pdl,
-        LENGTHS_FINAL=lengths_final,
+        LENGTHS_FINAL=lengths_final, N_WRITTEN=n_written,
+        BLOCK_WRITTEN=triton.next_power_of_2(max(n_written, 1)),
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         UPCAST_DOT=INTERPRET and q.dtype == torch.bfloat16,
         LINE_ELEMENTS=line_elements, ROW_LINES=row_lines, **config,

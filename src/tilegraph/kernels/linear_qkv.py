@@ -76,7 +76,7 @@ def _launch_linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
                        "rotary", None, pdl,
                        rotary_args(k_cache, v_cache, cos, sin, positions, slots, n_heads),
                        handed=(x_next, norm_parts) if norm_parts is not None else None)
-    launched(x.device, pdl, (out, k_cache, v_cache))
+    launched(x.device, pdl, (out, k_cache, v_cache), ((k_cache, v_cache), slots, positions))
 
 
 _run_linear_qkv = custom_op("linear_qkv", _launch_linear_qkv,

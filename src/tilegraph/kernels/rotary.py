@@ -78,7 +78,7 @@ def _launch_rotary_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
         k_cache.stride(2), N_HEADS=n_heads, N_KV_HEADS=n_kv_heads, HEAD_DIM=head_dim,
         PDL=pdl, BLOCK_HALF=triton.next_power_of_2(head_dim // 2), num_warps=1,
         **({"launch_pdl": True} if pdl else {}))
-    launched(qkv.device, pdl, (out, k_cache, v_cache))
+    launched(qkv.device, pdl, (out, k_cache, v_cache), ((k_cache, v_cache), slots, positions))
 
 
 _run_rotary_qkv = custom_op("rotary_qkv", _launch_rotary_qkv,
