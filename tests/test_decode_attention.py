@@ -8,6 +8,7 @@ import torch
 
 import tilegraph as tg
 from tilegraph import tune
+from tilegraph.kernels import _pdl
 from tilegraph.kernels import decode_attention as attention
 from tilegraph.kernels._launch import sm_count
 from tilegraph.kernels.decode_attention import (
@@ -321,6 +322,28 @@ def test_lengths_written_by_a_pdl_kernel_just_before():
         graph.replay()
         ref = decode_attention_ref(q.double(), k.double(), v.double(), positions + 1)
         assert_close(out, ref, torch.bfloat16, what=f"positions from {first}")
+
+
+@pytest.mark.gpu
+def test_cache_rows_in_flight_are_named_only_by_their_writer():
+    """What attention may read before its wait: every cache row when the kernel before
+    writes none of them, all but the rows it names when it names them for these very caches,
+    nothing when it writes them otherwise or names rows of another view."""
+    device = torch.device("cuda")
+    _, k, v = _case(2, 4, 2, 16, 64, torch.bfloat16, "cuda")
+    slots, positions = torch.arange(2, device="cuda"), torch.tensor([5, 9], device="cuda")
+    other = torch.empty(8, device="cuda")
+    _pdl.launched(device, False, ())
+    assert _pdl.cache_rows_in_flight(device, (k, v)) == ()
+    _pdl.launched(device, True, (other, k, v), ((k, v), slots, positions))
+    named = _pdl.cache_rows_in_flight(device, (k, v))
+    assert named[0] is slots and named[1] is positions
+    assert _pdl.cache_rows_in_flight(device, (k[:1], v[:1])) is None  # rows of another view
+    _pdl.launched(device, True, (other,))
+    assert _pdl.cache_rows_in_flight(device, (k, v)) == ()
+    _pdl.launched(device, True, (k[1, 0, 3],))
+    assert _pdl.cache_rows_in_flight(device, (k, v)) is None
+    _pdl.launched(device, False, ())
 
 
 @pytest.mark.gpu
