@@ -314,8 +314,8 @@ def attention_candidates(batch: int, n_kv_heads: int, group: int, head_dim: int,
     the default positions (three stages deep) on caches of 16 MB and more where each run
     takes several tiles (notes/models.md, session 47); each was 1.3-1.7x slower than the
     best somewhere. Each run's first tile read before the wait (where the launcher finds it
-    safe), 2 stages deep, was the fastest at 24 of 57 such shapes on H200 and 1.7x slower
-    than the rule at others; 4 stages deep, at 5 of the 7 points under 70% of copy
+    safe), 2 stages deep, was the fastest at 24 of 57 of those shapes on H200 and up to 1.7x
+    slower than the rule at others; 4 stages deep, at 5 of the 7 points under 70% of copy
     (notes/models.md, session 56)."""
     shape = (batch, n_kv_heads, group, head_dim, max_seq, sms)
     variants = ({}, {"stages": 4}, {"stages": 4, "programs_per_sm": 2},
