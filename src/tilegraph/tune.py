@@ -187,8 +187,8 @@ def tune_attention_in_step_once(batch: int, n_heads: int, n_kv_heads: int, head_
     candidates = attention.step_candidates(batch, n_kv_heads, group, head_dim, max_seq,
                                            sm_count(positions.device), first)
     # Also timed where one program reads the longest sequence of the unsplit path: a launch
-    # that won at 255 and 1023 lost 3.6% there in a Qwen2-0.5B step (notes/models.md,
-    # session 56).
+    # chosen on positions 255 and 2047 lost 3.6% there in a Qwen2-0.5B step
+    # (notes/models.md, session 56).
     one_run_end = attention.ONE_RUN_TILES * attention.default_tile(head_dim) - 1
     times = time_step_candidates(len(candidates),
                                  lambda i: attention.tuned.record(key, candidates[i]),
