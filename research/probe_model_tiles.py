@@ -3,6 +3,7 @@ projections makes the captured step fastest, as the step runs them (each kernel 
 its neighbours under PDL), rather than alone over rotated weights as `tilegraph tune` times.
 
     PYTHONPATH=src python3 research/probe_model_tiles.py --model tinyllama --batch 8
+    ... --batch 1 --halves   # every one-row projection's GEMV tile at half / twice the rows
 
 Each variant records plans for the gate/up and down shapes in the tuned-plan store (as
 `tilegraph tune` would), captures model.decode again and times 200 replays; the rule's own
@@ -20,6 +21,7 @@ from tilegraph.kernels import decode_plan
 from tilegraph.kernels.decode_plan import Plan
 from tilegraph.models.hf_presets import hf_config
 from tilegraph.models.llama import Llama, LlamaConfig
+from tilegraph.testing import rel_error
 
 
 def gemv(block_n, block_k, warps, chunk=128):
@@ -56,6 +58,23 @@ def variants(batch, d, ffn):
             ("down BN32 split 4", {down: dot(32, 256, 3, 4)})]
 
 
+def halves(named, rule):
+    """(name, {(N, K): plan}) for each one-row GEMV projection (`named`: name -> shape) with
+    half and with twice the rule's rows a program (as many warps: half / twice the values a
+    thread)."""
+    out = []
+    for name, shape in named.items():
+        if rule[shape].kind != "gemv":
+            continue
+        rows = rule[shape].config["BLOCK_N"]
+        least = 2 if name in ("gate/up", "q|k|v") else 1  # SwiGLU's / rotary's pairs
+        for changed, label in ((rows // 2, "half"), (rows * 2, "twice")):
+            if least <= changed <= 16:
+                config = {**rule[shape].config, "BLOCK_N": changed}
+                out.append((f"{name} {label} the rows", {shape: Plan("gemv", config)}))
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", default="tinyllama")
@@ -63,6 +82,8 @@ def main() -> None:
     parser.add_argument("--context", type=int, default=256)
     parser.add_argument("--set", nargs="*", default=[], metavar="FIELD=INT",
                         help="transformers config fields to replace, e.g. hidden_size=1536")
+    parser.add_argument("--halves", action="store_true",
+                        help="one-row GEMV tiles of every projection at half / twice the rows")
     args = parser.parse_args()
     overrides = {field: int(value) for field, value in (item.split("=") for item in args.set)}
     config = LlamaConfig.from_hf(hf_config(args.model, **overrides))
@@ -71,8 +92,13 @@ def main() -> None:
     tokens = torch.randint(0, config.vocab_size, (args.batch,), device="cuda")
     positions = torch.full((args.batch,), args.context, device="cuda")
     d, ffn, dtype = config.dim, config.ffn_dim, torch.bfloat16
+    qkv = ((config.n_heads + 2 * config.n_kv_heads) * config.head_dim, d)
+    named = {"q|k|v": qkv, "output": (d, config.n_heads * config.head_dim),
+             "gate/up": (2 * ffn, d), "down": (d, ffn)}
     rule = {shape: decode_plan.rule(args.batch, *shape, dtype, None)
-            for shape in ((2 * ffn, d), (d, ffn))}
+            for shape in named.values()}
+
+    outputs = {}
 
     def step_ms(plans) -> float:
         for (n, k), chosen in {**rule, **plans}.items():
@@ -89,14 +115,19 @@ def main() -> None:
             stop.record()
             stop.synchronize()
             times.append(start.elapsed_time(stop) / 100)
+        outputs["last"] = graph.outputs.float().clone()
         return sorted(times)[1]
 
     print(f"{args.model} {args.set} batch {args.batch}, position {args.context}; rule: "
           + "; ".join(f"{n}x{k} {p}" for (n, k), p in rule.items()))
     print(f"  {'rule':28s} {step_ms({}):.4f} ms")
-    for name, plans in variants(args.batch, d, ffn):
+    reference = outputs["last"]
+    listed = halves(named, rule) if args.halves else variants(args.batch, d, ffn)
+    for name, plans in listed:
         ms = step_ms(plans)
-        print(f"  {name:28s} {ms:.4f} ms   (rule again {step_ms({}):.4f})", flush=True)
+        error = rel_error(outputs["last"], reference)
+        print(f"  {name:28s} {ms:.4f} ms   (rule again {step_ms({}):.4f}; logits' relative "
+              f"error {error:.1e})", flush=True)
 
 
 if __name__ == "__main__":

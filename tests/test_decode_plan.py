@@ -2,6 +2,7 @@
 programmatic dependent launch on by default: every plan against a float64 reference."""
 
 import itertools
+import time
 
 import pytest
 import torch
@@ -519,6 +520,133 @@ def test_late_release_is_taken_by_one_row_gemv_plans_of_its_shape(device):
     assert_close(_run(late, x, w, b, g, r, pdl=_pdl.use_pdl(where, ())), ref, dtype)
     decode_plan.set_late_release(n, k, dtype, False)
     assert decode_plan.plan(1, n, k, dtype, where) == rule
+
+
+@pytest.mark.parametrize("rows, pairs, variants", [
+    (8, False, [4, 16]), (16, True, [8]), (2, True, [4]), (2, False, [1, 4]), (1, False, [2])])
+def test_gemv_rows_variants_halve_and_double_within_the_kernel_s_bounds(rows, pairs,
+                                                                        variants):
+    config = {"BLOCK_N": rows, "SPLIT": 8, "CHUNK": 128, "num_warps": 4, "num_stages": 1}
+    assert decode_plan.gemv_rows_variants(config, pairs) == variants
+
+
+def test_step_rows_are_taken_by_one_row_gemv_plans_of_their_shape(device, monkeypatch):
+    """Rows a program recorded for a shape replace the one-row GEMV plan's BLOCK_N only (not
+    at 2 rows, not another shape), compute the same at an awkward size, and None gives the
+    plan's own back."""
+    _fresh_stores(monkeypatch)
+    n, k, dtype, where = 77, 300, torch.bfloat16, torch.device(device)
+    own = decode_plan.plan(1, n, k, dtype, where)
+    assert own.kind == "gemv"
+    two_rows = decode_plan.plan(2, n, k, dtype, where)
+    other_shape = decode_plan.plan(1, n, k + 1, dtype, where)
+    for rows in decode_plan.gemv_rows_variants(own.config, pairs=False):
+        decode_plan.set_step_rows(n, k, dtype, rows)
+        changed = decode_plan.plan(1, n, k, dtype, where)
+        assert changed == decode_plan.Plan("gemv", {**own.config, "BLOCK_N": rows})
+        assert decode_plan.plan(2, n, k, dtype, where) == two_rows
+        assert decode_plan.plan(1, n, k + 1, dtype, where) == other_shape
+        x, w, b, g, r, ref = _parts(1, n, k, dtype, device)
+        assert_close(_run(changed, x, w, b, g, r, pdl=_pdl.use_pdl(where, ())), ref, dtype)
+    decode_plan.set_step_rows(n, k, dtype, None)
+    assert decode_plan.plan(1, n, k, dtype, where) == own
+
+
+def _fresh_stores(monkeypatch):
+    """This test's choices only, in memory and on disk."""
+    for store in (tune.gemv_rows_in_step, decode_plan._step_rows):
+        monkeypatch.setattr(store, "_memo", {})
+        monkeypatch.setattr(store, "_disk_loaded", True)
+
+
+def _timed_step(positions, costs):
+    """Stands for a captured step whose replay takes 0.5 ms plus, for each projection, the
+    cost (ms) of the rows a program its plan has now (`costs`: name -> (N, K, {rows: ms}))."""
+    def capture_step():
+        extra = sum(cost[decode_plan.plan(1, n, k, torch.bfloat16, positions.device)
+                         .config["BLOCK_N"]] for n, k, cost in costs.values())
+
+        class Step:
+            outputs = torch.ones(1)
+
+            def replay(self):
+                end = time.perf_counter() + (0.5 + extra) * 1e-3
+                while time.perf_counter() < end:
+                    pass
+        return Step()
+    return capture_step
+
+
+def test_rows_a_program_are_chosen_in_the_step_each_and_together(monkeypatch):
+    """Each projection's faster variant is found by timing the step one projection at a time;
+    where two are faster, both are timed together again and kept; a projection whose variants
+    are no faster than its own rows keeps them; a later process records the step's choice
+    again, timing nothing."""
+    _fresh_stores(monkeypatch)
+    monkeypatch.setattr(tune, "timing_enabled", lambda: True)
+    dtype, positions = torch.bfloat16, torch.zeros(1, dtype=torch.int64)
+    projections = {"output": (96, 1000, False), "gate/up": (5000, 2048, True),
+                   "down": (96, 2048, False)}
+    own = {name: decode_plan.plan(1, n, k, dtype, positions.device).config["BLOCK_N"]
+           for name, (n, k, _) in projections.items()}
+    assert set(own.values()) <= set(range(2, 9))  # every variant exists
+    # output faster at half its rows, gate/up at twice; down as fast at half as at its own
+    # (within the margin: not taken), slower at twice
+    faster = {"output": own["output"] // 2, "gate/up": own["gate/up"] * 2}
+    costs = {name: (n, k, {rows: 0.0 if rows == faster.get(name)
+                           else 0.4 if rows in (own[name], own[name] // 2) else 0.8
+                           for rows in (own[name] // 2, own[name], own[name] * 2)})
+             for name, (n, k, _) in projections.items()}
+    step = ("a step",)
+    result = tune.tune_gemv_rows_in_step_once(step, projections, dtype,
+                                              _timed_step(positions, costs), positions,
+                                              300, 2e-2)
+    expected = faster
+    assert result is not None and result["rows"] == expected
+    assert tune.gemv_rows_in_step.lookup(step) == {"rows": expected}
+    for name, (n, k, _) in projections.items():
+        assert decode_plan.step_rows(n, k, dtype) == expected.get(name)
+    for n, k, _ in projections.values():  # another step chose since
+        decode_plan.set_step_rows(n, k, dtype, None)
+
+    def no_capture():
+        raise AssertionError("a step chosen before was timed again")
+    assert tune.tune_gemv_rows_in_step_once(step, projections, dtype, no_capture, positions,
+                                            300, 2e-2) is None
+    for name, (n, k, _) in projections.items():
+        assert decode_plan.step_rows(n, k, dtype) == expected.get(name)
+
+
+def test_projections_of_one_shape_share_rows_in_pairs_if_one_needs_them(monkeypatch):
+    """Rows are recorded per shape: a SwiGLU projection and a plain one of the same shape
+    never get an odd row count, however fast the plain one would be with it."""
+    _fresh_stores(monkeypatch)
+    monkeypatch.setattr(tune, "timing_enabled", lambda: True)
+    dtype, positions = torch.bfloat16, torch.zeros(1, dtype=torch.int64)
+    n, k = 896, 4864
+    assert decode_plan.plan(1, n, k, dtype, positions.device).config["BLOCK_N"] == 2
+    costs = {"down": (n, k, {1: 0.0, 2: 0.4, 4: 0.8})}
+    result = tune.tune_gemv_rows_in_step_once(
+        ("a step",), {"gate/up": (n, k, True), "down": (n, k, False)}, dtype,
+        _timed_step(positions, costs), positions, 300, 2e-2)
+    assert result is not None and result["rows"] == {}
+    assert decode_plan.step_rows(n, k, dtype) is None
+
+
+def test_rows_a_program_are_not_chosen_where_nothing_may_be_timed(monkeypatch):
+    """Without timing (CPU, TILEGRAPH_AUTOTUNE=0) a step never chosen changes no shape's
+    rows, those another step chose included."""
+    _fresh_stores(monkeypatch)
+    dtype, positions = torch.bfloat16, torch.zeros(1, dtype=torch.int64)
+    decode_plan.set_step_rows(96, 160, dtype, 2)
+
+    def no_capture():
+        raise AssertionError("timed without timing")
+    monkeypatch.setattr(tune, "timing_enabled", lambda: False)
+    assert tune.tune_gemv_rows_in_step_once(("a step",), {"output": (96, 160, False)}, dtype,
+                                            no_capture, positions, 300, 2e-2) is None
+    assert decode_plan.step_rows(96, 160, dtype) == 2
+    assert tune.gemv_rows_in_step.lookup(("a step",)) is None
 
 
 def test_release_points_chosen_in_a_step_are_recorded_again_per_shape(monkeypatch):

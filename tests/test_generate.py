@@ -146,20 +146,26 @@ def test_attention_launch_is_chosen_in_the_decode_step(hf, monkeypatch):
     assert generator.generate([prompt], 16) == [_hf_greedy(hf, prompt, 16)]
 
 
+def _chosen_in_a_batch_1_step(hf, monkeypatch, store):
+    """A bf16 model and the choice `store` holds for its batch-1 step once a Generator (of
+    cache 300) has tuned it with timing on, the store emptied first."""
+    monkeypatch.setenv("TILEGRAPH_AUTOTUNE", "1")
+    monkeypatch.setattr(store, "_memo", {})
+    model = Llama.from_hf(hf, dtype=torch.bfloat16, device="cuda")
+    tg.Generator(model, max_batch=1, max_seq=300, sizes=(1,))
+    c = model.local
+    return model, store.lookup((c.n_heads, c.n_kv_heads, c.head_dim, 300, str(model.dtype),
+                                c.dim, c.ffn_dim, c.n_layers, c.vocab_size))
+
+
 @pytest.mark.gpu
 def test_release_points_are_chosen_in_the_batch_1_step(hf, monkeypatch):
     """With timing on, where the batch-1 step's one-row output and gate/up projections
     release the next kernel is chosen by timing the step and recorded for it and per shape;
     released late or not, the step's logits are the same bit for bit over 60 replays with
     fresh tokens and positions."""
-    monkeypatch.setenv("TILEGRAPH_AUTOTUNE", "1")
-    monkeypatch.setattr(tune.release_in_step, "_memo", {})
-    model = Llama.from_hf(hf, dtype=torch.bfloat16, device="cuda")
-    tg.Generator(model, max_batch=1, max_seq=300, sizes=(1,))
+    model, chosen = _chosen_in_a_batch_1_step(hf, monkeypatch, tune.release_in_step)
     c, layer = model.local, model.layers[0]
-    chosen = tune.release_in_step.lookup((c.n_heads, c.n_kv_heads, c.head_dim, 300,
-                                          str(model.dtype), c.dim, c.ffn_dim, c.n_layers,
-                                          c.vocab_size))
     shapes = {"output": tuple(layer.wo.shape), "gate/up": tuple(layer.w_gate_up.shape)}
     assert chosen is not None and set(chosen["late"]) <= set(shapes)
     for name, shape in shapes.items():
@@ -179,6 +185,46 @@ def test_release_points_are_chosen_in_the_batch_1_step(hf, monkeypatch):
             logits.append(graph.replay().clone())
         steps.append(torch.stack(logits))
     assert torch.isfinite(steps[0]).all() and torch.equal(steps[0], steps[1])
+
+
+@pytest.mark.gpu
+def test_gemv_rows_are_chosen_in_the_batch_1_step(hf, monkeypatch):
+    """With timing on, the rows a program of the batch-1 step's one-row projections are
+    chosen by timing the step and recorded for it and per shape; with every variant the
+    tuner may take, the step's logits match those with the plans' own rows over 20 replays
+    with fresh tokens and positions."""
+    model, chosen = _chosen_in_a_batch_1_step(hf, monkeypatch, tune.gemv_rows_in_step)
+    c, layer = model.local, model.layers[0]
+    shapes = {"q|k|v": (tuple(layer.wqkv.shape), True), "output": (tuple(layer.wo.shape), False),
+              "gate/up": (tuple(layer.w_gate_up.shape), True),
+              "down": (tuple(layer.w_down.shape), False)}
+    assert chosen is not None and set(chosen["rows"]) <= set(shapes)
+    for name, (shape, _) in shapes.items():
+        assert decode_plan.step_rows(*shape, model.dtype) == chosen["rows"].get(name)
+    cache = model.new_cache(1, 300)
+    tokens = torch.zeros(1, dtype=torch.int64, device="cuda")
+    positions = torch.zeros_like(tokens)
+
+    def logits() -> torch.Tensor:
+        graph = tg.capture(model.decode, tokens, positions, cache, restore_state=False)
+        replays = []
+        for i in range(20):
+            tokens.fill_((5 * i + 3) % c.vocab_size)
+            positions.fill_(2 * i)
+            replays.append(graph.replay().clone())
+        return torch.stack(replays)
+
+    for shape, _ in shapes.values():
+        decode_plan.set_step_rows(*shape, model.dtype, None)
+    own = logits()
+    assert torch.isfinite(own).all()
+    for name, (shape, pairs) in shapes.items():
+        own_plan = decode_plan.plan(1, *shape, model.dtype, model.device)
+        assert own_plan.kind == "gemv"
+        for rows in decode_plan.gemv_rows_variants(own_plan.config, pairs):
+            decode_plan.set_step_rows(*shape, model.dtype, rows)
+            assert rel_error(logits(), own) <= MODEL_TOLERANCES[model.dtype], (name, rows)
+        decode_plan.set_step_rows(*shape, model.dtype, None)
 
 
 @pytest.mark.gpu

@@ -30,7 +30,12 @@ from .kernels.autotune import searches_run
 from .kernels.greedy import greedy_step
 from .models.llama import Llama
 from .testing import MODEL_TOLERANCES
-from .tune import tune_attention_in_step_once, tune_attention_once, tune_release_in_step_once
+from .tune import (
+    tune_attention_in_step_once,
+    tune_attention_once,
+    tune_gemv_rows_in_step_once,
+    tune_release_in_step_once,
+)
 
 
 @dataclass
@@ -125,8 +130,9 @@ class Generator:
         """What the decode graphs run, timed once per GPU and shape and cached on disk:
         tg.decode_attention's launch shape for each batch size, alone (tune.tune_attention),
         then in this model's decode step against variants that win in some models' steps and
-        lose in others' (tune.tune_attention_in_step_once); and at batch 1 where the one-row
-        output and gate/up projections release the next kernel
+        lose in others' (tune.tune_attention_in_step_once); and at batch 1 how many weight
+        rows a program each one-row projection reads (tune.tune_gemv_rows_in_step_once) and
+        where the output and gate/up projections release the next kernel
         (tune.tune_release_in_step_once). The in-step choices are not made under tensor
         parallelism, where every rank would have to replay its collectives in step. On
         CUDA, unless TILEGRAPH_AUTOTUNE=0; untuned, the kernels take their default rules."""
@@ -148,11 +154,17 @@ class Generator:
             tolerance = MODEL_TOLERANCES[self.model.dtype]
             tune_attention_in_step_once(size, *shape, step, capture_step, positions, tolerance)
             if size == 1:
-                layer = self.model.layers[0]
+                layer, dtype = self.model.layers[0], self.model.dtype
+                one_row_step = (*shape[:-1], str(dtype), *step)
+                tune_gemv_rows_in_step_once(
+                    one_row_step, {"q|k|v": (*layer.wqkv.shape, True),
+                                   "output": (*layer.wo.shape, False),
+                                   "gate/up": (*layer.w_gate_up.shape, True),
+                                   "down": (*layer.w_down.shape, False)},
+                    dtype, capture_step, positions, self.max_seq, tolerance)
                 projections = {"output": tuple(layer.wo.shape),
                                "gate/up": tuple(layer.w_gate_up.shape)}
-                tune_release_in_step_once((*shape[:-1], str(self.model.dtype), *step),
-                                          projections, self.model.dtype, capture_step,
+                tune_release_in_step_once(one_row_step, projections, dtype, capture_step,
                                           positions, self.max_seq, tolerance)
         self.build_seconds["tune step"] = time.perf_counter() - start
 

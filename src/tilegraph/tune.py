@@ -203,6 +203,96 @@ def tune_attention_in_step_once(batch: int, n_heads: int, n_kv_heads: int, head_
             "candidates": {repr(candidates[i]): t for i, t in times.items()}}
 
 
+# Batch-1 decode steps whose one-row projections' rows a program were chosen in the step
+# (tune_gemv_rows_in_step_once), by step key: {"rows": {name: BLOCK_N}} (absent: the plan's).
+gemv_rows_in_step = Tuner("linear-gemv-rows-in-step", [{}])
+# A variant is taken only where its step is this much faster than with the plans' own rows,
+# in two rounds of timing: with one round and no margin the tuner took a variant that made
+# TinyLlama's decode 1.1% slower (H200, notes/models.md, session 57), while those it took on
+# three other shapes made theirs 2.5-3.2% faster.
+ROWS_MARGIN = 0.01
+
+
+def tune_gemv_rows_in_step_once(step: tuple, projections: dict[str, tuple[int, int, bool]],
+                                dtype: torch.dtype, capture_step: Callable[[], object],
+                                positions: torch.Tensor, max_seq: int,
+                                tolerance: float) -> dict | None:
+    """How many weight rows a program each one-row GEMV projection of a batch-1 decode step
+    reads, chosen by timing the caller's whole step: its plan's own or
+    decode_plan.gemv_rows_variants' (half or twice), one projection at a time, then the
+    fastest and every projection's faster variant together, timed again. Beside the kernels
+    that overlap it under PDL a projection's best tile depends on the model, not on its own
+    shape (notes/models.md, session 57).
+
+    `step` names the caller's step (its model's shape), `projections` its candidates by name:
+    (N, K, pairs), pairs where the epilogue works on pairs of columns (SwiGLU, rotary).
+    Those whose plan is not the one-row GEMV are left as they are. The fastest stays
+    recorded per shape and under the step key, so a later process only records it again.
+    Returns {"rows", "ms", "candidates": {name: ms}} when it timed, None where it did not."""
+    projections = _one_name_a_shape(projections)
+
+    def apply(rows: dict) -> None:
+        for name, (n, k, _) in projections.items():
+            decode_plan.set_step_rows(n, k, dtype, rows.get(name))
+
+    chosen = gemv_rows_in_step.lookup(step)
+    if chosen is not None:
+        apply(chosen["rows"])
+        return None
+    if not timing_enabled():
+        return None
+    if is_capturing():
+        raise CaptureError("tilegraph chooses the projections' tiles by timing a step; it "
+                           "cannot run while a CUDA graph is being captured")
+    apply({})  # the plans' own rows, which the variants halve and double
+    singles = [{}]
+    for name, (n, k, pairs) in projections.items():
+        own = decode_plan.plan(1, n, k, dtype, positions.device)
+        if own.kind == "gemv":
+            singles += [{name: rows} for rows in decode_plan.gemv_rows_variants(own.config,
+                                                                                pairs)]
+
+    def timed(candidates: list[dict]) -> dict[int, float]:
+        return time_step_candidates(len(candidates), lambda i: apply(candidates[i]),
+                                    capture_step, positions, max_seq, tolerance)
+
+    times = timed(singles) if len(singles) > 1 else {}
+    apply({})
+    if 0 not in times:  # nothing to choose, or the plans' own step did not capture
+        return None
+    named = {repr(singles[i]): ms for i, ms in times.items()}
+    faster = {}  # each projection's fastest variant among those that beat its own rows
+    for i in sorted(times, key=times.get):
+        if i and times[i] < times[0] * (1 - ROWS_MARGIN):
+            [(name, rows)] = singles[i].items()
+            faster.setdefault(name, rows)
+    best, ms = {}, times[0]
+    if faster:
+        # The fastest variant, and all of them at once, timed again beside the plans' own
+        # rows: kept only where they still win by the margin.
+        finals = [{}, singles[min(times, key=times.get)]] + ([faster] if len(faster) > 1
+                                                             else [])
+        again = timed(finals)
+        named.update({f"again {finals[i]!r}": t for i, t in again.items()})
+        winner = min(again, key=again.get) if 0 in again else 0
+        if winner and again[winner] < again[0] * (1 - ROWS_MARGIN):
+            best, ms = finals[winner], again[winner]
+    apply(best)
+    gemv_rows_in_step.record(step, {"rows": best})
+    return {"rows": best, "ms": ms, "candidates": named}
+
+
+def _one_name_a_shape(projections: dict[str, tuple[int, int, bool]]
+                      ) -> dict[str, tuple[int, int, bool]]:
+    """Projections of one shape under the first one's name: rows a program are recorded per
+    shape, so they share them, in pairs if any of them works on pairs."""
+    merged: dict[str, tuple[int, int, bool]] = {}
+    for name, (n, k, pairs) in projections.items():
+        first = next((m for m, (n2, k2, _) in merged.items() if (n2, k2) == (n, k)), name)
+        merged[first] = (n, k, pairs or (first in merged and merged[first][2]))
+    return merged
+
+
 # Batch-1 decode steps whose one-row projections' release points were chosen in the step
 # (tune_release_in_step_once), by step key: {"late": names of the projections released late}.
 release_in_step = Tuner("linear-release-in-step", [{}])

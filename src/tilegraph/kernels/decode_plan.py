@@ -278,10 +278,39 @@ def releases_late(N: int, K: int, dtype: torch.dtype) -> bool:
     return saved is not None and bool(saved.get("late"))
 
 
+# One-row GEMV projections whose rows a program were chosen by timing a model's whole step
+# (tune.tune_gemv_rows_in_step_once), by shape: {"rows": BLOCK_N, or None for the plan's own}.
+_step_rows = Tuner("linear-decode-step-rows", [{}])
+
+
+def gemv_rows_variants(config: dict, pairs: bool) -> list[int]:
+    """Rows a program to try in a step instead of a one-row GEMV config's: half and twice
+    its BLOCK_N, as many warps (so half / twice the weight values a thread), 1 to 16 rows,
+    at least 2 where the epilogue works on pairs of columns (SwiGLU, rotary). In batch-1
+    steps at position 256 one of them was 1.6-3.2% faster on three shapes (Qwen2-0.5B's
+    down projection at half, Qwen2-1.5B's and Llama-3.2-3B's gate/up at twice) and every one
+    slower on TinyLlama and Llama-3.2-1B (H200, notes/models.md, session 57): no rule of
+    shape says which."""
+    rows, least = config["BLOCK_N"], 2 if pairs else 1
+    return [n for n in (rows // 2, rows * 2) if least <= n <= 16 and n != rows]
+
+
+def set_step_rows(N: int, K: int, dtype: torch.dtype, rows: int | None) -> None:
+    """Record, here and on disk, the rows a program of one-row GEMV projections of this
+    shape (None: the plan's own)."""
+    _step_rows.record(tuned_key(1, N, K, dtype), {"rows": rows})
+
+
+def step_rows(N: int, K: int, dtype: torch.dtype) -> int | None:
+    saved = _step_rows.lookup(tuned_key(1, N, K, dtype))
+    return None if saved is None else saved.get("rows")
+
+
 def plan(rows: int, N: int, K: int, dtype: torch.dtype, device: torch.device,
          fused: bool = False) -> Plan:
     """The tuned plan of this shape on this GPU if `tilegraph tune` timed it, else the rule's;
-    a one-row GEMV releases the next kernel where set_late_release says.
+    a one-row GEMV takes the rows a program set_step_rows recorded and releases the next
+    kernel where set_late_release says.
     fused: the call has a norm prologue or an activation, which cuBLAS cannot run."""
     saved = _tuned.lookup(tuned_key(rows, N, K, dtype))
     chosen = Plan.from_dict(saved) if saved is not None and saved.get("kind") in KINDS else None
@@ -289,8 +318,12 @@ def plan(rows: int, N: int, K: int, dtype: torch.dtype, device: torch.device,
         chosen = rule(rows, N, K, dtype, sm_count(device))
     if chosen.kind == "cublas" and fused:
         chosen = Plan.from_dict(chosen.config["fused"])
-    if chosen.kind == "gemv" and rows == 1 and releases_late(N, K, dtype):
-        chosen = Plan("gemv", {**chosen.config, "RELEASE_AFTER_INPUTS": True})
+    if chosen.kind == "gemv" and rows == 1:
+        block_n = step_rows(N, K, dtype)
+        if block_n is not None:
+            chosen = Plan("gemv", {**chosen.config, "BLOCK_N": block_n})
+        if releases_late(N, K, dtype):
+            chosen = Plan("gemv", {**chosen.config, "RELEASE_AFTER_INPUTS": True})
     return chosen
 
 
