@@ -7,6 +7,8 @@ against SDPA on the same cache.
                                                                               # the grid and more
     PYTHONPATH=src python3 research/sweep_decode_attention.py --sweep preload # first tiles read
                                                                               # before the wait
+    PYTHONPATH=src python3 research/sweep_decode_attention.py --sweep merge   # more runs than
+                                                                              # one merge holds
     PYTHONPATH=src python3 research/sweep_decode_attention.py --sweep tiles --points below70 \
         --merge-elements 32768 --tiles 64,128,256   # the grid's points under 70% of copy, with
                                                     # more runs than the merge's cap allows
@@ -43,6 +45,13 @@ TILE_POINTS = [  # the grid's points below SDPA in session 16, and two that were
 BELOW70_POINTS = [
     (14, 2, 64, 4, 8192), (14, 2, 64, 8, 8192), (32, 4, 64, 4, 8192), (32, 8, 64, 1, 8192),
     (32, 8, 64, 8, 1024), (32, 8, 128, 4, 1024), (32, 32, 128, 1, 1024),
+]
+# Few pairs of a wide group: the merge's cap on runs leaves most SMs idle (b1-2 GQA decode).
+MERGE_POINTS = [
+    (28, 4, 128, 1, 1024), (28, 4, 128, 1, 4096), (28, 4, 128, 1, 8192), (28, 4, 128, 2, 4096),
+    (64, 8, 128, 1, 4096), (64, 8, 128, 1, 8192), (32, 4, 64, 1, 4096), (32, 4, 64, 1, 8192),
+    (32, 4, 64, 2, 8192), (14, 2, 64, 1, 2048), (14, 2, 64, 1, 4096), (14, 2, 64, 1, 8192),
+    (32, 8, 128, 1, 8192),
 ]
 RULE_POINTS = [(*shape, batch, context)
                for shape in ((32, 32, 128), (14, 2, 64), (32, 8, 128), (32, 4, 64), (28, 4, 128),
@@ -88,6 +97,15 @@ def preload_configs(base: dict, pairs: int, max_seq: int):
     yield "s2", {**base, "num_stages": 2}
 
 
+def merge_configs(shape: tuple):
+    """The rule with its runs' cap raised to 2-8 chunks of the runs one merge holds."""
+    for chunks in (2, 4, 8):
+        yield f"chunks {chunks}", attention_config(*shape, merge_chunks=chunks)
+    yield "chunks 4 x2", attention_config(*shape, merge_chunks=4, programs_per_sm=2)
+    yield "chunks 4 preload s4", attention_config(*shape, merge_chunks=4, preload=True,
+                                                  stages=4)
+
+
 def sweep_point(heads: int, kv_heads: int, head_dim: int, batch: int, context: int,
                 sweep: str, tiles=(64, 128), merge_elements: int = MERGE_ELEMENTS
                 ) -> dict[str, float]:
@@ -97,14 +115,16 @@ def sweep_point(heads: int, kv_heads: int, head_dim: int, batch: int, context: i
     v = randn(batch, kv_heads, context, head_dim, dtype=torch.bfloat16, device="cuda")
     lengths = torch.full((batch,), context, device="cuda")
     out = torch.empty_like(q)
-    base = attention_config(batch, kv_heads, heads // kv_heads, head_dim, context, 132)
+    shape = (batch, kv_heads, heads // kv_heads, head_dim, context, 132)
+    base = attention_config(*shape)
     variants = {"SDPA": lambda q, k, v, n: F.scaled_dot_product_attention(
         q[:, :, None], k, v, enable_gqa=heads != kv_heads)[:, :, 0],
         "default": lambda q, k, v, n: launch_decode_attention(
             q, k, v, n, head_dim ** -0.5, out) or out}
     configs = (tile_configs(base, batch * kv_heads, context, tiles, merge_elements)
                if sweep == "tiles" else preload_configs(base, batch * kv_heads, context)
-               if sweep == "preload" else rule_configs(base, batch * kv_heads, context))
+               if sweep == "preload" else merge_configs(shape) if sweep == "merge"
+               else rule_configs(base, batch * kv_heads, context))
     for name, config in configs:
         variants[name] = (lambda c: lambda q, k, v, n: launch_decode_attention(
             q, k, v, n, head_dim ** -0.5, out, c) or out)(config)
@@ -125,15 +145,16 @@ def sweep_point(heads: int, kv_heads: int, head_dim: int, batch: int, context: i
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--sweep", choices=("tiles", "rules", "preload"), default="rules")
-    parser.add_argument("--points", choices=("tiles", "rules", "below70"),
+    parser.add_argument("--sweep", choices=("tiles", "rules", "preload", "merge"),
+                        default="rules")
+    parser.add_argument("--points", choices=("tiles", "rules", "below70", "merge"),
                         help="which points (default: the sweep's own)")
     parser.add_argument("--tiles", default="64,128", help="tiles: positions a tile to try")
     parser.add_argument("--merge-elements", type=int, default=MERGE_ELEMENTS,
                         help="tiles: the merge's cap on runs x q heads x head_dim")
     args = parser.parse_args()
     points = {"tiles": TILE_POINTS, "rules": RULE_POINTS, "preload": RULE_POINTS,
-              "below70": BELOW70_POINTS}[args.points or args.sweep]
+              "below70": BELOW70_POINTS, "merge": MERGE_POINTS}[args.points or args.sweep]
     tiles = tuple(int(t) for t in args.tiles.split(","))
     speedups: dict[str, list[float]] = {}
     for point in points:

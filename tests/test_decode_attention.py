@@ -5,6 +5,7 @@ import itertools
 
 import pytest
 import torch
+import triton
 
 import tilegraph as tg
 from tilegraph import tune
@@ -92,33 +93,46 @@ def test_split_count_fills_the_gpu_within_the_merge_and_the_cache():
     assert attention_config(16, 32, 1, 64, 4096, 132, programs_per_sm=2)["SPLITS"] == 1
     assert attention_config(8, 8, 1, 128, 4096, 132, programs_per_sm=2)["SPLITS"] == 4
     assert attention_config(1, 1, 32, 64, 64, 132)["BLOCK_G"] == 32
-    for group, head_dim in itertools.product((1, 2, 7, 8, 32), (64, 128, 256)):
-        config = attention_config(1, 1, group, head_dim, 65536, 132)
-        merged = config["BLOCK_SPLITS"] * config["GROUP_P2"] * config["BLOCK_D"]
+    for group, head_dim, chunks in itertools.product((1, 2, 7, 8, 32), (64, 128, 256),
+                                                     (1, 2, 4)):
+        config = attention_config(1, 1, group, head_dim, 65536, 132, merge_chunks=chunks)
+        merged = config["MERGE_RUNS"] * config["GROUP_P2"] * config["BLOCK_D"]
         assert merged <= MERGE_ELEMENTS, (group, head_dim, config)
+        assert config["SPLITS"] <= chunks * max(config["MERGE_RUNS"], 1)
+        assert config["MERGE_RUNS"] <= config["BLOCK_SPLITS"]
+    # more runs than one merge holds, where few pairs would leave most SMs idle
+    assert attention_config(1, 4, 8, 64, 8192, 132, merge_chunks=2)["SPLITS"] == 32
+    assert attention_config(1, 4, 8, 64, 8192, 132, merge_chunks=2)["MERGE_RUNS"] == 16
 
 
 @pytest.mark.parametrize("shape", [(1, 4, 8, 64, 2048), (8, 32, 1, 128, 4096),
-                                   (3, 2, 7, 24, 300), (16, 8, 4, 128, 1024)])
+                                   (3, 2, 7, 24, 300), (16, 8, 4, 128, 1024),
+                                   (1, 4, 7, 128, 8192)])
 def test_candidates_start_with_the_rule_and_fit_the_merge(shape):
     candidates = attention_candidates(*shape, 132)
     assert candidates[0] == attention_config(*shape, 132)
     assert len({repr(c) for c in candidates}) == len(candidates) >= 2
     for config in candidates:
         assert config["SPLITS"] <= config["BLOCK_SPLITS"]
-        assert config["BLOCK_SPLITS"] * config["GROUP_P2"] * config["BLOCK_D"] <= MERGE_ELEMENTS
+        assert config["MERGE_RUNS"] * config["GROUP_P2"] * config["BLOCK_D"] <= MERGE_ELEMENTS
+    # where the merge's cap leaves SMs idle, twice the runs merged in two chunks is timed
+    chunked = [c for c in candidates if c["MERGE_RUNS"] < c["BLOCK_SPLITS"]]
+    assert bool(chunked) == (shape == (1, 4, 7, 128, 8192))
 
 
-@pytest.mark.parametrize("splits, block_t, one_run_tiles", [
-    (8, 16, 0),    # runs of two tiles, fewer used than programs; a length of 0 in one run
-    (16, 64, 0),   # runs of one tile; idle runs
-    (16, 64, 3),   # short sequences in one run, written with no merge; idle runs
+@pytest.mark.parametrize("splits, block_t, one_run_tiles, merge_runs", [
+    (8, 16, 0, 8),     # runs of two tiles, fewer used than programs; a length of 0 in one run
+    (16, 64, 0, 16),   # runs of one tile; idle runs
+    (16, 64, 3, 16),   # short sequences in one run, written with no merge; idle runs
+    (12, 16, 0, 4),    # merged four runs at a time: 10 runs used by 150 positions (4, 4, 2)
+    (16, 16, 0, 2),    # two at a time: 3 runs used by 37 positions (2, 1)
 ])
-def test_launch_shapes_match_reference(splits, block_t, one_run_tiles, device):
+def test_launch_shapes_match_reference(splits, block_t, one_run_tiles, merge_runs, device):
     q, k, v = _case(3, 6, 2, 16, 150, torch.float32, device)
     lengths = torch.tensor([150, 0, 37], device=device)
     config = {**attention_config(3, 2, 3, 16, 150, 1), "BLOCK_T": block_t, "SPLITS": splits,
-              "BLOCK_SPLITS": splits, "ONE_RUN_TILES": one_run_tiles}
+              "BLOCK_SPLITS": triton.next_power_of_2(splits), "ONE_RUN_TILES": one_run_tiles,
+              "MERGE_RUNS": merge_runs}
     for _ in range(2):   # the arrival counters are back at zero for the second launch
         out = poisoned(q.shape, q.dtype, q.device)
         launch_decode_attention(q, k, v, lengths, 16 ** -0.5, out, config)
@@ -152,7 +166,7 @@ def test_step_candidates_start_with_the_chosen_launch(shape):
         assert {(c["BLOCK_T"], c["num_stages"], c["BLOCK_G"]) for c in candidates[1:]} >= {
             (2 * rule["BLOCK_T"], 2, rule["BLOCK_G"]), (rule["BLOCK_T"], 3, 64)}
         for config in candidates:
-            assert (config["BLOCK_SPLITS"] * config["GROUP_P2"] * config["BLOCK_D"]
+            assert (config["MERGE_RUNS"] * config["GROUP_P2"] * config["BLOCK_D"]
                     <= MERGE_ELEMENTS)
 
 

@@ -30,8 +30,9 @@ from .compare import compare
 from .grid import geometric_mean
 
 # (q heads, kv heads, head_dim): Llama-2-7B (no grouping), Qwen2-0.5B (7), Llama-3-8B (4),
-# TinyLlama (8), Llama-3.2-1B (4, head_dim 64).
-GPU_SHAPES = ((32, 32, 128), (14, 2, 64), (32, 8, 128), (32, 4, 64), (32, 8, 64))
+# TinyLlama (8), Llama-3.2-1B (4, head_dim 64), Qwen2-7B (7, head_dim 128).
+GPU_SHAPES = ((32, 32, 128), (14, 2, 64), (32, 8, 128), (32, 4, 64), (32, 8, 64),
+              (28, 4, 128))
 CPU_SHAPES = ((4, 2, 16), (7, 1, 24))
 GPU_CONTEXTS = (128, 1024, 8192)
 CPU_CONTEXTS = (40, 130)

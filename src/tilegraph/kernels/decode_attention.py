@@ -37,9 +37,14 @@ from ._split_workspace import split_workspace
 from .autotune import Tuner
 
 _LOG2E = tl.constexpr(1.4426950408889634)
-# The merge loads all runs' partial outputs (runs, q heads of a group, head_dim) at once: at
-# most this many fp32 values, 64 a thread of 4 warps.
+# The merge loads runs' partial outputs (runs, q heads of a group, head_dim) at most this
+# many fp32 values at a time, 64 a thread of 4 warps.
 MERGE_ELEMENTS = 8192
+# The rule's runs a pair: at most this many chunks of the runs one such load holds. Each
+# further chunk costs the merging program a round trip to L2 (1.5-2.4 us on H200): two won
+# only on long caches of wide groups, so only the tuner tries them (notes/models.md,
+# session 58).
+MERGE_CHUNKS = 1
 # A sequence of at most this many tiles is read by one program, not split: runs of one tile
 # pay the partials' round trips and the merge for little streaming. In TinyLlama's decode at
 # 128-384 positions (1-3 tiles) one run made a step 4% faster; runs of 4 tiles where the
@@ -134,6 +139,7 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
                              UPCAST_DOT: tl.constexpr, BLOCK_G: tl.constexpr,
                              GROUP_P2: tl.constexpr, BLOCK_T: tl.constexpr,
                              BLOCK_D: tl.constexpr, BLOCK_SPLITS: tl.constexpr,
+                             MERGE_RUNS: tl.constexpr,
                              ROW_LINES: tl.constexpr, LINE_ELEMENTS: tl.constexpr):
     """Program (b * KV + kv head, run): o_h = sum_t softmax_t(q_h . k_t * scale) v_t for the
     GROUP q heads h of that kv head, over run `run` of the sequence's first lengths[b]
@@ -234,36 +240,58 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
             arrived = tl.atomic_add(count_ptr + pair, 1, sem="acq_rel")
             if arrived == used - 1:
                 _merge_runs(out_ptr, stride_ob, stride_oh, stats, outs, b, kv_head, used,
-                            GROUP, HEAD_DIM, SPLITS, GROUP_P2, BLOCK_D, BLOCK_SPLITS)
+                            GROUP, HEAD_DIM, SPLITS, GROUP_P2, BLOCK_D, BLOCK_SPLITS,
+                            MERGE_RUNS)
                 tl.store(count_ptr + pair, 0)  # zero for the next launch on this stream
 
 
 @triton.jit
 def _merge_runs(out_ptr, stride_ob, stride_oh, stats, outs, b, kv_head, used,
                 GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, SPLITS: tl.constexpr,
-                GROUP_P2: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_SPLITS: tl.constexpr):
+                GROUP_P2: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_SPLITS: tl.constexpr,
+                MERGE_RUNS: tl.constexpr):
     """out_h = sum_r exp2(m_rh - M_h) acc_rh / sum_r exp2(m_rh - M_h) denom_rh over the
-    `used` runs, M_h = max_r m_rh; all runs' partials loaded at once (one round trip to L2:
-    a loop over runs waited for each in turn, and merging 32 runs in chunks of 8 took 22 us
-    where 8 runs at once took 13)."""
+    `used` runs, M_h = max_r m_rh, summed in run order. The statistics of all runs and the
+    partial outputs of the first MERGE_RUNS are loaded at once (one round trip to L2: a loop
+    over runs waited for each in turn, and merging 32 runs in chunks of 8 took 22 us where 8
+    runs at once took 13); where more runs were used than MERGE_RUNS (whose outputs fill the
+    registers the merge may take), the rest follow MERGE_RUNS at a time, weighted by the
+    final maxima, a round trip each."""
     runs = tl.arange(0, BLOCK_SPLITS)
     offs_g = tl.arange(0, GROUP_P2)
     offs_d = tl.arange(0, BLOCK_D)
-    run_mask = runs < used
     stat_ptrs = stats + runs[:, None] * GROUP_P2 + offs_g[None, :]
-    maxima = tl.load(stat_ptrs, mask=run_mask[:, None], other=float("-inf"),
+    maxima = tl.load(stat_ptrs, mask=(runs < used)[:, None], other=float("-inf"),
                      cache_modifier=".cg")                                  # (BS, GP)
-    sums = tl.load(stat_ptrs + SPLITS * GROUP_P2, mask=run_mask[:, None], other=0.0,
+    sums = tl.load(stat_ptrs + SPLITS * GROUP_P2, mask=(runs < used)[:, None], other=0.0,
                    cache_modifier=".cg")
     # issued with the statistics, before the reduction's barrier: loaded after it, the
     # outputs cost a round trip to L2 of their own
-    parts = tl.load(outs + (runs[:, None, None] * GROUP_P2 + offs_g[None, :, None]) * BLOCK_D
-                    + offs_d[None, None, :], mask=run_mask[:, None, None], other=0.0,
-                    cache_modifier=".cg")                                   # (BS, GP, BD)
+    chunk = tl.arange(0, MERGE_RUNS)
+    part_offsets = (chunk[:, None, None] * GROUP_P2 + offs_g[None, :, None]) * BLOCK_D \
+        + offs_d[None, None, :]                                             # (MR, GP, BD)
+    parts = tl.load(outs + part_offsets, mask=(chunk < used)[:, None, None], other=0.0,
+                    cache_modifier=".cg")
+    if MERGE_RUNS < BLOCK_SPLITS:  # the first chunk's maxima, beside its outputs
+        chunk_maxima = tl.load(stats + chunk[:, None] * GROUP_P2 + offs_g[None, :],
+                               mask=(chunk < used)[:, None], other=float("-inf"),
+                               cache_modifier=".cg")                        # (MR, GP)
+    else:
+        chunk_maxima = maxima
     m_max = tl.max(maxima, axis=0)          # (GP,): finite, every used run saw a position
-    weights = tl.exp2(maxima - m_max[None, :])                              # (BS, GP)
-    total = tl.sum(sums * weights, axis=0)
-    merged = tl.sum(parts * weights[:, :, None], axis=0)                    # (GP, BD)
+    total = tl.sum(sums * tl.exp2(maxima - m_max[None, :]), axis=0)
+    merged = tl.sum(parts * tl.exp2(chunk_maxima - m_max[None, :])[:, :, None], axis=0)
+    if MERGE_RUNS < BLOCK_SPLITS:
+        for first in range(MERGE_RUNS, used, MERGE_RUNS):
+            rows = first + chunk
+            in_use = rows < used
+            chunk_maxima = tl.load(stats + rows[:, None] * GROUP_P2 + offs_g[None, :],
+                                   mask=in_use[:, None], other=float("-inf"),
+                                   cache_modifier=".cg")
+            parts = tl.load(outs + first * GROUP_P2 * BLOCK_D + part_offsets,
+                            mask=in_use[:, None, None], other=0.0, cache_modifier=".cg")
+            merged += tl.sum(parts * tl.exp2(chunk_maxima - m_max[None, :])[:, :, None],
+                             axis=0)
     result = tl.where(total[:, None] > 0, merged / total[:, None], 0.0)
     heads = kv_head * GROUP + offs_g
     tl.store(out_ptr + b.to(tl.int64) * stride_ob + heads[:, None] * stride_oh
@@ -274,7 +302,7 @@ def _merge_runs(out_ptr, stride_ob, stride_oh, stats, outs, b, kv_head, used,
 def attention_config(batch: int, n_kv_heads: int, group: int, head_dim: int, max_seq: int,
                      sms: int | None, *, tile: int | None = None, stages: int = 3,
                      programs_per_sm: int = 1, query_rows: int = 16,
-                     preload: bool = False) -> dict:
+                     preload: bool = False, merge_chunks: int = MERGE_CHUNKS) -> dict:
     """Launch shape: the group's q heads padded to a tensor-core tile of at least
     `query_rows` rows (16, an mma.sync tile; 64, a Hopper warpgroup's wgmma, which does four
     times the multiplies but reduces the softmax's rows within a warp and keeps the
@@ -282,8 +310,9 @@ def attention_config(batch: int, n_kv_heads: int, group: int, head_dim: int, max
     `tile` positions (default 128 for head_dim up to 64, else 64); `stages` loads in
     flight; at most `programs_per_sm` programs an SM over all (sequence, kv head) pairs
     (rounded down: a few programs past a whole wave would run as a second wave with most
-    SMs idle), but no more runs than max_seq has tiles, and few enough that the merge holds
-    every run's partial output in registers at once (MERGE_ELEMENTS); `preload`: each run's
+    SMs idle), but no more runs than max_seq has tiles, and no more than `merge_chunks` times
+    the runs whose partial outputs the merge holds in registers at once (MERGE_ELEMENTS;
+    each further chunk of runs is one more round trip to L2); `preload`: each run's
     first tile read into registers before the wait under PDL, where the launcher finds that
     safe. The defaults are the rule for untuned shapes (research/sweep_decode_attention.py,
     notes/models.md)."""
@@ -291,13 +320,15 @@ def attention_config(batch: int, n_kv_heads: int, group: int, head_dim: int, max
     block_d = max(16, triton.next_power_of_2(head_dim))
     block_t = tile or default_tile(head_dim)
     pairs = batch * n_kv_heads
+    merge_runs = max(1, MERGE_ELEMENTS // (group_p2 * block_d))  # a power of two
     splits = (sms or ASSUMED_SM_COUNT) * programs_per_sm // pairs
-    splits = max(1, min(splits, MERGE_ELEMENTS // (group_p2 * block_d),
-                        triton.cdiv(max_seq, block_t)))
+    splits = max(1, min(splits, merge_chunks * merge_runs, triton.cdiv(max_seq, block_t)))
+    block_splits = triton.next_power_of_2(splits)
     return {"SPLITS": splits, "ONE_RUN_TILES": ONE_RUN_TILES,
             "BLOCK_G": max(query_rows, group_p2), "GROUP_P2": group_p2, "BLOCK_T": block_t,
-            "BLOCK_D": block_d, "BLOCK_SPLITS": triton.next_power_of_2(splits),
-            "PRELOAD": preload, "num_warps": 4, "num_stages": stages}
+            "BLOCK_D": block_d, "BLOCK_SPLITS": block_splits,
+            "MERGE_RUNS": min(merge_runs, block_splits), "PRELOAD": preload, "num_warps": 4,
+            "num_stages": stages}
 
 
 def default_tile(head_dim: int) -> int:
@@ -316,11 +347,13 @@ def attention_candidates(batch: int, n_kv_heads: int, group: int, head_dim: int,
     best somewhere. Each run's first tile read before the wait (where the launcher finds it
     safe), 2 stages deep, was the fastest at 24 of 57 of those shapes on H200 and up to 1.7x
     slower than the rule at others; 4 stages deep, at 5 of the 7 points under 70% of copy
-    (notes/models.md, session 56)."""
+    (notes/models.md, session 56). Twice the runs one merge holds, merged in two chunks, took
+    b1 28/4x128 at 8192 positions 21.1 -> 16.6 us and 64/8x128 20.9 -> 18.7 us, and was up to
+    1.3x slower where runs were already short (H200, notes/models.md, session 58)."""
     shape = (batch, n_kv_heads, group, head_dim, max_seq, sms)
     variants = ({}, {"stages": 4}, {"stages": 4, "programs_per_sm": 2},
                 {"tile": 2 * default_tile(head_dim)}, {"preload": True, "stages": 2},
-                {"preload": True, "stages": 4})
+                {"preload": True, "stages": 4}, {"merge_chunks": 2})
     configs = []
     for variant in variants:
         config = attention_config(*shape, **variant)
@@ -355,8 +388,9 @@ def step_candidates(batch: int, n_kv_heads: int, group: int, head_dim: int, max_
 
 # Raised whenever attention_candidates or step_candidates change: a launch chosen on disk
 # among older candidates is then timed again instead of kept (2: tiles of twice the default
-# positions alone, the rule in the step; session 47. 3: the first tile preloaded; session 56).
-CANDIDATES_VERSION = 3
+# positions alone, the rule in the step; session 47. 3: the first tile preloaded; session 56.
+# 4: runs merged in two chunks; session 58).
+CANDIDATES_VERSION = 4
 
 
 def attention_key(batch: int, n_kv_heads: int, group: int, head_dim: int, max_seq: int,
@@ -387,6 +421,7 @@ def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
                                              sm_count(q.device)))
     config.setdefault("ONE_RUN_TILES", ONE_RUN_TILES)  # a shape tuned before it was a key
     config.setdefault("PRELOAD", False)
+    config.setdefault("MERGE_RUNS", config["BLOCK_SPLITS"])  # older configs: all at once
     partials = counters = out  # placeholders, never touched without a split
     pairs = batch * n_kv_heads
     if config["SPLITS"] > 1:
