@@ -98,8 +98,10 @@ def attention_usage(batch: int, heads: int, kv_heads: int, head_dim: int, max_se
     """The attention kernel at that shape (bf16, under PDL)."""
     config = attention_config(batch, kv_heads, heads // kv_heads, head_dim, max_seq, 132)
     launch = {key: v for key, v in config.items() if key.isupper()}
-    launch.update(N_KV_HEADS=kv_heads, GROUP=heads // kv_heads, HEAD_DIM=head_dim, PDL=True,
-                  LENGTHS_FINAL=True,
+    group = heads // kv_heads
+    launch.update(N_KV_HEADS=kv_heads, GROUP=group,
+                  GROUP_BLOCK=triton.cdiv(group, config["HEAD_BLOCKS"]), HEAD_DIM=head_dim,
+                  PDL=True, LENGTHS_FINAL=True, N_WRITTEN=0, BLOCK_WRITTEN=1,
                   DOT_PRECISION="tf32", UPCAST_DOT=False, LINE_ELEMENTS=64,
                   ROW_LINES=triton.next_power_of_2(triton.cdiv(head_dim, 64)))
     usage = resources(_decode_attention_kernel, launch, config["num_warps"],

@@ -9,6 +9,8 @@ against SDPA on the same cache.
                                                                               # before the wait
     PYTHONPATH=src python3 research/sweep_decode_attention.py --sweep merge   # more runs than
                                                                               # one merge holds
+    PYTHONPATH=src python3 research/sweep_decode_attention.py --sweep blocks  # q heads in
+                                                                              # blocks
     PYTHONPATH=src python3 research/sweep_decode_attention.py --sweep tiles --points below70 \
         --merge-elements 32768 --tiles 64,128,256   # the grid's points under 70% of copy, with
                                                     # more runs than the merge's cap allows
@@ -97,8 +99,16 @@ def preload_configs(base: dict, pairs: int, max_seq: int):
     yield "s2", {**base, "num_stages": 2}
 
 
-def merge_configs(shape: tuple):
-    """The rule with its runs' cap raised to 2-8 chunks of the runs one merge holds."""
+def merge_configs(shape: tuple, blocks: bool = False):
+    """The rule with its runs' cap raised to 2-8 chunks of the runs one merge holds; with
+    `blocks`, each pair's q heads in 2 or 4 blocks, a program and a merge each."""
+    if blocks:
+        for heads, chunks, per_sm in ((2, 1, 1), (2, 2, 1), (2, 2, 2), (4, 1, 1), (4, 2, 2)):
+            yield (f"blocks {heads} chunks {chunks} x{per_sm}",
+                   attention_config(*shape, head_blocks=heads, merge_chunks=chunks,
+                                    programs_per_sm=per_sm))
+        yield "chunks 2", attention_config(*shape, merge_chunks=2)
+        return
     for chunks in (2, 4, 8):
         yield f"chunks {chunks}", attention_config(*shape, merge_chunks=chunks)
     yield "chunks 4 x2", attention_config(*shape, merge_chunks=4, programs_per_sm=2)
@@ -123,7 +133,8 @@ def sweep_point(heads: int, kv_heads: int, head_dim: int, batch: int, context: i
             q, k, v, n, head_dim ** -0.5, out) or out}
     configs = (tile_configs(base, batch * kv_heads, context, tiles, merge_elements)
                if sweep == "tiles" else preload_configs(base, batch * kv_heads, context)
-               if sweep == "preload" else merge_configs(shape) if sweep == "merge"
+               if sweep == "preload" else merge_configs(shape, sweep == "blocks")
+               if sweep in ("merge", "blocks")
                else rule_configs(base, batch * kv_heads, context))
     for name, config in configs:
         variants[name] = (lambda c: lambda q, k, v, n: launch_decode_attention(
@@ -145,7 +156,7 @@ def sweep_point(heads: int, kv_heads: int, head_dim: int, batch: int, context: i
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--sweep", choices=("tiles", "rules", "preload", "merge"),
+    parser.add_argument("--sweep", choices=("tiles", "rules", "preload", "merge", "blocks"),
                         default="rules")
     parser.add_argument("--points", choices=("tiles", "rules", "below70", "merge"),
                         help="which points (default: the sweep's own)")
@@ -154,7 +165,8 @@ def main() -> None:
                         help="tiles: the merge's cap on runs x q heads x head_dim")
     args = parser.parse_args()
     points = {"tiles": TILE_POINTS, "rules": RULE_POINTS, "preload": RULE_POINTS,
-              "below70": BELOW70_POINTS, "merge": MERGE_POINTS}[args.points or args.sweep]
+              "below70": BELOW70_POINTS, "merge": MERGE_POINTS,
+              "blocks": MERGE_POINTS}[args.points or args.sweep]
     tiles = tuple(int(t) for t in args.tiles.split(","))
     speedups: dict[str, list[float]] = {}
     for point in points:

@@ -103,6 +103,11 @@ def test_split_count_fills_the_gpu_within_the_merge_and_the_cache():
     # more runs than one merge holds, where few pairs would leave most SMs idle
     assert attention_config(1, 4, 8, 64, 8192, 132, merge_chunks=2)["SPLITS"] == 32
     assert attention_config(1, 4, 8, 64, 8192, 132, merge_chunks=2)["MERGE_RUNS"] == 16
+    # q heads in blocks: a program each, the merge's cap counted per block, none empty
+    blocks = attention_config(1, 4, 7, 128, 8192, 132, head_blocks=2)
+    assert (blocks["HEAD_BLOCKS"], blocks["GROUP_P2"], blocks["SPLITS"]) == (2, 4, 16)
+    assert attention_config(1, 4, 6, 128, 8192, 132, head_blocks=4)["HEAD_BLOCKS"] == 3
+    assert attention_config(1, 4, 1, 128, 8192, 132, head_blocks=2)["HEAD_BLOCKS"] == 1
 
 
 @pytest.mark.parametrize("shape", [(1, 4, 8, 64, 2048), (8, 32, 1, 128, 4096),
@@ -118,19 +123,28 @@ def test_candidates_start_with_the_rule_and_fit_the_merge(shape):
     # where the merge's cap leaves SMs idle, twice the runs merged in two chunks is timed
     chunked = [c for c in candidates if c["MERGE_RUNS"] < c["BLOCK_SPLITS"]]
     assert bool(chunked) == (shape == (1, 4, 7, 128, 8192))
+    # and q heads in blocks, wherever a group has more than one
+    blocks = {c["HEAD_BLOCKS"] for c in candidates}
+    assert blocks == ({1, 2, 4} if shape[2] >= 4 else {1, 2} if shape[2] > 1 else {1})
 
 
-@pytest.mark.parametrize("splits, block_t, one_run_tiles, merge_runs", [
-    (8, 16, 0, 8),     # runs of two tiles, fewer used than programs; a length of 0 in one run
-    (16, 64, 0, 16),   # runs of one tile; idle runs
-    (16, 64, 3, 16),   # short sequences in one run, written with no merge; idle runs
-    (12, 16, 0, 4),    # merged four runs at a time: 10 runs used by 150 positions (4, 4, 2)
-    (16, 16, 0, 2),    # two at a time: 3 runs used by 37 positions (2, 1)
+@pytest.mark.parametrize("splits, block_t, one_run_tiles, merge_runs, head_blocks", [
+    (8, 16, 0, 8, 1),     # runs of two tiles, fewer used than programs; a length of 0
+    (16, 64, 0, 16, 1),   # runs of one tile; idle runs
+    (16, 64, 3, 16, 1),   # short sequences in one run, written with no merge; idle runs
+    (12, 16, 0, 4, 1),    # merged four runs at a time: 10 runs used by 150 positions (4, 4, 2)
+    (16, 16, 0, 2, 1),    # two at a time: 3 runs used by 37 positions (2, 1)
+    (8, 16, 0, 8, 2),     # 7 q heads a kv head in blocks of 4 and 3, each merged apart
+    (16, 64, 3, 16, 4),   # blocks of 2, 2, 2 and 1 head, short sequences written directly
+    (12, 16, 0, 4, 3),    # blocks of 3, 3 and 1 head, merged in chunks
 ])
-def test_launch_shapes_match_reference(splits, block_t, one_run_tiles, merge_runs, device):
-    q, k, v = _case(3, 6, 2, 16, 150, torch.float32, device)
+def test_launch_shapes_match_reference(splits, block_t, one_run_tiles, merge_runs,
+                                       head_blocks, device):
+    q, k, v = _case(3, 14, 2, 16, 150, torch.float32, device)
     lengths = torch.tensor([150, 0, 37], device=device)
-    config = {**attention_config(3, 2, 3, 16, 150, 1), "BLOCK_T": block_t, "SPLITS": splits,
+    base = attention_config(3, 2, 7, 16, 150, 1, head_blocks=head_blocks)
+    assert base["HEAD_BLOCKS"] == head_blocks
+    config = {**base, "BLOCK_T": block_t, "SPLITS": splits,
               "BLOCK_SPLITS": triton.next_power_of_2(splits), "ONE_RUN_TILES": one_run_tiles,
               "MERGE_RUNS": merge_runs}
     for _ in range(2):   # the arrival counters are back at zero for the second launch

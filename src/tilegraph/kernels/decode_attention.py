@@ -13,7 +13,9 @@ a short sequence's tiles do nothing, a sequence of one run writes its output dir
 no program reads past a length. Under PDL a launch may read each run's first tile before
 its wait, where the kernel before writes no cache row but those it names (the q|k|v
 projection's new rows, read again after the wait; _pdl.py). The q heads that share a kv
-head ride in one tensor-core tile, so each key and value is read once. The last run of a
+head ride in one tensor-core tile, so each key and value is read once; or in a few blocks,
+a program and a merge each, which read the same keys and values (the second from L2 where
+they run together) and let a pair take more runs than one merge holds. The last run of a
 pair to finish merges the runs' partial results in a fixed order (the result does not
 depend on which run finished last): one kernel, no second launch. The launch shape is
 timed per shape by tune.tune_attention where it has been run, else a rule.
@@ -130,6 +132,7 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
                              written_slots_ptr, written_positions_ptr,
                              qk_scale, max_seq,
                              N_KV_HEADS: tl.constexpr, GROUP: tl.constexpr,
+                             HEAD_BLOCKS: tl.constexpr, GROUP_BLOCK: tl.constexpr,
                              HEAD_DIM: tl.constexpr, SPLITS: tl.constexpr,
                              PDL: tl.constexpr, LENGTHS_FINAL: tl.constexpr,
                              PRELOAD: tl.constexpr, N_WRITTEN: tl.constexpr,
@@ -141,20 +144,24 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
                              BLOCK_D: tl.constexpr, BLOCK_SPLITS: tl.constexpr,
                              MERGE_RUNS: tl.constexpr,
                              ROW_LINES: tl.constexpr, LINE_ELEMENTS: tl.constexpr):
-    """Program (b * KV + kv head, run): o_h = sum_t softmax_t(q_h . k_t * scale) v_t for the
-    GROUP q heads h of that kv head, over run `run` of the sequence's first lengths[b]
-    positions (clamped to [0, max_seq]); a length of 0 gives zeros.
+    """Program ((b * KV + kv head) * HEAD_BLOCKS + block, run): o_h = sum_t softmax_t(q_h .
+    k_t * scale) v_t for block `block` of GROUP_BLOCK of the GROUP q heads h of that kv head,
+    over run `run` of the sequence's first lengths[b] positions (clamped to [0, max_seq]); a
+    length of 0 gives zeros.
 
     A sequence that fits one run is written by that run directly. Otherwise each run leaves
-    (m, denom, acc) of its GROUP heads in the workspace (_split_workspace.py) and counts
+    (m, denom, acc) of its block's heads in the workspace (_split_workspace.py) and counts
     itself in; the last to arrive merges them (_merge_runs). Runs past the sequence's
-    length do nothing.
+    length do nothing. Blocks of heads share the keys and values they read (from L2 where
+    they run together) and split the merge between them.
 
     Under PDL, LENGTHS_FINAL says the lengths read before griddepcontrol.wait are final (the
     kernel just before does not write them; _pdl.py), so they are read once.
     """
-    pair = tl.program_id(0)
+    unit = tl.program_id(0)                    # (pair, block of its q heads)
     run = tl.program_id(1)
+    pair = unit // HEAD_BLOCKS
+    head0 = (unit % HEAD_BLOCKS) * GROUP_BLOCK  # the block's first q head in the group
     b = pair // N_KV_HEADS
     kv_head = pair % N_KV_HEADS
     kv_base = b.to(tl.int64) * stride_cb + kv_head * stride_ch
@@ -198,8 +205,8 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
                                             ONE_RUN_TILES)
     if run < used:
         offs_g = tl.arange(0, BLOCK_G)
-        g_mask = offs_g < GROUP
-        heads = kv_head * GROUP + offs_g
+        g_mask = (offs_g < GROUP_BLOCK) & (head0 + offs_g < GROUP)
+        heads = kv_head * GROUP + head0 + offs_g
         q = tl.load(q_ptr + b.to(tl.int64) * stride_qb + heads[:, None] * stride_qh
                     + offs_d[None, :], mask=g_mask[:, None] & d_mask[None, :], other=0.0)
         if UPCAST_DOT:
@@ -226,10 +233,10 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
             tl.store(out_ptrs, result.to(out_ptr.dtype.element_ty),
                      mask=g_mask[:, None] & d_mask[None, :])
         else:
-            # workspace of this pair: maxima (SPLITS, GROUP_P2), sums (the same), then
-            # outputs (SPLITS, GROUP_P2, BLOCK_D): the group's heads, not the mma tile's
+            # workspace of this unit: maxima (SPLITS, GROUP_P2), sums (the same), then
+            # outputs (SPLITS, GROUP_P2, BLOCK_D): the block's heads, not the mma tile's
             # padding rows
-            stats = partial_ptr + pair.to(tl.int64) * SPLITS * GROUP_P2 * (2 + BLOCK_D)
+            stats = partial_ptr + unit.to(tl.int64) * SPLITS * GROUP_P2 * (2 + BLOCK_D)
             outs = stats + 2 * SPLITS * GROUP_P2
             real = offs_g < GROUP_P2
             tl.store(stats + run * GROUP_P2 + offs_g, m, mask=real)
@@ -237,26 +244,28 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
             tl.store(outs + (run * GROUP_P2 + offs_g[:, None]) * BLOCK_D + offs_d[None, :],
                      acc, mask=real[:, None])
             tl.debug_barrier()  # every thread's partials are out before the count says so
-            arrived = tl.atomic_add(count_ptr + pair, 1, sem="acq_rel")
+            arrived = tl.atomic_add(count_ptr + unit, 1, sem="acq_rel")
             if arrived == used - 1:
-                _merge_runs(out_ptr, stride_ob, stride_oh, stats, outs, b, kv_head, used,
-                            GROUP, HEAD_DIM, SPLITS, GROUP_P2, BLOCK_D, BLOCK_SPLITS,
+                _merge_runs(out_ptr, stride_ob, stride_oh, stats, outs, b,
+                            kv_head * GROUP + head0, tl.minimum(GROUP - head0, GROUP_BLOCK),
+                            used, HEAD_DIM, SPLITS, GROUP_P2, BLOCK_D, BLOCK_SPLITS,
                             MERGE_RUNS)
-                tl.store(count_ptr + pair, 0)  # zero for the next launch on this stream
+                tl.store(count_ptr + unit, 0)  # zero for the next launch on this stream
 
 
 @triton.jit
-def _merge_runs(out_ptr, stride_ob, stride_oh, stats, outs, b, kv_head, used,
-                GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, SPLITS: tl.constexpr,
+def _merge_runs(out_ptr, stride_ob, stride_oh, stats, outs, b, first_head, n_heads, used,
+                HEAD_DIM: tl.constexpr, SPLITS: tl.constexpr,
                 GROUP_P2: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_SPLITS: tl.constexpr,
                 MERGE_RUNS: tl.constexpr):
     """out_h = sum_r exp2(m_rh - M_h) acc_rh / sum_r exp2(m_rh - M_h) denom_rh over the
-    `used` runs, M_h = max_r m_rh, summed in run order. The statistics of all runs and the
-    partial outputs of the first MERGE_RUNS are loaded at once (one round trip to L2: a loop
-    over runs waited for each in turn, and merging 32 runs in chunks of 8 took 22 us where 8
-    runs at once took 13); where more runs were used than MERGE_RUNS (whose outputs fill the
-    registers the merge may take), the rest follow MERGE_RUNS at a time, weighted by the
-    final maxima, a round trip each."""
+    `used` runs, M_h = max_r m_rh, summed in run order, for the n_heads q heads from
+    first_head on. The statistics of all runs and the partial outputs of the first
+    MERGE_RUNS are loaded at once (one round trip to L2: a loop over runs waited for each in
+    turn, and merging 32 runs in chunks of 8 took 22 us where 8 runs at once took 13); where
+    more runs were used than MERGE_RUNS (whose outputs fill the registers the merge may
+    take), the rest follow MERGE_RUNS at a time, weighted by the final maxima, a round trip
+    each."""
     runs = tl.arange(0, BLOCK_SPLITS)
     offs_g = tl.arange(0, GROUP_P2)
     offs_d = tl.arange(0, BLOCK_D)
@@ -293,16 +302,17 @@ def _merge_runs(out_ptr, stride_ob, stride_oh, stats, outs, b, kv_head, used,
             merged += tl.sum(parts * tl.exp2(chunk_maxima - m_max[None, :])[:, :, None],
                              axis=0)
     result = tl.where(total[:, None] > 0, merged / total[:, None], 0.0)
-    heads = kv_head * GROUP + offs_g
+    heads = first_head + offs_g
     tl.store(out_ptr + b.to(tl.int64) * stride_ob + heads[:, None] * stride_oh
              + offs_d[None, :], result.to(out_ptr.dtype.element_ty),
-             mask=(offs_g < GROUP)[:, None] & (offs_d < HEAD_DIM)[None, :])
+             mask=(offs_g < n_heads)[:, None] & (offs_d < HEAD_DIM)[None, :])
 
 
 def attention_config(batch: int, n_kv_heads: int, group: int, head_dim: int, max_seq: int,
                      sms: int | None, *, tile: int | None = None, stages: int = 3,
                      programs_per_sm: int = 1, query_rows: int = 16,
-                     preload: bool = False, merge_chunks: int = MERGE_CHUNKS) -> dict:
+                     preload: bool = False, merge_chunks: int = MERGE_CHUNKS,
+                     head_blocks: int = 1) -> dict:
     """Launch shape: the group's q heads padded to a tensor-core tile of at least
     `query_rows` rows (16, an mma.sync tile; 64, a Hopper warpgroup's wgmma, which does four
     times the multiplies but reduces the softmax's rows within a warp and keeps the
@@ -314,21 +324,23 @@ def attention_config(batch: int, n_kv_heads: int, group: int, head_dim: int, max
     the runs whose partial outputs the merge holds in registers at once (MERGE_ELEMENTS;
     each further chunk of runs is one more round trip to L2); `preload`: each run's
     first tile read into registers before the wait under PDL, where the launcher finds that
-    safe. The defaults are the rule for untuned shapes (research/sweep_decode_attention.py,
-    notes/models.md)."""
-    group_p2 = triton.next_power_of_2(group)
+    safe; `head_blocks`: each pair's q heads in that many blocks (at most the group), a
+    program (and a merge) each, which read the same keys and values. The defaults are the
+    rule for untuned shapes (research/sweep_decode_attention.py, notes/models.md)."""
+    head_blocks = triton.cdiv(group, triton.cdiv(group, max(1, head_blocks)))  # none empty
+    group_p2 = triton.next_power_of_2(triton.cdiv(group, head_blocks))
     block_d = max(16, triton.next_power_of_2(head_dim))
     block_t = tile or default_tile(head_dim)
-    pairs = batch * n_kv_heads
+    units = batch * n_kv_heads * head_blocks
     merge_runs = max(1, MERGE_ELEMENTS // (group_p2 * block_d))  # a power of two
-    splits = (sms or ASSUMED_SM_COUNT) * programs_per_sm // pairs
+    splits = (sms or ASSUMED_SM_COUNT) * programs_per_sm // units
     splits = max(1, min(splits, merge_chunks * merge_runs, triton.cdiv(max_seq, block_t)))
     block_splits = triton.next_power_of_2(splits)
     return {"SPLITS": splits, "ONE_RUN_TILES": ONE_RUN_TILES,
             "BLOCK_G": max(query_rows, group_p2), "GROUP_P2": group_p2, "BLOCK_T": block_t,
             "BLOCK_D": block_d, "BLOCK_SPLITS": block_splits,
-            "MERGE_RUNS": min(merge_runs, block_splits), "PRELOAD": preload, "num_warps": 4,
-            "num_stages": stages}
+            "MERGE_RUNS": min(merge_runs, block_splits), "HEAD_BLOCKS": head_blocks,
+            "PRELOAD": preload, "num_warps": 4, "num_stages": stages}
 
 
 def default_tile(head_dim: int) -> int:
@@ -349,11 +361,16 @@ def attention_candidates(batch: int, n_kv_heads: int, group: int, head_dim: int,
     slower than the rule at others; 4 stages deep, at 5 of the 7 points under 70% of copy
     (notes/models.md, session 56). Twice the runs one merge holds, merged in two chunks, took
     b1 28/4x128 at 8192 positions 21.1 -> 16.6 us and 64/8x128 20.9 -> 18.7 us, and was up to
-    1.3x slower where runs were already short (H200, notes/models.md, session 58)."""
+    1.3x slower where runs were already short. Each pair's q heads in 2 blocks was faster at
+    all 11 batch-1-2 points where the merge's cap binds (28/4x128 b1 at 8192 21.1 -> 12.3 us,
+    Qwen2-0.5B's 14/2x64 8.5 -> 6.2, TinyLlama's 32/4x64 8.8 -> 8.3) and slower at both
+    points where it does not (32/4x64 b2 10.9 -> 11.9, 32/8x128 b1 14.6 -> 18.7); 4 blocks
+    were the fastest at 1024-2048 positions (H200, notes/models.md, session 58)."""
     shape = (batch, n_kv_heads, group, head_dim, max_seq, sms)
     variants = ({}, {"stages": 4}, {"stages": 4, "programs_per_sm": 2},
                 {"tile": 2 * default_tile(head_dim)}, {"preload": True, "stages": 2},
-                {"preload": True, "stages": 4}, {"merge_chunks": 2})
+                {"preload": True, "stages": 4}, {"merge_chunks": 2}, {"head_blocks": 2},
+                {"head_blocks": 4})
     configs = []
     for variant in variants:
         config = attention_config(*shape, **variant)
@@ -389,8 +406,8 @@ def step_candidates(batch: int, n_kv_heads: int, group: int, head_dim: int, max_
 # Raised whenever attention_candidates or step_candidates change: a launch chosen on disk
 # among older candidates is then timed again instead of kept (2: tiles of twice the default
 # positions alone, the rule in the step; session 47. 3: the first tile preloaded; session 56.
-# 4: runs merged in two chunks; session 58).
-CANDIDATES_VERSION = 4
+# 4: runs merged in two chunks, 5: q heads in blocks; session 58).
+CANDIDATES_VERSION = 5
 
 
 def attention_key(batch: int, n_kv_heads: int, group: int, head_dim: int, max_seq: int,
@@ -422,11 +439,12 @@ def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
     config.setdefault("ONE_RUN_TILES", ONE_RUN_TILES)  # a shape tuned before it was a key
     config.setdefault("PRELOAD", False)
     config.setdefault("MERGE_RUNS", config["BLOCK_SPLITS"])  # older configs: all at once
+    config.setdefault("HEAD_BLOCKS", 1)
     partials = counters = out  # placeholders, never touched without a split
-    pairs = batch * n_kv_heads
+    units = batch * n_kv_heads * config["HEAD_BLOCKS"]
     if config["SPLITS"] > 1:
-        per_pair = config["SPLITS"] * config["GROUP_P2"] * (2 + config["BLOCK_D"])
-        workspace = split_workspace(q.device, pairs * per_pair, pairs)
+        per_unit = config["SPLITS"] * config["GROUP_P2"] * (2 + config["BLOCK_D"])
+        workspace = split_workspace(q.device, units * per_unit, units)
         if workspace is None:  # a capture found none large enough: run unsplit
             config["SPLITS"] = 1
         else:
@@ -445,12 +463,13 @@ def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
     n_written = written_positions.numel() if config["PRELOAD"] and rows else 0
     line_elements = 128 // q.element_size()  # an L2 line, for the prefetch under PDL
     row_lines = triton.next_power_of_2(triton.cdiv(head_dim, line_elements))
-    _decode_attention_kernel[(pairs, config["SPLITS"])](
+    _decode_attention_kernel[(units, config["SPLITS"])](
         out, out.stride(0), out.stride(1), q, q.stride(0), q.stride(1),
         k_cache, v_cache, k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         lengths, partials, counters, written_slots, written_positions,
         scale * math.log2(math.e), max_seq,
-        N_KV_HEADS=n_kv_heads, GROUP=group, HEAD_DIM=head_dim, PDL=pdl,
+        N_KV_HEADS=n_kv_heads, GROUP=group,
+        GROUP_BLOCK=triton.cdiv(group, config["HEAD_BLOCKS"]), HEAD_DIM=head_dim, PDL=pdl,
         LENGTHS_FINAL=lengths_final, N_WRITTEN=n_written,
         BLOCK_WRITTEN=triton.next_power_of_2(max(n_written, 1)),
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
