@@ -11,6 +11,8 @@ against SDPA on the same cache.
                                                                               # one merge holds
     PYTHONPATH=src python3 research/sweep_decode_attention.py --sweep blocks  # q heads in
                                                                               # blocks
+    PYTHONPATH=src python3 research/sweep_decode_attention.py --sweep blockrule  # the rule's
+                                                            # blocks against 1, 2, 4 and 8
     PYTHONPATH=src python3 research/sweep_decode_attention.py --sweep tiles --points below70 \
         --merge-elements 32768 --tiles 64,128,256   # the grid's points under 70% of copy, with
                                                     # more runs than the merge's cap allows
@@ -59,6 +61,14 @@ RULE_POINTS = [(*shape, batch, context)
                for shape in ((32, 32, 128), (14, 2, 64), (32, 8, 128), (32, 4, 64), (28, 4, 128),
                              (16, 8, 64))
                for batch in (1, 3, 8, 16) for context in (256, 1024, 4096)]
+# The rule's blocks of q heads, on the rule's points, the merge's and layouts named nowhere
+# else: Llama-3.2-3B (24/8x128), Qwen2-1.5B (12/2x128), Qwen2.5-14B (40/8x128), Qwen2.5-3B
+# (16/2x128), Llama-3.2-1B (32/8x64), at cache sizes the others skip.
+BLOCK_RULE_POINTS = (RULE_POINTS + MERGE_POINTS
+                     + [(*shape, batch, context)
+                        for shape in ((24, 8, 128), (12, 2, 128), (40, 8, 128), (16, 2, 128),
+                                      (32, 8, 64))
+                        for batch in (1, 2, 4) for context in (128, 512, 2048, 6000)])
 RULES = {  # name: (tile for head_dim <= 64, tile above, stages, programs an SM)
     "s3x1": (128, 64, 3, 1), "s4x1": (128, 64, 4, 1), "s4x2": (128, 64, 4, 2),
     "s4x2-64": (128, 64, 4, None), "T128s3x1": (128, 128, 3, 1),
@@ -116,6 +126,17 @@ def merge_configs(shape: tuple, blocks: bool = False):
                                                   stages=4)
 
 
+def block_configs(shape: tuple, base: dict):
+    """Each pair's q heads in 1, 2, 4 or 8 blocks (as many as the group allows), where not
+    the rule's."""
+    seen = [base]
+    for blocks in (1, 2, 4, 8):
+        config = attention_config(*shape, head_blocks=blocks)
+        if config not in seen:
+            seen.append(config)
+            yield f"blocks {config['HEAD_BLOCKS']}", config
+
+
 def sweep_point(heads: int, kv_heads: int, head_dim: int, batch: int, context: int,
                 sweep: str, tiles=(64, 128), merge_elements: int = MERGE_ELEMENTS
                 ) -> dict[str, float]:
@@ -134,7 +155,8 @@ def sweep_point(heads: int, kv_heads: int, head_dim: int, batch: int, context: i
     configs = (tile_configs(base, batch * kv_heads, context, tiles, merge_elements)
                if sweep == "tiles" else preload_configs(base, batch * kv_heads, context)
                if sweep == "preload" else merge_configs(shape, sweep == "blocks")
-               if sweep in ("merge", "blocks")
+               if sweep in ("merge", "blocks") else block_configs(shape, base)
+               if sweep == "blockrule"
                else rule_configs(base, batch * kv_heads, context))
     for name, config in configs:
         variants[name] = (lambda c: lambda q, k, v, n: launch_decode_attention(
@@ -146,7 +168,7 @@ def sweep_point(heads: int, kv_heads: int, head_dim: int, batch: int, context: i
     rows = sorted((r for r in result.results if r.stats is not None),
                   key=lambda r: r.stats.median)
     print(f"\n{heads}/{kv_heads}x{head_dim} batch {batch} context {context} "
-          f"({2 * k.numel() * 2 / 2**20:.1f} MB), default {base}")
+          f"({2 * k.numel() * 2 / 2**20:.1f} MB), default {base}", flush=True)
     shown = rows if sweep != "tiles" else rows[:6]
     for r in shown + [r for r in rows if r.name in ("SDPA", "default") and r not in shown]:
         print(f"  {r.name:22s} {r.stats.median * 1e3:7.2f} us  {r.pct_ceiling:5.1f}% "
@@ -156,9 +178,10 @@ def sweep_point(heads: int, kv_heads: int, head_dim: int, batch: int, context: i
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--sweep", choices=("tiles", "rules", "preload", "merge", "blocks"),
-                        default="rules")
-    parser.add_argument("--points", choices=("tiles", "rules", "below70", "merge"),
+    parser.add_argument("--sweep", default="rules", choices=("tiles", "rules", "preload",
+                                                             "merge", "blocks", "blockrule"))
+    parser.add_argument("--points", choices=("tiles", "rules", "below70", "merge",
+                                             "blockrule"),
                         help="which points (default: the sweep's own)")
     parser.add_argument("--tiles", default="64,128", help="tiles: positions a tile to try")
     parser.add_argument("--merge-elements", type=int, default=MERGE_ELEMENTS,
@@ -166,7 +189,8 @@ def main() -> None:
     args = parser.parse_args()
     points = {"tiles": TILE_POINTS, "rules": RULE_POINTS, "preload": RULE_POINTS,
               "below70": BELOW70_POINTS, "merge": MERGE_POINTS,
-              "blocks": MERGE_POINTS}[args.points or args.sweep]
+              "blocks": MERGE_POINTS, "blockrule": BLOCK_RULE_POINTS}
+    points = points[args.points or args.sweep]
     tiles = tuple(int(t) for t in args.tiles.split(","))
     speedups: dict[str, list[float]] = {}
     for point in points:

@@ -7,10 +7,10 @@ other in one call.
 
 Random weights, bf16, batch 1, a prompt of 128 tokens (or the third argument's) and 256 new
 ones (greedy) in a cache of 2048 positions (or the fourth argument's), the median of three
-generate() calls after one to warm up; the build's seconds and the one-row projections'
-rows a program the step chose (where the tree chooses them) after the time. Shapes:
-tilegraph's named ones and time_steps.OFF_LIST's. Give each run its own TILEGRAPH_CACHE_DIR,
-so each tree tunes for itself.
+generate() calls after one to warm up; after the time, the build's seconds, the one-row
+projections' rows a program the step chose (where the tree chooses them) and the attention
+launch chosen. Shapes: tilegraph's named ones and time_steps.OFF_LIST's. Give each run its own
+TILEGRAPH_CACHE_DIR, so each tree tunes for itself.
 """
 
 import statistics
@@ -22,8 +22,12 @@ from time_steps import OFF_LIST
 
 import tilegraph as tg
 from tilegraph import tune
+from tilegraph.kernels import decode_attention as attention
 from tilegraph.models.hf_presets import hf_config
 from tilegraph.models.llama import Llama, LlamaConfig
+
+ATTENTION_KEYS = ("HEAD_BLOCKS", "SPLITS", "BLOCK_T", "BLOCK_G", "MERGE_RUNS", "PRELOAD",
+                  "num_stages")
 
 
 def main() -> None:
@@ -47,8 +51,11 @@ def main() -> None:
         step = (c.n_heads, c.n_kv_heads, c.head_dim, max_seq, str(model.dtype), c.dim,
                 c.ffn_dim, c.n_layers, c.vocab_size)
         chosen = store.lookup(step) if store is not None else "-"
+        launch = attention.tuned.lookup(attention.attention_key(
+            1, c.n_kv_heads, c.n_heads // c.n_kv_heads, c.head_dim, max_seq, model.dtype)) or {}
         print(f"{tag} {name} {statistics.median(times[1:]):.4f} ms a token "
-              f"(build {build:.1f} s; rows chosen {chosen})", flush=True)
+              f"(build {build:.1f} s; rows chosen {chosen}; attention "
+              f"{ {k: launch.get(k) for k in ATTENTION_KEYS} })", flush=True)
         del generator, model
         torch.cuda.empty_cache()
 

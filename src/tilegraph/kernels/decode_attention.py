@@ -15,7 +15,8 @@ its wait, where the kernel before writes no cache row but those it names (the q|
 projection's new rows, read again after the wait; _pdl.py). The q heads that share a kv
 head ride in one tensor-core tile, so each key and value is read once; or in a few blocks,
 a program and a merge each, which read the same keys and values (the second from L2 where
-they run together) and let a pair take more runs than one merge holds. The last run of a
+they run together): where few pairs would leave SMs idle, they fill them and let a pair take
+more runs than one merge holds. The last run of a
 pair to finish merges the runs' partial results in a fixed order (the result does not
 depend on which run finished last): one kernel, no second launch. The launch shape is
 timed per shape by tune.tune_attention where it has been run, else a rule.
@@ -312,7 +313,7 @@ def attention_config(batch: int, n_kv_heads: int, group: int, head_dim: int, max
                      sms: int | None, *, tile: int | None = None, stages: int = 3,
                      programs_per_sm: int = 1, query_rows: int = 16,
                      preload: bool = False, merge_chunks: int = MERGE_CHUNKS,
-                     head_blocks: int = 1) -> dict:
+                     head_blocks: int | None = None) -> dict:
     """Launch shape: the group's q heads padded to a tensor-core tile of at least
     `query_rows` rows (16, an mma.sync tile; 64, a Hopper warpgroup's wgmma, which does four
     times the multiplies but reduces the softmax's rows within a warp and keeps the
@@ -325,22 +326,55 @@ def attention_config(batch: int, n_kv_heads: int, group: int, head_dim: int, max
     each further chunk of runs is one more round trip to L2); `preload`: each run's
     first tile read into registers before the wait under PDL, where the launcher finds that
     safe; `head_blocks`: each pair's q heads in that many blocks (at most the group), a
-    program (and a merge) each, which read the same keys and values. The defaults are the
-    rule for untuned shapes (research/sweep_decode_attention.py, notes/models.md)."""
-    head_blocks = triton.cdiv(group, triton.cdiv(group, max(1, head_blocks)))  # none empty
-    group_p2 = triton.next_power_of_2(triton.cdiv(group, head_blocks))
+    program (and a merge) each, which read the same keys and values; by default
+    head_blocks_rule's. The defaults are the rule for untuned shapes
+    (research/sweep_decode_attention.py, notes/models.md)."""
+    sms = sms or ASSUMED_SM_COUNT
+    shape = (batch, n_kv_heads, group, head_dim, max_seq, sms, tile or default_tile(head_dim),
+             programs_per_sm, merge_chunks)
+    if head_blocks is None:
+        head_blocks = head_blocks_rule(shape)
+    head_blocks, splits, group_p2, merge_runs = _grid(*shape, head_blocks)
     block_d = max(16, triton.next_power_of_2(head_dim))
-    block_t = tile or default_tile(head_dim)
-    units = batch * n_kv_heads * head_blocks
-    merge_runs = max(1, MERGE_ELEMENTS // (group_p2 * block_d))  # a power of two
-    splits = (sms or ASSUMED_SM_COUNT) * programs_per_sm // units
-    splits = max(1, min(splits, merge_chunks * merge_runs, triton.cdiv(max_seq, block_t)))
     block_splits = triton.next_power_of_2(splits)
     return {"SPLITS": splits, "ONE_RUN_TILES": ONE_RUN_TILES,
-            "BLOCK_G": max(query_rows, group_p2), "GROUP_P2": group_p2, "BLOCK_T": block_t,
+            "BLOCK_G": max(query_rows, group_p2), "GROUP_P2": group_p2, "BLOCK_T": shape[6],
             "BLOCK_D": block_d, "BLOCK_SPLITS": block_splits,
             "MERGE_RUNS": min(merge_runs, block_splits), "HEAD_BLOCKS": head_blocks,
             "PRELOAD": preload, "num_warps": 4, "num_stages": stages}
+
+
+def _grid(batch: int, n_kv_heads: int, group: int, head_dim: int, max_seq: int, sms: int,
+          block_t: int, programs_per_sm: int, merge_chunks: int,
+          head_blocks: int) -> tuple[int, int, int, int]:
+    """(head blocks, runs a unit, q heads a block padded to a power of two, runs one merge
+    holds) for a launch of q heads in `head_blocks` blocks: attention_config's grid."""
+    head_blocks = triton.cdiv(group, triton.cdiv(group, max(1, head_blocks)))  # none empty
+    group_p2 = triton.next_power_of_2(triton.cdiv(group, head_blocks))
+    block_d = max(16, triton.next_power_of_2(head_dim))
+    units = batch * n_kv_heads * head_blocks
+    merge_runs = max(1, MERGE_ELEMENTS // (group_p2 * block_d))  # a power of two
+    splits = sms * programs_per_sm // units
+    splits = max(1, min(splits, merge_chunks * merge_runs, triton.cdiv(max_seq, block_t)))
+    return head_blocks, splits, group_p2, merge_runs
+
+
+def head_blocks_rule(shape: tuple) -> int:
+    """Blocks of q heads a pair for untuned shapes (`shape`: _grid's arguments but the
+    blocks): twice as many while the launch would fill at most half the SMs' program slots.
+    Few pairs of a wide group leave SMs idle where the merge's cap or a short cache limits
+    their runs; more blocks fill them, each reading the pair's keys and values again (from
+    L2 where they run together) and merging fewer heads. Over 13 batch 1-2 points of wide
+    groups, 1024-8192 positions, this chose the fastest of 1, 2 and 4 blocks at 12 and 2 blocks
+    where 4 were 7% faster at the 13th (H200, notes/models.md, session 58)."""
+    group, slots = shape[2], shape[5] * shape[7]
+    blocks = 1
+    while blocks < group:
+        used, splits, _, _ = _grid(*shape, blocks)
+        if 2 * shape[0] * shape[1] * used * splits > slots:
+            break
+        blocks *= 2
+    return blocks
 
 
 def default_tile(head_dim: int) -> int:
@@ -365,12 +399,14 @@ def attention_candidates(batch: int, n_kv_heads: int, group: int, head_dim: int,
     all 11 batch-1-2 points where the merge's cap binds (28/4x128 b1 at 8192 21.1 -> 12.3 us,
     Qwen2-0.5B's 14/2x64 8.5 -> 6.2, TinyLlama's 32/4x64 8.8 -> 8.3) and slower at both
     points where it does not (32/4x64 b2 10.9 -> 11.9, 32/8x128 b1 14.6 -> 18.7); 4 blocks
-    were the fastest at 1024-2048 positions (H200, notes/models.md, session 58)."""
+    were the fastest at 1024-2048 positions (H200, notes/models.md, session 58). The rule
+    now takes blocks (head_blocks_rule), so one block, and twice the runs in two chunks with
+    one block, are timed beside it."""
     shape = (batch, n_kv_heads, group, head_dim, max_seq, sms)
     variants = ({}, {"stages": 4}, {"stages": 4, "programs_per_sm": 2},
                 {"tile": 2 * default_tile(head_dim)}, {"preload": True, "stages": 2},
-                {"preload": True, "stages": 4}, {"merge_chunks": 2}, {"head_blocks": 2},
-                {"head_blocks": 4})
+                {"preload": True, "stages": 4}, {"merge_chunks": 2, "head_blocks": 1},
+                {"head_blocks": 1}, {"head_blocks": 2}, {"head_blocks": 4})
     configs = []
     for variant in variants:
         config = attention_config(*shape, **variant)
@@ -406,8 +442,9 @@ def step_candidates(batch: int, n_kv_heads: int, group: int, head_dim: int, max_
 # Raised whenever attention_candidates or step_candidates change: a launch chosen on disk
 # among older candidates is then timed again instead of kept (2: tiles of twice the default
 # positions alone, the rule in the step; session 47. 3: the first tile preloaded; session 56.
-# 4: runs merged in two chunks, 5: q heads in blocks; session 58).
-CANDIDATES_VERSION = 5
+# 4: runs merged in two chunks, 5: q heads in blocks; session 58. 6: blocks in the rule;
+# session 59).
+CANDIDATES_VERSION = 6
 
 
 def attention_key(batch: int, n_kv_heads: int, group: int, head_dim: int, max_seq: int,
