@@ -122,6 +122,44 @@ def test_bench_stack_grid_checks_and_saves(tmp_path):
     assert (out / "stack-grid.md").stat().st_size > 0
 
 
+# A grid stopped as `timeout` stops it: SIGTERM before its third point.
+STOPPED_GRID = """
+import os, signal, sys
+from tilegraph import cli
+from tilegraph.bench import attention_grid
+
+real, done = attention_grid._point, []
+
+def point(*args, **kwargs):
+    if len(done) == 2:
+        os.kill(os.getpid(), signal.SIGTERM)
+    done.append(args)
+    return real(*args, **kwargs)
+
+attention_grid._point = point
+previous = signal.getsignal(signal.SIGTERM)
+status = cli.main(sys.argv[1:])
+assert signal.getsignal(signal.SIGTERM) is previous, "the handler was not restored"
+sys.exit(status)
+"""
+
+
+def test_a_stopped_grid_shows_and_saves_the_points_done(tmp_path):
+    out = tmp_path / "attention"
+    env = dict(os.environ, PYTHONPATH=str(SRC), TILEGRAPH_CACHE_DIR=str(tmp_path),
+               COLUMNS="160")
+    result = subprocess.run(
+        [sys.executable, "-c", STOPPED_GRID, "bench", "attention-grid", "--dtype", "fp16",
+         "--rows", "1,2", "--contexts", "40", "--out", str(out)],
+        capture_output=True, text=True, env=env, timeout=600)
+    assert result.returncode == 130, result.stdout + result.stderr
+    assert "stopped after 2 of 4 points: the points done are shown and saved" in result.stdout
+    saved = json.loads((out / "attention-grid.json").read_text())
+    assert len(saved["results"]) == 2 and saved["stopped"] == "stopped after 2 of 4 points"
+    assert all(r["status"] == "ok" for r in saved["results"])
+    assert "(stopped after 2 of 4 points)" in (out / "attention-grid.md").read_text()
+
+
 def test_bench_train_takes_width_layers_and_variants(tmp_path):
     """Shapes off the issue's list are one flag away; only the named variants run."""
     out = tmp_path / "train"

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -84,6 +86,40 @@ def _stepper(progress: Progress, task) -> Callable[[str], None]:
     return step
 
 
+# The exit status of a sweep stopped early (Ctrl-C or SIGTERM), as a shell reports SIGINT.
+STOPPED_STATUS = 130
+
+
+def _raise_interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def _sweep(description: str, total: int, run: Callable[..., object],
+           **kwargs) -> tuple[list[dict], str | None]:
+    """Run a grid under a progress bar, keeping its rows as they come. Ctrl-C, or SIGTERM as
+    `timeout` sends it, stops it: the rows finished so far come back with why it stopped, to
+    be shown and saved like a whole run's (a grid of many points can take minutes)."""
+    rows: list[dict] = []
+    main = threading.current_thread() is threading.main_thread()  # only it sets handlers
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt) if main else None
+    try:
+        with _progress() as progress:
+            task = progress.add_task(description, total=total)
+            run(progress=_stepper(progress, task), on_row=rows.append, **kwargs)
+    except KeyboardInterrupt:
+        return rows, f"stopped after {len(rows)} of {total} points"
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, previous)
+    return rows, None
+
+
+def _report_stop(stopped: str | None, saving: bool) -> None:
+    if stopped:
+        console.print(f"[yellow]{stopped}: the points done are shown"
+                      f"{' and saved' if saving else ''}[/yellow]")
+
+
 # The Markdown report's columns; JSON and CSV keep every field.
 REPORT_COLUMNS = ("kernel", "shape", "dtype", "variant", "status", "rel_error", "median_ms",
                   "p20_ms", "p80_ms", "gbps", "tflops", "pct_ceiling", "speedup", "reason")
@@ -95,10 +131,11 @@ def cmd_decode_grid(args: argparse.Namespace, ceil: dict | None) -> int:
     dtypes = [args.dtype] if args.dtype else list(grid.DTYPES)
     rows = args.rows or grid.ROWS
     shapes = args.shapes or grid.default_shapes()
-    with _progress() as progress:
-        task = progress.add_task("decode grid", total=len(dtypes) * len(rows) * len(shapes))
-        step = _stepper(progress, task)
-        results = grid.run(dtypes, rows, shapes, ceilings=ceil or {}, progress=step)
+    results, stopped = _sweep("decode grid", len(dtypes) * len(rows) * len(shapes), grid.run,
+                              dtypes=dtypes, rows=rows, shapes=shapes, ceilings=ceil or {})
+    if stopped and not results:
+        _report_stop(stopped, False)
+        return STOPPED_STATUS
     for dtype in dict.fromkeys(r["dtype"] for r in results):
         for fused in (False, True):
             tables.show(console, tables.grid_table(results, dtype, fused))
@@ -112,12 +149,13 @@ def cmd_decode_grid(args: argparse.Namespace, ceil: dict | None) -> int:
                               for what in ("geomean", "slower")),
          "floor_targets", "floor_targets_missed")))
     if args.out:
-        written = grid.save(results, summary, args.out, args.format, ceil or {})
+        written = grid.save(results, summary, args.out, args.format, ceil or {}, stopped)
         console.print("saved " + ", ".join(str(p) for p in written))
+    _report_stop(stopped, bool(args.out))
     failed = [r for r in results if r["status"] != "ok"]
     for r in failed:
         console.print(f"[red]{r['dtype']} {r['n']}x{r['k']} {r['rows']} rows: {r['reason']}[/red]")
-    return 1 if failed else 0
+    return 1 if failed else STOPPED_STATUS if stopped else 0
 
 
 def cmd_stack_grid(args: argparse.Namespace, ceil: dict | None) -> int:
@@ -127,10 +165,12 @@ def cmd_stack_grid(args: argparse.Namespace, ceil: dict | None) -> int:
     batches = args.rows or stack_grid.BATCHES
     widths = args.widths or stack_grid.default_widths()
     copy_gbps = (ceil or {}).get("copy_gbps")
-    with _progress() as progress:
-        task = progress.add_task("stack grid", total=len(dtypes) * len(batches) * len(widths))
-        step = _stepper(progress, task)
-        results = stack_grid.run(dtypes, batches, widths, copy_gbps, progress=step)
+    results, stopped = _sweep("stack grid", len(dtypes) * len(batches) * len(widths),
+                              stack_grid.run, dtypes=dtypes, batches=batches, widths=widths,
+                              copy_gbps=copy_gbps)
+    if stopped and not results:
+        _report_stop(stopped, False)
+        return STOPPED_STATUS
     columns = ("dtype", "d", "batch", "layers", "hand_us", "tilegraph_us", "speedup",
                "hand_pct_floor", "tilegraph_pct_floor", "target")
     tables.show(console, tables.sweep_table(
@@ -141,15 +181,16 @@ def cmd_stack_grid(args: argparse.Namespace, ceil: dict | None) -> int:
         "geometric mean speed-up over the hand graph", summary,
         ("dtype", "points", "geomean_speedup", "min_speedup", "missed")))
     if args.out:
-        written = stack_grid.save(results, summary, args.out, args.format, copy_gbps)
+        written = stack_grid.save(results, summary, args.out, args.format, copy_gbps, stopped)
         console.print("saved " + ", ".join(str(p) for p in written))
+    _report_stop(stopped, bool(args.out))
     if INTERPRET:
         console.print("No CUDA device: both variants ran through Triton's interpreter and were "
                       "checked; timings need a CUDA GPU.")
     failed = [r for r in results if r["status"] != "ok"]
     for r in failed:
         console.print(f"[red]{r['dtype']} d={r['d']} batch {r['batch']}: {r['reason']}[/red]")
-    return 1 if failed else 0
+    return 1 if failed else STOPPED_STATUS if stopped else 0
 
 
 def cmd_attention_grid(args: argparse.Namespace, ceil: dict | None) -> int:
@@ -159,12 +200,13 @@ def cmd_attention_grid(args: argparse.Namespace, ceil: dict | None) -> int:
     batches = args.rows or attention_grid.BATCHES
     contexts = args.contexts or attention_grid.default_contexts()
     shapes = attention_grid.default_shapes()
-    with _progress() as progress:
-        task = progress.add_task("attention grid", total=len(dtypes) * len(batches)
-                                 * len(contexts) * len(shapes))
-        step = _stepper(progress, task)
-        results = attention_grid.run(dtypes, batches, contexts, shapes, ceilings=ceil or {},
-                                     progress=step)
+    results, stopped = _sweep("attention grid",
+                              len(dtypes) * len(batches) * len(contexts) * len(shapes),
+                              attention_grid.run, dtypes=dtypes, batches=batches,
+                              contexts=contexts, shapes=shapes, ceilings=ceil or {})
+    if stopped and not results:
+        _report_stop(stopped, False)
+        return STOPPED_STATUS
     columns = ("dtype", "heads", "kv_heads", "head_dim", "batch", "context", "cache_mb",
                "sdpa_us", "tilegraph_us", "speedup", "tilegraph_pct_floor", "rule_speedup")
     tables.show(console, tables.sweep_table(
@@ -176,8 +218,10 @@ def cmd_attention_grid(args: argparse.Namespace, ceil: dict | None) -> int:
         ("dtype", "points", "geomean_speedup", "min_speedup", "slower", "min_pct_floor_16mb",
          "rule_geomean_speedup")))
     if args.out:
-        written = attention_grid.save(results, summary, args.out, args.format, ceil or {})
+        written = attention_grid.save(results, summary, args.out, args.format, ceil or {},
+                                      stopped)
         console.print("saved " + ", ".join(str(p) for p in written))
+    _report_stop(stopped, bool(args.out))
     if INTERPRET:
         console.print("No CUDA device: both ran through Triton's interpreter or on the CPU "
                       "and were checked; timings need a CUDA GPU.")
@@ -185,7 +229,7 @@ def cmd_attention_grid(args: argparse.Namespace, ceil: dict | None) -> int:
     for r in failed:
         console.print(f"[red]{r['dtype']} {r['heads']}/{r['kv_heads']}x{r['head_dim']} batch "
                       f"{r['batch']} context {r['context']}: {r['reason']}[/red]")
-    return 1 if failed else 0
+    return 1 if failed else STOPPED_STATUS if stopped else 0
 
 
 def cmd_train_bench(args: argparse.Namespace) -> int:

@@ -89,8 +89,10 @@ def _target(row: dict, layer_bytes: float) -> str:
 
 def run(dtypes: Sequence[torch.dtype] = DTYPES, batches: Sequence[int] = BATCHES,
         widths: Sequence[int] | None = None, copy_gbps: float | None = None,
-        progress: Callable[[str], None] | None = None) -> list[dict]:
-    """One row per (dtype, d, batch); `progress(what)` is called before each point."""
+        progress: Callable[[str], None] | None = None,
+        on_row: Callable[[dict], None] | None = None) -> list[dict]:
+    """One row per (dtype, d, batch); `progress(what)` is called before each point,
+    `on_row(row)` after it."""
     device = "cpu" if INTERPRET else "cuda"
     results = []
     for dtype in dtypes:
@@ -103,6 +105,8 @@ def run(dtypes: Sequence[torch.dtype] = DTYPES, batches: Sequence[int] = BATCHES
                     progress(f"stack grid {str(dtype).removeprefix('torch.')} d={d}, "
                              f"batch {batch}")
                 results.append(_point(stack, batch, copy_gbps))
+                if on_row is not None:
+                    on_row(results[-1])
             del stack
             if device == "cuda":
                 torch.cuda.empty_cache()
@@ -124,10 +128,11 @@ def summary(results: Sequence[dict]) -> list[dict]:
 
 
 def save(results: Sequence[dict], summary_rows: Sequence[dict], out: Path, formats,
-         copy_gbps: float | None) -> list[Path]:
+         copy_gbps: float | None, stopped: str | None = None) -> list[Path]:
     """stack-grid.{json,csv,md}, the JSON with the summary and the copy ceiling."""
     from .bench import report
 
     return report.save(results, out, "stack-grid", formats,
                        title="stack grid: LayerStack through a GraphRunner against the hand "
-                             "graph", copy_gbps=copy_gbps, summary=list(summary_rows))
+                             "graph", stopped=stopped, copy_gbps=copy_gbps,
+                       summary=list(summary_rows))

@@ -96,9 +96,10 @@ def _point(shape: tuple[int, int, int], batch: int, context: int, dtype: torch.d
 def run(dtypes: Sequence[torch.dtype] = DTYPES, batches: Sequence[int] = BATCHES,
         contexts: Sequence[int] | None = None,
         shapes: Sequence[tuple[int, int, int]] | None = None, ceilings: dict | None = None,
-        progress: Callable[[str], None] | None = None) -> list[dict]:
-    """One row per (dtype, shape, batch, context); `progress(what)` before each point.
-    ceilings: bench.ceilings()'s, measured by compare() when None."""
+        progress: Callable[[str], None] | None = None,
+        on_row: Callable[[dict], None] | None = None) -> list[dict]:
+    """One row per (dtype, shape, batch, context); `progress(what)` before each point,
+    `on_row(row)` after it. ceilings: bench.ceilings()'s, measured by compare() when None."""
     device = "cpu" if INTERPRET else "cuda"
     results = []
     for dtype in dtypes:
@@ -109,6 +110,8 @@ def run(dtypes: Sequence[torch.dtype] = DTYPES, batches: Sequence[int] = BATCHES
                         progress(f"attention grid {str(dtype).removeprefix('torch.')} "
                                  f"{shape[0]}/{shape[1]}x{shape[2]} b{batch} ctx {context}")
                     results.append(_point(shape, batch, context, dtype, device, ceilings))
+                    if on_row is not None:
+                        on_row(results[-1])
     return results
 
 
@@ -131,9 +134,9 @@ def summary(results: Sequence[dict]) -> list[dict]:
 
 
 def save(results: Sequence[dict], summary_rows: Sequence[dict], out: Path, formats,
-         ceilings: dict) -> list[Path]:
+         ceilings: dict, stopped: str | None = None) -> list[Path]:
     from . import report
 
     return report.save(results, out, "attention-grid", formats,
                        title="attention grid: tg.decode_attention against SDPA",
-                       ceilings=ceilings, summary=list(summary_rows))
+                       stopped=stopped, ceilings=ceilings, summary=list(summary_rows))

@@ -123,8 +123,10 @@ def _point(n: int, k: int, rows: int, dtype: torch.dtype, device: str, ceilings:
 
 def run(dtypes: Sequence[torch.dtype] = DTYPES, rows: Sequence[int] = ROWS,
         shapes: Sequence[tuple[int, int]] | None = None, ceilings: dict | None = None,
-        progress: Callable[[str], None] | None = None) -> list[dict]:
-    """One row per (dtype, shape, row count); `progress(what)` is called before each point."""
+        progress: Callable[[str], None] | None = None,
+        on_row: Callable[[dict], None] | None = None) -> list[dict]:
+    """One row per (dtype, shape, row count); `progress(what)` is called before each point,
+    `on_row(row)` after it."""
     device = "cpu" if INTERPRET else "cuda"
     if ceilings is None:
         from .roofline import ceilings as measured
@@ -138,6 +140,8 @@ def run(dtypes: Sequence[torch.dtype] = DTYPES, rows: Sequence[int] = ROWS,
                 if progress is not None:
                     progress(what)
                 results.append(_point(n, k, m, dtype, device, ceilings))
+                if on_row is not None:
+                    on_row(results[-1])
     return results
 
 
@@ -208,15 +212,15 @@ def heatmap(results: Sequence[dict], dtype: str, path: Path, key: str = "tilegra
 
 
 def save(results: Sequence[dict], summary_rows: Sequence[dict], out: Path, formats,
-         ceilings: dict) -> list[Path]:
+         ceilings: dict, stopped: str | None = None) -> list[Path]:
     """decode-grid.{json,csv,md} (the JSON with the summary and ceilings) and three heatmaps a
     dtype: tg.linear's default (PDL where safe), with PDL off, and with norm and residual
     fused against PyTorch's three ops."""
     from . import report
 
     written = report.save(results, out, "decode-grid", formats,
-                          title="decode grid: tg.linear against F.linear", ceilings=ceilings,
-                          summary=list(summary_rows))
+                          title="decode grid: tg.linear against F.linear", stopped=stopped,
+                          ceilings=ceilings, summary=list(summary_rows))
     for dtype in dict.fromkeys(r["dtype"] for r in results):
         for variant in ("tilegraph", "nopdl", "fused"):
             path = heatmap(results, dtype, Path(out) / f"decode-grid-{dtype}-{variant}.png",

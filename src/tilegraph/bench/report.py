@@ -107,8 +107,12 @@ def plot(rows: Sequence[dict], path: Path, x: str = "size", y: str = "gbps",
 
 
 def save(rows: Sequence[dict], out_dir: Path, stem: str, formats: Iterable[str] = FORMATS,
-         title: str = "", columns: Sequence[str] | None = None, **json_extra) -> list[Path]:
-    """Write `rows` to out_dir/stem.{json,csv,md} (the formats asked for); returns the paths."""
+         title: str = "", columns: Sequence[str] | None = None, stopped: str | None = None,
+         **json_extra) -> list[Path]:
+    """Write `rows` to out_dir/stem.{json,csv,md} (the formats asked for); returns the paths.
+    `stopped`: why the run that made them ended early (its title says so, and the JSON)."""
+    if stopped:
+        title, json_extra = f"{title} ({stopped})", {**json_extra, "stopped": stopped}
     unknown = set(formats) - set(FORMATS)
     if unknown:
         raise ValueError(f"unknown report format(s) {sorted(unknown)}; choose from {FORMATS}")
