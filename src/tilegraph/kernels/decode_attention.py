@@ -16,10 +16,10 @@ projection's new rows, read again after the wait; _pdl.py). The q heads that sha
 head ride in one tensor-core tile, so each key and value is read once; or in a few blocks,
 a program and a merge each, which read the same keys and values (the second from L2 where
 they run together): where few pairs would leave SMs idle, they fill them and let a pair take
-more runs than one merge holds. The last run of a
-pair to finish merges the runs' partial results in a fixed order (the result does not
-depend on which run finished last): one kernel, no second launch. The launch shape is
-timed per shape by tune.tune_attention where it has been run, else a rule.
+more runs than one merge holds. The last run of a pair to finish merges the runs' partial
+results in a fixed order (the result does not depend on which run finished last): one
+kernel, no second launch. The launch shape is timed per shape by tune.tune_attention where
+it has been run, else a rule.
 """
 
 from __future__ import annotations
@@ -367,11 +367,11 @@ def head_blocks_rule(shape: tuple) -> int:
     L2 where they run together) and merging fewer heads. Over 13 batch 1-2 points of wide
     groups, 1024-8192 positions, this chose the fastest of 1, 2 and 4 blocks at 12 and 2 blocks
     where 4 were 7% faster at the 13th (H200, notes/models.md, session 58)."""
-    group, slots = shape[2], shape[5] * shape[7]
+    batch, n_kv_heads, group, _, _, sms, _, programs_per_sm, _ = shape
     blocks = 1
     while blocks < group:
         used, splits, _, _ = _grid(*shape, blocks)
-        if 2 * shape[0] * shape[1] * used * splits > slots:
+        if 2 * batch * n_kv_heads * used * splits > sms * programs_per_sm:
             break
         blocks *= 2
     return blocks
