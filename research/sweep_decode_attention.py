@@ -13,6 +13,10 @@ against SDPA on the same cache.
                                                                               # blocks
     PYTHONPATH=src python3 research/sweep_decode_attention.py --sweep blockrule  # the rule's
                                                             # blocks against 1, 2, 4 and 8
+    PYTHONPATH=src python3 research/sweep_decode_attention.py --sweep big     # stages, programs
+                                                            # an SM, tiles, warps on big caches
+    PYTHONPATH=src python3 research/sweep_decode_attention.py --sweep tile    # tiles of twice
+                                                # the default positions, on every point above
     PYTHONPATH=src python3 research/sweep_decode_attention.py --sweep tiles --points below70 \
         --merge-elements 32768 --tiles 64,128,256   # the grid's points under 70% of copy, with
                                                     # more runs than the merge's cap allows
@@ -69,6 +73,17 @@ BLOCK_RULE_POINTS = (RULE_POINTS + MERGE_POINTS
                         for shape in ((24, 8, 128), (12, 2, 128), (40, 8, 128), (16, 2, 128),
                                       (32, 8, 64))
                         for batch in (1, 2, 4) for context in (128, 512, 2048, 6000)])
+# Big caches at batch 2-16 where the rule lost to SDPA in sessions 58-59 (H200; head_dim 128
+# most), and head_dim 64 at 8192 positions for contrast.
+BIG_POINTS = [
+    (32, 32, 128, 3, 1024), (32, 32, 128, 3, 4096), (32, 32, 128, 4, 1024),
+    (32, 32, 128, 4, 8192), (32, 32, 128, 8, 1024), (32, 32, 128, 8, 8192),
+    (32, 32, 128, 16, 1024), (32, 32, 128, 16, 4096), (28, 4, 128, 3, 6000),
+    (28, 4, 128, 8, 2048), (28, 4, 128, 8, 6000), (40, 8, 128, 2, 6000), (40, 8, 128, 4, 2048),
+    (32, 8, 128, 4, 8192), (32, 8, 128, 8, 8192), (32, 8, 128, 16, 4096),
+    (64, 8, 128, 1, 8192), (12, 2, 128, 4, 6000), (14, 2, 64, 8, 8192), (32, 4, 64, 4, 8192),
+    (32, 4, 64, 8, 8192), (32, 8, 64, 8, 8192),
+]
 RULES = {  # name: (tile for head_dim <= 64, tile above, stages, programs an SM)
     "s3x1": (128, 64, 3, 1), "s4x1": (128, 64, 4, 1), "s4x2": (128, 64, 4, 2),
     "s4x2-64": (128, 64, 4, None), "T128s3x1": (128, 128, 3, 1),
@@ -137,6 +152,38 @@ def block_configs(shape: tuple, base: dict):
             yield f"blocks {config['HEAD_BLOCKS']}", config
 
 
+def big_configs(shape: tuple):
+    """Stages, programs an SM, tiles of twice the default positions and 8 warps, each
+    through attention_config (so the merge's cap and the blocks rule still apply)."""
+    seen = [attention_config(*shape)]
+    tile = 2 * seen[0]["BLOCK_T"]
+    for name, variant, warps in (
+            ("s4", {"stages": 4}, 4), ("s2", {"stages": 2}, 4),
+            ("x2", {"programs_per_sm": 2}, 4), ("s4 x2", {"stages": 4, "programs_per_sm": 2}, 4),
+            ("x4", {"programs_per_sm": 4}, 4), ("s2 x4", {"stages": 2, "programs_per_sm": 4}, 4),
+            (f"T{tile} s2", {"tile": tile, "stages": 2}, 4), (f"T{tile}", {"tile": tile}, 4),
+            ("w8", {}, 8), ("s4 w8", {"stages": 4}, 8), ("s4 x2 w8",
+                                                        {"stages": 4, "programs_per_sm": 2}, 8)):
+        config = {**attention_config(*shape, **variant), "num_warps": warps}
+        if config not in seen:
+            seen.append(config)
+            yield f"{name} S{config['SPLITS']}", config
+
+
+def double_tile_configs(shape: tuple):
+    """Tiles of twice the default positions, 3 and 2 stages deep, and 4 stages of the
+    default tile."""
+    seen = [attention_config(*shape)]
+    tile = 2 * seen[0]["BLOCK_T"]
+    for name, variant in ((f"T{tile}", {"tile": tile}), (f"T{tile} s2", {"tile": tile,
+                                                                        "stages": 2}),
+                          ("s4", {"stages": 4})):
+        config = attention_config(*shape, **variant)
+        if config not in seen:
+            seen.append(config)
+            yield f"{name} S{config['SPLITS']}", config
+
+
 def sweep_point(heads: int, kv_heads: int, head_dim: int, batch: int, context: int,
                 sweep: str, tiles=(64, 128), merge_elements: int = MERGE_ELEMENTS
                 ) -> dict[str, float]:
@@ -152,12 +199,17 @@ def sweep_point(heads: int, kv_heads: int, head_dim: int, batch: int, context: i
         q[:, :, None], k, v, enable_gqa=heads != kv_heads)[:, :, 0],
         "default": lambda q, k, v, n: launch_decode_attention(
             q, k, v, n, head_dim ** -0.5, out) or out}
-    configs = (tile_configs(base, batch * kv_heads, context, tiles, merge_elements)
-               if sweep == "tiles" else preload_configs(base, batch * kv_heads, context)
-               if sweep == "preload" else merge_configs(shape, sweep == "blocks")
-               if sweep in ("merge", "blocks") else block_configs(shape, base)
-               if sweep == "blockrule"
-               else rule_configs(base, batch * kv_heads, context))
+    pairs = batch * kv_heads
+    configs = {
+        "tiles": lambda: tile_configs(base, pairs, context, tiles, merge_elements),
+        "rules": lambda: rule_configs(base, pairs, context),
+        "preload": lambda: preload_configs(base, pairs, context),
+        "merge": lambda: merge_configs(shape),
+        "blocks": lambda: merge_configs(shape, blocks=True),
+        "blockrule": lambda: block_configs(shape, base),
+        "big": lambda: big_configs(shape),
+        "tile": lambda: double_tile_configs(shape),
+    }[sweep]()
     for name, config in configs:
         variants[name] = (lambda c: lambda q, k, v, n: launch_decode_attention(
             q, k, v, n, head_dim ** -0.5, out, c) or out)(config)
@@ -179,9 +231,10 @@ def sweep_point(heads: int, kv_heads: int, head_dim: int, batch: int, context: i
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sweep", default="rules", choices=("tiles", "rules", "preload",
-                                                             "merge", "blocks", "blockrule"))
+                                                             "merge", "blocks", "blockrule", "big",
+                                                             "tile"))
     parser.add_argument("--points", choices=("tiles", "rules", "below70", "merge",
-                                             "blockrule"),
+                                             "blockrule", "big"),
                         help="which points (default: the sweep's own)")
     parser.add_argument("--tiles", default="64,128", help="tiles: positions a tile to try")
     parser.add_argument("--merge-elements", type=int, default=MERGE_ELEMENTS,
@@ -189,7 +242,8 @@ def main() -> None:
     args = parser.parse_args()
     points = {"tiles": TILE_POINTS, "rules": RULE_POINTS, "preload": RULE_POINTS,
               "below70": BELOW70_POINTS, "merge": MERGE_POINTS,
-              "blocks": MERGE_POINTS, "blockrule": BLOCK_RULE_POINTS}
+              "blocks": MERGE_POINTS, "blockrule": BLOCK_RULE_POINTS, "big": BIG_POINTS,
+              "tile": BLOCK_RULE_POINTS + BIG_POINTS}
     points = points[args.points or args.sweep]
     tiles = tuple(int(t) for t in args.tiles.split(","))
     speedups: dict[str, list[float]] = {}

@@ -278,6 +278,18 @@ def test_decode_grid_counts_the_floor_targets_it_misses():
     assert (row["points"], row["floor_targets"], row["floor_targets_missed"]) == (4, 3, 2)
 
 
+
+def test_attention_grid_names_how_the_tuned_launch_differs_from_the_rule():
+    from tilegraph.bench.attention_grid import launch_label
+    from tilegraph.kernels.decode_attention import attention_config
+
+    rule = attention_config(3, 32, 1, 128, 200, 132)
+    assert launch_label(None, rule) == "rule"            # untuned
+    assert launch_label(dict(rule), rule) == "rule"      # the rule won
+    chosen = attention_config(3, 32, 1, 128, 200, 132, stages=4, programs_per_sm=2)
+    assert launch_label(chosen, rule) == f"SPLITS={chosen['SPLITS']} num_stages=4"
+    assert chosen["SPLITS"] != rule["SPLITS"] and chosen["BLOCK_SPLITS"] != rule["BLOCK_SPLITS"]
+
 @pytest.mark.gpu
 def test_graph_timing_stays_on_one_side_stream(monkeypatch):
     """bench.measure(graph=True) and tg.capture capture on one side stream, made once: after

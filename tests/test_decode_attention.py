@@ -141,6 +141,58 @@ def test_rule_splits_q_heads_while_half_the_sms_would_idle(batch, n_kv_heads, gr
     assert doubled["HEAD_BLOCKS"] >= blocks
 
 
+def _pipeline(config: dict) -> tuple[int, int]:
+    return config["BLOCK_T"], config["num_stages"]
+
+
+H100_SHARED, A100_SHARED, SM86_SHARED = 232448, 166912, 101376  # bytes a program may use
+
+
+@pytest.mark.parametrize("shape, element_size, shared, pipeline", [
+    ((8, 32, 1, 128, 1024), 2, H100_SHARED, (128, 3)),   # 16 tiles a run: twice the tile
+    ((8, 32, 1, 128, 300), 2, H100_SHARED, (64, 4)),     # 4.7 tiles a run: 4 deep
+    ((8, 32, 1, 128, 200), 2, H100_SHARED, (64, 3)),     # 3.1: the default
+    ((4, 8, 8, 64, 8192), 2, H100_SHARED, (256, 3)),     # head_dim 64: tiles of 128 doubled
+    ((1, 4, 8, 64, 2048), 2, H100_SHARED, (128, 3)),     # TinyLlama b1: one tile a run
+    ((8, 32, 1, 128, 1024), 2, A100_SHARED, (64, 4)),    # twice the tile does not fit
+    ((8, 32, 1, 128, 1024), 2, SM86_SHARED, (64, 3)),    # nor 4 deep
+    ((8, 32, 1, 128, 1024), 4, H100_SHARED, (64, 3)),    # fp32 caches: twice the bytes
+])
+def test_rule_keeps_more_loads_in_flight_on_long_runs(shape, element_size, shared, pipeline):
+    config = attention_config(*shape, 132, element_size=element_size, shared_memory=shared)
+    assert _pipeline(config) == pipeline
+    tile, stages = pipeline
+    default = attention_config(*shape, 132, tile=attention.default_tile(shape[3]))
+    if pipeline != _pipeline(default):  # deeper only where it fits, with room to spare
+        assert stages * 2 * tile * config["BLOCK_D"] * element_size + 32 * 1024 <= shared
+    # the splits are the default pipeline's: a doubled tile leaves each run 4 of them or more
+    assert config["SPLITS"] == default["SPLITS"] and _pipeline(default)[1] == 3
+    # given a tile or stages, the other stays the default
+    assert _pipeline(attention_config(*shape, 132, stages=4)) == (default["BLOCK_T"], 4)
+    assert _pipeline(attention_config(*shape, 132, tile=32)) == (32, 3)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("batch, heads, kv_heads, head_dim, max_seq, pipeline", [
+    (8, 32, 32, 128, 300, (64, 4)), (3, 28, 4, 128, 6001, (128, 3)),
+    (8, 16, 8, 64, 4099, (256, 3)), (5, 12, 2, 128, 2500, (64, 4)),
+])
+def test_deeper_pipelines_match_reference(batch, heads, kv_heads, head_dim, max_seq,
+                                          pipeline, dtype):
+    """The rule's pipelines on an H100 or H200 (132 SMs, 227 KB a program), whatever this
+    GPU's rule would choose."""
+    config = attention_config(batch, kv_heads, heads // kv_heads, head_dim, max_seq, 132)
+    assert _pipeline(config) == pipeline
+    q, k, v = _case(batch, heads, kv_heads, head_dim, max_seq, dtype, "cuda")
+    lengths = torch.randint(1, max_seq + 1, (batch,), device="cuda")
+    lengths[0] = max_seq
+    out = poisoned(q.shape, q.dtype, q.device)
+    launch_decode_attention(q, k, v, lengths, head_dim ** -0.5, out, config)
+    ref = decode_attention_ref(q.double(), k.double(), v.double(), lengths)
+    assert_close(out, ref, dtype, what=f"lengths {lengths.tolist()}")
+
+
 @pytest.mark.parametrize("shape", [(1, 4, 8, 64, 2048), (8, 32, 1, 128, 4096),
                                    (3, 2, 7, 24, 300), (16, 8, 4, 128, 1024),
                                    (1, 4, 7, 128, 8192)])
@@ -208,8 +260,9 @@ def test_step_candidates_start_with_the_chosen_launch(shape):
         assert len({repr(c) for c in candidates}) == len(candidates)
         assert len(candidates) == 4 + (chosen != rule) - (chosen == preloaded)
         assert rule in candidates and preloaded in candidates
+        tile = attention.default_tile(shape[3])
         assert {(c["BLOCK_T"], c["num_stages"], c["BLOCK_G"]) for c in candidates[1:]} >= {
-            (2 * rule["BLOCK_T"], 2, rule["BLOCK_G"]), (rule["BLOCK_T"], 3, 64)}
+            (2 * tile, 2, rule["BLOCK_G"]), (rule["BLOCK_T"], rule["num_stages"], 64)}
         for config in candidates:
             assert (config["MERGE_RUNS"] * config["GROUP_P2"] * config["BLOCK_D"]
                     <= MERGE_ELEMENTS)

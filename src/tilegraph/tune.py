@@ -123,7 +123,8 @@ def tune_attention(batch: int, n_heads: int, n_kv_heads: int, head_dim: int, max
     out = torch.empty_like(q)
     scale = head_dim ** -0.5
     candidates = attention.attention_candidates(batch, n_kv_heads, group, head_dim, max_seq,
-                                                sm_count(q.device))
+                                                sm_count(q.device),
+                                                **attention.device_facts(dtype, q.device))
 
     def launch(cache, config):
         attention.launch_decode_attention(q, *cache, lengths, scale, out, config)
@@ -182,10 +183,11 @@ def tune_attention_in_step_once(batch: int, n_heads: int, n_kv_heads: int, head_
     if is_capturing():
         raise CaptureError("tilegraph chooses decode attention's launch by timing a step; it "
                            "cannot run while a CUDA graph is being captured")
+    device = attention.device_facts(dtype, positions.device)
     first = attention.tuned.lookup(key) or attention.attention_config(
-        batch, n_kv_heads, group, head_dim, max_seq, sm_count(positions.device))
+        batch, n_kv_heads, group, head_dim, max_seq, sm_count(positions.device), **device)
     candidates = attention.step_candidates(batch, n_kv_heads, group, head_dim, max_seq,
-                                           sm_count(positions.device), first)
+                                           sm_count(positions.device), first, **device)
     # Also timed where one program reads the longest sequence of the unsplit path: a launch
     # chosen on positions 255 and 2047 lost 3.6% there in a Qwen2-0.5B step
     # (notes/models.md, session 56).

@@ -124,3 +124,19 @@ def sm_count(device: torch.device) -> int | None:
 @functools.cache
 def _sm_count(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+ASSUMED_SHARED_MEMORY = 232448  # bytes a program may use where there is no GPU: an H100's
+
+
+def program_shared_memory(device: torch.device) -> int | None:
+    """Shared memory a program of a CUDA device may use (the opt-in limit Triton launches
+    against); None where kernels run interpreted."""
+    if INTERPRET or device.type != "cuda":
+        return None
+    return _shared_memory(device.index or 0)
+
+
+@functools.cache
+def _shared_memory(index: int) -> int:
+    return triton.runtime.driver.active.utils.get_device_properties(index)["max_shared_mem"]

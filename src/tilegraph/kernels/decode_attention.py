@@ -32,7 +32,13 @@ import triton.language as tl
 
 from .._runtime import INTERPRET
 from ._checks import check_tensor, prepare_out
-from ._launch import ASSUMED_SM_COUNT, sm_count, supports_pdl
+from ._launch import (
+    ASSUMED_SHARED_MEMORY,
+    ASSUMED_SM_COUNT,
+    program_shared_memory,
+    sm_count,
+    supports_pdl,
+)
 from ._ops import custom_op
 from ._pdl import ENABLED as PDL_ENABLED
 from ._pdl import cache_rows_in_flight, launched, use_pdl
@@ -53,6 +59,15 @@ MERGE_CHUNKS = 1
 # 128-384 positions (1-3 tiles) one run made a step 4% faster; runs of 4 tiles where the
 # sequence had 8-16 made attention 1.1-1.5x slower (notes/models.md, session 29).
 ONE_RUN_TILES = 3
+# Where each run takes at least DEEP_RUN_TILES default tiles of a full cache, the rule keeps
+# 4 tiles' loads in flight instead of 3; from DOUBLE_RUN_TILES on, tiles of twice the
+# positions 3 deep. Over 167 points (batch 1-16, 128-8192 positions, 12 layouts) this took
+# the rule 1.034x faster (geomean), 59 -> 30 points slower than SDPA, the worst 0.961x at
+# 32/32x128 b16 @256 (H200, notes/models.md, session 60).
+DEEP_RUN_TILES, DOUBLE_RUN_TILES = 4, 8
+# Shared memory a program needs beside its stages of keys and values (at most 35 KB: tiles of
+# 128 positions of head_dim 128, 3 deep, launched with 227 KB a program).
+SPARE_SHARED_MEMORY = 32 * 1024
 
 
 @triton.jit
@@ -310,30 +325,37 @@ def _merge_runs(out_ptr, stride_ob, stride_oh, stats, outs, b, first_head, n_hea
 
 
 def attention_config(batch: int, n_kv_heads: int, group: int, head_dim: int, max_seq: int,
-                     sms: int | None, *, tile: int | None = None, stages: int = 3,
+                     sms: int | None, *, tile: int | None = None, stages: int | None = None,
                      programs_per_sm: int = 1, query_rows: int = 16,
                      preload: bool = False, merge_chunks: int = MERGE_CHUNKS,
-                     head_blocks: int | None = None) -> dict:
-    """Launch shape: the group's q heads padded to a tensor-core tile of at least
-    `query_rows` rows (16, an mma.sync tile; 64, a Hopper warpgroup's wgmma, which does four
-    times the multiplies but reduces the softmax's rows within a warp and keeps the
-    probabilities in registers: 2 barriers an iteration instead of 6 on sm_90); tiles of
-    `tile` positions (default 128 for head_dim up to 64, else 64); `stages` loads in
-    flight; at most `programs_per_sm` programs an SM over all (sequence, kv head) pairs
-    (rounded down: a few programs past a whole wave would run as a second wave with most
-    SMs idle), but no more runs than max_seq has tiles, and no more than `merge_chunks` times
-    the runs whose partial outputs the merge holds in registers at once (MERGE_ELEMENTS;
-    each further chunk of runs is one more round trip to L2); `preload`: each run's
-    first tile read into registers before the wait under PDL, where the launcher finds that
-    safe; `head_blocks`: each pair's q heads in that many blocks (at most the group), a
-    program (and a merge) each, which read the same keys and values; by default
-    head_blocks_rule's. The defaults are the rule for untuned shapes
+                     head_blocks: int | None = None, element_size: int = 2,
+                     shared_memory: int | None = None) -> dict:
+    """Launch shape: the group's q heads padded to a tensor-core tile of at least `query_rows` rows
+    (16, an mma.sync tile; 64, a Hopper warpgroup's wgmma, which does four times the multiplies
+    but reduces the softmax's rows within a warp and keeps the probabilities in registers: 2
+    barriers an iteration instead of 6 on sm_90); tiles of `tile` positions (default_tile's
+    where given no tile) and `stages` loads in flight (3 where given a tile or stages but not
+    both; given neither, pipeline_rule's for caches of `element_size` bytes an element on a GPU
+    whose programs may use `shared_memory` bytes, an H100's where None); at most
+    `programs_per_sm` programs an SM over all (sequence, kv head) pairs (rounded down: a few
+    programs past a whole wave would run as a second wave with most SMs idle), but no more runs
+    than max_seq has tiles, and no more than `merge_chunks` times the runs whose partial outputs
+    the merge holds in registers at once (MERGE_ELEMENTS; each further chunk of runs is one more
+    round trip to L2); `preload`: each run's first tile read into registers before the wait
+    under PDL, where the launcher finds that safe; `head_blocks`: each pair's q heads in that
+    many blocks (at most the group), a program (and a merge) each, which read the same keys and
+    values; by default head_blocks_rule's. The defaults are the rule for untuned shapes
     (research/sweep_decode_attention.py, notes/models.md)."""
     sms = sms or ASSUMED_SM_COUNT
     shape = (batch, n_kv_heads, group, head_dim, max_seq, sms, tile or default_tile(head_dim),
              programs_per_sm, merge_chunks)
     if head_blocks is None:
         head_blocks = head_blocks_rule(shape)
+    if tile is None and stages is None:
+        tile, stages = pipeline_rule(shape, head_blocks, element_size,
+                                     shared_memory or ASSUMED_SHARED_MEMORY)
+        shape = (*shape[:6], tile, *shape[7:])
+    stages = stages or 3
     head_blocks, splits, group_p2, merge_runs = _grid(*shape, head_blocks)
     block_d = max(16, triton.next_power_of_2(head_dim))
     block_splits = triton.next_power_of_2(splits)
@@ -377,63 +399,86 @@ def head_blocks_rule(shape: tuple) -> int:
     return blocks
 
 
+def pipeline_rule(shape: tuple, head_blocks: int, element_size: int,
+                  shared_memory: int) -> tuple[int, int]:
+    """(positions a tile, stages) for untuned shapes (`shape`: _grid's arguments but the
+    blocks, the default tile among them): more bytes in flight where each run of a full
+    cache streams many tiles (DEEP_RUN_TILES, DOUBLE_RUN_TILES), where shared memory holds
+    them; else the default tile, 3 deep. A program with one tile's keys and values in use and
+    one or two more loading leaves too few bytes in flight to stream a long run at the copy
+    rate: at MHA 32/32x128 batch 8, 1024-8192 positions, 3 stages reached 70-82% of copy
+    and tiles of 128 positions 101-105% (SDPA 91-104%)."""
+    max_seq, tile, head_dim = shape[4], shape[6], shape[3]
+    splits = _grid(*shape, head_blocks)[1]
+    run_tiles = max_seq / (splits * tile)
+    block_d = max(16, triton.next_power_of_2(head_dim))
+    options = (((2 * tile, 3),) if run_tiles >= DOUBLE_RUN_TILES else ()) + (
+        ((tile, 4),) if run_tiles >= DEEP_RUN_TILES else ())
+    for positions, stages in options:
+        stage_bytes = 2 * positions * block_d * element_size   # keys and values
+        if stages * stage_bytes + SPARE_SHARED_MEMORY <= shared_memory:
+            return positions, stages
+    return tile, 3
+
+
 def default_tile(head_dim: int) -> int:
     """Positions a tile for untuned shapes: 128 up to head_dim 64, else 64."""
     return 128 if triton.next_power_of_2(head_dim) <= 64 else 64
 
 
 def attention_candidates(batch: int, n_kv_heads: int, group: int, head_dim: int,
-                         max_seq: int, sms: int | None) -> list[dict]:
-    """What tune.tune_attention times for one shape (tg.Generator runs it), the default rule
-    first. None of them was fastest on most of 72 shapes swept on H100 (batch 1-16,
-    context 256-4096, 6 head layouts): more loads in flight (4 stages) won on large caches
-    at batch 8-16, two programs an SM where few pairs stream a long cache, tiles of twice
-    the default positions (three stages deep) on caches of 16 MB and more where each run
-    takes several tiles (notes/models.md, session 47); each was 1.3-1.7x slower than the
-    best somewhere. Each run's first tile read before the wait (where the launcher finds it
-    safe), 2 stages deep, was the fastest at 24 of 57 of those shapes on H200 and up to 1.7x
-    slower than the rule at others; 4 stages deep, at 5 of the 7 points under 70% of copy
-    (notes/models.md, session 56). Twice the runs one merge holds, merged in two chunks, took
-    b1 28/4x128 at 8192 positions 21.1 -> 16.6 us and 64/8x128 20.9 -> 18.7 us, and was up to
-    1.3x slower where runs were already short. Each pair's q heads in 2 blocks was faster at
-    all 11 batch-1-2 points where the merge's cap binds (28/4x128 b1 at 8192 21.1 -> 12.3 us,
-    Qwen2-0.5B's 14/2x64 8.5 -> 6.2, TinyLlama's 32/4x64 8.8 -> 8.3) and slower at both
-    points where it does not (32/4x64 b2 10.9 -> 11.9, 32/8x128 b1 14.6 -> 18.7); 4 blocks
-    were the fastest at 1024-2048 positions (H200, notes/models.md, session 58). The rule
-    now takes blocks (head_blocks_rule), so one block, and twice the runs in two chunks with
-    one block, are timed beside it."""
+                         max_seq: int, sms: int | None, **device) -> list[dict]:
+    """What tune.tune_attention times for one shape (tg.Generator runs it), the default rule first;
+    `device`: attention_config's element_size and shared_memory (device_facts). None of them was
+    fastest on most of 72 shapes swept on H100 (batch 1-16, context 256-4096, 6 head layouts):
+    more loads in flight (4 stages) won on large caches at batch 8-16, two programs an SM where
+    few pairs stream a long cache, tiles of twice the default positions (three stages deep) on
+    caches of 16 MB and more where each run takes several tiles (notes/models.md, session 47);
+    each was 1.3-1.7x slower than the best somewhere. Each run's first tile read before the wait
+    (where the launcher finds it safe), 2 stages deep, was the fastest at 24 of 57 of those
+    shapes on H200 and up to 1.7x slower than the rule at others; 4 stages deep, at 5 of the 7
+    points under 70% of copy (notes/models.md, session 56). Twice the runs one merge holds,
+    merged in two chunks, took b1 28/4x128 at 8192 positions 21.1 -> 16.6 us and 64/8x128 20.9
+    -> 18.7 us, and was up to 1.3x slower where runs were already short. Each pair's q heads in
+    2 blocks was faster at all 11 batch-1-2 points where the merge's cap binds (28/4x128 b1 at
+    8192 21.1 -> 12.3 us, Qwen2-0.5B's 14/2x64 8.5 -> 6.2, TinyLlama's 32/4x64 8.8 -> 8.3) and
+    slower at both points where it does not (32/4x64 b2 10.9 -> 11.9, 32/8x128 b1 14.6 -> 18.7);
+    4 blocks were the fastest at 1024-2048 positions (H200, notes/models.md, session 58). The
+    rule now takes blocks (head_blocks_rule), so one block, and twice the runs in two chunks
+    with one block, are timed beside it; and it keeps more loads in flight on long runs
+    (pipeline_rule), so the default tile 3 deep is timed beside it (session 60)."""
     shape = (batch, n_kv_heads, group, head_dim, max_seq, sms)
-    variants = ({}, {"stages": 4}, {"stages": 4, "programs_per_sm": 2},
+    variants = ({}, {"stages": 3}, {"stages": 4}, {"stages": 4, "programs_per_sm": 2},
                 {"tile": 2 * default_tile(head_dim)}, {"preload": True, "stages": 2},
                 {"preload": True, "stages": 4}, {"merge_chunks": 2, "head_blocks": 1},
                 {"head_blocks": 1}, {"head_blocks": 2}, {"head_blocks": 4})
     configs = []
     for variant in variants:
-        config = attention_config(*shape, **variant)
+        config = attention_config(*shape, **variant, **device)
         if config not in configs:
             configs.append(config)
     return configs
 
 
 def step_candidates(batch: int, n_kv_heads: int, group: int, head_dim: int, max_seq: int,
-                    sms: int | None, chosen: dict) -> list[dict]:
-    """What tg.Generator times in its own decode step (tune.tune_attention_in_step_once):
-    `chosen` (the launch tuned alone, or the rule) first, then the rule (where it was not
-    chosen: attention alone does not predict the step), tiles of twice the default
-    positions with 2 stages, and q tiles of 64 rows (timed alone, slower at most points of
-    the attention grid). In whole steps, beside the projections that stream their weights
-    while attention runs, each was the fastest for some models and the slowest for others:
-    tiles of 256 took TinyLlama's and Llama-3.2-1B's batch-1 steps 5% faster and
+                    sms: int | None, chosen: dict, **device) -> list[dict]:
+    """What tg.Generator times in its own decode step (tune.tune_attention_in_step_once): `chosen`
+    (the launch tuned alone, or the rule) first (`device` as for attention_candidates), then the
+    rule (where it was not chosen: attention alone does not predict the step), tiles of twice
+    the default positions with 2 stages, and q tiles of 64 rows (timed alone, slower at most
+    points of the attention grid). In whole steps, beside the projections that stream their
+    weights while attention runs, each was the fastest for some models and the slowest for
+    others: tiles of 256 took TinyLlama's and Llama-3.2-1B's batch-1 steps 5% faster and
     Qwen2-0.5B's up to 6% slower, 64 rows Llama-3.2-3B's 2% faster (H100, notes/models.md,
-    session 43). Each run's first tile read before the wait, two stages deep, took batch-1
-    steps 1.5-3.4% faster on TinyLlama (positions 255-1023), 1.5-6.8% on Llama-3.2-1B, 1.0%
-    on Qwen2-0.5B at 1023 and 1.3% on TinyLlama b8, and Qwen2-0.5B's 0.5% slower at 255 and
-    3.6% at 383 (H200, notes/models.md, session 56)."""
+    session 43). Each run's first tile read before the wait, two stages deep, took batch-1 steps
+    1.5-3.4% faster on TinyLlama (positions 255-1023), 1.5-6.8% on Llama-3.2-1B, 1.0% on
+    Qwen2-0.5B at 1023 and 1.3% on TinyLlama b8, and Qwen2-0.5B's 0.5% slower at 255 and 3.6% at
+    383 (H200, notes/models.md, session 56)."""
     shape = (batch, n_kv_heads, group, head_dim, max_seq, sms)
     configs = [dict(chosen)]
     for variant in ({}, {"tile": 2 * default_tile(head_dim), "stages": 2},
                     {"query_rows": 64}, {"preload": True, "stages": 2}):
-        config = attention_config(*shape, **variant)
+        config = attention_config(*shape, **variant, **device)
         if config not in configs:
             configs.append(config)
     return configs
@@ -443,8 +488,13 @@ def step_candidates(batch: int, n_kv_heads: int, group: int, head_dim: int, max_
 # among older candidates is then timed again instead of kept (2: tiles of twice the default
 # positions alone, the rule in the step; session 47. 3: the first tile preloaded; session 56.
 # 4: runs merged in two chunks, 5: q heads in blocks; session 58. 6: blocks in the rule;
-# session 59).
-CANDIDATES_VERSION = 6
+# session 59. 7: deeper pipelines in the rule, the default tile 3 deep timed; session 60).
+CANDIDATES_VERSION = 7
+
+
+def device_facts(dtype: torch.dtype, device: torch.device) -> dict:
+    """attention_config's keywords about the cache's dtype and the device."""
+    return {"element_size": dtype.itemsize, "shared_memory": program_shared_memory(device)}
 
 
 def attention_key(batch: int, n_kv_heads: int, group: int, head_dim: int, max_seq: int,
@@ -472,7 +522,8 @@ def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
         config = tuned.lookup(attention_key(batch, n_kv_heads, group, head_dim, max_seq,
                                             q.dtype))
     config = dict(config or attention_config(batch, n_kv_heads, group, head_dim, max_seq,
-                                             sm_count(q.device)))
+                                             sm_count(q.device),
+                                             **device_facts(q.dtype, q.device)))
     config.setdefault("ONE_RUN_TILES", ONE_RUN_TILES)  # a shape tuned before it was a key
     config.setdefault("PRELOAD", False)
     config.setdefault("MERGE_RUNS", config["BLOCK_SPLITS"])  # older configs: all at once
