@@ -152,6 +152,8 @@ H100_SHARED, A100_SHARED, SM86_SHARED = 232448, 166912, 101376  # bytes a progra
     ((8, 32, 1, 128, 1024), 2, H100_SHARED, (128, 3)),   # 16 tiles a run: twice the tile
     ((8, 32, 1, 128, 300), 2, H100_SHARED, (64, 4)),     # 4.7 tiles a run: 4 deep
     ((8, 32, 1, 128, 200), 2, H100_SHARED, (64, 3)),     # 3.1: the default
+    ((6, 32, 1, 128, 700), 2, H100_SHARED, (64, 3)),     # 192 programs: a wave 45% full
+    ((16, 32, 1, 128, 4096), 2, H100_SHARED, (128, 3)),  # 512: 4 waves, 97% full
     ((4, 8, 8, 64, 8192), 2, H100_SHARED, (256, 3)),     # head_dim 64: tiles of 128 doubled
     ((1, 4, 8, 64, 2048), 2, H100_SHARED, (128, 3)),     # TinyLlama b1: one tile a run
     ((8, 32, 1, 128, 1024), 2, A100_SHARED, (64, 4)),    # twice the tile does not fit

@@ -65,6 +65,11 @@ ONE_RUN_TILES = 3
 # the rule 1.034x faster (geomean), 59 -> 30 points slower than SDPA, the worst 0.961x at
 # 32/32x128 b16 @256 (H200, notes/models.md, session 60).
 DEEP_RUN_TILES, DOUBLE_RUN_TILES = 4, 8
+# A deeper pipeline leaves room for one program an SM where the default's fits two: past one
+# wave, it is kept only where the programs fill whole waves to at least this fraction. MHA
+# 32/32x128 b6 (192 programs, the second wave 45% full) at 700 and 3000 positions: tiles of
+# 128 took 23.6 and 77.9 us, the default 20.5 and 69.8 (fp16, H200, session 60).
+FULL_WAVES = 0.9
 # Shared memory a program needs beside its stages of keys and values (at most 35 KB: tiles of
 # 128 positions of head_dim 128, 3 deep, launched with 227 KB a program).
 SPARE_SHARED_MEMORY = 32 * 1024
@@ -407,9 +412,13 @@ def pipeline_rule(shape: tuple, head_blocks: int, element_size: int,
     them; else the default tile, 3 deep. A program with one tile's keys and values in use and
     one or two more loading leaves too few bytes in flight to stream a long run at the copy
     rate: at MHA 32/32x128 batch 8, 1024-8192 positions, 3 stages reached 70-82% of copy
-    and tiles of 128 positions 101-105% (SDPA 91-104%)."""
-    max_seq, tile, head_dim = shape[4], shape[6], shape[3]
-    splits = _grid(*shape, head_blocks)[1]
+    and tiles of 128 positions 101-105% (SDPA 91-104%). Not where one program an SM would
+    add a wave mostly idle (FULL_WAVES)."""
+    batch, n_kv_heads, _, head_dim, max_seq, sms, tile = shape[:7]
+    blocks, splits, _, _ = _grid(*shape, head_blocks)
+    programs = batch * n_kv_heads * blocks * splits
+    if programs > sms and programs / (triton.cdiv(programs, sms) * sms) < FULL_WAVES:
+        return tile, 3
     run_tiles = max_seq / (splits * tile)
     block_d = max(16, triton.next_power_of_2(head_dim))
     options = (((2 * tile, 3),) if run_tiles >= DOUBLE_RUN_TILES else ()) + (
