@@ -37,6 +37,7 @@ from tilegraph.kernels.decode_attention import (
     MERGE_ELEMENTS,
     attention_config,
     decode_attention_ref,
+    default_tile,
     launch_decode_attention,
 )
 from tilegraph.testing import randn
@@ -156,7 +157,7 @@ def big_configs(shape: tuple):
     """Stages, programs an SM, tiles of twice the default positions and 8 warps, each
     through attention_config (so the merge's cap and the blocks rule still apply)."""
     seen = [attention_config(*shape)]
-    tile = 2 * seen[0]["BLOCK_T"]
+    tile = 2 * default_tile(shape[3])
     for name, variant, warps in (
             ("s4", {"stages": 4}, 4), ("s2", {"stages": 2}, 4),
             ("x2", {"programs_per_sm": 2}, 4), ("s4 x2", {"stages": 4, "programs_per_sm": 2}, 4),
@@ -174,7 +175,7 @@ def double_tile_configs(shape: tuple):
     """Tiles of twice the default positions, 3 and 2 stages deep, and 4 stages of the
     default tile."""
     seen = [attention_config(*shape)]
-    tile = 2 * seen[0]["BLOCK_T"]
+    tile = 2 * default_tile(shape[3])
     for name, variant in ((f"T{tile}", {"tile": tile}), (f"T{tile} s2", {"tile": tile,
                                                                         "stages": 2}),
                           ("s4", {"stages": 4})):
