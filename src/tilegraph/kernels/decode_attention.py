@@ -362,7 +362,7 @@ def attention_config(batch: int, n_kv_heads: int, group: int, head_dim: int, max
         shape = (*shape[:6], tile, *shape[7:])
     stages = stages or 3
     head_blocks, splits, group_p2, merge_runs = _grid(*shape, head_blocks)
-    block_d = max(16, triton.next_power_of_2(head_dim))
+    block_d = _block_d(head_dim)
     block_splits = triton.next_power_of_2(splits)
     return {"SPLITS": splits, "ONE_RUN_TILES": ONE_RUN_TILES,
             "BLOCK_G": max(query_rows, group_p2), "GROUP_P2": group_p2, "BLOCK_T": shape[6],
@@ -378,7 +378,7 @@ def _grid(batch: int, n_kv_heads: int, group: int, head_dim: int, max_seq: int, 
     holds) for a launch of q heads in `head_blocks` blocks: attention_config's grid."""
     head_blocks = triton.cdiv(group, triton.cdiv(group, max(1, head_blocks)))  # none empty
     group_p2 = triton.next_power_of_2(triton.cdiv(group, head_blocks))
-    block_d = max(16, triton.next_power_of_2(head_dim))
+    block_d = _block_d(head_dim)
     units = batch * n_kv_heads * head_blocks
     merge_runs = max(1, MERGE_ELEMENTS // (group_p2 * block_d))  # a power of two
     splits = sms * programs_per_sm // units
@@ -420,7 +420,7 @@ def pipeline_rule(shape: tuple, head_blocks: int, element_size: int,
     if programs > sms and programs / (triton.cdiv(programs, sms) * sms) < FULL_WAVES:
         return tile, 3
     run_tiles = max_seq / (splits * tile)
-    block_d = max(16, triton.next_power_of_2(head_dim))
+    block_d = _block_d(head_dim)
     options = (((2 * tile, 3),) if run_tiles >= DOUBLE_RUN_TILES else ()) + (
         ((tile, 4),) if run_tiles >= DEEP_RUN_TILES else ())
     for positions, stages in options:
@@ -428,6 +428,11 @@ def pipeline_rule(shape: tuple, head_blocks: int, element_size: int,
         if stages * stage_bytes + SPARE_SHARED_MEMORY <= shared_memory:
             return positions, stages
     return tile, 3
+
+
+def _block_d(head_dim: int) -> int:
+    """head_dim padded to a power of two of at least 16, a tensor-core tile's depth."""
+    return max(16, triton.next_power_of_2(head_dim))
 
 
 def default_tile(head_dim: int) -> int:
