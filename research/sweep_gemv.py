@@ -3,7 +3,10 @@ real decoders, each with the fused parts it has in a decode step (norm prologue;
 residual), timed as graph replays over weights rotated past L2, PDL on, against the rule's
 choice (tg.linear) and cuBLAS.
 
-    PYTHONPATH=src python3 research/sweep_gemv.py --out DIR [--dtype bfloat16]
+    PYTHONPATH=src python3 research/sweep_gemv.py --out DIR [--dtype bfloat16] [--persistent]
+
+--persistent: programs that stay resident over several row blocks (PROGRAMS_PER_SM) instead
+of the tiles, on MORE_SHAPES as well.
 
 Writes DIR/sweep-gemv.json (one record per shape and tile) and prints the best tile per shape.
 """
@@ -24,7 +27,7 @@ import tilegraph as tg
 from tilegraph.bench.environment import environment
 from tilegraph.bench.roofline import ceilings
 from tilegraph.bench.timing import measure
-from tilegraph.kernels._matvec import launch_matvec
+from tilegraph.kernels._matvec import gemv_config, launch_matvec
 from tilegraph.kernels.linear import linear_ref
 
 # (name, N, K, part): part is what the decode step fuses into that projection.
@@ -39,6 +42,14 @@ SHAPES = (
     ("llama3-8b gate/up", 28672, 4096, "swiglu"),
     ("qwen2-1.5b gate/up", 17920, 1536, "swiglu"), ("qwen2-1.5b o", 1536, 1536, "residual"),
     ("tinyllama head", 32000, 2048, "norm"),
+)
+# Shapes of decoders the sweep above does not name, for --persistent (session 61).
+MORE_SHAPES = (
+    ("qwen2-0.5b down", 896, 4864, "residual"), ("qwen2-1.5b qkv", 2048, 1536, "norm"),
+    ("llama3.2-3b qkv", 5120, 3072, "norm"), ("llama3.2-3b o", 3072, 3072, "residual"),
+    ("llama3.2-3b gate/up", 16384, 3072, "swiglu"), ("llama3.2-3b down", 3072, 8192, "residual"),
+    ("qwen2.5-7b qkv", 4608, 3584, "norm"), ("qwen2.5-7b o", 3584, 3584, "residual"),
+    ("qwen2.5-7b gate/up", 37888, 3584, "swiglu"), ("phi3-mini qkv", 9216, 3072, "norm"),
 )
 
 
@@ -55,7 +66,23 @@ def tiles(K):
                "num_warps": warps, "num_stages": 1}
 
 
-def sweep_shape(name, n, k, part, dtype, copy_gbps):
+def persistent_tiles(n, k):
+    """Persistent variants (PROGRAMS_PER_SM 2-4): the rule's own tile, and whole rows
+    (next_pow2(K) columns) in tiles of 16 or 32 KB read 64-256 bytes a thread."""
+    own = gemv_config(n, k)
+    for per_sm in (2, 3, 4):
+        yield {**own, "PROGRAMS_PER_SM": per_sm}
+    block_k = max(128, triton.next_power_of_2(k))
+    for tile_kb, warps in ((16, 4), (16, 8), (32, 4), (32, 8), (32, 16)):
+        block_n = tile_kb * 1024 // (2 * block_k)
+        if block_n < 2:  # SwiGLU pairs columns
+            continue
+        for per_sm in (2, 3, 4):
+            yield {"BLOCK_N": block_n, "SPLIT": block_k // 128, "CHUNK": 128,
+                   "num_warps": warps, "num_stages": 1, "PROGRAMS_PER_SM": per_sm}
+
+
+def sweep_shape(name, n, k, part, dtype, copy_gbps, persistent=False):
     """Records of every variant on one projection."""
     size = torch.finfo(dtype).bits // 8
     copies = max(2, -(-L2_SPAN // (n * k * size)))
@@ -77,7 +104,7 @@ def sweep_shape(name, n, k, part, dtype, copy_gbps):
         "cublas": lambda w: F.linear(x, w),
         "rule": lambda w: tg.linear(x, w, out=out, **fused),
     }
-    for c in tiles(k):
+    for c in (persistent_tiles(n, k) if persistent else tiles(k)):
         variants[json.dumps(c)] = (lambda w, c=c: launch_matvec(
             x, w, out, g, 1e-6, None, activation, r, c, True))
     records = []
@@ -103,17 +130,19 @@ def main():
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--dtype", default="bfloat16")
     parser.add_argument("--only", default=None, help="substring of the shape names to run")
+    parser.add_argument("--persistent", action="store_true",
+                        help="persistent variants instead of the tiles, over more shapes")
     args = parser.parse_args()
     dtype = getattr(torch, args.dtype)
     args.out.mkdir(parents=True, exist_ok=True)
     copy_gbps = ceilings()["copy_gbps"]
     records = []
     start = time.time()
-    for name, n, k, part in SHAPES:
+    for name, n, k, part in SHAPES + (MORE_SHAPES if args.persistent else ()):
         if args.only and args.only not in name:
             continue
         torch.cuda.empty_cache()
-        shape_records = sweep_shape(name, n, k, part, dtype, copy_gbps)
+        shape_records = sweep_shape(name, n, k, part, dtype, copy_gbps, args.persistent)
         records += shape_records
         mine = {r["variant"]: r for r in shape_records if "us" in r}
         best = min((r for v, r in mine.items() if v.startswith("{")), key=lambda r: r["us"])

@@ -482,6 +482,44 @@ def test_plain_projection_is_timed_against_cublas_on_first_use_outside_capture(m
     assert_close(tg.linear(x, w), ref, dtype)
 
 
+def test_the_other_gemv_launch_is_persistent_or_a_program_a_row_block():
+    """other_gemv_launch: a program a row block where the rule is persistent, persistent
+    (whole rows) where it is not and the rows fit, else a program a row block."""
+    persistent = decode_plan.gemv_config(11264, 2048)
+    assert persistent["PROGRAMS_PER_SM"] == 2
+    assert decode_plan.other_gemv_launch(11264, 2048, persistent) == \
+        decode_plan.split_gemv_config(11264, 2048)
+    split = decode_plan.gemv_config(2048, 2048)
+    assert "PROGRAMS_PER_SM" not in split
+    other = decode_plan.other_gemv_launch(2048, 2048, split)
+    assert other["PROGRAMS_PER_SM"] == 2 and other["SPLIT"] * other["CHUNK"] >= 2048
+    assert "PROGRAMS_PER_SM" not in decode_plan.other_gemv_launch(
+        896, 9000, decode_plan.split_gemv_config(896, 9000))  # rows past PERSISTENT_MAX_K
+
+
+@pytest.mark.gpu
+def test_one_row_plain_projection_times_both_gemv_launches(monkeypatch):
+    """Timing on, one row: the first call times the rule's GEMV, its other launch and
+    cuBLAS, keeps the fastest, and equals the reference either way."""
+    n, k, dtype = 3000, 1800, torch.bfloat16
+    x = randn(1, k, dtype=dtype, device="cuda")
+    w = randn(n, k, dtype=dtype, device="cuda", scale=k**-0.5)
+    ref = linear_ref(x.double(), w.double())
+    rule = decode_plan.rule(1, n, k, dtype, decode_plan.sm_count(torch.device("cuda")))
+    assert rule.kind == "gemv"
+    key = decode_plan.plain_key(1, n, k, dtype, False, rule)
+    monkeypatch.setenv("TILEGRAPH_AUTOTUNE", "1")
+    assert_close(tg.linear(x, w), ref, dtype)
+    other = decode_plan.Plan("gemv", decode_plan.other_gemv_launch(n, k, rule.config))
+    assert decode_plan._plain.lookup(key) in (rule.as_dict(), other.as_dict(),
+                                              {"kind": "cublas", "fused": rule.as_dict()})
+    assert len(decode_plan._plain.timings[repr(key)]) == 3
+    for plan in (rule, other):
+        out = poisoned((1, n), dtype, "cuda")
+        decode_plan.launch(plan, x, w, out, None, 0.0, None, "none", None, False)
+        assert_close(out, ref, dtype, what=str(plan))
+
+
 @pytest.mark.gpu
 def test_plain_projection_without_room_to_time_runs_the_rule(monkeypatch):
     """Timing on, but the weight's copies do not fit in memory: the call runs the rule's

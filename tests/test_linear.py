@@ -10,7 +10,7 @@ import tilegraph as tg
 import tilegraph.kernels._matvec as matvec_module
 from _shapes import DTYPES
 from tilegraph.kernels import decode_plan
-from tilegraph.kernels._launch import supports_pdl
+from tilegraph.kernels._launch import ASSUMED_SM_COUNT, sm_count, supports_pdl
 from tilegraph.kernels.decode_plan import Plan
 from tilegraph.kernels.linear import interleave_gate_up, linear_ref
 from tilegraph.testing import assert_close, poisoned, randn
@@ -224,9 +224,16 @@ def test_matvec_rule_picks_the_swept_batch_1_shapes():
     split = lambda c: (c["BLOCK_N"], c["SPLIT"], c["CHUNK"], c["num_warps"])  # noqa: E731
     assert shape(rule(1, 2048, 2048, 4)) == (4, 2048, 4)      # fp32 d=2048
     assert split(rule(1, 2048, 2048, 2)) == (8, 16, 128, 4)   # bf16 d=2048: narrow, long rows
-    assert split(rule(1, 11264, 2048, 2)) == (4, 16, 128, 4)  # a wide gate/up
-    assert split(rule(1, 2048, 5632, 2)) == (4, 32, 128, 4)   # a down projection
-    assert split(rule(1, 28672, 4096, 2)) == (2, 32, 128, 4)  # wide, 4096-column tiles
+    assert split(rule(1, 2560, 2048, 2)) == (8, 16, 128, 4)   # 10 MiB: a program a row block
+    # from 20 MiB up persistent: whole rows (padded to a power of two) in 32 KB over 8 warps,
+    # two programs an SM
+    persistent = lambda c: (*split(c), c.get("PROGRAMS_PER_SM"))  # noqa: E731
+    assert persistent(rule(1, 11264, 2048, 2)) == (8, 16, 128, 8, 2)  # a wide gate/up
+    assert persistent(rule(1, 2048, 5632, 2)) == (2, 64, 128, 8, 2)   # a down projection
+    assert persistent(rule(1, 28672, 4096, 2)) == (4, 32, 128, 8, 2)  # wide, 4096 columns
+    assert persistent(rule(1, 3300, 3300, 2)) == (4, 32, 128, 8, 2)   # 20.8 MiB
+    assert persistent(rule(1, 3200, 3200, 2))[-1] is None               # 19.5 MiB
+    assert "PROGRAMS_PER_SM" not in rule(1, 1024, 12288, 2)           # past 8192 columns
     assert shape(rule(1, 512, 512, 4)) == (8, 512, 2)         # fp32 d=512
     assert shape(rule(4, 1024, 1024, 4)) == (8, 1024, 4)      # fp32 at 2-4 rows: 8 a program
     assert shape(rule(5, 1024, 1024, 4)) == (4, 1024, 4)      # fp32 at 5-8 rows: 4
@@ -290,6 +297,37 @@ def test_gemv_rows_that_fill_a_tile_poorly_take_a_tail():
     assert [(gemv(n, k)["BLOCK_N"], gemv(n, k)["num_warps"]) for n, k in
             ((4096, 4096), (2048, 3600), (4096, 14336), (6144, 4096))] == \
         [(2, 8), (2, 8), (4, 4), (2, 4)]
+
+
+@pytest.mark.parametrize("activation", ["gelu", "swiglu"])
+def test_persistent_gemv_takes_every_row_block(activation, device):
+    """Programs that stay resident (PROGRAMS_PER_SM): each takes several row blocks (more
+    blocks than a program an SM: 300 outputs in blocks of 2), the first read before the wait
+    where the GPU has PDL, whole rows of 301 columns in a tile of 512, every part at once;
+    configs that do not hold whole rows, or run more than one row, are refused."""
+    dtype = torch.bfloat16
+    n, k = 300, 301
+    x, w, b, g, r = _make((1,), n, k, dtype, device, True, True, True)
+    if activation == "swiglu":
+        r = r[:, : n // 2].contiguous()
+    ref = linear_ref(x.double(), w.double(), b.double(), norm_weight=g.double(),
+                     activation=activation, residual=r.double())
+    config = {"BLOCK_N": 2, "SPLIT": 4, "CHUNK": 128, "num_warps": 2, "num_stages": 1,
+              "PROGRAMS_PER_SM": 1}
+    sms = sm_count(x.device) or ASSUMED_SM_COUNT
+    assert triton.cdiv(n, config["BLOCK_N"]) > sms  # some program takes a second block
+    for prefetch_weight in (False, True) if supports_pdl(x.device) else (False,):
+        out = poisoned(tuple(ref.shape), dtype, device)
+        matvec_module.launch_matvec(x, w, out, g, 1e-6, b, activation, r, config,
+                                    prefetch_weight)
+        assert_close(out, ref, dtype, what=f"{config} {activation}")
+    with pytest.raises(ValueError, match="do not cover K = 301"):
+        matvec_module.launch_matvec(x, w, torch.empty(1, n, device=device, dtype=dtype), None,
+                                    1e-6, None, "none", None, {**config, "SPLIT": 2}, False)
+    with pytest.raises(ValueError, match="takes none of TAIL, RELEASE_AFTER_INPUTS"):
+        matvec_module.launch_matvec(torch.cat([x, x]), w,
+                                    torch.empty(2, n, device=device, dtype=dtype), None, 1e-6,
+                                    None, "none", None, config, False)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

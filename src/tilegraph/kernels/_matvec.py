@@ -14,7 +14,7 @@ import triton
 import triton.language as tl
 
 from ._activation import apply_activation, swiglu_pairs
-from ._launch import weight_alignment
+from ._launch import ASSUMED_SM_COUNT, sm_count, weight_alignment
 from ._rotary_store import NO_ROTARY, rotary_inputs, rotary_store
 
 
@@ -183,55 +183,69 @@ def _gemv_fold(acc, sum_sq, w, x, g, HAS_NORM: tl.constexpr):
 
 
 @triton.jit
-def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, rotary,
-                 N, K, eps,
-                 HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
-                 ACTIVATION: tl.constexpr, PREFETCH_WEIGHT: tl.constexpr,
-                 BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, CHUNK: tl.constexpr,
-                 TAIL: tl.constexpr = 0, ALIGN: tl.constexpr = 1,
-                 RELEASE_AFTER_INPUTS: tl.constexpr = False):
-    """One row: y_n = act(rstd * sum_k x_k g_k W_nk + b_n) + r_n, BLOCK_N outputs a program,
-    rstd = 1 / sqrt(mean_k x_k^2 + eps) gathered in the same pass over K.
-
-    The weight tile is (BLOCK_N, SPLIT, CHUNK), SPLIT chunks of one row side by side, which
-    Triton lays out with the warps across the chunks and each thread holding a few 16-byte
-    vectors of every row: the tile costs little more than its own registers, so small
-    programs fit many to an SM and the next kernel's programs find room to start streaming
-    early (notes/kernels.md). PREFETCH_WEIGHT as in _matvec_kernel: the first weight tile is
-    read before griddepcontrol.wait. ALIGN as in _matvec_kernel.
-
-    TAIL > 0: a second tile of TAIL chunks follows the first, also read before the wait, and
-    the two cover the whole row (K <= (SPLIT + TAIL) * CHUNK): a row of 2560 columns is 16 +
-    4 chunks instead of a 32-chunk tile three eighths masked, whose idle lanes hold registers
-    and keep fewer bytes in flight (gemv_config).
-
-    RELEASE_AFTER_INPUTS: the next kernel is released once x has arrived (after the first
-    fold) rather than right after the wait, so that its weight stream does not delay this
-    kernel's loads of x. Which is faster depends on the step around the kernel more than on
-    its shape (notes/models.md, session 45): decode_plan.set_late_release records it.
-    """
-    K = K * ALIGN
-    stride_wn = stride_wn * ALIGN
-    offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-    n_mask = offs_n < N
-    cols = tl.arange(0, SPLIT)[None, :, None] * CHUNK + tl.arange(0, CHUNK)[None, None, :]
-    w_ptrs = w_ptr + offs_n[:, None, None].to(tl.int64) * stride_wn + cols  # (BN, S, C)
-    w_mask = n_mask[:, None, None]
-    acc = tl.zeros([BLOCK_N], tl.float32)
-    sum_sq = 0.0
-    w = tl.load(w_ptrs, mask=w_mask & (cols < K), other=0.0)
+def _gemv_tiles(w_ptr, stride_wn, block, N, K, cols, BLOCK_N: tl.constexpr,
+                SPLIT: tl.constexpr, CHUNK: tl.constexpr, TAIL: tl.constexpr):
+    """Row block `block`'s first weight tile (BLOCK_N, SPLIT, CHUNK) and, where TAIL > 0, the
+    tail tile (BLOCK_N, TAIL, CHUNK) beside it (the first tile where none)."""
+    offs_n = block * BLOCK_N + tl.arange(0, BLOCK_N)
+    rows = w_ptr + offs_n[:, None, None].to(tl.int64) * stride_wn
+    w_mask = (offs_n < N)[:, None, None]
+    w = tl.load(rows + cols, mask=w_mask & (cols < K), other=0.0)
+    w_tail = w
     if TAIL > 0:
         tail_cols = SPLIT * CHUNK + (tl.arange(0, TAIL)[None, :, None] * CHUNK
                                      + tl.arange(0, CHUNK)[None, None, :])   # (1, T, C)
-        w_tail = tl.load(w_ptr + offs_n[:, None, None].to(tl.int64) * stride_wn + tail_cols,
-                         mask=w_mask & (tail_cols < K), other=0.0)
-    if PREFETCH_WEIGHT:
-        tl.extra.cuda.gdc_wait()               # x and the epilogue inputs are now final
-        if not RELEASE_AFTER_INPUTS:
-            tl.extra.cuda.gdc_launch_dependents()  # only now may the next kernel prefetch
+        w_tail = tl.load(rows + tail_cols, mask=w_mask & (tail_cols < K), other=0.0)
+    return w, w_tail
+
+
+@triton.jit
+def _gemv_block(w, w_tail, block, y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr,
+                res_ptr, rotary, N, K, eps, cols,
+                HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
+                ACTIVATION: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT: tl.constexpr,
+                CHUNK: tl.constexpr, TAIL: tl.constexpr, RELEASE_AFTER_INPUTS: tl.constexpr):
+    """Row block `block` of _gemv_kernel from its tiles already loaded (_gemv_tiles): the rest
+    of its row, the reduction, the epilogue and the store."""
+    offs_n = block * BLOCK_N + tl.arange(0, BLOCK_N)
+    n_mask = offs_n < N
+    acc = tl.zeros([BLOCK_N], tl.float32)
+    sum_sq = 0.0
     x, g = _gemv_inputs(x_ptr, norm_w_ptr, cols, 0, K, HAS_NORM)
-    # The epilogue's inputs as well, before the first reduction's barrier (as _gemv_inputs);
-    # under SwiGLU the residual's columns are only known after the pairing.
+    # The epilogue's inputs as well, before the first reduction's barrier (as _gemv_inputs).
+    bias, residual, position, slot, c, s = _gemv_epilogue_inputs(
+        offs_n, bias_ptr, res_ptr, rotary, N, HAS_BIAS, HAS_RESIDUAL, ACTIVATION, BLOCK_N)
+    if TAIL > 0:
+        tail_cols = SPLIT * CHUNK + (tl.arange(0, TAIL)[None, :, None] * CHUNK
+                                     + tl.arange(0, CHUNK)[None, None, :])   # (1, T, C)
+        x_tail, g_tail = _gemv_inputs(x_ptr, norm_w_ptr, tail_cols, 0, K, HAS_NORM)
+        acc, sum_sq = _gemv_fold(acc, sum_sq, w, x, g, HAS_NORM)
+        acc, sum_sq = _gemv_fold(acc, sum_sq, w_tail, x_tail, g_tail, HAS_NORM)
+    else:
+        acc, sum_sq = _gemv_fold(acc, sum_sq, w, x, g, HAS_NORM)
+    if RELEASE_AFTER_INPUTS:  # x has arrived: the next kernel can no longer delay it
+        tl.extra.cuda.gdc_launch_dependents()
+    if TAIL == 0:
+        w_ptrs = w_ptr + offs_n[:, None, None].to(tl.int64) * stride_wn + cols  # (BN, S, C)
+        for k0 in range(SPLIT * CHUNK, K, SPLIT * CHUNK):
+            w = tl.load(w_ptrs + k0, mask=n_mask[:, None, None] & (cols < K - k0), other=0.0)
+            x, g = _gemv_inputs(x_ptr, norm_w_ptr, cols, k0, K, HAS_NORM)
+            acc, sum_sq = _gemv_fold(acc, sum_sq, w, x, g, HAS_NORM)
+
+    if HAS_NORM:
+        acc = acc * tl.rsqrt(sum_sq / K + eps)
+    _gemv_finish(acc, offs_n, y_ptr, res_ptr, rotary, N, bias, residual, position, slot, c, s,
+                 HAS_RESIDUAL, ACTIVATION, BLOCK_N)
+
+
+@triton.jit
+def _gemv_epilogue_inputs(offs_n, bias_ptr, res_ptr, rotary, N, HAS_BIAS: tl.constexpr,
+                          HAS_RESIDUAL: tl.constexpr, ACTIVATION: tl.constexpr,
+                          BLOCK_N: tl.constexpr):
+    """(bias, residual, position, slot, c, s) of outputs offs_n, for _gemv_finish: zeros where
+    the projection has none. Under SwiGLU the residual's columns are only known after the
+    pairing (_gemv_finish reads it then); the rotary inputs as rotary_inputs reads them."""
+    n_mask = offs_n < N
     bias = tl.zeros([BLOCK_N], tl.float32)
     if HAS_BIAS:
         bias = tl.load(bias_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)
@@ -239,25 +253,19 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
     if HAS_RESIDUAL:
         if ACTIVATION != "swiglu":
             residual = tl.load(res_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)
+    position, slot, c, s = bias, bias, bias, bias   # none without rotary
     if ACTIVATION == "rotary":
         position, slot, c, s = rotary_inputs(tl.arange(0, 1), offs_n, 1, rotary, 1, BLOCK_N)
-    if TAIL > 0:
-        x_tail, g_tail = _gemv_inputs(x_ptr, norm_w_ptr, tail_cols, 0, K, HAS_NORM)
-        acc, sum_sq = _gemv_fold(acc, sum_sq, w, x, g, HAS_NORM)
-        acc, sum_sq = _gemv_fold(acc, sum_sq, w_tail, x_tail, g_tail, HAS_NORM)
-    else:
-        acc, sum_sq = _gemv_fold(acc, sum_sq, w, x, g, HAS_NORM)
-    if PREFETCH_WEIGHT:
-        if RELEASE_AFTER_INPUTS:  # x has arrived: the next kernel can no longer delay it
-            tl.extra.cuda.gdc_launch_dependents()
-    if TAIL == 0:
-        for k0 in range(SPLIT * CHUNK, K, SPLIT * CHUNK):
-            w = tl.load(w_ptrs + k0, mask=w_mask & (cols < K - k0), other=0.0)
-            x, g = _gemv_inputs(x_ptr, norm_w_ptr, cols, k0, K, HAS_NORM)
-            acc, sum_sq = _gemv_fold(acc, sum_sq, w, x, g, HAS_NORM)
+    return bias, residual, position, slot, c, s
 
-    if HAS_NORM:
-        acc = acc * tl.rsqrt(sum_sq / K + eps)
+
+@triton.jit
+def _gemv_finish(acc, offs_n, y_ptr, res_ptr, rotary, N, bias, residual, position, slot, c,
+                 s, HAS_RESIDUAL: tl.constexpr, ACTIVATION: tl.constexpr,
+                 BLOCK_N: tl.constexpr):
+    """The bias, the activation (rotary: the rotated store into q and the caches) and the
+    residual on outputs offs_n of a GEMV, and the store."""
+    n_mask = offs_n < N
     acc += bias
     if ACTIVATION == "rotary":
         rotary_store(tl.reshape(acc, (1, BLOCK_N)), tl.arange(0, 1), offs_n, 1, N, y_ptr, 0,
@@ -274,6 +282,99 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
                 residual = tl.load(res_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)
             acc += residual
         tl.store(y_ptr + offs_n, acc.to(y_ptr.dtype.element_ty), mask=n_mask)
+
+
+@triton.jit
+def _gemv_flat_tile(w_ptr, stride_wn, block, N, K, offs_k, BLOCK_N: tl.constexpr):
+    """Row block `block`'s whole rows, (BLOCK_N, len(offs_k)), for a persistent _gemv_kernel."""
+    offs_n = block * BLOCK_N + tl.arange(0, BLOCK_N)
+    return tl.load(w_ptr + offs_n[:, None].to(tl.int64) * stride_wn + offs_k[None, :],
+                   mask=(offs_n < N)[:, None] & (offs_k < K)[None, :], other=0.0)
+
+
+@triton.jit
+def _gemv_resident_block(w, block, x, rstd, y_ptr, bias_ptr, res_ptr, rotary, N,
+                         HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
+                         ACTIVATION: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Row block `block` of a persistent _gemv_kernel: its whole rows in the tile w, x already
+    scaled by the norm weights, rstd the norm's (1 without one)."""
+    offs_n = block * BLOCK_N + tl.arange(0, BLOCK_N)
+    bias, residual, position, slot, c, s = _gemv_epilogue_inputs(
+        offs_n, bias_ptr, res_ptr, rotary, N, HAS_BIAS, HAS_RESIDUAL, ACTIVATION, BLOCK_N)
+    acc = tl.sum(w.to(tl.float32) * x[None, :], axis=1) * rstd
+    _gemv_finish(acc, offs_n, y_ptr, res_ptr, rotary, N, bias, residual, position, slot, c, s,
+                 HAS_RESIDUAL, ACTIVATION, BLOCK_N)
+
+
+@triton.jit
+def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, rotary,
+                 N, K, eps,
+                 HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
+                 ACTIVATION: tl.constexpr, PREFETCH_WEIGHT: tl.constexpr,
+                 BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, CHUNK: tl.constexpr,
+                 TAIL: tl.constexpr = 0, ALIGN: tl.constexpr = 1,
+                 RELEASE_AFTER_INPUTS: tl.constexpr = False,
+                 PERSISTENT: tl.constexpr = False):
+    """One row: y_n = act(rstd * sum_k x_k g_k W_nk + b_n) + r_n, BLOCK_N outputs a block,
+    rstd = 1 / sqrt(mean_k x_k^2 + eps) gathered in the same pass over K.
+
+    The weight tile is (BLOCK_N, SPLIT, CHUNK), SPLIT chunks of one row side by side, which
+    Triton lays out with the warps across the chunks and each thread holding a few 16-byte
+    vectors of every row: the tile costs little more than its own registers, so small
+    programs fit many to an SM and the next kernel's programs find room to start streaming
+    early (notes/kernels.md). PREFETCH_WEIGHT as in _matvec_kernel: the first weight tile is
+    read before griddepcontrol.wait. ALIGN as in _matvec_kernel.
+
+    TAIL > 0: a second tile of TAIL chunks follows the first, also read before the wait, and
+    the two cover the whole row (K <= (SPLIT + TAIL) * CHUNK): a row of 2560 columns is 16 +
+    4 chunks instead of a 32-chunk tile three eighths masked, whose idle lanes hold registers
+    and keep fewer bytes in flight (split_gemv_config).
+
+    RELEASE_AFTER_INPUTS: the next kernel is released once x has arrived (after the first
+    fold) rather than right after the wait, so that its weight stream does not delay this
+    kernel's loads of x. Which is faster depends on the step around the kernel more than on
+    its shape (notes/models.md, session 45): decode_plan.set_late_release records it.
+
+    PERSISTENT: a program takes row blocks p, p + G, p + 2G, ... of a grid of G programs
+    (launched at a few an SM), whole rows in one flat (BLOCK_N, SPLIT * CHUNK) tile (no
+    TAIL, K <= SPLIT * CHUNK; one reduction a block), the first block's read before the
+    wait, x and the norm's rstd once: programs that stay resident do not stop streaming to
+    exit and relaunch, and no last wave leaves SMs idle (persistent_gemv_config).
+    """
+    K = K * ALIGN
+    stride_wn = stride_wn * ALIGN
+    block = tl.program_id(0)
+    if PERSISTENT:  # whole rows (launch_matvec checks), one flat tile of SPLIT * CHUNK columns
+        offs_k = tl.arange(0, SPLIT * CHUNK)
+        w = _gemv_flat_tile(w_ptr, stride_wn, block, N, K, offs_k, BLOCK_N)
+    else:
+        cols = tl.arange(0, SPLIT)[None, :, None] * CHUNK + tl.arange(0, CHUNK)[None, None, :]
+        w, w_tail = _gemv_tiles(w_ptr, stride_wn, block, N, K, cols, BLOCK_N, SPLIT, CHUNK,
+                                TAIL)
+    if PREFETCH_WEIGHT:
+        tl.extra.cuda.gdc_wait()               # x and the epilogue inputs are now final
+        if not RELEASE_AFTER_INPUTS:
+            tl.extra.cuda.gdc_launch_dependents()  # only now may the next kernel prefetch
+    if PERSISTENT:  # x and the norm's rstd once a program
+        x = tl.load(x_ptr + offs_k, mask=offs_k < K, other=0.0).to(tl.float32)
+        rstd = 1.0
+        if HAS_NORM:
+            rstd = tl.rsqrt(tl.sum(x * x) / K + eps)
+            x = x * tl.load(norm_w_ptr + offs_k, mask=offs_k < K, other=0.0).to(tl.float32)
+        if PREFETCH_WEIGHT and RELEASE_AFTER_INPUTS:
+            tl.extra.cuda.gdc_launch_dependents()
+        _gemv_resident_block(w, block, x, rstd, y_ptr, bias_ptr, res_ptr, rotary, N,
+                             HAS_BIAS, HAS_RESIDUAL, ACTIVATION, BLOCK_N)
+        programs = tl.num_programs(0)
+        for later in range(block + programs, tl.cdiv(N, BLOCK_N), programs):
+            w = _gemv_flat_tile(w_ptr, stride_wn, later, N, K, offs_k, BLOCK_N)
+            _gemv_resident_block(w, later, x, rstd, y_ptr, bias_ptr, res_ptr, rotary, N,
+                                 HAS_BIAS, HAS_RESIDUAL, ACTIVATION, BLOCK_N)
+    else:
+        _gemv_block(w, w_tail, block, y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr,
+                    res_ptr, rotary, N, K, eps, cols, HAS_NORM, HAS_BIAS, HAS_RESIDUAL,
+                    ACTIVATION, BLOCK_N, SPLIT, CHUNK, TAIL,
+                    PREFETCH_WEIGHT and RELEASE_AFTER_INPUTS)
 
 
 @triton.jit
@@ -395,7 +496,7 @@ def _gemv_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm
 
 
 # Batch 1, 16-bit weights: programs of GEMV_WARPS warps, rows split in chunks of GEMV_CHUNK
-# columns, tiles of at most GEMV_MAX_BLOCK_K columns (see gemv_config).
+# columns, tiles of at most GEMV_MAX_BLOCK_K columns (see split_gemv_config).
 GEMV_WARPS = 4
 GEMV_CHUNK = 128
 GEMV_MAX_BLOCK_K = 4096
@@ -408,17 +509,55 @@ GEMV_MAX_ROWS = 4
 MIN_HEAD_CHUNKS = 16
 MIN_TAIL_CHUNKS = 4
 # Narrow layers whose rows fill one whole GEMV_MAX_BLOCK_K tile: two rows a program over 8
-# warps, 32 weight values a thread (gemv_config).
+# warps, 32 weight values a thread (split_gemv_config).
 FULL_TILE_WARPS = 8
 # Batch 1, fp32 weights: a _matvec_kernel tile of at most 32 KB, 64 elements a thread.
 MATVEC_TILE_BYTES = 32 * 1024
 MATVEC_ELEMENTS_PER_THREAD = 64
 
 
+# One-row weights of at least PERSISTENT_MIN_BYTES (16-bit, K <= PERSISTENT_MAX_K) stream
+# through PERSISTENT_PROGRAMS_PER_SM programs an SM that stay resident, each taking whole rows
+# in flat tiles of PERSISTENT_TILE_BYTES over PERSISTENT_WARPS warps (persistent_gemv_config).
+# Over 26 projections of 12 decoders with their fused parts, weights rotated past L2, PDL on
+# (research/sweep_gemv.py --persistent, H200): from 20 MiB up 1.055x faster than the split
+# tile (geometric mean; 0.97x to 1.19x: TinyLlama's down projection 8.59 -> 7.23 us,
+# Qwen2.5-7B's gate/up 73.4 -> 64.7); under it 0.83x to 1.01x, where a program takes only
+# one or two row blocks (notes/kernels.md, session 61).
+PERSISTENT_MIN_BYTES = 20 * 2**20
+PERSISTENT_MAX_K = 8192
+PERSISTENT_TILE_BYTES = 32 * 1024
+PERSISTENT_WARPS = 8
+PERSISTENT_PROGRAMS_PER_SM = 2
+
+
 def gemv_config(N: int, K: int) -> dict:
-    """Tile of the one-row kernel (_gemv_kernel): GEMV_WARPS warps, chunks of GEMV_CHUNK
-    columns, rows of up to GEMV_MAX_BLOCK_K columns, at most 16 rows; 64 weight values a
-    thread, or 128 where the layer is narrow (N <= 4096) and its rows long (K >= 2048).
+    """The one-row 16-bit kernel's config for untuned shapes: persistent_gemv_config's from
+    PERSISTENT_MIN_BYTES of weights up (rows of at most PERSISTENT_MAX_K columns), else
+    split_gemv_config's."""
+    if 2 * N * K >= PERSISTENT_MIN_BYTES and K <= PERSISTENT_MAX_K:
+        return persistent_gemv_config(N, K)
+    return split_gemv_config(N, K)
+
+
+def persistent_gemv_config(N: int, K: int, tile_bytes: int = PERSISTENT_TILE_BYTES,
+                           warps: int = PERSISTENT_WARPS,
+                           programs_per_sm: int = PERSISTENT_PROGRAMS_PER_SM) -> dict:
+    """A persistent _gemv_kernel config: whole rows of K columns (padded to a power of two)
+    in flat tiles of `tile_bytes` of 16-bit weights (at least 2 rows: SwiGLU and rotary
+    epilogues work on pairs), `warps` warps, `programs_per_sm` programs an SM."""
+    block_k = max(16, triton.next_power_of_2(K))
+    chunk = min(GEMV_CHUNK, block_k)
+    block_n = max(2, min(16, tile_bytes // (2 * block_k)))
+    return {"BLOCK_N": block_n, "SPLIT": block_k // chunk, "CHUNK": chunk,
+            "num_warps": warps, "num_stages": 1, "PROGRAMS_PER_SM": programs_per_sm}
+
+
+def split_gemv_config(N: int, K: int) -> dict:
+    """Tile of the one-row kernel (_gemv_kernel) launched a program a row block: GEMV_WARPS
+    warps, chunks of GEMV_CHUNK columns, rows of up to GEMV_MAX_BLOCK_K columns, at most 16
+    rows; 64 weight values a thread, or 128 where the layer is narrow (N <= 4096) and its
+    rows long (K >= 2048).
 
     From one-row projections of eight decoders' shapes with their fused parts, over weights
     rotated past L2, PDL on (research/sweep_gemv.py, H100): tiles of 4096 columns instead of
@@ -550,11 +689,22 @@ def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
             raise ValueError(f"a tile of {config['SPLIT']} + {config['TAIL']} chunks of "
                              f"{config['CHUNK']} columns does not cover K = {K}")
         if M == 1:
+            config = dict(config)
+            per_sm = config.pop("PROGRAMS_PER_SM", None)
+            if per_sm:  # persistent: a few programs an SM take every G-th block of rows
+                if config.get("TAIL") or K > config["SPLIT"] * config["CHUNK"]:
+                    raise ValueError(f"a persistent GEMV takes whole rows in one tile: "
+                                     f"{config['SPLIT']} chunks of {config['CHUNK']} columns "
+                                     f"do not cover K = {K}")
+                sms = sm_count(x.device) or ASSUMED_SM_COUNT
+                grid = (min(grid[0], per_sm * sms),)
             return _gemv_kernel[grid](out, x, weight, weight.stride(0) // align, norm_weight,
                                       bias, residual, rotary, N, K // align, eps, **parts,
-                                      **config, ALIGN=align, **launch)
-        if config.get("TAIL") or config.get("RELEASE_AFTER_INPUTS"):
-            raise ValueError("the several-row GEMV takes neither TAIL nor RELEASE_AFTER_INPUTS")
+                                      **config, ALIGN=align, PERSISTENT=bool(per_sm), **launch)
+        if config.get("TAIL") or config.get("RELEASE_AFTER_INPUTS") or config.get(
+                "PROGRAMS_PER_SM"):
+            raise ValueError("the several-row GEMV takes none of TAIL, RELEASE_AFTER_INPUTS "
+                             "and PROGRAMS_PER_SM")
         return _gemv_rows_kernel[grid](
             out, out.stride(0), x, x.stride(0), weight, weight.stride(0) // align,
             norm_weight, bias, residual, residual.stride(0) if residual is not None else 0,

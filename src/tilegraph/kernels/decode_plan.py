@@ -23,7 +23,15 @@ import triton
 from .._runtime import is_capturing
 from ._dot_rows import DOT_ROWS, launch_dot_rows
 from ._launch import ASSUMED_SM_COUNT, sm_count
-from ._matvec import GEMV_MAX_ROWS, gemv_config, launch_matvec, matvec_config
+from ._matvec import (
+    GEMV_MAX_ROWS,
+    PERSISTENT_MAX_K,
+    gemv_config,
+    launch_matvec,
+    matvec_config,
+    persistent_gemv_config,
+    split_gemv_config,
+)
 from ._pdl import use_pdl
 from ._rotary_store import NO_ROTARY
 from .autotune import RotatedCopies, Tuner, timing_enabled
@@ -47,6 +55,11 @@ TINY_WEIGHTS = 512 * 512
 # notes/kernels.md, session 37).
 WHOLE_SLICE_TILES = ({"BLOCK_N": 64, "BLOCK_K": 256, "W_LHS": True},
                      {"BLOCK_N": 32, "BLOCK_K": 512})
+# (tile bytes, warps, programs an SM) of persistent one-row GEMVs that `tilegraph tune` times
+# beside the rule's: each was the fastest on some projections (H200, notes/kernels.md,
+# session 61).
+PERSISTENT_VARIANTS = ((32 * 1024, 8, 2), (32 * 1024, 16, 2), (32 * 1024, 8, 4),
+                       (16 * 1024, 8, 4), (32 * 1024, 4, 3))
 # The last of a split's programs sums every slice's partials one after another.
 MAX_SPLIT_K = 8
 # At 3-4 rows the tensor cores beat the CUDA-core kernel from this many weights up, counted
@@ -166,8 +179,9 @@ def gemv_takes_row(K: int) -> bool:
 
 def gemv_runs(rows: int, config: dict) -> bool:
     """Whether a GEMV config runs `rows` rows: any at one row; at 2 to GEMV_MAX_ROWS rows
-    (_gemv_rows_kernel) one without a tail."""
-    return rows == 1 or (rows <= GEMV_MAX_ROWS and "TAIL" not in config)
+    (_gemv_rows_kernel) one without a tail, launched a program a row block."""
+    return rows == 1 or (rows <= GEMV_MAX_ROWS and "TAIL" not in config
+                         and "PROGRAMS_PER_SM" not in config)
 
 
 def rule(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -> Plan:
@@ -206,7 +220,8 @@ def rule(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -> Plan
 def candidates(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -> list[Plan]:
     """What `tilegraph tune` times for a shape: the rule's kernel first, then the CUDA-core
     kernel's default and a few tile widths (and in 16-bit at 2-4 rows the one-row GEMV's
-    tile, which the rule does not take: notes/kernels.md, session 53), and tensor-core tiles
+    tile, which the rule does not take: notes/kernels.md, session 53; at one row the GEMV
+    launched a program a row block and persistent, PERSISTENT_VARIANTS), and tensor-core tiles
     of every width, depth and pipeline length that fits the shared memory, and split-K
     tiles."""
     size = torch.finfo(dtype).bits // 8
@@ -216,9 +231,14 @@ def candidates(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -
     if "SPLIT" not in base:
         plans += [Plan("matvec", {**base, "BLOCK_N": bn}) for bn in (4, 8, 16)
                   if bn != base["BLOCK_N"]]
-        gemv = gemv_config(N, K)
+        gemv = split_gemv_config(N, K)
         if size <= 2 and gemv_runs(rows, gemv):  # the one-row tile on 2-4 rows
             plans.append(Plan("gemv", gemv))
+    if size <= 2 and rows == 1 and gemv_takes_row(K):  # launched a program a row block, or not
+        plans.append(Plan("gemv", split_gemv_config(N, K)))
+        if K <= PERSISTENT_MAX_K:
+            plans += [Plan("gemv", persistent_gemv_config(N, K, *variant))
+                      for variant in PERSISTENT_VARIANTS]
     k_cap = triton.next_power_of_2(K)
     for block_n in (16, 32, 64):
         for block_k in (128 // size, 256 // size, 512 // size):
@@ -338,6 +358,14 @@ def plain_key(rows: int, N: int, K: int, dtype: torch.dtype, has_bias: bool,
     return (*tuned_key(rows, N, K, dtype), has_bias, repr(rule_plan.as_dict()))
 
 
+def other_gemv_launch(N: int, K: int, config: dict) -> dict:
+    """The one-row GEMV launched the way `config` is not: a program a row block where it is
+    persistent, persistent (whole rows, where they fit) where it is not."""
+    if "PROGRAMS_PER_SM" in config or K > PERSISTENT_MAX_K:
+        return split_gemv_config(N, K)
+    return persistent_gemv_config(N, K)
+
+
 def plain_plan(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
                out: torch.Tensor) -> Plan:
     """plan() for out = x @ weight.T + bias (bias optional; x, weight, bias and out of one
@@ -346,7 +374,10 @@ def plain_plan(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
     them (graph replays over weights rotated past L2, PDL where the GPU has it), and the
     faster is kept on disk per GPU, rows bucket, shape, bias and rule plan (a later rule
     is timed again). The rule loses to cuBLAS on some shapes no rule was fitted to (5000 x
-    1800 bf16 at 2-12 rows: 0.82-0.85x, notes/kernels.md, session 41). Where nothing may be
+    1800 bf16 at 2-12 rows: 0.82-0.85x, notes/kernels.md, session 41). A one-row GEMV is
+    also timed launched the other way (other_gemv_launch): plain, the largest projections
+    read at the copy rate a program a row block and lost 9% persistent, where with a norm
+    or SwiGLU they gained 5-14% (H200, notes/kernels.md, session 61). Where nothing may be
     timed (a capture, the interpreter, TILEGRAPH_AUTOTUNE=0) or the weight's copies do not
     fit in memory, the rule's plan runs."""
     rows, K = x.shape
@@ -371,9 +402,11 @@ def plain_plan(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
         launch(Plan.from_dict(config), x, weights()[0], scratch, None, 0.0, bias, "none",
                None, pdl and config["kind"] != "cublas")
 
+    timed = [chosen.as_dict()]
+    if chosen.kind == "gemv" and rows == 1:  # the GEMV's other launch as well
+        timed.append(Plan("gemv", other_gemv_launch(N, K, chosen.config)).as_dict())
     try:
-        picked = _plain.pick(key, run, [chosen.as_dict(),
-                                        {"kind": "cublas", "fused": chosen.as_dict()}])
+        picked = _plain.pick(key, run, [*timed, {"kind": "cublas", "fused": chosen.as_dict()}])
     except torch.cuda.OutOfMemoryError:
         return chosen  # no room for the weight's copies: the rule, timed another time
     finally:
