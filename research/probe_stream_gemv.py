@@ -111,9 +111,10 @@ def main():
         ref = linear_ref(x.double(), weights[0].double())
         floor_us = (n * k + k + n) * 2 / copy_gbps * 1e-3
         results = {}
-        fns = {"cublas": lambda w: F.linear(x, w), "rule": lambda w: tg.linear(x, w, out=out)}
+        fns = {"cublas": lambda w, x=x: F.linear(x, w),
+               "rule": lambda w, x=x, out=out: tg.linear(x, w, out=out)}
         for v in variants(k):
-            fns[v] = (lambda w, v=v: stream_gemv(x, w, out, *v, sms))
+            fns[v] = (lambda w, v=v, x=x, out=out: stream_gemv(x, w, out, *v, sms))
         for label, fn in fns.items():
             try:
                 out.fill_(float("nan"))

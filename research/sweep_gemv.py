@@ -45,8 +45,8 @@ SHAPES = (
 )
 # Shapes of decoders the sweep above does not name, for --persistent (session 61).
 MORE_SHAPES = (
-    ("qwen2-0.5b down", 896, 4864, "residual"), ("qwen2-1.5b qkv", 2048, 1536, "norm"),
-    ("llama3.2-3b qkv", 5120, 3072, "norm"), ("llama3.2-3b o", 3072, 3072, "residual"),
+    ("qwen2-1.5b qkv", 2048, 1536, "norm"), ("llama3.2-3b qkv", 5120, 3072, "norm"),
+    ("llama3.2-3b o", 3072, 3072, "residual"),
     ("llama3.2-3b gate/up", 16384, 3072, "swiglu"), ("llama3.2-3b down", 3072, 8192, "residual"),
     ("qwen2.5-7b qkv", 4608, 3584, "norm"), ("qwen2.5-7b o", 3584, 3584, "residual"),
     ("qwen2.5-7b gate/up", 37888, 3584, "swiglu"), ("phi3-mini qkv", 9216, 3072, "norm"),

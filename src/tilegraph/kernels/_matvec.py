@@ -519,8 +519,8 @@ MATVEC_ELEMENTS_PER_THREAD = 64
 # One-row weights of at least PERSISTENT_MIN_BYTES (16-bit, K <= PERSISTENT_MAX_K) stream
 # through PERSISTENT_PROGRAMS_PER_SM programs an SM that stay resident, each taking whole rows
 # in flat tiles of PERSISTENT_TILE_BYTES over PERSISTENT_WARPS warps (persistent_gemv_config).
-# Over 26 projections of 12 decoders with their fused parts, weights rotated past L2, PDL on
-# (research/sweep_gemv.py --persistent, H200): from 20 MiB up 1.055x faster than the split
+# Over 26 projections of 8 decoders with their fused parts, weights rotated past L2, PDL on
+# (research/sweep_gemv.py --persistent, H200): from 20 MiB up 1.054x faster than the split
 # tile (geometric mean; 0.97x to 1.19x: TinyLlama's down projection 8.59 -> 7.23 us,
 # Qwen2.5-7B's gate/up 73.4 -> 64.7); under it 0.83x to 1.01x, where a program takes only
 # one or two row blocks (notes/kernels.md, session 61).
