@@ -187,7 +187,12 @@ def test_rule_by_rows_dtype_and_size():
     assert {k: p.kind for k, p in one_row.items()} == {
         4096: "gemv", 4608: "gemv", 5120: "gemv", 5121: "gemv", 5632: "gemv", 6144: "gemv",
         8192: "gemv", 8193: "dot"}
-    assert [one_row[k].config.get("TAIL", 0) for k in (4608, 5120, 5121)] == [4, 8, 0]
+    # under 20 MiB of weights a program a row block, past one tile with a tail
+    narrow = [decode_plan.rule(1, 1024, k, bf16, 132).config for k in (4608, 5120, 5121)]
+    assert [config.get("TAIL", 0) for config in narrow] == [4, 8, 0]
+    # from 20 MiB persistent: whole rows in one tile, no tail
+    assert [one_row[k].config.get("PROGRAMS_PER_SM") for k in (4608, 5120, 8192)] == \
+        [None, 2, 2]
     assert decode_plan.rule(2, 2048, 2048, bf16, 132).kind == "matvec"   # small: latency
     assert decode_plan.rule(2, 8192, 8192, bf16, 132).kind == "dot"
     assert decode_plan.rule(4, 4096, 4096, bf16, 132).kind == "dot"

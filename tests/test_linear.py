@@ -281,7 +281,7 @@ def test_gemv_rows_that_fill_a_tile_poorly_take_a_tail():
         [(32, 0), (16, 4), (16, 4), (16, 8), (16, 8), (32, 0), (32, 0),
          (32, 4), (32, 8), (32, 8), (32, 0), (32, 0), (32, 0)]  # past a tile: tails of <= 8
     assert [two(c, 16) for c in (12, 15, 3)] == [(16, 0)] * 3  # heads under 16 chunks: one tile
-    gemv = matvec_module.gemv_config
+    gemv = matvec_module.split_gemv_config  # a program a row block (gemv_config's under 20 MiB)
     assert (gemv(2560, 2560)["SPLIT"], gemv(2560, 2560)["TAIL"]) == (16, 4)
     assert "TAIL" not in gemv(2048, 2048) and "TAIL" not in gemv(2048, 5632)
     # past one tile: the tile and a tail, fewer rows a program for the values a thread
@@ -447,7 +447,7 @@ def test_gemv_split_tile_on_several_rows(part, rows, dtype, device):
 
 def test_gemv_on_several_rows_takes_no_tail(device):
     x, w = randn(2, 64, device=device), randn(8, 64, device=device)
-    with pytest.raises(ValueError, match="several-row GEMV takes neither TAIL"):
+    with pytest.raises(ValueError, match="several-row GEMV takes none of TAIL"):
         decode_plan.launch(Plan("gemv", {**GEMV_TILE, "TAIL": 1}), x, w,
                            torch.empty(2, 8, device=device), None, 1e-6, None, "none", None,
                            False)
