@@ -4,9 +4,11 @@ residual), timed as graph replays over weights rotated past L2, PDL on, against 
 choice (tg.linear) and cuBLAS.
 
     PYTHONPATH=src python3 research/sweep_gemv.py --out DIR [--dtype bfloat16] [--persistent]
+        [--rows 1]
 
 --persistent: programs that stay resident over several row blocks (PROGRAMS_PER_SM) instead
-of the tiles, on MORE_SHAPES as well.
+of the tiles, on MORE_SHAPES as well. --rows 2-4: the same tiles on several rows
+(_gemv_rows_kernel), against the rule's plan for that many rows.
 
 Writes DIR/sweep-gemv.json (one record per shape and tile) and prints the best tile per shape.
 """
@@ -82,23 +84,23 @@ def persistent_tiles(n, k):
                    "num_warps": warps, "num_stages": 1, "PROGRAMS_PER_SM": per_sm}
 
 
-def sweep_shape(name, n, k, part, dtype, copy_gbps, persistent=False):
-    """Records of every variant on one projection."""
+def sweep_shape(name, n, k, part, dtype, copy_gbps, persistent=False, rows=1):
+    """Records of every variant on one projection of `rows` rows."""
     size = torch.finfo(dtype).bits // 8
     copies = max(2, -(-L2_SPAN // (n * k * size)))
     weights = [torch.randn(n, k, device="cuda", dtype=dtype) * k**-0.5 for _ in range(copies)]
-    x = torch.randn(1, k, device="cuda", dtype=dtype)
+    x = torch.randn(rows, k, device="cuda", dtype=dtype)
     g = torch.rand(k, device="cuda", dtype=dtype) + 0.5 if part in ("norm", "swiglu") else None
     n_out = n // 2 if part == "swiglu" else n
-    r = torch.randn(1, n_out, device="cuda", dtype=dtype) if part == "residual" else None
+    r = torch.randn(rows, n_out, device="cuda", dtype=dtype) if part == "residual" else None
     activation = "swiglu" if part == "swiglu" else "none"
-    out = torch.empty(1, n_out, device="cuda", dtype=dtype)
+    out = torch.empty(rows, n_out, device="cuda", dtype=dtype)
     ref = linear_ref(x.double(), weights[0].double(),
                      norm_weight=None if g is None else g.double(),
                      activation=activation if part == "swiglu" else None,
                      residual=None if r is None else r.double())
-    floor_us = (n * k + k + 2 * n_out) * size / copy_gbps * 1e-3
-    point = {"shape": name, "n": n, "k": k, "part": part, "floor_us": floor_us}
+    floor_us = (n * k + rows * (k + 2 * n_out)) * size / copy_gbps * 1e-3
+    point = {"shape": name, "n": n, "k": k, "rows": rows, "part": part, "floor_us": floor_us}
     fused = dict(norm_weight=g, residual=r, activation=activation if part == "swiglu" else None)
     variants = {
         "cublas": lambda w: F.linear(x, w),
@@ -132,6 +134,7 @@ def main():
     parser.add_argument("--only", default=None, help="substring of the shape names to run")
     parser.add_argument("--persistent", action="store_true",
                         help="persistent variants instead of the tiles, over more shapes")
+    parser.add_argument("--rows", type=int, default=1, help="rows of x: 1 to 4")
     args = parser.parse_args()
     dtype = getattr(torch, args.dtype)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -142,18 +145,20 @@ def main():
         if args.only and args.only not in name:
             continue
         torch.cuda.empty_cache()
-        shape_records = sweep_shape(name, n, k, part, dtype, copy_gbps, args.persistent)
+        shape_records = sweep_shape(name, n, k, part, dtype, copy_gbps, args.persistent,
+                                    args.rows)
         records += shape_records
         mine = {r["variant"]: r for r in shape_records if "us" in r}
         best = min((r for v, r in mine.items() if v.startswith("{")), key=lambda r: r["us"])
         rule = mine.get("rule", {"us": float("nan"), "pct_floor": float("nan")})
-        print(f"[{time.time() - start:5.0f}s] {name:20s} {n}x{k} {part:8s} floor "
+        print(f"[{time.time() - start:5.0f}s] {name:20s} {n}x{k}x{args.rows} {part:8s} floor "
               f"{best['floor_us']:6.2f} us | cublas {mine['cublas']['us']:6.2f} | rule "
               f"{rule['us']:6.2f} ({rule['pct_floor']:3.0f}%) | best {best['us']:6.2f} "
               f"({best['pct_floor']:3.0f}%) {best['variant']}", flush=True)
         # after every shape: a run cut short by a time limit keeps what it measured
         (args.out / "sweep-gemv.json").write_text(json.dumps(
             {"environment": environment(), "command": " ".join(sys.argv), "dtype": args.dtype,
+             "rows": args.rows,
              "copy_gbps": copy_gbps, "records": records}, indent=1))
 
 

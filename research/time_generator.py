@@ -3,11 +3,12 @@ as a user's first Generator tunes them: one line a model, for timing two trees a
 other in one call.
 
     PYTHONPATH=src TILEGRAPH_CACHE_DIR=$(mktemp -d) python3 research/time_generator.py new \
-        qwen2-0.5b,llama3.2-3b
+        qwen2-0.5b,llama3.2-3b [PROMPT [MAX_SEQ [BATCH]]]
 
-Random weights, bf16, batch 1, a prompt of 128 tokens (or the third argument's) and 256 new
-ones (greedy) in a cache of 2048 positions (or the fourth argument's), the median of three
-generate() calls after one to warm up; after the time, the build's seconds, the one-row
+Random weights, bf16, batch 1 (or the fifth argument's, one prompt a sequence), a prompt of
+128 tokens (or the third argument's) and 256 new ones (greedy) in a cache of 2048 positions
+(or the fourth argument's): the milliseconds of a decode step (all sequences), the median of
+three generate() calls after one to warm up; after the time, the build's seconds, the one-row
 projections' rows a program the step chose (where the tree chooses them) and the attention
 launch chosen. Shapes: tilegraph's named ones and time_steps.OFF_LIST's. Give each run its own
 TILEGRAPH_CACHE_DIR, so each tree tunes for itself.
@@ -34,26 +35,28 @@ def main() -> None:
     tag, names = sys.argv[1], sys.argv[2]
     prompt_tokens = int(sys.argv[3]) if len(sys.argv) > 3 else 128
     max_seq = int(sys.argv[4]) if len(sys.argv) > 4 else 2048
+    batch = int(sys.argv[5]) if len(sys.argv) > 5 else 1
     for name in names.split(","):
         base, overrides = OFF_LIST.get(name, (name, {}))
         c = LlamaConfig.from_hf(hf_config(base, **overrides))
         torch.manual_seed(0)
         model = Llama(c, dtype=torch.bfloat16, device="cuda")
         start = time.perf_counter()
-        generator = tg.Generator(model, max_batch=1, max_seq=max_seq, sizes=(1,))
+        generator = tg.Generator(model, max_batch=batch, max_seq=max_seq, sizes=(batch,))
         build = time.perf_counter() - start
-        prompt = torch.randint(0, c.vocab_size, (prompt_tokens,)).tolist()
+        prompts = torch.randint(0, c.vocab_size, (batch, prompt_tokens)).tolist()
         times = []
         for _ in range(4):
-            generator.generate([prompt], 256)
+            generator.generate(prompts, 256)
             times.append(generator.stats.decode_ms_per_token)
         store = getattr(tune, "gemv_rows_in_step", None)  # trees before session 57: none
         step = (c.n_heads, c.n_kv_heads, c.head_dim, max_seq, str(model.dtype), c.dim,
                 c.ffn_dim, c.n_layers, c.vocab_size)
         chosen = store.lookup(step) if store is not None else "-"
         launch = attention.tuned.lookup(attention.attention_key(
-            1, c.n_kv_heads, c.n_heads // c.n_kv_heads, c.head_dim, max_seq, model.dtype)) or {}
-        print(f"{tag} {name} {statistics.median(times[1:]):.4f} ms a token "
+            batch, c.n_kv_heads, c.n_heads // c.n_kv_heads, c.head_dim, max_seq,
+            model.dtype)) or {}
+        print(f"{tag} {name} b{batch} {statistics.median(times[1:]):.4f} ms a token "
               f"(build {build:.1f} s; rows chosen {chosen}; attention "
               f"{ {k: launch.get(k) for k in ATTENTION_KEYS} })", flush=True)
         del generator, model

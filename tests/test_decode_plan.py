@@ -193,7 +193,8 @@ def test_rule_by_rows_dtype_and_size():
     # from 20 MiB persistent: whole rows in one tile, no tail
     assert [one_row[k].config.get("PROGRAMS_PER_SM") for k in (4608, 5120, 8192)] == \
         [None, 2, 2]
-    assert decode_plan.rule(2, 2048, 2048, bf16, 132).kind == "matvec"   # small: latency
+    assert decode_plan.rule(2, 2048, 2048, bf16, 132).kind == "gemv"     # 8 MiB: persistent
+    assert decode_plan.rule(2, 1536, 1536, bf16, 132).kind == "matvec"   # small: latency
     assert decode_plan.rule(2, 8192, 8192, bf16, 132).kind == "dot"
     assert decode_plan.rule(4, 4096, 4096, bf16, 132).kind == "dot"
     assert decode_plan.rule(8, 256, 2048, bf16, 132).kind == "dot"
@@ -211,9 +212,9 @@ def test_rule_by_rows_dtype_and_size():
     # counted as the CUDA-core tile holds them: 1152 columns are padded to 2048
     assert decode_plan.rule(3, 1152, 1152, bf16, 132).kind == "dot"
     assert decode_plan.rule(3, 1152, 1024, bf16, 132).kind == "matvec"
-    # 2 rows: the CUDA cores up to the whole-slice bound, the tensor cores past it
-    # (and on tiny weights, as at 3-4 rows)
-    two = {(n, k): decode_plan.rule(2, n, k, bf16, 132).kind
+    # 2 rows without the persistent GEMV: the CUDA cores up to the whole-slice bound, the
+    # tensor cores past it (and on tiny weights, as at 3-4 rows)
+    two = {(n, k): decode_plan.rule(2, n, k, bf16, 132, two_row_gemv=False).kind
            for n, k in ((512, 512), (640, 640), (1536, 1536), (2048, 2048), (2560, 2560),
                         (5632, 2048), (896, 4864))}
     assert two == {(512, 512): "dot", (640, 640): "matvec", (1536, 1536): "matvec",
@@ -502,25 +503,57 @@ def test_the_other_gemv_launch_is_persistent_or_a_program_a_row_block():
         896, 9000, decode_plan.split_gemv_config(896, 9000))  # rows past PERSISTENT_MAX_K
 
 
+def test_two_rows_of_8_to_64_mib_take_the_persistent_gemv():
+    """Two 16-bit rows of 8 to 64 MiB of weights: the persistent GEMV, 16 KB tiles over 4
+    warps, 4 programs an SM, for rows of up to 4096 columns, the one-row persistent config
+    for longer ones; none outside that window, past PERSISTENT_MAX_K columns, in fp32 or at
+    3 rows. other_plan gives the plan the rule gave before (and nothing for a non-GEMV)."""
+    bf16 = torch.bfloat16
+    rule = lambda rows, n, k, dtype=bf16: decode_plan.rule(rows, n, k, dtype, 132)  # noqa: E731
+    shape = lambda c: (c["BLOCK_N"], c["SPLIT"] * c["CHUNK"], c["num_warps"],  # noqa: E731
+                       c["PROGRAMS_PER_SM"])
+    assert shape(rule(2, 2560, 2048).config) == (4, 2048, 4, 4)      # 10 MiB
+    assert shape(rule(2, 6144, 4096).config) == (2, 4096, 4, 4)      # 48 MiB
+    assert shape(rule(2, 3000, 1800).config) == (4, 2048, 4, 4)      # padded to 2048
+    assert shape(rule(2, 896, 4864).config) == shape(decode_plan.gemv_config(2048, 8192))
+    assert shape(rule(2, 2048, 8192).config) == (2, 8192, 8, 2)
+    assert rule(2, 2000, 2000).kind != "gemv"                        # 7.6 MiB
+    assert rule(2, 16384, 2048).kind == "dot"                        # 64 MiB
+    assert rule(2, 1024, 9000).kind == "dot"                         # past 8192 columns
+    assert rule(2, 2560, 2048, torch.float32).kind == "matvec"
+    assert rule(3, 2560, 2048).kind == "dot"
+    sms = 132
+    two = rule(2, 4096, 4096)
+    assert decode_plan.other_plan(2, 4096, 4096, bf16, sms, two) == decode_plan.rule(
+        2, 4096, 4096, bf16, sms, two_row_gemv=False) != two
+    assert decode_plan.other_plan(2, 8192, 8192, bf16, sms, rule(2, 8192, 8192)) is None
+    assert two in decode_plan.candidates(2, 4096, 4096, bf16, sms)
+    persistent = [p for p in decode_plan.candidates(4, 4096, 4096, bf16, sms)
+                  if "PROGRAMS_PER_SM" in p.config]
+    assert len(persistent) == len(decode_plan.ROWS_PERSISTENT_VARIANTS)
+
+
 @pytest.mark.gpu
-def test_one_row_plain_projection_times_both_gemv_launches(monkeypatch):
-    """Timing on, one row: the first call times the rule's GEMV, its other launch and
+@pytest.mark.parametrize("rows", [1, 2])
+def test_one_or_two_row_plain_projection_times_both_plans(rows, monkeypatch):
+    """Timing on, one row or two: the first call times the rule's GEMV, its other plan and
     cuBLAS, keeps the fastest, and equals the reference either way."""
     n, k, dtype = 3000, 1800, torch.bfloat16
-    x = randn(1, k, dtype=dtype, device="cuda")
+    x = randn(rows, k, dtype=dtype, device="cuda")
     w = randn(n, k, dtype=dtype, device="cuda", scale=k**-0.5)
     ref = linear_ref(x.double(), w.double())
-    rule = decode_plan.rule(1, n, k, dtype, decode_plan.sm_count(torch.device("cuda")))
+    sms = decode_plan.sm_count(torch.device("cuda"))
+    rule = decode_plan.rule(rows, n, k, dtype, sms)
     assert rule.kind == "gemv"
-    key = decode_plan.plain_key(1, n, k, dtype, False, rule)
+    key = decode_plan.plain_key(rows, n, k, dtype, False, rule)
     monkeypatch.setenv("TILEGRAPH_AUTOTUNE", "1")
     assert_close(tg.linear(x, w), ref, dtype)
-    other = decode_plan.Plan("gemv", decode_plan.other_gemv_launch(n, k, rule.config))
+    other = decode_plan.other_plan(rows, n, k, dtype, sms, rule)
     assert decode_plan._plain.lookup(key) in (rule.as_dict(), other.as_dict(),
                                               {"kind": "cublas", "fused": rule.as_dict()})
     assert len(decode_plan._plain.timings[repr(key)]) == 3
     for plan in (rule, other):
-        out = poisoned((1, n), dtype, "cuda")
+        out = poisoned((rows, n), dtype, "cuda")
         decode_plan.launch(plan, x, w, out, None, 0.0, None, "none", None, False)
         assert_close(out, ref, dtype, what=str(plan))
 

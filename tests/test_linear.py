@@ -299,17 +299,20 @@ def test_gemv_rows_that_fill_a_tile_poorly_take_a_tail():
         [(2, 8), (2, 8), (4, 4), (2, 4)]
 
 
+@pytest.mark.parametrize("rows", [1, 2, 3, 4])
 @pytest.mark.parametrize("activation", ["gelu", "swiglu"])
-def test_persistent_gemv_takes_every_row_block(activation, device):
-    """Programs that stay resident (PROGRAMS_PER_SM): each takes several row blocks (more
-    blocks than a program an SM: 300 outputs in blocks of 2), the first read before the wait
-    where the GPU has PDL, whole rows of 301 columns in a tile of 512, every part at once;
-    configs that do not hold whole rows, or run more than one row, are refused."""
+def test_persistent_gemv_takes_every_row_block(activation, rows, device):
+    """Programs that stay resident (PROGRAMS_PER_SM), on one row (_gemv_kernel) and on 2-4
+    (_gemv_rows_kernel, 3 rows padded to 4): each takes several row blocks (more blocks than
+    a program an SM: 300 outputs in blocks of 2), the first read before the wait where the
+    GPU has PDL, whole rows of 301 columns in a tile of 512, every part at once, x and the
+    residual strided; a config that does not hold whole rows is refused."""
     dtype = torch.bfloat16
     n, k = 300, 301
-    x, w, b, g, r = _make((1,), n, k, dtype, device, True, True, True)
-    if activation == "swiglu":
-        r = r[:, : n // 2].contiguous()
+    x, w, b, g, r = _make((rows,), n, k, dtype, device, True, True, True)
+    x = torch.cat([x, x], dim=1)[:, :k]  # rows 2k apart
+    width = n // 2 if activation == "swiglu" else n
+    r = torch.cat([r, r], dim=1)[:, :width]
     ref = linear_ref(x.double(), w.double(), b.double(), norm_weight=g.double(),
                      activation=activation, residual=r.double())
     config = {"BLOCK_N": 2, "SPLIT": 4, "CHUNK": 128, "num_warps": 2, "num_stages": 1,
@@ -320,14 +323,11 @@ def test_persistent_gemv_takes_every_row_block(activation, device):
         out = poisoned(tuple(ref.shape), dtype, device)
         matvec_module.launch_matvec(x, w, out, g, 1e-6, b, activation, r, config,
                                     prefetch_weight)
-        assert_close(out, ref, dtype, what=f"{config} {activation}")
+        assert_close(out, ref, dtype, what=f"{config} {activation} {rows} rows")
     with pytest.raises(ValueError, match="do not cover K = 301"):
-        matvec_module.launch_matvec(x, w, torch.empty(1, n, device=device, dtype=dtype), None,
-                                    1e-6, None, "none", None, {**config, "SPLIT": 2}, False)
-    with pytest.raises(ValueError, match="takes none of TAIL, RELEASE_AFTER_INPUTS"):
-        matvec_module.launch_matvec(torch.cat([x, x]), w,
-                                    torch.empty(2, n, device=device, dtype=dtype), None, 1e-6,
-                                    None, "none", None, config, False)
+        matvec_module.launch_matvec(x, w, torch.empty(rows, n, device=device, dtype=dtype),
+                                    None, 1e-6, None, "none", None, {**config, "SPLIT": 2},
+                                    False)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -447,7 +447,7 @@ def test_gemv_split_tile_on_several_rows(part, rows, dtype, device):
 
 def test_gemv_on_several_rows_takes_no_tail(device):
     x, w = randn(2, 64, device=device), randn(8, 64, device=device)
-    with pytest.raises(ValueError, match="several-row GEMV takes none of TAIL"):
+    with pytest.raises(ValueError, match="several-row GEMV takes neither TAIL"):
         decode_plan.launch(Plan("gemv", {**GEMV_TILE, "TAIL": 1}), x, w,
                            torch.empty(2, 8, device=device), None, 1e-6, None, "none", None,
                            False)

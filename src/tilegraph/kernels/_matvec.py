@@ -412,62 +412,37 @@ def _gemv_rows_fold(acc0, acc1, acc2, acc3, ss0, ss1, ss2, ss3, w, x0, x1, x2, x
 
 
 @triton.jit
-def _gemv_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm_w_ptr,
-                      bias_ptr, res_ptr, stride_rm, rotary, M, N, K, eps,
-                      HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr,
-                      HAS_RESIDUAL: tl.constexpr, ACTIVATION: tl.constexpr,
-                      PREFETCH_WEIGHT: tl.constexpr, BLOCK_M: tl.constexpr,
-                      BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, CHUNK: tl.constexpr,
-                      ALIGN: tl.constexpr = 1):
-    """_gemv_kernel's split tile applied to 2-4 rows (BLOCK_M 2 or 4, rows past M masked):
-    y_mn = act(rstd_m * sum_k x_mk g_k W_nk + b_n) + r_mn.
-
-    Each row is folded into the tile as one vector in the tile's own layout, as the one-row
-    kernel folds its x: no layout shuffles, and on tiles of 64 weight values a thread about
-    half the registers of _matvec_kernel's row loop (notes/kernels.md, session 53). Rows are
-    separate variables, not a (BLOCK_M, ...) tile: extracting a row from one would move it
-    through shared memory. Every row's x and the epilogue's inputs are loaded before the
-    first reduction (_gemv_inputs says why).
-    """
-    K = K * ALIGN
-    stride_wn = stride_wn * ALIGN
-    offs_m = tl.arange(0, BLOCK_M)
-    offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+def _gemv_rows_epilogue_inputs(offs_m, offs_n, bias_ptr, res_ptr, stride_rm, rotary, M, N,
+                               HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
+                               ACTIVATION: tl.constexpr, BLOCK_M: tl.constexpr,
+                               BLOCK_N: tl.constexpr):
+    """(bias, residual, position, slot, c, s) of rows offs_m and outputs offs_n of the
+    several-row GEMV, for _gemv_rows_finish: _gemv_epilogue_inputs for 2-4 rows."""
     n_mask = offs_n < N
-    cols = tl.arange(0, SPLIT)[None, :, None] * CHUNK + tl.arange(0, CHUNK)[None, None, :]
-    w_ptrs = w_ptr + offs_n[:, None, None].to(tl.int64) * stride_wn + cols  # (BN, S, C)
-    w_mask = n_mask[:, None, None]
-    w = tl.load(w_ptrs, mask=w_mask & (cols < K), other=0.0)
-    if PREFETCH_WEIGHT:
-        tl.extra.cuda.gdc_wait()               # x and the epilogue inputs are now final
-        tl.extra.cuda.gdc_launch_dependents()  # only now may the next kernel prefetch
-    x0, x1, x2, x3, g = _gemv_rows_inputs(x_ptr, stride_xm, norm_w_ptr, cols, 0, K, M,
-                                          HAS_NORM, BLOCK_M)
-    y_mask = (offs_m < M)[:, None] & n_mask[None, :]
     bias = tl.zeros([BLOCK_N], tl.float32)
     if HAS_BIAS:
         bias = tl.load(bias_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)
+    residual = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
     if HAS_RESIDUAL:
         if ACTIVATION != "swiglu":
             residual = tl.load(res_ptr + offs_m[:, None] * stride_rm + offs_n[None, :],
-                               mask=y_mask, other=0.0).to(tl.float32)
+                               mask=(offs_m < M)[:, None] & n_mask[None, :],
+                               other=0.0).to(tl.float32)
+    position, slot, c, s = bias, bias, bias, bias   # none without rotary
     if ACTIVATION == "rotary":
         position, slot, c, s = rotary_inputs(offs_m, offs_n, M, rotary, BLOCK_M, BLOCK_N)
+    return bias, residual, position, slot, c, s
 
-    acc0 = tl.zeros([BLOCK_N], tl.float32)
-    acc1, acc2, acc3 = acc0, acc0, acc0
-    ss0, ss1, ss2, ss3 = 0.0, 0.0, 0.0, 0.0
-    acc0, acc1, acc2, acc3, ss0, ss1, ss2, ss3 = _gemv_rows_fold(
-        acc0, acc1, acc2, acc3, ss0, ss1, ss2, ss3, w, x0, x1, x2, x3, g, HAS_NORM, BLOCK_M)
-    for k0 in range(SPLIT * CHUNK, K, SPLIT * CHUNK):
-        w = tl.load(w_ptrs + k0, mask=w_mask & (cols < K - k0), other=0.0)
-        x0, x1, x2, x3, g = _gemv_rows_inputs(x_ptr, stride_xm, norm_w_ptr, cols, k0, K, M,
-                                              HAS_NORM, BLOCK_M)
-        acc0, acc1, acc2, acc3, ss0, ss1, ss2, ss3 = _gemv_rows_fold(
-            acc0, acc1, acc2, acc3, ss0, ss1, ss2, ss3, w, x0, x1, x2, x3, g, HAS_NORM,
-            BLOCK_M)
 
-    # the rows gathered into one (BLOCK_M, BLOCK_N) tile for the epilogue
+@triton.jit
+def _gemv_rows_finish(acc0, acc1, acc2, acc3, ss0, ss1, ss2, ss3, offs_m, offs_n, y_ptr,
+                      stride_ym, res_ptr, stride_rm, rotary, M, N, K, eps, bias, residual,
+                      position, slot, c, s, HAS_NORM: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
+                      ACTIVATION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """The several-row GEMV's rows (acc2, acc3 unused at BLOCK_M 2) gathered into one
+    (BLOCK_M, BLOCK_N) tile; each row's norm scale from its sum of squares, the bias, the
+    activation (rotary: the rotated store into q and the caches) and the residual; the
+    store."""
     rows = offs_m[:, None]
     acc = tl.where(rows == 0, acc0[None, :], tl.where(rows == 1, acc1[None, :], 0.0))
     sum_sq = tl.where(offs_m == 0, ss0, tl.where(offs_m == 1, ss1, 0.0))
@@ -481,6 +456,7 @@ def _gemv_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm
         rotary_store(acc, offs_m, offs_n, M, N, y_ptr, stride_ym, rotary, position, slot, c,
                      s, BLOCK_M, BLOCK_N)
     else:
+        y_mask = (offs_m < M)[:, None] & (offs_n < N)[None, :]
         if ACTIVATION == "swiglu":  # the residual's columns are known only now
             acc, offs_n = swiglu_pairs(acc, offs_n, BLOCK_M, BLOCK_N)
             y_mask = (offs_m < M)[:, None] & (offs_n < N // 2)[None, :]
@@ -493,6 +469,117 @@ def _gemv_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm
                 acc += residual
         tl.store(y_ptr + offs_m[:, None] * stride_ym + offs_n[None, :],
                  acc.to(y_ptr.dtype.element_ty), mask=y_mask)
+
+
+@triton.jit
+def _gemv_rows_resident_block(w, block, x0, x1, x2, x3, ss0, ss1, ss2, ss3, y_ptr,
+                              stride_ym, bias_ptr, res_ptr, stride_rm, rotary, M, N, K, eps,
+                              HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr,
+                              HAS_RESIDUAL: tl.constexpr, ACTIVATION: tl.constexpr,
+                              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Row block `block` of a persistent _gemv_rows_kernel: its whole rows in the flat tile
+    w, each x row already scaled by the norm weights, ss0-ss3 the rows' sums of squares."""
+    offs_m = tl.arange(0, BLOCK_M)
+    offs_n = block * BLOCK_N + tl.arange(0, BLOCK_N)
+    bias, residual, position, slot, c, s = _gemv_rows_epilogue_inputs(
+        offs_m, offs_n, bias_ptr, res_ptr, stride_rm, rotary, M, N, HAS_BIAS, HAS_RESIDUAL,
+        ACTIVATION, BLOCK_M, BLOCK_N)
+    w = w.to(tl.float32)
+    acc0 = tl.sum(w * x0[None, :], axis=1)
+    acc1 = tl.sum(w * x1[None, :], axis=1)
+    acc2, acc3 = acc1, acc1
+    if BLOCK_M > 2:
+        acc2 = tl.sum(w * x2[None, :], axis=1)
+        acc3 = tl.sum(w * x3[None, :], axis=1)
+    _gemv_rows_finish(acc0, acc1, acc2, acc3, ss0, ss1, ss2, ss3, offs_m, offs_n, y_ptr,
+                      stride_ym, res_ptr, stride_rm, rotary, M, N, K, eps, bias, residual,
+                      position, slot, c, s, HAS_NORM, HAS_RESIDUAL, ACTIVATION, BLOCK_M,
+                      BLOCK_N)
+
+
+@triton.jit
+def _gemv_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm_w_ptr,
+                      bias_ptr, res_ptr, stride_rm, rotary, M, N, K, eps,
+                      HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr,
+                      HAS_RESIDUAL: tl.constexpr, ACTIVATION: tl.constexpr,
+                      PREFETCH_WEIGHT: tl.constexpr, BLOCK_M: tl.constexpr,
+                      BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, CHUNK: tl.constexpr,
+                      ALIGN: tl.constexpr = 1, PERSISTENT: tl.constexpr = False):
+    """_gemv_kernel's split tile applied to 2-4 rows (BLOCK_M 2 or 4, rows past M masked):
+    y_mn = act(rstd_m * sum_k x_mk g_k W_nk + b_n) + r_mn.
+
+    Each row is folded into the tile as one vector in the tile's own layout, as the one-row
+    kernel folds its x: no layout shuffles, and on tiles of 64 weight values a thread about
+    half the registers of _matvec_kernel's row loop (notes/kernels.md, session 53). Rows are
+    separate variables, not a (BLOCK_M, ...) tile: extracting a row from one would move it
+    through shared memory. Every row's x and the epilogue's inputs are loaded before the
+    first reduction (_gemv_inputs says why).
+
+    PERSISTENT as in _gemv_kernel: programs that stay resident take row blocks p, p + G,
+    ..., whole rows in one flat tile (K <= SPLIT * CHUNK), every x row and its sum of
+    squares read once a program.
+    """
+    K = K * ALIGN
+    stride_wn = stride_wn * ALIGN
+    block = tl.program_id(0)
+    if PERSISTENT:  # whole rows (launch_matvec checks), one flat tile of SPLIT * CHUNK columns
+        offs_k = tl.arange(0, SPLIT * CHUNK)
+        w = _gemv_flat_tile(w_ptr, stride_wn, block, N, K, offs_k, BLOCK_N)
+        if PREFETCH_WEIGHT:
+            tl.extra.cuda.gdc_wait()               # x and the epilogue inputs are now final
+            tl.extra.cuda.gdc_launch_dependents()  # only now may the next kernel prefetch
+        x0, x1, x2, x3, g = _gemv_rows_inputs(x_ptr, stride_xm, norm_w_ptr, offs_k, 0, K, M,
+                                              HAS_NORM, BLOCK_M)
+        ss0, ss1, ss2, ss3 = 0.0, 0.0, 0.0, 0.0
+        if HAS_NORM:
+            ss0, ss1 = tl.sum(x0 * x0), tl.sum(x1 * x1)
+            x0, x1 = x0 * g, x1 * g
+            if BLOCK_M > 2:
+                ss2, ss3 = tl.sum(x2 * x2), tl.sum(x3 * x3)
+                x2, x3 = x2 * g, x3 * g
+        _gemv_rows_resident_block(w, block, x0, x1, x2, x3, ss0, ss1, ss2, ss3, y_ptr,
+                                  stride_ym, bias_ptr, res_ptr, stride_rm, rotary, M, N, K,
+                                  eps, HAS_NORM, HAS_BIAS, HAS_RESIDUAL, ACTIVATION, BLOCK_M,
+                                  BLOCK_N)
+        programs = tl.num_programs(0)
+        for later in range(block + programs, tl.cdiv(N, BLOCK_N), programs):
+            w = _gemv_flat_tile(w_ptr, stride_wn, later, N, K, offs_k, BLOCK_N)
+            _gemv_rows_resident_block(w, later, x0, x1, x2, x3, ss0, ss1, ss2, ss3, y_ptr,
+                                      stride_ym, bias_ptr, res_ptr, stride_rm, rotary, M, N,
+                                      K, eps, HAS_NORM, HAS_BIAS, HAS_RESIDUAL, ACTIVATION,
+                                      BLOCK_M, BLOCK_N)
+    else:
+        offs_m = tl.arange(0, BLOCK_M)
+        offs_n = block * BLOCK_N + tl.arange(0, BLOCK_N)
+        cols = tl.arange(0, SPLIT)[None, :, None] * CHUNK + tl.arange(0, CHUNK)[None, None, :]
+        w_ptrs = w_ptr + offs_n[:, None, None].to(tl.int64) * stride_wn + cols  # (BN, S, C)
+        w_mask = (offs_n < N)[:, None, None]
+        w = tl.load(w_ptrs, mask=w_mask & (cols < K), other=0.0)
+        if PREFETCH_WEIGHT:
+            tl.extra.cuda.gdc_wait()               # x and the epilogue inputs are now final
+            tl.extra.cuda.gdc_launch_dependents()  # only now may the next kernel prefetch
+        x0, x1, x2, x3, g = _gemv_rows_inputs(x_ptr, stride_xm, norm_w_ptr, cols, 0, K, M,
+                                              HAS_NORM, BLOCK_M)
+        bias, residual, position, slot, c, s = _gemv_rows_epilogue_inputs(
+            offs_m, offs_n, bias_ptr, res_ptr, stride_rm, rotary, M, N, HAS_BIAS,
+            HAS_RESIDUAL, ACTIVATION, BLOCK_M, BLOCK_N)
+        acc0 = tl.zeros([BLOCK_N], tl.float32)
+        acc1, acc2, acc3 = acc0, acc0, acc0
+        ss0, ss1, ss2, ss3 = 0.0, 0.0, 0.0, 0.0
+        acc0, acc1, acc2, acc3, ss0, ss1, ss2, ss3 = _gemv_rows_fold(
+            acc0, acc1, acc2, acc3, ss0, ss1, ss2, ss3, w, x0, x1, x2, x3, g, HAS_NORM,
+            BLOCK_M)
+        for k0 in range(SPLIT * CHUNK, K, SPLIT * CHUNK):
+            w = tl.load(w_ptrs + k0, mask=w_mask & (cols < K - k0), other=0.0)
+            x0, x1, x2, x3, g = _gemv_rows_inputs(x_ptr, stride_xm, norm_w_ptr, cols, k0, K,
+                                                  M, HAS_NORM, BLOCK_M)
+            acc0, acc1, acc2, acc3, ss0, ss1, ss2, ss3 = _gemv_rows_fold(
+                acc0, acc1, acc2, acc3, ss0, ss1, ss2, ss3, w, x0, x1, x2, x3, g, HAS_NORM,
+                BLOCK_M)
+        _gemv_rows_finish(acc0, acc1, acc2, acc3, ss0, ss1, ss2, ss3, offs_m, offs_n, y_ptr,
+                          stride_ym, res_ptr, stride_rm, rotary, M, N, K, eps, bias, residual,
+                          position, slot, c, s, HAS_NORM, HAS_RESIDUAL, ACTIVATION, BLOCK_M,
+                          BLOCK_N)
 
 
 # Batch 1, 16-bit weights: programs of GEMV_WARPS warps, rows split in chunks of GEMV_CHUNK
@@ -538,6 +625,37 @@ def gemv_config(N: int, K: int) -> dict:
     if 2 * N * K >= PERSISTENT_MIN_BYTES and K <= PERSISTENT_MAX_K:
         return persistent_gemv_config(N, K)
     return split_gemv_config(N, K)
+
+
+# Two 16-bit rows of TWO_ROW_MIN_BYTES to TWO_ROW_MAX_BYTES of weights (K <= PERSISTENT_MAX_K)
+# run persistent too (two_row_gemv_config). Over 26 projections of 8 decoders with their fused
+# parts, weights rotated past L2, PDL on (research/sweep_gemv.py --persistent --rows 2, H200):
+# tiles of 16 KB over 4 warps, 4 programs an SM, took every projection of 8-64 MiB with rows of
+# up to 4096 columns 1.02-1.65x faster than the rule before (tensor-core or row-loop kernel;
+# TinyLlama's q|k|v 7.08 -> 4.29 us, Llama-3-8B's 16.35 -> 14.14), and rows of 4097-8192
+# columns in the one-row tile (32 KB, 8 warps, 2 an SM) 0.98-1.34x; under 8 MiB they were
+# 0.93-1.14x, and the 96-259 MiB gate/up projections of 3072-4096 columns 0.59-0.71x, where
+# the tensor-core kernel already reads at 90-95% of copy (TinyLlama's 125 MiB LM head gained
+# 3%; notes/kernels.md, session 62). At 4 rows the best persistent tile beat the rule on 4 of
+# the 26 projections only: 3-4 rows keep the rule, persistent tiles as tuning candidates.
+TWO_ROW_MIN_BYTES = 8 * 2**20
+TWO_ROW_MAX_BYTES = 64 * 2**20
+TWO_ROW_TILE_BYTES = 16 * 1024
+TWO_ROW_WARPS = 4
+TWO_ROW_PROGRAMS_PER_SM = 4
+
+
+def two_row_gemv_config(N: int, K: int) -> dict | None:
+    """The persistent config of two 16-bit rows where the rule gives them one (weights of
+    TWO_ROW_MIN_BYTES up to TWO_ROW_MAX_BYTES, rows of at most PERSISTENT_MAX_K columns):
+    TWO_ROW_TILE_BYTES tiles over TWO_ROW_WARPS warps, TWO_ROW_PROGRAMS_PER_SM an SM for
+    rows of up to 4096 columns, the one-row persistent config for longer rows; else None."""
+    if not TWO_ROW_MIN_BYTES <= 2 * N * K < TWO_ROW_MAX_BYTES or K > PERSISTENT_MAX_K:
+        return None
+    if triton.next_power_of_2(K) > 4096:
+        return persistent_gemv_config(N, K)
+    return persistent_gemv_config(N, K, TWO_ROW_TILE_BYTES, TWO_ROW_WARPS,
+                                  TWO_ROW_PROGRAMS_PER_SM)
 
 
 def persistent_gemv_config(N: int, K: int, tile_bytes: int = PERSISTENT_TILE_BYTES,
@@ -688,28 +806,26 @@ def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
         if config.get("TAIL") and K > (config["SPLIT"] + config["TAIL"]) * config["CHUNK"]:
             raise ValueError(f"a tile of {config['SPLIT']} + {config['TAIL']} chunks of "
                              f"{config['CHUNK']} columns does not cover K = {K}")
+        config = dict(config)
+        per_sm = config.pop("PROGRAMS_PER_SM", None)
+        if per_sm:  # persistent: a few programs an SM take every G-th block of rows
+            if config.get("TAIL") or K > config["SPLIT"] * config["CHUNK"]:
+                raise ValueError(f"a persistent GEMV takes whole rows in one tile: "
+                                 f"{config['SPLIT']} chunks of {config['CHUNK']} columns "
+                                 f"do not cover K = {K}")
+            sms = sm_count(x.device) or ASSUMED_SM_COUNT
+            grid = (min(grid[0], per_sm * sms),)
         if M == 1:
-            config = dict(config)
-            per_sm = config.pop("PROGRAMS_PER_SM", None)
-            if per_sm:  # persistent: a few programs an SM take every G-th block of rows
-                if config.get("TAIL") or K > config["SPLIT"] * config["CHUNK"]:
-                    raise ValueError(f"a persistent GEMV takes whole rows in one tile: "
-                                     f"{config['SPLIT']} chunks of {config['CHUNK']} columns "
-                                     f"do not cover K = {K}")
-                sms = sm_count(x.device) or ASSUMED_SM_COUNT
-                grid = (min(grid[0], per_sm * sms),)
             return _gemv_kernel[grid](out, x, weight, weight.stride(0) // align, norm_weight,
                                       bias, residual, rotary, N, K // align, eps, **parts,
                                       **config, ALIGN=align, PERSISTENT=bool(per_sm), **launch)
-        if config.get("TAIL") or config.get("RELEASE_AFTER_INPUTS") or config.get(
-                "PROGRAMS_PER_SM"):
-            raise ValueError("the several-row GEMV takes none of TAIL, RELEASE_AFTER_INPUTS "
-                             "and PROGRAMS_PER_SM")
+        if config.get("TAIL") or config.get("RELEASE_AFTER_INPUTS"):
+            raise ValueError("the several-row GEMV takes neither TAIL nor RELEASE_AFTER_INPUTS")
         return _gemv_rows_kernel[grid](
             out, out.stride(0), x, x.stride(0), weight, weight.stride(0) // align,
             norm_weight, bias, residual, residual.stride(0) if residual is not None else 0,
             rotary, M, N, K // align, eps, **parts, BLOCK_M=triton.next_power_of_2(M),
-            **config, ALIGN=align, **launch)
+            **config, ALIGN=align, PERSISTENT=bool(per_sm), **launch)
     return _matvec_kernel[grid](
         out, out.stride(0), x, x.stride(0), weight, weight.stride(0) // align,
         norm_weight, bias, residual, residual.stride(0) if residual is not None else 0, rotary,

@@ -31,6 +31,7 @@ from ._matvec import (
     matvec_config,
     persistent_gemv_config,
     split_gemv_config,
+    two_row_gemv_config,
 )
 from ._pdl import use_pdl
 from ._rotary_store import NO_ROTARY
@@ -55,11 +56,13 @@ TINY_WEIGHTS = 512 * 512
 # notes/kernels.md, session 37).
 WHOLE_SLICE_TILES = ({"BLOCK_N": 64, "BLOCK_K": 256, "W_LHS": True},
                      {"BLOCK_N": 32, "BLOCK_K": 512})
-# (tile bytes, warps, programs an SM) of persistent one-row GEMVs that `tilegraph tune` times
-# beside the rule's: each was the fastest on some projections (H200, notes/kernels.md,
-# session 61).
+# (tile bytes, warps, programs an SM) of persistent GEMVs that `tilegraph tune` times beside
+# the rule's, at one row and at 2-4: each was the fastest on some projections (H200,
+# notes/kernels.md, sessions 61 and 62).
 PERSISTENT_VARIANTS = ((32 * 1024, 8, 2), (32 * 1024, 16, 2), (32 * 1024, 8, 4),
                        (16 * 1024, 8, 4), (32 * 1024, 4, 3))
+ROWS_PERSISTENT_VARIANTS = ((16 * 1024, 4, 4), (16 * 1024, 4, 3), (32 * 1024, 8, 2),
+                            (32 * 1024, 4, 4))
 # The last of a split's programs sums every slice's partials one after another.
 MAX_SPLIT_K = 8
 # At 3-4 rows the tensor cores beat the CUDA-core kernel from this many weights up, counted
@@ -179,15 +182,18 @@ def gemv_takes_row(K: int) -> bool:
 
 def gemv_runs(rows: int, config: dict) -> bool:
     """Whether a GEMV config runs `rows` rows: any at one row; at 2 to GEMV_MAX_ROWS rows
-    (_gemv_rows_kernel) one without a tail, launched a program a row block."""
-    return rows == 1 or (rows <= GEMV_MAX_ROWS and "TAIL" not in config
-                         and "PROGRAMS_PER_SM" not in config)
+    (_gemv_rows_kernel) one without a tail."""
+    return rows == 1 or (rows <= GEMV_MAX_ROWS and "TAIL" not in config)
 
 
-def rule(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -> Plan:
+def rule(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None,
+         two_row_gemv: bool = True) -> Plan:
     """The plan of an untuned shape, from single projections over rotated weights and whole
-    LayerStacks on H100 (notes/kernels.md). One 16-bit row takes the split-tile GEMV (up to
-    GEMV_MAX_K columns, gemv_takes_row). The tensor-core kernel costs about the same at 2 and
+    LayerStacks on H100 and H200 (notes/kernels.md). One 16-bit row takes the GEMV (up to
+    GEMV_MAX_K columns, gemv_takes_row; gemv_config says how it launches); two take it
+    persistent where two_row_gemv_config gives them a config (8-64 MiB of weights), unless
+    two_row_gemv is False (the plan they took before it, which plain_plan times beside it).
+    The tensor-core kernel costs about the same at 2 and
     16 rows; the CUDA-core kernel, whose cost grows with every row, beats it on small weights
     at 2-4 rows (where the tensor-core kernel's fixed latency shows), except on the smallest
     (d = 512: 0.65-0.69x) and, at 3-4 rows, from WHOLE_SLICE_MIN_WEIGHTS on (rows padded
@@ -207,6 +213,9 @@ def rule(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -> Plan
         return Plan("dot", dot_config(N, K, size, sms))
     if rows == 1 and gemv_takes_row(K):
         return Plan("gemv", gemv_config(N, K))
+    two_rows = two_row_gemv_config(N, K) if rows == 2 and two_row_gemv else None
+    if two_rows is not None:
+        return Plan("gemv", two_rows)
     if rows == 2 and TINY_WEIGHTS < weights and (
             weights < WHOLE_SLICE_MIN_WEIGHTS or whole_slice_config(N, K, size, sms) is not None):
         return matvec
@@ -218,14 +227,17 @@ def rule(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -> Plan
 
 
 def candidates(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -> list[Plan]:
-    """What `tilegraph tune` times for a shape: the rule's kernel first, then the CUDA-core
-    kernel's default and a few tile widths (and in 16-bit at 2-4 rows the one-row GEMV's
-    tile, which the rule does not take: notes/kernels.md, session 53; at one row the GEMV
-    launched a program a row block and persistent, PERSISTENT_VARIANTS), and tensor-core tiles
-    of every width, depth and pipeline length that fits the shared memory, and split-K
-    tiles."""
+    """What `tilegraph tune` times for a shape: the rule's kernel first (and at two rows its
+    plan without the persistent GEMV), then the CUDA-core kernel's default and a few tile
+    widths (and in 16-bit at 2-4 rows the one-row GEMV's tile, which the rule does not take:
+    notes/kernels.md, session 53, and persistent GEMVs, ROWS_PERSISTENT_VARIANTS; at one row
+    the GEMV launched a program a row block and persistent, PERSISTENT_VARIANTS), and
+    tensor-core tiles of every width, depth and pipeline length that fits the shared memory,
+    and split-K tiles."""
     size = torch.finfo(dtype).bits // 8
     plans = [rule(rows, N, K, dtype, sms)]  # cuBLAS is timed beside them by the tuner
+    if rows == 2:
+        plans.append(rule(rows, N, K, dtype, sms, two_row_gemv=False))
     base = matvec_config(rows, N, K, size)
     plans.append(Plan("gemv" if "SPLIT" in base else "matvec", base))
     if "SPLIT" not in base:
@@ -234,6 +246,9 @@ def candidates(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -
         gemv = split_gemv_config(N, K)
         if size <= 2 and gemv_runs(rows, gemv):  # the one-row tile on 2-4 rows
             plans.append(Plan("gemv", gemv))
+        if size <= 2 and rows <= GEMV_MAX_ROWS and K <= PERSISTENT_MAX_K:
+            plans += [Plan("gemv", persistent_gemv_config(N, K, *variant))
+                      for variant in ROWS_PERSISTENT_VARIANTS]
     if size <= 2 and rows == 1 and gemv_takes_row(K):  # launched a program a row block, or not
         plans.append(Plan("gemv", split_gemv_config(N, K)))
         if K <= PERSISTENT_MAX_K:
@@ -366,6 +381,18 @@ def other_gemv_launch(N: int, K: int, config: dict) -> dict:
     return persistent_gemv_config(N, K)
 
 
+def other_plan(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None,
+               chosen: Plan) -> Plan | None:
+    """What plain_plan times beside the rule's plan `chosen` and cuBLAS: at one row the GEMV
+    launched the other way (other_gemv_launch), at two the plan the rule gave before the
+    persistent GEMV; None where the rule's plan is no GEMV."""
+    if chosen.kind != "gemv":
+        return None
+    if rows == 1:
+        return Plan("gemv", other_gemv_launch(N, K, chosen.config))
+    return rule(rows, N, K, dtype, sms, two_row_gemv=False)
+
+
 def plain_plan(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
                out: torch.Tensor) -> Plan:
     """plan() for out = x @ weight.T + bias (bias optional; x, weight, bias and out of one
@@ -374,12 +401,12 @@ def plain_plan(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
     them (graph replays over weights rotated past L2, PDL where the GPU has it), and the
     faster is kept on disk per GPU, rows bucket, shape, bias and rule plan (a later rule
     is timed again). The rule loses to cuBLAS on some shapes no rule was fitted to (5000 x
-    1800 bf16 at 2-12 rows: 0.82-0.85x, notes/kernels.md, session 41). A one-row GEMV is
-    also timed launched the other way (other_gemv_launch): plain, the largest projections
-    read at the copy rate a program a row block and lost 9% persistent, where with a norm
-    or SwiGLU they gained 5-14% (H200, notes/kernels.md, session 61). Where nothing may be
-    timed (a capture, the interpreter, TILEGRAPH_AUTOTUNE=0) or the weight's copies do not
-    fit in memory, the rule's plan runs."""
+    1800 bf16 at 2-12 rows: 0.82-0.85x, notes/kernels.md, session 41). A one- or two-row GEMV
+    is also timed against its other plan (other_plan): plain, the largest one-row
+    projections read at the copy rate a program a row block and lost 9% persistent, where
+    with a norm or SwiGLU they gained 5-14% (H200, notes/kernels.md, session 61). Where
+    nothing may be timed (a capture, the interpreter, TILEGRAPH_AUTOTUNE=0) or the weight's
+    copies do not fit in memory, the rule's plan runs."""
     rows, K = x.shape
     N = weight.shape[0]
     if _tuned.lookup(tuned_key(rows, N, K, weight.dtype)) is not None:
@@ -403,8 +430,9 @@ def plain_plan(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
                None, pdl and config["kind"] != "cublas")
 
     timed = [chosen.as_dict()]
-    if chosen.kind == "gemv" and rows == 1:  # the GEMV's other launch as well
-        timed.append(Plan("gemv", other_gemv_launch(N, K, chosen.config)).as_dict())
+    other = other_plan(rows, N, K, weight.dtype, sm_count(x.device), chosen)
+    if other is not None:  # a one- or two-row GEMV's other launch as well
+        timed.append(other.as_dict())
     try:
         picked = _plain.pick(key, run, [*timed, {"kind": "cublas", "fused": chosen.as_dict()}])
     except torch.cuda.OutOfMemoryError:
