@@ -192,17 +192,16 @@ def rule(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None,
     LayerStacks on H100 and H200 (notes/kernels.md). One 16-bit row takes the GEMV (up to
     GEMV_MAX_K columns, gemv_takes_row; gemv_config says how it launches); two take it
     persistent where two_row_gemv_config gives them a config (8-64 MiB of weights), unless
-    two_row_gemv is False (the plan they took before it, which plain_plan times beside it).
-    The tensor-core kernel costs about the same at 2 and
-    16 rows; the CUDA-core kernel, whose cost grows with every row, beats it on small weights
-    at 2-4 rows (where the tensor-core kernel's fixed latency shows), except on the smallest
-    (d = 512: 0.65-0.69x) and, at 3-4 rows, from WHOLE_SLICE_MIN_WEIGHTS on (rows padded
-    to the CUDA-core tile's width: 1152 x 1152 counts as 1152 x 2048). At 2 rows
-    it still wins where the whole-slice tile applies (2048 x 2048: 1.51x cuBLAS against
-    1.33x), but not past that bound, where the weight-left tile takes over (2560 x 2560: 0.80x
-    against 1.16x; 5632 x 2048 1.03x against 1.12x; notes/kernels.md, session 40). fp32 keeps
-    the CUDA-core kernel up to 4 rows, and up to 8 on small weights; past that tf32x3 on the
-    tensor cores was 1.1-2.2x faster in stacks."""
+    two_row_gemv is False (the plan they took before it, which plain_plan times beside it). The
+    tensor-core kernel costs about the same at 2 and 16 rows; the CUDA-core kernel, whose cost
+    grows with every row, beats it on small weights at 2-4 rows (where the tensor-core kernel's
+    fixed latency shows), except on the smallest (d = 512: 0.65-0.69x) and, at 3-4 rows, from
+    WHOLE_SLICE_MIN_WEIGHTS on (rows padded to the CUDA-core tile's width: 1152 x 1152 counts as
+    1152 x 2048). At 2 rows (without the persistent GEMV) it still wins where the whole-slice
+    tile applies (2048 x 2048: 1.51x cuBLAS against 1.33x), but not past that bound, where the
+    weight-left tile takes over (2560 x 2560: 0.80x against 1.16x; 5632 x 2048 1.03x against
+    1.12x; notes/kernels.md, session 40). fp32 keeps the CUDA-core kernel up to 4 rows, and up
+    to 8 on small weights; past that tf32x3 on the tensor cores was 1.1-2.2x faster in stacks."""
     sms = sms or ASSUMED_SM_COUNT
     size = torch.finfo(dtype).bits // 8
     weights = N * K
