@@ -10,7 +10,8 @@ choice (tg.linear) and cuBLAS.
 of the tiles, on MORE_SHAPES as well. --rows 2-4: the same tiles on several rows
 (_gemv_rows_kernel), against the rule's plan for that many rows.
 
-Writes DIR/sweep-gemv.json (one record per shape and tile) and prints the best tile per shape.
+Writes DIR/sweep-gemv.json (one record per shape and tile, with the tile's registers and
+spills where Triton reports them) and prints the best tile per shape.
 """
 
 import argparse
@@ -113,7 +114,9 @@ def sweep_shape(name, n, k, part, dtype, copy_gbps, persistent=False, rows=1):
     for variant, fn in variants.items():
         try:
             out.fill_(float("nan"))
-            fn(weights[0])
+            launched = fn(weights[0])  # a variant's compiled kernel (registers: how many fit)
+            regs = {"regs": getattr(launched, "n_regs", None),
+                    "spills": getattr(launched, "n_spills", None)}
             if variant != "cublas":
                 err = ((out.double() - ref).norm() / ref.norm()).item()
                 if not err < 2e-2:
@@ -121,7 +124,7 @@ def sweep_shape(name, n, k, part, dtype, copy_gbps, persistent=False, rows=1):
                     continue
             s = measure(rotated(fn, weights), warmup_ms=3, rep_ms=10, graph=True)
             records.append({**point, "variant": variant, "us": s.median * 1e3,
-                            "pct_floor": 100 * floor_us / (s.median * 1e3)})
+                            "pct_floor": 100 * floor_us / (s.median * 1e3), **regs})
         except Exception as e:  # out of resources and the like: note and go on
             records.append({**point, "variant": variant, "failed": repr(e)[:200]})
     return records
