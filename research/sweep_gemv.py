@@ -70,11 +70,16 @@ def tiles(K):
 
 
 def persistent_tiles(n, k):
-    """Persistent variants (PROGRAMS_PER_SM 2-4): the rule's own tile, and whole rows
+    """Persistent variants (PROGRAMS_PER_SM 2-4): the rule's own tile, also with its
+    registers capped (maxnreg) so that 3 or 4 programs of 8 warps fit an SM, and whole rows
     (next_pow2(K) columns) in tiles of 16 or 32 KB read 64-256 bytes a thread."""
     own = gemv_config(n, k)
     for per_sm in (2, 3, 4):
         yield {**own, "PROGRAMS_PER_SM": per_sm}
+    # registers capped (ptxas's .maxnreg) so that 3 or 4 programs of 8 warps fit an SM
+    for maxnreg, per_sm in ((80, 3), (64, 4)):
+        if own["num_warps"] == 8:
+            yield {**own, "maxnreg": maxnreg, "PROGRAMS_PER_SM": per_sm}
     block_k = max(128, triton.next_power_of_2(k))
     for tile_kb, warps in ((16, 4), (16, 8), (32, 4), (32, 8), (32, 16)):
         block_n = tile_kb * 1024 // (2 * block_k)

@@ -10,9 +10,10 @@ import torch
 import tilegraph as tg
 from _shapes import DTYPES
 from tilegraph import tune
+from tilegraph.bench import timing
 from tilegraph.kernels import _pdl, decode_plan
 from tilegraph.kernels._launch import weight_alignment
-from tilegraph.kernels._matvec import gemv_config
+from tilegraph.kernels._matvec import FIT, gemv_config
 from tilegraph.kernels.autotune import Tuner
 from tilegraph.kernels.linear import linear_ref
 from tilegraph.testing import assert_close, poisoned, randn
@@ -192,7 +193,7 @@ def test_rule_by_rows_dtype_and_size():
     assert [config.get("TAIL", 0) for config in narrow] == [4, 8, 0]
     # from 20 MiB persistent: whole rows in one tile, no tail
     assert [one_row[k].config.get("PROGRAMS_PER_SM") for k in (4608, 5120, 8192)] == \
-        [None, 2, 2]
+        [None, FIT, FIT]
     assert decode_plan.rule(2, 2048, 2048, bf16, 132).kind == "gemv"     # 8 MiB: persistent
     assert decode_plan.rule(2, 1536, 1536, bf16, 132).kind == "matvec"   # small: latency
     assert decode_plan.rule(2, 8192, 8192, bf16, 132).kind == "dot"
@@ -492,13 +493,13 @@ def test_the_other_gemv_launch_is_persistent_or_a_program_a_row_block():
     """other_gemv_launch: a program a row block where the rule is persistent, persistent
     (whole rows) where it is not and the rows fit, else a program a row block."""
     persistent = decode_plan.gemv_config(11264, 2048)
-    assert persistent["PROGRAMS_PER_SM"] == 2
+    assert persistent["PROGRAMS_PER_SM"] == FIT
     assert decode_plan.other_gemv_launch(11264, 2048, persistent) == \
         decode_plan.split_gemv_config(11264, 2048)
     split = decode_plan.gemv_config(2048, 2048)
     assert "PROGRAMS_PER_SM" not in split
     other = decode_plan.other_gemv_launch(2048, 2048, split)
-    assert other["PROGRAMS_PER_SM"] == 2 and other["SPLIT"] * other["CHUNK"] >= 2048
+    assert other["PROGRAMS_PER_SM"] == FIT and other["SPLIT"] * other["CHUNK"] >= 2048
     assert "PROGRAMS_PER_SM" not in decode_plan.other_gemv_launch(
         896, 9000, decode_plan.split_gemv_config(896, 9000))  # rows past PERSISTENT_MAX_K
 
@@ -516,7 +517,7 @@ def test_two_rows_of_8_to_64_mib_take_the_persistent_gemv():
     assert shape(rule(2, 6144, 4096).config) == (2, 4096, 4, 4)      # 48 MiB
     assert shape(rule(2, 3000, 1800).config) == (4, 2048, 4, 4)      # padded to 2048
     assert shape(rule(2, 896, 4864).config) == shape(decode_plan.gemv_config(2048, 8192))
-    assert shape(rule(2, 2048, 8192).config) == (2, 8192, 8, 2)
+    assert shape(rule(2, 2048, 8192).config) == (2, 8192, 8, FIT)
     assert rule(2, 2000, 2000).kind != "gemv"                        # 7.6 MiB
     assert rule(2, 16384, 2048).kind == "dot"                        # 64 MiB
     assert rule(2, 1024, 9000).kind == "dot"                         # past 8192 columns
@@ -635,9 +636,14 @@ def _fresh_stores(monkeypatch):
         monkeypatch.setattr(store, "_disk_loaded", True)
 
 
-def _timed_step(positions, costs):
+def _timed_step(positions, costs, monkeypatch):
     """Stands for a captured step whose replay takes 0.5 ms plus, for each projection, the
-    cost (ms) of the rows a program its plan has now (`costs`: name -> (N, K, {rows: ms}))."""
+    cost (ms) of the rows a program its plan has now (`costs`: name -> (N, K, {rows: ms})).
+    That cost is host time (a busy wait), so steps are timed on the host even where there is
+    a GPU: CUDA events around the replay would see no work, and the timer would ask for
+    thousands of replays."""
+    monkeypatch.setattr(timing, "measure", lambda fn, warmup_ms, rep_ms, **_:
+                        timing._measure_cpu(fn, warmup_ms, rep_ms))
     def capture_step():
         extra = sum(cost[decode_plan.plan(1, n, k, torch.bfloat16, positions.device)
                          .config["BLOCK_N"]] for n, k, cost in costs.values())
@@ -674,9 +680,9 @@ def test_rows_a_program_are_chosen_in_the_step_each_and_together(monkeypatch):
                            for rows in (own[name] // 2, own[name], own[name] * 2)})
              for name, (n, k, _) in projections.items()}
     step = ("a step",)
-    result = tune.tune_gemv_rows_in_step_once(step, projections, dtype,
-                                              _timed_step(positions, costs), positions,
-                                              300, 2e-2)
+    result = tune.tune_gemv_rows_in_step_once(
+        step, projections, dtype, _timed_step(positions, costs, monkeypatch), positions, 300,
+        2e-2)
     expected = faster
     assert result is not None and result["rows"] == expected
     assert tune.gemv_rows_in_step.lookup(step) == {"rows": expected}
@@ -704,7 +710,7 @@ def test_projections_of_one_shape_share_rows_in_pairs_if_one_needs_them(monkeypa
     costs = {"down": (n, k, {1: 0.0, 2: 0.4, 4: 0.8})}
     result = tune.tune_gemv_rows_in_step_once(
         ("a step",), {"gate/up": (n, k, True), "down": (n, k, False)}, dtype,
-        _timed_step(positions, costs), positions, 300, 2e-2)
+        _timed_step(positions, costs, monkeypatch), positions, 300, 2e-2)
     assert result is not None and result["rows"] == {}
     assert decode_plan.step_rows(n, k, dtype) is None
 

@@ -10,7 +10,13 @@ import tilegraph as tg
 import tilegraph.kernels._matvec as matvec_module
 from _shapes import DTYPES
 from tilegraph.kernels import decode_plan
-from tilegraph.kernels._launch import ASSUMED_SM_COUNT, sm_count, supports_pdl
+from tilegraph.kernels._launch import (
+    ASSUMED_SM_COUNT,
+    _resident,
+    resident_programs,
+    sm_count,
+    supports_pdl,
+)
 from tilegraph.kernels.decode_plan import Plan
 from tilegraph.kernels.linear import interleave_gate_up, linear_ref
 from tilegraph.testing import assert_close, poisoned, randn
@@ -226,12 +232,13 @@ def test_matvec_rule_picks_the_swept_batch_1_shapes():
     assert split(rule(1, 2048, 2048, 2)) == (8, 16, 128, 4)   # bf16 d=2048: narrow, long rows
     assert split(rule(1, 2560, 2048, 2)) == (8, 16, 128, 4)   # 10 MiB: a program a row block
     # from 20 MiB up persistent: whole rows (padded to a power of two) in 32 KB over 8 warps,
-    # two programs an SM
+    # as many programs an SM as fit
     persistent = lambda c: (*split(c), c.get("PROGRAMS_PER_SM"))  # noqa: E731
-    assert persistent(rule(1, 11264, 2048, 2)) == (8, 16, 128, 8, 2)  # a wide gate/up
-    assert persistent(rule(1, 2048, 5632, 2)) == (2, 64, 128, 8, 2)   # a down projection
-    assert persistent(rule(1, 28672, 4096, 2)) == (4, 32, 128, 8, 2)  # wide, 4096 columns
-    assert persistent(rule(1, 3300, 3300, 2)) == (4, 32, 128, 8, 2)   # 20.8 MiB
+    fit = matvec_module.FIT
+    assert persistent(rule(1, 11264, 2048, 2)) == (8, 16, 128, 8, fit)  # a wide gate/up
+    assert persistent(rule(1, 2048, 5632, 2)) == (2, 64, 128, 8, fit)   # a down projection
+    assert persistent(rule(1, 28672, 4096, 2)) == (4, 32, 128, 8, fit)  # wide, 4096 columns
+    assert persistent(rule(1, 3300, 3300, 2)) == (4, 32, 128, 8, fit)   # 20.8 MiB
     assert persistent(rule(1, 3200, 3200, 2))[-1] is None               # 19.5 MiB
     assert "PROGRAMS_PER_SM" not in rule(1, 1024, 12288, 2)           # past 8192 columns
     assert shape(rule(1, 512, 512, 4)) == (8, 512, 2)         # fp32 d=512
@@ -328,6 +335,54 @@ def test_persistent_gemv_takes_every_row_block(activation, rows, device):
         matvec_module.launch_matvec(x, w, torch.empty(rows, n, device=device, dtype=dtype),
                                     None, 1e-6, None, "none", None, {**config, "SPLIT": 2},
                                     False)
+
+
+def test_resident_programs_counts_registers_threads_and_shared_memory():
+    """Programs an SM holds: registers rounded up to 8 a thread out of 64K, threads out of
+    the SM's, shared memory (plus the 1 KB reserved a program) out of the SM's; at least 1."""
+    fit = lambda regs, warps, shared=0: resident_programs(  # noqa: E731
+        regs, warps, shared, threads_per_sm=2048, shared_per_sm=233472)
+    assert fit(77, 8) == 3      # 80 x 256 threads: 20480 of 65536
+    assert fit(80, 8) == 3 and fit(81, 8) == 2    # 88 a thread: 3 x 22528 > 65536
+    assert fit(98, 8) == 2
+    assert fit(58, 8) == 4
+    assert fit(16, 8) == 8      # threads: 2048 / 256
+    assert fit(40, 4, shared=100 * 1024) == 2      # shared memory
+    assert fit(255, 16) == 1    # more than one SM's registers: still one
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("k", [2048, 4096, 8192])
+@pytest.mark.parametrize("part", ["norm", "residual", "swiglu"])
+def test_persistent_gemv_fills_each_sm_with_as_many_programs_as_fit(part, k):
+    """The rule's persistent config (FIT) on 32 MiB of bf16 weights, PDL on: the launch takes
+    as many programs an SM as the kernel it ran holds (by its registers, threads and shared
+    memory; at most MAX_PROGRAMS_PER_SM), its registers capped only where that spilled
+    nothing; and equals the reference."""
+    dtype, n = torch.bfloat16, 16 * 2**20 // k
+    config = matvec_module.gemv_config(n, k)
+    assert config["PROGRAMS_PER_SM"] == matvec_module.FIT
+    x, w, _, g, r = _make((1,), n, k, dtype, "cuda", False, True, True)
+    g = g if part == "norm" else None
+    r = r[:, :n // 2] if part == "swiglu" else r if part == "residual" else None
+    activation = "swiglu" if part == "swiglu" else "none"
+    ref = linear_ref(x.double(), w.double(), norm_weight=None if g is None else g.double(),
+                     activation=None if part != "swiglu" else "swiglu",
+                     residual=None if r is None else r.double())
+    out = poisoned(tuple(ref.shape), dtype, "cuda")
+    _resident.clear()
+    compiled = matvec_module.launch_matvec(x, w, out, g, 1e-6, None, activation, r, config,
+                                           True)
+    assert_close(out, ref, dtype, what=part)
+    props = torch.cuda.get_device_properties(x.device)
+    holds = lambda c: min(matvec_module.MAX_PROGRAMS_PER_SM, resident_programs(  # noqa: E731
+        c.n_regs, config["num_warps"], c.metadata.shared,
+        props.max_threads_per_multi_processor, props.shared_memory_per_multiprocessor))
+    [(programs, options)] = _resident.values()
+    assert programs == holds(compiled)
+    assert set(options) <= {"maxnreg"}
+    if options:  # capped to make room for one more program: nothing spilled
+        assert compiled.n_spills == 0 and compiled.n_regs <= options["maxnreg"]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

@@ -140,3 +140,67 @@ def program_shared_memory(device: torch.device) -> int | None:
 @functools.cache
 def _shared_memory(index: int) -> int:
     return triton.runtime.driver.active.utils.get_device_properties(index)["max_shared_mem"]
+
+
+# An SM's register file: 64K 32-bit registers on every NVIDIA GPU from Maxwell (sm_50) to
+# Blackwell, handed to a warp in blocks of 256 (8 a thread).
+REGISTERS_PER_SM = 64 * 1024
+REGISTER_BLOCK = 8
+# Shared memory the driver reserves for each resident program on sm_80 and later.
+SHARED_RESERVED_PER_PROGRAM = 1024
+
+
+def resident_programs(registers: int, num_warps: int, shared: int, threads_per_sm: int,
+                      shared_per_sm: int) -> int:
+    """Programs of a kernel (`registers` a thread, `num_warps` warps, `shared` bytes of shared
+    memory a program) that one SM holds at once: the fewest its registers, threads and shared
+    memory allow, at least 1."""
+    per_thread = -(-registers // REGISTER_BLOCK) * REGISTER_BLOCK
+    fit = min(REGISTERS_PER_SM // (per_thread * 32 * num_warps),
+              threads_per_sm // (32 * num_warps))
+    if shared:
+        fit = min(fit, shared_per_sm // (shared + SHARED_RESERVED_PER_PROGRAM))
+    return max(1, fit)
+
+
+_resident: dict = {}
+
+
+def resident_launch(kernel, args: tuple, kwargs: dict, device: torch.device,
+                    most: int) -> tuple[int, dict]:
+    """(programs an SM, extra launch options) for a persistent grid of the Triton kernel
+    `kernel` launched with `args` and `kwargs`: as many programs as an SM of `device` holds at
+    once, up to `most`, and more while capping the kernel's registers a thread (ptxas's
+    maxnreg) to make room for one more program costs no spill. (`most`, {}) where kernels run
+    interpreted. A persistent grid of more programs than fit starts the last ones only as the
+    first ones end, with their whole share of the work still to do (notes/kernels.md, session
+    63). Kept per kernel, device, tensor dtypes and compile-time arguments, which decide the
+    registers."""
+    if INTERPRET or device.type != "cuda":
+        return most, {}
+    key = (kernel.fn.__name__, device.index, most,
+           tuple(a.dtype for a in args if isinstance(a, torch.Tensor)),
+           tuple(sorted((k, repr(v)) for k, v in kwargs.items())))
+    if key not in _resident:
+        props = torch.cuda.get_device_properties(device)
+
+        def compiled_fit(options: dict) -> tuple[int, int]:
+            compiled = kernel.warmup(*args, grid=(1,), **kwargs, **options)
+            compiled._init_handles()  # Triton reads registers and spills as it loads the module
+            fit = resident_programs(compiled.n_regs, compiled.metadata.num_warps,
+                                    compiled.metadata.shared,
+                                    props.max_threads_per_multi_processor,
+                                    props.shared_memory_per_multiprocessor)
+            return fit, compiled.n_spills
+
+        programs, options = compiled_fit({})[0], {}
+        warps = kwargs.get("num_warps", 4)
+        while programs < most:
+            cap = REGISTERS_PER_SM // ((programs + 1) * 32 * warps)
+            cap -= cap % REGISTER_BLOCK
+            fit, spills = compiled_fit({"maxnreg": cap})
+            if spills or fit <= programs:
+                break
+            programs, options = fit, {"maxnreg": cap}
+        _resident[key] = min(most, programs), options
+    return _resident[key]

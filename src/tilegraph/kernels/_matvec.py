@@ -14,7 +14,7 @@ import triton
 import triton.language as tl
 
 from ._activation import apply_activation, swiglu_pairs
-from ._launch import ASSUMED_SM_COUNT, sm_count, weight_alignment
+from ._launch import ASSUMED_SM_COUNT, resident_launch, sm_count, weight_alignment
 from ._rotary_store import NO_ROTARY, rotary_inputs, rotary_store
 
 
@@ -615,7 +615,23 @@ PERSISTENT_MIN_BYTES = 20 * 2**20
 PERSISTENT_MAX_K = 8192
 PERSISTENT_TILE_BYTES = 32 * 1024
 PERSISTENT_WARPS = 8
-PERSISTENT_PROGRAMS_PER_SM = 2
+# PROGRAMS_PER_SM is a count, or FIT: as many as an SM holds at once (by the compiled
+# kernel's registers, threads and shared memory), and one more wherever capping its
+# registers to make room costs no spill (_launch.resident_launch), at most
+# MAX_PROGRAMS_PER_SM. A grid of more than fit starts its last programs only as the first
+# ones end, their whole share of rows after the rest: 3 programs of 8 warps an SM lost 8-18%
+# to 2 where only 2 fit, and won 11-18% where 3 did (the residual epilogue at 3072-4096
+# columns, 80 registers: Llama-3-8B's o projection 10.37 -> 9.20 us). Capped at 80 registers
+# (3 fit), the kernels of 94-122 spilled nothing at up to 4096 columns and ran 1-11% faster
+# at 3 an SM (Qwen2.5-7B's q|k|v with its norm 10.27 -> 9.25, Llama-3.2-3B's gate/up 28.75
+# -> 25.53); at 8192 columns they spilled and lost 5-7%; capped at 64 (4 fit) all spilled
+# and lost 1.3-1.7x (H200, weights rotated past L2, PDL on). In tg.Generator at batch 1 the
+# cap took Llama-3.2-3B 2.100 -> 1.988 ms a token and Llama-3.2-1B 0.783 -> 0.770; the bf16
+# LayerStack of d = 3584 got 4.6% faster and that of d = 4096 3.6% slower, which was not
+# explained (notes/kernels.md, session 63).
+FIT = "fit"
+MAX_PROGRAMS_PER_SM = 4
+PERSISTENT_PROGRAMS_PER_SM = FIT
 
 
 def gemv_config(N: int, K: int) -> dict:
@@ -660,10 +676,10 @@ def two_row_gemv_config(N: int, K: int) -> dict | None:
 
 def persistent_gemv_config(N: int, K: int, tile_bytes: int = PERSISTENT_TILE_BYTES,
                            warps: int = PERSISTENT_WARPS,
-                           programs_per_sm: int = PERSISTENT_PROGRAMS_PER_SM) -> dict:
+                           programs_per_sm: int | str = PERSISTENT_PROGRAMS_PER_SM) -> dict:
     """A persistent _gemv_kernel config: whole rows of K columns (padded to a power of two)
     in flat tiles of `tile_bytes` of 16-bit weights (at least 2 rows: SwiGLU and rotary
-    epilogues work on pairs), `warps` warps, `programs_per_sm` programs an SM."""
+    epilogues work on pairs), `warps` warps, `programs_per_sm` programs an SM (or FIT)."""
     block_k = max(16, triton.next_power_of_2(K))
     chunk = min(GEMV_CHUNK, block_k)
     block_n = max(2, min(16, tile_bytes // (2 * block_k)))
@@ -808,24 +824,33 @@ def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
                              f"{config['CHUNK']} columns does not cover K = {K}")
         config = dict(config)
         per_sm = config.pop("PROGRAMS_PER_SM", None)
+        if M == 1:
+            kernel = _gemv_kernel
+            args = (out, x, weight, weight.stride(0) // align, norm_weight, bias, residual,
+                    rotary, N, K // align, eps)
+        else:
+            if config.get("TAIL") or config.get("RELEASE_AFTER_INPUTS"):
+                raise ValueError("the several-row GEMV takes neither TAIL nor "
+                                 "RELEASE_AFTER_INPUTS")
+            kernel = _gemv_rows_kernel
+            args = (out, out.stride(0), x, x.stride(0), weight, weight.stride(0) // align,
+                    norm_weight, bias, residual,
+                    residual.stride(0) if residual is not None else 0, rotary, M, N,
+                    K // align, eps)
+            parts["BLOCK_M"] = triton.next_power_of_2(M)
+        kwargs = dict(**parts, **config, ALIGN=align, PERSISTENT=bool(per_sm), **launch)
         if per_sm:  # persistent: a few programs an SM take every G-th block of rows
             if config.get("TAIL") or K > config["SPLIT"] * config["CHUNK"]:
                 raise ValueError(f"a persistent GEMV takes whole rows in one tile: "
                                  f"{config['SPLIT']} chunks of {config['CHUNK']} columns "
                                  f"do not cover K = {K}")
+            if per_sm == FIT:
+                per_sm, options = resident_launch(kernel, args, kwargs, x.device,
+                                                  MAX_PROGRAMS_PER_SM)
+                kwargs.update(options)
             sms = sm_count(x.device) or ASSUMED_SM_COUNT
             grid = (min(grid[0], per_sm * sms),)
-        if M == 1:
-            return _gemv_kernel[grid](out, x, weight, weight.stride(0) // align, norm_weight,
-                                      bias, residual, rotary, N, K // align, eps, **parts,
-                                      **config, ALIGN=align, PERSISTENT=bool(per_sm), **launch)
-        if config.get("TAIL") or config.get("RELEASE_AFTER_INPUTS"):
-            raise ValueError("the several-row GEMV takes neither TAIL nor RELEASE_AFTER_INPUTS")
-        return _gemv_rows_kernel[grid](
-            out, out.stride(0), x, x.stride(0), weight, weight.stride(0) // align,
-            norm_weight, bias, residual, residual.stride(0) if residual is not None else 0,
-            rotary, M, N, K // align, eps, **parts, BLOCK_M=triton.next_power_of_2(M),
-            **config, ALIGN=align, PERSISTENT=bool(per_sm), **launch)
+        return kernel[grid](*args, **kwargs)
     return _matvec_kernel[grid](
         out, out.stride(0), x, x.stride(0), weight, weight.stride(0) // align,
         norm_weight, bias, residual, residual.stride(0) if residual is not None else 0, rotary,
