@@ -7,7 +7,7 @@ choice (tg.linear) and cuBLAS.
         [--rows 1]
 
 --persistent: programs that stay resident over several row blocks (PROGRAMS_PER_SM) instead
-of the tiles, on MORE_SHAPES as well. --rows 2-4: the same tiles on several rows
+of the tiles, on MORE_SHAPES as well (persistent_tiles). --rows 2-4: the same tiles on several rows
 (_gemv_rows_kernel), against the rule's plan for that many rows.
 
 Writes DIR/sweep-gemv.json (one record per shape and tile, with the tile's registers and
@@ -30,7 +30,7 @@ import tilegraph as tg
 from tilegraph.bench.environment import environment
 from tilegraph.bench.roofline import ceilings
 from tilegraph.bench.timing import measure
-from tilegraph.kernels._matvec import gemv_config, launch_matvec
+from tilegraph.kernels._matvec import launch_matvec, persistent_gemv_config
 from tilegraph.kernels.linear import linear_ref
 
 # (name, N, K, part): part is what the decode step fuses into that projection.
@@ -53,6 +53,11 @@ MORE_SHAPES = (
     ("llama3.2-3b gate/up", 16384, 3072, "swiglu"), ("llama3.2-3b down", 3072, 8192, "residual"),
     ("qwen2.5-7b qkv", 4608, 3584, "norm"), ("qwen2.5-7b o", 3584, 3584, "residual"),
     ("qwen2.5-7b gate/up", 37888, 3584, "swiglu"), ("phi3-mini qkv", 9216, 3072, "norm"),
+    # rows past a power of two (a head and a tail tile) and 12-20 MiB (session 64)
+    ("qwen2.5-14b qkv", 7168, 5120, "norm"), ("qwen2.5-14b o", 5120, 5120, "residual"),
+    ("phi2 o", 2560, 2560, "residual"), ("phi2 gate/up", 20480, 2560, "swiglu"),
+    ("wide6144 o", 6144, 6144, "residual"), ("d2816 qkv", 2816, 2816, "norm"),
+    ("llama3.2-3b o fused", 3072, 3072, "norm"),
 )
 
 
@@ -70,16 +75,23 @@ def tiles(K):
 
 
 def persistent_tiles(n, k):
-    """Persistent variants (PROGRAMS_PER_SM 2-4): the rule's own tile, also with its
-    registers capped (maxnreg) so that 3 or 4 programs of 8 warps fit an SM, and whole rows
-    (next_pow2(K) columns) in tiles of 16 or 32 KB read 64-256 bytes a thread."""
-    own = gemv_config(n, k)
+    """Persistent variants: the rule's persistent tile (FIT, a head and a tail tile where
+    those cover the row in less than a power of two) whatever the weight's size; where it
+    has a tail, the row padded to a power of two instead and the tail tile with twice the
+    rows; the padded tile at PROGRAMS_PER_SM 2-4, also with its registers capped (maxnreg)
+    so that 3 or 4 programs of 8 warps fit an SM; and whole rows (next_pow2(K) columns) in
+    tiles of 16 or 32 KB read 64-256 bytes a thread."""
+    rule = persistent_gemv_config(n, k)
+    padded = persistent_gemv_config(n, k, tail=False)
+    yield rule
+    if padded != rule:
+        yield padded
+        yield {**rule, "BLOCK_N": 2 * rule["BLOCK_N"]}
     for per_sm in (2, 3, 4):
-        yield {**own, "PROGRAMS_PER_SM": per_sm}
+        yield {**padded, "PROGRAMS_PER_SM": per_sm}
     # registers capped (ptxas's .maxnreg) so that 3 or 4 programs of 8 warps fit an SM
     for maxnreg, per_sm in ((80, 3), (64, 4)):
-        if own["num_warps"] == 8:
-            yield {**own, "maxnreg": maxnreg, "PROGRAMS_PER_SM": per_sm}
+        yield {**padded, "maxnreg": maxnreg, "PROGRAMS_PER_SM": per_sm}
     block_k = max(128, triton.next_power_of_2(k))
     for tile_kb, warps in ((16, 4), (16, 8), (32, 4), (32, 8), (32, 16)):
         block_n = tile_kb * 1024 // (2 * block_k)

@@ -191,9 +191,13 @@ def test_rule_by_rows_dtype_and_size():
     # under 20 MiB of weights a program a row block, past one tile with a tail
     narrow = [decode_plan.rule(1, 1024, k, bf16, 132).config for k in (4608, 5120, 5121)]
     assert [config.get("TAIL", 0) for config in narrow] == [4, 8, 0]
-    # from 20 MiB persistent: whole rows in one tile, no tail
+    # from 20 MiB persistent: whole rows, in a head of 4096 columns and a tail where those
+    # cover the row in less than a power of two
     assert [one_row[k].config.get("PROGRAMS_PER_SM") for k in (4608, 5120, 8192)] == \
         [None, FIT, FIT]
+    assert [one_row[k].config.get("TAIL", 0) for k in (5120, 5632, 6144, 8192)] == \
+        [8, 16, 16, 0]
+    assert decode_plan.rule(1, 4096, 4608, bf16, 132).config["TAIL"] == 4   # 36 MiB
     assert decode_plan.rule(2, 2048, 2048, bf16, 132).kind == "gemv"     # 8 MiB: persistent
     assert decode_plan.rule(2, 1536, 1536, bf16, 132).kind == "matvec"   # small: latency
     assert decode_plan.rule(2, 8192, 8192, bf16, 132).kind == "dot"
@@ -532,6 +536,12 @@ def test_two_rows_of_8_to_64_mib_take_the_persistent_gemv():
     persistent = [p for p in decode_plan.candidates(4, 4096, 4096, bf16, sms)
                   if "PROGRAMS_PER_SM" in p.config]
     assert len(persistent) == len(decode_plan.ROWS_PERSISTENT_VARIANTS)
+    # rows past 4096 columns: a tail tile at one row only (the several-row kernel has none)
+    for rows in (1, 2, 4):
+        gemvs = [p for p in decode_plan.candidates(rows, 2048, 5632, bf16, sms)
+                 if p.kind == "gemv"]
+        assert all(decode_plan.gemv_runs(rows, p.config) for p in gemvs)
+        assert any(p.config.get("TAIL") for p in gemvs) == (rows == 1)
 
 
 @pytest.mark.gpu

@@ -231,14 +231,18 @@ def test_matvec_rule_picks_the_swept_batch_1_shapes():
     assert shape(rule(1, 2048, 2048, 4)) == (4, 2048, 4)      # fp32 d=2048
     assert split(rule(1, 2048, 2048, 2)) == (8, 16, 128, 4)   # bf16 d=2048: narrow, long rows
     assert split(rule(1, 2560, 2048, 2)) == (8, 16, 128, 4)   # 10 MiB: a program a row block
-    # from 20 MiB up persistent: whole rows (padded to a power of two) in 32 KB over 8 warps,
-    # as many programs an SM as fit
-    persistent = lambda c: (*split(c), c.get("PROGRAMS_PER_SM"))  # noqa: E731
+    # from 20 MiB up persistent: whole rows (padded to a power of two, or past 4096 columns a
+    # head and a tail tile) in 32 KB over 8 warps, as many programs an SM as fit
+    persistent = lambda c: (*split(c), c.get("TAIL", 0), c.get("PROGRAMS_PER_SM"))  # noqa: E731
     fit = matvec_module.FIT
-    assert persistent(rule(1, 11264, 2048, 2)) == (8, 16, 128, 8, fit)  # a wide gate/up
-    assert persistent(rule(1, 2048, 5632, 2)) == (2, 64, 128, 8, fit)   # a down projection
-    assert persistent(rule(1, 28672, 4096, 2)) == (4, 32, 128, 8, fit)  # wide, 4096 columns
-    assert persistent(rule(1, 3300, 3300, 2)) == (4, 32, 128, 8, fit)   # 20.8 MiB
+    assert persistent(rule(1, 11264, 2048, 2)) == (8, 16, 128, 8, 0, fit)  # a wide gate/up
+    assert persistent(rule(1, 2048, 5632, 2)) == (2, 32, 128, 8, 16, fit)  # 4096 + 2048
+    assert persistent(rule(1, 4096, 5120, 2)) == (2, 32, 128, 8, 8, fit)   # 4096 + 1024
+    assert persistent(rule(1, 3072, 4096, 2)) == (4, 32, 128, 8, 0, fit)
+    assert persistent(rule(1, 9216, 3072, 2)) == (4, 32, 128, 8, 0, fit)   # padded to 4096
+    assert persistent(rule(1, 2048, 7168, 2)) == (2, 64, 128, 8, 0, fit)   # no shorter pair
+    assert persistent(rule(1, 28672, 4096, 2)) == (4, 32, 128, 8, 0, fit)  # 4096 columns
+    assert persistent(rule(1, 3300, 3300, 2)) == (4, 32, 128, 8, 0, fit)   # 20.8 MiB
     assert persistent(rule(1, 3200, 3200, 2))[-1] is None               # 19.5 MiB
     assert "PROGRAMS_PER_SM" not in rule(1, 1024, 12288, 2)           # past 8192 columns
     assert shape(rule(1, 512, 512, 4)) == (8, 512, 2)         # fp32 d=512
@@ -313,7 +317,8 @@ def test_persistent_gemv_takes_every_row_block(activation, rows, device):
     (_gemv_rows_kernel, 3 rows padded to 4): each takes several row blocks (more blocks than
     a program an SM: 300 outputs in blocks of 2), the first read before the wait where the
     GPU has PDL, whole rows of 301 columns in a tile of 512, every part at once, x and the
-    residual strided; a config that does not hold whole rows is refused."""
+    residual strided; at one row also a head and a tail tile (256 + 128 columns); a config
+    that does not hold whole rows is refused."""
     dtype = torch.bfloat16
     n, k = 300, 301
     x, w, b, g, r = _make((rows,), n, k, dtype, device, True, True, True)
@@ -326,11 +331,13 @@ def test_persistent_gemv_takes_every_row_block(activation, rows, device):
               "PROGRAMS_PER_SM": 1}
     sms = sm_count(x.device) or ASSUMED_SM_COUNT
     assert triton.cdiv(n, config["BLOCK_N"]) > sms  # some program takes a second block
-    for prefetch_weight in (False, True) if supports_pdl(x.device) else (False,):
+    tiles = [config, {**config, "SPLIT": 2, "TAIL": 1}] if rows == 1 else [config]
+    for tile, prefetch_weight in itertools.product(
+            tiles, (False, True) if supports_pdl(x.device) else (False,)):
         out = poisoned(tuple(ref.shape), dtype, device)
-        matvec_module.launch_matvec(x, w, out, g, 1e-6, b, activation, r, config,
+        matvec_module.launch_matvec(x, w, out, g, 1e-6, b, activation, r, tile,
                                     prefetch_weight)
-        assert_close(out, ref, dtype, what=f"{config} {activation} {rows} rows")
+        assert_close(out, ref, dtype, what=f"{tile} {activation} {rows} rows")
     with pytest.raises(ValueError, match="do not cover K = 301"):
         matvec_module.launch_matvec(x, w, torch.empty(rows, n, device=device, dtype=dtype),
                                     None, 1e-6, None, "none", None, {**config, "SPLIT": 2},
@@ -352,7 +359,7 @@ def test_resident_programs_counts_registers_threads_and_shared_memory():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("k", [2048, 4096, 8192])
+@pytest.mark.parametrize("k", [2048, 4096, 5632, 8192])   # 5632: a head and a tail tile
 @pytest.mark.parametrize("part", ["norm", "residual", "swiglu"])
 def test_persistent_gemv_fills_each_sm_with_as_many_programs_as_fit(part, k):
     """The rule's persistent config (FIT) on 32 MiB of bf16 weights, PDL on: the launch takes

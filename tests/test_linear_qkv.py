@@ -78,6 +78,8 @@ def test_matches_float64_reference(rows, heads, kv_heads, head_dim, k, dtype, de
     Plan("gemv", {"BLOCK_N": 4, "SPLIT": 4, "CHUNK": 16, "num_warps": 1, "num_stages": 1}),
     Plan("gemv", {"BLOCK_N": 2, "SPLIT": 8, "CHUNK": 32, "num_warps": 1, "num_stages": 1,
                   "PROGRAMS_PER_SM": 1}),   # persistent: whole rows in one flat tile
+    Plan("gemv", {"BLOCK_N": 2, "SPLIT": 4, "CHUNK": 32, "TAIL": 1, "num_warps": 1,
+                  "num_stages": 1, "PROGRAMS_PER_SM": 1}),   # persistent: a head and a tail
     Plan("gemv", {"BLOCK_N": 2, "SPLIT": 16, "CHUNK": 16, "num_warps": 1, "num_stages": 1,
                   "PROGRAMS_PER_SM": 1}),   # persistent on 3 rows
     Plan("matvec", {"BLOCK_N": 4, "BLOCK_K": 64, "num_warps": 4, "num_stages": 1,
@@ -91,7 +93,8 @@ def test_matches_float64_reference(rows, heads, kv_heads, head_dim, k, dtype, de
 ])
 def test_every_decode_kernel(plan, device):
     """Tiles narrower and wider than a head, a split over K, the weight on the mma's left, a
-    persistent GEMV on one row and on three; a norm prologue and a bias."""
+    persistent GEMV on one row (whole rows in one tile, or a head and a tail) and on three;
+    a norm prologue and a bias."""
     rows = 1 if plan.kind == "gemv" else 5
     rows = 3 if plan.config.get("CHUNK") == 16 else rows  # the GEMV's tile on 3 rows
     dtype = torch.bfloat16
@@ -181,6 +184,7 @@ def test_bad_inputs_are_named(device):
     (32, 4, 64, 2048, False),    # TinyLlama
     (14, 2, 64, 896, True),      # Qwen2-0.5B
     (32, 8, 128, 4096, False),   # Llama-3-8B
+    (40, 8, 128, 5120, True),    # Qwen2.5-14B: 70 MiB, one row in a head and a tail tile
 ])
 @pytest.mark.parametrize("rows", [1, 2, 5, 16])
 def test_real_shapes_gpu(rows, heads, kv_heads, head_dim, k, bias, dtype):

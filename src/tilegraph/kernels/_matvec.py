@@ -293,17 +293,46 @@ def _gemv_flat_tile(w_ptr, stride_wn, block, N, K, offs_k, BLOCK_N: tl.constexpr
 
 
 @triton.jit
-def _gemv_resident_block(w, block, x, rstd, y_ptr, bias_ptr, res_ptr, rotary, N,
-                         HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
-                         ACTIVATION: tl.constexpr, BLOCK_N: tl.constexpr):
-    """Row block `block` of a persistent _gemv_kernel: its whole rows in the tile w, x already
-    scaled by the norm weights, rstd the norm's (1 without one)."""
+def _gemv_flat_tiles(w_ptr, stride_wn, block, N, K, offs_k, offs_t, BLOCK_N: tl.constexpr,
+                     TAIL: tl.constexpr):
+    """Row block `block`'s whole rows for a persistent _gemv_kernel: the head (BLOCK_N,
+    len(offs_k)) and, where TAIL > 0, the tail (BLOCK_N, len(offs_t)) beside it (the head
+    again where none)."""
+    w = _gemv_flat_tile(w_ptr, stride_wn, block, N, K, offs_k, BLOCK_N)
+    w_tail = w
+    if TAIL > 0:
+        w_tail = _gemv_flat_tile(w_ptr, stride_wn, block, N, K, offs_t, BLOCK_N)
+    return w, w_tail
+
+
+@triton.jit
+def _gemv_resident_block(w, w_tail, block, x, x_tail, rstd, y_ptr, bias_ptr, res_ptr, rotary,
+                         N, HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
+                         ACTIVATION: tl.constexpr, BLOCK_N: tl.constexpr, TAIL: tl.constexpr):
+    """Row block `block` of a persistent _gemv_kernel: its whole rows in the tiles w (and
+    w_tail where TAIL > 0), x (x_tail) already scaled by the norm weights, rstd the norm's
+    (1 without one)."""
     offs_n = block * BLOCK_N + tl.arange(0, BLOCK_N)
     bias, residual, position, slot, c, s = _gemv_epilogue_inputs(
         offs_n, bias_ptr, res_ptr, rotary, N, HAS_BIAS, HAS_RESIDUAL, ACTIVATION, BLOCK_N)
-    acc = tl.sum(w.to(tl.float32) * x[None, :], axis=1) * rstd
+    acc = tl.sum(w.to(tl.float32) * x[None, :], axis=1)
+    if TAIL > 0:
+        acc += tl.sum(w_tail.to(tl.float32) * x_tail[None, :], axis=1)
+    acc = acc * rstd
     _gemv_finish(acc, offs_n, y_ptr, res_ptr, rotary, N, bias, residual, position, slot, c, s,
                  HAS_RESIDUAL, ACTIVATION, BLOCK_N)
+
+
+@triton.jit
+def _gemv_flat_inputs(x_ptr, norm_w_ptr, offs, K, HAS_NORM: tl.constexpr):
+    """(x scaled by the norm weights, its sum of squares) at columns offs, in fp32; without
+    a norm, x and 0."""
+    x = tl.load(x_ptr + offs, mask=offs < K, other=0.0).to(tl.float32)
+    sum_sq = 0.0
+    if HAS_NORM:
+        sum_sq = tl.sum(x * x)
+        x = x * tl.load(norm_w_ptr + offs, mask=offs < K, other=0.0).to(tl.float32)
+    return x, sum_sq
 
 
 @triton.jit
@@ -336,17 +365,22 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
     its shape (notes/models.md, session 45): decode_plan.set_late_release records it.
 
     PERSISTENT: a program takes row blocks p, p + G, p + 2G, ... of a grid of G programs
-    (launched at a few an SM), whole rows in one flat (BLOCK_N, SPLIT * CHUNK) tile (no
-    TAIL, K <= SPLIT * CHUNK; one reduction a block), the first block's read before the
-    wait, x and the norm's rstd once: programs that stay resident do not stop streaming to
-    exit and relaunch, and no last wave leaves SMs idle (persistent_gemv_config).
+    (launched at a few an SM), whole rows in one flat (BLOCK_N, SPLIT * CHUNK) tile (K <=
+    (SPLIT + TAIL) * CHUNK; one reduction a block, two with a flat tail tile beside it), the
+    first block's read before the wait, x and the norm's rstd once: programs that stay
+    resident do not stop streaming to exit and relaunch, and no last wave leaves SMs idle
+    (persistent_gemv_config).
     """
     K = K * ALIGN
     stride_wn = stride_wn * ALIGN
     block = tl.program_id(0)
-    if PERSISTENT:  # whole rows (launch_matvec checks), one flat tile of SPLIT * CHUNK columns
+    if PERSISTENT:  # whole rows (launch_matvec checks): flat tiles of SPLIT (+ TAIL) chunks
         offs_k = tl.arange(0, SPLIT * CHUNK)
-        w = _gemv_flat_tile(w_ptr, stride_wn, block, N, K, offs_k, BLOCK_N)
+        offs_t = offs_k
+        if TAIL > 0:
+            offs_t = SPLIT * CHUNK + tl.arange(0, TAIL * CHUNK)
+        w, w_tail = _gemv_flat_tiles(w_ptr, stride_wn, block, N, K, offs_k, offs_t, BLOCK_N,
+                                     TAIL)
     else:
         cols = tl.arange(0, SPLIT)[None, :, None] * CHUNK + tl.arange(0, CHUNK)[None, None, :]
         w, w_tail = _gemv_tiles(w_ptr, stride_wn, block, N, K, cols, BLOCK_N, SPLIT, CHUNK,
@@ -356,20 +390,25 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
         if not RELEASE_AFTER_INPUTS:
             tl.extra.cuda.gdc_launch_dependents()  # only now may the next kernel prefetch
     if PERSISTENT:  # x and the norm's rstd once a program
-        x = tl.load(x_ptr + offs_k, mask=offs_k < K, other=0.0).to(tl.float32)
+        x, sum_sq = _gemv_flat_inputs(x_ptr, norm_w_ptr, offs_k, K, HAS_NORM)
+        x_tail = x
+        if TAIL > 0:
+            x_tail, tail_sum_sq = _gemv_flat_inputs(x_ptr, norm_w_ptr, offs_t, K, HAS_NORM)
+            sum_sq += tail_sum_sq
         rstd = 1.0
         if HAS_NORM:
-            rstd = tl.rsqrt(tl.sum(x * x) / K + eps)
-            x = x * tl.load(norm_w_ptr + offs_k, mask=offs_k < K, other=0.0).to(tl.float32)
+            rstd = tl.rsqrt(sum_sq / K + eps)
         if PREFETCH_WEIGHT and RELEASE_AFTER_INPUTS:
             tl.extra.cuda.gdc_launch_dependents()
-        _gemv_resident_block(w, block, x, rstd, y_ptr, bias_ptr, res_ptr, rotary, N,
-                             HAS_BIAS, HAS_RESIDUAL, ACTIVATION, BLOCK_N)
+        _gemv_resident_block(w, w_tail, block, x, x_tail, rstd, y_ptr, bias_ptr, res_ptr,
+                             rotary, N, HAS_BIAS, HAS_RESIDUAL, ACTIVATION, BLOCK_N, TAIL)
         programs = tl.num_programs(0)
         for later in range(block + programs, tl.cdiv(N, BLOCK_N), programs):
-            w = _gemv_flat_tile(w_ptr, stride_wn, later, N, K, offs_k, BLOCK_N)
-            _gemv_resident_block(w, later, x, rstd, y_ptr, bias_ptr, res_ptr, rotary, N,
-                                 HAS_BIAS, HAS_RESIDUAL, ACTIVATION, BLOCK_N)
+            w, w_tail = _gemv_flat_tiles(w_ptr, stride_wn, later, N, K, offs_k, offs_t,
+                                         BLOCK_N, TAIL)
+            _gemv_resident_block(w, w_tail, later, x, x_tail, rstd, y_ptr, bias_ptr, res_ptr,
+                                 rotary, N, HAS_BIAS, HAS_RESIDUAL, ACTIVATION, BLOCK_N,
+                                 TAIL)
     else:
         _gemv_block(w, w_tail, block, y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr,
                     res_ptr, rotary, N, K, eps, cols, HAS_NORM, HAS_BIAS, HAS_RESIDUAL,
@@ -610,7 +649,11 @@ MATVEC_ELEMENTS_PER_THREAD = 64
 # (research/sweep_gemv.py --persistent, H200): from 20 MiB up 1.054x faster than the split
 # tile (geometric mean; 0.97x to 1.19x: TinyLlama's down projection 8.59 -> 7.23 us,
 # Qwen2.5-7B's gate/up 73.4 -> 64.7); under it 0.83x to 1.01x, where a program takes only
-# one or two row blocks (notes/kernels.md, session 61).
+# one or two row blocks (notes/kernels.md, session 61). Launched as many an SM as fit (FIT,
+# below), lone projections of 12.5-18 MiB ran 1.07-1.20x faster persistent too (Llama-3.2-3B's
+# o 6.72 -> 5.77 us), but in tg.Generator's steps the bound moved to 14 MiB made Llama-3.2-3B
+# 5.3% and Qwen2-0.5B 4.1% slower a token (their o and gate/up projections): it stays at 20
+# MiB (H200, notes/kernels.md, session 64).
 PERSISTENT_MIN_BYTES = 20 * 2**20
 PERSISTENT_MAX_K = 8192
 PERSISTENT_TILE_BYTES = 32 * 1024
@@ -632,6 +675,15 @@ PERSISTENT_WARPS = 8
 FIT = "fit"
 MAX_PROGRAMS_PER_SM = 4
 PERSISTENT_PROGRAMS_PER_SM = FIT
+# Rows of more than PERSISTENT_TAIL_PAST_K columns are read as a head of 4096 and a tail tile
+# where the two hold fewer columns than the row padded to 8192 (persistent_gemv_config).
+# Masked lanes hold registers as loaded ones do: padded, those rows took 92-113 registers
+# (2 programs an SM), in two tiles 64-80 (3), and ran 1.07-1.12x faster (TinyLlama's down
+# projection 7.24 -> 6.62 us, Qwen2.5-14B's q|k|v with its norm 22.45 -> 20.03, 6144^2 20.50
+# -> 19.14). Under it, where 3 programs an SM fit padded rows already, the tail's second
+# reduction a block cost 0-11% (Llama-3.2-3B's q|k|v, 3072 columns, 9.30 -> 10.33) (H200,
+# notes/kernels.md, session 64).
+PERSISTENT_TAIL_PAST_K = 4096
 
 
 def gemv_config(N: int, K: int) -> dict:
@@ -669,22 +721,34 @@ def two_row_gemv_config(N: int, K: int) -> dict | None:
     if not TWO_ROW_MIN_BYTES <= 2 * N * K < TWO_ROW_MAX_BYTES or K > PERSISTENT_MAX_K:
         return None
     if triton.next_power_of_2(K) > 4096:
-        return persistent_gemv_config(N, K)
+        return persistent_gemv_config(N, K, tail=False)
     return persistent_gemv_config(N, K, TWO_ROW_TILE_BYTES, TWO_ROW_WARPS,
-                                  TWO_ROW_PROGRAMS_PER_SM)
+                                  TWO_ROW_PROGRAMS_PER_SM, tail=False)
 
 
 def persistent_gemv_config(N: int, K: int, tile_bytes: int = PERSISTENT_TILE_BYTES,
                            warps: int = PERSISTENT_WARPS,
-                           programs_per_sm: int | str = PERSISTENT_PROGRAMS_PER_SM) -> dict:
-    """A persistent _gemv_kernel config: whole rows of K columns (padded to a power of two)
-    in flat tiles of `tile_bytes` of 16-bit weights (at least 2 rows: SwiGLU and rotary
-    epilogues work on pairs), `warps` warps, `programs_per_sm` programs an SM (or FIT)."""
+                           programs_per_sm: int | str = PERSISTENT_PROGRAMS_PER_SM,
+                           tail: bool = True) -> dict:
+    """A persistent _gemv_kernel config: whole rows of K columns in flat tiles of about
+    `tile_bytes` of 16-bit weights (at least 2 rows: SwiGLU and rotary epilogues work on
+    pairs), `warps` warps, `programs_per_sm` programs an SM (or FIT).
+
+    A row is padded to a power of two of chunks, or, where `tail`, the row is longer than
+    PERSISTENT_TAIL_PAST_K and a head of the largest power of two below K plus a tail tile
+    cover it in fewer chunks (split_row_in_two), read as the two: 5632 columns as 4096 + 2048
+    instead of 8192, 5120 as 4096 + 1024. Only the one-row kernel takes a tail."""
     block_k = max(16, triton.next_power_of_2(K))
     chunk = min(GEMV_CHUNK, block_k)
-    block_n = max(2, min(16, tile_bytes // (2 * block_k)))
-    return {"BLOCK_N": block_n, "SPLIT": block_k // chunk, "CHUNK": chunk,
-            "num_warps": warps, "num_stages": 1, "PROGRAMS_PER_SM": programs_per_sm}
+    head, tail_chunks = block_k // chunk, 0
+    if tail and K > PERSISTENT_TAIL_PAST_K:
+        head, tail_chunks = split_row_in_two(triton.cdiv(K, chunk), head)
+    covered = (head + tail_chunks) * chunk
+    rows = tile_bytes // (2 * covered)
+    block_n = max(2, min(16, triton.next_power_of_2(rows + 1) // 2))  # a power of two <= rows
+    config = {"BLOCK_N": block_n, "SPLIT": head, "CHUNK": chunk,
+              "num_warps": warps, "num_stages": 1, "PROGRAMS_PER_SM": programs_per_sm}
+    return {**config, "TAIL": tail_chunks} if tail_chunks else config
 
 
 def split_gemv_config(N: int, K: int) -> dict:
@@ -840,10 +904,10 @@ def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
             parts["BLOCK_M"] = triton.next_power_of_2(M)
         kwargs = dict(**parts, **config, ALIGN=align, PERSISTENT=bool(per_sm), **launch)
         if per_sm:  # persistent: a few programs an SM take every G-th block of rows
-            if config.get("TAIL") or K > config["SPLIT"] * config["CHUNK"]:
-                raise ValueError(f"a persistent GEMV takes whole rows in one tile: "
-                                 f"{config['SPLIT']} chunks of {config['CHUNK']} columns "
-                                 f"do not cover K = {K}")
+            if K > (config["SPLIT"] + config.get("TAIL", 0)) * config["CHUNK"]:
+                raise ValueError(f"a persistent GEMV takes whole rows: {config['SPLIT']} + "
+                                 f"{config.get('TAIL', 0)} chunks of {config['CHUNK']} "
+                                 f"columns do not cover K = {K}")
             if per_sm == FIT:
                 per_sm, options = resident_launch(kernel, args, kwargs, x.device,
                                                   MAX_PROGRAMS_PER_SM)
