@@ -191,7 +191,8 @@ def test_release_points_are_chosen_in_the_batch_1_step(hf, monkeypatch):
 def test_gemv_rows_are_chosen_in_the_batch_1_step(hf, monkeypatch):
     """With timing on, the rows a program of the batch-1 step's one-row projections are
     chosen by timing the step and recorded for it and per shape; with every variant the
-    tuner may take, the step's logits match those with the plans' own rows over 20 replays
+    tuner may take (rows a program, the other launch), the step's logits match those with the
+    plans' own rows over 20 replays
     with fresh tokens and positions."""
     model, chosen = _chosen_in_a_batch_1_step(hf, monkeypatch, tune.gemv_rows_in_step)
     c, layer = model.local, model.layers[0]
@@ -221,7 +222,7 @@ def test_gemv_rows_are_chosen_in_the_batch_1_step(hf, monkeypatch):
     for name, (shape, pairs) in shapes.items():
         own_plan = decode_plan.plan(1, *shape, model.dtype, model.device)
         assert own_plan.kind == "gemv"
-        for rows in decode_plan.gemv_rows_variants(own_plan.config, pairs):
+        for rows in decode_plan.step_variants(*shape, model.dtype, own_plan.config, pairs):
             decode_plan.set_step_rows(*shape, model.dtype, rows)
             assert rel_error(logits(), own) <= MODEL_TOLERANCES[model.dtype], (name, rows)
         decode_plan.set_step_rows(*shape, model.dtype, None)

@@ -131,7 +131,8 @@ class Generator:
         tg.decode_attention's launch shape for each batch size, alone (tune.tune_attention),
         then in this model's decode step against variants that win in some models' steps and
         lose in others' (tune.tune_attention_in_step_once); and at batch 1 how many weight
-        rows a program each one-row projection reads (tune.tune_gemv_rows_in_step_once) and
+        rows a program each one-row projection reads, or for those of 14-20 MiB whether it
+        runs persistent (tune.tune_gemv_rows_in_step_once), and
         where the output and gate/up projections release the next kernel
         (tune.tune_release_in_step_once). The in-step choices are not made under tensor
         parallelism, where every rank would have to replay its collectives in step. On

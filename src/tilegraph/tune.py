@@ -221,7 +221,7 @@ def tune_gemv_rows_in_step_once(step: tuple, projections: dict[str, tuple[int, i
                                 tolerance: float) -> dict | None:
     """How many weight rows a program each one-row GEMV projection of a batch-1 decode step
     reads, chosen by timing the caller's whole step: its plan's own or
-    decode_plan.gemv_rows_variants' (half or twice), one projection at a time, then the
+    decode_plan.step_variants' (half or twice, the other launch), one projection at a time, then the
     fastest and every projection's faster variant together, timed again. Beside the kernels
     that overlap it under PDL a projection's best tile depends on the model, not on its own
     shape (notes/models.md, session 57).
@@ -251,8 +251,8 @@ def tune_gemv_rows_in_step_once(step: tuple, projections: dict[str, tuple[int, i
     for name, (n, k, pairs) in projections.items():
         own = decode_plan.plan(1, n, k, dtype, positions.device)
         if own.kind == "gemv":
-            singles += [{name: rows} for rows in decode_plan.gemv_rows_variants(own.config,
-                                                                                pairs)]
+            singles += [{name: rows} for rows in decode_plan.step_variants(
+                n, k, dtype, own.config, pairs)]
 
     def timed(candidates: list[dict]) -> dict[int, float]:
         return time_step_candidates(len(candidates), lambda i: apply(candidates[i]),

@@ -26,6 +26,7 @@ from ._launch import ASSUMED_SM_COUNT, sm_count
 from ._matvec import (
     GEMV_MAX_ROWS,
     PERSISTENT_MAX_K,
+    PERSISTENT_MIN_BYTES,
     gemv_config,
     launch_matvec,
     matvec_config,
@@ -313,8 +314,19 @@ def releases_late(N: int, K: int, dtype: torch.dtype) -> bool:
 
 
 # One-row GEMV projections whose rows a program were chosen by timing a model's whole step
-# (tune.tune_gemv_rows_in_step_once), by shape: {"rows": BLOCK_N, or None for the plan's own}.
+# (tune.tune_gemv_rows_in_step_once), by shape: {"rows": BLOCK_N, OTHER_LAUNCH, or None for
+# the plan's own}.
 _step_rows = Tuner("linear-decode-step-rows", [{}])
+# The step variant that launches a one-row GEMV the way its plan does not (other_gemv_launch:
+# persistent where it is launched a program a row block, or the reverse), tried in the step
+# on weights from PERSISTENT_MIN_BYTES to STEP_LAUNCH_MAX_BYTES. There the persistent launch
+# made bf16 LayerStacks at one row 1.09-1.15x faster (d = 2816, 3072) but tg.Generator's
+# steps of Llama-3.2-3B and Qwen2-0.5B 4-5% slower (their o and gate/up projections); in
+# Llama-3.2-3B's step the other launch was chosen for o, 2.094 -> 2.006 ms a token (H200,
+# notes/kernels.md, session 64). Past it persistent won in the steps too (session 61);
+# trying the other launch on every projection doubled that Generator's build (28 -> 59 s).
+OTHER_LAUNCH = "other launch"
+STEP_LAUNCH_MAX_BYTES = 20 * 2**20
 
 
 def gemv_rows_variants(config: dict, pairs: bool) -> list[int]:
@@ -329,13 +341,29 @@ def gemv_rows_variants(config: dict, pairs: bool) -> list[int]:
     return [n for n in (rows // 2, rows * 2) if least <= n <= 16 and n != rows]
 
 
-def set_step_rows(N: int, K: int, dtype: torch.dtype, rows: int | None) -> None:
+def step_variants(N: int, K: int, dtype: torch.dtype, config: dict,
+                  pairs: bool) -> list[int | str]:
+    """What tune.tune_gemv_rows_in_step_once tries in a step instead of a one-row GEMV
+    config of this shape: gemv_rows_variants', and OTHER_LAUNCH on 16-bit weights of
+    PERSISTENT_MIN_BYTES up to STEP_LAUNCH_MAX_BYTES where the other launch takes the rows
+    (at least 2 a block where the epilogue works on pairs)."""
+    variants: list[int | str] = gemv_rows_variants(config, pairs)
+    size = torch.finfo(dtype).bits // 8
+    weight_bytes = N * K * size
+    if (size <= 2 and PERSISTENT_MIN_BYTES <= weight_bytes < STEP_LAUNCH_MAX_BYTES
+            and K <= PERSISTENT_MAX_K):
+        if other_gemv_launch(N, K, config)["BLOCK_N"] >= (2 if pairs else 1):
+            variants.append(OTHER_LAUNCH)
+    return variants
+
+
+def set_step_rows(N: int, K: int, dtype: torch.dtype, rows: int | str | None) -> None:
     """Record, here and on disk, the rows a program of one-row GEMV projections of this
-    shape (None: the plan's own)."""
+    shape, or OTHER_LAUNCH (None: the plan's own)."""
     _step_rows.record(tuned_key(1, N, K, dtype), {"rows": rows})
 
 
-def step_rows(N: int, K: int, dtype: torch.dtype) -> int | None:
+def step_rows(N: int, K: int, dtype: torch.dtype) -> int | str | None:
     saved = _step_rows.lookup(tuned_key(1, N, K, dtype))
     return None if saved is None else saved.get("rows")
 
@@ -343,8 +371,8 @@ def step_rows(N: int, K: int, dtype: torch.dtype) -> int | None:
 def plan(rows: int, N: int, K: int, dtype: torch.dtype, device: torch.device,
          fused: bool = False) -> Plan:
     """The tuned plan of this shape on this GPU if `tilegraph tune` timed it, else the rule's;
-    a one-row GEMV takes the rows a program set_step_rows recorded and releases the next
-    kernel where set_late_release says.
+    a one-row GEMV takes the rows a program (or the other launch) set_step_rows recorded and
+    releases the next kernel where set_late_release says.
     fused: the call has a norm prologue or an activation, which cuBLAS cannot run."""
     saved = _tuned.lookup(tuned_key(rows, N, K, dtype))
     chosen = Plan.from_dict(saved) if saved is not None and saved.get("kind") in KINDS else None
@@ -354,7 +382,9 @@ def plan(rows: int, N: int, K: int, dtype: torch.dtype, device: torch.device,
         chosen = Plan.from_dict(chosen.config["fused"])
     if chosen.kind == "gemv" and rows == 1:
         block_n = step_rows(N, K, dtype)
-        if block_n is not None:
+        if block_n == OTHER_LAUNCH:
+            chosen = Plan("gemv", other_gemv_launch(N, K, chosen.config))
+        elif block_n is not None:
             chosen = Plan("gemv", {**chosen.config, "BLOCK_N": block_n})
         if releases_late(N, K, dtype):
             chosen = Plan("gemv", {**chosen.config, "RELEASE_AFTER_INPUTS": True})
