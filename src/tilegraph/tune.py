@@ -220,9 +220,10 @@ def tune_gemv_rows_in_step_once(step: tuple, projections: dict[str, tuple[int, i
                                 positions: torch.Tensor, max_seq: int,
                                 tolerance: float) -> dict | None:
     """How many weight rows a program each one-row GEMV projection of a batch-1 decode step
-    reads, chosen by timing the caller's whole step: its plan's own or
-    decode_plan.step_variants' (half or twice, the other launch), one projection at a time, then the
-    fastest and every projection's faster variant together, timed again. Beside the kernels
+    reads (or, at 14-20 MiB, how it is launched), chosen by timing the caller's whole step:
+    its plan's own or decode_plan.step_variants' (half or twice, the other launch), one
+    projection at a time, then the fastest and every projection's faster variant together,
+    timed again. Beside the kernels
     that overlap it under PDL a projection's best tile depends on the model, not on its own
     shape (notes/models.md, session 57).
 
