@@ -188,15 +188,16 @@ def test_rule_by_rows_dtype_and_size():
     assert {k: p.kind for k, p in one_row.items()} == {
         4096: "gemv", 4608: "gemv", 5120: "gemv", 5121: "gemv", 5632: "gemv", 6144: "gemv",
         8192: "gemv", 8193: "dot"}
-    # under 14 MiB of weights a program a row block, past one tile with a tail
+    # under 20 MiB of weights a program a row block, past one tile with a tail
     narrow = [decode_plan.rule(1, 1024, k, bf16, 132).config for k in (4608, 5120, 5121)]
     assert [config.get("TAIL", 0) for config in narrow] == [4, 8, 0]
-    # from 14 MiB persistent: whole rows, in a head of 4096 columns and a tail where those
+    assert "PROGRAMS_PER_SM" not in one_row[4608].config                 # 18 MiB
+    # from 20 MiB persistent: whole rows, in a head of 4096 columns and a tail where those
     # cover the row in less than a power of two
-    assert [one_row[k].config.get("PROGRAMS_PER_SM") for k in (4608, 5120, 8192)] == \
+    assert [one_row[k].config.get("PROGRAMS_PER_SM") for k in (5120, 5632, 8192)] == \
         [FIT, FIT, FIT]
-    assert [one_row[k].config.get("TAIL", 0) for k in (4608, 5120, 5632, 6144, 8192)] == \
-        [4, 8, 16, 16, 0]
+    assert [one_row[k].config.get("TAIL", 0) for k in (5120, 5632, 6144, 8192)] == \
+        [8, 16, 16, 0]
     assert decode_plan.rule(2, 2048, 2048, bf16, 132).kind == "gemv"     # 8 MiB: persistent
     assert decode_plan.rule(2, 1536, 1536, bf16, 132).kind == "matvec"   # small: latency
     assert decode_plan.rule(2, 8192, 8192, bf16, 132).kind == "dot"
@@ -714,22 +715,23 @@ def test_rows_a_program_are_chosen_in_the_step_each_and_together(monkeypatch):
 
 
 def test_the_other_launch_is_chosen_in_the_step_where_it_is_faster(monkeypatch):
-    """On weights of PERSISTENT_MIN_BYTES up to STEP_LAUNCH_MAX_BYTES the step also times
-    the one-row GEMV launched the other way (a program a row block), keeps it where the step
-    is faster with it, and the plan then is other_gemv_launch's; smaller and larger weights
-    and fp32 are not offered it."""
+    """On weights of STEP_LAUNCH_MIN_BYTES up to PERSISTENT_MIN_BYTES the step also times
+    the one-row GEMV launched the other way (persistent), keeps it where the step is faster
+    with it, and the plan then is other_gemv_launch's; smaller and larger weights and fp32
+    are not offered it."""
     _fresh_stores(monkeypatch)
     monkeypatch.setattr(tune, "timing_enabled", lambda: True)
     dtype, positions = torch.bfloat16, torch.zeros(1, dtype=torch.int64)
-    n, k = 4096, 2048                                   # 16 MiB: persistent by the rule
+    n, k = 4096, 2048                                   # 16 MiB: a program a row block
     own = decode_plan.plan(1, n, k, dtype, positions.device)
-    assert own.config.get("PROGRAMS_PER_SM") == FIT
+    assert "PROGRAMS_PER_SM" not in own.config
     other = decode_plan.OTHER_LAUNCH
     assert other in decode_plan.step_variants(n, k, dtype, own.config, pairs=False)
     small = decode_plan.plan(1, 1024, 2048, dtype, positions.device).config   # 4 MiB
     assert other not in decode_plan.step_variants(1024, 2048, dtype, small, pairs=False)
     assert other not in decode_plan.step_variants(n, k, torch.float32, own.config, False)
     large = decode_plan.plan(1, 8192, 2048, dtype, positions.device).config   # 32 MiB
+    assert large.get("PROGRAMS_PER_SM") == FIT
     assert other not in decode_plan.step_variants(8192, 2048, dtype, large, pairs=False)
     costs = {"output": (n, k, {own.config["BLOCK_N"]: 0.4, other: 0.0})}
     result = tune.tune_gemv_rows_in_step_once(
@@ -738,7 +740,7 @@ def test_the_other_launch_is_chosen_in_the_step_where_it_is_faster(monkeypatch):
     assert result is not None and result["rows"] == {"output": other}
     chosen = decode_plan.plan(1, n, k, dtype, positions.device)
     assert chosen == decode_plan.Plan("gemv", decode_plan.other_gemv_launch(n, k, own.config))
-    assert "PROGRAMS_PER_SM" not in chosen.config
+    assert chosen.config.get("PROGRAMS_PER_SM") == FIT
     decode_plan.set_step_rows(n, k, dtype, None)
 
 

@@ -231,7 +231,7 @@ def test_matvec_rule_picks_the_swept_batch_1_shapes():
     assert shape(rule(1, 2048, 2048, 4)) == (4, 2048, 4)      # fp32 d=2048
     assert split(rule(1, 2048, 2048, 2)) == (8, 16, 128, 4)   # bf16 d=2048: narrow, long rows
     assert split(rule(1, 2560, 2048, 2)) == (8, 16, 128, 4)   # 10 MiB: a program a row block
-    # from 14 MiB up persistent: whole rows (padded to a power of two, or past 4096 columns a
+    # from 20 MiB up persistent: whole rows (padded to a power of two, or past 4096 columns a
     # head and a tail tile) in 32 KB over 8 warps, as many programs an SM as fit
     persistent = lambda c: (*split(c), c.get("TAIL", 0), c.get("PROGRAMS_PER_SM"))  # noqa: E731
     fit = matvec_module.FIT
@@ -242,8 +242,8 @@ def test_matvec_rule_picks_the_swept_batch_1_shapes():
     assert persistent(rule(1, 9216, 3072, 2)) == (4, 32, 128, 8, 0, fit)   # padded to 4096
     assert persistent(rule(1, 2048, 7168, 2)) == (2, 64, 128, 8, 0, fit)   # no shorter pair
     assert persistent(rule(1, 28672, 4096, 2)) == (4, 32, 128, 8, 0, fit)  # 4096 columns
-    assert persistent(rule(1, 2740, 2740, 2)) == (4, 32, 128, 8, 0, fit)   # 14.3 MiB
-    assert persistent(rule(1, 2700, 2700, 2))[-1] is None               # 13.9 MiB
+    assert persistent(rule(1, 3240, 3240, 2)) == (4, 32, 128, 8, 0, fit)   # 20.02 MiB
+    assert persistent(rule(1, 3236, 3236, 2))[-1] is None               # 19.97 MiB
     assert "PROGRAMS_PER_SM" not in rule(1, 1024, 12288, 2)           # past 8192 columns
     assert shape(rule(1, 512, 512, 4)) == (8, 512, 2)         # fp32 d=512
     assert shape(rule(4, 1024, 1024, 4)) == (8, 1024, 4)      # fp32 at 2-4 rows: 8 a program
@@ -292,7 +292,7 @@ def test_gemv_rows_that_fill_a_tile_poorly_take_a_tail():
         [(32, 0), (16, 4), (16, 4), (16, 8), (16, 8), (32, 0), (32, 0),
          (32, 4), (32, 8), (32, 8), (32, 0), (32, 0), (32, 0)]  # past a tile: tails of <= 8
     assert [two(c, 16) for c in (12, 15, 3)] == [(16, 0)] * 3  # heads under 16 chunks: one tile
-    gemv = matvec_module.split_gemv_config  # a program a row block (gemv_config's under 14 MiB)
+    gemv = matvec_module.split_gemv_config  # a program a row block (gemv_config's under 20 MiB)
     assert (gemv(2560, 2560)["SPLIT"], gemv(2560, 2560)["TAIL"]) == (16, 4)
     assert "TAIL" not in gemv(2048, 2048) and "TAIL" not in gemv(2048, 5632)
     # past one tile: the tile and a tail, fewer rows a program for the values a thread

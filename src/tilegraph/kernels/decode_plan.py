@@ -319,14 +319,14 @@ def releases_late(N: int, K: int, dtype: torch.dtype) -> bool:
 _step_rows = Tuner("linear-decode-step-rows", [{}])
 # The step variant that launches a one-row GEMV the way its plan does not (other_gemv_launch:
 # persistent where it is launched a program a row block, or the reverse), tried in the step
-# on weights from PERSISTENT_MIN_BYTES to STEP_LAUNCH_MAX_BYTES. There the persistent launch
-# made bf16 LayerStacks at one row 1.09-1.15x faster (d = 2816, 3072) but tg.Generator's
-# steps of Llama-3.2-3B and Qwen2-0.5B 4-5% slower (their o and gate/up projections); in
-# Llama-3.2-3B's step the other launch was chosen for o, 2.094 -> 2.006 ms a token (H200,
-# notes/kernels.md, session 64). Past it persistent won in the steps too (session 61);
-# trying the other launch on every projection doubled that Generator's build (28 -> 59 s).
+# on 16-bit weights from STEP_LAUNCH_MIN_BYTES up to PERSISTENT_MIN_BYTES. Lone projections
+# there and bf16 LayerStacks at one row ran 1.07-1.20x faster persistent, but made as the rule
+# it took Qwen2-0.5B's Generator 0.515 -> 0.536 ms a token, and Llama-3.2-3B's step chose the
+# other launch for its output projection (H200, notes/kernels.md, sessions 64-65). Past it
+# persistent won in the steps too (session 61); trying the other launch on every projection
+# doubled that Generator's build (28 -> 59 s).
 OTHER_LAUNCH = "other launch"
-STEP_LAUNCH_MAX_BYTES = 20 * 2**20
+STEP_LAUNCH_MIN_BYTES = 14 * 2**20
 
 
 def gemv_rows_variants(config: dict, pairs: bool) -> list[int]:
@@ -345,12 +345,12 @@ def step_variants(N: int, K: int, dtype: torch.dtype, config: dict,
                   pairs: bool) -> list[int | str]:
     """What tune.tune_gemv_rows_in_step_once tries in a step instead of a one-row GEMV
     config of this shape: gemv_rows_variants', and OTHER_LAUNCH on 16-bit weights of
-    PERSISTENT_MIN_BYTES up to STEP_LAUNCH_MAX_BYTES where the other launch takes the rows
+    STEP_LAUNCH_MIN_BYTES up to PERSISTENT_MIN_BYTES where the other launch takes the rows
     (at least 2 a block where the epilogue works on pairs)."""
     variants: list[int | str] = gemv_rows_variants(config, pairs)
     size = torch.finfo(dtype).bits // 8
     weight_bytes = N * K * size
-    if (size <= 2 and PERSISTENT_MIN_BYTES <= weight_bytes < STEP_LAUNCH_MAX_BYTES
+    if (size <= 2 and STEP_LAUNCH_MIN_BYTES <= weight_bytes < PERSISTENT_MIN_BYTES
             and K <= PERSISTENT_MAX_K):
         if other_gemv_launch(N, K, config)["BLOCK_N"] >= (2 if pairs else 1):
             variants.append(OTHER_LAUNCH)
