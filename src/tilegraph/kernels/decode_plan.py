@@ -319,12 +319,11 @@ def releases_late(N: int, K: int, dtype: torch.dtype) -> bool:
 _step_rows = Tuner("linear-decode-step-rows", [{}])
 # The step variant that launches a one-row GEMV the way its plan does not (other_gemv_launch:
 # persistent where it is launched a program a row block, or the reverse), tried in the step
-# on 16-bit weights from STEP_LAUNCH_MIN_BYTES up to PERSISTENT_MIN_BYTES. Lone projections
-# there and bf16 LayerStacks at one row ran 1.07-1.20x faster persistent, but made as the rule
-# it took Qwen2-0.5B's Generator 0.515 -> 0.536 ms a token, and Llama-3.2-3B's step chose the
-# other launch for its output projection (H200, notes/kernels.md, sessions 64-65). Past it
-# persistent won in the steps too (session 61); trying the other launch on every projection
-# doubled that Generator's build (28 -> 59 s).
+# on 16-bit weights from STEP_LAUNCH_MIN_BYTES up to PERSISTENT_MIN_BYTES, where persistent
+# won alone but lost in some models' steps (_matvec.PERSISTENT_MIN_BYTES; a kernel after a
+# persistent one cannot start early). Past it persistent won in the steps too (session 61);
+# trying the other launch on every projection doubled a Generator's build (28 -> 59 s,
+# notes/kernels.md, session 64).
 OTHER_LAUNCH = "other launch"
 STEP_LAUNCH_MIN_BYTES = 14 * 2**20
 
