@@ -320,10 +320,10 @@ _step_rows = Tuner("linear-decode-step-rows", [{}])
 # The step variant that launches a one-row GEMV the way its plan does not (other_gemv_launch:
 # persistent where it is launched a program a row block, or the reverse), tried in the step
 # on 16-bit weights from STEP_LAUNCH_MIN_BYTES up to PERSISTENT_MIN_BYTES, where persistent
-# won alone but lost in some models' steps (_matvec.PERSISTENT_MIN_BYTES; a kernel after a
-# persistent one cannot start early). Past it persistent won in the steps too (session 61);
-# trying the other launch on every projection doubled a Generator's build (28 -> 59 s,
-# notes/kernels.md, session 64).
+# won alone but lost in some models' steps (_matvec.PERSISTENT_MIN_BYTES; likely because a
+# kernel after a persistent one finds no room to start early). Past it persistent won in the
+# steps too (session 61); trying the other launch on every projection doubled a Generator's
+# build (28 -> 59 s, notes/kernels.md, session 64).
 OTHER_LAUNCH = "other launch"
 STEP_LAUNCH_MIN_BYTES = 14 * 2**20
 
