@@ -259,6 +259,33 @@ def test_captured_chain_replays_right_every_time(d, dtype):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_two_kernel_layers_of_the_launch_band_run_persistent(dtype, monkeypatch):
+    """A one-row layer of 14-20 MiB projections runs both as persistent GEMVs (a chain of
+    GEMVs: decode_plan.plan's gemv_chain), right in a captured chain over fresh inputs."""
+    from tilegraph.kernels import decode_plan
+    monkeypatch.setattr(decode_plan._step_rows, "_memo", {})
+    monkeypatch.setattr(decode_plan._step_rows, "_disk_loaded", True)
+    plans, launch = [], decode_plan.launch
+    monkeypatch.setattr(decode_plan, "launch", lambda plan, *args, **kwargs: (
+        plans.append(plan), launch(plan, *args, **kwargs)))
+    d = 2816
+    weights = [_weights(d, dtype, "cuda") for _ in range(2)]
+    static = randn(1, d, dtype=dtype, device="cuda")
+
+    def chain(h):  # h in the weights' dtype, as LayerStack carries it between such layers
+        for g, wq, wo in weights:
+            h = tg.decode_layer(h, g, wq, wo)
+        return h
+    graph = tg.capture(chain, static)
+    assert len(plans) >= 4 and all("PROGRAMS_PER_SM" in p.config for p in plans)
+    for _ in range(3):
+        static.copy_(randn(1, d, dtype=dtype, device="cuda"))
+        graph.outputs.fill_(float("nan"))
+        assert_close(graph.replay(), _chain_ref(weights, static), dtype)
+
+
+@pytest.mark.gpu
 def test_buffers_never_cross_into_or_out_of_a_capture():
     d = 256
     g, wq, wo = _weights(d, torch.float32, "cuda")

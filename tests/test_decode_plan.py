@@ -508,6 +508,34 @@ def test_the_other_gemv_launch_is_persistent_or_a_program_a_row_block():
         896, 9000, decode_plan.split_gemv_config(896, 9000))  # rows past PERSISTENT_MAX_K
 
 
+def test_gemv_chains_run_the_launch_band_persistent(monkeypatch):
+    """plan(gemv_chain=True) makes an untuned one-row 16-bit GEMV of 14-20 MiB (rows of at
+    most PERSISTENT_MAX_K columns) persistent; elsewhere, and where the step chose rows for
+    the shape, the chain changes nothing."""
+    _fresh_stores(monkeypatch)
+    where = torch.device("cpu")
+    assert decode_plan.in_launch_band(3584, 2048, torch.bfloat16)      # 14 MiB exactly
+    assert not decode_plan.in_launch_band(3583, 2048, torch.bfloat16)
+    assert not decode_plan.in_launch_band(5120, 2048, torch.float16)   # 20 MiB: the rule's
+    assert not decode_plan.in_launch_band(1024, 9000, torch.bfloat16)  # past PERSISTENT_MAX_K
+    assert not decode_plan.in_launch_band(2816, 2816, torch.float32)
+    for dtype in (torch.bfloat16, torch.float16):
+        alone = decode_plan.plan(1, 2816, 2816, dtype, where)
+        chained = decode_plan.plan(1, 2816, 2816, dtype, where, gemv_chain=True)
+        assert "PROGRAMS_PER_SM" not in alone.config
+        assert chained == decode_plan.Plan("gemv", decode_plan.persistent_gemv_config(2816,
+                                                                                      2816))
+        assert decode_plan.plan(2, 2816, 2816, dtype, where, gemv_chain=True) == \
+            decode_plan.plan(2, 2816, 2816, dtype, where)
+    for n, k, dtype in [(2048, 2048, torch.bfloat16), (4096, 4096, torch.bfloat16),
+                        (2816, 2816, torch.float32), (1024, 9000, torch.bfloat16)]:
+        assert decode_plan.plan(1, n, k, dtype, where, gemv_chain=True) == \
+            decode_plan.plan(1, n, k, dtype, where)
+    decode_plan.set_step_rows(2816, 2816, torch.bfloat16, 8)
+    stepped = decode_plan.plan(1, 2816, 2816, torch.bfloat16, where, gemv_chain=True)
+    assert stepped.config["BLOCK_N"] == 8 and "PROGRAMS_PER_SM" not in stepped.config
+
+
 def test_two_rows_of_8_to_64_mib_take_the_persistent_gemv():
     """Two 16-bit rows of 8 to 64 MiB of weights: the persistent GEMV, 16 KB tiles over 4
     warps, 4 programs an SM, for rows of up to 4096 columns, the one-row persistent config

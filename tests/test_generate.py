@@ -131,7 +131,12 @@ def test_attention_launch_is_chosen_in_the_decode_step(hf, monkeypatch):
     monkeypatch.setattr(attention.tuned, "_memo", {})
     monkeypatch.setattr(tune.attention_in_step, "_memo", {})
     model = Llama.from_hf(hf, device="cuda")
-    generator = tg.Generator(model, max_batch=2, max_seq=300, sizes=(1, 2))
+    said = []
+    generator = tg.Generator(model, max_batch=2, max_seq=300, sizes=(1, 2),
+                             progress=said.append)
+    assert said.index("tuning decode attention at batch 2") < said.index(
+        "tuning the decode step at batch 2: attention") < said.index(
+        "capturing the greedy decode graphs, batch 1, 2")
     c = model.local
     for size in (1, 2):
         shape = (size, c.n_kv_heads, c.n_heads // c.n_kv_heads, c.head_dim, 300)
@@ -144,6 +149,18 @@ def test_attention_launch_is_chosen_in_the_decode_step(hf, monkeypatch):
         assert chosen in alone + attention.step_candidates(*shape, sms, alone[0])
     prompt = torch.randint(0, 67, (11,)).tolist()
     assert generator.generate([prompt], 16) == [_hf_greedy(hf, prompt, 16)]
+
+
+def test_progress_says_what_the_build_runs(hf):
+    """The progress callback hears each part of a Generator's build as it starts: the graphs'
+    capture last, and the sampling graphs' when a call first samples."""
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    said = []
+    generator = tg.Generator(Llama.from_hf(hf, device=device), max_batch=2, max_seq=48,
+                             sizes=(2,), progress=said.append)
+    assert said[-1] == "capturing the greedy decode graphs, batch 2"
+    generator.generate([[3, 4, 5]], 2, temperature=1.0, seed=1)
+    assert said[-1] == "capturing the sampling decode graphs, batch 2"
 
 
 def _chosen_in_a_batch_1_step(hf, monkeypatch, store):

@@ -591,8 +591,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
         console.print("[red]the prompt is empty[/red]")
         return 2
     max_seq = args.max_seq or len(prompt) + args.max_new_tokens
-    with console.status("capturing the decode graphs"):
-        generator = Generator(model, max_batch=args.batch, max_seq=max_seq)
+    with console.status("building the decoder") as status:
+        generator = Generator(model, max_batch=args.batch, max_seq=max_seq,
+                              progress=status.update)
     eos = tokenizer.eos_token_id if tokenizer is not None else None
     kwargs = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
                   seed=args.seed, eos_token_id=eos)

@@ -16,7 +16,7 @@ sequence, while the next `sync_every` steps already run.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -73,7 +73,8 @@ class Generator:
     """Batched decoding of a tilegraph Llama with a static KV cache (see the module)."""
 
     def __init__(self, model: Llama, max_batch: int = 8, max_seq: int = 2048,
-                 sizes: Sequence[int] | None = (1, 2, 4, 8), sync_every: int = 16):
+                 sizes: Sequence[int] | None = (1, 2, 4, 8), sync_every: int = 16,
+                 progress: Callable[[str], None] | None = None):
         if not isinstance(model, Llama):
             raise TypeError(f"Generator takes a tilegraph.models.llama.Llama, got "
                             f"{type(model).__name__} (load one with Llama.from_hf)")
@@ -86,6 +87,8 @@ class Generator:
         self.cache = model.new_cache(max_batch, max_seq)
         self.sizes = sizes
         self.sync_every = sync_every
+        # Says which part of the build runs: tuning a fresh shape takes minutes at batch 8.
+        self._progress = progress or (lambda what: None)
         device = model.device
         # Every token of every sequence, by position: the decode graphs write here.
         self._history = torch.zeros(max_batch, max_seq, dtype=torch.int64, device=device)
@@ -144,6 +147,7 @@ class Generator:
         step = (c.dim, c.ffn_dim, c.n_layers, c.vocab_size)  # what else runs in the step
         start = time.perf_counter()
         for size in self.sizes:
+            self._progress(f"tuning decode attention at batch {size}")
             tune_attention_once(size, *shape)
             if self.model.tp.size > 1:
                 continue
@@ -153,10 +157,12 @@ class Generator:
             def capture_step(t=tokens, p=positions):
                 return capture(self.model.decode, t, p, self.cache, restore_state=False)
             tolerance = MODEL_TOLERANCES[self.model.dtype]
+            self._progress(f"tuning the decode step at batch {size}: attention")
             tune_attention_in_step_once(size, *shape, step, capture_step, positions, tolerance)
             if size == 1:
                 layer, dtype = self.model.layers[0], self.model.dtype
                 one_row_step = (*shape[:-1], str(dtype), *step)
+                self._progress("tuning the decode step at batch 1: projections")
                 tune_gemv_rows_in_step_once(
                     one_row_step, {"q|k|v": (*layer.wqkv.shape, True),
                                    "output": (*layer.wo.shape, False),
@@ -165,6 +171,7 @@ class Generator:
                     dtype, capture_step, positions, self.max_seq, tolerance)
                 projections = {"output": tuple(layer.wo.shape),
                                "gate/up": tuple(layer.w_gate_up.shape)}
+                self._progress("tuning the decode step at batch 1: release points")
                 tune_release_in_step_once(one_row_step, projections, dtype, capture_step,
                                           positions, self.max_seq, tolerance)
         self.build_seconds["tune step"] = time.perf_counter() - start
@@ -179,6 +186,8 @@ class Generator:
             synchronize(device)
             start = time.perf_counter()
             step = self._sampled_step if sampled else self._greedy_step
+            self._progress(f"capturing the {'sampling' if sampled else 'greedy'} decode "
+                           f"graphs, batch {', '.join(map(str, self.sizes))}")
             # The warm-up writes the cache and the history at the example's positions:
             # every sequence's prefill and decode write them again before reading them.
             self._runners[sampled] = GraphRunner(step, example, sizes=self.sizes,

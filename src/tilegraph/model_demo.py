@@ -238,14 +238,16 @@ def _build_peer(name: str, hf, model: Llama, prompts: torch.Tensor, new_tokens: 
 
 
 def _build_tilegraph(model: Llama, prompts: torch.Tensor, new_tokens: int, max_seq: int,
-                     sizes, builds: dict) -> tuple[Decode, Score]:
-    """A Generator built twice: `builds` gets both times (cold: Triton compiles the kernels,
-    unless its disk cache has them; warm: they are compiled)."""
+                     sizes, builds: dict, progress: Callable[[str], None]
+                     ) -> tuple[Decode, Score]:
+    """A Generator built twice: `builds` gets both times (cold: Triton compiles the kernels
+    and tunes a shape no earlier process tuned; warm: both done)."""
     for label in ("cold", "warm"):
         generator = None   # the first one's cache freed before the second is made
         synchronize(model.device)
         start = time.perf_counter()
-        generator = Generator(model, max_batch=prompts.shape[0], max_seq=max_seq, sizes=sizes)
+        generator = Generator(model, max_batch=prompts.shape[0], max_seq=max_seq, sizes=sizes,
+                              progress=lambda what, b=label: progress(f"{b} build, {what}"))
         synchronize(model.device)
         builds[label] = time.perf_counter() - start
 
@@ -281,7 +283,9 @@ def run(name: str, batch: int, prompt_len: int, new_tokens: int, max_seq: int,
         start = time.perf_counter()
         if variant == "tilegraph":
             pair = _build_tilegraph(model, prompts, new_tokens, max_seq,
-                                    tuple(s for s in sizes if s <= batch), builds)
+                                    tuple(s for s in sizes if s <= batch), builds,
+                                    lambda what: progress(f"{name} batch {batch}: building "
+                                                          f"tilegraph, {what}"))
         else:
             pair = _build_peer(variant, hf, model, prompts, new_tokens, max_seq)
         synchronize(device)
@@ -342,7 +346,9 @@ def run_tensor_parallel(name: str, batch: int, prompt_len: int, new_tokens: int,
             progress(f"{name} batch {batch}: building and decoding at TP={size}")
             builds = {}
             model = Llama.from_hf(hf, tp=group)
-            pair = _build_tilegraph(model, prompts, new_tokens, max_seq, buckets, builds)
+            pair = _build_tilegraph(model, prompts, new_tokens, max_seq, buckets, builds,
+                                    lambda what, s=size: progress(f"{name} batch {batch}: "
+                                                                  f"TP={s}, {what}"))
             result = _checked_and_timed(ModelRun(f"tilegraph tp={size}", tp=size,
                                                  build_seconds=builds["cold"]), pair, *check)
             _every_rank_checked(result, group)
@@ -356,7 +362,8 @@ def run_tensor_parallel(name: str, batch: int, prompt_len: int, new_tokens: int,
         progress(f"{name} batch {batch}: building and decoding at TP=1 on rank 0's GPU")
         builds = {}
         pair = _build_tilegraph(Llama.from_hf(hf), prompts, new_tokens, max_seq, buckets,
-                                builds)
+                                builds, lambda what: progress(f"{name} batch {batch}: TP=1, "
+                                                              f"{what}"))
         runs.append(_checked_and_timed(ModelRun("tilegraph tp=1", build_seconds=builds["cold"]),
                                        pair, *check))
         del pair

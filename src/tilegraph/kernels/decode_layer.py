@@ -3,7 +3,8 @@
 Two kernels: tg.linear's decode path twice, the norm in the first one's prologue and the
 residual in the second one's epilogue, each streaming its weight before the previous kernel
 ends (programmatic dependent launch); on the tensor-core path (2-16 rows) the norm is a small
-kernel of its own before the first. Bit-reproducible.
+kernel of its own before the first. At one row they are GEMVs back to back, planned as such a
+chain (decode_plan.plan's gemv_chain). Bit-reproducible.
 
 One kernel (square layers where the rule below says it is faster: one row, or two in small
 fp32 layers): program p owns rows [p*BQ, (p+1)*BQ) of Wq and the same columns of Wo. It
@@ -216,8 +217,8 @@ def _launch_decode_layer(h: torch.Tensor, norm_weight: torch.Tensor, wq: torch.T
         return
     h = h.to(out.dtype)  # a 16-bit h starting an fp32 stream: the two kernels take fp32 h
     q = torch.empty((*h.shape[:-1], wq.shape[0]), dtype=out.dtype, device=h.device)
-    _launch_linear(h, wq, None, norm_weight, eps, "none", None, None, q)
-    _launch_linear(q, wo, None, None, eps, "none", h, None, out)
+    _launch_linear(h, wq, None, norm_weight, eps, "none", None, None, q, gemv_chain=True)
+    _launch_linear(q, wo, None, None, eps, "none", h, None, out, gemv_chain=True)
 
 
 _run_decode_layer = custom_op("decode_layer", _launch_decode_layer)
@@ -307,7 +308,9 @@ def decode_layer(h: torch.Tensor, norm_weight: torch.Tensor, wq: torch.Tensor,
     if out is None and not torch.compiler.is_compiling() and h.numel():
         if _uses_one_kernel(h, wq, wo):
             return _chained_one_kernel(_zeroed_accumulator(h), h, norm_weight, wq, wo, eps)
-        if h.dtype == wq.dtype:  # two tg.linear calls, which hand the norms over
+        # Several rows: two tg.linear calls, which hand the norms over on the tensor cores.
+        # One row falls through to the op's two GEMVs, planned as a chain of them.
+        if h.dtype == wq.dtype and h.numel() > h.shape[-1]:
             q = linear(h, wq, norm_weight=norm_weight, norm_eps=eps)
             return linear(q, wo, residual=h, next_norm_weight=next_norm_weight)
     out = prepare_out(out, h.shape, result_dtype, h.device)

@@ -320,12 +320,22 @@ _step_rows = Tuner("linear-decode-step-rows", [{}])
 # The step variant that launches a one-row GEMV the way its plan does not (other_gemv_launch:
 # persistent where it is launched a program a row block, or the reverse), tried in the step
 # on 16-bit weights from STEP_LAUNCH_MIN_BYTES up to PERSISTENT_MIN_BYTES, where persistent
-# won alone but lost in some models' steps (_matvec.PERSISTENT_MIN_BYTES; likely because a
-# kernel after a persistent one finds no room to start early). Past it persistent won in the
-# steps too (session 61); trying the other launch on every projection doubled a Generator's
-# build (28 -> 59 s, notes/kernels.md, session 64).
+# won alone and in chains of GEMVs (plan's gemv_chain) but lost in some models' steps
+# (_matvec.PERSISTENT_MIN_BYTES; not for want of room beside it: one program an SM fewer lost
+# more, notes/kernels.md, session 66). Past it persistent won in the steps too (session 61);
+# trying the other launch on every projection doubled a Generator's build (28 -> 59 s,
+# notes/kernels.md, session 64).
 OTHER_LAUNCH = "other launch"
 STEP_LAUNCH_MIN_BYTES = 14 * 2**20
+
+
+def in_launch_band(N: int, K: int, dtype: torch.dtype) -> bool:
+    """Whether one-row weights of this shape are 16-bit, of STEP_LAUNCH_MIN_BYTES up to
+    PERSISTENT_MIN_BYTES, in rows a persistent GEMV takes whole: where the launch that wins
+    depends on the kernels around the projection."""
+    size = torch.finfo(dtype).bits // 8
+    return (size <= 2 and STEP_LAUNCH_MIN_BYTES <= N * K * size < PERSISTENT_MIN_BYTES
+            and K <= PERSISTENT_MAX_K)
 
 
 def gemv_rows_variants(config: dict, pairs: bool) -> list[int]:
@@ -347,12 +357,9 @@ def step_variants(N: int, K: int, dtype: torch.dtype, config: dict,
     STEP_LAUNCH_MIN_BYTES up to PERSISTENT_MIN_BYTES where the other launch takes the rows
     (at least 2 a block where the epilogue works on pairs)."""
     variants: list[int | str] = gemv_rows_variants(config, pairs)
-    size = torch.finfo(dtype).bits // 8
-    weight_bytes = N * K * size
-    if (size <= 2 and STEP_LAUNCH_MIN_BYTES <= weight_bytes < PERSISTENT_MIN_BYTES
-            and K <= PERSISTENT_MAX_K):
-        if other_gemv_launch(N, K, config)["BLOCK_N"] >= (2 if pairs else 1):
-            variants.append(OTHER_LAUNCH)
+    if in_launch_band(N, K, dtype) and other_gemv_launch(N, K, config)["BLOCK_N"] >= (
+            2 if pairs else 1):
+        variants.append(OTHER_LAUNCH)
     return variants
 
 
@@ -368,11 +375,15 @@ def step_rows(N: int, K: int, dtype: torch.dtype) -> int | str | None:
 
 
 def plan(rows: int, N: int, K: int, dtype: torch.dtype, device: torch.device,
-         fused: bool = False) -> Plan:
+         fused: bool = False, gemv_chain: bool = False) -> Plan:
     """The tuned plan of this shape on this GPU if `tilegraph tune` timed it, else the rule's;
     a one-row GEMV takes the rows a program (or the other launch) set_step_rows recorded and
     releases the next kernel where set_late_release says.
-    fused: the call has a norm prologue or an activation, which cuBLAS cannot run."""
+    fused: the call has a norm prologue or an activation, which cuBLAS cannot run.
+    gemv_chain: the call is one of one-row GEMVs launched back to back (tg.decode_layer's two
+    kernels), where an untuned shape of in_launch_band runs persistent: bf16 stacks of d =
+    2816 and 3072 ran 1.09x and 1.15x faster so (H200, notes/kernels.md, sessions 64 and 66),
+    while in a model's step, beside attention, the split launch can win (the step tuner's)."""
     saved = _tuned.lookup(tuned_key(rows, N, K, dtype))
     chosen = Plan.from_dict(saved) if saved is not None and saved.get("kind") in KINDS else None
     if chosen is None or (chosen.kind == "gemv" and not gemv_runs(rows, chosen.config)):
@@ -385,6 +396,8 @@ def plan(rows: int, N: int, K: int, dtype: torch.dtype, device: torch.device,
             chosen = Plan("gemv", other_gemv_launch(N, K, chosen.config))
         elif block_n is not None:
             chosen = Plan("gemv", {**chosen.config, "BLOCK_N": block_n})
+        elif gemv_chain and saved is None and in_launch_band(N, K, dtype):
+            chosen = Plan("gemv", persistent_gemv_config(N, K))
         if releases_late(N, K, dtype):
             chosen = Plan("gemv", {**chosen.config, "RELEASE_AFTER_INPUTS": True})
     return chosen

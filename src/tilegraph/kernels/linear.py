@@ -40,7 +40,8 @@ from .rms_norm import rms_norm_ref
 def _launch_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
                    norm_weight: torch.Tensor | None, norm_eps: float, activation: str,
                    residual: torch.Tensor | None, prefetch_weight: bool | None,
-                   out: torch.Tensor) -> None:
+                   out: torch.Tensor, gemv_chain: bool = False) -> None:
+    """gemv_chain: as decode_plan.plan's (tg.decode_layer's projections)."""
     x_rows = as_rows(x)
     y_rows = out.view(-1, out.shape[-1])
     res_rows = as_rows(residual) if residual is not None else None
@@ -55,7 +56,8 @@ def _launch_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
         if plain:  # cuBLAS runs it as one call: timed against the rule on first use
             chosen = decode_plan.plain_plan(x_rows, weight, bias, y_rows)
         else:
-            chosen = decode_plan.plan(rows, weight.shape[0], k, weight.dtype, x.device, fused)
+            chosen = decode_plan.plan(rows, weight.shape[0], k, weight.dtype, x.device, fused,
+                                      gemv_chain)
         pdl = chosen.kind != "cublas" and use_pdl(x.device, (weight,), prefetch_weight)
         decode_plan.launch(chosen, x_rows, weight, y_rows, norm_weight, norm_eps, bias,
                            activation, res_rows, pdl)
