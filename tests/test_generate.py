@@ -134,8 +134,8 @@ def test_attention_launch_is_chosen_in_the_decode_step(hf, monkeypatch):
     said = []
     generator = tg.Generator(model, max_batch=2, max_seq=300, sizes=(1, 2),
                              progress=said.append)
-    assert said.index("tuning decode attention at batch 2") < said.index(
-        "tuning the decode step at batch 2: attention") < said.index(
+    assert said.index("choosing decode attention's launch at batch 2") < said.index(
+        "choosing attention's launch in the batch-2 step") < said.index(
         "capturing the greedy decode graphs, batch 1, 2")
     c = model.local
     for size in (1, 2):

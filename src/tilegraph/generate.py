@@ -87,7 +87,8 @@ class Generator:
         self.cache = model.new_cache(max_batch, max_seq)
         self.sizes = sizes
         self.sync_every = sync_every
-        # Says which part of the build runs: tuning a fresh shape takes minutes at batch 8.
+        # Says which part of the build runs: the choices, timed for a shape no process timed
+        # before (then cached on disk), take minutes at batch 8.
         self._progress = progress or (lambda what: None)
         device = model.device
         # Every token of every sequence, by position: the decode graphs write here.
@@ -147,7 +148,7 @@ class Generator:
         step = (c.dim, c.ffn_dim, c.n_layers, c.vocab_size)  # what else runs in the step
         start = time.perf_counter()
         for size in self.sizes:
-            self._progress(f"tuning decode attention at batch {size}")
+            self._progress(f"choosing decode attention's launch at batch {size}")
             tune_attention_once(size, *shape)
             if self.model.tp.size > 1:
                 continue
@@ -157,12 +158,12 @@ class Generator:
             def capture_step(t=tokens, p=positions):
                 return capture(self.model.decode, t, p, self.cache, restore_state=False)
             tolerance = MODEL_TOLERANCES[self.model.dtype]
-            self._progress(f"tuning the decode step at batch {size}: attention")
+            self._progress(f"choosing attention's launch in the batch-{size} step")
             tune_attention_in_step_once(size, *shape, step, capture_step, positions, tolerance)
             if size == 1:
                 layer, dtype = self.model.layers[0], self.model.dtype
                 one_row_step = (*shape[:-1], str(dtype), *step)
-                self._progress("tuning the decode step at batch 1: projections")
+                self._progress("choosing the batch-1 step's projection launches")
                 tune_gemv_rows_in_step_once(
                     one_row_step, {"q|k|v": (*layer.wqkv.shape, True),
                                    "output": (*layer.wo.shape, False),
@@ -171,7 +172,7 @@ class Generator:
                     dtype, capture_step, positions, self.max_seq, tolerance)
                 projections = {"output": tuple(layer.wo.shape),
                                "gate/up": tuple(layer.w_gate_up.shape)}
-                self._progress("tuning the decode step at batch 1: release points")
+                self._progress("choosing the batch-1 step's release points")
                 tune_release_in_step_once(one_row_step, projections, dtype, capture_step,
                                           positions, self.max_seq, tolerance)
         self.build_seconds["tune step"] = time.perf_counter() - start
