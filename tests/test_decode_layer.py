@@ -259,17 +259,17 @@ def test_captured_chain_replays_right_every_time(d, dtype):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_two_kernel_layers_of_the_launch_band_run_persistent(dtype, monkeypatch):
-    """A one-row layer of 14-20 MiB projections runs both as persistent GEMVs (a chain of
-    GEMVs: decode_plan.plan's gemv_chain), right in a captured chain over fresh inputs."""
+@pytest.mark.parametrize("dtype, d", [(torch.bfloat16, 2592), (torch.bfloat16, 2816),
+                                      (torch.float16, 2816)])
+def test_two_kernel_layers_of_the_chain_band_run_persistent(dtype, d, monkeypatch):
+    """A one-row layer of projections in the chain band (decode_plan.in_chain_band) runs both
+    as persistent GEMVs, right in a captured chain over fresh inputs."""
     from tilegraph.kernels import decode_plan
     monkeypatch.setattr(decode_plan._step_rows, "_memo", {})
     monkeypatch.setattr(decode_plan._step_rows, "_disk_loaded", True)
     plans, launch = [], decode_plan.launch
     monkeypatch.setattr(decode_plan, "launch", lambda plan, *args, **kwargs: (
         plans.append(plan), launch(plan, *args, **kwargs)))
-    d = 2816
     weights = [_weights(d, dtype, "cuda") for _ in range(2)]
     static = randn(1, d, dtype=dtype, device="cuda")
 

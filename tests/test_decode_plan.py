@@ -508,17 +508,28 @@ def test_the_other_gemv_launch_is_persistent_or_a_program_a_row_block():
         896, 9000, decode_plan.split_gemv_config(896, 9000))  # rows past PERSISTENT_MAX_K
 
 
-def test_gemv_chains_run_the_launch_band_persistent(monkeypatch):
-    """plan(gemv_chain=True) makes an untuned one-row 16-bit GEMV of 14-20 MiB (rows of at
-    most PERSISTENT_MAX_K columns) persistent; elsewhere, and where the step chose rows for
-    the shape, the chain changes nothing."""
+def test_gemv_chains_run_the_chain_band_persistent(monkeypatch):
+    """plan(gemv_chain=True) makes an untuned one-row GEMV of the chain band persistent
+    (bf16 from 12.75 MiB, fp16 from 14, both up to 20 MiB, rows of at most PERSISTENT_MAX_K
+    columns); elsewhere, and where the step chose rows for the shape, the chain changes
+    nothing."""
     _fresh_stores(monkeypatch)
     where = torch.device("cpu")
     assert decode_plan.in_launch_band(3584, 2048, torch.bfloat16)      # 14 MiB exactly
     assert not decode_plan.in_launch_band(3583, 2048, torch.bfloat16)
-    assert not decode_plan.in_launch_band(5120, 2048, torch.float16)   # 20 MiB: the rule's
-    assert not decode_plan.in_launch_band(1024, 9000, torch.bfloat16)  # past PERSISTENT_MAX_K
-    assert not decode_plan.in_launch_band(2816, 2816, torch.float32)
+    band = decode_plan.in_chain_band
+    assert band(2592, 2592, torch.bfloat16) and not band(2560, 2560, torch.bfloat16)
+    assert band(3264, 2048, torch.bfloat16)                             # 12.75 MiB exactly
+    assert not band(3263, 2048, torch.bfloat16)
+    assert band(3584, 2048, torch.float16) and not band(3583, 2048, torch.float16)
+    assert not band(2592, 2592, torch.float16)
+    assert not band(5120, 2048, torch.float16)                          # 20 MiB: the rule's
+    assert not band(1024, 9000, torch.bfloat16)                         # past PERSISTENT_MAX_K
+    assert not band(2816, 2816, torch.float32)
+    bf16_only = decode_plan.plan(1, 2592, 2592, torch.bfloat16, where, gemv_chain=True)
+    assert bf16_only == decode_plan.Plan("gemv", decode_plan.persistent_gemv_config(2592, 2592))
+    assert decode_plan.plan(1, 2592, 2592, torch.float16, where, gemv_chain=True) == \
+        decode_plan.plan(1, 2592, 2592, torch.float16, where)
     for dtype in (torch.bfloat16, torch.float16):
         alone = decode_plan.plan(1, 2816, 2816, dtype, where)
         chained = decode_plan.plan(1, 2816, 2816, dtype, where, gemv_chain=True)

@@ -338,6 +338,21 @@ def in_launch_band(N: int, K: int, dtype: torch.dtype) -> bool:
             and K <= PERSISTENT_MAX_K)
 
 
+# Where a chain of one-row GEMVs (plan's gemv_chain) runs untuned shapes persistent, from
+# these weight bytes up to PERSISTENT_MIN_BYTES. One-row stacks through the GraphRunner, split
+# -> persistent: bf16 d = 2592-2688 (12.8-13.8 MiB a projection) 1.07-1.09x faster, d = 2560
+# (12.5 MiB) 0.98x, d = 2816-3200 (15-19.5 MiB) 1.11-1.25x; fp16 d = 2640 (13.3 MiB) 0.98x,
+# d = 3000 (17.2 MiB) 1.09x (H200, notes/kernels.md, sessions 66 and 67).
+CHAIN_MIN_BYTES = {torch.bfloat16: int(12.75 * 2**20), torch.float16: STEP_LAUNCH_MIN_BYTES}
+
+
+def in_chain_band(N: int, K: int, dtype: torch.dtype) -> bool:
+    """Whether an untuned one-row GEMV of this shape in a chain of them runs persistent."""
+    return (dtype in CHAIN_MIN_BYTES
+            and CHAIN_MIN_BYTES[dtype] <= 2 * N * K < PERSISTENT_MIN_BYTES
+            and K <= PERSISTENT_MAX_K)
+
+
 def gemv_rows_variants(config: dict, pairs: bool) -> list[int]:
     """Rows a program to try in a step instead of a one-row GEMV config's: half and twice
     its BLOCK_N, as many warps (so half / twice the weight values a thread), 1 to 16 rows,
@@ -381,9 +396,8 @@ def plan(rows: int, N: int, K: int, dtype: torch.dtype, device: torch.device,
     releases the next kernel where set_late_release says.
     fused: the call has a norm prologue or an activation, which cuBLAS cannot run.
     gemv_chain: the call is one of one-row GEMVs launched back to back (tg.decode_layer's two
-    kernels), where an untuned shape of in_launch_band runs persistent: bf16 stacks of d =
-    2816 and 3072 ran 1.09x and 1.15x faster so (H200, notes/kernels.md, sessions 64 and 66),
-    while in a model's step, beside attention, the split launch can win (the step tuner's)."""
+    kernels), where an untuned shape of in_chain_band runs persistent (CHAIN_MIN_BYTES), while
+    in a model's step, beside attention, the split launch can win (the step tuner's)."""
     saved = _tuned.lookup(tuned_key(rows, N, K, dtype))
     chosen = Plan.from_dict(saved) if saved is not None and saved.get("kind") in KINDS else None
     if chosen is None or (chosen.kind == "gemv" and not gemv_runs(rows, chosen.config)):
@@ -396,7 +410,7 @@ def plan(rows: int, N: int, K: int, dtype: torch.dtype, device: torch.device,
             chosen = Plan("gemv", other_gemv_launch(N, K, chosen.config))
         elif block_n is not None:
             chosen = Plan("gemv", {**chosen.config, "BLOCK_N": block_n})
-        elif gemv_chain and saved is None and in_launch_band(N, K, dtype):
+        elif gemv_chain and saved is None and in_chain_band(N, K, dtype):
             chosen = Plan("gemv", persistent_gemv_config(N, K))
         if releases_late(N, K, dtype):
             chosen = Plan("gemv", {**chosen.config, "RELEASE_AFTER_INPUTS": True})
