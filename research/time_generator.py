@@ -56,9 +56,11 @@ def main() -> None:
         launch = attention.tuned.lookup(attention.attention_key(
             batch, c.n_kv_heads, c.n_heads // c.n_kv_heads, c.head_dim, max_seq,
             model.dtype)) or {}
+        plans_store = getattr(tune, "tuned_plans_in_step", None)  # trees before session 67
+        rule = plans_store.lookup((batch, *step)) if plans_store else "-"
         print(f"{tag} {name} b{batch} {statistics.median(times[1:]):.4f} ms a token "
-              f"(build {build:.1f} s; rows chosen {chosen}; attention "
-              f"{ {k: launch.get(k) for k in ATTENTION_KEYS} })", flush=True)
+              f"(build {build:.1f} s; rows chosen {chosen}; tuned plans checked in the step "
+              f"{rule}; attention { {k: launch.get(k) for k in ATTENTION_KEYS} })", flush=True)
         del generator, model
         torch.cuda.empty_cache()
 

@@ -838,6 +838,68 @@ def test_release_points_chosen_in_a_step_are_recorded_again_per_shape(monkeypatc
     assert tune.release_in_step.lookup(("another step",)) is None
 
 
+def test_tuned_plans_that_lose_in_a_step_give_way_to_the_rule(monkeypatch):
+    """Where `tilegraph tune` recorded a plan other than the rule's, a step tried with each
+    such projection back on the rule's keeps the faster (per shape and rows, on disk, and
+    under the step key, so a later process times nothing); shapes tuned to the rule's own
+    plan, or not tuned, are not timed at all."""
+    for store in (decode_plan._tuned, decode_plan._step_rule, tune.tuned_plans_in_step):
+        monkeypatch.setattr(store, "_memo", {})
+        monkeypatch.setattr(store, "_disk_loaded", True)
+    monkeypatch.setattr(tune, "timing_enabled", lambda: True)
+    dtype, rows, positions = torch.bfloat16, 8, torch.zeros(8, dtype=torch.int64)
+    shapes = {"q|k|v": (2560, 2048), "gate/up": (11264, 2048), "down": (2048, 5632),
+              "output": (2048, 2048)}
+    rule = {name: decode_plan.rule(rows, *nk, dtype, None) for name, nk in shapes.items()}
+    other = decode_plan.Plan("dot", {**rule["q|k|v"].config, "num_stages": 5})
+    for name in ("q|k|v", "gate/up"):
+        decode_plan.record(rows, *shapes[name], dtype, other)
+    decode_plan.record(rows, *shapes["down"], dtype, rule["down"])   # tuned to the rule's own
+    assert [decode_plan.tuned_differs(rows, *nk, dtype, positions.device)
+            for nk in shapes.values()] == [True, True, False, False]
+    assert decode_plan.plan(rows, *shapes["q|k|v"], dtype, positions.device) == other
+
+    def capture_step():  # q|k|v is 0.4 ms slower on its tuned plan, gate/up on the rule's
+        plans = {name: decode_plan.plan(rows, *nk, dtype, positions.device)
+                 for name, nk in shapes.items()}
+        extra = 0.4 * (plans["q|k|v"] == other) + 0.4 * (plans["gate/up"] != other)
+
+        class Step:
+            outputs = torch.ones(1)
+
+            def replay(self):
+                end = time.perf_counter() + (0.5 + extra) * 1e-3
+                while time.perf_counter() < end:
+                    pass
+        return Step()
+    monkeypatch.setattr(timing, "measure", lambda fn, warmup_ms, rep_ms, **_:
+                        timing._measure_cpu(fn, warmup_ms, rep_ms))
+    said = []
+    result = tune.tune_tuned_plans_in_step_once(("a step", rows), rows, shapes, dtype,
+                                                capture_step, positions, 300, 2e-2,
+                                                said.append)
+    assert said == ["checking the tuned plans of q|k|v, gate/up in the batch-8 step"]
+    assert result is not None and result["rule"] == ["q|k|v"]
+    assert set(result["candidates"]) == {"none", "q|k|v", "gate/up", "q|k|v, gate/up"}
+    assert decode_plan.plan(rows, *shapes["q|k|v"], dtype, positions.device) == rule["q|k|v"]
+    assert decode_plan.plan(rows, *shapes["gate/up"], dtype, positions.device) == other
+    assert decode_plan.plan(5, *shapes["q|k|v"], dtype, positions.device) == rule["q|k|v"]
+    assert decode_plan.plan(4, *shapes["q|k|v"], dtype, positions.device) != other
+
+    def no_capture():
+        raise AssertionError("a step chosen before was timed again")
+    decode_plan.set_step_rule(rows, *shapes["q|k|v"], dtype, False)  # as a new process finds
+    assert tune.tune_tuned_plans_in_step_once(("a step", rows), rows, shapes, dtype,
+                                              no_capture, positions, 300, 2e-2) is None
+    assert decode_plan.step_takes_rule(rows, *shapes["q|k|v"], dtype)
+    for store in (decode_plan._tuned, decode_plan._step_rule):
+        monkeypatch.setattr(store, "_memo", {})
+    assert tune.tune_tuned_plans_in_step_once(("untuned", rows), rows, shapes, dtype,
+                                              no_capture, positions, 300, 2e-2,
+                                              said.append) is None
+    assert len(said) == 1 and tune.tuned_plans_in_step.lookup(("untuned", rows)) is None
+
+
 def test_tune_needs_a_gpu_and_the_cli_says_so(capsys):
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")

@@ -35,6 +35,7 @@ from .tune import (
     tune_attention_once,
     tune_gemv_rows_in_step_once,
     tune_release_in_step_once,
+    tune_tuned_plans_in_step_once,
 )
 
 
@@ -134,7 +135,9 @@ class Generator:
         """What the decode graphs run, timed once per GPU and shape and cached on disk:
         tg.decode_attention's launch shape for each batch size, alone (tune.tune_attention),
         then in this model's decode step against variants that win in some models' steps and
-        lose in others' (tune.tune_attention_in_step_once); and at batch 1 how many weight
+        lose in others' (tune.tune_attention_in_step_once), after checking in the step each
+        projection whose shape `tilegraph tune` timed against the rule's plan
+        (tune.tune_tuned_plans_in_step_once); and at batch 1 how many weight
         rows a program each one-row projection reads, or for those of 14-20 MiB whether it
         runs persistent (tune.tune_gemv_rows_in_step_once), and
         where the output and gate/up projections release the next kernel
@@ -158,10 +161,17 @@ class Generator:
             def capture_step(t=tokens, p=positions):
                 return capture(self.model.decode, t, p, self.cache, restore_state=False)
             tolerance = MODEL_TOLERANCES[self.model.dtype]
+            # Projections first: attention's launch is then chosen beside the plans they keep.
+            layer, dtype = self.model.layers[0], self.model.dtype
+            tune_tuned_plans_in_step_once(
+                (size, *shape[:-1], str(dtype), *step), size,
+                {"q|k|v": tuple(layer.wqkv.shape), "output": tuple(layer.wo.shape),
+                 "gate/up": tuple(layer.w_gate_up.shape), "down": tuple(layer.w_down.shape),
+                 "LM head": tuple(self.model.lm_head.shape)},
+                dtype, capture_step, positions, self.max_seq, tolerance, self._progress)
             self._progress(f"choosing attention's launch in the batch-{size} step")
             tune_attention_in_step_once(size, *shape, step, capture_step, positions, tolerance)
             if size == 1:
-                layer, dtype = self.model.layers[0], self.model.dtype
                 one_row_step = (*shape[:-1], str(dtype), *step)
                 self._progress("choosing the batch-1 step's projection launches")
                 tune_gemv_rows_in_step_once(

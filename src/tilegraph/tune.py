@@ -324,26 +324,78 @@ def tune_release_in_step_once(step: tuple, projections: dict[str, tuple[int, int
         for name, (n, k) in shapes.items():
             decode_plan.set_late_release(n, k, dtype, name in late)
 
-    chosen = release_in_step.lookup(step)
+    return _names_in_step_once(release_in_step, step, "late", list(shapes), release,
+                               "where projections release the next kernel", capture_step,
+                               positions, max_seq, tolerance)
+
+
+def _names_in_step_once(store: Tuner, step: tuple, key: str, names: list[str],
+                        apply: Callable[[Sequence[str]], None], choosing: str,
+                        capture_step: Callable[[], object], positions: torch.Tensor,
+                        max_seq: int, tolerance: float) -> dict | None:
+    """Which of `names` to `apply` a variant to (none, each alone, all), chosen by timing the
+    caller's step (time_step_candidates) and recorded under `step` as {key: names}; a step
+    recorded before is applied again, timing nothing. Returns {key, "ms", "candidates":
+    {names: ms}} when it timed, None where it did not."""
+    chosen = store.lookup(step)
     if chosen is not None:
-        release(chosen["late"])
+        apply(chosen[key])
         return None
-    if not shapes or not timing_enabled():
+    if not names or not timing_enabled():
         return None
     if is_capturing():
-        raise CaptureError("tilegraph chooses where projections release the next kernel by "
-                           "timing a step; it cannot run while a CUDA graph is being captured")
-    names = list(shapes)
+        raise CaptureError(f"tilegraph chooses {choosing} by timing a step; it cannot run "
+                           "while a CUDA graph is being captured")
     candidates = list(dict.fromkeys([(), *((name,) for name in names), tuple(names)]))
-    times = time_step_candidates(len(candidates), lambda i: release(candidates[i]),
+    times = time_step_candidates(len(candidates), lambda i: apply(candidates[i]),
                                  capture_step, positions, max_seq, tolerance)
     best = min(times, key=times.get) if times else 0
-    release(candidates[best])
+    apply(candidates[best])
     if not times:
         return None
-    release_in_step.record(step, {"late": list(candidates[best])})
-    return {"late": list(candidates[best]), "ms": times[best],
+    store.record(step, {key: list(candidates[best])})
+    return {key: list(candidates[best]), "ms": times[best],
             "candidates": {", ".join(candidates[i]) or "none": t for i, t in times.items()}}
+
+
+# Decode steps whose projections' `tilegraph tune` plans were timed against the rule's in the
+# step (tune_tuned_plans_in_step_once), by step key: {"rule": names that run the rule's}.
+tuned_plans_in_step = Tuner("linear-tuned-plans-in-step", [{}])
+
+
+def tune_tuned_plans_in_step_once(step: tuple, rows: int,
+                                  projections: dict[str, tuple[int, int]], dtype: torch.dtype,
+                                  capture_step: Callable[[], object], positions: torch.Tensor,
+                                  max_seq: int, tolerance: float,
+                                  progress: Callable[[str], None] | None = None) -> dict | None:
+    """Whether each projection of a decode step of `rows` rows whose `tilegraph tune` plan
+    differs from the rule's runs the tuned plan or the rule's, chosen by timing the caller's
+    whole step: a plan timed alone over rotated weights can lose beside the kernels that
+    overlap it under PDL (decode_plan.set_step_rule). Nothing is timed for a step none of
+    whose shapes were tuned, the default.
+
+    `step` names the caller's step (its model's shape and rows), `projections` its
+    projections by name (N, K). Tried: the tuned plans, each given the rule's alone, all
+    given it (time_step_candidates); projections of one shape go under the first one's
+    name. The fastest stays recorded per shape and under the step key, so a later process
+    only records it again; `progress` hears when the step is timed. Returns {"rule", "ms",
+    "candidates": {names: ms}} when it timed, None where it did not."""
+    device = positions.device
+    shapes: dict[str, tuple[int, int]] = {}
+    for name, nk in projections.items():
+        if nk not in shapes.values() and decode_plan.tuned_differs(rows, *nk, dtype, device):
+            shapes[name] = nk
+    if (progress is not None and shapes and timing_enabled()
+            and tuned_plans_in_step.lookup(step) is None):
+        progress(f"checking the tuned plans of {', '.join(shapes)} in the batch-{rows} step")
+
+    def take_rule(names) -> None:
+        for name, (n, k) in shapes.items():
+            decode_plan.set_step_rule(rows, n, k, dtype, name in names)
+
+    return _names_in_step_once(tuned_plans_in_step, step, "rule", list(shapes), take_rule,
+                               "between tuned and default projection plans", capture_step,
+                               positions, max_seq, tolerance)
 
 
 def time_step_candidates(count: int, apply: Callable[[int], None],

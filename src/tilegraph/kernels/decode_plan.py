@@ -296,6 +296,31 @@ def tuned_key(rows: int, N: int, K: int, dtype: torch.dtype) -> tuple:
     return (rows_bucket(rows), N, K, str(dtype).removeprefix("torch."))
 
 
+# Shapes whose `tilegraph tune` plan lost to the rule's in a model's decode step, by
+# tuned_key: chosen by timing the step (tune.tune_tuned_plans_in_step_once). A plan timed
+# alone can lose beside the kernels that overlap it under PDL: TinyLlama's q|k|v and gate/up
+# plans tuned at 8 rows, 1.16x and 1.13x faster alone, made its batch-8 step 7% and 10%
+# slower (H200, notes/models.md, session 67).
+_step_rule = Tuner("linear-decode-step-rule", [{}])
+
+
+def set_step_rule(rows: int, N: int, K: int, dtype: torch.dtype, rule_wins: bool) -> None:
+    """Record, here and on disk, whether this shape's tuned plan gives way to the rule's."""
+    _step_rule.record(tuned_key(rows, N, K, dtype), {"rule": rule_wins})
+
+
+def step_takes_rule(rows: int, N: int, K: int, dtype: torch.dtype) -> bool:
+    saved = _step_rule.lookup(tuned_key(rows, N, K, dtype))
+    return saved is not None and bool(saved.get("rule"))
+
+
+def tuned_differs(rows: int, N: int, K: int, dtype: torch.dtype,
+                  device: torch.device) -> bool:
+    """Whether `tilegraph tune` recorded a plan for this shape other than the rule's."""
+    saved = _tuned.lookup(tuned_key(rows, N, K, dtype))
+    return saved is not None and saved != rule(rows, N, K, dtype, sm_count(device)).as_dict()
+
+
 # One-row projections that release the next kernel once their x has arrived
 # (RELEASE_AFTER_INPUTS), by shape: chosen by timing a model's whole step
 # (tune.tune_release_in_step_once), as it wins in some models' steps and loses in others'.
@@ -391,7 +416,8 @@ def step_rows(N: int, K: int, dtype: torch.dtype) -> int | str | None:
 
 def plan(rows: int, N: int, K: int, dtype: torch.dtype, device: torch.device,
          fused: bool = False, gemv_chain: bool = False) -> Plan:
-    """The tuned plan of this shape on this GPU if `tilegraph tune` timed it, else the rule's;
+    """The tuned plan of this shape on this GPU if `tilegraph tune` timed it (and no model's
+    step found the rule's faster: set_step_rule), else the rule's;
     a one-row GEMV takes the rows a program (or the other launch) set_step_rows recorded and
     releases the next kernel where set_late_release says.
     fused: the call has a norm prologue or an activation, which cuBLAS cannot run.
@@ -399,6 +425,8 @@ def plan(rows: int, N: int, K: int, dtype: torch.dtype, device: torch.device,
     kernels), where an untuned shape of in_chain_band runs persistent (CHAIN_MIN_BYTES), while
     in a model's step, beside attention, the split launch can win (the step tuner's)."""
     saved = _tuned.lookup(tuned_key(rows, N, K, dtype))
+    if saved is not None and step_takes_rule(rows, N, K, dtype):
+        saved = None
     chosen = Plan.from_dict(saved) if saved is not None and saved.get("kind") in KINDS else None
     if chosen is None or (chosen.kind == "gemv" and not gemv_runs(rows, chosen.config)):
         chosen = rule(rows, N, K, dtype, sm_count(device))
@@ -464,7 +492,8 @@ def plain_plan(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
     copies do not fit in memory, the rule's plan runs."""
     rows, K = x.shape
     N = weight.shape[0]
-    if _tuned.lookup(tuned_key(rows, N, K, weight.dtype)) is not None:
+    if (_tuned.lookup(tuned_key(rows, N, K, weight.dtype)) is not None
+            and not step_takes_rule(rows, N, K, weight.dtype)):
         return plan(rows, N, K, weight.dtype, x.device)  # tuned beside cuBLAS already
     chosen = rule(rows, N, K, weight.dtype, sm_count(x.device))
     key = plain_key(rows, N, K, weight.dtype, bias is not None, chosen)
