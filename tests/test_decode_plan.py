@@ -700,17 +700,20 @@ def _timed_step(positions, costs, monkeypatch):
         return decode_plan.plan(1, n, k, torch.bfloat16, positions.device).config["BLOCK_N"]
 
     def capture_step():
-        extra = sum(cost.get(variant(n, k), 0.4) for n, k, cost in costs.values())
-
-        class Step:
-            outputs = torch.ones(1)
-
-            def replay(self):
-                end = time.perf_counter() + (0.5 + extra) * 1e-3
-                while time.perf_counter() < end:
-                    pass
-        return Step()
+        return _busy_step(0.5 + sum(cost.get(variant(n, k), 0.4) for n, k, cost in costs.values()))
     return capture_step
+
+
+def _busy_step(ms: float):
+    """A captured step stand-in whose replay takes `ms` of host time."""
+    class Step:
+        outputs = torch.ones(1)
+
+        def replay(self):
+            end = time.perf_counter() + ms * 1e-3
+            while time.perf_counter() < end:
+                pass
+    return Step()
 
 
 def test_rows_a_program_are_chosen_in_the_step_each_and_together(monkeypatch):
@@ -862,16 +865,8 @@ def test_tuned_plans_that_lose_in_a_step_give_way_to_the_rule(monkeypatch):
     def capture_step():  # q|k|v is 0.4 ms slower on its tuned plan, gate/up on the rule's
         plans = {name: decode_plan.plan(rows, *nk, dtype, positions.device)
                  for name, nk in shapes.items()}
-        extra = 0.4 * (plans["q|k|v"] == other) + 0.4 * (plans["gate/up"] != other)
-
-        class Step:
-            outputs = torch.ones(1)
-
-            def replay(self):
-                end = time.perf_counter() + (0.5 + extra) * 1e-3
-                while time.perf_counter() < end:
-                    pass
-        return Step()
+        return _busy_step(0.5 + 0.4 * (plans["q|k|v"] == other)
+                          + 0.4 * (plans["gate/up"] != other))
     monkeypatch.setattr(timing, "measure", lambda fn, warmup_ms, rep_ms, **_:
                         timing._measure_cpu(fn, warmup_ms, rep_ms))
     said = []
