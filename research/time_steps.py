@@ -34,6 +34,9 @@ OFF_LIST = {
     "llama3.2-3b": ("llama3.2-1b", dict(hidden_size=3072, intermediate_size=8192,
                                         num_hidden_layers=28, num_attention_heads=24,
                                         num_key_value_heads=8, head_dim=128)),
+    "qwen2.5-3b": ("qwen2-0.5b", dict(hidden_size=2048, intermediate_size=11008,
+                                      num_hidden_layers=36, num_attention_heads=16,
+                                      num_key_value_heads=2)),
 }
 
 

@@ -24,7 +24,7 @@ from ._launch import ASSUMED_SM_COUNT, sm_count, weight_alignment
 from ._matvec import rows_epilogue
 from ._norm_handoff import parts_block
 from ._rotary_store import NO_ROTARY
-from ._split_workspace import plan_split, split_workspace
+from ._split_workspace import plan_split
 
 DOT_ROWS = 16  # the tile's rows: an mma operand needs at least 16
 # The largest |x * g| a row takes to an fp16 mma when the norm runs in the loop: far below
@@ -33,8 +33,6 @@ FP16_ROW_LIMIT = tl.constexpr(16384.0)
 # The K step of the loop that redoes an fp16 program's products after an overflow: a narrow
 # tile, so that rarely taken loop needs fewer registers than the main one.
 REDO_K = tl.constexpr(32)
-# Weight tiles of its share a stream-K program asks into L2 before PDL's wait.
-STREAM_PRELOAD_TILES = 2
 
 
 @triton.jit
@@ -309,177 +307,6 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, h_ptr, stride_hm, w_ptr
                             pid_n, offs_m, offs_n, M, N, BLOCK_M)
 
 
-@triton.jit
-def _prefetch_weight_tile(w_ptr, stride_wn, it, k_tiles, N, K, BLOCK_N: tl.constexpr,
-                          BLOCK_K: tl.constexpr, TILE_LINES: tl.constexpr):
-    """prefetch.global.L2 of the 128-byte lines of weight tile `it` (column block it //
-    k_tiles, K tile it % k_tiles); lines past the weight's last row or column ask for its
-    last element's line instead, so no address leaves the weight."""
-    n_block = it // k_tiles
-    k0 = (it - n_block * k_tiles) * BLOCK_K
-    rows = tl.minimum(n_block * BLOCK_N + tl.arange(0, BLOCK_N), N - 1)
-    columns = tl.minimum(k0 + tl.arange(0, TILE_LINES) * (BLOCK_K // TILE_LINES), K - 1)
-    ptrs = w_ptr + rows[:, None].to(tl.int64) * stride_wn + columns[None, :]
-    tl.inline_asm_elementwise("prefetch.global.L2 [$1]; mov.u32 $0, 0;", "=r,l", [ptrs],
-                              dtype=tl.int32, is_pure=False, pack=1)
-
-
-@triton.jit
-def _dot_rows_stream_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
-                            bias_ptr, res_ptr, stride_rm, rotary, partial_ptr, count_ptr,
-                            norm_parts_ptr, n_norm_parts, eps,
-                            next_norm_w_ptr, x_next_ptr, stride_xnm, next_parts_ptr,
-                            M, N, K, max_segments,
-                            HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
-                            ACTIVATION: tl.constexpr, PREFETCH_WEIGHT: tl.constexpr,
-                            PRELOAD_TILES: tl.constexpr, TILE_LINES: tl.constexpr,
-                            UPCAST_DOT: tl.constexpr, NORM_PARTS: tl.constexpr,
-                            HAND_OVER: tl.constexpr, BLOCK_M: tl.constexpr,
-                            BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                            ALIGN: tl.constexpr = 1):
-    """_dot_rows_kernel's result (16-bit weights on the mma's left, no norm in the loop)
-    from a fixed grid of programs that divide the weight's tiles evenly (stream-K).
-
-    The (column block, K tile) pairs are numbered column block by column block, and program
-    p of P takes the pairs [p T / P, (p + 1) T / P) of all T in one pipelined loop: its
-    loads run on from one column block into the next with no relaunch, no new pipeline
-    and no last wave that finds SMs idle. A column block whose K tiles one program holds
-    is finished by it; one shared by several (the segments of consecutive programs) has
-    each leave its partial sums in the block's slot for that segment and count itself in,
-    and the last to arrive adds them up in segment order (the result does not depend on
-    which arrived last), runs the epilogue and sets the counter back to zero. Every program
-    holds at least one pair (the launcher makes P <= T), so every segment arrives.
-
-    PREFETCH_WEIGHT: the first PRELOAD_TILES weight tiles of the program's share are asked
-    into L2 before griddepcontrol.wait, while the kernel before finishes."""
-    K = K * ALIGN
-    stride_wn = stride_wn * ALIGN
-    pid = tl.program_id(0)
-    programs = tl.num_programs(0)
-    k_tiles = tl.cdiv(K, BLOCK_K)
-    total = tl.cdiv(N, BLOCK_N) * k_tiles
-    start = pid * total // programs
-    stop = (pid + 1) * total // programs
-    if PREFETCH_WEIGHT:
-        for t in tl.static_range(PRELOAD_TILES):
-            if start + t < stop:
-                _prefetch_weight_tile(w_ptr, stride_wn, start + t, k_tiles, N, K, BLOCK_N,
-                                      BLOCK_K, TILE_LINES)
-        tl.extra.cuda.gdc_wait()               # x and the epilogue inputs are now final
-        tl.extra.cuda.gdc_launch_dependents()  # the next kernel may start its prefetch
-    offs_m = tl.arange(0, BLOCK_M)
-    offs_b = tl.arange(0, BLOCK_N)
-    offs_k = tl.arange(0, BLOCK_K)
-    m_mask = offs_m < M
-    sum_sq = tl.zeros([BLOCK_M], tl.float32)
-    if NORM_PARTS > 0:
-        offs_p = tl.arange(0, NORM_PARTS)
-        parts = tl.load(norm_parts_ptr + offs_p[:, None] * BLOCK_M + offs_m[None, :],
-                        mask=(offs_p < n_norm_parts)[:, None] & m_mask[None, :], other=0.0)
-        sum_sq = tl.sum(parts, axis=0)
-    tile = offs_m[:, None] * BLOCK_N + offs_b[None, :]  # a segment's slot
-    acc = tl.zeros([BLOCK_N, BLOCK_M], tl.float32)
-    # Only the first and the last column block of a program's share can be shared with
-    # other programs. It leaves its partial sums of those in the loop and counts itself in
-    # after it: a barrier (every thread's partials out before the count) or a loop nested in
-    # the K loop keeps Triton from pipelining it.
-    shared_first = -1
-    shared_last = -1
-    for it in range(start, stop):
-        n_block = it // k_tiles
-        k0 = (it - n_block * k_tiles) * BLOCK_K
-        offs_n = n_block * BLOCK_N + offs_b
-        k_mask = offs_k < K - k0
-        w = tl.load(w_ptr + offs_n[:, None].to(tl.int64) * stride_wn + k0 + offs_k[None, :],
-                    mask=(offs_n < N)[:, None] & k_mask[None, :], other=0.0)
-        x = tl.load(x_ptr + offs_m[:, None] * stride_xm + k0 + offs_k[None, :],
-                    mask=m_mask[:, None] & k_mask[None, :], other=0.0).to(w.dtype)
-        if UPCAST_DOT:  # the interpreter mis-multiplies bf16 dots; fp32 is exact for them
-            acc = tl.dot(w.to(tl.float32), tl.trans(x.to(tl.float32)), acc)
-        else:
-            acc = tl.dot(w, tl.trans(x), acc)
-        if (k0 + BLOCK_K >= K) | (it == stop - 1):  # the end of this block's pairs here
-            first, last = _stream_segments(n_block, k_tiles, total, programs)
-            if first == last:
-                _stream_epilogue(tl.trans(acc), sum_sq, n_block, y_ptr, stride_ym, bias_ptr,
-                                 res_ptr, stride_rm, rotary, next_norm_w_ptr, x_next_ptr,
-                                 stride_xnm, next_parts_ptr, M, N, K, eps, NORM_PARTS > 0,
-                                 HAS_BIAS, HAS_RESIDUAL, ACTIVATION, HAND_OVER, BLOCK_M,
-                                 BLOCK_N)
-            else:
-                slot = (n_block * max_segments + pid - first) * BLOCK_M * BLOCK_N
-                tl.store(partial_ptr + slot + tile, tl.trans(acc), mask=m_mask[:, None])
-                if it < stop - 1:
-                    shared_first = n_block
-                else:
-                    shared_last = n_block
-            acc = tl.zeros([BLOCK_N, BLOCK_M], tl.float32)
-    tl.debug_barrier()  # every thread's partials are out before the counts say so
-    if shared_first >= 0:
-        _stream_arrive(shared_first, partial_ptr, count_ptr, max_segments, k_tiles, total,
-                       programs, sum_sq, y_ptr, stride_ym, bias_ptr, res_ptr, stride_rm,
-                       rotary, next_norm_w_ptr, x_next_ptr, stride_xnm, next_parts_ptr, M, N,
-                       K, eps, NORM_PARTS > 0, HAS_BIAS, HAS_RESIDUAL, ACTIVATION, HAND_OVER,
-                       BLOCK_M, BLOCK_N)
-    if shared_last >= 0:
-        _stream_arrive(shared_last, partial_ptr, count_ptr, max_segments, k_tiles, total,
-                       programs, sum_sq, y_ptr, stride_ym, bias_ptr, res_ptr, stride_rm,
-                       rotary, next_norm_w_ptr, x_next_ptr, stride_xnm, next_parts_ptr, M, N,
-                       K, eps, NORM_PARTS > 0, HAS_BIAS, HAS_RESIDUAL, ACTIVATION, HAND_OVER,
-                       BLOCK_M, BLOCK_N)
-
-@triton.jit
-def _stream_segments(n_block, k_tiles, total, programs):
-    """The programs of a stream-K launch that hold column block n_block's first and last
-    pairs: pair i is in program ((i + 1) programs - 1) // total."""
-    first = n_block * k_tiles
-    return (((first + 1) * programs - 1) // total,
-            ((first + k_tiles) * programs - 1) // total)
-
-
-@triton.jit
-def _stream_arrive(n_block, partial_ptr, count_ptr, max_segments, k_tiles, total, programs,
-                   sum_sq, y_ptr, stride_ym, bias_ptr, res_ptr, stride_rm, rotary,
-                   next_norm_w_ptr, x_next_ptr, stride_xnm, next_parts_ptr, M, N, K, eps,
-                   HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
-                   ACTIVATION: tl.constexpr, HAND_OVER: tl.constexpr, BLOCK_M: tl.constexpr,
-                   BLOCK_N: tl.constexpr):
-    """A segment of column block n_block counted in, its partial sums already out; the last
-    to arrive adds the segments' partials up in segment order (whichever arrived last), sets
-    the counter back to zero and runs the block's epilogue."""
-    first, last = _stream_segments(n_block, k_tiles, total, programs)
-    if tl.atomic_add(count_ptr + n_block, 1, sem="acq_rel") == last - first:
-        offs_m = tl.arange(0, BLOCK_M)
-        tile = offs_m[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
-        slots = partial_ptr + n_block * max_segments * BLOCK_M * BLOCK_N
-        y_acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
-        for s in range(0, last - first + 1):
-            y_acc += tl.load(slots + s * BLOCK_M * BLOCK_N + tile, mask=(offs_m < M)[:, None],
-                             other=0.0, cache_modifier=".cg")
-        tl.store(count_ptr + n_block, 0)  # zero for the next launch on this stream
-        _stream_epilogue(y_acc, sum_sq, n_block, y_ptr, stride_ym, bias_ptr, res_ptr,
-                         stride_rm, rotary, next_norm_w_ptr, x_next_ptr, stride_xnm,
-                         next_parts_ptr, M, N, K, eps, HAS_NORM, HAS_BIAS, HAS_RESIDUAL,
-                         ACTIVATION, HAND_OVER, BLOCK_M, BLOCK_N)
-
-@triton.jit
-def _stream_epilogue(y_acc, sum_sq, n_block, y_ptr, stride_ym, bias_ptr, res_ptr, stride_rm,
-                     rotary, next_norm_w_ptr, x_next_ptr, stride_xnm, next_parts_ptr,
-                     M, N, K, eps, HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr,
-                     HAS_RESIDUAL: tl.constexpr, ACTIVATION: tl.constexpr,
-                     HAND_OVER: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """rows_epilogue of column block n_block's sums y_acc (BLOCK_M, BLOCK_N), and the next
-    norm handed over from it (HAND_OVER)."""
-    offs_m = tl.arange(0, BLOCK_M)
-    offs_n = n_block * BLOCK_N + tl.arange(0, BLOCK_N)
-    y = rows_epilogue(y_acc, sum_sq, y_ptr, stride_ym, bias_ptr, res_ptr, stride_rm, rotary,
-                      offs_m, offs_n, M, N, K, eps, HAS_NORM, HAS_BIAS, HAS_RESIDUAL,
-                      ACTIVATION, BLOCK_M, BLOCK_N)
-    if HAND_OVER:
-        next_g = tl.load(next_norm_w_ptr + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)
-        _hand_over_norm(y, y_ptr, next_g, x_next_ptr, stride_xnm, next_parts_ptr, n_block,
-                        offs_m, offs_n, M, N, BLOCK_M)
-
 def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
                     norm_weight, eps: float, bias, activation: str, residual,
                     config: dict, pdl: bool, rotary: tuple = NO_ROTARY,
@@ -499,12 +326,7 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
     if not 1 <= M <= DOT_ROWS:
         raise ValueError(f"the tensor-core decode kernel takes 1 to {DOT_ROWS} rows, got {M}")
     config = dict(config)
-    stream = stream_takes(config, weight.dtype, handed)
-    per_sm = config.pop("PROGRAMS_PER_SM", None)
-    preload = config.pop("PRELOAD_TILES", STREAM_PRELOAD_TILES)
     in_loop = config.pop("NORM_IN_LOOP", None)
-    if stream:
-        in_loop = False
     if norm_weight is None or handed is not None:
         in_loop = False
     elif in_loop is None:
@@ -516,12 +338,6 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
                                 eps, PDL=pdl, BLOCK_K=block_k, num_warps=warps,
                                 **({"launch_pdl": True} if pdl else {}))
         x, norm_weight = x_normed, None
-    if stream:
-        launched = _launch_stream(x, weight, out, eps, bias, activation, residual, config,
-                                  pdl, rotary, handed, hand_over, per_sm, preload)
-        if launched is not None:
-            return launched
-        config.pop("SPLIT_K", None)  # no workspace in this capture: one program a block
     precision = config.pop("DOT_PRECISION", "tf32x3")
     n_blocks = triton.cdiv(N, config["BLOCK_N"])
     # with the norm in the loop, each split's rows' sums of x^2 follow the partials
@@ -550,57 +366,3 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
         HAND_OVER=hand_over is not None, NORM_IN_LOOP=in_loop,
         REDO_OVERFLOW=handed is not None and weight.dtype == torch.float16,
         BLOCK_M=DOT_ROWS, ALIGN=align, **config, **({"launch_pdl": True} if pdl else {}))
-
-
-def stream_takes(config: dict, dtype: torch.dtype, handed: tuple | None) -> bool:
-    """Whether a tensor-core config launches the stream-K kernel: it names PROGRAMS_PER_SM,
-    the weights are 16-bit, and no fp16 norm handed over may need redoing (REDO_OVERFLOW is
-    _dot_rows_kernel's alone)."""
-    return ("PROGRAMS_PER_SM" in config and dtype in (torch.float16, torch.bfloat16)
-            and not (handed is not None and dtype == torch.float16))
-
-
-def stream_segments(N: int, K: int, block_n: int, block_k: int, programs: int) -> int:
-    """The most programs that share one column block's K tiles in a stream-K launch: each
-    holds at least total // programs of the total pairs, so k_tiles of them span at most
-    cdiv(k_tiles - 1, that) + 1 programs."""
-    k_tiles = triton.cdiv(K, block_k)
-    shortest = triton.cdiv(N, block_n) * k_tiles // programs
-    return triton.cdiv(k_tiles - 1, shortest) + 1
-
-
-def _launch_stream(x, weight, out, eps, bias, activation, residual, config, pdl, rotary,
-                   handed, hand_over, per_sm, preload):
-    """launch_dot_rows on _dot_rows_stream_kernel (x already normalised where no norm is
-    handed over); None where a capture finds no workspace large enough for its partials."""
-    M, K = x.shape
-    N = weight.shape[0]
-    block_n, block_k = config["BLOCK_N"], config["BLOCK_K"]
-    n_blocks = triton.cdiv(N, block_n)
-    total = n_blocks * triton.cdiv(K, block_k)
-    programs = min(total, per_sm * (sm_count(x.device) or ASSUMED_SM_COUNT))
-    segments = stream_segments(N, K, block_n, block_k, programs)
-    workspace = split_workspace(x.device, n_blocks * segments * DOT_ROWS * block_n, n_blocks)
-    if workspace is None:
-        return None
-    partials, counters = workspace
-    next_norm_weight, x_next, next_parts = hand_over if hand_over is not None else (out,) * 3
-    if hand_over is not None and next_parts.shape != (n_blocks, DOT_ROWS):
-        raise ValueError(f"the handed-over partial sums need shape ({n_blocks}, {DOT_ROWS}), "
-                         f"got {tuple(next_parts.shape)}")
-    x_mma, norm_parts = handed if handed is not None else (x, None)
-    align = weight_alignment(weight.element_size(), K, weight.stride(0))
-    return _dot_rows_stream_kernel[(programs,)](
-        out, out.stride(0), x_mma, x_mma.stride(0), weight, weight.stride(0) // align,
-        bias, residual, residual.stride(0) if residual is not None else 0, rotary, partials,
-        counters, norm_parts if norm_parts is not None else out,
-        norm_parts.shape[0] if norm_parts is not None else 0, eps,
-        next_norm_weight, x_next, x_next.stride(0), next_parts,
-        M, N, K // align, segments, HAS_BIAS=bias is not None,
-        HAS_RESIDUAL=residual is not None, ACTIVATION=activation, PREFETCH_WEIGHT=pdl,
-        PRELOAD_TILES=preload, TILE_LINES=max(1, block_k * weight.element_size() // 128),
-        UPCAST_DOT=INTERPRET and weight.dtype == torch.bfloat16,
-        NORM_PARTS=parts_block(norm_parts.shape[0]) if norm_parts is not None else 0,
-        HAND_OVER=hand_over is not None, BLOCK_M=DOT_ROWS, BLOCK_N=block_n, BLOCK_K=block_k,
-        ALIGN=align, num_warps=config["num_warps"], num_stages=config["num_stages"],
-        **({"launch_pdl": True} if pdl else {}))

@@ -1,15 +1,20 @@
-"""The stream-K tensor-core kernel (_dot_rows_stream_kernel: a fixed grid of programs that
-divide a projection's weight tiles evenly, one pipelined loop a program) against the rule's
-plan at 4-16 rows: alone over weights rotated past L2, with each projection's fused parts,
-and forced into whole Llama decode steps.
+"""Tensor-core tiles of 4-16 rows (_dot_rows_kernel) against the rule's plan: alone over
+weights rotated past L2, with each projection's fused parts, and forced into whole Llama
+decode steps. Session 68 asked whether the weight-left tile's programs that do not fit one
+wave cost a second wave of a few programs (they do: WEIGHT_LEFT_SLOTS in decode_plan).
 
-    PYTHONPATH=src python3 research/probe_stream_rows.py lone --rows 8 [--only NAME]
-    PYTHONPATH=src python3 research/probe_stream_rows.py step --model tinyllama --batch 8
+    PYTHONPATH=src python3 research/probe_dot_rows_waves.py lone --rows 8 [--only NAMES]
+    PYTHONPATH=src python3 research/probe_dot_rows_waves.py step --model tinyllama --batch 8 \
+        --variants "wl st2" --groups gate/up
 
-lone: us a call (graph replays, PDL on) of the rule (tg.linear), cuBLAS and each stream
-variant, with the relative error against float64. step: ms a step of model.decode captured
-with the stream variant recorded for the named projections (as `tilegraph tune` records a
-plan), the rule's plans between variants so drift shows.
+lone: us a call (graph replays, PDL on) of the rule (tg.linear), cuBLAS and each variant,
+with the relative error against float64 and the compiled kernel's shared memory. step: ms a
+step of model.decode captured with the variant recorded for the named projections (as
+`tilegraph tune` records a plan), the rule's plans between variants so drift shows.
+
+The same session's stream-K kernel (a fixed grid of programs dividing a projection's weight
+tiles evenly, one pipelined loop a program; its "s..." variants) lost to the rule almost
+everywhere: kernel and variants at f28abc1 (notes/kernels.md, session 68).
 """
 
 from __future__ import annotations
@@ -39,12 +44,6 @@ TAIL_SHAPES = (("qwen2.5-3b gate/up", 22016, 2048, "swiglu"), ("tail 19000x2048"
                                                                   "norm"))
 
 
-def stream(block_n, block_k, stages, per_sm, preload) -> dict:
-    """A stream-K config: programs an SM, weight tiles of its share preloaded into L2."""
-    return {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": 4, "num_stages": stages,
-            "W_LHS": True, "PROGRAMS_PER_SM": per_sm, "PRELOAD_TILES": preload}
-
-
 def weight_left(stages, split=1, block_n=64) -> dict:
     """_dot_rows_kernel's weight-left tile (the rule's past the whole-slice bound)."""
     config = {"BLOCK_N": block_n, "BLOCK_K": 128, "num_warps": 4, "num_stages": stages,
@@ -53,14 +52,6 @@ def weight_left(stages, split=1, block_n=64) -> dict:
 
 
 VARIANTS = {
-    "s64x128 st3 p2 pre2": stream(64, 128, 3, 2, 2),
-    "s64x128 st4 p2 pre2": stream(64, 128, 4, 2, 2),
-    "s64x128 st3 p1 pre2": stream(64, 128, 3, 1, 2),
-    "s64x128 st3 p3 pre2": stream(64, 128, 3, 3, 2),
-    "s64x128 st3 p2 pre0": stream(64, 128, 3, 2, 0),
-    "s64x128 st3 p2 pre4": stream(64, 128, 3, 2, 4),
-    "s64x256 st2 p2 pre2": stream(64, 256, 2, 2, 2),
-    "s128x64 st4 p2 pre2": stream(128, 64, 4, 2, 2),
     "wl st2": weight_left(2), "wl st3": weight_left(3), "wl st4": weight_left(4),
     "wl st2 split2": weight_left(2, 2), "wl st3 split2": weight_left(3, 2),
     "wl st2 bn32": weight_left(2, block_n=32), "wl st3 bn32": weight_left(3, block_n=32),
@@ -68,7 +59,7 @@ VARIANTS = {
 
 
 def calls(x, out, g, activation, r, chosen) -> dict:
-    """variant -> a call of weight w: cuBLAS (plain), the rule's plan and each stream
+    """variant -> a call of weight w: cuBLAS (plain), the rule's plan and each chosen
     variant, with the fused parts."""
     fused = dict(norm_weight=g, residual=r, activation=None if activation == "none" else activation)
 
@@ -166,7 +157,7 @@ def step(args) -> None:
     print(f"  {'rule':40s} {step_ms({}):.4f} ms", flush=True)
     reference = outputs["last"]
     groups = [tuple(group.split("+")) for group in args.groups]
-    for variant in args.variants or ["s64x128 st3 p2 pre2"]:
+    for variant in args.variants or ["wl st2"]:
         for group in groups:
             plans = {named[p]: Plan("dot", VARIANTS[variant]) for p in group}
             ms = step_ms(plans)
