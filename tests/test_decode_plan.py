@@ -142,6 +142,21 @@ def test_weight_left_tile_with_a_split_and_partial_blocks(rows, dtype, device):
     assert torch.equal(_run(plan, wide[:, 9:709], w, b, g, r, pdl), first)
 
 
+@pytest.mark.parametrize("rows", [3, 8])
+def test_weight_left_tile_takes_two_stages_where_that_fits_one_wave(rows, device):
+    """Past two of the tile's 64-row column blocks an SM and up to three, two stages (three
+    programs an SM fit), so that no second wave of a few programs follows; otherwise three.
+    The two-stage tile (5 blocks on 2 SMs), every part fused, against float64."""
+    for n_blocks, stages in ((264, 3), (265, 2), (396, 2), (397, 3)):
+        config = decode_plan.weight_left_config(64 * n_blocks - 5, 1536, 132)
+        assert config["num_stages"] == stages and "SPLIT_K" not in config, n_blocks
+    assert decode_plan.rule(8, 17920, 1536, torch.bfloat16, 132).config["num_stages"] == 2
+    plan = decode_plan.Plan("dot", decode_plan.weight_left_config(300, 200, 2))
+    assert plan.config["num_stages"] == 2
+    x, w, b, g, r, ref = _parts(rows, 300, 200, torch.bfloat16, device)
+    assert_close(_run(plan, x, w, b, g, r), ref, torch.bfloat16, what=str(plan))
+
+
 def _split_plan(split, block_n=32, block_k=32):
     return decode_plan.Plan("dot", {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": 4,
                                     "num_stages": 2, "SPLIT_K": split})

@@ -66,6 +66,16 @@ ROWS_PERSISTENT_VARIANTS = ((16 * 1024, 4, 4), (16 * 1024, 4, 3), (32 * 1024, 8,
                             (32 * 1024, 4, 4))
 # The last of a split's programs sums every slice's partials one after another.
 MAX_SPLIT_K = 8
+# Programs of the weight-left tile an SM holds at 3 and at 2 stages: Triton keeps stages + 1
+# buffers of (64 + 16) x 128 16-bit values, 80 KB and 60 KB of shared memory, two and three of
+# an H100's or H200's 228 KB. Where the column blocks number a little more than two an SM,
+# those beyond fill a second wave of a few programs, each streaming its share alone: 17920 x
+# 1536 (Qwen2-1.5B's gate/up, 280 blocks) read 59.5% of copy at three stages and 70.4% at
+# two; Phi-2's, Qwen2.5-3B's and 19000 x 2048 1.12-1.16x, at 4-16 rows 1.12-1.19x; Qwen2-1.5B's
+# decode at batch 8 1.4690 -> 1.4089 ms a step. Past one wave at two stages (Llama-3-8B's
+# gate/up, 448 blocks) three stages stay faster: 92.3% against 72.9% (H200, notes/kernels.md,
+# session 68).
+WEIGHT_LEFT_SLOTS = {3: 2, 2: 3}
 # At 3-4 rows the tensor cores beat the CUDA-core kernel from this many weights up, counted
 # as the CUDA-core tile holds them: rows padded to its power-of-two width, whose masked lanes
 # hold registers and keep fewer bytes in flight. bf16 stacks, CUDA-core -> tensor-core us:
@@ -132,11 +142,15 @@ def weight_left_config(N: int, K: int, sms: int) -> dict:
     from shared memory where they land, so they never pass through registers (56-80
     registers a thread against 166-186 with x on the left); K split until about two programs
     an SM. Against the x-left pipelined tiles on whole bf16 LayerStacks at 8 rows (H100,
-    notes/kernels.md): d=2560 168 -> 136 us, d=3072 174 -> 161, d=4096 239 -> 236."""
+    notes/kernels.md): d=2560 168 -> 136 us, d=3072 174 -> 161, d=4096 239 -> 236.
+    Two stages where the column blocks number more than WEIGHT_LEFT_SLOTS[3] an SM and at
+    most WEIGHT_LEFT_SLOTS[2]: all programs in one wave."""
     block_k = max(16, min(128, triton.next_power_of_2(K)))
-    split = min(MAX_SPLIT_K, triton.cdiv(K, block_k), 2 * sms // triton.cdiv(N, 64))
-    config = {"BLOCK_N": 64, "BLOCK_K": block_k, "num_warps": 4, "num_stages": 3,
-              "W_LHS": True}
+    n_blocks = triton.cdiv(N, 64)
+    split = min(MAX_SPLIT_K, triton.cdiv(K, block_k), 2 * sms // n_blocks)
+    one_wave_at_two = WEIGHT_LEFT_SLOTS[3] * sms < n_blocks <= WEIGHT_LEFT_SLOTS[2] * sms
+    config = {"BLOCK_N": 64, "BLOCK_K": block_k, "num_warps": 4,
+              "num_stages": 2 if one_wave_at_two else 3, "W_LHS": True}
     return {**config, "SPLIT_K": split} if split >= 2 else config
 
 
@@ -274,7 +288,7 @@ def candidates(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -
                 plans.append(Plan("dot", {**config, "SPLIT_K": split} if split > 1 else config))
     if size <= 2:  # the weight on the mma's left (weight_left_config), other depths
         left = weight_left_config(N, K, sms or ASSUMED_SM_COUNT)
-        for block_k, stages in ((64, 4), (128, 4), (256, 2), (256, 3)):
+        for block_k, stages in ((64, 4), (128, 2), (128, 3), (128, 4), (256, 2), (256, 3)):
             plans.append(Plan("dot", {**left, "BLOCK_K": max(16, min(block_k, k_cap)),
                                       "num_stages": stages}))
     block_k = dot_block_k(K, size)
