@@ -55,6 +55,11 @@ VARIANTS = {
     "wl st2": weight_left(2), "wl st3": weight_left(3), "wl st4": weight_left(4),
     "wl st2 split2": weight_left(2, 2), "wl st3 split2": weight_left(3, 2),
     "wl st2 bn32": weight_left(2, block_n=32), "wl st3 bn32": weight_left(3, block_n=32),
+    # whole_slice_config's tiles past its bound of about two programs an SM (K = 2048)
+    "ws64x256 split8": {"BLOCK_N": 64, "BLOCK_K": 256, "W_LHS": True, "num_warps": 4,
+                        "num_stages": 1, "SPLIT_K": 8},
+    "ws32x512 split4": {"BLOCK_N": 32, "BLOCK_K": 512, "num_warps": 4, "num_stages": 1,
+                        "SPLIT_K": 4},
 }
 
 
