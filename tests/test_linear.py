@@ -530,7 +530,7 @@ def test_swiglu_needs_pairs(device):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("rows", [1, 2, 4, 8, 16, 129])
 def test_swiglu_real_shapes_gpu(rows, dtype):
-    # 8960 x 1536 (Qwen2-1.5B's): 280 weight-left blocks, the two-stage tile at 2-16 rows
+    # 8960 x 1536 (Qwen2-1.5B's): 280 weight-left blocks, the two-stage tile at 3-16 rows
     for ffn, k in ((5632, 2048), (4864, 896), (1000, 1531), (8960, 1536)):
         x, w, b, g, r, ref = _swiglu_case(rows, ffn, k, dtype, "cuda")
         out = tg.linear(x, w, None, norm_weight=g, activation="swiglu",

@@ -140,14 +140,15 @@ def weight_left_config(N: int, K: int, sms: int) -> dict:
     stages, the weight tile as the mma's left operand (W_LHS: acc^T = W x^T, 64 weight rows
     by 16 padded x rows). On Hopper that is a wgmma, which reads the pipelined weight tiles
     from shared memory where they land, so they never pass through registers (56-80
-    registers a thread against 166-186 with x on the left); K split until about two programs
-    an SM. Against the x-left pipelined tiles on whole bf16 LayerStacks at 8 rows (H100,
-    notes/kernels.md): d=2560 168 -> 136 us, d=3072 174 -> 161, d=4096 239 -> 236.
+    registers a thread against 166-186 with x on the left); K split until the programs fill
+    the two an SM that fit (WEIGHT_LEFT_SLOTS[3]). Against the x-left pipelined tiles on
+    whole bf16 LayerStacks at 8 rows (H100, notes/kernels.md): d=2560 168 -> 136 us, d=3072
+    174 -> 161, d=4096 239 -> 236.
     Two stages where the column blocks number more than WEIGHT_LEFT_SLOTS[3] an SM and at
     most WEIGHT_LEFT_SLOTS[2]: all programs in one wave."""
     block_k = max(16, min(128, triton.next_power_of_2(K)))
     n_blocks = triton.cdiv(N, 64)
-    split = min(MAX_SPLIT_K, triton.cdiv(K, block_k), 2 * sms // n_blocks)
+    split = min(MAX_SPLIT_K, triton.cdiv(K, block_k), WEIGHT_LEFT_SLOTS[3] * sms // n_blocks)
     one_wave_at_two = WEIGHT_LEFT_SLOTS[3] * sms < n_blocks <= WEIGHT_LEFT_SLOTS[2] * sms
     config = {"BLOCK_N": 64, "BLOCK_K": block_k, "num_warps": 4,
               "num_stages": 2 if one_wave_at_two else 3, "W_LHS": True}
