@@ -55,6 +55,9 @@ VARIANTS = {
     "wl st2": weight_left(2), "wl st3": weight_left(3), "wl st4": weight_left(4),
     "wl st2 split2": weight_left(2, 2), "wl st3 split2": weight_left(3, 2),
     "wl st2 bn32": weight_left(2, block_n=32), "wl st3 bn32": weight_left(3, block_n=32),
+    # the rule's splits (TinyLlama's down 8, q|k|v 6; Llama-3.2-1B's q|k|v 5) a stage deeper
+    "wl st4 split8": weight_left(4, 8), "wl st4 split6": weight_left(4, 6),
+    "wl st4 split5": weight_left(4, 5),
     # whole_slice_config's tiles past its bound of about two programs an SM (K = 2048)
     "ws64x256 split8": {"BLOCK_N": 64, "BLOCK_K": 256, "W_LHS": True, "num_warps": 4,
                         "num_stages": 1, "SPLIT_K": 8},
