@@ -74,8 +74,8 @@ MAX_SPLIT_K = 8
 # two; Phi-2's, Qwen2.5-3B's and 19000 x 2048 1.12-1.16x, at 4-16 rows 1.12-1.19x; Qwen2-1.5B's
 # decode at batch 8 1.4690 -> 1.4089 ms a step. Past one wave at two stages (Llama-3-8B's
 # gate/up, 448 blocks) three stages stay faster: 92.3% against 72.9% (H200, notes/kernels.md,
-# session 68). Counted for sm_90's shared memory, the only one measured: an SM with less (an
-# A100's 164 KB holds two programs at either depth) gains nothing from the shallower stages.
+# session 68). Counted for sm_90's shared memory, the only one measured: an A100's 164 KB
+# would hold one program at three stages and two at two, a band elsewhere (not measured).
 WEIGHT_LEFT_SLOTS = {3: 2, 2: 3}
 # At 3-4 rows the tensor cores beat the CUDA-core kernel from this many weights up, counted
 # as the CUDA-core tile holds them: rows padded to its power-of-two width, whose masked lanes
