@@ -76,9 +76,23 @@ def share_launch(n, k, sms, per_sm, tile_bytes, ahead, early, warps):
                              num_stages=1, launch_pdl=True)
 
 
+def captured(step) -> torch.cuda.CUDAGraph:
+    """step() run once more on a side stream, then captured."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        step()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    return graph
+
+
 def chain(shapes, links, launch_of, dtype=torch.bfloat16):
     """A captured chain of `links` projections cycling through `shapes`, weights rotated past
-    L2; launch_of(n, k) gives a link's launcher or None for tg.linear. Returns us a link."""
+    L2; launch_of(n, k) gives a link's launch (grid, _share_kernel's keywords), a callable
+    run(y, x, w), or None for tg.linear. Returns us a link."""
     copies = max(2, -(-150 * 2**20 // sum(n * k * 2 for n, k in shapes)))
     layers = [shapes[i % len(shapes)] for i in range(links)]
     weights = [torch.randn(n, k, device="cuda", dtype=dtype) * k**-0.5
@@ -92,6 +106,8 @@ def chain(shapes, links, launch_of, dtype=torch.bfloat16):
             w = weights[i % len(weights)]
             if launches[i] is None:
                 tg.linear(acts[i][None, :k], w, out=acts[i + 1][None, :n])
+            elif callable(launches[i]):
+                launches[i](acts[i + 1][:n], acts[i][:k], w)
             else:
                 grid, kwargs = launches[i]
                 _share_kernel[grid](acts[i + 1], acts[i], w, n, k, **kwargs)
@@ -105,14 +121,7 @@ def chain(shapes, links, launch_of, dtype=torch.bfloat16):
         err = (acts[i + 1][:n].double() - ref).abs().max() / ref.abs().max()
         if err > 2e-2:
             raise RuntimeError(f"link {i} ({n}x{k}): relative error {err:.2e}")
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        step()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        step()
+    graph = captured(step)
     for _ in range(20):
         graph.replay()
     torch.cuda.synchronize()
