@@ -41,7 +41,9 @@ from tilegraph.testing import rel_error
 # Weights whose 64-row blocks number a little more than two an SM (the weight-left tile's
 # programs that fit at three stages): a second wave of a few programs.
 TAIL_SHAPES = (("qwen2.5-3b gate/up", 22016, 2048, "swiglu"), ("tail 19000x2048", 19000, 2048,
-                                                                  "norm"))
+                                                                  "norm"),
+               # session 69: short rows whose blocks fill under one wave (Qwen3-0.6B's shape)
+               ("qwen3-0.6b gate/up", 6144, 1024, "swiglu"))
 
 
 def weight_left(stages, split=1, block_n=64) -> dict:
@@ -58,6 +60,10 @@ VARIANTS = {
     # the rule's splits (TinyLlama's down 8, q|k|v 6; Llama-3.2-1B's q|k|v 5) a stage deeper
     "wl st4 split8": weight_left(4, 8), "wl st4 split6": weight_left(4, 6),
     "wl st4 split5": weight_left(4, 5),
+    # session 69: splits that fill three programs an SM at two stages where two an SM at
+    # three stages leave SMs idle (rows of 896-1024 columns)
+    "wl st2 split3": weight_left(2, 3), "wl st2 split4": weight_left(2, 4),
+    "wl st3 split3": weight_left(3, 3), "wl st2 split8": weight_left(2, 8),
     # whole_slice_config's tiles past its bound of about two programs an SM (K = 2048)
     "ws64x256 split8": {"BLOCK_N": 64, "BLOCK_K": 256, "W_LHS": True, "num_warps": 4,
                         "num_stages": 1, "SPLIT_K": 8},

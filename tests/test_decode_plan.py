@@ -157,6 +157,24 @@ def test_weight_left_tile_takes_two_stages_where_that_fits_one_wave(rows, device
     assert_close(_run(plan, x, w, b, g, r), ref, torch.bfloat16, what=str(plan))
 
 
+@pytest.mark.parametrize("rows", [3, 8])
+def test_weight_left_split_fills_three_programs_an_sm_at_two_stages(rows, device):
+    """A split that fills at most SPLIT_FILL of two programs an SM at three stages runs at two
+    stages, split to fill three an SM, where that fills more; otherwise unchanged. The tile
+    so chosen (3 blocks on 4 SMs: split 2 -> 4), every part fused, against float64."""
+    assert decode_plan.weight_left_config(6144, 1024, 132) == {
+        "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 2, "W_LHS": True,
+        "SPLIT_K": 4}
+    for n, k, split in ((3072, 2048, 5), (4096, 4096, 4), (9728, 896, None)):  # fill > 0.8
+        config = decode_plan.weight_left_config(n, k, 132)
+        assert config["num_stages"] == 3 and config.get("SPLIT_K") == split, (n, k)
+    config = decode_plan.weight_left_config(150, 512, 4)
+    assert (config["num_stages"], config["SPLIT_K"]) == (2, 4)
+    plan = decode_plan.Plan("dot", config)
+    x, w, b, g, r, ref = _parts(rows, 150, 512, torch.bfloat16, device)
+    assert_close(_run(plan, x, w, b, g, r), ref, torch.bfloat16, what=str(plan))
+
+
 def _split_plan(split, block_n=32, block_k=32):
     return decode_plan.Plan("dot", {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": 4,
                                     "num_stages": 2, "SPLIT_K": split})

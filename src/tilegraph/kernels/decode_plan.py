@@ -77,6 +77,14 @@ MAX_SPLIT_K = 8
 # session 68). Counted for sm_90's shared memory, the only one measured: an A100's 164 KB
 # would hold one program at three stages and two at two, a band elsewhere (not measured).
 WEIGHT_LEFT_SLOTS = {3: 2, 2: 3}
+# A K split whose programs fill at most this fraction of the two an SM that fit at three
+# stages runs at two stages instead, split further to fill the three that fit there, where
+# that fills more. Qwen3-0.6B-shaped gate/up (6144 x 1024, 96 blocks: split 2, 192 programs,
+# 0.73 -> split 4, 384 of 396): its decode step at batch 8 0.7638-0.7652 -> 0.7364-0.7368 ms,
+# at batch 4 0.7565 -> 0.7327; Llama-3-8B's q|k|v (the same counts) 4.1735-4.1776 -> 4.1627.
+# Llama-3.2-1B's q|k|v (split 5, 0.91 -> split 8, 0.97) lost 0.4% (0.8877-0.8885 -> 0.8915),
+# so not past this fraction (H200, notes/kernels.md, session 69).
+SPLIT_FILL = 0.8
 # At 3-4 rows the tensor cores beat the CUDA-core kernel from this many weights up, counted
 # as the CUDA-core tile holds them: rows padded to its power-of-two width, whose masked lanes
 # hold registers and keep fewer bytes in flight. bf16 stacks, CUDA-core -> tensor-core us:
@@ -146,13 +154,26 @@ def weight_left_config(N: int, K: int, sms: int) -> dict:
     whole bf16 LayerStacks at 8 rows (H100, notes/kernels.md): d=2560 168 -> 136 us, d=3072
     174 -> 161, d=4096 239 -> 236.
     Two stages where the column blocks number more than WEIGHT_LEFT_SLOTS[3] an SM and at
-    most WEIGHT_LEFT_SLOTS[2]: all programs in one wave."""
+    most WEIGHT_LEFT_SLOTS[2]: all programs in one wave; and where a split fills at most
+    SPLIT_FILL of the slots at three stages, two stages with K split to fill theirs, if that
+    fills more."""
     block_k = max(16, min(128, triton.next_power_of_2(K)))
     n_blocks = triton.cdiv(N, 64)
-    split = min(MAX_SPLIT_K, triton.cdiv(K, block_k), WEIGHT_LEFT_SLOTS[3] * sms // n_blocks)
+
+    def split_for(stages: int) -> int:
+        return min(MAX_SPLIT_K, triton.cdiv(K, block_k),
+                   WEIGHT_LEFT_SLOTS[stages] * sms // n_blocks)
+
+    def filled(stages: int, split: int) -> float:
+        return n_blocks * split / (WEIGHT_LEFT_SLOTS[stages] * sms)
+
+    split = split_for(3)
     one_wave_at_two = WEIGHT_LEFT_SLOTS[3] * sms < n_blocks <= WEIGHT_LEFT_SLOTS[2] * sms
-    config = {"BLOCK_N": 64, "BLOCK_K": block_k, "num_warps": 4,
-              "num_stages": 2 if one_wave_at_two else 3, "W_LHS": True}
+    stages = 2 if one_wave_at_two else 3
+    if split >= 2 and filled(3, split) <= SPLIT_FILL and filled(2, split_for(2)) > filled(3, split):
+        stages, split = 2, split_for(2)
+    config = {"BLOCK_N": 64, "BLOCK_K": block_k, "num_warps": 4, "num_stages": stages,
+              "W_LHS": True}
     return {**config, "SPLIT_K": split} if split >= 2 else config
 
 
