@@ -268,6 +268,8 @@ def test_decode_grid_counts_the_floor_targets_it_misses():
     assert grid.floor_target(square, 1, torch.bfloat16) == 85
     assert grid.floor_target(square, 16, torch.float16) == 70
     assert grid.floor_target(square, 4, torch.bfloat16) is None      # a row count not named
+    assert grid.floor_target(square, 12, torch.bfloat16) == 70       # inside "8-16 rows"
+    assert grid.floor_target(square, 17, torch.bfloat16) is None
     assert grid.floor_target(256 * 2048 * 2, 1, torch.bfloat16) is None  # 1 MiB
     assert grid.floor_target(4096 * 4096 * 4, 1, torch.float32) is None
     results = [{"dtype": "bfloat16", "floor_target_pct": 85, "tilegraph_pct_floor": 77.3},

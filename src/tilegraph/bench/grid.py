@@ -43,9 +43,10 @@ SPEEDUPS = {"tilegraph": "F.linear", "nopdl": "F.linear",
 # Projections that read the hidden state although they narrow it: grouped-query k / v.
 NARROW_READS = {(256, 2048)}
 # Issue 17's bandwidth targets: 16-bit weights of at least FLOOR_TARGET_MIB read at this %
-# of copy bandwidth or more, by row count (tg.linear's default, plain).
+# of copy bandwidth or more, by range of row counts (tg.linear's default, plain): 1-2 rows
+# and 8-16 rows, the rows between included (12 rows is in the second range).
 FLOOR_TARGET_MIB = 8
-FLOOR_TARGET_PCT = {1: 85, 2: 85, 8: 70, 16: 70}
+FLOOR_TARGET_PCT = {(1, 2): 85, (8, 16): 70}
 
 
 def fused_part(n: int, k: int) -> str:
@@ -59,10 +60,11 @@ def fused_part(n: int, k: int) -> str:
 
 def floor_target(weight_bytes: int, rows: int, dtype: torch.dtype) -> float | None:
     """The % of copy bandwidth issue 17 asks of a plain projection, or None where it asks
-    none (fp32, weights under FLOOR_TARGET_MIB, row counts it does not name)."""
+    none (fp32, weights under FLOOR_TARGET_MIB, row counts outside its ranges)."""
     if dtype == torch.float32 or weight_bytes < FLOOR_TARGET_MIB * 2**20:
         return None
-    return FLOOR_TARGET_PCT.get(rows)
+    return next((pct for (low, high), pct in FLOOR_TARGET_PCT.items() if low <= rows <= high),
+                None)
 
 
 def default_shapes() -> tuple[tuple[int, int], ...]:
