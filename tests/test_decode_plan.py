@@ -165,7 +165,7 @@ def test_weight_left_split_fills_three_programs_an_sm_at_two_stages(rows, device
     assert decode_plan.weight_left_config(6144, 1024, 132) == {
         "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 2, "W_LHS": True,
         "SPLIT_K": 4}
-    for n, k, split in ((3072, 2048, 5), (4096, 4096, 4), (9728, 896, None)):  # fill > 0.8
+    for n, k, split in ((3072, 2048, 5), (4096, 4096, 4), (9728, 896, None)):  # > 0.8, unsplit
         config = decode_plan.weight_left_config(n, k, 132)
         assert config["num_stages"] == 3 and config.get("SPLIT_K") == split, (n, k)
     config = decode_plan.weight_left_config(150, 512, 4)

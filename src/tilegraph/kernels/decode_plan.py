@@ -81,7 +81,7 @@ WEIGHT_LEFT_SLOTS = {3: 2, 2: 3}
 # stages runs at two stages instead, split further to fill the three that fit there, where
 # that fills more. Qwen3-0.6B-shaped gate/up (6144 x 1024, 96 blocks: split 2, 192 programs,
 # 0.73 -> split 4, 384 of 396): its decode step at batch 8 0.7638-0.7652 -> 0.7364-0.7368 ms,
-# at batch 4 0.7565 -> 0.7327; Llama-3-8B's q|k|v (the same counts) 4.1735-4.1776 -> 4.1627.
+# at batch 4 0.7565 -> 0.7327; Llama-3-8B's q|k|v (the same counts) 4.1735-4.1776 -> 4.1627 (noise).
 # Llama-3.2-1B's q|k|v (split 5, 0.91 -> split 8, 0.97) lost 0.4% (0.8877-0.8885 -> 0.8915),
 # so not past this fraction (H200, notes/kernels.md, session 69).
 SPLIT_FILL = 0.8
