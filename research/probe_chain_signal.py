@@ -24,6 +24,7 @@ import argparse
 import torch
 import triton
 import triton.language as tl
+from probe_resident_share import captured  # research/ is the script's own folder
 
 import tilegraph as tg
 from tilegraph.bench.roofline import ceilings
@@ -108,14 +109,7 @@ def chain(shapes, links, mode, dtype=torch.bfloat16):
     step()
     torch.cuda.synchronize()
     expected = acts[-1].float().clone()
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        step()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        step()
+    graph = captured(step)
     for _ in range(20):
         graph.replay()
     torch.cuda.synchronize()
