@@ -4,6 +4,7 @@ with fewer or more warps, loads in flight and tile lengths.
 
     PYTHONPATH=src python3 research/probe_attention_step.py --model qwen2-0.5b --context 256
     ... --preload   # each run's first tile read before the wait, 2 or 3 stages deep
+    ... --whole     # a short run read before the wait: one tile of twice the positions or two
 
 Each variant is recorded in tg.decode_attention's tuned store for the step's shape (as the
 Generator's tuning would), the step is captured again and 300 replays timed; the rule's
@@ -30,6 +31,12 @@ def main() -> None:
     parser.add_argument("--max-seq", type=int, default=2048)
     parser.add_argument("--quick", action="store_true", help="the 8-warp variants only")
     parser.add_argument("--preload", action="store_true", help="the first tile preloaded")
+    parser.add_argument("--whole", action="store_true",
+                        help="session 70: a short run preloaded as one tile of twice the "
+                             "positions or as two tiles")
+    parser.add_argument("--long-tile", action="store_true",
+                        help="session 70: the preloaded tile of twice the positions, one run "
+                             "of at most 1 or 2 of them")
     args = parser.parse_args()
     config = LlamaConfig.from_hf(hf_config(args.model))
     model = Llama(config, dtype=torch.bfloat16, device="cuda")
@@ -68,7 +75,23 @@ def main() -> None:
                ("preload, 2 stages", {"PRELOAD": True, "num_stages": 2}),
                ("preload, 2 stages, runs of a tile",
                 {"PRELOAD": True, "num_stages": 2, "ONE_RUN_TILES": 1})]
-    variants = preload if args.preload else quick if args.quick else [
+    # session 70: a short run read before the wait, in one tile of twice the positions or
+    # two tiles, so that no tile's round trip is left after it; 8 warps keep their
+    # registers under the cap
+    whole = [("preload, 2 stages", {"PRELOAD": True, "num_stages": 2}),
+             (f"preload, tiles of {2 * rule['BLOCK_T']}, 2 stages, 8 warps",
+              {"PRELOAD": True, "num_stages": 2, "BLOCK_T": 2 * rule["BLOCK_T"],
+               "num_warps": 8}),
+             ("preload 2 tiles, 2 stages, 8 warps",
+              {"PRELOAD": True, "PRELOAD_TILES": 2, "num_stages": 2, "num_warps": 8}),
+             ("preload 2 tiles, 2 stages", {"PRELOAD": True, "PRELOAD_TILES": 2,
+                                            "num_stages": 2})]
+    # the preloaded tile of twice the positions read by one program only up to 1 or 2 such
+    # tiles, so that longer caches split into more runs (3 tiles in one run lost at 767)
+    long_tile = [(f"preload, tiles of {2 * rule['BLOCK_T']}, 8 warps, one run <= {n}",
+                  {"PRELOAD": True, "num_stages": 2, "BLOCK_T": 2 * rule["BLOCK_T"],
+                   "num_warps": 8, "ONE_RUN_TILES": n}) for n in (1, 2)]
+    variants = long_tile if args.long_tile else whole if args.whole else preload if args.preload else quick if args.quick else [
                 ("1 warp", {"num_warps": 1}), ("2 warps", {"num_warps": 2}),
                 ("8 warps", {"num_warps": 8}), ("2 stages", {"num_stages": 2}),
                 ("4 stages", {"num_stages": 4}),

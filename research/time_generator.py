@@ -28,7 +28,7 @@ from tilegraph.models.hf_presets import hf_config
 from tilegraph.models.llama import Llama, LlamaConfig
 
 ATTENTION_KEYS = ("HEAD_BLOCKS", "SPLITS", "BLOCK_T", "BLOCK_G", "MERGE_RUNS", "PRELOAD",
-                  "num_stages")
+                  "num_stages", "num_warps")
 
 
 def main() -> None:

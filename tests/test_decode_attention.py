@@ -258,11 +258,13 @@ def test_step_candidates_start_with_the_chosen_launch(shape):
     for chosen in attention_candidates(*shape, 132):
         candidates = step_candidates(*shape, 132, chosen)
         preloaded = attention_config(*shape, 132, preload=True, stages=2)
+        tile = attention.default_tile(shape[3])
+        two = attention_config(*shape, 132, preload=2, stages=2, warps=8)
         assert candidates[0] == chosen
         assert len({repr(c) for c in candidates}) == len(candidates)
-        assert len(candidates) == 4 + (chosen != rule) - (chosen == preloaded)
-        assert rule in candidates and preloaded in candidates
-        tile = attention.default_tile(shape[3])
+        assert len(candidates) == 5 + (chosen != rule) - (chosen == preloaded)
+        assert rule in candidates and preloaded in candidates and two in candidates
+        assert (two["PRELOAD"], two["PRELOAD_TILES"], two["num_warps"]) == (True, 2, 8)
         assert {(c["BLOCK_T"], c["num_stages"], c["BLOCK_G"]) for c in candidates[1:]} >= {
             (2 * tile, 2, rule["BLOCK_G"]), (rule["BLOCK_T"], rule["num_stages"], 64)}
         for config in candidates:
@@ -306,11 +308,13 @@ def test_a_launch_chosen_in_a_step_is_recorded_for_its_attention_key(monkeypatch
 
 
 @pytest.mark.parametrize("head_dim, max_seq, timed_at", [
-    (64, 2048, {255, 383, 2047}), (128, 2048, {255, 191, 2047}), (64, 300, {255, 299})])
+    (64, 2048, {255, 383, 767, 2047}), (128, 2048, {255, 191, 383, 2047}),
+    (64, 300, {255, 299})])
 def test_a_step_is_timed_where_one_run_reads_the_most(head_dim, max_seq, timed_at,
                                                       monkeypatch):
     """Each candidate's step is timed at a short position, at the longest sequence one
-    program reads unsplit (the rule's tiles) and at the last position."""
+    program reads unsplit (for the rule's tiles and for the candidates' tiles of twice the
+    positions) and at the last position."""
     monkeypatch.setattr(attention.tuned, "_memo", {})
     monkeypatch.setattr(attention.tuned, "_disk_loaded", True)
     monkeypatch.setattr(tune.attention_in_step, "_memo", {})
@@ -461,13 +465,17 @@ def test_cache_rows_in_flight_are_named_only_by_their_writer():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("kv_heads, max_seq, one_run_tiles", [(2, 1024, 3), (4, 700, 0)])
+@pytest.mark.parametrize("kv_heads, max_seq, one_run_tiles, tiles, warps",
+                         [(2, 1024, 3, 1, 4), (4, 700, 0, 1, 4), (2, 1024, 3, 2, 8),
+                          (4, 700, 0, 2, 8)])
 def test_preloaded_tiles_read_the_rows_the_projection_just_wrote(kv_heads, max_seq,
-                                                                 one_run_tiles, monkeypatch):
+                                                                 one_run_tiles, tiles, warps,
+                                                                 monkeypatch):
     """Each run's first tile read before the wait while tg.linear_qkv, the kernel just
     before under PDL, writes the new token's keys and values: attention reads those rows
     again after its wait. They hold NaN before every replay, so a stale read shows; slots
-    out of order, each sequence at its own position."""
+    out of order, each sequence at its own position. Also with the first two tiles preloaded
+    over 8 warps."""
     monkeypatch.setattr(attention.tuned, "_memo", {})
     monkeypatch.setattr(attention.tuned, "_disk_loaded", True)  # this test's records only
     batch, heads, head_dim, dim, dtype = 3, 8, 64, 256, torch.bfloat16
@@ -482,7 +490,7 @@ def test_preloaded_tiles_read_the_rows_the_projection_just_wrote(kv_heads, max_s
     positions = torch.zeros(batch, dtype=torch.int64, device="cuda")
     lengths = torch.zeros_like(positions)
     config = {**attention_config(batch, kv_heads, heads // kv_heads, head_dim, max_seq,
-                                 sm_count(x.device), preload=True, stages=2),
+                                 sm_count(x.device), preload=tiles, stages=2, warps=warps),
               "ONE_RUN_TILES": one_run_tiles}
     attention.tuned.record(attention_key(batch, kv_heads, heads // kv_heads, head_dim,
                                          max_seq, dtype), config)

@@ -188,13 +188,13 @@ def tune_attention_in_step_once(batch: int, n_heads: int, n_kv_heads: int, head_
         batch, n_kv_heads, group, head_dim, max_seq, sm_count(positions.device), **device)
     candidates = attention.step_candidates(batch, n_kv_heads, group, head_dim, max_seq,
                                            sm_count(positions.device), first, **device)
-    # Also timed where one program reads the longest sequence of the unsplit path: a launch
-    # chosen on positions 255 and 2047 lost 3.6% there in a Qwen2-0.5B step
-    # (notes/models.md, session 56).
-    one_run_end = attention.ONE_RUN_TILES * attention.default_tile(head_dim) - 1
+    # Also timed where one program reads the longest sequence of the unsplit path, for each
+    # tile length among the candidates: a launch chosen on positions 255 and 2047 lost 3.6%
+    # there in a Qwen2-0.5B step (notes/models.md, session 56).
+    one_run_ends = sorted({attention.ONE_RUN_TILES * c["BLOCK_T"] - 1 for c in candidates})
     times = time_step_candidates(len(candidates),
                                  lambda i: attention.tuned.record(key, candidates[i]),
-                                 capture_step, positions, max_seq, tolerance, (one_run_end,))
+                                 capture_step, positions, max_seq, tolerance, one_run_ends)
     if not times:  # not even the launch timed alone captured: leave it to fail in the open
         attention.tuned.record(key, first)
         return None

@@ -146,6 +146,38 @@ def _prefetch_tile(row0, stride_cp, start, stop, HEAD_DIM: tl.constexpr,
 
 
 @triton.jit
+def _preload_tile(k_ptr, v_ptr, kv_offsets, stride_cp, t0, stop, d_mask,
+                  written_slots_ptr, written_positions_ptr, b, N_WRITTEN: tl.constexpr,
+                  BLOCK_WRITTEN: tl.constexpr, BLOCK_T: tl.constexpr):
+    """Keys and values of positions [t0, t0 + BLOCK_T) below stop, read before the wait, and
+    which of those rows the kernel before may still write (row written_positions[r] of slot
+    written_slots[r]: read again after the wait, _reread_written)."""
+    positions = t0 + tl.arange(0, BLOCK_T)
+    kv_mask = (positions < stop)[:, None] & d_mask[None, :]
+    k = tl.load(k_ptr + kv_offsets + t0 * stride_cp, mask=kv_mask, other=0.0)
+    v = tl.load(v_ptr + kv_offsets + t0 * stride_cp, mask=kv_mask, other=0.0)
+    written = tl.zeros([BLOCK_T], tl.int1)
+    if N_WRITTEN > 0:
+        r = tl.arange(0, BLOCK_WRITTEN)
+        w_slots = tl.load(written_slots_ptr + r, mask=r < N_WRITTEN, other=-1)
+        w_positions = tl.load(written_positions_ptr + r, mask=r < N_WRITTEN, other=-1)
+        hits = (w_slots[None, :] == b) & (w_positions[None, :] == positions[:, None])
+        written = tl.max(hits.to(tl.int32), axis=1) > 0                          # (BT,)
+    return k, v, written
+
+
+@triton.jit
+def _reread_written(k_ptr, v_ptr, kv_offsets, stride_cp, t0, stop, d_mask, k, v, written,
+                    BLOCK_T: tl.constexpr):
+    """A preloaded tile (_preload_tile) after the wait: its rows the kernel before wrote
+    read again, the others kept."""
+    fresh = (written & (t0 + tl.arange(0, BLOCK_T) < stop))[:, None] & d_mask[None, :]
+    k = tl.load(k_ptr + kv_offsets + t0 * stride_cp, mask=fresh, other=k)
+    v = tl.load(v_ptr + kv_offsets + t0 * stride_cp, mask=fresh, other=v)
+    return k, v
+
+
+@triton.jit
 def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
                              q_ptr, stride_qb, stride_qh,
                              k_ptr, v_ptr, stride_cb, stride_ch, stride_cp,
@@ -156,7 +188,8 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
                              HEAD_BLOCKS: tl.constexpr, GROUP_BLOCK: tl.constexpr,
                              HEAD_DIM: tl.constexpr, SPLITS: tl.constexpr,
                              PDL: tl.constexpr, LENGTHS_FINAL: tl.constexpr,
-                             PRELOAD: tl.constexpr, N_WRITTEN: tl.constexpr,
+                             PRELOAD: tl.constexpr, PRELOAD_TILES: tl.constexpr,
+                             N_WRITTEN: tl.constexpr,
                              BLOCK_WRITTEN: tl.constexpr,
                              ONE_RUN_TILES: tl.constexpr,
                              DOT_PRECISION: tl.constexpr,
@@ -191,28 +224,21 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
     offs_d = tl.arange(0, BLOCK_D)
     d_mask = offs_d < HEAD_DIM
     kv_offsets = kv_base + tl.arange(0, BLOCK_T)[:, None] * stride_cp + offs_d[None, :]
-    first_positions = start + tl.arange(0, BLOCK_T)
-    first_mask = first_positions < stop
-    first_kv_mask = first_mask[:, None] & d_mask[None, :]
     if PRELOAD:
-        # The run's first tile into registers while the kernel before finishes: it writes
-        # no row of the caches but row written_positions[r] of slot written_slots[r] (read
-        # again after the wait), so the others are final already.
-        k_first = tl.load(k_ptr + kv_offsets + start * stride_cp, mask=first_kv_mask,
-                          other=0.0)
-        v_first = tl.load(v_ptr + kv_offsets + start * stride_cp, mask=first_kv_mask,
-                          other=0.0)
-        written = tl.zeros([BLOCK_T], tl.int1)
-        if N_WRITTEN > 0:
-            r = tl.arange(0, BLOCK_WRITTEN)
-            w_slots = tl.load(written_slots_ptr + r, mask=r < N_WRITTEN, other=-1)
-            w_positions = tl.load(written_positions_ptr + r, mask=r < N_WRITTEN, other=-1)
-            hits = (w_slots[None, :] == b) & (w_positions[None, :] == first_positions[:, None])
-            written = tl.max(hits.to(tl.int32), axis=1) > 0                      # (BT,)
+        # The run's first PRELOAD_TILES tiles into registers while the kernel before
+        # finishes: it writes no row of the caches but row written_positions[r] of slot
+        # written_slots[r] (read again after the wait), so the others are final already.
+        k_first, v_first, written_first = _preload_tile(
+            k_ptr, v_ptr, kv_offsets, stride_cp, start, stop, d_mask, written_slots_ptr,
+            written_positions_ptr, b, N_WRITTEN, BLOCK_WRITTEN, BLOCK_T)
+        if PRELOAD_TILES > 1:
+            k_second, v_second, written_second = _preload_tile(
+                k_ptr, v_ptr, kv_offsets, stride_cp, start + BLOCK_T, stop, d_mask,
+                written_slots_ptr, written_positions_ptr, b, N_WRITTEN, BLOCK_WRITTEN, BLOCK_T)
     if PDL:
         # While the kernel before finishes: the run's first keys and values into L2. Only a
         # hint (L2 is coherent, so a line written after this is read fresh below).
-        ahead = start + BLOCK_T if PRELOAD else start
+        ahead = start + PRELOAD_TILES * BLOCK_T if PRELOAD else start
         _prefetch_tile(k_ptr + kv_base, stride_cp, ahead, stop, HEAD_DIM, BLOCK_T, ROW_LINES,
                        LINE_ELEMENTS)
         _prefetch_tile(v_ptr + kv_base, stride_cp, ahead, stop, HEAD_DIM, BLOCK_T, ROW_LINES,
@@ -236,14 +262,23 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
         denom = tl.zeros([BLOCK_G], tl.float32)
         acc = tl.zeros([BLOCK_G, BLOCK_D], tl.float32)
         if PRELOAD and start < stop:
-            fresh = written[:, None] & first_kv_mask
-            k_first = tl.load(k_ptr + kv_offsets + start * stride_cp, mask=fresh,
-                              other=k_first)
-            v_first = tl.load(v_ptr + kv_offsets + start * stride_cp, mask=fresh,
-                              other=v_first)
-            m, denom, acc = _attend_tile(q, k_first, v_first, first_mask, m, denom, acc,
+            k_first, v_first = _reread_written(k_ptr, v_ptr, kv_offsets, stride_cp, start,
+                                               stop, d_mask, k_first, v_first, written_first,
+                                               BLOCK_T)
+            m, denom, acc = _attend_tile(q, k_first, v_first,
+                                         start + tl.arange(0, BLOCK_T) < stop, m, denom, acc,
                                          qk_scale, DOT_PRECISION, UPCAST_DOT)
             start += BLOCK_T
+            if PRELOAD_TILES > 1:
+                if start < stop:
+                    k_second, v_second = _reread_written(
+                        k_ptr, v_ptr, kv_offsets, stride_cp, start, stop, d_mask, k_second,
+                        v_second, written_second, BLOCK_T)
+                    m, denom, acc = _attend_tile(q, k_second, v_second,
+                                                 start + tl.arange(0, BLOCK_T) < stop, m,
+                                                 denom, acc, qk_scale, DOT_PRECISION,
+                                                 UPCAST_DOT)
+                    start += BLOCK_T
         m, denom, acc = _attend_run(q, k_ptr + kv_offsets, v_ptr + kv_offsets, d_mask,
                                     stride_cp, start, stop, qk_scale, m, denom, acc, BLOCK_T,
                                     HEAD_DIM == BLOCK_D, DOT_PRECISION, UPCAST_DOT)
@@ -332,8 +367,8 @@ def _merge_runs(out_ptr, stride_ob, stride_oh, stats, outs, b, first_head, n_hea
 def attention_config(batch: int, n_kv_heads: int, group: int, head_dim: int, max_seq: int,
                      sms: int | None, *, tile: int | None = None, stages: int | None = None,
                      programs_per_sm: int = 1, query_rows: int = 16,
-                     preload: bool = False, merge_chunks: int = MERGE_CHUNKS,
-                     head_blocks: int | None = None, element_size: int = 2,
+                     preload: int = 0, merge_chunks: int = MERGE_CHUNKS,
+                     head_blocks: int | None = None, warps: int = 4, element_size: int = 2,
                      shared_memory: int | None = None) -> dict:
     """Launch shape: the group's q heads padded to a tensor-core tile of at least `query_rows` rows
     (16, an mma.sync tile; 64, a Hopper warpgroup's wgmma, which does four times the multiplies
@@ -346,11 +381,12 @@ def attention_config(batch: int, n_kv_heads: int, group: int, head_dim: int, max
     programs past a whole wave would run as a second wave with most SMs idle), but no more runs
     than max_seq has tiles, and no more than `merge_chunks` times the runs whose partial outputs
     the merge holds in registers at once (MERGE_ELEMENTS; each further chunk of runs is one more
-    round trip to L2); `preload`: each run's first tile read into registers before the wait
-    under PDL, where the launcher finds that safe; `head_blocks`: each pair's q heads in that
-    many blocks (at most the group), a program (and a merge) each, which read the same keys and
-    values; by default head_blocks_rule's. The defaults are the rule for untuned shapes
-    (research/sweep_decode_attention.py, notes/models.md)."""
+    round trip to L2); `preload`: each run's first `preload` tiles (True: one) read into
+    registers before the wait under PDL, where the launcher finds that safe; `head_blocks`:
+    each pair's q heads in that many blocks (at most the group), a program (and a merge) each,
+    which read the same keys and values; by default head_blocks_rule's; `warps` a program. The
+    defaults are the rule for untuned shapes (research/sweep_decode_attention.py,
+    notes/models.md)."""
     sms = sms or ASSUMED_SM_COUNT
     shape = (batch, n_kv_heads, group, head_dim, max_seq, sms, tile or default_tile(head_dim),
              programs_per_sm, merge_chunks)
@@ -368,7 +404,8 @@ def attention_config(batch: int, n_kv_heads: int, group: int, head_dim: int, max
             "BLOCK_G": max(query_rows, group_p2), "GROUP_P2": group_p2, "BLOCK_T": shape[6],
             "BLOCK_D": block_d, "BLOCK_SPLITS": block_splits,
             "MERGE_RUNS": min(merge_runs, block_splits), "HEAD_BLOCKS": head_blocks,
-            "PRELOAD": preload, "num_warps": 4, "num_stages": stages}
+            "PRELOAD": preload > 0, "PRELOAD_TILES": max(1, int(preload)),
+            "num_warps": warps, "num_stages": stages}
 
 
 def _grid(batch: int, n_kv_heads: int, group: int, head_dim: int, max_seq: int, sms: int,
@@ -487,11 +524,18 @@ def step_candidates(batch: int, n_kv_heads: int, group: int, head_dim: int, max_
     session 43). Each run's first tile read before the wait, two stages deep, took batch-1 steps
     1.5-3.4% faster on TinyLlama (positions 255-1023), 1.5-6.8% on Llama-3.2-1B, 1.0% on
     Qwen2-0.5B at 1023 and 1.3% on TinyLlama b8, and Qwen2-0.5B's 0.5% slower at 255 and 3.6% at
-    383 (H200, notes/models.md, session 56)."""
+    383 (H200, notes/models.md, session 56). The same in tiles of twice the positions over 8
+    warps, so that a run of up to 255 positions is in registers before the wait (4 warps
+    spill them): at position 255 TinyLlama's step 2.2% (b1) and 4.3% (b8) faster than with
+    the preload of one default tile, Llama-3.2-1B's equal, Qwen2-0.5B's equal and 1.3% slower
+    at 383 than the rule, TinyLlama b8's 1.4% faster there; but longer tiles halve the runs
+    of a long cache, and tg.Generator chose them nowhere. So two default tiles are preloaded
+    instead (H200, notes/models.md, session 70)."""
     shape = (batch, n_kv_heads, group, head_dim, max_seq, sms)
     configs = [dict(chosen)]
     for variant in ({}, {"tile": 2 * default_tile(head_dim), "stages": 2},
-                    {"query_rows": 64}, {"preload": True, "stages": 2}):
+                    {"query_rows": 64}, {"preload": True, "stages": 2},
+                    {"preload": 2, "stages": 2, "warps": 8}):
         config = attention_config(*shape, **variant, **device)
         if config not in configs:
             configs.append(config)
@@ -502,8 +546,9 @@ def step_candidates(batch: int, n_kv_heads: int, group: int, head_dim: int, max_
 # among older candidates is then timed again instead of kept (2: tiles of twice the default
 # positions alone, the rule in the step; session 47. 3: the first tile preloaded; session 56.
 # 4: runs merged in two chunks, 5: q heads in blocks; session 58. 6: blocks in the rule;
-# session 59. 7: deeper pipelines in the rule, the default tile 3 deep timed; session 60).
-CANDIDATES_VERSION = 7
+# session 59. 7: deeper pipelines in the rule, the default tile 3 deep timed; session 60. 8: a
+# run's first two tiles preloaded over 8 warps in the step; session 70).
+CANDIDATES_VERSION = 8
 
 
 def device_facts(dtype: torch.dtype, device: torch.device) -> dict:
@@ -540,6 +585,7 @@ def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
                                              **device_facts(q.dtype, q.device)))
     config.setdefault("ONE_RUN_TILES", ONE_RUN_TILES)  # a shape tuned before it was a key
     config.setdefault("PRELOAD", False)
+    config.setdefault("PRELOAD_TILES", 1)
     config.setdefault("MERGE_RUNS", config["BLOCK_SPLITS"])  # older configs: all at once
     config.setdefault("HEAD_BLOCKS", 1)
     partials = counters = out  # placeholders, never touched without a split
