@@ -97,7 +97,8 @@ def dot_usage(n: int, k: int, config: dict) -> None:
 def attention_usage(batch: int, heads: int, kv_heads: int, head_dim: int, max_seq: int) -> None:
     """The attention kernel at that shape (bf16, under PDL)."""
     config = attention_config(batch, kv_heads, heads // kv_heads, head_dim, max_seq, 132)
-    launch = {key: v for key, v in config.items() if key.isupper()}
+    launch = {key: v for key, v in config.items() if key.isupper() and key != "PRELOAD_TILES"}
+    launch["PRELOAD_T"] = config["PRELOAD_TILES"] * config["BLOCK_T"]  # as the launcher does
     group = heads // kv_heads
     launch.update(N_KV_HEADS=kv_heads, GROUP=group,
                   GROUP_BLOCK=triton.cdiv(group, config["HEAD_BLOCKS"]), HEAD_DIM=head_dim,

@@ -76,16 +76,14 @@ def main() -> None:
                ("preload, 2 stages, runs of a tile",
                 {"PRELOAD": True, "num_stages": 2, "ONE_RUN_TILES": 1})]
     # session 70: a short run read before the wait, in one tile of twice the positions or
-    # two tiles, so that no tile's round trip is left after it; 8 warps keep their
-    # registers under the cap
+    # two tiles' positions preloaded as one, so that no tile's round trip is left after it;
+    # 8 warps keep their registers under the cap (4 warps spill)
     whole = [("preload, 2 stages", {"PRELOAD": True, "num_stages": 2}),
              (f"preload, tiles of {2 * rule['BLOCK_T']}, 2 stages, 8 warps",
               {"PRELOAD": True, "num_stages": 2, "BLOCK_T": 2 * rule["BLOCK_T"],
                "num_warps": 8}),
              ("preload 2 tiles, 2 stages, 8 warps",
-              {"PRELOAD": True, "PRELOAD_TILES": 2, "num_stages": 2, "num_warps": 8}),
-             ("preload 2 tiles, 2 stages", {"PRELOAD": True, "PRELOAD_TILES": 2,
-                                            "num_stages": 2})]
+              {"PRELOAD": True, "PRELOAD_TILES": 2, "num_stages": 2, "num_warps": 8})]
     # the preloaded tile of twice the positions read by one program only up to 1 or 2 such
     # tiles, so that longer caches split into more runs (3 tiles in one run lost at 767)
     long_tile = [(f"preload, tiles of {2 * rule['BLOCK_T']}, 8 warps, one run <= {n}",

@@ -188,7 +188,7 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
                              HEAD_BLOCKS: tl.constexpr, GROUP_BLOCK: tl.constexpr,
                              HEAD_DIM: tl.constexpr, SPLITS: tl.constexpr,
                              PDL: tl.constexpr, LENGTHS_FINAL: tl.constexpr,
-                             PRELOAD: tl.constexpr, PRELOAD_TILES: tl.constexpr,
+                             PRELOAD: tl.constexpr, PRELOAD_T: tl.constexpr,
                              N_WRITTEN: tl.constexpr,
                              BLOCK_WRITTEN: tl.constexpr,
                              ONE_RUN_TILES: tl.constexpr,
@@ -224,21 +224,20 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
     offs_d = tl.arange(0, BLOCK_D)
     d_mask = offs_d < HEAD_DIM
     kv_offsets = kv_base + tl.arange(0, BLOCK_T)[:, None] * stride_cp + offs_d[None, :]
+    # The preloaded part of a run, PRELOAD_T positions (whole tiles) in one tile: one softmax
+    # round for all of them (a round a tile cost TinyLlama's step 2-3% more, session 70).
+    first_offsets = kv_base + tl.arange(0, PRELOAD_T)[:, None] * stride_cp + offs_d[None, :]
     if PRELOAD:
-        # The run's first PRELOAD_TILES tiles into registers while the kernel before
+        # The run's first PRELOAD_T positions into registers while the kernel before
         # finishes: it writes no row of the caches but row written_positions[r] of slot
         # written_slots[r] (read again after the wait), so the others are final already.
         k_first, v_first, written_first = _preload_tile(
-            k_ptr, v_ptr, kv_offsets, stride_cp, start, stop, d_mask, written_slots_ptr,
-            written_positions_ptr, b, N_WRITTEN, BLOCK_WRITTEN, BLOCK_T)
-        if PRELOAD_TILES > 1:
-            k_second, v_second, written_second = _preload_tile(
-                k_ptr, v_ptr, kv_offsets, stride_cp, start + BLOCK_T, stop, d_mask,
-                written_slots_ptr, written_positions_ptr, b, N_WRITTEN, BLOCK_WRITTEN, BLOCK_T)
+            k_ptr, v_ptr, first_offsets, stride_cp, start, stop, d_mask, written_slots_ptr,
+            written_positions_ptr, b, N_WRITTEN, BLOCK_WRITTEN, PRELOAD_T)
     if PDL:
         # While the kernel before finishes: the run's first keys and values into L2. Only a
         # hint (L2 is coherent, so a line written after this is read fresh below).
-        ahead = start + PRELOAD_TILES * BLOCK_T if PRELOAD else start
+        ahead = start + PRELOAD_T if PRELOAD else start
         _prefetch_tile(k_ptr + kv_base, stride_cp, ahead, stop, HEAD_DIM, BLOCK_T, ROW_LINES,
                        LINE_ELEMENTS)
         _prefetch_tile(v_ptr + kv_base, stride_cp, ahead, stop, HEAD_DIM, BLOCK_T, ROW_LINES,
@@ -262,23 +261,13 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
         denom = tl.zeros([BLOCK_G], tl.float32)
         acc = tl.zeros([BLOCK_G, BLOCK_D], tl.float32)
         if PRELOAD and start < stop:
-            k_first, v_first = _reread_written(k_ptr, v_ptr, kv_offsets, stride_cp, start,
+            k_first, v_first = _reread_written(k_ptr, v_ptr, first_offsets, stride_cp, start,
                                                stop, d_mask, k_first, v_first, written_first,
-                                               BLOCK_T)
+                                               PRELOAD_T)
             m, denom, acc = _attend_tile(q, k_first, v_first,
-                                         start + tl.arange(0, BLOCK_T) < stop, m, denom, acc,
-                                         qk_scale, DOT_PRECISION, UPCAST_DOT)
-            start += BLOCK_T
-            if PRELOAD_TILES > 1:
-                if start < stop:
-                    k_second, v_second = _reread_written(
-                        k_ptr, v_ptr, kv_offsets, stride_cp, start, stop, d_mask, k_second,
-                        v_second, written_second, BLOCK_T)
-                    m, denom, acc = _attend_tile(q, k_second, v_second,
-                                                 start + tl.arange(0, BLOCK_T) < stop, m,
-                                                 denom, acc, qk_scale, DOT_PRECISION,
-                                                 UPCAST_DOT)
-                    start += BLOCK_T
+                                         start + tl.arange(0, PRELOAD_T) < stop, m, denom,
+                                         acc, qk_scale, DOT_PRECISION, UPCAST_DOT)
+            start += PRELOAD_T
         m, denom, acc = _attend_run(q, k_ptr + kv_offsets, v_ptr + kv_offsets, d_mask,
                                     stride_cp, start, stop, qk_scale, m, denom, acc, BLOCK_T,
                                     HEAD_DIM == BLOCK_D, DOT_PRECISION, UPCAST_DOT)
@@ -524,13 +513,12 @@ def step_candidates(batch: int, n_kv_heads: int, group: int, head_dim: int, max_
     session 43). Each run's first tile read before the wait, two stages deep, took batch-1 steps
     1.5-3.4% faster on TinyLlama (positions 255-1023), 1.5-6.8% on Llama-3.2-1B, 1.0% on
     Qwen2-0.5B at 1023 and 1.3% on TinyLlama b8, and Qwen2-0.5B's 0.5% slower at 255 and 3.6% at
-    383 (H200, notes/models.md, session 56). The same in tiles of twice the positions over 8
-    warps, so that a run of up to 255 positions is in registers before the wait (4 warps
-    spill them): at position 255 TinyLlama's step 2.2% (b1) and 4.3% (b8) faster than with
-    the preload of one default tile, Llama-3.2-1B's equal, Qwen2-0.5B's equal and 1.3% slower
-    at 383 than the rule, TinyLlama b8's 1.4% faster there; but longer tiles halve the runs
-    of a long cache, and tg.Generator chose them nowhere. So two default tiles are preloaded
-    instead (H200, notes/models.md, session 70)."""
+    383 (H200, notes/models.md, session 56). And the first two default tiles' positions
+    preloaded as one tile over 8 warps (4 warps spill it), runs still cut in default tiles:
+    at position 255 TinyLlama's step 5.0% (b1) and 4.3% (b8) faster than with one tile
+    preloaded, at 767 6.1% slower (b1, runs of one tile); tiles of twice the positions
+    throughout were slower at 255 and, halving a long cache's runs, at 767 too (H200,
+    notes/models.md, session 70)."""
     shape = (batch, n_kv_heads, group, head_dim, max_seq, sms)
     configs = [dict(chosen)]
     for variant in ({}, {"tile": 2 * default_tile(head_dim), "stages": 2},
@@ -547,7 +535,7 @@ def step_candidates(batch: int, n_kv_heads: int, group: int, head_dim: int, max_
 # positions alone, the rule in the step; session 47. 3: the first tile preloaded; session 56.
 # 4: runs merged in two chunks, 5: q heads in blocks; session 58. 6: blocks in the rule;
 # session 59. 7: deeper pipelines in the rule, the default tile 3 deep timed; session 60. 8: a
-# run's first two tiles preloaded over 8 warps in the step; session 70).
+# run's first two tiles' positions preloaded over 8 warps in the step; session 70).
 CANDIDATES_VERSION = 8
 
 
@@ -585,7 +573,7 @@ def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
                                              **device_facts(q.dtype, q.device)))
     config.setdefault("ONE_RUN_TILES", ONE_RUN_TILES)  # a shape tuned before it was a key
     config.setdefault("PRELOAD", False)
-    config.setdefault("PRELOAD_TILES", 1)
+    preload_positions = config.pop("PRELOAD_TILES", 1) * config["BLOCK_T"]
     config.setdefault("MERGE_RUNS", config["BLOCK_SPLITS"])  # older configs: all at once
     config.setdefault("HEAD_BLOCKS", 1)
     partials = counters = out  # placeholders, never touched without a split
@@ -622,7 +610,7 @@ def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
         BLOCK_WRITTEN=triton.next_power_of_2(max(n_written, 1)),
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         UPCAST_DOT=INTERPRET and q.dtype == torch.bfloat16,
-        LINE_ELEMENTS=line_elements, ROW_LINES=row_lines, **config,
+        LINE_ELEMENTS=line_elements, ROW_LINES=row_lines, PRELOAD_T=preload_positions, **config,
         **({"launch_pdl": True} if pdl else {}))
     launched(q.device, pdl, (out, partials, counters))
 
