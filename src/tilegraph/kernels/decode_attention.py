@@ -225,7 +225,7 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
     d_mask = offs_d < HEAD_DIM
     kv_offsets = kv_base + tl.arange(0, BLOCK_T)[:, None] * stride_cp + offs_d[None, :]
     # The preloaded part of a run, PRELOAD_T positions (whole tiles) in one tile: one softmax
-    # round for all of them (a round a tile cost TinyLlama's step 2-3% more, session 70).
+    # round for all of them (a round a tile cost TinyLlama's step 3-5% more, session 70).
     first_offsets = kv_base + tl.arange(0, PRELOAD_T)[:, None] * stride_cp + offs_d[None, :]
     if PRELOAD:
         # The run's first PRELOAD_T positions into registers while the kernel before
