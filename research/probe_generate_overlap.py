@@ -81,7 +81,7 @@ def unrolled_ms(generator: Generator, first_position: int, steps: int, replays: 
 
     def unrolled():
         for _ in range(steps):
-            generator._greedy_step(tokens, positions)
+            generator._greedy_step(tokens, positions, generator.cache)
     graph = tg.capture(unrolled, restore_state=False, pool=pool)
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     times = []

@@ -307,14 +307,14 @@ def test_a_launch_chosen_in_a_step_is_recorded_for_its_attention_key(monkeypatch
     assert result is None and attention.tuned.lookup(key) == chosen
 
 
-@pytest.mark.parametrize("head_dim, max_seq, timed_at", [
-    (64, 2048, {255, 383, 767, 2047}), (128, 2048, {255, 191, 383, 2047}),
-    (64, 300, {255, 299})])
-def test_a_step_is_timed_where_one_run_reads_the_most(head_dim, max_seq, timed_at,
+@pytest.mark.parametrize("head_dim, max_seq, shortest, timed_at", [
+    (64, 2048, 0, {255, 383, 767, 2047}), (128, 2048, 0, {255, 191, 383, 2047}),
+    (64, 300, 0, {255, 299}), (64, 2048, 384, {384, 767, 2047}), (64, 384, 0, {255, 383})])
+def test_a_step_is_timed_where_one_run_reads_the_most(head_dim, max_seq, shortest, timed_at,
                                                       monkeypatch):
     """Each candidate's step is timed at a short position, at the longest sequence one
     program reads unsplit (for the rule's tiles and for the candidates' tiles of twice the
-    positions) and at the last position."""
+    positions) and at the last position; none before `shortest` (a context band's first)."""
     monkeypatch.setattr(attention.tuned, "_memo", {})
     monkeypatch.setattr(attention.tuned, "_disk_loaded", True)
     monkeypatch.setattr(tune.attention_in_step, "_memo", {})
@@ -329,8 +329,39 @@ def test_a_step_is_timed_where_one_run_reads_the_most(head_dim, max_seq, timed_a
         def replay(self):
             seen.add(int(positions[0]))
     result = tune_attention_in_step_once(1, 8, 2, head_dim, max_seq, torch.bfloat16, (1,),
-                                         Step, positions, 2e-2)
+                                         Step, positions, 2e-2, shortest)
     assert result is not None and seen == timed_at
+    key = attention.attention_key(1, 2, 4, head_dim, max_seq, torch.bfloat16)
+    band = (f"from {shortest}",) if shortest else ()   # bands chosen apart
+    assert tune.attention_in_step.lookup((*key, 1, *band)) == result["config"]
+
+
+def test_a_band_s_step_tries_the_whole_cache_s_launches(monkeypatch):
+    """A step over a window of 384 positions of a 2048-position cache times the whole
+    cache's candidates, its step's choice first, each recorded for the window's key while
+    its step is captured."""
+    for store in (attention.tuned, tune.attention_in_step):
+        monkeypatch.setattr(store, "_memo", {})
+        monkeypatch.setattr(store, "_disk_loaded", True)
+    monkeypatch.setattr(tune, "timing_enabled", lambda: True)
+    shape = (1, 2, 4, 64)   # batch, kv heads, group, head_dim
+    whole_choice = attention_config(*shape, 2048, 132, preload=2, warps=8)
+    attention.tuned.record(attention_key(*shape, 2048, torch.bfloat16), whole_choice)
+    captured = []
+
+    class Step:
+        outputs = torch.ones(1)
+
+        def __init__(self):
+            captured.append(attention.tuned.lookup(attention_key(*shape, 384, torch.bfloat16)))
+
+        def replay(self):
+            pass
+    tune_attention_in_step_once(1, 8, 2, 64, 384, torch.bfloat16, (1,), Step,
+                                torch.zeros(1, dtype=torch.int64), 2e-2, 0, 2048)
+    facts = attention.device_facts(torch.bfloat16, torch.device("cpu"))  # as the tuner sees it
+    assert captured == step_candidates(*shape, 2048, None, whole_choice, **facts)
+    assert captured[0] == whole_choice
 
 
 def test_a_tuned_launch_shape_is_the_one_launched(device, monkeypatch):

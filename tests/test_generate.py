@@ -64,6 +64,36 @@ def test_end_of_sequence_stops_each_row(hf, generator, eos_at):
     assert generator.stats.new_tokens < 16
 
 
+def test_context_bands_split_where_attention_splits_sequences():
+    assert generate.context_bands(2048, 64) == (384, 2048)   # one run of three 128-tiles
+    assert generate.context_bands(2048, 128) == (192, 2048)  # of three 64-tiles
+    assert generate.context_bands(384, 64) == (384,) and generate.context_bands(48, 16) == (48,)
+
+
+def test_steps_past_a_band_replay_the_next_band_s_graphs(hf, monkeypatch):
+    """With bands of 16 and 48 positions, a generation from 11 positions replays the first
+    band's graphs while its steps attend to at most 16 positions and the second's after; the
+    tokens and the teacher-forced logits are transformers'."""
+    monkeypatch.setattr(generate, "one_run_length", lambda head_dim: 16)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    generator = tg.Generator(Llama.from_hf(hf, device=device), max_batch=2, max_seq=48,
+                             sizes=(1, 2), sync_every=5)
+    assert generator.bands == (16, 48)
+    prompt = torch.randint(0, 67, (11,)).tolist()
+    assert generator.generate([prompt], 16) == [_hf_greedy(hf, prompt, 16)]
+
+    def replays(band):
+        return sum(s["replays"] for s in generator._runners[False][band].stats().values())
+    assert (replays(16), replays(48)) == (5, 10)  # steps 1-5 reach 16 positions, 6-15 26
+    prompts = torch.randint(0, 67, (2, 12))
+    continuation = torch.randint(0, 67, (2, 8))
+    logits = generator.score(prompts, continuation.to(device))
+    with torch.no_grad():
+        ref = hf(torch.cat([prompts, continuation], dim=1)).logits[:, 11:19]
+    assert rel_error(logits, ref) <= MODEL_TOLERANCES[torch.float32]
+    assert (replays(16), replays(48)) == (5 + 4, 10 + 3)   # 13-16 positions, then 17-19
+
+
 def test_the_next_chunk_runs_while_the_last_is_read(generator, monkeypatch):
     queued = []
     queue = generator._queue_chunk

@@ -117,6 +117,26 @@ def test_decode_rows_at_different_positions(step, tmp_path, device):
         assert rel_error(logits[row], ref) <= MODEL_TOLERANCES[torch.float32]
 
 
+def test_a_cache_window_is_the_cache_s_first_positions(device):
+    """Written through a window, keys land in the cache; the window reads as the cache's
+    first positions, rotary tables included; a window past the cache is refused."""
+    model = Llama.from_hf(random_hf_model("tiny-llama3", scale=5.0), device=device)
+    cache = model.new_cache(max_batch=2, max_seq=12)
+    window = cache.window(5)
+    assert window.max_seq == 5 and window.max_batch == 2
+    tokens = torch.randint(0, 67, (2,), device=device)
+    positions = torch.tensor([4, 2], device=device)
+    logits = model.decode(tokens, positions, window)
+    assert torch.equal(window.k, cache.k[..., :5, :]) and cache.k[:, 0, :, 4].abs().sum() > 0
+    assert torch.equal(window.cos, cache.cos[:5])
+    full = model.new_cache(max_batch=2, max_seq=12)
+    assert rel_error(logits, model.decode(tokens, positions, full)) <= \
+        MODEL_TOLERANCES[torch.float32]
+    for bad in (0, 13):
+        with pytest.raises(ValueError, match="does not fit a cache of 12"):
+            cache.window(bad)
+
+
 def test_sharded_checkpoint_loads_like_the_model_object(tmp_path, device):
     hf = random_hf_model("tiny-llama3", scale=5.0)
     sharded = _load_through_directory(hf, tmp_path, device, max_shard_size="20KB")

@@ -11,10 +11,16 @@ input. So after the first call each step is a bare replay (GraphRunner.again: no
 or out), and each new token is also written into a device-side history at its position:
 the host reads that history every `sync_every` tokens, to stream them and to stop at end of
 sequence, while the next `sync_every` steps already run.
+
+Each bucket has a graph per context band: lengths up to attention's one-run length (every
+sequence read by one program) and the rest (sequences split over the SMs), captured over
+windows of the cache with an attention launch chosen for each band's lengths in the step.
+The host knows every step's longest length, so each chunk of steps replays its band's graph.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -27,8 +33,9 @@ from .dist.watchdog import Watchdog
 from .errors import CollectiveError
 from .graph import GraphRunner, capture
 from .kernels.autotune import searches_run
+from .kernels.decode_attention import one_run_length
 from .kernels.greedy import greedy_step
-from .models.llama import Llama
+from .models.llama import KVCache, Llama
 from .testing import MODEL_TOLERANCES
 from .tune import (
     tune_attention_in_step_once,
@@ -87,6 +94,9 @@ class Generator:
         self.model = model
         self.cache = model.new_cache(max_batch, max_seq)
         self.sizes = sizes
+        self.bands = context_bands(max_seq, model.config.head_dim)
+        # The cache as each band's graphs see it: its first `band` positions.
+        self._windows = {band: self.cache.window(band) for band in self.bands}
         self.sync_every = sync_every
         # Says which part of the build runs: the choices, timed for a shape no process timed
         # before (then cached on disk), take minutes at batch 8.
@@ -116,7 +126,7 @@ class Generator:
                                         pin_memory=self._collective_failed is not None)
         self._chunks_queued = 0
         self._load_chunk_kernels()
-        self._runners: dict[bool, GraphRunner] = {}
+        self._runners: dict[bool, dict[int, GraphRunner]] = {}  # by band, greedy or sampled
         self._captured_after: dict[bool, int] = {}  # searches_run() when each was captured
         self.build_seconds: dict[str, float] = {}
         self.stats = GenerationStats()
@@ -135,7 +145,8 @@ class Generator:
         """What the decode graphs run, timed once per GPU and shape and cached on disk:
         tg.decode_attention's launch shape for each batch size, alone (tune.tune_attention),
         then in this model's decode step against variants that win in some models' steps and
-        lose in others' (tune.tune_attention_in_step_once), after checking in the step each
+        lose in others' (tune.tune_attention_in_step_once), each for every context band at
+        its own lengths, after checking in the step each
         projection whose shape `tilegraph tune` timed against the rule's plan
         (tune.tune_tuned_plans_in_step_once); and at batch 1 how many weight
         rows a program each one-row projection reads, or for those of 14-20 MiB whether it
@@ -147,19 +158,23 @@ class Generator:
         if self.model.device.type != "cuda":
             return
         c = self.model.local
-        shape = (c.n_heads, c.n_kv_heads, c.head_dim, self.max_seq, self.model.dtype)
+        heads = (c.n_heads, c.n_kv_heads, c.head_dim)
+        shape = (*heads, self.max_seq, self.model.dtype)
         step = (c.dim, c.ffn_dim, c.n_layers, c.vocab_size)  # what else runs in the step
         start = time.perf_counter()
         for size in self.sizes:
             self._progress(f"choosing decode attention's launch at batch {size}")
             tune_attention_once(size, *shape)
             if self.model.tp.size > 1:
+                # no choice in the step: the shorter bands launch what is timed alone for them
+                for band in self.bands[:-1]:
+                    tune_attention_once(size, *heads, band, self.model.dtype)
                 continue
             tokens = torch.zeros(size, dtype=torch.int64, device=self.model.device)
             positions = torch.zeros_like(tokens)
 
-            def capture_step(t=tokens, p=positions):
-                return capture(self.model.decode, t, p, self.cache, restore_state=False)
+            def capture_step(t=tokens, p=positions, cache=self.cache):
+                return capture(self.model.decode, t, p, cache, restore_state=False)
             tolerance = MODEL_TOLERANCES[self.model.dtype]
             # Projections first: attention's launch is then chosen beside the plans they keep.
             layer, dtype = self.model.layers[0], self.model.dtype
@@ -169,8 +184,16 @@ class Generator:
                  "gate/up": tuple(layer.w_gate_up.shape), "down": tuple(layer.w_down.shape),
                  "LM head": tuple(self.model.lm_head.shape)},
                 dtype, capture_step, positions, self.max_seq, tolerance, self._progress)
-            self._progress(f"choosing attention's launch in the batch-{size} step")
-            tune_attention_in_step_once(size, *shape, step, capture_step, positions, tolerance)
+            # Each band's launch timed at its own lengths, in a step over its window, the
+            # longest band first: the shorter ones try its choice too.
+            for shortest, band in reversed(tuple(zip((0, *self.bands), self.bands,
+                                                     strict=False))):
+                lengths = f" at lengths {shortest + 1}-{band}" if len(self.bands) > 1 else ""
+                self._progress(f"choosing attention's launch in the batch-{size} step{lengths}")
+                tune_attention_in_step_once(
+                    size, *heads, band, dtype, step,
+                    functools.partial(capture_step, cache=self._windows[band]), positions,
+                    tolerance, shortest, self.max_seq)
             if size == 1:
                 one_row_step = (*shape[:-1], str(dtype), *step)
                 self._progress("choosing the batch-1 step's projection launches")
@@ -187,9 +210,10 @@ class Generator:
                                           positions, self.max_seq, tolerance)
         self.build_seconds["tune step"] = time.perf_counter() - start
 
-    def _runner(self, sampled: bool) -> GraphRunner:
-        """The decode graphs, one per size: greedy ones at construction, sampling ones
-        the first time a call samples."""
+    def _runner(self, sampled: bool, length: int | None = None) -> GraphRunner:
+        """The decode graphs of the band that holds sequences of `length` positions (None:
+        the longest band), one per size: every band's greedy ones at construction, sampling
+        ones the first time a call samples."""
         if sampled not in self._runners:
             device = self.model.device
             example = (torch.zeros(self.max_batch, dtype=torch.int64, device=device),
@@ -197,16 +221,23 @@ class Generator:
             synchronize(device)
             start = time.perf_counter()
             step = self._sampled_step if sampled else self._greedy_step
+            bands = (f", lengths up to {', '.join(map(str, self.bands))}"
+                     if len(self.bands) > 1 else "")
             self._progress(f"capturing the {'sampling' if sampled else 'greedy'} decode "
-                           f"graphs, batch {', '.join(map(str, self.sizes))}")
+                           f"graphs, batch {', '.join(map(str, self.sizes))}{bands}")
             # The warm-up writes the cache and the history at the example's positions:
             # every sequence's prefill and decode write them again before reading them.
-            self._runners[sampled] = GraphRunner(step, example, sizes=self.sizes,
-                                                 restore_state=False)
+            self._runners[sampled] = {
+                band: GraphRunner(functools.partial(step, cache=self._windows[band]), example,
+                                  sizes=self.sizes, restore_state=False)
+                for band in self.bands}
             self._captured_after[sampled] = searches_run()
             self.build_seconds["sample" if sampled else "greedy"] = \
                 time.perf_counter() - start
-        return self._runners[sampled]
+        runners = self._runners[sampled]
+        if length is None:
+            return runners[self.bands[-1]]
+        return runners[next(band for band in self.bands if band >= length)]
 
     def _tuned_since(self, searches: int) -> bool:
         """Whether a tuner timed candidates since searches_run() read `searches`: graphs
@@ -218,25 +249,26 @@ class Generator:
         return searches_run() != searches and self.model.tp.size == 1
 
     def _capture_again(self, prompts: list[torch.Tensor], lengths: torch.Tensor,
-                       sampled: bool) -> tuple[GraphRunner, torch.Tensor]:
+                       sampled: bool) -> torch.Tensor:
         """The decode graphs captured anew after a tuner's search since they were (a
         prefill's first product of a new row count times its candidates). The capture's
         warm-up writes the cache at position 0, so the prompts go through again, from the
-        tuned choices now."""
+        tuned choices now: their first new tokens."""
         self._runners.clear()
-        runner = self._runner(sampled)
-        return runner, self._prefill(prompts, lengths, sampled)
+        self._runner(sampled)
+        return self._prefill(prompts, lengths, sampled)
 
-    def _greedy_step(self, tokens: torch.Tensor, positions: torch.Tensor):
-        """One token a row: the argmax overwrites `tokens`, positions + 1 `positions`."""
-        logits = self.model.decode(tokens, positions, self.cache)
+    def _greedy_step(self, tokens: torch.Tensor, positions: torch.Tensor, cache: KVCache):
+        """One token a row over `cache` (a band's window): the argmax overwrites `tokens`,
+        positions + 1 `positions`."""
+        logits = self.model.decode(tokens, positions, cache)
         greedy_step(logits, positions, self.cache.slots[:tokens.shape[0]], self._history,
                     tokens_out=tokens, positions_out=positions)
         return tokens, positions, logits
 
-    def _sampled_step(self, tokens: torch.Tensor, positions: torch.Tensor):
+    def _sampled_step(self, tokens: torch.Tensor, positions: torch.Tensor, cache: KVCache):
         """The same with a sampled token."""
-        logits = self.model.decode(tokens, positions, self.cache)
+        logits = self.model.decode(tokens, positions, cache)
         following = positions + 1   # where the chosen tokens go: the draw's key
         chosen, following = self._record(self._sample(logits, following), following)
         tokens.copy_(chosen)
@@ -283,8 +315,9 @@ class Generator:
         prompts = self._prompts(prompt_ids)
         self._check_request(prompts, max_new_tokens, temperature, top_k, top_p, seed)
         sampled = temperature > 0
-        runner = self._runner(sampled)
+        self._runner(sampled)
         batch, device = len(prompts), self.model.device
+        longest = max(len(p) for p in prompts)
         lengths = torch.tensor([len(p) for p in prompts], device=device)
         if sampled:
             self._set_sampling(batch, temperature, top_k, top_p, seed)
@@ -294,7 +327,7 @@ class Generator:
         start = time.perf_counter()
         tokens = self._prefill(prompts, lengths, sampled)
         if self._tuned_since(self._captured_after[sampled]):  # in this prefill, or before it
-            runner, tokens = self._capture_again(prompts, lengths, sampled)
+            tokens = self._capture_again(prompts, lengths, sampled)
         positions = lengths
         if self.model.tp.size > 1:   # the prefill's collectives, with the step named
             self._check_collectives("the prefill of the prompts")
@@ -307,16 +340,19 @@ class Generator:
         # One chunk of steps is always queued ahead of the one being read, so the GPU decodes
         # while the host waits for, copies and yields the last chunk's tokens; a batch that
         # ends early has computed at most one chunk it does not yield.
-        pending = None
+        pending, previous = None, None
         watchdog = Watchdog(self.model.tp, device)
         try:
             while True:
                 with watchdog:   # armed while the host queues steps and waits for them
                     if produced < max_new_tokens and not all(finished):
                         chunk = min(self.sync_every, max_new_tokens - produced)
+                        # its last step attends to this many positions of the longest prompt
+                        runner = self._runner(sampled, longest + produced + chunk - 1)
                         queued, tokens, positions = self._queue_chunk(
-                            runner, chunk, produced, tokens, positions, batch)
-                        produced += chunk
+                            runner, chunk, produced, tokens, positions, batch,
+                            runner is not previous)
+                        produced, previous = produced + chunk, runner
                     else:
                         queued = None
                     steps = [] if pending is None else self._read_chunk(pending, watchdog)
@@ -334,13 +370,15 @@ class Generator:
             watchdog.close()
 
     def _queue_chunk(self, runner: GraphRunner, chunk: int, produced: int,
-                     tokens: torch.Tensor, positions: torch.Tensor, batch: int):
+                     tokens: torch.Tensor, positions: torch.Tensor, batch: int,
+                     copy_in: bool):
         """Queue `chunk` decode steps after the `produced` tokens so far, then a copy of
-        their tokens to the host, without waiting for any of it. Returns the chunk, and the
+        their tokens to the host, without waiting for any of it; `copy_in` where the last
+        step was not this runner's (the first chunk, a new band). Returns the chunk, and the
         steps' token and position inputs."""
         for step in range(produced, produced + chunk):
             try:
-                if step == 1:  # the first step copies its inputs in; later ones loop
+                if copy_in and step == produced:  # later steps loop on their own inputs
                     tokens, positions, _ = runner(tokens, positions)
                 else:
                     runner.again()
@@ -406,9 +444,9 @@ class Generator:
         self._check_request(prompts, steps, 0.0, None, None, 0)
         lengths = torch.tensor([len(p) for p in prompts], device=self.model.device)
         logits = [self._prefill_logits(prompts)]
-        positions = lengths
-        runner = self._runner(sampled=False)
+        positions, longest = lengths, max(len(p) for p in prompts)
         for step in range(steps - 1):
+            runner = self._runner(False, longest + step + 1)
             _, positions, step_logits = runner(continuation[:, step].contiguous(), positions)
             logits.append(step_logits.clone())
         if self.model.tp.size > 1:
@@ -499,6 +537,16 @@ class Generator:
         if temperature == 0 and (top_k or top_p not in (None, 1.0)):
             raise ValueError("top_k and top_p apply to sampling: give temperature > 0 "
                              "(temperature=0 is greedy)")
+
+
+def context_bands(max_seq: int, head_dim: int) -> tuple[int, ...]:
+    """The longest length of each context band the decode graphs are captured for: up to
+    attention's one-run length, where a sequence is read by one program, and the rest, where
+    it is split over the SMs. One launch for both loses in one of them: a TinyLlama batch-1
+    step with a run's first two tiles read before the wait was 4.1-5.2% faster at 160-384
+    positions and 6.1% slower at 768 than with one (H200, notes/models.md, session 71)."""
+    short = one_run_length(head_dim)
+    return (short, max_seq) if max_seq > short else (max_seq,)
 
 
 def _recorded_event(device: torch.device) -> torch.cuda.Event | None:

@@ -158,21 +158,27 @@ attention_in_step = Tuner("decode-attention-in-step", [{}])
 def tune_attention_in_step_once(batch: int, n_heads: int, n_kv_heads: int, head_dim: int,
                                 max_seq: int, dtype: torch.dtype, step: tuple,
                                 capture_step: Callable[[], object], positions: torch.Tensor,
-                                tolerance: float) -> dict | None:
+                                tolerance: float, shortest: int = 0,
+                                whole_seq: int | None = None) -> dict | None:
     """tg.decode_attention's launch for one shape, chosen by timing the caller's whole step:
     the launch timed alone (tune_attention) and step_candidates' variants of the rule. Alone,
     attention does not show what it costs beside the kernels that run with it under PDL: the
     best launch of the same shape differs from model to model (notes/models.md, session 43).
 
-    `step` names the caller's step (the model's shape: a step key with the attention key).
-    Each candidate is recorded for the attention key (so launches read it) and timed in the
-    step as time_step_candidates does. The fastest stays recorded for the attention key and
-    under the step key, so a later process only records it again. Returns {"config", "ms",
-    "candidates": {config: ms}} when it timed, None where it did not: a step chosen before,
-    or no timing here (CPU, TILEGRAPH_AUTOTUNE=0)."""
+    `step` names the caller's step (the model's shape: a step key with the attention key);
+    `shortest`, the shortest position it replays at (a context band's first: tg.Generator
+    replays another graph below it), from which on it is timed; `whole_seq`, where the step
+    runs over a window of max_seq positions of a longer cache (a context band), that cache's
+    length: the launches its step tries (shaped for its length; the first, its step's choice
+    where made) are tried instead. Each candidate is recorded for the attention key (so
+    launches read it) and timed in the step as time_step_candidates does. The fastest stays
+    recorded for the attention key and under the step key (with the band's first position),
+    so a later process only records it again. Returns {"config", "ms", "candidates":
+    {config: ms}} when it timed, None where it did not: a step chosen before, or no timing
+    here (CPU, TILEGRAPH_AUTOTUNE=0)."""
     group = n_heads // n_kv_heads
     key = attention.attention_key(batch, n_kv_heads, group, head_dim, max_seq, dtype)
-    step_key = (*key, *step)
+    step_key = (*key, *step, *((f"from {shortest}",) if shortest else ()))
     chosen = attention_in_step.lookup(step_key)
     if chosen is not None:
         if attention.tuned.lookup(key) != chosen:
@@ -184,17 +190,24 @@ def tune_attention_in_step_once(batch: int, n_heads: int, n_kv_heads: int, head_
         raise CaptureError("tilegraph chooses decode attention's launch by timing a step; it "
                            "cannot run while a CUDA graph is being captured")
     device = attention.device_facts(dtype, positions.device)
-    first = attention.tuned.lookup(key) or attention.attention_config(
-        batch, n_kv_heads, group, head_dim, max_seq, sm_count(positions.device), **device)
-    candidates = attention.step_candidates(batch, n_kv_heads, group, head_dim, max_seq,
-                                           sm_count(positions.device), first, **device)
+    # A window of a longer cache (a context band) tries the launches shaped for the whole
+    # cache, its step's choice first: they fit the window's lengths, and so the band departs
+    # from that choice only where another launch is faster at its lengths.
+    shaped_for = whole_seq if whole_seq is not None and whole_seq > max_seq else max_seq
+    shaped_key = attention.attention_key(batch, n_kv_heads, group, head_dim, shaped_for, dtype)
+    sms = sm_count(positions.device)
+    first = attention.tuned.lookup(shaped_key) or attention.attention_config(
+        batch, n_kv_heads, group, head_dim, shaped_for, sms, **device)
+    candidates = attention.step_candidates(batch, n_kv_heads, group, head_dim, shaped_for,
+                                           sms, first, **device)
     # Also timed where one program reads the longest sequence of the unsplit path, for each
     # tile length among the candidates: a launch chosen on positions 255 and 2047 lost 3.6%
     # there in a Qwen2-0.5B step (notes/models.md, session 56).
     one_run_ends = sorted({attention.ONE_RUN_TILES * c["BLOCK_T"] - 1 for c in candidates})
     times = time_step_candidates(len(candidates),
                                  lambda i: attention.tuned.record(key, candidates[i]),
-                                 capture_step, positions, max_seq, tolerance, one_run_ends)
+                                 capture_step, positions, max_seq, tolerance, one_run_ends,
+                                 shortest)
     if not times:  # not even the launch timed alone captured: leave it to fail in the open
         attention.tuned.record(key, first)
         return None
@@ -400,14 +413,15 @@ def tune_tuned_plans_in_step_once(step: tuple, rows: int,
 
 def time_step_candidates(count: int, apply: Callable[[int], None],
                          capture_step: Callable[[], object], positions: torch.Tensor,
-                         max_seq: int, tolerance: float, also_at: Sequence[int] = ()
-                         ) -> dict[int, float]:
+                         max_seq: int, tolerance: float, also_at: Sequence[int] = (),
+                         shortest: int = 0) -> dict[int, float]:
     """ms a step with each of `count` candidates, by index: `apply(i)` sets candidate i up,
     `capture_step()` captures the caller's step anew (a Graph), whose replays are timed with
     `positions`, its static positions, at a short position, at those in `also_at` and at
-    max_seq - 1, and the sum kept. Left out: a candidate that does not compile (more shared
-    memory than this GPU has) and one whose output departs from the first's by more than
-    `tolerance` (relative): never pick a candidate that changes the step's result."""
+    max_seq - 1 (each at least `shortest`), and the sum kept. Left out: a candidate that
+    does not compile (more shared memory than this GPU has) and one whose output departs
+    from the first's by more than `tolerance` (relative): never pick a candidate that
+    changes the step's result."""
     from .bench.timing import measure
 
     times, reference = {}, None
@@ -419,7 +433,7 @@ def time_step_candidates(count: int, apply: Callable[[int], None],
             continue
         ms = 0.0
         timed_at = (255, *also_at, max_seq - 1)
-        for position in dict.fromkeys(min(p, max_seq - 1) for p in timed_at):
+        for position in dict.fromkeys(min(max(p, shortest), max_seq - 1) for p in timed_at):
             positions.fill_(position)
             ms += measure(graph.replay, warmup_ms=5, rep_ms=20, flush_l2=False).median
         output = graph.outputs.clone()

@@ -466,6 +466,13 @@ def default_tile(head_dim: int) -> int:
     return 128 if triton.next_power_of_2(head_dim) <= 64 else 64
 
 
+def one_run_length(head_dim: int) -> int:
+    """Positions the rule reads in one program, unsplit (ONE_RUN_TILES default tiles). Up to
+    here every run is a whole sequence; past it sequences are split over the SMs: the two
+    regimes' fastest launches differ (notes/models.md, session 71)."""
+    return ONE_RUN_TILES * default_tile(head_dim)
+
+
 def attention_candidates(batch: int, n_kv_heads: int, group: int, head_dim: int,
                          max_seq: int, sms: int | None, **device) -> list[dict]:
     """What tune.tune_attention times for one shape (tg.Generator runs it), the default rule first;

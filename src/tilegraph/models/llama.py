@@ -105,6 +105,16 @@ class KVCache:
     def max_seq(self) -> int:
         return self.k.shape[3]
 
+    def window(self, max_seq: int) -> KVCache:
+        """The first `max_seq` positions of every slot, as a cache of views: what is written
+        through it lands here. A step captured over it attends to at most max_seq positions,
+        so its attention launch is chosen for those lengths (tg.Generator's context bands)."""
+        if not 1 <= max_seq <= self.max_seq:
+            raise ValueError(f"a window of {max_seq} positions does not fit a cache of "
+                             f"{self.max_seq}")
+        return KVCache(self.k[..., :max_seq, :], self.v[..., :max_seq, :], self.cos[:max_seq],
+                       self.sin[:max_seq], self.slots)
+
 
 class Llama(nn.Module):
     """A Llama-family decoder (see the module docstring). Parameters never require grad.
