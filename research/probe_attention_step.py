@@ -5,6 +5,7 @@ with fewer or more warps, loads in flight and tile lengths.
     PYTHONPATH=src python3 research/probe_attention_step.py --model qwen2-0.5b --context 256
     ... --preload   # each run's first tile read before the wait, 2 or 3 stages deep
     ... --whole     # a short run read before the wait: one tile of twice the positions or two
+    ... --context 160,256,384 --sweep   # each preload at several positions (one capture each)
 
 Each variant is recorded in tg.decode_attention's tuned store for the step's shape (as the
 Generator's tuning would), the step is captured again and 300 replays timed; the rule's
@@ -26,7 +27,8 @@ from tilegraph.models.llama import Llama, LlamaConfig
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", default="qwen2-0.5b")
-    parser.add_argument("--context", type=int, default=256)
+    parser.add_argument("--context", default="256", help="cached positions; a comma list "
+                        "with --sweep")
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--max-seq", type=int, default=2048)
     parser.add_argument("--quick", action="store_true", help="the 8-warp variants only")
@@ -37,7 +39,12 @@ def main() -> None:
     parser.add_argument("--long-tile", action="store_true",
                         help="session 70: the preloaded tile of twice the positions, one run "
                              "of at most 1 or 2 of them")
+    parser.add_argument("--sweep", action="store_true",
+                        help="session 71: one tile or two tiles' positions preloaded, over 4 "
+                             "or 8 warps, each captured once and timed at every --context")
     args = parser.parse_args()
+    contexts = [int(c) for c in args.context.split(",")]
+    args.context = contexts[0]
     config = LlamaConfig.from_hf(hf_config(args.model))
     model = Llama(config, dtype=torch.bfloat16, device="cuda")
     cache = model.new_cache(args.batch, args.max_seq)
@@ -50,9 +57,15 @@ def main() -> None:
                                       args.max_seq, torch.cuda.get_device_properties(0)
                                       .multi_processor_count)
 
-    def step_ms(changes: dict) -> float:
+    def step_ms(changes: dict, at: list[int] | None = None) -> float | list[float]:
         attention.tuned.record(key, {**rule, **changes})
         graph = tg.capture(model.decode, tokens, positions, cache, restore_state=False)
+        if at is not None:  # the same graph timed at each context
+            return [replayed_ms(graph, context) for context in at]
+        return replayed_ms(graph, args.context)
+
+    def replayed_ms(graph, context: int) -> float:
+        positions.fill_(context - 1)
         start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         times = []
         for _ in range(3):
@@ -64,6 +77,18 @@ def main() -> None:
             times.append(start.elapsed_time(stop) / 300)
         return min(times)
 
+    if args.sweep:
+        print(f"{args.model} b{args.batch} rule {rule}; ms a step at contexts {contexts}")
+        for name, changes in [
+                ("rule", {}), ("preload, 2 stages", {"PRELOAD": True, "num_stages": 2}),
+                ("preload, 2 stages, 8 warps",
+                 {"PRELOAD": True, "num_stages": 2, "num_warps": 8}),
+                ("preload 2 tiles, 2 stages, 8 warps",
+                 {"PRELOAD": True, "PRELOAD_TILES": 2, "num_stages": 2, "num_warps": 8}),
+                ("rule", {})]:
+            print(f"  {name:36s} " + " ".join(f"{ms:.4f}" for ms in step_ms(changes, contexts)),
+                  flush=True)
+        return
     tiles = -(-args.context // rule["BLOCK_T"])
     print(f"{args.model} b{args.batch} position {args.context - 1} ({tiles} tiles of "
           f"{rule['BLOCK_T']}); rule {rule}")

@@ -3,17 +3,21 @@ as a user's first Generator tunes them: one line a model, for timing two trees a
 other in one call.
 
     PYTHONPATH=src TILEGRAPH_CACHE_DIR=$(mktemp -d) python3 research/time_generator.py new \
-        qwen2-0.5b,llama3.2-3b [PROMPT [MAX_SEQ [BATCH]]]
+        qwen2-0.5b,llama3.2-3b [PROMPT [MAX_SEQ [BATCH [VARIANTS]]]]
 
 Random weights, bf16, batch 1 (or the fifth argument's, one prompt a sequence), a prompt of
 128 tokens (or the third argument's) and 256 new ones (greedy) in a cache of 2048 positions
 (or the fourth argument's): the milliseconds of a decode step (all sequences), the median of
 three generate() calls after one to warm up; after the time, the build's seconds, the one-row
 projections' rows a program the step chose (where the tree chooses them) and the attention
-launch chosen. Shapes: tilegraph's named ones and time_steps.OFF_LIST's. Give each run its own
-TILEGRAPH_CACHE_DIR, so each tree tunes for itself.
+launch chosen for each context band. Shapes: tilegraph's named ones and time_steps.OFF_LIST's.
+Give each run its own TILEGRAPH_CACHE_DIR, so each tree tunes for itself. VARIANTS, a comma
+list, each timed in turn in the same process (later ones reuse the choices the first made):
+"bands" (the default, tg.Generator as it is) and "one-band" (every length replayed from one
+band's graphs).
 """
 
+import ast
 import statistics
 import sys
 import time
@@ -22,28 +26,50 @@ import torch
 from time_steps import OFF_LIST
 
 import tilegraph as tg
-from tilegraph import tune
+from tilegraph import generate, tune
 from tilegraph.kernels import decode_attention as attention
 from tilegraph.models.hf_presets import hf_config
 from tilegraph.models.llama import Llama, LlamaConfig
 
 ATTENTION_KEYS = ("HEAD_BLOCKS", "SPLITS", "BLOCK_T", "BLOCK_G", "MERGE_RUNS", "PRELOAD",
-                  "num_stages", "num_warps")
+                  "PRELOAD_TILES", "num_stages", "num_warps")
+
+
+def report_attention_choices() -> None:
+    """Print each in-step attention choice's timed candidates (ms summed over the positions
+    timed), as the Generator makes it."""
+    choose = generate.tune_attention_in_step_once
+
+    def reported(*args, **kwargs):
+        result = choose(*args, **kwargs)
+        if result is not None:
+            shown = {tuple(ast.literal_eval(config).get(k) for k in ATTENTION_KEYS): round(ms, 4)
+                     for config, ms in result["candidates"].items()}
+            print(f"  attention in the step, max_seq {args[4]}: {shown}", flush=True)
+        return result
+    generate.tune_attention_in_step_once = reported
 
 
 def main() -> None:
+    report_attention_choices()
     tag, names = sys.argv[1], sys.argv[2]
     prompt_tokens = int(sys.argv[3]) if len(sys.argv) > 3 else 128
     max_seq = int(sys.argv[4]) if len(sys.argv) > 4 else 2048
     batch = int(sys.argv[5]) if len(sys.argv) > 5 else 1
-    for name in names.split(","):
+    variants = sys.argv[6].split(",") if len(sys.argv) > 6 else ["bands"]
+    for name, variant in ((n, v) for n in names.split(",") for v in variants):
         base, overrides = OFF_LIST.get(name, (name, {}))
         c = LlamaConfig.from_hf(hf_config(base, **overrides))
         torch.manual_seed(0)
         model = Llama(c, dtype=torch.bfloat16, device="cuda")
+        bands = getattr(generate, "context_bands", None)
+        if variant == "one-band" and bands is not None:  # every length in one band's graphs
+            generate.context_bands = lambda max_seq, head_dim: (max_seq,)
         start = time.perf_counter()
         generator = tg.Generator(model, max_batch=batch, max_seq=max_seq, sizes=(batch,))
         build = time.perf_counter() - start
+        if bands is not None:
+            generate.context_bands = bands
         prompts = torch.randint(0, c.vocab_size, (batch, prompt_tokens)).tolist()
         times = []
         for _ in range(4):
@@ -53,14 +79,15 @@ def main() -> None:
         step = (c.n_heads, c.n_kv_heads, c.head_dim, max_seq, str(model.dtype), c.dim,
                 c.ffn_dim, c.n_layers, c.vocab_size)
         chosen = store.lookup(step) if store is not None else "-"
-        launch = attention.tuned.lookup(attention.attention_key(
-            batch, c.n_kv_heads, c.n_heads // c.n_kv_heads, c.head_dim, max_seq,
-            model.dtype)) or {}
+        launches = {band: attention.tuned.lookup(attention.attention_key(
+            batch, c.n_kv_heads, c.n_heads // c.n_kv_heads, c.head_dim, band,
+            model.dtype)) or {} for band in getattr(generator, "bands", (max_seq,))}
         plans_store = getattr(tune, "tuned_plans_in_step", None)  # trees before session 67
         rule = plans_store.lookup((batch, *step)) if plans_store else "-"
-        print(f"{tag} {name} b{batch} {statistics.median(times[1:]):.4f} ms a token "
+        shown = {band: {k: cfg.get(k) for k in ATTENTION_KEYS} for band, cfg in launches.items()}
+        print(f"{tag} {variant} {name} b{batch} {statistics.median(times[1:]):.4f} ms a token "
               f"(build {build:.1f} s; rows chosen {chosen}; tuned plans checked in the step "
-              f"{rule}; attention { {k: launch.get(k) for k in ATTENTION_KEYS} })", flush=True)
+              f"{rule}; attention by band {shown})", flush=True)
         del generator, model
         torch.cuda.empty_cache()
 
