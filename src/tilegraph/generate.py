@@ -186,8 +186,8 @@ class Generator:
                 dtype, capture_step, positions, self.max_seq, tolerance, self._progress)
             # Each band's launch timed at its own lengths, in a step over its window, the
             # longest band first: the shorter ones try its choice too.
-            for shortest, band in reversed(tuple(zip((0, *self.bands), self.bands,
-                                                     strict=False))):
+            firsts = (0, *self.bands[:-1])   # each band's shortest position
+            for shortest, band in reversed(tuple(zip(firsts, self.bands, strict=True))):
                 lengths = f" at lengths {shortest + 1}-{band}" if len(self.bands) > 1 else ""
                 self._progress(f"choosing attention's launch in the batch-{size} step{lengths}")
                 tune_attention_in_step_once(
