@@ -13,8 +13,10 @@ projections' rows a program the step chose (where the tree chooses them) and the
 launch chosen for each context band. Shapes: tilegraph's named ones and time_steps.OFF_LIST's.
 Give each run its own TILEGRAPH_CACHE_DIR, so each tree tunes for itself. VARIANTS, a comma
 list, each timed in turn in the same process (later ones reuse the choices the first made):
-"bands" (the default, tg.Generator as it is) and "one-band" (every length replayed from one
-band's graphs).
+"bands" (the default, tg.Generator as it is), "one-band" (every length replayed from one
+band's graphs) and "strict-check" (bands, the step tuner checking each candidate against the
+first by MODEL_TOLERANCES alone, as before session 72; attention's choices, alone and in the
+step, made anew, and the next variant's made anew again).
 """
 
 import ast
@@ -48,6 +50,21 @@ def report_attention_choices() -> None:
             print(f"  attention in the step, max_seq {args[4]}: {shown}", flush=True)
         return result
     generate.tune_attention_in_step_once = reported
+    time_candidates = tune.time_step_candidates
+
+    def counted(count, *args, **kwargs):   # how many passed the check
+        times = time_candidates(count, *args, **kwargs)
+        print(f"  step timed with {len(times)} of {count} candidates", flush=True)
+        return times
+    tune.time_step_candidates = counted
+
+
+def forget_step_choices() -> None:
+    """The choices tg.Generator makes (attention's launch alone and the in-step ones) made so
+    far in this process, forgotten (the disk's as well): the next Generator makes them anew."""
+    for store in (attention.tuned, tune.attention_in_step, tune.gemv_rows_in_step,
+                  tune.release_in_step, tune.tuned_plans_in_step):
+        store._memo, store._disk_loaded = {}, True
 
 
 def main() -> None:
@@ -62,6 +79,10 @@ def main() -> None:
         c = LlamaConfig.from_hf(hf_config(base, **overrides))
         torch.manual_seed(0)
         model = Llama(c, dtype=torch.bfloat16, device="cuda")
+        strict = variant == "strict-check"
+        if strict:   # a first candidate's distance from the plain step allows no more
+            forget_step_choices()
+            tune.MAX_ROUNDING = 0.0
         bands = getattr(generate, "context_bands", None)
         if variant == "one-band" and bands is not None:  # every length in one band's graphs
             generate.context_bands = lambda max_seq, head_dim: (max_seq,)
@@ -70,6 +91,9 @@ def main() -> None:
         build = time.perf_counter() - start
         if bands is not None:
             generate.context_bands = bands
+        if strict:
+            forget_step_choices()
+            tune.MAX_ROUNDING = 5.0
         prompts = torch.randint(0, c.vocab_size, (batch, prompt_tokens)).tolist()
         times = []
         for _ in range(4):

@@ -336,6 +336,36 @@ def test_a_step_is_timed_where_one_run_reads_the_most(head_dim, max_seq, shortes
     assert tune.attention_in_step.lookup((*key, 1, *band)) == result["config"]
 
 
+@pytest.mark.parametrize("first_from_reference, kept", [
+    (None, {0, 1}), (0.0, {0, 1}), (0.02, {0, 1, 2}), (0.08, {0, 1, 2}), (0.5, {0, 1}),
+    (float("nan"), {0, 1})])
+def test_a_step_candidate_may_depart_from_the_first_by_rounding_alone(first_from_reference,
+                                                                      kept):
+    """A candidate whose output departs from the first's by more than the tolerance (2e-2)
+    is dropped, unless the first departs from the step computed another way (the reference)
+    as well: then up to twice that distance is rounding, where it is within five
+    tolerances. A candidate 0.3 away is wrong whatever the reference says."""
+    first = torch.randn(64, dtype=torch.float64)
+    departures = [0.0, 0.01, 0.03, 0.3]   # each candidate's relative distance from the first
+    noise = torch.randn(64, dtype=torch.float64)
+    noise /= noise.norm() / first.norm()
+    chosen = []
+
+    class Step:   # stands for the captured step of the candidate applied last
+        def __init__(self):
+            self.outputs = first + departures[chosen[-1]] * noise
+
+        def replay(self):
+            pass
+    reference = None
+    if first_from_reference is not None:
+        reference = lambda: first + first_from_reference * noise.flip(0)  # noqa: E731
+    times = tune.time_step_candidates(len(departures), chosen.append, Step,
+                                      torch.zeros(1, dtype=torch.int64), 300, 2e-2,
+                                      reference=reference)
+    assert set(times) == kept and chosen == [0, 1, 2, 3]
+
+
 def test_a_band_s_step_tries_the_whole_cache_s_launches(monkeypatch):
     """A step over a window of 384 positions of a 2048-position cache times the whole
     cache's candidates, its step's choice first, each recorded for the window's key while

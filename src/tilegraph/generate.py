@@ -32,7 +32,7 @@ from ._runtime import synchronize
 from .dist.watchdog import Watchdog
 from .errors import CollectiveError
 from .graph import GraphRunner, capture
-from .kernels.autotune import searches_run
+from .kernels.autotune import searches_run, timing_enabled
 from .kernels.decode_attention import one_run_length
 from .kernels.greedy import greedy_step
 from .models.llama import KVCache, Llama
@@ -162,6 +162,14 @@ class Generator:
         shape = (*heads, self.max_seq, self.model.dtype)
         step = (c.dim, c.ffn_dim, c.n_layers, c.vocab_size)  # what else runs in the step
         start = time.perf_counter()
+        if self.model.tp.size == 1 and timing_enabled():
+            # The steps are timed and checked over random keys and values: over zeros every
+            # position but the few the replays write holds the same key, so a launch that
+            # read the wrong positions could pass the check. Prefill and decode write every
+            # position before a step reads it.
+            rng = torch.Generator(self.model.device).manual_seed(0)
+            for keys_or_values in (self.cache.k, self.cache.v):
+                keys_or_values.normal_(generator=rng)
         for size in self.sizes:
             self._progress(f"choosing decode attention's launch at batch {size}")
             tune_attention_once(size, *shape)
@@ -175,6 +183,9 @@ class Generator:
 
             def capture_step(t=tokens, p=positions, cache=self.cache):
                 return capture(self.model.decode, t, p, cache, restore_state=False)
+
+            def plain_step(t=tokens, p=positions, cache=self.cache):
+                return self.model.plain_decode(t, p, cache)
             tolerance = MODEL_TOLERANCES[self.model.dtype]
             # Projections first: attention's launch is then chosen beside the plans they keep.
             layer, dtype = self.model.layers[0], self.model.dtype
@@ -183,7 +194,8 @@ class Generator:
                 {"q|k|v": tuple(layer.wqkv.shape), "output": tuple(layer.wo.shape),
                  "gate/up": tuple(layer.w_gate_up.shape), "down": tuple(layer.w_down.shape),
                  "LM head": tuple(self.model.lm_head.shape)},
-                dtype, capture_step, positions, self.max_seq, tolerance, self._progress)
+                dtype, capture_step, positions, self.max_seq, tolerance, self._progress,
+                plain_step)
             # Each band's launch timed at its own lengths, in a step over its window, the
             # longest band first: the shorter ones try its choice too.
             firsts = (0, *self.bands[:-1])   # each band's shortest position
@@ -193,7 +205,8 @@ class Generator:
                 tune_attention_in_step_once(
                     size, *heads, band, dtype, step,
                     functools.partial(capture_step, cache=self._windows[band]), positions,
-                    tolerance, shortest, self.max_seq)
+                    tolerance, shortest, self.max_seq,
+                    functools.partial(plain_step, cache=self._windows[band]))
             if size == 1:
                 one_row_step = (*shape[:-1], str(dtype), *step)
                 self._progress("choosing the batch-1 step's projection launches")
@@ -202,12 +215,12 @@ class Generator:
                                    "output": (*layer.wo.shape, False),
                                    "gate/up": (*layer.w_gate_up.shape, True),
                                    "down": (*layer.w_down.shape, False)},
-                    dtype, capture_step, positions, self.max_seq, tolerance)
+                    dtype, capture_step, positions, self.max_seq, tolerance, plain_step)
                 projections = {"output": tuple(layer.wo.shape),
                                "gate/up": tuple(layer.w_gate_up.shape)}
                 self._progress("choosing the batch-1 step's release points")
                 tune_release_in_step_once(one_row_step, projections, dtype, capture_step,
-                                          positions, self.max_seq, tolerance)
+                                          positions, self.max_seq, tolerance, plain_step)
         self.build_seconds["tune step"] = time.perf_counter() - start
 
     def _runner(self, sampled: bool, length: int | None = None) -> GraphRunner:
