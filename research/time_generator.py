@@ -91,9 +91,6 @@ def main() -> None:
         build = time.perf_counter() - start
         if bands is not None:
             generate.context_bands = bands
-        if strict:
-            forget_step_choices()
-            tune.MAX_ROUNDING = 5.0
         prompts = torch.randint(0, c.vocab_size, (batch, prompt_tokens)).tolist()
         times = []
         for _ in range(4):
@@ -112,6 +109,9 @@ def main() -> None:
         print(f"{tag} {variant} {name} b{batch} {statistics.median(times[1:]):.4f} ms a token "
               f"(build {build:.1f} s; rows chosen {chosen}; tuned plans checked in the step "
               f"{rule}; attention by band {shown})", flush=True)
+        if strict:   # after the report of what it chose
+            forget_step_choices()
+            tune.MAX_ROUNDING = 5.0
         del generator, model
         torch.cuda.empty_cache()
 
