@@ -338,13 +338,14 @@ def test_a_step_is_timed_where_one_run_reads_the_most(head_dim, max_seq, shortes
 
 @pytest.mark.parametrize("first_from_reference, kept", [
     (None, {0, 1}), (0.0, {0, 1}), (0.02, {0, 1, 2}), (0.08, {0, 1, 2}), (0.5, {0, 1}),
-    (float("nan"), {0, 1})])
+    (float("nan"), {0, 1}), ("out of memory", {0, 1})])
 def test_a_step_candidate_may_depart_from_the_first_by_rounding_alone(first_from_reference,
                                                                       kept):
     """A candidate whose output departs from the first's by more than the tolerance (2e-2)
     is dropped, unless the first departs from the step computed another way (the reference)
     as well: then up to twice that distance is rounding, where it is within five
-    tolerances. A candidate 0.3 away is wrong whatever the reference says."""
+    tolerances. A candidate 0.3 away is wrong whatever the reference says; a reference that
+    does not fit in memory allows nothing more."""
     first = torch.randn(64, dtype=torch.float64)
     departures = [0.0, 0.01, 0.03, 0.3]   # each candidate's relative distance from the first
     noise = torch.randn(64, dtype=torch.float64)
@@ -357,12 +358,14 @@ def test_a_step_candidate_may_depart_from_the_first_by_rounding_alone(first_from
 
         def replay(self):
             pass
-    reference = None
-    if first_from_reference is not None:
-        reference = lambda: first + first_from_reference * noise.flip(0)  # noqa: E731
+
+    def reference():
+        if first_from_reference == "out of memory":
+            raise torch.OutOfMemoryError("the plain step's repeated kv heads")
+        return first + first_from_reference * noise.flip(0)
     times = tune.time_step_candidates(len(departures), chosen.append, Step,
                                       torch.zeros(1, dtype=torch.int64), 300, 2e-2,
-                                      reference=reference)
+                                      reference=None if first_from_reference is None else reference)
     assert set(times) == kept and chosen == [0, 1, 2, 3]
 
 

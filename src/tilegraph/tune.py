@@ -335,9 +335,9 @@ def tune_release_in_step_once(step: tuple, projections: dict[str, tuple[int, int
     `step` names the caller's step (its model's shape), `projections` its candidates by name
     (N, K), `reference` the step computed another way (time_step_candidates); those whose
     plan is not the one-row GEMV are left as they are. Tried: none late, each alone, all
-    (time_step_candidates). The fastest stays recorded per shape and under
-    the step key, so a later process only records it again. Returns {"late", "ms",
-    "candidates": {names: ms}} when it timed, None where it did not."""
+    (time_step_candidates). The fastest stays recorded per shape and under the step key, so
+    a later process only records it again. Returns {"late", "ms", "candidates": {names:
+    ms}} when it timed, None where it did not."""
     device = positions.device
     shapes = {name: nk for name, nk in projections.items()
               if decode_plan.plan(1, *nk, dtype, device).kind == "gemv"}
@@ -471,10 +471,21 @@ def time_step_candidates(count: int, apply: Callable[[int], None],
         del graph
         if first is None:
             first = output
-            rounding = math.inf if reference is None else rel_error(output, reference())
+            rounding = _distance(output, reference)
             if rounding <= MAX_ROUNDING * tolerance:
                 allowed = max(tolerance, ROUNDING_MARGIN * rounding)
         elif not rel_error(output, first) <= allowed:
             continue
         times[i] = ms
     return times
+
+
+def _distance(output: torch.Tensor, reference: Callable[[], torch.Tensor] | None) -> float:
+    """rel_error of a step's output from `reference()`; inf where there is none, or where it
+    does not fit in memory (a plain step repeats every kv head of its cache for its q heads)."""
+    if reference is None:
+        return math.inf
+    try:
+        return rel_error(output, reference())
+    except torch.OutOfMemoryError:
+        return math.inf
