@@ -174,7 +174,8 @@ def tune_attention_in_step_once(batch: int, n_heads: int, n_kv_heads: int, head_
     runs over a window of max_seq positions of a longer cache (a context band), that cache's
     length: the launches its step tries (shaped for its length; the first, its step's choice
     where made) are tried instead; `reference`, the step computed another way (the check of
-    time_step_candidates). Each candidate is recorded for the attention key (so
+    time_step_candidates). Only the candidates that give the reference's result alone
+    (right_attention_launches) are tried. Each candidate is recorded for the attention key (so
     launches read it) and timed in the step as time_step_candidates does. The fastest stays
     recorded for the attention key and under the step key (with the band's first position),
     so a later process only records it again. Returns {"config", "ms", "candidates":
@@ -204,6 +205,10 @@ def tune_attention_in_step_once(batch: int, n_heads: int, n_kv_heads: int, head_
         batch, n_kv_heads, group, head_dim, shaped_for, sms, **device)
     candidates = attention.step_candidates(batch, n_kv_heads, group, head_dim, shaped_for,
                                            sms, first, **device)
+    candidates = right_attention_launches(candidates, batch, n_heads, n_kv_heads, head_dim,
+                                          max_seq, dtype, positions.device)
+    if not candidates:
+        return None   # none gives the reference's result here: the rule's, failing in the open
     # Also timed where one program reads the longest sequence of the unsplit path, for each
     # tile length among the candidates: a launch chosen on positions 255 and 2047 lost 3.6%
     # there in a Qwen2-0.5B step (notes/models.md, session 56).
@@ -220,6 +225,43 @@ def tune_attention_in_step_once(batch: int, n_heads: int, n_kv_heads: int, head_
     attention_in_step.record(step_key, candidates[best])
     return {"config": candidates[best], "ms": times[best],
             "candidates": {repr(candidates[i]): t for i, t in times.items()}}
+
+
+def right_attention_launches(candidates: list[dict], batch: int, n_heads: int,
+                             n_kv_heads: int, head_dim: int, max_seq: int, dtype: torch.dtype,
+                             device: torch.device) -> list[dict]:
+    """The candidate launches that give decode_attention_ref's result (within TOLERANCES) on
+    random inputs of the shape, at lengths where a position read wrongly shows: 1 and 2, one
+    past each tile, the longest one run of each tile, max_seq (the sequences of a batch at
+    lengths apart). A step's logits cannot vouch for a launch: one that left out each
+    sequence's newest of 41 positions moved a tiny model's logits by 1.7e-2, inside even the
+    step check's tolerance of 2e-2 (notes/models.md, session 72). Those that fail or do not
+    compile here are left out, in order."""
+    q = randn(batch, n_heads, head_dim, dtype=dtype, device=device)
+    k, v = (randn(batch, n_kv_heads, max_seq, head_dim, dtype=dtype, device=device)
+            for _ in range(2))
+    tiles = {config["BLOCK_T"] for config in candidates}
+    telling = {1, 2, max_seq, *(t + 1 for t in tiles),
+               *(attention.ONE_RUN_TILES * t for t in tiles)}
+    apart = torch.arange(batch, device=device) * 37   # each sequence its own length
+    cases = []
+    for length in sorted(n for n in telling if n <= max_seq):
+        lengths = (length - apart).clamp(1, max_seq)
+        cases.append((lengths, attention.decode_attention_ref(q, k, v, lengths)))
+    right = []
+    for config in candidates:
+        try:
+            for lengths, expected in cases:
+                out = torch.full_like(q, float("nan"))
+                attention.launch_decode_attention(q, k, v, lengths, head_dim ** -0.5, out,
+                                                  config)
+                if not rel_error(out, expected) <= TOLERANCES[dtype]:
+                    break
+            else:
+                right.append(config)
+        except triton.runtime.errors.OutOfResources:
+            continue
+    return right
 
 
 # Batch-1 decode steps whose one-row projections' rows a program were chosen in the step
