@@ -314,9 +314,9 @@ def _every_launch_right(monkeypatch):
 
 
 def test_only_launches_that_give_the_reference_s_result_are_tried_in_a_step(monkeypatch):
-    """A launch that leaves out each sequence's newest position, which a model's logits do
-    not show beside bf16 rounding, is left out before any step is timed; the others keep
-    their order."""
+    """A launch that leaves out each sequence's newest position, which a small model's
+    logits hardly show, is left out before any step is timed; the others keep their
+    order."""
     launch = attention.launch_decode_attention
 
     def misreading(q, k, v, lengths, scale, out, config):

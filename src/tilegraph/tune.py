@@ -238,7 +238,8 @@ def right_attention_launches(candidates: list[dict], batch: int, n_heads: int,
     step check's tolerance of 2e-2 (notes/models.md, session 72). Those that fail or do not
     compile here are left out, in order."""
     q = randn(batch, n_heads, head_dim, dtype=dtype, device=device)
-    k, v = (randn(batch, n_kv_heads, max_seq, head_dim, dtype=dtype, device=device)
+    # made where they are used: a cache can be a gigabyte
+    k, v = (torch.randn(batch, n_kv_heads, max_seq, head_dim, dtype=dtype, device=device)
             for _ in range(2))
     tiles = {config["BLOCK_T"] for config in candidates}
     telling = {1, 2, max_seq, *(t + 1 for t in tiles),
