@@ -5,7 +5,7 @@
     ... --dot 2048:2048:32/512/3/4   (only that tensor-core plan, every role; /L after the
                                       split puts the weight on the mma's left, W_LHS;
                                       --dtype fp16 for fp16 pointers)
-    ... --attention                  (the attention kernel)
+    ... --attention [KEY=N,...]      (the attention kernel; a launch: preload=2,warps=8,lanes=8)
     ... --layer                      (the one-kernel decode layer)
 
 Needs cuobjdump on PATH (triton/backends/nvidia/bin). Integer arguments and pointers are
@@ -94,11 +94,15 @@ def dot_usage(n: int, k: int, config: dict) -> None:
               f"{usage}", flush=True)
 
 
-def attention_usage(batch: int, heads: int, kv_heads: int, head_dim: int, max_seq: int) -> None:
-    """The attention kernel at that shape (bf16, under PDL)."""
-    config = attention_config(batch, kv_heads, heads // kv_heads, head_dim, max_seq, 132)
+def attention_usage(batch: int, heads: int, kv_heads: int, head_dim: int, max_seq: int,
+                    **variant) -> None:
+    """The attention kernel at that shape (bf16, under PDL); `variant`: attention_config's
+    keywords."""
+    config = attention_config(batch, kv_heads, heads // kv_heads, head_dim, max_seq, 132,
+                              **variant)
     launch = {key: v for key, v in config.items() if key.isupper() and key != "PRELOAD_TILES"}
     launch["PRELOAD_T"] = config["PRELOAD_TILES"] * config["BLOCK_T"]  # as the launcher does
+    launch.setdefault("LANES", 1)
     group = heads // kv_heads
     launch.update(N_KV_HEADS=kv_heads, GROUP=group,
                   GROUP_BLOCK=triton.cdiv(group, config["HEAD_BLOCKS"]), HEAD_DIM=head_dim,
@@ -107,8 +111,8 @@ def attention_usage(batch: int, heads: int, kv_heads: int, head_dim: int, max_se
                   ROW_LINES=triton.next_power_of_2(triton.cdiv(head_dim, 64)))
     usage = resources(_decode_attention_kernel, launch, config["num_warps"],
                       config["num_stages"])
-    print(f"attention b{batch} {heads}/{kv_heads} heads of {head_dim}, {max_seq} positions: "
-          f"{usage}", flush=True)
+    print(f"attention b{batch} {heads}/{kv_heads} heads of {head_dim}, {max_seq} positions"
+          f"{' ' + str(variant) if variant else ''}: {usage}", flush=True)
 
 
 def layer_usage(d: int) -> None:
@@ -126,8 +130,10 @@ def main() -> None:
     parser.add_argument("--dot", nargs="*", metavar="N:K:BN/BK/STAGES/SPLIT[/L]",
                         help="only these tensor-core plans (default: the rule's at d = 1024, "
                              "2048 and 4096, and the one-row GEMV's)")
-    parser.add_argument("--attention", action="store_true",
-                        help="only the attention kernel, at Qwen2-0.5B's and TinyLlama's shapes")
+    parser.add_argument("--attention", nargs="?", const="", metavar="KEY=N,...",
+                        help="only the attention kernel, at Qwen2-0.5B's and TinyLlama's shapes; "
+                             "with attention_config's keywords, that launch (e.g. "
+                             "preload=2,stages=2,warps=8,lanes=8)")
     parser.add_argument("--layer", action="store_true",
                         help="only the one-kernel decode layer, bf16 d = 1024 and 2048")
     parser.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16",
@@ -139,9 +145,11 @@ def main() -> None:
         layer_usage(1024)
         layer_usage(2048)
         return
-    if args.attention:
-        attention_usage(1, 14, 2, 64, 2048)
-        attention_usage(1, 32, 4, 64, 2048)
+    if args.attention is not None:
+        variant = {key: int(value) for key, value in
+                   (item.split("=") for item in args.attention.split(",") if item)}
+        attention_usage(1, 14, 2, 64, 2048, **variant)
+        attention_usage(1, 32, 4, 64, 2048, **variant)
         return
     if args.dot:
         for item in args.dot:

@@ -6,6 +6,8 @@ with fewer or more warps, loads in flight and tile lengths.
     ... --preload   # each run's first tile read before the wait, 2 or 3 stages deep
     ... --whole     # a short run read before the wait: one tile of twice the positions or two
     ... --context 160,256,384 --sweep   # each preload at several positions (one capture each)
+                                        # (one tile, two, four: session 73)
+    ... --context 160,256,320,384,768 --sweep --lanes   # the same in lanes of positions
 
 Each variant is recorded in tg.decode_attention's tuned store for the step's shape (as the
 Generator's tuning would), the step is captured again and 300 replays timed; the rule's
@@ -39,6 +41,9 @@ def main() -> None:
     parser.add_argument("--long-tile", action="store_true",
                         help="session 70: the preloaded tile of twice the positions, one run "
                              "of at most 1 or 2 of them")
+    parser.add_argument("--lanes", action="store_true",
+                        help="with --sweep, session 73's lead instead: each tile's positions in "
+                             "lanes of their own softmax state, one a warp")
     parser.add_argument("--sweep", action="store_true",
                         help="session 71: one tile or two tiles' positions preloaded, over 4 "
                              "or 8 warps, each captured once and timed at every --context")
@@ -77,14 +82,35 @@ def main() -> None:
             times.append(start.elapsed_time(stop) / 300)
         return min(times)
 
+    lanes = [("rule", {}), ("rule, a lane a warp", {"LANES": rule["num_warps"]}),
+             ("preload, 2 stages", {"PRELOAD": True, "num_stages": 2}),
+             ("preload, 2 stages, 4 lanes", {"PRELOAD": True, "num_stages": 2, "LANES": 4}),
+             ("preload 2 tiles, 2 stages, 8 warps",
+              {"PRELOAD": True, "PRELOAD_TILES": 2, "num_stages": 2, "num_warps": 8}),
+             ("preload 2 tiles, 2 stages, 8 warps, 8 lanes",
+              {"PRELOAD": True, "PRELOAD_TILES": 2, "num_stages": 2, "num_warps": 8,
+               "LANES": 8}),
+             ("preload 4 tiles, 2 stages, 8 warps, 8 lanes",
+              {"PRELOAD": True, "PRELOAD_TILES": 4, "num_stages": 2, "num_warps": 8,
+               "LANES": 8}),
+             ("rule", {})]
     if args.sweep:
         print(f"{args.model} b{args.batch} rule {rule}; ms a step at contexts {contexts}")
-        for name, changes in [
+        for name, changes in lanes if args.lanes else [
                 ("rule", {}), ("preload, 2 stages", {"PRELOAD": True, "num_stages": 2}),
-                ("preload, 2 stages, 8 warps",
-                 {"PRELOAD": True, "num_stages": 2, "num_warps": 8}),
                 ("preload 2 tiles, 2 stages, 8 warps",
                  {"PRELOAD": True, "PRELOAD_TILES": 2, "num_stages": 2, "num_warps": 8}),
+                ("preload 4 tiles, 2 stages, 8 warps",
+                 {"PRELOAD": True, "PRELOAD_TILES": 4, "num_stages": 2, "num_warps": 8}),
+                # session 73: two tiles' positions in a wgmma tile of 64 q rows (the softmax
+                # reduced within a warp, fewer barriers a round), over 4 or 8 warps
+                ("preload 2 tiles, 64 q rows, 4 warps",
+                 {"PRELOAD": True, "PRELOAD_TILES": 2, "num_stages": 2, "BLOCK_G": 64}),
+                ("preload 2 tiles, 64 q rows, 8 warps",
+                 {"PRELOAD": True, "PRELOAD_TILES": 2, "num_stages": 2, "num_warps": 8,
+                  "BLOCK_G": 64}),
+                ("preload, 64 q rows, 4 warps",
+                 {"PRELOAD": True, "num_stages": 2, "BLOCK_G": 64}),
                 ("rule", {})]:
             print(f"  {name:36s} " + " ".join(f"{ms:.4f}" for ms in step_ms(changes, contexts)),
                   flush=True)

@@ -239,6 +239,32 @@ def test_launch_shapes_match_reference(splits, block_t, one_run_tiles, merge_run
         assert_close(out, ref, q.dtype, what=f"config {config}")
 
 
+@pytest.mark.parametrize("lanes, preload", [(2, 0), (4, 1), (2, 2)])
+@pytest.mark.parametrize("one_run_tiles, splits", [(3, 1), (0, 4)])
+def test_positions_in_lanes_match_reference(lanes, preload, one_run_tiles, splits, device):
+    """Each tile's positions in lanes of their own softmax state, joined at the end: lengths
+    that leave lanes empty in a tile (1 and 20 positions) or in every tile of a run,
+    in one run and split; with the first tile or two preloaded; 7 q heads a kv head. 16
+    positions a lane, the least a tensor-core dot takes."""
+    q, k, v = _case(4, 14, 2, 16, 150, torch.bfloat16, device)
+    lengths = torch.tensor([1, 20, 70, 150], device=device)
+    config = {**attention_config(4, 2, 7, 16, 150, 1, preload=preload, stages=2, lanes=lanes),
+              "BLOCK_T": 16 * lanes, "ONE_RUN_TILES": one_run_tiles, "SPLITS": splits,
+              "BLOCK_SPLITS": splits, "MERGE_RUNS": splits}
+    assert config["LANES"] == lanes
+    out = poisoned(q.shape, q.dtype, q.device)
+    launch_decode_attention(q, k, v, lengths, 16 ** -0.5, out, config)
+    ref = decode_attention_ref(q.double(), k.double(), v.double(), lengths)
+    assert_close(out, ref, q.dtype, what=f"config {config}")
+
+
+def test_lanes_of_fewer_than_16_positions_are_refused():
+    q, k, v = _case(1, 2, 2, 16, 150, torch.float32, "cpu")
+    config = attention_config(1, 2, 1, 16, 150, 1, tile=64, lanes=8)
+    with pytest.raises(ValueError, match="8 lanes leave fewer than 16 positions"):
+        launch_decode_attention(q, k, v, torch.tensor([9]), 0.25, torch.empty_like(q), config)
+
+
 def test_a_launch_chosen_among_older_candidates_is_timed_again(monkeypatch):
     monkeypatch.setattr(attention.tuned, "_memo", {})
     monkeypatch.setattr(attention.tuned, "_disk_loaded", True)  # this test's records only
@@ -556,17 +582,17 @@ def test_cache_rows_in_flight_are_named_only_by_their_writer():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("kv_heads, max_seq, one_run_tiles, tiles, warps",
-                         [(2, 1024, 3, 1, 4), (4, 700, 0, 1, 4), (2, 1024, 3, 2, 8),
-                          (4, 700, 0, 2, 8)])
+@pytest.mark.parametrize("kv_heads, max_seq, one_run_tiles, tiles, warps, lanes",
+                         [(2, 1024, 3, 1, 4, 1), (4, 700, 0, 1, 4, 1), (2, 1024, 3, 2, 8, 1),
+                          (4, 700, 0, 2, 8, 1), (2, 1024, 3, 2, 8, 8), (4, 700, 0, 1, 4, 4)])
 def test_preloaded_tiles_read_the_rows_the_projection_just_wrote(kv_heads, max_seq,
                                                                  one_run_tiles, tiles, warps,
-                                                                 monkeypatch):
+                                                                 lanes, monkeypatch):
     """Each run's first tile read before the wait while tg.linear_qkv, the kernel just
     before under PDL, writes the new token's keys and values: attention reads those rows
     again after its wait. They hold NaN before every replay, so a stale read shows; slots
     out of order, each sequence at its own position. Also with the first two tiles preloaded
-    over 8 warps."""
+    over 8 warps, and with each tile's positions in lanes."""
     monkeypatch.setattr(attention.tuned, "_memo", {})
     monkeypatch.setattr(attention.tuned, "_disk_loaded", True)  # this test's records only
     batch, heads, head_dim, dim, dtype = 3, 8, 64, 256, torch.bfloat16
@@ -581,7 +607,8 @@ def test_preloaded_tiles_read_the_rows_the_projection_just_wrote(kv_heads, max_s
     positions = torch.zeros(batch, dtype=torch.int64, device="cuda")
     lengths = torch.zeros_like(positions)
     config = {**attention_config(batch, kv_heads, heads // kv_heads, head_dim, max_seq,
-                                 sm_count(x.device), preload=tiles, stages=2, warps=warps),
+                                 sm_count(x.device), preload=tiles, stages=2, warps=warps,
+                                 lanes=lanes),
               "ONE_RUN_TILES": one_run_tiles}
     attention.tuned.record(attention_key(batch, kv_heads, heads // kv_heads, head_dim,
                                          max_seq, dtype), config)

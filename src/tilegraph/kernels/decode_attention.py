@@ -96,21 +96,64 @@ def _attend_tile(q, k, v, t_mask, m, denom, acc, qk_scale, DOT_PRECISION: tl.con
 
 
 @triton.jit
+def _attend_tile_in_lanes(q, k, v, t_mask, m, denom, acc, qk_scale,
+                          DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr,
+                          LANES: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr):
+    """_attend_tile with the tile's positions cut into LANES lanes of consecutive positions,
+    each with its own softmax state: q (LANES, BLOCK_G, BLOCK_D), the same heads in every
+    lane; m, denom (LANES, BLOCK_G), acc (LANES, BLOCK_G, BLOCK_D). A lane's maxima and sums
+    reduce over its own positions only: with the lanes on the batch dimension of the dots,
+    which Triton spreads over the warps, none of a round's reductions crosses warps (two
+    tiles' positions in one round over 8 warps still cost a step about 1.8 us a layer a
+    round, notes/models.md, session 73); _merge_lanes joins them once, at the end. A lane may
+    admit no position."""
+    k = tl.reshape(k, (LANES, BLOCK_T // LANES, BLOCK_D))
+    v = tl.reshape(v, (LANES, BLOCK_T // LANES, BLOCK_D))
+    t_mask = tl.reshape(t_mask, (LANES, BLOCK_T // LANES))
+    if UPCAST_DOT:
+        k = k.to(tl.float32)
+        v = v.to(tl.float32)
+    scores = tl.dot(q, tl.trans(k, (0, 2, 1)), input_precision=DOT_PRECISION) * qk_scale
+    scores = tl.where(t_mask[:, None, :], scores, float("-inf"))       # (LANES, BG, BT/LANES)
+    m_new = tl.maximum(m, tl.max(scores, axis=2))
+    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)   # a lane that has seen nothing
+    alpha = tl.exp2(m - m_safe)
+    p = tl.exp2(scores - m_safe[:, :, None])
+    denom = denom * alpha + tl.sum(p, axis=2)
+    acc = acc * alpha[:, :, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
+    return m_new, denom, acc
+
+
+@triton.jit
+def _merge_lanes(m, denom, acc):
+    """One softmax state (BLOCK_G,), (BLOCK_G,), (BLOCK_G, BLOCK_D) from its lanes'
+    (_attend_tile_in_lanes): each lane's sum and output rescaled to the maximum of all."""
+    m_all = tl.max(m, axis=0)
+    weights = tl.exp2(m - tl.where(m_all == float("-inf"), 0.0, m_all)[None, :])
+    return m_all, tl.sum(denom * weights, axis=0), tl.sum(acc * weights[:, :, None], axis=0)
+
+
+@triton.jit
 def _attend_run(q, k_ptrs, v_ptrs, d_mask, stride_cp, start, stop, qk_scale, m, denom, acc,
                 BLOCK_T: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
-                UPCAST_DOT: tl.constexpr):
+                UPCAST_DOT: tl.constexpr, LANES: tl.constexpr, BLOCK_D: tl.constexpr):
     """Online softmax over positions [start, stop) from the state (running max m, sum denom,
-    unnormalised output acc) of the BLOCK_G query heads in q. k_ptrs, v_ptrs (BLOCK_T,
-    BLOCK_D) point at position 0; d_mask: the real head_dim columns (all of them when
-    EVEN_D)."""
+    unnormalised output acc) of the BLOCK_G query heads in q (in LANES lanes where more than
+    one: _attend_tile_in_lanes). k_ptrs, v_ptrs (BLOCK_T, BLOCK_D) point at position 0;
+    d_mask: the real head_dim columns (all of them when EVEN_D)."""
     offs_t = tl.arange(0, BLOCK_T)
     for t0 in range(start, stop, BLOCK_T):
         t_mask = (t0 + offs_t) < stop
         kv_mask = t_mask[:, None] if EVEN_D else t_mask[:, None] & d_mask[None, :]
         k = tl.load(k_ptrs + t0 * stride_cp, mask=kv_mask, other=0.0)  # (BT, BD)
         v = tl.load(v_ptrs + t0 * stride_cp, mask=kv_mask, other=0.0)
-        m, denom, acc = _attend_tile(q, k, v, t_mask, m, denom, acc, qk_scale, DOT_PRECISION,
-                                     UPCAST_DOT)
+        if LANES > 1:
+            m, denom, acc = _attend_tile_in_lanes(q, k, v, t_mask, m, denom, acc, qk_scale,
+                                                  DOT_PRECISION, UPCAST_DOT, LANES, BLOCK_T,
+                                                  BLOCK_D)
+        else:
+            m, denom, acc = _attend_tile(q, k, v, t_mask, m, denom, acc, qk_scale,
+                                         DOT_PRECISION, UPCAST_DOT)
     return m, denom, acc
 
 
@@ -196,7 +239,7 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
                              UPCAST_DOT: tl.constexpr, BLOCK_G: tl.constexpr,
                              GROUP_P2: tl.constexpr, BLOCK_T: tl.constexpr,
                              BLOCK_D: tl.constexpr, BLOCK_SPLITS: tl.constexpr,
-                             MERGE_RUNS: tl.constexpr,
+                             MERGE_RUNS: tl.constexpr, LANES: tl.constexpr,
                              ROW_LINES: tl.constexpr, LINE_ELEMENTS: tl.constexpr):
     """Program ((b * KV + kv head) * HEAD_BLOCKS + block, run): o_h = sum_t softmax_t(q_h .
     k_t * scale) v_t for block `block` of GROUP_BLOCK of the GROUP q heads h of that kv head,
@@ -257,20 +300,34 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
                     + offs_d[None, :], mask=g_mask[:, None] & d_mask[None, :], other=0.0)
         if UPCAST_DOT:
             q = q.to(tl.float32)
-        m = tl.full([BLOCK_G], float("-inf"), tl.float32)
-        denom = tl.zeros([BLOCK_G], tl.float32)
-        acc = tl.zeros([BLOCK_G, BLOCK_D], tl.float32)
+        if LANES > 1:   # each lane the same heads, its own state (_attend_tile_in_lanes)
+            q = tl.broadcast_to(q[None, :, :], (LANES, BLOCK_G, BLOCK_D))
+            m = tl.full([LANES, BLOCK_G], float("-inf"), tl.float32)
+            denom = tl.zeros([LANES, BLOCK_G], tl.float32)
+            acc = tl.zeros([LANES, BLOCK_G, BLOCK_D], tl.float32)
+        else:
+            m = tl.full([BLOCK_G], float("-inf"), tl.float32)
+            denom = tl.zeros([BLOCK_G], tl.float32)
+            acc = tl.zeros([BLOCK_G, BLOCK_D], tl.float32)
         if PRELOAD and start < stop:
             k_first, v_first = _reread_written(k_ptr, v_ptr, first_offsets, stride_cp, start,
                                                stop, d_mask, k_first, v_first, written_first,
                                                PRELOAD_T)
-            m, denom, acc = _attend_tile(q, k_first, v_first,
-                                         start + tl.arange(0, PRELOAD_T) < stop, m, denom,
-                                         acc, qk_scale, DOT_PRECISION, UPCAST_DOT)
+            first_mask = start + tl.arange(0, PRELOAD_T) < stop
+            if LANES > 1:
+                m, denom, acc = _attend_tile_in_lanes(q, k_first, v_first, first_mask, m,
+                                                      denom, acc, qk_scale, DOT_PRECISION,
+                                                      UPCAST_DOT, LANES, PRELOAD_T, BLOCK_D)
+            else:
+                m, denom, acc = _attend_tile(q, k_first, v_first, first_mask, m, denom, acc,
+                                             qk_scale, DOT_PRECISION, UPCAST_DOT)
             start += PRELOAD_T
         m, denom, acc = _attend_run(q, k_ptr + kv_offsets, v_ptr + kv_offsets, d_mask,
                                     stride_cp, start, stop, qk_scale, m, denom, acc, BLOCK_T,
-                                    HEAD_DIM == BLOCK_D, DOT_PRECISION, UPCAST_DOT)
+                                    HEAD_DIM == BLOCK_D, DOT_PRECISION, UPCAST_DOT, LANES,
+                                    BLOCK_D)
+        if LANES > 1:
+            m, denom, acc = _merge_lanes(m, denom, acc)
         if used == 1:
             out_ptrs = (out_ptr + b.to(tl.int64) * stride_ob + heads[:, None] * stride_oh
                         + offs_d[None, :])
@@ -357,8 +414,8 @@ def attention_config(batch: int, n_kv_heads: int, group: int, head_dim: int, max
                      sms: int | None, *, tile: int | None = None, stages: int | None = None,
                      programs_per_sm: int = 1, query_rows: int = 16,
                      preload: int = 0, merge_chunks: int = MERGE_CHUNKS,
-                     head_blocks: int | None = None, warps: int = 4, element_size: int = 2,
-                     shared_memory: int | None = None) -> dict:
+                     head_blocks: int | None = None, warps: int = 4, lanes: int = 1,
+                     element_size: int = 2, shared_memory: int | None = None) -> dict:
     """Launch shape: the group's q heads padded to a tensor-core tile of at least `query_rows` rows
     (16, an mma.sync tile; 64, a Hopper warpgroup's wgmma, which does four times the multiplies
     but reduces the softmax's rows within a warp and keeps the probabilities in registers: 2
@@ -373,7 +430,9 @@ def attention_config(batch: int, n_kv_heads: int, group: int, head_dim: int, max
     round trip to L2); `preload`: each run's first `preload` tiles (True: one) read into
     registers before the wait under PDL, where the launcher finds that safe; `head_blocks`:
     each pair's q heads in that many blocks (at most the group), a program (and a merge) each,
-    which read the same keys and values; by default head_blocks_rule's; `warps` a program. The
+    which read the same keys and values; by default head_blocks_rule's; `warps` a program;
+    `lanes`: each tile's positions in that many lanes of their own softmax state, joined at the
+    end (_attend_tile_in_lanes; not yet timed, so no candidate takes it). The
     defaults are the rule for untuned shapes (research/sweep_decode_attention.py,
     notes/models.md)."""
     sms = sms or ASSUMED_SM_COUNT
@@ -394,7 +453,7 @@ def attention_config(batch: int, n_kv_heads: int, group: int, head_dim: int, max
             "BLOCK_D": block_d, "BLOCK_SPLITS": block_splits,
             "MERGE_RUNS": min(merge_runs, block_splits), "HEAD_BLOCKS": head_blocks,
             "PRELOAD": preload > 0, "PRELOAD_TILES": max(1, int(preload)),
-            "num_warps": warps, "num_stages": stages}
+            "num_warps": warps, "num_stages": stages, **({"LANES": lanes} if lanes > 1 else {})}
 
 
 def _grid(batch: int, n_kv_heads: int, group: int, head_dim: int, max_seq: int, sms: int,
@@ -583,6 +642,11 @@ def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
     preload_positions = config.pop("PRELOAD_TILES", 1) * config["BLOCK_T"]
     config.setdefault("MERGE_RUNS", config["BLOCK_SPLITS"])  # older configs: all at once
     config.setdefault("HEAD_BLOCKS", 1)
+    config.setdefault("LANES", 1)
+    if config["LANES"] > 1 and config["BLOCK_T"] // config["LANES"] < 16:
+        # each lane's positions are a tensor-core dot's depth (probabilities times values)
+        raise ValueError(f"{config['LANES']} lanes leave fewer than 16 positions of a tile of "
+                         f"{config['BLOCK_T']}")
     partials = counters = out  # placeholders, never touched without a split
     units = batch * n_kv_heads * config["HEAD_BLOCKS"]
     if config["SPLITS"] > 1:
