@@ -103,10 +103,10 @@ def _attend_tile_in_lanes(q, k, v, t_mask, m, denom, acc, qk_scale,
     each with its own softmax state: q (LANES, BLOCK_G, BLOCK_D), the same heads in every
     lane; m, denom (LANES, BLOCK_G), acc (LANES, BLOCK_G, BLOCK_D). A lane's maxima and sums
     reduce over its own positions only: with the lanes on the batch dimension of the dots,
-    which Triton spreads over the warps, none of a round's reductions crosses warps (two
-    tiles' positions in one round over 8 warps still cost a step about 1.8 us a layer a
-    round, notes/models.md, session 73); _merge_lanes joins them once, at the end. A lane may
-    admit no position."""
+    which Triton spreads over the warps, none of a round's reductions crosses warps (a round
+    after the wait cost TinyLlama's step about 1.8 us a layer over 8 warps, wherever its keys
+    came from, notes/models.md, session 73); _merge_lanes joins them once, at the end. A lane
+    may admit no position."""
     k = tl.reshape(k, (LANES, BLOCK_T // LANES, BLOCK_D))
     v = tl.reshape(v, (LANES, BLOCK_T // LANES, BLOCK_D))
     t_mask = tl.reshape(t_mask, (LANES, BLOCK_T // LANES))
