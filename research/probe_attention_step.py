@@ -82,11 +82,12 @@ def main() -> None:
             times.append(start.elapsed_time(stop) / 300)
         return min(times)
 
-    lanes = [("rule", {}), ("rule, a lane a warp", {"LANES": rule["num_warps"]}),
-             ("preload, 2 stages", {"PRELOAD": True, "num_stages": 2}),
+    one_tile = ("preload, 2 stages", {"PRELOAD": True, "num_stages": 2})
+    two_tiles = ("preload 2 tiles, 2 stages, 8 warps",
+                 {"PRELOAD": True, "PRELOAD_TILES": 2, "num_stages": 2, "num_warps": 8})
+    lanes = [("rule", {}), ("rule, a lane a warp", {"LANES": rule["num_warps"]}), one_tile,
              ("preload, 2 stages, 4 lanes", {"PRELOAD": True, "num_stages": 2, "LANES": 4}),
-             ("preload 2 tiles, 2 stages, 8 warps",
-              {"PRELOAD": True, "PRELOAD_TILES": 2, "num_stages": 2, "num_warps": 8}),
+             two_tiles,
              ("preload 2 tiles, 2 stages, 8 warps, 8 lanes",
               {"PRELOAD": True, "PRELOAD_TILES": 2, "num_stages": 2, "num_warps": 8,
                "LANES": 8}),
@@ -97,9 +98,7 @@ def main() -> None:
     if args.sweep:
         print(f"{args.model} b{args.batch} rule {rule}; ms a step at contexts {contexts}")
         for name, changes in lanes if args.lanes else [
-                ("rule", {}), ("preload, 2 stages", {"PRELOAD": True, "num_stages": 2}),
-                ("preload 2 tiles, 2 stages, 8 warps",
-                 {"PRELOAD": True, "PRELOAD_TILES": 2, "num_stages": 2, "num_warps": 8}),
+                ("rule", {}), one_tile, two_tiles,
                 ("preload 4 tiles, 2 stages, 8 warps",
                  {"PRELOAD": True, "PRELOAD_TILES": 4, "num_stages": 2, "num_warps": 8}),
                 # session 73: two tiles' positions in a wgmma tile of 64 q rows (the softmax
