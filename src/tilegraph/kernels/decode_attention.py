@@ -125,6 +125,22 @@ def _attend_tile_in_lanes(q, k, v, t_mask, m, denom, acc, qk_scale,
 
 
 @triton.jit
+def _attend(q, k, v, t_mask, m, denom, acc, qk_scale, DOT_PRECISION: tl.constexpr,
+            UPCAST_DOT: tl.constexpr, LANES: tl.constexpr, BLOCK_T: tl.constexpr,
+            BLOCK_D: tl.constexpr):
+    """A tile of BLOCK_T positions: _attend_tile_in_lanes where there are lanes, else
+    _attend_tile."""
+    if LANES > 1:
+        m, denom, acc = _attend_tile_in_lanes(q, k, v, t_mask, m, denom, acc, qk_scale,
+                                              DOT_PRECISION, UPCAST_DOT, LANES, BLOCK_T,
+                                              BLOCK_D)
+    else:
+        m, denom, acc = _attend_tile(q, k, v, t_mask, m, denom, acc, qk_scale, DOT_PRECISION,
+                                     UPCAST_DOT)
+    return m, denom, acc
+
+
+@triton.jit
 def _merge_lanes(m, denom, acc):
     """One softmax state (BLOCK_G,), (BLOCK_G,), (BLOCK_G, BLOCK_D) from its lanes'
     (_attend_tile_in_lanes): each lane's sum and output rescaled to the maximum of all."""
@@ -147,13 +163,8 @@ def _attend_run(q, k_ptrs, v_ptrs, d_mask, stride_cp, start, stop, qk_scale, m, 
         kv_mask = t_mask[:, None] if EVEN_D else t_mask[:, None] & d_mask[None, :]
         k = tl.load(k_ptrs + t0 * stride_cp, mask=kv_mask, other=0.0)  # (BT, BD)
         v = tl.load(v_ptrs + t0 * stride_cp, mask=kv_mask, other=0.0)
-        if LANES > 1:
-            m, denom, acc = _attend_tile_in_lanes(q, k, v, t_mask, m, denom, acc, qk_scale,
-                                                  DOT_PRECISION, UPCAST_DOT, LANES, BLOCK_T,
-                                                  BLOCK_D)
-        else:
-            m, denom, acc = _attend_tile(q, k, v, t_mask, m, denom, acc, qk_scale,
-                                         DOT_PRECISION, UPCAST_DOT)
+        m, denom, acc = _attend(q, k, v, t_mask, m, denom, acc, qk_scale, DOT_PRECISION,
+                                UPCAST_DOT, LANES, BLOCK_T, BLOCK_D)
     return m, denom, acc
 
 
@@ -313,14 +324,10 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
             k_first, v_first = _reread_written(k_ptr, v_ptr, first_offsets, stride_cp, start,
                                                stop, d_mask, k_first, v_first, written_first,
                                                PRELOAD_T)
-            first_mask = start + tl.arange(0, PRELOAD_T) < stop
-            if LANES > 1:
-                m, denom, acc = _attend_tile_in_lanes(q, k_first, v_first, first_mask, m,
-                                                      denom, acc, qk_scale, DOT_PRECISION,
-                                                      UPCAST_DOT, LANES, PRELOAD_T, BLOCK_D)
-            else:
-                m, denom, acc = _attend_tile(q, k_first, v_first, first_mask, m, denom, acc,
-                                             qk_scale, DOT_PRECISION, UPCAST_DOT)
+            m, denom, acc = _attend(q, k_first, v_first,
+                                    start + tl.arange(0, PRELOAD_T) < stop, m, denom, acc,
+                                    qk_scale, DOT_PRECISION, UPCAST_DOT, LANES, PRELOAD_T,
+                                    BLOCK_D)
             start += PRELOAD_T
         m, denom, acc = _attend_run(q, k_ptr + kv_offsets, v_ptr + kv_offsets, d_mask,
                                     stride_cp, start, stop, qk_scale, m, denom, acc, BLOCK_T,
