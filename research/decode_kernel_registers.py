@@ -5,7 +5,7 @@
     ... --dot 2048:2048:32/512/3/4   (only that tensor-core plan, every role; /L after the
                                       split puts the weight on the mma's left, W_LHS;
                                       --dtype fp16 for fp16 pointers)
-    ... --attention [KEY=N,...]      (the attention kernel; a launch: preload=2,warps=8,lanes=8)
+    ... --attention [KEY=N,...]      (the attention kernel; a launch: preload=2,stages=2,warps=8)
     ... --layer                      (the one-kernel decode layer)
 
 Needs cuobjdump on PATH (triton/backends/nvidia/bin). Integer arguments and pointers are
@@ -102,7 +102,7 @@ def attention_usage(batch: int, heads: int, kv_heads: int, head_dim: int, max_se
                               **variant)
     launch = {key: v for key, v in config.items() if key.isupper() and key != "PRELOAD_TILES"}
     launch["PRELOAD_T"] = config["PRELOAD_TILES"] * config["BLOCK_T"]  # as the launcher does
-    launch.setdefault("LANES", 1)
+    launch.setdefault("RUN_TILES", 1)
     group = heads // kv_heads
     launch.update(N_KV_HEADS=kv_heads, GROUP=group,
                   GROUP_BLOCK=triton.cdiv(group, config["HEAD_BLOCKS"]), HEAD_DIM=head_dim,
@@ -133,7 +133,7 @@ def main() -> None:
     parser.add_argument("--attention", nargs="?", const="", metavar="KEY=N,...",
                         help="only the attention kernel, at Qwen2-0.5B's and TinyLlama's shapes; "
                              "with attention_config's keywords, that launch (e.g. "
-                             "preload=2,stages=2,warps=8,lanes=8)")
+                             "preload=2,stages=2,warps=8)")
     parser.add_argument("--layer", action="store_true",
                         help="only the one-kernel decode layer, bf16 d = 1024 and 2048")
     parser.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16",

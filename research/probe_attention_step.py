@@ -7,7 +7,10 @@ with fewer or more warps, loads in flight and tile lengths.
     ... --whole     # a short run read before the wait: one tile of twice the positions or two
     ... --context 160,256,384 --sweep   # each preload at several positions (one capture each)
                                         # (one tile, two, four: session 73)
-    ... --context 160,256,320,384,768 --sweep --lanes   # the same in lanes of positions
+    ... --context 160,256,320,384,768 --sweep --lanes   # positions in lanes (session 73;
+                # needs research/attention_lanes.diff applied: slower everywhere, session 74)
+    ... --context 160,320,384,1024,1800,2048 --sweep --runs   # two tiles preloaded in runs
+                                                              # of two tiles past one run
 
 Each variant is recorded in tg.decode_attention's tuned store for the step's shape (as the
 Generator's tuning would), the step is captured again and 300 replays timed; the rule's
@@ -44,6 +47,9 @@ def main() -> None:
     parser.add_argument("--lanes", action="store_true",
                         help="with --sweep, session 73's lead instead: each tile's positions in "
                              "lanes of their own softmax state, one a warp")
+    parser.add_argument("--runs", action="store_true",
+                        help="with --sweep, session 74's: two tiles' positions preloaded in "
+                             "each run of two tiles, in 2 or 8 runs past one run")
     parser.add_argument("--sweep", action="store_true",
                         help="session 71: one tile or two tiles' positions preloaded, over 4 "
                              "or 8 warps, each captured once and timed at every --context")
@@ -95,9 +101,26 @@ def main() -> None:
               {"PRELOAD": True, "PRELOAD_TILES": 4, "num_stages": 2, "num_warps": 8,
                "LANES": 8}),
              ("rule", {})]
+
+    def runs_of(splits: int, one_run: int, changes: dict) -> dict:
+        # past one run of `one_run` tiles, `splits` runs of cdiv(tiles, splits) tiles each
+        block = 1 << (splits - 1).bit_length()   # a power of two
+        return {**changes, "ONE_RUN_TILES": one_run, "SPLITS": splits, "BLOCK_SPLITS": block,
+                "MERGE_RUNS": min(block, rule["MERGE_RUNS"])}
+    # session 74: past two tiles, runs of two tiles, each read before the wait in one round
+    # (3 tiles: [0, 256) and the rest, merged), instead of one run's second round after it
+    runs = [("rule", {}), one_tile, two_tiles,
+            ("preload 2 tiles, 8 warps, 2 runs past 2 tiles",
+             runs_of(2, 2, two_tiles[1])),
+            ("preload 2 tiles, 8 warps, 8 runs past 2 tiles",
+             runs_of(8, 2, two_tiles[1])),
+            ("preload 2 tiles, 8 warps, 4 runs past 2 tiles",
+             runs_of(4, 2, two_tiles[1])),
+            ("preload, 2 stages, 3 runs past 1 tile", runs_of(3, 1, one_tile[1])),
+            ("rule", {})]
     if args.sweep:
         print(f"{args.model} b{args.batch} rule {rule}; ms a step at contexts {contexts}")
-        for name, changes in lanes if args.lanes else [
+        for name, changes in lanes if args.lanes else runs if args.runs else [
                 ("rule", {}), one_tile, two_tiles,
                 ("preload 4 tiles, 2 stages, 8 warps",
                  {"PRELOAD": True, "PRELOAD_TILES": 4, "num_stages": 2, "num_warps": 8}),

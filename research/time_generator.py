@@ -34,7 +34,7 @@ from tilegraph.models.hf_presets import hf_config
 from tilegraph.models.llama import Llama, LlamaConfig
 
 ATTENTION_KEYS = ("HEAD_BLOCKS", "SPLITS", "BLOCK_T", "BLOCK_G", "MERGE_RUNS", "PRELOAD",
-                  "PRELOAD_TILES", "num_stages", "num_warps")
+                  "PRELOAD_TILES", "num_stages", "num_warps", "RUN_TILES")
 
 
 def report_attention_choices() -> None:

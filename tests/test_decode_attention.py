@@ -213,56 +213,32 @@ def test_candidates_start_with_the_rule_and_fit_the_merge(shape):
     assert {1, 2, 4} & set(range(1, shape[2] + 1)) <= blocks <= set(range(1, shape[2] + 1))
 
 
-@pytest.mark.parametrize("splits, block_t, one_run_tiles, merge_runs, head_blocks", [
-    (8, 16, 0, 8, 1),     # runs of two tiles, fewer used than programs; a length of 0
-    (16, 64, 0, 16, 1),   # runs of one tile; idle runs
-    (16, 64, 3, 16, 1),   # short sequences in one run, written with no merge; idle runs
-    (12, 16, 0, 4, 1),    # merged four runs at a time: 10 runs used by 150 positions (4, 4, 2)
-    (16, 16, 0, 2, 1),    # two at a time: 3 runs used by 37 positions (2, 1)
-    (8, 16, 0, 8, 2),     # 7 q heads a kv head in blocks of 4 and 3, each merged apart
-    (16, 64, 3, 16, 4),   # blocks of 2, 2, 2 and 1 head, short sequences written directly
-    (12, 16, 0, 4, 3),    # blocks of 3, 3 and 1 head, merged in chunks
+@pytest.mark.parametrize("splits, block_t, one_run_tiles, merge_runs, head_blocks, run_tiles", [
+    (8, 16, 0, 8, 1, 1),     # runs of two tiles, fewer used than programs; a length of 0
+    (16, 64, 0, 16, 1, 1),   # runs of one tile; idle runs
+    (16, 64, 3, 16, 1, 1),   # short sequences in one run, written with no merge; idle runs
+    (12, 16, 0, 4, 1, 1),    # merged four runs at a time: 10 runs used by 150 positions (4, 4, 2)
+    (16, 16, 0, 2, 1, 1),    # two at a time: 3 runs used by 37 positions (2, 1)
+    (8, 16, 0, 8, 2, 1),     # 7 q heads a kv head in blocks of 4 and 3, each merged apart
+    (16, 64, 3, 16, 4, 1),   # blocks of 2, 2, 2 and 1 head, short sequences written directly
+    (12, 16, 0, 4, 3, 1),    # blocks of 3, 3 and 1 head, merged in chunks
+    (16, 16, 2, 16, 1, 2),   # runs of at least two tiles: 150 positions in 5, 37 in 2 (2, 1)
+    (4, 16, 0, 4, 2, 3),     # at least three: 150 in 4 (3, 3, 3, 1), 37 in one run, unmerged
 ])
 def test_launch_shapes_match_reference(splits, block_t, one_run_tiles, merge_runs,
-                                       head_blocks, device):
+                                       head_blocks, run_tiles, device):
     q, k, v = _case(3, 14, 2, 16, 150, torch.float32, device)
     lengths = torch.tensor([150, 0, 37], device=device)
     base = attention_config(3, 2, 7, 16, 150, 1, head_blocks=head_blocks)
     assert base["HEAD_BLOCKS"] == head_blocks
     config = {**base, "BLOCK_T": block_t, "SPLITS": splits,
               "BLOCK_SPLITS": triton.next_power_of_2(splits), "ONE_RUN_TILES": one_run_tiles,
-              "MERGE_RUNS": merge_runs}
+              "MERGE_RUNS": merge_runs, "RUN_TILES": run_tiles}
     for _ in range(2):   # the arrival counters are back at zero for the second launch
         out = poisoned(q.shape, q.dtype, q.device)
         launch_decode_attention(q, k, v, lengths, 16 ** -0.5, out, config)
         ref = decode_attention_ref(q.double(), k.double(), v.double(), lengths)
         assert_close(out, ref, q.dtype, what=f"config {config}")
-
-
-@pytest.mark.parametrize("lanes, preload", [(2, 0), (4, 1), (2, 2)])
-@pytest.mark.parametrize("one_run_tiles, splits", [(3, 1), (0, 4)])
-def test_positions_in_lanes_match_reference(lanes, preload, one_run_tiles, splits, device):
-    """Each tile's positions in lanes of their own softmax state, joined at the end: lengths
-    that leave lanes empty in a tile (1 and 20 positions) or in every tile of a run,
-    in one run and split; with the first tile or two preloaded; 7 q heads a kv head. 16
-    positions a lane, the least a tensor-core dot takes."""
-    q, k, v = _case(4, 14, 2, 16, 150, torch.bfloat16, device)
-    lengths = torch.tensor([1, 20, 70, 150], device=device)
-    config = {**attention_config(4, 2, 7, 16, 150, 1, preload=preload, stages=2, lanes=lanes),
-              "BLOCK_T": 16 * lanes, "ONE_RUN_TILES": one_run_tiles, "SPLITS": splits,
-              "BLOCK_SPLITS": splits, "MERGE_RUNS": splits}
-    assert config["LANES"] == lanes
-    out = poisoned(q.shape, q.dtype, q.device)
-    launch_decode_attention(q, k, v, lengths, 16 ** -0.5, out, config)
-    ref = decode_attention_ref(q.double(), k.double(), v.double(), lengths)
-    assert_close(out, ref, q.dtype, what=f"config {config}")
-
-
-def test_lanes_of_fewer_than_16_positions_are_refused():
-    q, k, v = _case(1, 2, 2, 16, 150, torch.float32, "cpu")
-    config = attention_config(1, 2, 1, 16, 150, 1, tile=64, lanes=8)
-    with pytest.raises(ValueError, match="8 lanes leave fewer than 16 positions"):
-        launch_decode_attention(q, k, v, torch.tensor([9]), 0.25, torch.empty_like(q), config)
 
 
 def test_a_launch_chosen_among_older_candidates_is_timed_again(monkeypatch):
@@ -286,16 +262,43 @@ def test_step_candidates_start_with_the_chosen_launch(shape):
         preloaded = attention_config(*shape, 132, preload=True, stages=2)
         tile = attention.default_tile(shape[3])
         two = attention_config(*shape, 132, preload=2, stages=2, warps=8)
+        two_a_run = attention_config(*shape, 132, preload=2, stages=2, warps=8, run_tiles=2)
         assert candidates[0] == chosen
         assert len({repr(c) for c in candidates}) == len(candidates)
-        assert len(candidates) == 5 + (chosen != rule) - (chosen == preloaded)
+        assert len(candidates) == 6 + (chosen != rule) - (chosen == preloaded)
         assert rule in candidates and preloaded in candidates and two in candidates
+        assert two_a_run in candidates
         assert (two["PRELOAD"], two["PRELOAD_TILES"], two["num_warps"]) == (True, 2, 8)
+        assert (two_a_run["ONE_RUN_TILES"], two_a_run["RUN_TILES"]) == (2, 2)
+        assert "RUN_TILES" not in two   # the other launches keep their keys
         assert {(c["BLOCK_T"], c["num_stages"], c["BLOCK_G"]) for c in candidates[1:]} >= {
             (2 * tile, 2, rule["BLOCK_G"]), (rule["BLOCK_T"], rule["num_stages"], 64)}
         for config in candidates:
             assert (config["MERGE_RUNS"] * config["GROUP_P2"] * config["BLOCK_D"]
                     <= MERGE_ELEMENTS)
+
+
+def test_runs_of_two_tiles_are_no_more_than_the_longest_sequence_takes(device):
+    """With runs of at least two tiles a launch has only as many runs as a sequence of
+    `longest` positions takes: an idle run's program would hold an SM the next kernel's
+    programs could load their weights on. Those launches equal the reference."""
+    shape = (1, 4, 8, 64, 2048, 132)   # TinyLlama's, 16 runs a pair by the rule
+    assert attention_config(*shape)["SPLITS"] == 16
+    for longest, runs in ((384, 2), (256, 1), (1800, 8), (2048, 8), (None, 8)):
+        config = attention_config(*shape, preload=2, stages=2, warps=8, run_tiles=2,
+                                  longest=longest)
+        assert (config["SPLITS"], config["RUN_TILES"], config["ONE_RUN_TILES"]) == (runs, 2, 2)
+        assert config["MERGE_RUNS"] <= config["BLOCK_SPLITS"] == triton.next_power_of_2(runs)
+        assert step_candidates(*shape, attention_config(*shape), longest=longest)[-1] == config
+    q, k, v = _case(2, 8, 2, 16, 150, torch.bfloat16, device)
+    config = attention_config(2, 2, 4, 16, 150, 132, tile=16, stages=2, preload=2,
+                              run_tiles=2, longest=70)
+    assert config["SPLITS"] == 3   # 70 positions: 5 tiles in runs of 2, 2 and 1
+    lengths = torch.tensor([70, 33], device=device)
+    out = poisoned(q.shape, q.dtype, q.device)
+    launch_decode_attention(q, k, v, lengths, 16 ** -0.5, out, config)
+    ref = decode_attention_ref(q.double(), k.double(), v.double(), lengths)
+    assert_close(out, ref, q.dtype, what=f"config {config}")
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -582,17 +585,17 @@ def test_cache_rows_in_flight_are_named_only_by_their_writer():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("kv_heads, max_seq, one_run_tiles, tiles, warps, lanes",
+@pytest.mark.parametrize("kv_heads, max_seq, one_run_tiles, tiles, warps, run_tiles",
                          [(2, 1024, 3, 1, 4, 1), (4, 700, 0, 1, 4, 1), (2, 1024, 3, 2, 8, 1),
-                          (4, 700, 0, 2, 8, 1), (2, 1024, 3, 2, 8, 8), (4, 700, 0, 1, 4, 4)])
+                          (4, 700, 0, 2, 8, 1), (2, 1024, 2, 2, 8, 2), (4, 700, 2, 2, 8, 2)])
 def test_preloaded_tiles_read_the_rows_the_projection_just_wrote(kv_heads, max_seq,
                                                                  one_run_tiles, tiles, warps,
-                                                                 lanes, monkeypatch):
+                                                                 run_tiles, monkeypatch):
     """Each run's first tile read before the wait while tg.linear_qkv, the kernel just
     before under PDL, writes the new token's keys and values: attention reads those rows
     again after its wait. They hold NaN before every replay, so a stale read shows; slots
     out of order, each sequence at its own position. Also with the first two tiles preloaded
-    over 8 warps, and with each tile's positions in lanes."""
+    over 8 warps, and so in runs of at least two tiles."""
     monkeypatch.setattr(attention.tuned, "_memo", {})
     monkeypatch.setattr(attention.tuned, "_disk_loaded", True)  # this test's records only
     batch, heads, head_dim, dim, dtype = 3, 8, 64, 256, torch.bfloat16
@@ -608,7 +611,7 @@ def test_preloaded_tiles_read_the_rows_the_projection_just_wrote(kv_heads, max_s
     lengths = torch.zeros_like(positions)
     config = {**attention_config(batch, kv_heads, heads // kv_heads, head_dim, max_seq,
                                  sm_count(x.device), preload=tiles, stages=2, warps=warps,
-                                 lanes=lanes),
+                                 run_tiles=run_tiles),
               "ONE_RUN_TILES": one_run_tiles}
     attention.tuned.record(attention_key(batch, kv_heads, heads // kv_heads, head_dim,
                                          max_seq, dtype), config)

@@ -204,7 +204,7 @@ def tune_attention_in_step_once(batch: int, n_heads: int, n_kv_heads: int, head_
     first = attention.tuned.lookup(shaped_key) or attention.attention_config(
         batch, n_kv_heads, group, head_dim, shaped_for, sms, **device)
     candidates = attention.step_candidates(batch, n_kv_heads, group, head_dim, shaped_for,
-                                           sms, first, **device)
+                                           sms, first, longest=max_seq, **device)
     candidates = right_attention_launches(candidates, batch, n_heads, n_kv_heads, head_dim,
                                           max_seq, dtype, positions.device)
     if not candidates:
@@ -232,18 +232,21 @@ def right_attention_launches(candidates: list[dict], batch: int, n_heads: int,
                              device: torch.device) -> list[dict]:
     """The candidate launches that give decode_attention_ref's result (within TOLERANCES) on
     random inputs of the shape, at lengths where a position read wrongly shows: 1 and 2, one
-    past each tile, the longest one run of each tile, max_seq (the sequences of a batch at
-    lengths apart). A step's logits cannot vouch for a launch: one that left out each
-    sequence's newest of 41 positions moved a tiny model's logits by 1.7e-2, inside even the
-    step check's tolerance of 2e-2 (notes/models.md, session 72). Those that fail or do not
-    compile here are left out, in order."""
+    past each tile, the longest one run and one past it, one past two of the shortest runs,
+    max_seq (the sequences of a batch at lengths apart). A step's logits cannot vouch for a
+    launch: one that left out each sequence's newest of 41 positions moved a tiny model's
+    logits by 1.7e-2, inside even the step check's tolerance of 2e-2 (notes/models.md,
+    session 72). Those that fail or do not compile here are left out, in order."""
     q = randn(batch, n_heads, head_dim, dtype=dtype, device=device)
     # made where they are used: a cache can be a gigabyte
     k, v = (torch.randn(batch, n_kv_heads, max_seq, head_dim, dtype=dtype, device=device)
             for _ in range(2))
-    tiles = {config["BLOCK_T"] for config in candidates}
-    telling = {1, 2, max_seq, *(t + 1 for t in tiles),
-               *(attention.ONE_RUN_TILES * t for t in tiles)}
+    telling = {1, 2, max_seq}
+    for config in candidates:   # one past a tile, the longest one run, one past two runs
+        tile = config["BLOCK_T"]
+        one_run = config.get("ONE_RUN_TILES", attention.ONE_RUN_TILES) * tile
+        telling |= {tile + 1, one_run, one_run + 1,
+                    2 * config.get("RUN_TILES", 1) * tile + 1}
     apart = torch.arange(batch, device=device) * 37   # each sequence its own length
     cases = []
     for length in sorted(n for n in telling if n <= max_seq):

@@ -5,21 +5,21 @@ values, split over the sequence (flash-decoding), grouped-query aware.
 
 At batch 1 a decode step has one (sequence, kv head) pair per kv head: one program each
 would leave most SMs idle, so every pair's length is cut into up to SPLITS runs of whole
-tiles, one program a run, each with its own running max and sum (fp32); a sequence of at
-most ONE_RUN_TILES tiles is one run. The split count is fixed at launch (a graph replays it
-at every length); each program reads its sequence's length on the device and takes 1 /
-SPLITS of the tiles, so long contexts and short ones alike spread over the grid; runs past
-a short sequence's tiles do nothing, a sequence of one run writes its output directly, and
-no program reads past a length. Under PDL a launch may read each run's first tile before
-its wait, where the kernel before writes no cache row but those it names (the q|k|v
-projection's new rows, read again after the wait; _pdl.py). The q heads that share a kv
-head ride in one tensor-core tile, so each key and value is read once; or in a few blocks,
-a program and a merge each, which read the same keys and values (the second from L2 where
-they run together): where few pairs would leave SMs idle, they fill them and let a pair take
-more runs than one merge holds. The last run of a pair to finish merges the runs' partial
-results in a fixed order (the result does not depend on which run finished last): one
-kernel, no second launch. The launch shape is timed per shape by tune.tune_attention where
-it has been run, else a rule.
+tiles (at least RUN_TILES a run), one program a run, each with its own running max and sum
+(fp32); a sequence of at most ONE_RUN_TILES tiles is one run. The split count is fixed at
+launch (a graph replays it at every length); each program reads its sequence's length on
+the device and takes 1 / SPLITS of the tiles, so long contexts and short ones alike spread
+over the grid; runs past a short sequence's tiles do nothing, a sequence of one run writes
+its output directly, and no program reads past a length. Under PDL a launch may read each
+run's first tile before its wait, where the kernel before writes no cache row but those it
+names (the q|k|v projection's new rows, read again after the wait; _pdl.py). The q heads
+that share a kv head ride in one tensor-core tile, so each key and value is read once; or
+in a few blocks, a program and a merge each, which read the same keys and values (the
+second from L2 where they run together): where few pairs would leave SMs idle, they fill
+them and let a pair take more runs than one merge holds. The last run of a pair to finish
+merges the runs' partial results in a fixed order (the result does not depend on which run
+finished last): one kernel, no second launch. The launch shape is timed per shape by
+tune.tune_attention where it has been run, else a rule.
 """
 
 from __future__ import annotations
@@ -96,88 +96,36 @@ def _attend_tile(q, k, v, t_mask, m, denom, acc, qk_scale, DOT_PRECISION: tl.con
 
 
 @triton.jit
-def _attend_tile_in_lanes(q, k, v, t_mask, m, denom, acc, qk_scale,
-                          DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr,
-                          LANES: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr):
-    """_attend_tile with the tile's positions cut into LANES lanes of consecutive positions,
-    each with its own softmax state: q (LANES, BLOCK_G, BLOCK_D), the same heads in every
-    lane; m, denom (LANES, BLOCK_G), acc (LANES, BLOCK_G, BLOCK_D). A lane's maxima and sums
-    reduce over its own positions only: with the lanes on the batch dimension of the dots,
-    which Triton spreads over the warps, none of a round's reductions crosses warps (a round
-    after the wait cost TinyLlama's step about 1.8 us a layer over 8 warps, wherever its keys
-    came from, notes/models.md, session 73); _merge_lanes joins them once, at the end. A lane
-    may admit no position."""
-    k = tl.reshape(k, (LANES, BLOCK_T // LANES, BLOCK_D))
-    v = tl.reshape(v, (LANES, BLOCK_T // LANES, BLOCK_D))
-    t_mask = tl.reshape(t_mask, (LANES, BLOCK_T // LANES))
-    if UPCAST_DOT:
-        k = k.to(tl.float32)
-        v = v.to(tl.float32)
-    scores = tl.dot(q, tl.trans(k, (0, 2, 1)), input_precision=DOT_PRECISION) * qk_scale
-    scores = tl.where(t_mask[:, None, :], scores, float("-inf"))       # (LANES, BG, BT/LANES)
-    m_new = tl.maximum(m, tl.max(scores, axis=2))
-    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)   # a lane that has seen nothing
-    alpha = tl.exp2(m - m_safe)
-    p = tl.exp2(scores - m_safe[:, :, None])
-    denom = denom * alpha + tl.sum(p, axis=2)
-    acc = acc * alpha[:, :, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
-    return m_new, denom, acc
-
-
-@triton.jit
-def _attend(q, k, v, t_mask, m, denom, acc, qk_scale, DOT_PRECISION: tl.constexpr,
-            UPCAST_DOT: tl.constexpr, LANES: tl.constexpr, BLOCK_T: tl.constexpr,
-            BLOCK_D: tl.constexpr):
-    """A tile of BLOCK_T positions: _attend_tile_in_lanes where there are lanes, else
-    _attend_tile."""
-    if LANES > 1:
-        m, denom, acc = _attend_tile_in_lanes(q, k, v, t_mask, m, denom, acc, qk_scale,
-                                              DOT_PRECISION, UPCAST_DOT, LANES, BLOCK_T,
-                                              BLOCK_D)
-    else:
-        m, denom, acc = _attend_tile(q, k, v, t_mask, m, denom, acc, qk_scale, DOT_PRECISION,
-                                     UPCAST_DOT)
-    return m, denom, acc
-
-
-@triton.jit
-def _merge_lanes(m, denom, acc):
-    """One softmax state (BLOCK_G,), (BLOCK_G,), (BLOCK_G, BLOCK_D) from its lanes'
-    (_attend_tile_in_lanes): each lane's sum and output rescaled to the maximum of all."""
-    m_all = tl.max(m, axis=0)
-    weights = tl.exp2(m - tl.where(m_all == float("-inf"), 0.0, m_all)[None, :])
-    return m_all, tl.sum(denom * weights, axis=0), tl.sum(acc * weights[:, :, None], axis=0)
-
-
-@triton.jit
 def _attend_run(q, k_ptrs, v_ptrs, d_mask, stride_cp, start, stop, qk_scale, m, denom, acc,
                 BLOCK_T: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
-                UPCAST_DOT: tl.constexpr, LANES: tl.constexpr, BLOCK_D: tl.constexpr):
+                UPCAST_DOT: tl.constexpr):
     """Online softmax over positions [start, stop) from the state (running max m, sum denom,
-    unnormalised output acc) of the BLOCK_G query heads in q (in LANES lanes where more than
-    one: _attend_tile_in_lanes). k_ptrs, v_ptrs (BLOCK_T, BLOCK_D) point at position 0;
-    d_mask: the real head_dim columns (all of them when EVEN_D)."""
+    unnormalised output acc) of the BLOCK_G query heads in q. k_ptrs, v_ptrs (BLOCK_T,
+    BLOCK_D) point at position 0; d_mask: the real head_dim columns (all of them when
+    EVEN_D)."""
     offs_t = tl.arange(0, BLOCK_T)
     for t0 in range(start, stop, BLOCK_T):
         t_mask = (t0 + offs_t) < stop
         kv_mask = t_mask[:, None] if EVEN_D else t_mask[:, None] & d_mask[None, :]
         k = tl.load(k_ptrs + t0 * stride_cp, mask=kv_mask, other=0.0)  # (BT, BD)
         v = tl.load(v_ptrs + t0 * stride_cp, mask=kv_mask, other=0.0)
-        m, denom, acc = _attend(q, k, v, t_mask, m, denom, acc, qk_scale, DOT_PRECISION,
-                                UPCAST_DOT, LANES, BLOCK_T, BLOCK_D)
+        m, denom, acc = _attend_tile(q, k, v, t_mask, m, denom, acc, qk_scale, DOT_PRECISION,
+                                     UPCAST_DOT)
     return m, denom, acc
 
 
 @triton.jit
 def _run_bounds(lengths_ptr, b, run, max_seq, SPLITS: tl.constexpr, BLOCK_T: tl.constexpr,
-                ONE_RUN_TILES: tl.constexpr):
+                ONE_RUN_TILES: tl.constexpr, RUN_TILES: tl.constexpr):
     """Positions [start, stop) of run `run` of sequence b, its length clamped to [0,
-    max_seq]: runs of 1 / SPLITS of its tiles of BLOCK_T positions, or one run of them all
-    where they are at most ONE_RUN_TILES; and how many runs the sequence uses (fewer than
-    SPLITS when it has fewer tiles; at least one, which writes zeros for a length of 0)."""
+    max_seq]: runs of 1 / SPLITS of its tiles of BLOCK_T positions but at least RUN_TILES of
+    them, or one run of them all where they are at most ONE_RUN_TILES; and how many runs the
+    sequence uses (fewer than SPLITS when it has fewer tiles; at least one, which writes
+    zeros for a length of 0)."""
     length = tl.minimum(tl.maximum(tl.load(lengths_ptr + b).to(tl.int32), 0), max_seq)
     tiles = tl.cdiv(length, BLOCK_T)
-    run_tiles = tl.where(tiles <= ONE_RUN_TILES, tl.maximum(tiles, 1), tl.cdiv(tiles, SPLITS))
+    run_tiles = tl.where(tiles <= ONE_RUN_TILES, tl.maximum(tiles, 1),
+                         tl.maximum(tl.cdiv(tiles, SPLITS), RUN_TILES))
     start = run * run_tiles * BLOCK_T
     stop = tl.minimum(length, start + run_tiles * BLOCK_T)
     used = tl.maximum(tl.cdiv(tiles, run_tiles), 1)
@@ -245,12 +193,12 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
                              PRELOAD: tl.constexpr, PRELOAD_T: tl.constexpr,
                              N_WRITTEN: tl.constexpr,
                              BLOCK_WRITTEN: tl.constexpr,
-                             ONE_RUN_TILES: tl.constexpr,
+                             ONE_RUN_TILES: tl.constexpr, RUN_TILES: tl.constexpr,
                              DOT_PRECISION: tl.constexpr,
                              UPCAST_DOT: tl.constexpr, BLOCK_G: tl.constexpr,
                              GROUP_P2: tl.constexpr, BLOCK_T: tl.constexpr,
                              BLOCK_D: tl.constexpr, BLOCK_SPLITS: tl.constexpr,
-                             MERGE_RUNS: tl.constexpr, LANES: tl.constexpr,
+                             MERGE_RUNS: tl.constexpr,
                              ROW_LINES: tl.constexpr, LINE_ELEMENTS: tl.constexpr):
     """Program ((b * KV + kv head) * HEAD_BLOCKS + block, run): o_h = sum_t softmax_t(q_h .
     k_t * scale) v_t for block `block` of GROUP_BLOCK of the GROUP q heads h of that kv head,
@@ -274,7 +222,7 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
     kv_head = pair % N_KV_HEADS
     kv_base = b.to(tl.int64) * stride_cb + kv_head * stride_ch
     start, stop, used = _run_bounds(lengths_ptr, b, run, max_seq, SPLITS, BLOCK_T,
-                                    ONE_RUN_TILES)
+                                    ONE_RUN_TILES, RUN_TILES)
     offs_d = tl.arange(0, BLOCK_D)
     d_mask = offs_d < HEAD_DIM
     kv_offsets = kv_base + tl.arange(0, BLOCK_T)[:, None] * stride_cp + offs_d[None, :]
@@ -302,7 +250,7 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
             # the kernel before may have written them: read again (one more round trip
             # before the first tile's address is known)
             start, stop, used = _run_bounds(lengths_ptr, b, run, max_seq, SPLITS, BLOCK_T,
-                                            ONE_RUN_TILES)
+                                            ONE_RUN_TILES, RUN_TILES)
     if run < used:
         offs_g = tl.arange(0, BLOCK_G)
         g_mask = (offs_g < GROUP_BLOCK) & (head0 + offs_g < GROUP)
@@ -311,30 +259,20 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
                     + offs_d[None, :], mask=g_mask[:, None] & d_mask[None, :], other=0.0)
         if UPCAST_DOT:
             q = q.to(tl.float32)
-        if LANES > 1:   # each lane the same heads, its own state (_attend_tile_in_lanes)
-            q = tl.broadcast_to(q[None, :, :], (LANES, BLOCK_G, BLOCK_D))
-            m = tl.full([LANES, BLOCK_G], float("-inf"), tl.float32)
-            denom = tl.zeros([LANES, BLOCK_G], tl.float32)
-            acc = tl.zeros([LANES, BLOCK_G, BLOCK_D], tl.float32)
-        else:
-            m = tl.full([BLOCK_G], float("-inf"), tl.float32)
-            denom = tl.zeros([BLOCK_G], tl.float32)
-            acc = tl.zeros([BLOCK_G, BLOCK_D], tl.float32)
+        m = tl.full([BLOCK_G], float("-inf"), tl.float32)
+        denom = tl.zeros([BLOCK_G], tl.float32)
+        acc = tl.zeros([BLOCK_G, BLOCK_D], tl.float32)
         if PRELOAD and start < stop:
             k_first, v_first = _reread_written(k_ptr, v_ptr, first_offsets, stride_cp, start,
                                                stop, d_mask, k_first, v_first, written_first,
                                                PRELOAD_T)
-            m, denom, acc = _attend(q, k_first, v_first,
-                                    start + tl.arange(0, PRELOAD_T) < stop, m, denom, acc,
-                                    qk_scale, DOT_PRECISION, UPCAST_DOT, LANES, PRELOAD_T,
-                                    BLOCK_D)
+            m, denom, acc = _attend_tile(q, k_first, v_first,
+                                         start + tl.arange(0, PRELOAD_T) < stop, m, denom,
+                                         acc, qk_scale, DOT_PRECISION, UPCAST_DOT)
             start += PRELOAD_T
         m, denom, acc = _attend_run(q, k_ptr + kv_offsets, v_ptr + kv_offsets, d_mask,
                                     stride_cp, start, stop, qk_scale, m, denom, acc, BLOCK_T,
-                                    HEAD_DIM == BLOCK_D, DOT_PRECISION, UPCAST_DOT, LANES,
-                                    BLOCK_D)
-        if LANES > 1:
-            m, denom, acc = _merge_lanes(m, denom, acc)
+                                    HEAD_DIM == BLOCK_D, DOT_PRECISION, UPCAST_DOT)
         if used == 1:
             out_ptrs = (out_ptr + b.to(tl.int64) * stride_ob + heads[:, None] * stride_oh
                         + offs_d[None, :])
@@ -421,8 +359,9 @@ def attention_config(batch: int, n_kv_heads: int, group: int, head_dim: int, max
                      sms: int | None, *, tile: int | None = None, stages: int | None = None,
                      programs_per_sm: int = 1, query_rows: int = 16,
                      preload: int = 0, merge_chunks: int = MERGE_CHUNKS,
-                     head_blocks: int | None = None, warps: int = 4, lanes: int = 1,
-                     element_size: int = 2, shared_memory: int | None = None) -> dict:
+                     head_blocks: int | None = None, warps: int = 4, run_tiles: int = 1,
+                     longest: int | None = None, element_size: int = 2,
+                     shared_memory: int | None = None) -> dict:
     """Launch shape: the group's q heads padded to a tensor-core tile of at least `query_rows` rows
     (16, an mma.sync tile; 64, a Hopper warpgroup's wgmma, which does four times the multiplies
     but reduces the softmax's rows within a warp and keeps the probabilities in registers: 2
@@ -438,8 +377,12 @@ def attention_config(batch: int, n_kv_heads: int, group: int, head_dim: int, max
     registers before the wait under PDL, where the launcher finds that safe; `head_blocks`:
     each pair's q heads in that many blocks (at most the group), a program (and a merge) each,
     which read the same keys and values; by default head_blocks_rule's; `warps` a program;
-    `lanes`: each tile's positions in that many lanes of their own softmax state, joined at the
-    end (_attend_tile_in_lanes; not yet timed, so no candidate takes it). The
+    `run_tiles`: a sequence of more tiles is cut into runs of at least that many (at most that
+    many, one run), so that a preload of as many tiles reads a whole run before the wait; then
+    no more runs than a sequence of `longest` positions (default max_seq) takes: an idle run's
+    program still holds its SM's registers while the kernel before runs, where the next
+    kernel's programs would load their weights (session 74: with 16 runs a pair, of which a
+    sequence of 384 positions used 2, TinyLlama's step lost what 2 runs won). The
     defaults are the rule for untuned shapes (research/sweep_decode_attention.py,
     notes/models.md)."""
     sms = sms or ASSUMED_SM_COUNT
@@ -453,14 +396,19 @@ def attention_config(batch: int, n_kv_heads: int, group: int, head_dim: int, max
         shape = (*shape[:6], tile, *shape[7:])
     stages = stages or 3
     head_blocks, splits, group_p2, merge_runs = _grid(*shape, head_blocks)
+    if run_tiles > 1:
+        splits = min(splits, triton.cdiv(triton.cdiv(longest or max_seq, shape[6]), run_tiles))
     block_d = _block_d(head_dim)
     block_splits = triton.next_power_of_2(splits)
-    return {"SPLITS": splits, "ONE_RUN_TILES": ONE_RUN_TILES,
+    # RUN_TILES only where it is more than one: the other launches keep their keys
+    runs = {"ONE_RUN_TILES": run_tiles, "RUN_TILES": run_tiles} if run_tiles > 1 else {
+        "ONE_RUN_TILES": ONE_RUN_TILES}
+    return {"SPLITS": splits, **runs,
             "BLOCK_G": max(query_rows, group_p2), "GROUP_P2": group_p2, "BLOCK_T": shape[6],
             "BLOCK_D": block_d, "BLOCK_SPLITS": block_splits,
             "MERGE_RUNS": min(merge_runs, block_splits), "HEAD_BLOCKS": head_blocks,
             "PRELOAD": preload > 0, "PRELOAD_TILES": max(1, int(preload)),
-            "num_warps": warps, "num_stages": stages, **({"LANES": lanes} if lanes > 1 else {})}
+            "num_warps": warps, "num_stages": stages}
 
 
 def _grid(batch: int, n_kv_heads: int, group: int, head_dim: int, max_seq: int, sms: int,
@@ -574,7 +522,8 @@ def attention_candidates(batch: int, n_kv_heads: int, group: int, head_dim: int,
 
 
 def step_candidates(batch: int, n_kv_heads: int, group: int, head_dim: int, max_seq: int,
-                    sms: int | None, chosen: dict, **device) -> list[dict]:
+                    sms: int | None, chosen: dict, longest: int | None = None,
+                    **device) -> list[dict]:
     """What tg.Generator times in its own decode step (tune.tune_attention_in_step_once): `chosen`
     (the launch tuned alone, or the rule) first (`device` as for attention_candidates), then the
     rule (where it was not chosen: attention alone does not predict the step), tiles of twice
@@ -591,12 +540,19 @@ def step_candidates(batch: int, n_kv_heads: int, group: int, head_dim: int, max_
     at position 255 TinyLlama's step 5.0% (b1) and 4.3% (b8) faster than with one tile
     preloaded, at 767 6.1% slower (b1, runs of one tile); tiles of twice the positions
     throughout were slower at 255 and, halving a long cache's runs, at 767 too (H200,
-    notes/models.md, session 70)."""
+    notes/models.md, session 70). And the same two tiles preloaded where a sequence is cut into
+    runs of two tiles, each read before the wait in one round, as many runs as the step's
+    `longest` sequence (default max_seq) takes: TinyLlama b1 1.9% faster at 319-383 positions (2
+    runs) than one run's second round after the wait, 3.7% at 1023 (4) and 1.4% at 1799 (8)
+    than one tile preloaded; Qwen2-0.5B b1 within 0.5% of the best launch at each (H200,
+    notes/models.md, session 74)."""
     shape = (batch, n_kv_heads, group, head_dim, max_seq, sms)
     configs = [dict(chosen)]
     for variant in ({}, {"tile": 2 * default_tile(head_dim), "stages": 2},
                     {"query_rows": 64}, {"preload": True, "stages": 2},
-                    {"preload": 2, "stages": 2, "warps": 8}):
+                    {"preload": 2, "stages": 2, "warps": 8},
+                    {"preload": 2, "stages": 2, "warps": 8, "run_tiles": 2,
+                     "longest": longest}):
         config = attention_config(*shape, **variant, **device)
         if config not in configs:
             configs.append(config)
@@ -608,8 +564,9 @@ def step_candidates(batch: int, n_kv_heads: int, group: int, head_dim: int, max_
 # positions alone, the rule in the step; session 47. 3: the first tile preloaded; session 56.
 # 4: runs merged in two chunks, 5: q heads in blocks; session 58. 6: blocks in the rule;
 # session 59. 7: deeper pipelines in the rule, the default tile 3 deep timed; session 60. 8: a
-# run's first two tiles' positions preloaded over 8 warps in the step; session 70).
-CANDIDATES_VERSION = 8
+# run's first two tiles' positions preloaded over 8 warps in the step; session 70. 9: the same
+# in runs of at least two tiles; session 74).
+CANDIDATES_VERSION = 9
 
 
 def device_facts(dtype: torch.dtype, device: torch.device) -> dict:
@@ -645,15 +602,11 @@ def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
                                              sm_count(q.device),
                                              **device_facts(q.dtype, q.device)))
     config.setdefault("ONE_RUN_TILES", ONE_RUN_TILES)  # a shape tuned before it was a key
+    config.setdefault("RUN_TILES", 1)
     config.setdefault("PRELOAD", False)
     preload_positions = config.pop("PRELOAD_TILES", 1) * config["BLOCK_T"]
     config.setdefault("MERGE_RUNS", config["BLOCK_SPLITS"])  # older configs: all at once
     config.setdefault("HEAD_BLOCKS", 1)
-    config.setdefault("LANES", 1)
-    if config["LANES"] > 1 and config["BLOCK_T"] // config["LANES"] < 16:
-        # each lane's positions are a tensor-core dot's depth (probabilities times values)
-        raise ValueError(f"{config['LANES']} lanes leave fewer than 16 positions of a tile of "
-                         f"{config['BLOCK_T']}")
     partials = counters = out  # placeholders, never touched without a split
     units = batch * n_kv_heads * config["HEAD_BLOCKS"]
     if config["SPLITS"] > 1:
