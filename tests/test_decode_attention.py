@@ -427,7 +427,7 @@ def test_a_step_candidate_may_depart_from_the_first_by_rounding_alone(first_from
 def test_a_band_s_step_tries_the_whole_cache_s_launches(monkeypatch):
     """A step over a window of 384 positions of a 2048-position cache times the whole
     cache's candidates, its step's choice first, each recorded for the window's key while
-    its step is captured."""
+    its step is captured; those of runs of two tiles have the runs 384 positions take."""
     for store in (attention.tuned, tune.attention_in_step):
         monkeypatch.setattr(store, "_memo", {})
         monkeypatch.setattr(store, "_disk_loaded", True)
@@ -449,8 +449,9 @@ def test_a_band_s_step_tries_the_whole_cache_s_launches(monkeypatch):
     tune_attention_in_step_once(1, 8, 2, 64, 384, torch.bfloat16, (1,), Step,
                                 torch.zeros(1, dtype=torch.int64), 2e-2, 0, 2048)
     facts = attention.device_facts(torch.bfloat16, torch.device("cpu"))  # as the tuner sees it
-    assert captured == step_candidates(*shape, 2048, None, whole_choice, **facts)
+    assert captured == step_candidates(*shape, 2048, None, whole_choice, longest=384, **facts)
     assert captured[0] == whole_choice
+    assert [c["SPLITS"] for c in captured if c.get("RUN_TILES") == 2] == [2]
 
 
 def test_a_tuned_launch_shape_is_the_one_launched(device, monkeypatch):
