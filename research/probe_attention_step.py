@@ -11,6 +11,8 @@ with fewer or more warps, loads in flight and tile lengths.
                 # needs research/attention_lanes.diff applied: slower everywhere, session 74)
     ... --context 160,320,384,1024,1800,2048 --sweep --runs   # two tiles preloaded in runs
                                                               # of two tiles past one run
+    ... --context 160,320,1024,1800,2048 --sweep --blocks   # session 75: the runs of two
+        # tiles with the q heads in more or fewer blocks, runs of one tile capped
 
 Each variant is recorded in tg.decode_attention's tuned store for the step's shape (as the
 Generator's tuning would), the step is captured again and 300 replays timed; the rule's
@@ -50,6 +52,10 @@ def main() -> None:
     parser.add_argument("--runs", action="store_true",
                         help="with --sweep, session 74's: two tiles' positions preloaded in "
                              "each run of two tiles, in 2 or 8 runs past one run")
+    parser.add_argument("--blocks", action="store_true",
+                        help="with --sweep, session 75's: the step candidates' runs of two "
+                             "tiles with q heads in 1, 2 or 4 blocks a kv head, and runs of "
+                             "one tile capped, each built by attention_config")
     parser.add_argument("--sweep", action="store_true",
                         help="session 71: one tile or two tiles' positions preloaded, over 4 "
                              "or 8 warps, each captured once and timed at every --context")
@@ -118,9 +124,24 @@ def main() -> None:
              runs_of(4, 2, two_tiles[1])),
             ("preload, 2 stages, 3 runs past 1 tile", runs_of(3, 1, one_tile[1])),
             ("rule", {})]
+    def built(**variant) -> dict:  # attention_config's launch, as a step candidate is
+        return attention.attention_config(
+            args.batch, config.n_kv_heads, group, config.head_dim, args.max_seq,
+            torch.cuda.get_device_properties(0).multi_processor_count, **variant,
+            **attention.device_facts(torch.bfloat16, torch.device("cuda")))
+    two_runs = {"preload": 2, "stages": 2, "warps": 8, "run_tiles": 2}
+    blocks = [("rule", {}),
+              ("runs of 2 tiles, longest 384", built(**two_runs, longest=384)),
+              ("runs of 2 tiles", built(**two_runs))]
+    blocks += [(f"runs of 2 tiles, {n} head blocks", built(**two_runs, head_blocks=n))
+               for n in (1, 2, 4, 8) if n <= group and n != rule["HEAD_BLOCKS"]]
+    blocks += [("preload, runs of 1 tile, longest 384",
+                runs_of(min(rule["SPLITS"], -(-384 // rule["BLOCK_T"])), 1, one_tile[1])),
+               ("rule", {})]
     if args.sweep:
         print(f"{args.model} b{args.batch} rule {rule}; ms a step at contexts {contexts}")
-        for name, changes in lanes if args.lanes else runs if args.runs else [
+        chosen = blocks if args.blocks else lanes if args.lanes else runs if args.runs else None
+        for name, changes in chosen or [
                 ("rule", {}), one_tile, two_tiles,
                 ("preload 4 tiles, 2 stages, 8 warps",
                  {"PRELOAD": True, "PRELOAD_TILES": 4, "num_stages": 2, "num_warps": 8}),

@@ -4,7 +4,9 @@ device times), against one replay of the same step captured in a graph.
     PYTHONPATH=src python3 research/profile_llama_decode.py --model tinyllama --batch 1
 
 The sum of kernel times is what the kernels cost alone; the replay minus that sum is what
-the boundaries between them cost in a graph (launch gaps, ramp-up, tails).
+the boundaries between them cost in a graph (launch gaps, ramp-up, tails). Last, the same
+timeline of tg.Generator's graph for the band of that context, its launches chosen in its
+steps.
 """
 
 from __future__ import annotations
@@ -149,6 +151,10 @@ def main() -> None:
     stop.record()
     torch.cuda.synchronize()
     print(f"runner call in a loop, no sync: {start.elapsed_time(stop) / 200:.3f} ms a step")
+    # the Generator's own graph: its launches as its step tuning chose them (the replays
+    # move its static positions on, from this context)
+    print("the Generator's graph of this band:")
+    replay_timeline(step._graphs[args.batch], len(model.layers))
 
 
 if __name__ == "__main__":

@@ -263,11 +263,16 @@ def test_step_candidates_start_with_the_chosen_launch(shape):
         tile = attention.default_tile(shape[3])
         two = attention_config(*shape, 132, preload=2, stages=2, warps=8)
         two_a_run = attention_config(*shape, 132, preload=2, stages=2, warps=8, run_tiles=2)
+        blocks = [attention_config(*shape, 132, preload=2, stages=2, warps=8, run_tiles=2,
+                                   head_blocks=n)
+                  for n in (rule["HEAD_BLOCKS"] // 2, 2 * rule["HEAD_BLOCKS"])
+                  if 1 <= n <= shape[2]]
+        assert blocks and all(c["HEAD_BLOCKS"] != rule["HEAD_BLOCKS"] for c in blocks)
         assert candidates[0] == chosen
         assert len({repr(c) for c in candidates}) == len(candidates)
-        assert len(candidates) == 6 + (chosen != rule) - (chosen == preloaded)
+        assert len(candidates) == 6 + len(blocks) + (chosen != rule) - (chosen == preloaded)
         assert rule in candidates and preloaded in candidates and two in candidates
-        assert two_a_run in candidates
+        assert two_a_run in candidates and all(c in candidates for c in blocks)
         assert (two["PRELOAD"], two["PRELOAD_TILES"], two["num_warps"]) == (True, 2, 8)
         assert (two_a_run["ONE_RUN_TILES"], two_a_run["RUN_TILES"]) == (2, 2)
         assert "RUN_TILES" not in two   # the other launches keep their keys
@@ -289,7 +294,7 @@ def test_runs_of_two_tiles_are_no_more_than_the_longest_sequence_takes(device):
                                   longest=longest)
         assert (config["SPLITS"], config["RUN_TILES"], config["ONE_RUN_TILES"]) == (runs, 2, 2)
         assert config["MERGE_RUNS"] <= config["BLOCK_SPLITS"] == triton.next_power_of_2(runs)
-        assert step_candidates(*shape, attention_config(*shape), longest=longest)[-1] == config
+        assert config in step_candidates(*shape, attention_config(*shape), longest=longest)
     q, k, v = _case(2, 8, 2, 16, 150, torch.bfloat16, device)
     config = attention_config(2, 2, 4, 16, 150, 132, tile=16, stages=2, preload=2,
                               run_tiles=2, longest=70)

@@ -65,9 +65,31 @@ def test_end_of_sequence_stops_each_row(hf, generator, eos_at):
 
 
 def test_context_bands_split_where_attention_splits_sequences():
-    assert generate.context_bands(2048, 64) == (384, 2048)   # one run of three 128-tiles
-    assert generate.context_bands(2048, 128) == (192, 2048)  # of three 64-tiles
+    # one run of three 128-tiles, then bands of at most four times the lengths
+    assert generate.context_bands(2048, 64) == (384, 1536, 2048)
+    assert generate.context_bands(2048, 128) == (192, 768, 2048)  # of three 64-tiles
+    assert generate.context_bands(8192, 64) == (384, 1536, 6144, 8192)
+    assert generate.context_bands(1536, 64) == (384, 1536)
+    # no last band of under a quarter more lengths than the one before it
+    assert generate.context_bands(1900, 64) == (384, 1900)
+    assert generate.context_bands(1920, 64) == (384, 1536, 1920)
     assert generate.context_bands(384, 64) == (384,) and generate.context_bands(48, 16) == (48,)
+
+
+def test_steps_cross_three_bands(hf, monkeypatch):
+    """A generation that passes two band ends replays each band's graphs in turn, and its
+    tokens are transformers'."""
+    monkeypatch.setattr(generate, "one_run_length", lambda head_dim: 16)
+    monkeypatch.setattr(generate, "BAND_RATIO", 2)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    generator = tg.Generator(Llama.from_hf(hf, device=device), max_batch=1, max_seq=48,
+                             sizes=(1,), sync_every=4)
+    assert generator.bands == (16, 32, 48)
+    prompt = torch.randint(0, 67, (11,)).tolist()
+    assert generator.generate([prompt], 30) == [_hf_greedy(hf, prompt, 30)]
+    replays = [sum(s["replays"] for s in generator._runners[False][band].stats().values())
+               for band in generator.bands]
+    assert replays == [4, 16, 9]   # chunks of 4 steps reaching 16, 32 and 40 positions
 
 
 def test_steps_past_a_band_replay_the_next_band_s_graphs(hf, monkeypatch):

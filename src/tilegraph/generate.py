@@ -552,14 +552,25 @@ class Generator:
                              "(temperature=0 is greedy)")
 
 
+# A band where sequences are split spans at most this ratio of lengths.
+BAND_RATIO = 4
+
+
 def context_bands(max_seq: int, head_dim: int) -> tuple[int, ...]:
     """The longest length of each context band the decode graphs are captured for: up to
-    attention's one-run length, where a sequence is read by one program, and the rest, where
-    it is split over the SMs. One launch for both loses in one of them: a TinyLlama batch-1
-    step with a run's first two tiles read before the wait was 4.1-5.2% faster at 160-384
-    positions and 6.1% slower at 768 than with one (H200, notes/models.md, session 71)."""
-    short = one_run_length(head_dim)
-    return (short, max_seq) if max_seq > short else (max_seq,)
+    attention's one-run length, where a sequence is read by one program, then bands of at
+    most BAND_RATIO times the lengths, where it is split over the SMs. One launch for both
+    loses in one of them: a TinyLlama batch-1 step with a run's first two tiles read before
+    the wait was 4.1-5.2% faster at 160-384 positions and 6.1% slower at 768 than with one
+    (session 71). Nor does one split launch suit 385-2048 positions: with twice the blocks
+    of q heads TinyLlama's step was 2.9% slower at 1024 and 1.2-1.9% faster at 1800-2048
+    (H200, notes/models.md, session 75)."""
+    bands = [min(one_run_length(head_dim), max_seq)]
+    while bands[-1] < max_seq:
+        bands.append(min(BAND_RATIO * bands[-1], max_seq))
+    if len(bands) > 2 and 4 * max_seq < 5 * bands[-2]:
+        del bands[-2]   # no last band of under a quarter more lengths than the one before
+    return tuple(bands)
 
 
 def _recorded_event(device: torch.device) -> torch.cuda.Event | None:

@@ -545,14 +545,20 @@ def step_candidates(batch: int, n_kv_heads: int, group: int, head_dim: int, max_
     `longest` sequence (default max_seq) takes: TinyLlama b1 1.9% faster at 319-383 positions (2
     runs) than one run's second round after the wait, 3.7% at 1023 (4) and 1.4% at 1799 (8)
     than one tile preloaded; Qwen2-0.5B b1 within 0.5% of the best launch at each (H200,
-    notes/models.md, session 74)."""
+    notes/models.md, session 74). And those runs with each kv head's q heads in half and in
+    twice the rule's blocks (at most the group): at 1800-2048 positions TinyLlama b1 1.2-1.9%
+    faster with 4 blocks than with 2 (but 2.9% slower at 1024), Llama-3.2-1B 1.9-2.0% with 2
+    than with 1; TinyLlama b8 and Qwen2-0.5B slower either way (H200, notes/models.md,
+    session 75)."""
     shape = (batch, n_kv_heads, group, head_dim, max_seq, sms)
+    runs_of_two = {"preload": 2, "stages": 2, "warps": 8, "run_tiles": 2, "longest": longest}
+    blocks = attention_config(*shape, **device)["HEAD_BLOCKS"]
     configs = [dict(chosen)]
     for variant in ({}, {"tile": 2 * default_tile(head_dim), "stages": 2},
                     {"query_rows": 64}, {"preload": True, "stages": 2},
-                    {"preload": 2, "stages": 2, "warps": 8},
-                    {"preload": 2, "stages": 2, "warps": 8, "run_tiles": 2,
-                     "longest": longest}):
+                    {"preload": 2, "stages": 2, "warps": 8}, runs_of_two,
+                    *({**runs_of_two, "head_blocks": n} for n in (blocks // 2, 2 * blocks)
+                      if 1 <= n <= group)):
         config = attention_config(*shape, **variant, **device)
         if config not in configs:
             configs.append(config)
@@ -565,8 +571,9 @@ def step_candidates(batch: int, n_kv_heads: int, group: int, head_dim: int, max_
 # 4: runs merged in two chunks, 5: q heads in blocks; session 58. 6: blocks in the rule;
 # session 59. 7: deeper pipelines in the rule, the default tile 3 deep timed; session 60. 8: a
 # run's first two tiles' positions preloaded over 8 warps in the step; session 70. 9: the same
-# in runs of at least two tiles; session 74).
-CANDIDATES_VERSION = 9
+# in runs of at least two tiles; session 74. 10: those runs in half and twice the rule's
+# blocks of q heads; session 75).
+CANDIDATES_VERSION = 10
 
 
 def device_facts(dtype: torch.dtype, device: torch.device) -> dict:
