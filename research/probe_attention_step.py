@@ -54,7 +54,8 @@ def main() -> None:
                              "each run of two tiles, in 2 or 8 runs past one run")
     parser.add_argument("--blocks", action="store_true",
                         help="with --sweep, session 75's: the step candidates' runs of two "
-                             "tiles with q heads in 1, 2 or 4 blocks a kv head, and runs of "
+                             "tiles with q heads in 1-8 blocks a kv head (at most the group), "
+                             "and runs of "
                              "one tile capped, each built by attention_config")
     parser.add_argument("--sweep", action="store_true",
                         help="session 71: one tile or two tiles' positions preloaded, over 4 "
