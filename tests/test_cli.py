@@ -262,6 +262,9 @@ def test_model_demo_checks_each_variant_against_transformers(tmp_path):
         # tolerance against fp32 transformers (status "ok", model_demo.check_logits)
         assert all(r["rel_error"] < 1e-4 for r in checked)
     assert (out / "demo-model-tiny-qwen2.md").stat().st_size > 0
+    # piped, where rich draws no bar, each step of the build is a line on stderr
+    assert re.search(r"\[ *\d+\.\d s\] tiny-qwen2 batch 2: building tilegraph",
+                     result.stderr), result.stderr
 
 
 def test_generate_streams_ids_and_reports_speed(tmp_path):
@@ -272,6 +275,9 @@ def test_generate_streams_ids_and_reports_speed(tmp_path):
     tokens = result.stdout.split("time to first token")[0].split()[-4:]
     assert all(t.isdigit() and int(t) < 67 for t in tokens), result.stdout
     assert "ms/token" in result.stdout
+    # the build said as it goes on stderr, off the generated text on stdout
+    assert re.search(r"\[ *\d+\.\d s\] building the decoder", result.stderr), result.stderr
+    assert "building" not in result.stdout, result.stdout
 
 
 TWO_RANKS = pytest.mark.skipif(HAS_CUDA and torch.cuda.device_count() < 2,
@@ -287,6 +293,7 @@ def test_generate_tensor_parallel_prints_once_and_matches_one_process(tmp_path):
     parallel = tilegraph(*args, "--tp", "2", tmp_path=tmp_path, ranks=2)
     assert parallel.returncode == 0, parallel.stdout + parallel.stderr
     assert parallel.stdout.count("time to first token") == 1, parallel.stdout   # rank 0 only
+    assert parallel.stderr.count("building the decoder") == 1, parallel.stderr
     assert (parallel.stdout.split("time to first token")[0].split()[-4:]
             == single.stdout.split("time to first token")[0].split()[-4:])
 

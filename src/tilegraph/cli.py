@@ -10,11 +10,13 @@ work lives in check.py, bench/, demo.py.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import torch
@@ -26,6 +28,10 @@ from ._runtime import INTERPRET, device_name
 from .errors import CollectiveError
 
 console = Console()
+# rich draws its bars and spinners only on a terminal: piped into a log (CI, `> file`), a
+# build or sweep of minutes would say nothing, so there each new message is also a line here
+# (stderr: stdout keeps the tables and the generated text).
+narration = Console(stderr=True, highlight=False)
 
 GRID = "decode-grid"  # `tilegraph bench decode-grid`: tg.linear against cuBLAS over a grid
 STACK_GRID = "stack-grid"  # `tilegraph bench stack-grid`: the decode stack against a hand graph
@@ -43,7 +49,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     if torch.cuda.is_available():
         from .bench import ceilings
 
-        with console.status("measuring this device's ceilings (cached afterwards)"):
+        with _status("measuring this device's ceilings (cached afterwards)"):
             ceil = ceilings(refresh=args.refresh)
         shown["copy bandwidth"] = f"{ceil['copy_gbps']:.0f} GB/s (read + write, measured)"
         shown["bf16 matmul"] = f"{ceil['matmul_tflops_bfloat16']:.0f} TFLOP/s (cuBLAS)"
@@ -60,9 +66,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     where = "the Triton interpreter (no GPU here)" if INTERPRET else device_name()
     console.print(f"Checking every kernel against its float64 reference on {where}")
-    with console.status("") as status:
-        results = run_checks(seed=args.seed,
-                             progress=lambda what: status.update(f"checking {what}"))
+    with _status("checking") as update:
+        results = run_checks(seed=args.seed, progress=lambda what: update(f"checking {what}"))
     tables.show(console, tables.check_table(results, TOLERANCES))
     failed = [r for r in results if not r.passed]
     console.print(f"{len(results) - len(failed)} passed, {len(failed)} failed")
@@ -72,10 +77,53 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _narrator() -> Callable[[str], None]:
+    """say(what): where the console is not a terminal, `what` as a line with the seconds since
+    the narrator was made, unless it repeats the last; on a terminal nothing (the live
+    display shows it), nor where the console is quiet (a tensor-parallel rank but 0)."""
+    if console.is_terminal:
+        return lambda what: None
+    start, last = time.perf_counter(), [None]
+
+    def say(what: str) -> None:
+        if what != last[0] and not console.quiet:
+            last[0] = what
+            narration.print(f"[{time.perf_counter() - start:6.1f} s] {what}", markup=False,
+                            soft_wrap=True)
+    return say
+
+
+class _NarratedProgress(Progress):
+    """A Progress whose task descriptions are also said as lines off a terminal (_narrator)."""
+
+    def __init__(self, *columns, **kwargs):
+        super().__init__(*columns, **kwargs)
+        self._say = _narrator()
+
+    def update(self, task_id, *, description: str | None = None, **kwargs) -> None:
+        super().update(task_id, description=description, **kwargs)
+        if description is not None:
+            self._say(description)
+
+
 def _progress() -> Progress:
     """A bar for long sweeps: what runs now, how many steps of how many, time so far."""
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), console=console, transient=True)
+    return _NarratedProgress(TextColumn("{task.description}"), BarColumn(),
+                             MofNCompleteColumn(), TimeElapsedColumn(), console=console,
+                             transient=True)
+
+
+@contextlib.contextmanager
+def _status(message: str) -> Iterator[Callable[[str], None]]:
+    """console.status(message), yielding its update(what); off a terminal the message and
+    each update said as lines instead (_narrator)."""
+    if console.is_terminal:
+        with console.status(message) as status:
+            yield status.update
+        return
+    say = _narrator()
+    say(message)
+    yield say
 
 
 def _stepper(progress: Progress, task) -> Callable[[str], None]:
@@ -281,7 +329,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if torch.cuda.is_available():
         from .bench import ceilings
 
-        with console.status("measuring this device's ceilings"):
+        with _status("measuring this device's ceilings"):
             ceil = ceilings(refresh=args.refresh_ceilings)
         console.print(f"{device_name()}: copy {ceil['copy_gbps']:.0f} GB/s, bf16 matmul "
                       f"{ceil['matmul_tflops_bfloat16']:.0f} TFLOP/s (measured)")
@@ -360,7 +408,7 @@ def _copy_gbps() -> float | None:
         return None
     from .bench import ceilings
 
-    with console.status("measuring this device's copy bandwidth (cached afterwards)"):
+    with _status("measuring this device's copy bandwidth (cached afterwards)"):
         return ceilings()["copy_gbps"]
 
 
@@ -568,7 +616,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
             model = Llama.from_hf(random_hf_model(args.model, dtype=dtype, device=device),
                                   tp=group)
         else:
-            with console.status(f"loading {path}"):
+            with _status(f"loading {path}"):
                 model = Llama.from_hf(path, dtype=dtype, device=device, tp=group)
     except ValueError as error:
         console.print(f"[red]{error}[/red]")
@@ -591,9 +639,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
         console.print("[red]the prompt is empty[/red]")
         return 2
     max_seq = args.max_seq or len(prompt) + args.max_new_tokens
-    with console.status("building the decoder") as status:
-        generator = Generator(model, max_batch=args.batch, max_seq=max_seq,
-                              progress=status.update)
+    with _status("building the decoder") as update:
+        generator = Generator(model, max_batch=args.batch, max_seq=max_seq, progress=update)
     eos = tokenizer.eos_token_id if tokenizer is not None else None
     kwargs = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
                   seed=args.seed, eos_token_id=eos)
