@@ -46,6 +46,27 @@ from tilegraph.models.llama import Llama, LlamaConfig
 
 
 @triton.jit
+def _attend_and_store(q, k_ptr, v_ptr, kv_offsets, stride_cp, d_mask, start, length, qk_scale,
+                      m, denom, acc, out_ptrs, out_mask, BLOCK_T: tl.constexpr,
+                      DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr):
+    """The online softmax from state (m, denom, acc) over positions [start, length), tiles
+    of keys and values read .cg (rows other programs of this kernel wrote), and the result
+    stored at out_ptrs."""
+    offs_t = tl.arange(0, BLOCK_T)
+    for t0 in range(start, length, BLOCK_T):
+        t_mask = (t0 + offs_t) < length
+        kv_mask = t_mask[:, None] & d_mask[None, :]
+        k = tl.load(k_ptr + kv_offsets + t0 * stride_cp, mask=kv_mask, other=0.0,
+                    cache_modifier=".cg")
+        v = tl.load(v_ptr + kv_offsets + t0 * stride_cp, mask=kv_mask, other=0.0,
+                    cache_modifier=".cg")
+        m, denom, acc = attention._attend_tile(q, k, v, t_mask, m, denom, acc, qk_scale,
+                                               DOT_PRECISION, UPCAST_DOT)
+    result = tl.where(denom[:, None] > 0, acc / denom[:, None], 0.0)
+    tl.store(out_ptrs, result.to(out_ptrs.dtype.element_ty), mask=out_mask)
+
+
+@triton.jit
 def _qkv_attend_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, rotary, N, K, eps,
                        out_ptr, lengths_ptr, slots_ptr, count_ptr, k_ptr, v_ptr, stride_cb,
                        stride_ch, stride_cp, qk_scale, max_seq,
@@ -114,18 +135,10 @@ def _qkv_attend_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, rot
         acc = tl.zeros([BLOCK_G, BLOCK_D], tl.float32)
         offs_t = tl.arange(0, BLOCK_T)
         kv_offsets = kv_base + offs_t[:, None] * stride_cp + offs_d[None, :]
-        for t0 in range(0, length, BLOCK_T):
-            t_mask = (t0 + offs_t) < length
-            kv_mask = t_mask[:, None] & d_mask[None, :]
-            k = tl.load(k_ptr + kv_offsets + t0 * stride_cp, mask=kv_mask, other=0.0,
-                        cache_modifier=".cg")
-            v = tl.load(v_ptr + kv_offsets + t0 * stride_cp, mask=kv_mask, other=0.0,
-                        cache_modifier=".cg")
-            m, denom, acc = attention._attend_tile(q, k, v, t_mask, m, denom, acc, qk_scale,
-                                                   DOT_PRECISION, UPCAST_DOT)
-        result = tl.where(denom[:, None] > 0, acc / denom[:, None], 0.0)
-        tl.store(out_ptr + heads[:, None] * HEAD_DIM + offs_d[None, :],
-                 result.to(out_ptr.dtype.element_ty), mask=g_mask[:, None] & d_mask[None, :])
+        _attend_and_store(q, k_ptr, v_ptr, kv_offsets, stride_cp, d_mask, 0, length,
+                          qk_scale, m, denom, acc, out_ptr + heads[:, None] * HEAD_DIM
+                          + offs_d[None, :], g_mask[:, None] & d_mask[None, :], BLOCK_T,
+                          DOT_PRECISION, UPCAST_DOT)
 
 
 @triton.jit
@@ -209,18 +222,10 @@ def _qkv_attend_spin_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr
         acc = tl.zeros([BLOCK_G, BLOCK_D], tl.float32)
         m, denom, acc = attention._attend_tile(q, k_first, v_first, offs_t < length, m, denom,
                                                acc, qk_scale, DOT_PRECISION, UPCAST_DOT)
-        for t0 in range(BLOCK_T, length, BLOCK_T):
-            t_mask = (t0 + offs_t) < length
-            kv_mask = t_mask[:, None] & d_mask[None, :]
-            k = tl.load(k_ptr + kv_offsets + t0 * stride_cp, mask=kv_mask, other=0.0,
-                        cache_modifier=".cg")
-            v = tl.load(v_ptr + kv_offsets + t0 * stride_cp, mask=kv_mask, other=0.0,
-                        cache_modifier=".cg")
-            m, denom, acc = attention._attend_tile(q, k, v, t_mask, m, denom, acc, qk_scale,
-                                                   DOT_PRECISION, UPCAST_DOT)
-        result = tl.where(denom[:, None] > 0, acc / denom[:, None], 0.0)
-        tl.store(out_ptr + heads[:, None] * HEAD_DIM + offs_d[None, :],
-                 result.to(out_ptr.dtype.element_ty), mask=g_mask[:, None] & d_mask[None, :])
+        _attend_and_store(q, k_ptr, v_ptr, kv_offsets, stride_cp, d_mask, BLOCK_T, length,
+                          qk_scale, m, denom, acc, out_ptr + heads[:, None] * HEAD_DIM
+                          + offs_d[None, :], g_mask[:, None] & d_mask[None, :], BLOCK_T,
+                          DOT_PRECISION, UPCAST_DOT)
 
 
 def qkv_attend(x, weight, bias, norm_weight, eps, cache_k, cache_v, cos, sin, positions, slots,
