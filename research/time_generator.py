@@ -16,7 +16,9 @@ list, each timed in turn in the same process (later ones reuse the choices the f
 "bands" (the default, tg.Generator as it is), "one-band" (every length replayed from one
 band's graphs) and "strict-check" (bands, the step tuner checking each candidate against the
 first by MODEL_TOLERANCES alone, as before session 72; attention's choices, alone and in the
-step, made anew, and the next variant's made anew again).
+step, made anew, and the next variant's made anew again) and "no-alone" (bands, attention's
+launch not timed alone first: each batch size's longest band starts its step candidates from
+the rule). Each part of the build is printed as it starts, with the seconds since the start.
 """
 
 import ast
@@ -39,7 +41,16 @@ ATTENTION_KEYS = ("HEAD_BLOCKS", "SPLITS", "BLOCK_T", "BLOCK_G", "MERGE_RUNS", "
 
 def report_attention_choices() -> None:
     """Print each in-step attention choice's timed candidates (ms summed over the positions
-    timed), as the Generator makes it."""
+    timed), as the Generator makes it, and the launch timed alone (us at max_seq)."""
+    alone = tune.tune_attention
+
+    def reported_alone(*args, **kwargs):
+        result = alone(*args, **kwargs)
+        picked = tuple(result["config"].get(k) for k in ATTENTION_KEYS)
+        print(f"  attention alone, batch {args[0]}, max_seq {args[4]}: {picked} "
+              f"{result['us']:.2f} us of {len(result['candidates'])} timed", flush=True)
+        return result
+    tune.tune_attention = reported_alone
     choose = generate.tune_attention_in_step_once
 
     def reported(*args, **kwargs):
@@ -86,9 +97,16 @@ def main() -> None:
         bands = getattr(generate, "context_bands", None)
         if variant == "one-band" and bands is not None:  # every length in one band's graphs
             generate.context_bands = lambda max_seq, head_dim: (max_seq,)
+        tune_alone = generate.tune_attention_once
+        if variant == "no-alone":
+            generate.tune_attention_once = lambda *args: None
         start = time.perf_counter()
-        generator = tg.Generator(model, max_batch=batch, max_seq=max_seq, sizes=(batch,))
+        generator = tg.Generator(
+            model, max_batch=batch, max_seq=max_seq, sizes=(batch,),
+            progress=lambda what: print(f"  {time.perf_counter() - start:6.1f} s: {what}",
+                                        flush=True))
         build = time.perf_counter() - start
+        generate.tune_attention_once = tune_alone
         if bands is not None:
             generate.context_bands = bands
         prompts = torch.randint(0, c.vocab_size, (batch, prompt_tokens)).tolist()

@@ -1,5 +1,6 @@
 """tg.capture and tg.scope: replay equals eager, errors say what went wrong and where."""
 
+import gc
 import warnings
 
 import pytest
@@ -186,6 +187,50 @@ def test_gpu_scope_records_and_replays():
         out.fill_(float("nan"))
         s.graph.replay()
         assert_close(out, linear_ref(x.double(), w.double()), torch.float32)
+
+
+class _SyncingCycle:
+    """Garbage only a collection frees, whose finalizer synchronizes (forbidden during
+    capture, as freeing an event or a graph is)."""
+
+    def __init__(self, finalized: list):
+        self.me, self.finalized = self, finalized
+
+    def __del__(self):
+        self.finalized.append(True)
+        torch.cuda.synchronize()
+
+
+@pytest.mark.gpu
+def test_gpu_garbage_is_not_collected_while_a_graph_is_recorded():
+    """A collection during capture would run such a finalizer and invalidate the capture:
+    the collector waits until the graph is recorded, and collects afterwards."""
+    x = randn(1000, device="cuda")
+    out = torch.empty_like(x)
+    finalized = []
+
+    def step():
+        _SyncingCycle(finalized)   # garbage at once; the next allocation may collect it
+        tg.gelu(x, out=out)
+        return out
+
+    step()
+    gc.collect()
+    thresholds = gc.get_threshold()
+    gc.set_threshold(1)   # a collection at almost every allocation of a Python object
+    try:
+        with tg.scope() as s:
+            step()
+        graph = tg.capture(step)
+    finally:
+        gc.set_threshold(*thresholds)
+    gc.collect()
+    assert len(finalized) >= 2 and gc.isenabled()
+    for replay in (s.graph.replay, graph.replay):
+        x.copy_(torch.randn_like(x))
+        out.fill_(float("nan"))
+        replay()
+        assert_close(out, gelu_ref(x.double()), torch.float32)
 
 
 @pytest.mark.gpu

@@ -1,6 +1,7 @@
 """State a captured function keeps outside its inputs and outputs: warm-up advances it, and
 tg.capture / tg.GraphRunner say so (SideEffectWarning) or put it back (restore_state=True)."""
 
+import functools
 import warnings
 
 import pytest
@@ -176,6 +177,27 @@ def test_runner_watches_all_its_calls(device):
     torch.testing.assert_close(cache.values, before, rtol=0, atol=0)
     runner(torch.randn(3, 8, device=device))
     assert cache.length.item() == 1
+
+
+def test_a_partial_is_named_by_its_function_without_formatting_its_arguments(device):
+    """A partial's str formats its arguments (a decode step's KV cache: its tensors copied to
+    the host to be printed, at every capture): messages name the function it wraps."""
+    cache = Cache(device)
+
+    class Unprintable:
+        def __repr__(self):
+            raise AssertionError("an argument of the partial was formatted")
+
+    def step(x, unused):
+        cache.append(x[:1])
+        return x * 2
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tg.GraphRunner(functools.partial(step, unused=Unprintable()),
+                       torch.randn(4, 8, device=device), sizes=(2, 4))
+    reported = [w for w in caught if issubclass(w.category, tg.SideEffectWarning)]
+    assert len(reported) == 1 and "tg.GraphRunner(step)" in str(reported[0].message)
 
 
 def test_train_step_restores_running_statistics(device):

@@ -143,17 +143,21 @@ class Generator:
 
     def _tune_step(self) -> None:
         """What the decode graphs run, timed once per GPU and shape and cached on disk:
-        tg.decode_attention's launch shape for each batch size, alone (tune.tune_attention),
-        then in this model's decode step against variants that win in some models' steps and
-        lose in others' (tune.tune_attention_in_step_once), each for every context band at
-        its own lengths, after checking in the step each
+        tg.decode_attention's launch shape for each batch size, in this model's decode step,
+        among the rule (or the launch `tilegraph tune` timed alone) and variants that win in
+        some models' steps and lose in others' (tune.tune_attention_in_step_once), for every
+        context band at its own lengths, after checking in the step each
         projection whose shape `tilegraph tune` timed against the rule's plan
         (tune.tune_tuned_plans_in_step_once); and at batch 1 how many weight
         rows a program each one-row projection reads, or for those of 14-20 MiB whether it
         runs persistent (tune.tune_gemv_rows_in_step_once), and
         where the output and gate/up projections release the next kernel
         (tune.tune_release_in_step_once). The in-step choices are not made under tensor
-        parallelism, where every rank would have to replay its collectives in step. On
+        parallelism, where every rank would have to replay its collectives in step: there
+        attention's launch is timed alone (tune.tune_attention), each band's at its length.
+        Alone it is not timed where the step chooses: at batch 1, 2 and 4 (TinyLlama) the
+        launch timed alone was not the step's pick, at batch 8 it was the rule, and timing
+        it took 9-12 s of the build a batch size (H200, notes/models.md, session 77). On
         CUDA, unless TILEGRAPH_AUTOTUNE=0; untuned, the kernels take their default rules."""
         if self.model.device.type != "cuda":
             return
@@ -171,11 +175,10 @@ class Generator:
             for keys_or_values in (self.cache.k, self.cache.v):
                 keys_or_values.normal_(generator=rng)
         for size in self.sizes:
-            self._progress(f"choosing decode attention's launch at batch {size}")
-            tune_attention_once(size, *shape)
             if self.model.tp.size > 1:
-                # no choice in the step: the shorter bands launch what is timed alone for them
-                for band in self.bands[:-1]:
+                # no choice in the step: each band launches what is timed alone for it
+                self._progress(f"choosing decode attention's launch at batch {size}")
+                for band in self.bands:
                     tune_attention_once(size, *heads, band, self.model.dtype)
                 continue
             tokens = torch.zeros(size, dtype=torch.int64, device=self.model.device)

@@ -3,6 +3,7 @@ in the user's code, and what to do."""
 
 from __future__ import annotations
 
+import functools
 import sysconfig
 import traceback
 from pathlib import Path
@@ -14,6 +15,15 @@ _STANDARD_LIBRARY = Path(sysconfig.get_paths()["stdlib"]).resolve()
 _HOST_SYNC_HINTS = ("operation not permitted when stream is capturing",
                     "cudaErrorStreamCaptureUnsupported", "cudaErrorStreamCaptureInvalidated",
                     "cudaErrorStreamCaptureImplicit", "capture")
+
+
+def callable_name(fn) -> str:
+    """A name for `fn` in messages: its own, a partial's function's, else its type's. Never
+    str(fn): a partial's str formats its arguments, and a tensor among them is copied to the
+    host to be printed (a decode step's KV cache: half a second a capture, H200)."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return str(getattr(fn, "__name__", None) or type(fn).__name__)
 
 
 def user_location(tb=None) -> tuple[str, int, str]:

@@ -23,7 +23,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from .._runtime import ops_through_dispatcher, side_stream, tilegraph_capture
 from ..errors import CaptureError
-from ._errors import as_capture_error, user_frame
+from ._errors import as_capture_error, callable_name, user_frame
 from ._state import StateWatch, watching_state
 from ._training import TrainingWatch
 
@@ -94,7 +94,7 @@ def _check_no_autograd(outputs, fn) -> None:
     for leaf in leaves:
         if isinstance(leaf, torch.Tensor) and leaf.grad_fn is not None:
             raise CaptureError(
-                f"{getattr(fn, '__name__', fn)!s} records autograd history (an output of "
+                f"{callable_name(fn)} records autograd history (an output of "
                 f"shape {tuple(leaf.shape)} has grad_fn {type(leaf.grad_fn).__name__}); a "
                 "captured graph cannot replay it. Capture inference under "
                 "torch.inference_mode() or torch.no_grad(), or give parameters "
@@ -123,7 +123,7 @@ def _warm_up_without_host_syncs(fn: Callable, args: tuple):
         if "synchroniz" not in str(error):
             raise
         raise CaptureError(
-            f"capturing {getattr(fn, '__name__', fn)!s}: the host waits for the GPU at "
+            f"capturing {callable_name(fn)}: the host waits for the GPU at "
             f"{user_frame(error.__traceback__)}\n  CUDA sync check said: "
             f"{str(error).strip().splitlines()[0]}\n  A graph replays GPU work only: keep "
             "values on the device (torch.where instead of `if`), and move host reads "
@@ -133,12 +133,32 @@ def _warm_up_without_host_syncs(fn: Callable, args: tuple):
 
 
 def _reserved_before_capture() -> int:
-    """Reserved bytes as torch.cuda.graph will leave them on entry (it collects garbage and
-    empties the cache first): the baseline from which a capture's pool memory is counted."""
+    """Reserved bytes as torch.cuda.graph will leave them on entry (it empties the cache
+    first): the baseline from which a capture's pool memory is counted. Garbage is collected
+    only where torch.cuda.graph collects it too (torch.compiler.config.force_cudagraph_gc,
+    off by default since PyTorch found it too slow): in a process that had imported
+    transformers, 35 collections took 8.6 s of a Generator's build (H200, notes/graphs.md)."""
     torch.cuda.synchronize()
-    gc.collect()
+    config = getattr(torch.compiler, "config", None)
+    if getattr(config, "force_cudagraph_gc", False):
+        gc.collect()
     torch.cuda.empty_cache()
     return torch.cuda.memory_reserved()
+
+
+@contextlib.contextmanager
+def _collector_paused():
+    """Python's automatic garbage collection off while a graph is recorded. A collection
+    there can run a finalizer that makes a call CUDA forbids during capture (freeing an
+    event, a graph, memory outside the pool), which invalidates the capture; garbage is not
+    collected up front either (_reserved_before_capture), so it waits until after."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def capture(fn: Callable, *args, warmup: int = 2, pool=None,
@@ -164,7 +184,7 @@ def capture_keeping_nodes(fn: Callable, *args, warmup: int = 2, pool=None,
     if warmup < 1:
         raise ValueError(f"warmup must be >= 1 (Triton compiles and tunes on the first call), "
                          f"got {warmup}")
-    name = str(getattr(fn, "__name__", fn))
+    name = callable_name(fn)
     with watching_state(f"tg.capture({name})", restore_state) as state:
         if _uses_cuda(args):
             return _capture_on_cuda(fn, args, warmup, pool, name, state, keep_nodes)
@@ -230,8 +250,10 @@ def _capture_on_cuda(fn: Callable, args: tuple, warmup: int, pool, name: str,
     pool = pool if pool is not None else torch.cuda.graph_pool_handle()
     caller_stream = torch.cuda.current_stream()
     try:
-        with torch.cuda.graph(cuda_graph, pool=pool, stream=stream,
-                              capture_error_mode="thread_local"), tilegraph_capture():
+        with (_collector_paused(),
+              torch.cuda.graph(cuda_graph, pool=pool, stream=stream,
+                               capture_error_mode="thread_local"),
+              tilegraph_capture()):
             outputs = fn(*args)
     except Exception as error:
         _recover_from_failed_capture(caller_stream, stream)
@@ -350,7 +372,13 @@ class scope:
             self._capturing = torch.cuda.graph(self._cuda_graph, pool=self.pool,
                                                stream=self._stream,
                                                capture_error_mode="thread_local")
-            self._capturing.__enter__()
+            self._paused = _collector_paused()
+            self._paused.__enter__()
+            try:
+                self._capturing.__enter__()
+            except BaseException:
+                self._paused.__exit__(None, None, None)
+                raise
         else:
             _warn_cpu_once()
         self._marked = tilegraph_capture()
@@ -374,6 +402,8 @@ class scope:
             except Exception as error:  # capture_end fails after an illegal operation
                 end_error = error
                 _recover_from_failed_capture(self._caller_stream, self._stream)
+            finally:
+                self._paused.__exit__(None, None, None)
         error = exc if exc is not None else end_error
         if error is not None:
             converted = as_capture_error(error, "recording tg.scope()")

@@ -25,6 +25,7 @@ from ..errors import StaleOutputError
 from ..kernels._checks import byte_range
 from ..kernels.autotune import searches_run
 from ._copy_nodes import CopyNodes, cuda_runtime
+from ._errors import callable_name
 from ._state import StateWatch, watching_state
 from .capture import Graph, capture, capture_keeping_nodes
 
@@ -189,8 +190,7 @@ class GraphRunner:
         self._calls: dict[tuple, _SizedCall] = {}
         self._last_call: _SizedCall | None = None
         self.eager_calls = 0
-        name = str(getattr(fn, "__name__", fn))
-        with watching_state(f"tg.GraphRunner({name})", restore_state) as state:
+        with watching_state(f"tg.GraphRunner({callable_name(fn)})", restore_state) as state:
             self._check_rows_independent(state)
             searches = searches_run()
             self._capture_sizes(warmup)
@@ -237,7 +237,7 @@ class GraphRunner:
                 copied_out.append((leaf, scratch) if scratch is not None else None)
             return outputs
 
-        copy_then_call.__name__ = str(getattr(fn, "__name__", "fn"))
+        copy_then_call.__name__ = callable_name(fn)
         graph = capture_keeping_nodes(copy_then_call, *staged, *views, warmup=warmup,
                                       pool=self.pool)
         handles = graph.raw_handles()
