@@ -103,8 +103,8 @@ def main() -> None:
         start = time.perf_counter()
         generator = tg.Generator(
             model, max_batch=batch, max_seq=max_seq, sizes=(batch,),
-            progress=lambda what: print(f"  {time.perf_counter() - start:6.1f} s: {what}",
-                                        flush=True))
+            progress=lambda what, t0=start: print(f"  {time.perf_counter() - t0:6.1f} s: "
+                                                  f"{what}", flush=True))
         build = time.perf_counter() - start
         generate.tune_attention_once = tune_alone
         if bands is not None:
