@@ -18,7 +18,8 @@ band's graphs) and "strict-check" (bands, the step tuner checking each candidate
 first by MODEL_TOLERANCES alone, as before session 72; attention's choices, alone and in the
 step, made anew, and the next variant's made anew again) and "no-alone" (bands, attention's
 launch not timed alone first: each batch size's longest band starts its step candidates from
-the rule). Each part of the build is printed as it starts, with the seconds since the start.
+the rule; the same as "bands" since session 77, when tg.Generator stopped timing it alone).
+Each part of the build is printed as it starts, with the seconds since the start.
 """
 
 import ast
