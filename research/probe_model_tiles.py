@@ -4,6 +4,7 @@ its neighbours under PDL), rather than alone over rotated weights as `tilegraph 
 
     PYTHONPATH=src python3 research/probe_model_tiles.py --model tinyllama --batch 8
     ... --batch 1 --halves   # every one-row projection's GEMV tile at half / twice the rows
+    ... --batch 1 --persistent   # gate/up and down in persistent tiles other than the rule's
 
 Each variant records plans for the gate/up and down shapes in the tuned-plan store (as
 `tilegraph tune` would), captures model.decode again and times 200 replays; the rule's own
@@ -18,6 +19,7 @@ import torch
 
 import tilegraph as tg
 from tilegraph.kernels import decode_plan
+from tilegraph.kernels._matvec import FIT, persistent_gemv_config
 from tilegraph.kernels.decode_plan import Plan
 from tilegraph.models.hf_presets import hf_config
 from tilegraph.models.llama import Llama, LlamaConfig
@@ -75,6 +77,27 @@ def halves(named, rule):
     return out
 
 
+# (tile bytes, warps, programs an SM) of persistent one-row GEMVs forced onto gate/up and
+# down: tune's fixed variants, then as many an SM as fit (FIT) with other tiles and warps.
+PERSISTENT_TRIED = (*decode_plan.PERSISTENT_VARIANTS, (32 * 1024, 16, FIT), (64 * 1024, 16, FIT),
+                    (16 * 1024, 8, FIT), (16 * 1024, 4, FIT), (64 * 1024, 16, 2))
+
+
+def persistent(named, rule):
+    """(name, {(N, K): plan}) for gate/up and down in each of PERSISTENT_TRIED's tiles that
+    is neither the rule's nor one tried already (short rows' tiles hold at least 2 rows)."""
+    out, seen = [], []
+    for name in ("gate/up", "down"):
+        shape = named[name]
+        for tile, warps, per_sm in PERSISTENT_TRIED:
+            config = persistent_gemv_config(*shape, tile, warps, per_sm)
+            if config != rule[shape].config and (shape, config) not in seen:
+                seen.append((shape, config))
+                out.append((f"{name} {tile // 1024}K {warps}w {per_sm}/SM",
+                            {shape: Plan("gemv", config)}))
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", default="tinyllama")
@@ -84,6 +107,8 @@ def main() -> None:
                         help="transformers config fields to replace, e.g. hidden_size=1536")
     parser.add_argument("--halves", action="store_true",
                         help="one-row GEMV tiles of every projection at half / twice the rows")
+    parser.add_argument("--persistent", action="store_true",
+                        help="one-row gate/up and down in persistent tiles other than the rule's")
     args = parser.parse_args()
     overrides = {field: int(value) for field, value in (item.split("=") for item in args.set)}
     config = LlamaConfig.from_hf(hf_config(args.model, **overrides))
@@ -122,7 +147,8 @@ def main() -> None:
           + "; ".join(f"{n}x{k} {p}" for (n, k), p in rule.items()))
     print(f"  {'rule':28s} {step_ms({}):.4f} ms")
     reference = outputs["last"]
-    listed = halves(named, rule) if args.halves else variants(args.batch, d, ffn)
+    listed = (halves(named, rule) if args.halves else persistent(named, rule) if args.persistent
+              else variants(args.batch, d, ffn))
     for name, plans in listed:
         ms = step_ms(plans)
         error = rel_error(outputs["last"], reference)

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 import tilegraph as tg
 import tilegraph.kernels.matmul as matmul_module
 from _shapes import DTYPES
+from tilegraph.kernels import autotune
 from tilegraph.kernels._gemm_tf32x3 import split_rows
 from tilegraph.kernels.linear import linear_ref
 from tilegraph.kernels.matmul import matmul_ref
@@ -76,7 +77,7 @@ def _offered(monkeypatch, call) -> list[dict]:
     """The candidates the GEMM tuner is offered for the product `call` runs (the last one)."""
     seen = []
 
-    def spy(key, run, candidates=None):
+    def spy(key, run, candidates=None, **_):
         seen.append(list(candidates))
         return candidates[0]
     with monkeypatch.context() as patch:
@@ -86,7 +87,7 @@ def _offered(monkeypatch, call) -> list[dict]:
 
 
 def _force(monkeypatch, config) -> None:
-    monkeypatch.setattr(matmul_module._tuner, "pick", lambda key, run, candidates=None: config)
+    monkeypatch.setattr(matmul_module._tuner, "pick", lambda key, run, candidates=None, **_: config)
 
 
 @pytest.mark.gpu
@@ -99,6 +100,44 @@ def test_every_candidate_is_correct(dtype, monkeypatch):
     for config in configs:
         _force(monkeypatch, config)
         _check(m, n, k, dtype, "cuda", activation="relu")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("norm", [False, True])
+def test_a_search_compiles_its_candidates_side_by_side_before_it_runs_them(norm, monkeypatch):
+    """With timing on, the GEMM tuner's search first compiles every candidate's Triton
+    kernel (pointer and TMA tiles) in threads without launching it; its timed runs then
+    compile no tile more, and the pick computes right."""
+    monkeypatch.setenv("TILEGRAPH_AUTOTUNE", "1")
+    tuner = matmul_module._tuner
+    monkeypatch.setattr(tuner, "_memo", {})
+    monkeypatch.setattr(tuner, "_disk_loaded", True)
+    monkeypatch.setattr(tuner, "_save_disk", lambda: None)
+    index = torch.cuda.current_device()
+    kernels = (matmul_module._gemm_kernel, matmul_module._gemm_tma_kernel)
+
+    def compiled() -> int:
+        return sum(len(k.device_caches[index][0]) for k in kernels if index in k.device_caches)
+
+    seen = {}
+    ahead = autotune.compile_side_by_side
+
+    def spy(compile_only, configs):
+        ahead(compile_only, configs)
+        seen.update(configs=list(configs), compiled=compiled())
+    monkeypatch.setattr(autotune, "compile_side_by_side", spy)
+    dtype, rows, n, k = torch.bfloat16, 77, 264, 136
+    x = randn(rows, k, dtype=dtype, device="cuda")
+    w = randn(n, k, dtype=dtype, device="cuda", scale=k**-0.5)
+    g = randn(k, dtype=dtype, device="cuda") if norm else None
+    r = randn(rows, n, dtype=dtype, device="cuda")
+    out = tg.linear(x, w, norm_weight=g, residual=r, out=poisoned((rows, n), dtype, "cuda"))
+    d = lambda t: None if t is None else t.double()  # noqa: E731
+    assert_close(out, linear_ref(d(x), d(w), norm_weight=d(g), residual=d(r)), dtype)
+    kinds = {("tma" if c.get("TMA") else "cublas" if c.get("CUBLAS") else "pointer")
+             for c in seen["configs"]}
+    assert kinds == {"pointer", "cublas"} | ({"tma"} if matmul_module._tma_ready(x) else set())
+    assert compiled() == seen["compiled"]
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
@@ -196,7 +235,7 @@ def test_384_and_512_rows_are_tuned_apart(monkeypatch, device):
     512 tokens 6% slower on 384's choice); 400 rows share 512's."""
     keys = []
 
-    def spy(key, run, candidates=None):
+    def spy(key, run, candidates=None, **_):
         keys.append(key)
         return candidates[0]
     monkeypatch.setattr(matmul_module._tuner, "pick", spy)

@@ -223,7 +223,7 @@ def test_split_k_scratch_is_not_called_state(monkeypatch):
     values; that is scratch, not state the function advances: only the real state is named."""
     import tilegraph.kernels.matmul as matmul_module
     config = {**matmul_module._config(64, 64, 32, 4, 4), "SPLIT_TF32": True, "SPLIT_K": 2}
-    monkeypatch.setattr(matmul_module._tuner, "pick", lambda key, run, candidates=None: config)
+    monkeypatch.setattr(matmul_module._tuner, "pick", lambda key, run, candidates=None, **_: config)
     a, b = torch.randn(64, 256, device="cuda"), torch.randn(256, 64, device="cuda")
     scale = torch.ones(3, device="cuda")
 

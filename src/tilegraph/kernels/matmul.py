@@ -343,10 +343,17 @@ def launch_gemm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, norm_wei
     tma = (activation != "swiglu" and _b_for_tma(b) is not None
            and _tma_ready(out, *(() if norm_weight is not None else (a,))))
 
-    def run(config, operands, c, c_preact):
+    def run(config, operands, c, c_preact, warmup=False):
+        """Launch `config` (warmup: compile its Triton kernel only, where it has one)."""
         a, b, norm_weight, bias, residual = operands
         if config.get("CUBLAS") or config.get("TMA") or config.get("SPLIT_TF32"):
-            a_in = a if norm_weight is None else rms_norm_rows(a, norm_weight, eps)
+            if warmup and not config.get("TMA"):
+                return  # cuBLAS compiles nothing; the split product compiles as it runs
+            if norm_weight is None:
+                a_in = a
+            else:  # the norm pass writes a fresh row-major copy, what TMA then reads
+                a_in = torch.empty(a.shape, dtype=a.dtype, device=a.device) if warmup else \
+                    rms_norm_rows(a, norm_weight, eps)
             if config.get("SPLIT_TF32"):
                 launch_gemm_tf32x3(a_in, b, c, config, bias=bias, activation=activation,
                                    residual=residual, preact=c_preact)
@@ -355,14 +362,17 @@ def launch_gemm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, norm_wei
                              preact=c_preact, bias_in_pass=bool(config.get("BIAS_IN_PASS")))
             else:
                 _launch_gemm_tma(a_in, _b_for_tma(b), c, config, bias=bias,
-                                 activation=activation, residual=residual, preact=c_preact)
+                                 activation=activation, residual=residual, preact=c_preact,
+                                 warmup=warmup)
             return
         res_strides = residual.stride() if residual is not None else (0, 0)
         grid = (triton.cdiv(M, config["BLOCK_M"]) * triton.cdiv(N, config["BLOCK_N"]),)
-        _gemm_kernel[grid](c, c.stride(0), c.stride(1), a, a.stride(0), a.stride(1),
-                           b, b.stride(0), b.stride(1), norm_weight, bias, residual,
-                           *res_strides, c_preact, *preact_strides, M, N, K, eps,
-                           **{**kernel_args, **config})  # a config may set DOT_PRECISION
+        launcher = (functools.partial(_gemm_kernel.warmup, grid=grid) if warmup
+                    else _gemm_kernel[grid])
+        launcher(c, c.stride(0), c.stride(1), a, a.stride(0), a.stride(1),
+                 b, b.stride(0), b.stride(1), norm_weight, bias, residual,
+                 *res_strides, c_preact, *preact_strides, M, N, K, eps,
+                 **{**kernel_args, **config})  # a config may set DOT_PRECISION
 
     operands = (a, b, norm_weight, bias, residual)
     # Operand layouts enter the key: a transposed operand changes which candidate wins.
@@ -383,7 +393,8 @@ def launch_gemm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, norm_wei
         config = _tuner.pick(
             key, lambda cfg: run(cfg, next_operands(), torch.empty_like(out),
                                  None if preact is None else torch.empty_like(preact)),
-            candidates)
+            candidates,
+            compile_only=lambda cfg: run(cfg, operands, out, preact, warmup=True))
     finally:
         next_operands.release()
     run(config, operands, out, preact)
@@ -391,8 +402,9 @@ def launch_gemm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, norm_wei
 
 def _launch_gemm_tma(a: torch.Tensor, b_tma: tuple[torch.Tensor, bool], out: torch.Tensor,
                      config: dict, *, bias=None, activation: str = "none", residual=None,
-                     preact=None) -> None:
-    """Launch the persistent kernel over a (M, K) and b_tma from _b_for_tma."""
+                     preact=None, warmup: bool = False) -> None:
+    """Launch the persistent kernel over a (M, K) and b_tma from _b_for_tma (warmup: compile
+    it only)."""
     b_matrix, transposed = b_tma
     bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
     M, K = a.shape
@@ -403,7 +415,9 @@ def _launch_gemm_tma(a: torch.Tensor, b_tma: tuple[torch.Tensor, bool], out: tor
     b_block = [bn, bk] if transposed else [bk, bn]
     res_strides = residual.stride() if residual is not None else (0, 0)
     preact_strides = preact.stride() if preact is not None else (0, 0)
-    _gemm_tma_kernel[(programs,)](
+    launcher = (functools.partial(_gemm_tma_kernel.warmup, grid=(programs,)) if warmup
+                else _gemm_tma_kernel[(programs,)])
+    launcher(
         TensorDescriptor.from_tensor(out, [bm, bn]), TensorDescriptor.from_tensor(a, [bm, bk]),
         TensorDescriptor.from_tensor(b_matrix, b_block), bias, residual, *res_strides,
         preact, *preact_strides, M, N, K, programs, B_TRANSPOSED=transposed,
