@@ -48,6 +48,29 @@ def test_batch_of_ragged_prompts(hf, generator):
     assert out == [_hf_greedy(hf, p, 9) for p in prompts]
 
 
+def test_ragged_prompts_prefill_in_one_call_while_padding_stays_small(hf, generator,
+                                                                      monkeypatch):
+    """Neighbouring prompts are prefilled as one padded batch while their padded rows stay
+    within PADDED_ROWS_RATIO of their own; a prompt far shorter than its neighbour starts a
+    batch of its own. The tokens are HF's either way."""
+    assert generate.padding_groups([3, 8, 5]) == [range(0, 3)]          # 24 rows for 16
+    assert generate.padding_groups([30, 2, 3]) == [range(0, 1), range(1, 3)]
+    assert generate.padding_groups([4, 4, 40]) == [range(0, 2), range(2, 3)]
+    assert generate.padding_groups([9]) == [range(0, 1)]
+    calls = []
+    prefill = generator.model.prefill
+
+    def counted(ids, *args, **kwargs):
+        calls.append(tuple(ids.shape))
+        return prefill(ids, *args, **kwargs)
+    monkeypatch.setattr(generator.model, "prefill", counted)
+    for lengths, shapes in (((3, 8, 5), [(3, 8)]), ((30, 2, 3), [(1, 30), (2, 3)])):
+        calls.clear()
+        prompts = [torch.randint(0, 67, (n,)).tolist() for n in lengths]
+        assert generator.generate(prompts, 4) == [_hf_greedy(hf, p, 4) for p in prompts]
+        assert calls == shapes
+
+
 def test_batch_of_equal_prompts_as_a_tensor_runs_a_smaller_bucket(hf, generator):
     ids = torch.randint(0, 67, (2, 7))     # 2 rows: padded into the graph of 3
     assert generator.generate(ids, 6) == [_hf_greedy(hf, row.tolist(), 6) for row in ids]

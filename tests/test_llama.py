@@ -117,6 +117,31 @@ def test_decode_rows_at_different_positions(step, tmp_path, device):
         assert rel_error(logits[row], ref) <= MODEL_TOLERANCES[torch.float32]
 
 
+def test_prompts_padded_to_one_length_prefill_as_they_would_alone(device):
+    """Prompts of 3, 7 and 5 tokens padded to 7 and prefilled together with their lengths:
+    each row's logits are its last real token's, as HF computes them, and the cache holds at
+    every real position what the prompt prefilled alone writes there; lengths that do not
+    describe the batch are refused."""
+    hf = random_hf_model("tiny-llama3", scale=5.0)
+    model = Llama.from_hf(hf, device=device)
+    prompts = [torch.randint(1, 67, (n,)) for n in (3, 7, 5)]
+    ids = torch.zeros(3, 7, dtype=torch.int64)
+    for row, prompt in enumerate(prompts):
+        ids[row, :len(prompt)] = prompt
+    together, alone = model.new_cache(3, 12), model.new_cache(3, 12)
+    logits = model.prefill(ids.to(device), together, lengths=[3, 7, 5])
+    for row, prompt in enumerate(prompts):
+        assert rel_error(logits[row], _hf_logits(hf, prompt[None])[0, -1]) <= \
+            MODEL_TOLERANCES[torch.float32]
+        model.prefill(prompt[None].to(device), alone, first_slot=row)
+        for ours, theirs in ((together.k, alone.k), (together.v, alone.v)):
+            assert rel_error(ours[:, row, :, :len(prompt)], theirs[:, row, :, :len(prompt)]) \
+                <= MODEL_TOLERANCES[torch.float32]
+    for bad in ([3, 7], [0, 7, 5], [3, 8, 5], [3.0, 7, 5]):
+        with pytest.raises(ValueError, match="lengths"):
+            model.prefill(ids.to(device), together, lengths=bad)
+
+
 def test_a_cache_window_is_the_cache_s_first_positions(device):
     """Written through a window, keys land in the cache; the window reads as the cache's
     first positions, rotary tables included; a window past the cache is refused."""

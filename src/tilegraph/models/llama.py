@@ -24,6 +24,7 @@ every rank returns what one process would.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -250,11 +251,14 @@ class Llama(nn.Module):
                        torch.arange(max_batch, device=self.device))
 
     @torch.no_grad()
-    def prefill(self, input_ids: torch.Tensor, cache: KVCache, first_slot: int = 0
-                ) -> torch.Tensor:
+    def prefill(self, input_ids: torch.Tensor, cache: KVCache, first_slot: int = 0,
+                lengths: Sequence[int] | None = None) -> torch.Tensor:
         """Run prompts (B, T) through the model eagerly, writing their keys and values into
         cache slots first_slot .. first_slot + B - 1 at positions 0..T-1. Returns the logits
-        (B, vocab) of each prompt's last token."""
+        (B, vocab) of each prompt's last token: token T - 1, or lengths[b] - 1 where prompts
+        of different lengths are padded at their ends to T. Causal attention keeps padding
+        out of the prompt's own rows; its keys and values land at positions past the prompt,
+        which the sequence's decode writes before it reads them."""
         c, local = self.config, self.local
         batch, length = _check_ids(input_ids, self.device, c.vocab_size)
         if first_slot < 0 or first_slot + batch > cache.max_batch:
@@ -263,6 +267,10 @@ class Llama(nn.Module):
         if length > cache.max_seq:
             raise ValueError(f"a prompt of {length} tokens does not fit a cache of "
                              f"{cache.max_seq} positions")
+        if lengths is not None and (len(lengths) != batch or not all(
+                isinstance(n, int) and 1 <= n <= length for n in lengths)):
+            raise ValueError(f"lengths must be {batch} ints in 1..{length} (the prompts' "
+                             f"tokens before their padding), got {list(lengths)!r}")
         slots = slice(first_slot, first_slot + batch)
         x = F.embedding(input_ids, self.embed).view(batch * length, c.dim)
         device = input_ids.device
@@ -278,8 +286,13 @@ class Llama(nn.Module):
                 values, is_causal=True, enable_gqa=local.n_heads != local.n_kv_heads)
             return attn.transpose(1, 2).reshape(batch * length, local.q_dim)
 
-        x = self._fused_layers(x, cache, positions, rows_slots, attend)
-        last = x.view(batch, length, c.dim)[:, -1].contiguous()
+        x = self._fused_layers(x, cache, positions, rows_slots, attend).view(batch, length,
+                                                                            c.dim)
+        if lengths is None:
+            last = x[:, -1].contiguous()
+        else:
+            ends = torch.tensor(lengths, device=device) - 1
+            last = x[torch.arange(batch, device=device), ends]
         return self._lm_head(last)
 
     def _lm_head(self, x: torch.Tensor) -> torch.Tensor:
