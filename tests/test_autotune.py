@@ -127,3 +127,49 @@ def test_search_times_only_contenders_again(monkeypatch):
     assert timed == {"a": 3, "b": 3, "slow": 1, "edge": 3}
     assert dict((c["name"], ms) for c, ms in tuner.timings[repr(("k",))]) == {
         "a": 1.3, "b": 1.0, "slow": 2.0, "edge": 1.3}
+
+
+def test_candidates_compile_side_by_side_before_the_search(monkeypatch):
+    """A pick given compile_only hands every candidate to it inside one AsyncCompileMode over
+    a thread pool, before the search runs any; a compile that raises leaves the search to
+    run and report as before; one candidate, or none of Triton's async compiling, compiles
+    nothing ahead."""
+    events = []
+
+    class Mode:  # stands for Triton's AsyncCompileMode: records what ran inside it
+        def __init__(self, pool):
+            assert pool is not None
+
+        def __enter__(self):
+            events.append("enter")
+
+        def __exit__(self, *exc):
+            events.append("exit")
+
+    monkeypatch.setattr(autotune, "INTERPRET", False)
+    monkeypatch.setattr(autotune, "AsyncCompileMode", Mode)
+    monkeypatch.setattr(autotune, "timing_enabled", lambda: True)
+    monkeypatch.setattr(Tuner, "_search", lambda self, key, run, candidates:
+                        events.append("search") or candidates[-1])
+    monkeypatch.setattr(Tuner, "_save_disk", lambda self: None)
+    tuner = Tuner("side-by-side", CONFIGS)
+    monkeypatch.setattr(tuner, "_disk_loaded", True)
+
+    def compile_only(config):
+        events.append(config["BLOCK"])
+        if config["BLOCK"] == 64:
+            raise RuntimeError("a compile error, reported by the search's own run")
+    assert tuner.pick(("k", 1), lambda config: None, CONFIGS, compile_only=compile_only) \
+        == CONFIGS[1]
+    assert events == ["enter", 64, "exit", "search"]   # the error ended the compiles early
+    events.clear()
+    assert tuner.pick(("k", 2), lambda config: None, CONFIGS,
+                      compile_only=lambda config: events.append(config["BLOCK"])) == CONFIGS[1]
+    assert events == ["enter", 64, 128, "exit", "search"]
+    events.clear()
+    tuner.pick(("k", 3), lambda config: None, CONFIGS[:1],
+               compile_only=lambda config: events.append(config["BLOCK"]))
+    monkeypatch.setattr(autotune, "AsyncCompileMode", None)
+    tuner.pick(("k", 4), lambda config: None, CONFIGS,
+               compile_only=lambda config: events.append(config["BLOCK"]))
+    assert events == ["search", "search"]
