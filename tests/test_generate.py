@@ -51,12 +51,17 @@ def test_batch_of_ragged_prompts(hf, generator):
 def test_ragged_prompts_prefill_in_one_call_while_padding_stays_small(hf, generator,
                                                                       monkeypatch):
     """Neighbouring prompts are prefilled as one padded batch while their padded rows stay
-    within PADDED_ROWS_RATIO of their own; a prompt far shorter than its neighbour starts a
-    batch of its own. The tokens are HF's either way."""
+    within PADDED_ROWS_FREE, or within PADDED_ROWS_RATIO of their own; past both a prompt
+    far shorter than its neighbour starts a batch of its own. The tokens are HF's either
+    way."""
+    assert generate.padding_groups([30, 2, 3]) == [range(0, 3)]      # 90 padded rows: free
+    assert generate.padding_groups([300, 200, 250]) == [range(0, 3)]  # 900 for 750
+    assert generate.padding_groups([300, 20, 30]) == [range(0, 1), range(1, 3)]
+    assert generate.padding_groups([40, 40, 400]) == [range(0, 2), range(2, 3)]
+    assert generate.padding_groups([9]) == [range(0, 1)]
+    monkeypatch.setattr(generate, "PADDED_ROWS_FREE", 0)
     assert generate.padding_groups([3, 8, 5]) == [range(0, 3)]          # 24 rows for 16
     assert generate.padding_groups([30, 2, 3]) == [range(0, 1), range(1, 3)]
-    assert generate.padding_groups([4, 4, 40]) == [range(0, 2), range(2, 3)]
-    assert generate.padding_groups([9]) == [range(0, 1)]
     calls = []
     prefill = generator.model.prefill
 

@@ -564,21 +564,24 @@ class Generator:
 
 
 # Prompts of different lengths are prefilled together, padded to the longest, while the
-# padded rows stay within this factor of the prompts' own. A prefill is bound by the host's
-# launches, not by its rows: TinyLlama's of 128 tokens took 37 ms, of which 1.6 ms of GPU
-# work (H200, notes/models.md, session 78), and each prompt prefilled alone paid it again.
+# padded rows stay within PADDED_ROWS_RATIO of the prompts' own or PADDED_ROWS_FREE in all.
+# A prefill is bound by the host's launches, not by its rows: TinyLlama's of 128 tokens took
+# 37 ms, of which 1.6 ms of GPU work (H200, notes/models.md, session 78), and each prompt
+# prefilled alone paid it again; four times the rows would still take a fraction of it.
 PADDED_ROWS_RATIO = 1.5
+PADDED_ROWS_FREE = 512
 
 
 def padding_groups(lengths: Sequence[int]) -> list[range]:
     """The prompts (by their lengths, in order) split into runs of neighbours prefilled as
     one batch: a run grows while its count times its longest length stays within
-    PADDED_ROWS_RATIO times its lengths' sum."""
+    PADDED_ROWS_FREE or PADDED_ROWS_RATIO times its lengths' sum."""
     groups: list[range] = []
     start = 0
     for end in range(1, len(lengths) + 1):
         run = lengths[start:end]
-        if len(run) * max(run) > PADDED_ROWS_RATIO * sum(run):
+        padded = len(run) * max(run)
+        if padded > PADDED_ROWS_FREE and padded > PADDED_ROWS_RATIO * sum(run):
             groups.append(range(start, end - 1))
             start = end - 1
     groups.append(range(start, len(lengths)))
