@@ -1,6 +1,6 @@
 """Time to a first token through tg.Generator: generate(prompts, 1) is a prefill and the
 choice of its first token, so its wall time is what a user waits before the first token.
-For timing two trees against each other (session 78's padded prefill, `prefill_graphs.diff`).
+For timing two trees against each other (session 79: prefills replayed from graphs).
 
     PYTHONPATH=src TILEGRAPH_CACHE_DIR=$(mktemp -d) python3 research/time_prefill.py TAG \
         tinyllama [128 37 8x128 100,60,128,20 ...]

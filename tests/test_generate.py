@@ -62,6 +62,8 @@ def test_ragged_prompts_prefill_in_one_call_while_padding_stays_small(hf, genera
     monkeypatch.setattr(generate, "PADDED_ROWS_FREE", 0)
     assert generate.padding_groups([3, 8, 5]) == [range(0, 3)]          # 24 rows for 16
     assert generate.padding_groups([30, 2, 3]) == [range(0, 1), range(1, 3)]
+    # the eager path (on CUDA prefills replay graphs: the next test)
+    monkeypatch.setattr(tg.Generator, "_prefill_in_graphs", lambda self, rows: False)
     calls = []
     prefill = generator.model.prefill
 
@@ -74,6 +76,30 @@ def test_ragged_prompts_prefill_in_one_call_while_padding_stays_small(hf, genera
         prompts = [torch.randint(0, 67, (n,)).tolist() for n in lengths]
         assert generator.generate(prompts, 4) == [_hf_greedy(hf, p, 4) for p in prompts]
         assert calls == shapes
+
+
+def test_prefills_replay_graphs_of_their_shape_padded_to_a_bucket(hf, monkeypatch):
+    """Where prefills replay graphs (forced here on the CPU too), a group of prompts is
+    padded to prefill_length's and run from the graph of (prompts, padded length), captured
+    on its first call and replayed after: the tokens are HF's, and a later call of the same
+    shape captures nothing."""
+    assert [generate.prefill_length(n, 48) for n in (1, 5, 16, 17, 24, 25, 40)] == \
+        [1, 8, 16, 24, 24, 32, 48]
+    assert generate.prefill_length(40, 36) == 36
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    monkeypatch.setattr(tg.Generator, "_prefill_in_graphs", lambda self, rows: True)
+    generator = tg.Generator(Llama.from_hf(hf, device=device), max_batch=3, max_seq=48,
+                             sizes=(1, 3), sync_every=5)
+    eager = []
+    prefill = generator.model.prefill
+    monkeypatch.setattr(generator.model, "prefill", lambda *a, **k: eager.append(a) or
+                        prefill(*a, **k))
+    for lengths, shapes in (((3, 8, 5), {(3, 8)}), ((7,), {(3, 8), (1, 8)}),
+                            ((6, 4, 7), {(3, 8), (1, 8)}), ((20,), {(3, 8), (1, 8), (1, 24)})):
+        prompts = [torch.randint(0, 67, (n,)).tolist() for n in lengths]
+        assert generator.generate(prompts, 4) == [_hf_greedy(hf, p, 4) for p in prompts]
+        assert set(generator._prefill_graphs) == shapes
+    assert not eager
 
 
 def test_batch_of_equal_prompts_as_a_tensor_runs_a_smaller_bucket(hf, generator):
@@ -261,14 +287,22 @@ def test_tuned_projection_plans_are_checked_in_the_decode_step(hf, monkeypatch):
 
 def test_progress_says_what_the_build_runs(hf):
     """The progress callback hears each part of a Generator's build as it starts: the graphs'
-    capture last, and the sampling graphs' when a call first samples."""
+    capture last, the sampling graphs' when a call first samples, and on CUDA a prefill
+    graph's when a call first prefills its shape."""
     device = "cuda" if torch.cuda.is_available() else "cpu"
     said = []
     generator = tg.Generator(Llama.from_hf(hf, device=device), max_batch=2, max_seq=48,
                              sizes=(2,), progress=said.append)
     assert said[-1] == "capturing the greedy decode graphs, batch 2"
+    built = len(said)
     generator.generate([[3, 4, 5]], 2, temperature=1.0, seed=1)
-    assert said[-1] == "capturing the sampling decode graphs, batch 2"
+    # on CUDA prefills replay graphs, one per (prompts, padded length), captured when new
+    graphs = device == "cuda"
+    assert said[built:] == ["capturing the sampling decode graphs, batch 2",
+                            *["capturing the prefill of 1 prompt padded to 4 tokens"] * graphs]
+    built = len(said)
+    generator.generate([[3, 4, 5, 6], [7]], 2)
+    assert said[built:] == ["capturing the prefill of 2 prompts padded to 4 tokens"] * graphs
 
 
 def _chosen_in_a_batch_1_step(hf, monkeypatch, store):

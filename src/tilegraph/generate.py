@@ -1,4 +1,4 @@
-"""Generator: prefill eagerly, then decode one CUDA graph replay per token.
+"""Generator: prefill, then decode one CUDA graph replay per token.
 
     gen = tg.Generator(model, max_batch=8, max_seq=2048, sizes=(1, 2, 4, 8))
     ids = gen.generate(prompt_ids, max_new_tokens=256, temperature=0.0)  # new ids per row
@@ -16,6 +16,10 @@ Each bucket has a graph per context band: lengths up to attention's one-run leng
 sequence read by one program) and the rest (sequences split over the SMs), captured over
 windows of the cache with an attention launch chosen for each band's lengths in the step.
 The host knows every step's longest length, so each chunk of steps replays its band's graph.
+
+A prefill is bound by the host's launches: on one GPU, prompts of up to 2048 padded rows
+replay a graph captured per (prompts, padded length) on the shape's first call; longer ones,
+and every prefill under tensor parallelism, run eagerly.
 """
 
 from __future__ import annotations
@@ -31,10 +35,11 @@ from . import sampling
 from ._runtime import synchronize
 from .dist.watchdog import Watchdog
 from .errors import CollectiveError
-from .graph import GraphRunner, capture
+from .graph import Graph, GraphRunner, capture
 from .kernels.autotune import searches_run, timing_enabled
 from .kernels.decode_attention import one_run_length
 from .kernels.greedy import greedy_step
+from .kernels.matmul import m_bucket
 from .models.llama import KVCache, Llama
 from .testing import MODEL_TOLERANCES
 from .tune import (
@@ -127,6 +132,10 @@ class Generator:
         self._chunks_queued = 0
         self._load_chunk_kernels()
         self._runners: dict[bool, dict[int, GraphRunner]] = {}  # by band, greedy or sampled
+        # prefills replayed from graphs, by (prompts, padded length); one pool for them all
+        self._prefill_graphs: dict[tuple[int, int], Graph] = {}
+        self._prefill_pool = (torch.cuda.graph_pool_handle()
+                              if self.model.device.type == "cuda" else None)
         self._captured_after: dict[bool, int] = {}  # searches_run() when each was captured
         self.build_seconds: dict[str, float] = {}
         self.stats = GenerationStats()
@@ -482,22 +491,56 @@ class Generator:
 
     def _prefill_logits(self, prompts: list[torch.Tensor]) -> torch.Tensor:
         """Each prompt's last logits, the prompts run a group of neighbours at a time
-        (padding_groups), each padded to its longest."""
+        (padding_groups): replayed from the graph of the group's shape, padded to
+        prefill_length's, or eagerly, padded to the group's longest."""
         logits = []
         for group in padding_groups([len(p) for p in prompts]):
             lengths = [len(prompts[b]) for b in group]
             longest = max(lengths)
-            ids = torch.stack([torch.nn.functional.pad(prompts[b], (0, longest - len(prompts[b])))
-                               for b in group])
-            logits.append(self.model.prefill(
-                ids, self.cache, first_slot=group.start,
-                lengths=lengths if min(lengths) < longest else None))
+            padded = prefill_length(longest, self.max_seq)
+            if self._prefill_in_graphs(len(group) * padded):
+                ids = _padded([prompts[b] for b in group], padded)
+                logits.append(self._prefill_replayed(ids, group.start, lengths))
+            else:
+                logits.append(self.model.prefill(
+                    _padded([prompts[b] for b in group], longest), self.cache,
+                    first_slot=group.start, lengths=lengths if min(lengths) < longest else None))
         return torch.cat(logits)
+
+    def _prefill_in_graphs(self, rows: int) -> bool:
+        """Whether a prefill of `rows` (prompts x padded length) replays a graph: on CUDA, on
+        one GPU (a rank's graph of collectives would have to replay with the others'), up to
+        PREFILL_GRAPH_MAX_ROWS."""
+        return (self.model.device.type == "cuda" and self.model.tp.size == 1
+                and rows <= PREFILL_GRAPH_MAX_ROWS)
+
+    def _prefill_replayed(self, ids: torch.Tensor, first_slot: int, lengths: list[int]
+                          ) -> torch.Tensor:
+        """model.prefill_rows of prompts `ids` (B, padded length) into slots first_slot..,
+        each prompt's logits at its last token, from the graph of its shape (captured on its
+        first call; its warm-up tunes what the prefill's products need)."""
+        batch, padded = ids.shape
+        slots = torch.arange(first_slot, first_slot + batch, device=ids.device)
+        ends = torch.tensor([n - 1 for n in lengths], device=ids.device)
+        graph = self._prefill_graphs.get((batch, padded))
+        if graph is None:
+            self._progress(f"capturing the prefill of {batch} prompt{'s' * (batch > 1)} "
+                           f"padded to {padded} tokens")
+
+            def prefill(ids, slots, ends, model=self.model, cache=self.cache):
+                return model.prefill_rows(ids, cache, slots, ends)
+            graph = capture(prefill, ids.clone(), slots, ends, pool=self._prefill_pool,
+                            restore_state=False)
+            self._prefill_graphs[(batch, padded)] = graph
+        for static, value in zip(graph.inputs, (ids, slots, ends), strict=True):
+            static.copy_(value)
+        # cloned: the next prefill graph, sharing the pool, may write where this one's are
+        return graph.replay().clone()
 
     def _prefill(self, prompts: list[torch.Tensor], lengths: torch.Tensor, sampled: bool
                  ) -> torch.Tensor:
-        """Prompts through the model eagerly (_prefill_logits), their first new tokens
-        chosen and recorded. Returns those tokens (B,)."""
+        """Prompts through the model (_prefill_logits), their first new tokens chosen and
+        recorded. Returns those tokens (B,)."""
         logits = self._prefill_logits(prompts)
         positions = lengths
         chosen = self._sample(logits, positions) if sampled else sampling.greedy(logits)
@@ -586,6 +629,25 @@ def padding_groups(lengths: Sequence[int]) -> list[range]:
             start = end - 1
     groups.append(range(start, len(lengths)))
     return groups
+
+
+def _padded(prompts: list[torch.Tensor], length: int) -> torch.Tensor:
+    """The prompts (1-D) as a (B, length) batch, each padded at its end with token 0."""
+    return torch.stack([torch.nn.functional.pad(p, (0, length - len(p))) for p in prompts])
+
+
+# Prefills of up to this many rows (prompts x padded length) replay a graph captured for
+# their shape, each prompt padded to prefill_length's; longer ones run eagerly, where their
+# GPU work outweighs the host's launches. TinyLlama's time to a first token at 128 tokens
+# went from 34.5 ms eagerly to 2.05 ms replayed, and at 1792 tokens (2048 padded rows) from
+# 34.5 to 18.0 ms untuned (H200, notes/models.md, session 79).
+PREFILL_GRAPH_MAX_ROWS = 2048
+
+
+def prefill_length(longest: int, max_seq: int) -> int:
+    """The length prompts of at most `longest` tokens are padded to for a prefill graph:
+    matmul.m_bucket's (a power of two, or 1.5 times one past 16), at most max_seq."""
+    return min(m_bucket(longest), max_seq)
 
 
 # A band where sequences are split spans at most this ratio of lengths.

@@ -259,8 +259,7 @@ class Llama(nn.Module):
         of different lengths are padded at their ends to T. Causal attention keeps padding
         out of the prompt's own rows; its keys and values land at positions past the prompt,
         which the sequence's decode writes before it reads them."""
-        c, local = self.config, self.local
-        batch, length = _check_ids(input_ids, self.device, c.vocab_size)
+        batch, length = _check_ids(input_ids, self.device, self.config.vocab_size)
         if first_slot < 0 or first_slot + batch > cache.max_batch:
             raise ValueError(f"slots {first_slot}..{first_slot + batch - 1} are outside the "
                              f"cache's {cache.max_batch}")
@@ -271,28 +270,35 @@ class Llama(nn.Module):
                 isinstance(n, int) and 1 <= n <= length for n in lengths)):
             raise ValueError(f"lengths must be {batch} ints in 1..{length} (the prompts' "
                              f"tokens before their padding), got {list(lengths)!r}")
-        slots = slice(first_slot, first_slot + batch)
-        x = F.embedding(input_ids, self.embed).view(batch * length, c.dim)
         device = input_ids.device
+        slots = torch.arange(first_slot, first_slot + batch, device=device)
+        ends = torch.tensor([n - 1 for n in lengths] if lengths is not None
+                            else [length - 1] * batch, device=device)
+        return self.prefill_rows(input_ids, cache, slots, ends)
+
+    @torch.no_grad()
+    def prefill_rows(self, input_ids: torch.Tensor, cache: KVCache, slots: torch.Tensor,
+                     ends: torch.Tensor) -> torch.Tensor:
+        """prefill's work on inputs it does not check, with no host sync (a graph can hold
+        it): prompts (B, T) into cache slots `slots` (B,), the logits (B, vocab) of each
+        prompt's token ends[b]."""
+        c, local = self.config, self.local
+        batch, length = input_ids.shape
+        device = input_ids.device
+        x = F.embedding(input_ids, self.embed).view(batch * length, c.dim)
         # Row r of the flattened prompts: sequence r // T at position r % T.
         positions = torch.arange(length, device=device).repeat(batch)
-        rows_slots = torch.arange(first_slot, first_slot + batch,
-                                  device=device).repeat_interleave(length)
+        rows_slots = slots.repeat_interleave(length)
 
         def attend(q, k_layer, v_layer):  # q (B T, heads, head_dim); k, v already cached
-            keys, values = k_layer[slots, :, :length], v_layer[slots, :, :length]
+            keys, values = (t[:, :, :length].index_select(0, slots) for t in (k_layer, v_layer))
             attn = F.scaled_dot_product_attention(
                 q.view(batch, length, local.n_heads, c.head_dim).transpose(1, 2), keys,
                 values, is_causal=True, enable_gqa=local.n_heads != local.n_kv_heads)
             return attn.transpose(1, 2).reshape(batch * length, local.q_dim)
 
-        x = self._fused_layers(x, cache, positions, rows_slots, attend).view(batch, length,
-                                                                            c.dim)
-        if lengths is None:
-            last = x[:, -1].contiguous()
-        else:
-            ends = torch.tensor(lengths, device=device) - 1
-            last = x[torch.arange(batch, device=device), ends]
+        x = self._fused_layers(x, cache, positions, rows_slots, attend)
+        last = x.view(batch, length, c.dim)[torch.arange(batch, device=device), ends]
         return self._lm_head(last)
 
     def _lm_head(self, x: torch.Tensor) -> torch.Tensor:
