@@ -100,6 +100,7 @@ def test_prefills_replay_graphs_of_their_shape_padded_to_a_bucket(hf, monkeypatc
         assert generator.generate(prompts, 4) == [_hf_greedy(hf, p, 4) for p in prompts]
         assert set(generator._prefill_graphs) == shapes
     assert not eager
+    assert generator.build_seconds["prefill graphs"] > 0   # reported apart from the calls'
 
 
 def test_batch_of_equal_prompts_as_a_tensor_runs_a_smaller_bucket(hf, generator):

@@ -526,12 +526,16 @@ class Generator:
         if graph is None:
             self._progress(f"capturing the prefill of {batch} prompt{'s' * (batch > 1)} "
                            f"padded to {padded} tokens")
+            start = time.perf_counter()
 
             def prefill(ids, slots, ends, model=self.model, cache=self.cache):
                 return model.prefill_rows(ids, cache, slots, ends)
             graph = capture(prefill, ids.clone(), slots, ends, pool=self._prefill_pool,
                             restore_state=False)
             self._prefill_graphs[(batch, padded)] = graph
+            # all prefill graphs' captures (with their warm-ups' tuning) so far
+            self.build_seconds["prefill graphs"] = (self.build_seconds.get("prefill graphs", 0)
+                                                    + time.perf_counter() - start)
         for static, value in zip(graph.inputs, (ids, slots, ends), strict=True):
             static.copy_(value)
         # cloned: the next prefill graph, sharing the pool, may write where this one's are
