@@ -495,16 +495,15 @@ class Generator:
         prefill_length's, or eagerly, padded to the group's longest."""
         logits = []
         for group in padding_groups([len(p) for p in prompts]):
-            lengths = [len(prompts[b]) for b in group]
-            longest = max(lengths)
-            padded = prefill_length(longest, self.max_seq)
-            if self._prefill_in_graphs(len(group) * padded):
-                ids = _padded([prompts[b] for b in group], padded)
-                logits.append(self._prefill_replayed(ids, group.start, lengths))
+            rows = [prompts[b] for b in group]
+            lengths = [len(p) for p in rows]
+            padded = prefill_length(max(lengths), self.max_seq)
+            if self._prefill_in_graphs(len(rows) * padded):
+                logits.append(self._prefill_replayed(_padded(rows, padded), group.start,
+                                                     lengths))
             else:
-                logits.append(self.model.prefill(
-                    _padded([prompts[b] for b in group], longest), self.cache,
-                    first_slot=group.start, lengths=lengths if min(lengths) < longest else None))
+                logits.append(self.model.prefill(_padded(rows, max(lengths)), self.cache,
+                                                 first_slot=group.start, lengths=lengths))
         return torch.cat(logits)
 
     def _prefill_in_graphs(self, rows: int) -> bool:
