@@ -103,6 +103,35 @@ def test_every_candidate_is_correct(dtype, monkeypatch):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_an_untimed_product_runs_cublas_with_its_pass(dtype, monkeypatch):
+    """Untimed (TILEGRAPH_AUTOTUNE=0) a product takes its first candidate: on CUDA, cuBLAS
+    with the element-wise pass, the norm and residual still applied."""
+    monkeypatch.setenv("TILEGRAPH_AUTOTUNE", "0")
+    monkeypatch.setattr(matmul_module._tuner, "_memo", {})
+    monkeypatch.setattr(matmul_module._tuner, "_disk_loaded", True)
+    rows, n, k = 45, 264, 136
+    x = randn(rows, k, dtype=dtype, device="cuda")
+    w = randn(n, k, dtype=dtype, device="cuda", scale=k**-0.5)
+    g = randn(k, dtype=dtype, device="cuda")
+    r = randn(rows, n, dtype=dtype, device="cuda")
+    forward = lambda: tg.linear(x, w, norm_weight=g, residual=r,  # noqa: E731
+                                out=poisoned((rows, n), dtype, "cuda"))
+    assert _offered(monkeypatch, forward)[0] == matmul_module._CUBLAS
+    calls = []
+    cublas_fused = matmul_module.cublas_fused
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs)
+        cublas_fused(*args, **kwargs)
+    monkeypatch.setattr(matmul_module, "cublas_fused", spy)
+    out = forward()
+    assert len(calls) == 1 and calls[0]["residual"] is r
+    d = lambda t: t.double()  # noqa: E731
+    assert_close(out, linear_ref(d(x), d(w), norm_weight=d(g), residual=d(r)), dtype)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("norm", [False, True])
 def test_a_search_compiles_its_candidates_side_by_side_before_it_runs_them(norm, monkeypatch):
     """With timing on, the GEMM tuner's search first compiles every candidate's Triton

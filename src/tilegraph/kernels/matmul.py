@@ -327,6 +327,7 @@ def launch_gemm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, norm_wei
     norm, where there is one, runs first as its own row pass), cuBLAS with an element-wise
     epilogue pass (_cublas_epilogue.py; the norm likewise first) and, for exact fp32,
     three tf32 products over operands split first (_gemm_tf32x3.py; the norm likewise).
+    Untimed on a GPU (TILEGRAPH_AUTOTUNE=0), the product is cuBLAS with its pass.
     """
     if norm_weight is not None and a.dtype == torch.float16:  # x * g may pass 65504: see above
         a, norm_weight = rms_norm_rows(a, norm_weight, eps), None
@@ -385,7 +386,12 @@ def launch_gemm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, norm_wei
     # the operands in turn, from memory as in a model's step (autotune.L2_SPAN_BYTES).
     candidates = _candidates(M, N, K, dtype, tma, sm_count(a.device))
     if not INTERPRET:  # timing the interpreter says nothing; tests force it where they want
-        candidates.append(_CUBLAS)
+        # cuBLAS first: the first candidate is what an untimed product takes
+        # (TILEGRAPH_AUTOTUNE=0). Timed, it won 14 of 16 prefill products at 128-384 rows
+        # (1.24-1.25x behind at the others); the largest tile that fits, the default before,
+        # made TinyLlama's prefill graph 2.6x slower and a bf16 training step 1.7x (H200,
+        # notes/models.md, session 80).
+        candidates.insert(0, _CUBLAS)
         if bias is not None and preact is None:
             candidates.append(_CUBLAS_BIAS_IN_PASS)
     next_operands = RotatedCopies(operands)
