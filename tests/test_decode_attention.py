@@ -353,11 +353,11 @@ def test_only_launches_that_give_the_reference_s_result_are_tried_in_a_step(monk
     order."""
     launch = attention.launch_decode_attention
 
-    def misreading(q, k, v, lengths, scale, out, config):
+    def misreading(q, k, v, lengths, scale, out, config, **how):
         if config.get("MISREAD"):
             config = {key: value for key, value in config.items() if key != "MISREAD"}
             lengths = (lengths - 1).clamp(min=1)
-        launch(q, k, v, lengths, scale, out, config)
+        launch(q, k, v, lengths, scale, out, config, **how)
     monkeypatch.setattr(attention, "launch_decode_attention", misreading)
     candidates = step_candidates(2, 2, 2, 16, 300, 4, attention_config(2, 2, 2, 16, 300, 4))
     wrong = {**candidates[1], "MISREAD": True}

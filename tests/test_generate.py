@@ -232,15 +232,28 @@ def test_a_prefill_that_tunes_leaves_graphs_captured_after_it(hf, monkeypatch, t
 @pytest.mark.gpu
 def test_attention_launch_is_chosen_in_the_decode_step(hf, monkeypatch):
     """With timing on, each batch size's attention launch is timed in the model's own step
-    among the rule and step_candidates' variants (none timed alone first), recorded for its
-    step, and the graphs decode with it as transformers does."""
+    among the rule and step_candidates' variants (none timed alone first, each compiled
+    before any step is captured), recorded for its step, and the graphs decode with it as
+    transformers does."""
     monkeypatch.setenv("TILEGRAPH_AUTOTUNE", "1")
     monkeypatch.setattr(attention.tuned, "_memo", {})
     monkeypatch.setattr(tune.attention_in_step, "_memo", {})
+    # the candidates' kernels are compiled (side by side) before their steps are captured
+    kernel, index = attention._decode_attention_kernel, torch.cuda.current_device()
+    compiled_in_steps = []
+    timed = tune.time_step_candidates
+
+    def counting(*args, **kwargs):
+        before = len(kernel.device_caches[index][0])
+        result = timed(*args, **kwargs)
+        compiled_in_steps.append(len(kernel.device_caches[index][0]) - before)
+        return result
+    monkeypatch.setattr(tune, "time_step_candidates", counting)
     model = Llama.from_hf(hf, device="cuda")
     said = []
     generator = tg.Generator(model, max_batch=2, max_seq=300, sizes=(1, 2),
                              progress=said.append)
+    assert compiled_in_steps and not any(compiled_in_steps)
     assert not any(what.startswith("choosing decode attention's launch") for what in said)
     assert said.index("choosing attention's launch in the batch-2 step") < said.index(
         "capturing the greedy decode graphs, batch 1, 2")

@@ -24,7 +24,13 @@ from .kernels import decode_attention as attention
 from .kernels import decode_plan
 from .kernels._launch import sm_count
 from .kernels._pdl import use_pdl
-from .kernels.autotune import Tuner, copies_spanning_l2, rotating, timing_enabled
+from .kernels.autotune import (
+    Tuner,
+    compile_side_by_side,
+    copies_spanning_l2,
+    rotating,
+    timing_enabled,
+)
 from .kernels.linear import linear_ref
 from .testing import TOLERANCES, randn, rel_error
 
@@ -236,7 +242,9 @@ def right_attention_launches(candidates: list[dict], batch: int, n_heads: int,
     max_seq (the sequences of a batch at lengths apart). A step's logits cannot vouch for a
     launch: one that left out each sequence's newest of 41 positions moved a tiny model's
     logits by 1.7e-2, inside even the step check's tolerance of 2e-2 (notes/models.md,
-    session 72). Those that fail or do not compile here are left out, in order."""
+    session 72). Each is launched as in a decode step (in_step: its first tiles read before
+    the wait), the kernel the step then runs, and all are compiled side by side first.
+    Those that fail or do not compile here are left out, in order."""
     q = randn(batch, n_heads, head_dim, dtype=dtype, device=device)
     # made where they are used: a cache can be a gigabyte
     k, v = (torch.randn(batch, n_kv_heads, max_seq, head_dim, dtype=dtype, device=device)
@@ -248,17 +256,25 @@ def right_attention_launches(candidates: list[dict], batch: int, n_heads: int,
         telling |= {tile + 1, one_run, one_run + 1,
                     2 * config.get("RUN_TILES", 1) * tile + 1}
     apart = torch.arange(batch, device=device) * 37   # each sequence its own length
+    slots = torch.arange(batch, device=device)
     cases = []
     for length in sorted(n for n in telling if n <= max_seq):
         lengths = (length - apart).clamp(1, max_seq)
         cases.append((lengths, attention.decode_attention_ref(q, k, v, lengths)))
+
+    def launch(config, lengths, out, compile_only=False):
+        # the step's newest rows: each sequence's last position
+        attention.launch_decode_attention(q, k, v, lengths, head_dim ** -0.5, out, config,
+                                          in_step=(slots, lengths - 1),
+                                          compile_only=compile_only)
+    compile_side_by_side(lambda config: launch(config, cases[0][0], q, compile_only=True),
+                         candidates)
     right = []
     for config in candidates:
         try:
             for lengths, expected in cases:
                 out = torch.full_like(q, float("nan"))
-                attention.launch_decode_attention(q, k, v, lengths, head_dim ** -0.5, out,
-                                                  config)
+                launch(config, lengths, out)
                 if not rel_error(out, expected) <= TOLERANCES[dtype]:
                     break
             else:

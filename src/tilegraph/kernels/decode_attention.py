@@ -24,6 +24,7 @@ tune.tune_attention where it has been run, else a rule.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -596,9 +597,17 @@ def _launch_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: to
 
 
 def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
-                            config: dict | None = None) -> None:
+                            config: dict | None = None, *,
+                            in_step: tuple[torch.Tensor, torch.Tensor] | None = None,
+                            compile_only: bool = False) -> None:
     """Launch on checked inputs; config: attention_config's keys (when None: the one `tilegraph
-    tune` chose for this shape, else the rule's)."""
+    tune` chose for this shape, else the rule's). in_step, (slots, positions): launch as a
+    decode step does, right after the q|k|v projection wrote row positions[r] of slot
+    slots[r] in both caches (its PDL noted as that projection notes it), so the kernel
+    checked or compiled outside a step is the one the step runs. compile_only: compile the
+    kernel (its warmup()) without launching or noting it."""
+    if in_step is not None:
+        launched(q.device, True, (k_cache, v_cache), ((k_cache, v_cache), *in_step))
     batch, n_heads, head_dim = q.shape
     _, n_kv_heads, max_seq, _ = k_cache.shape
     group = n_heads // n_kv_heads
@@ -637,7 +646,10 @@ def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
     n_written = written_positions.numel() if config["PRELOAD"] and rows else 0
     line_elements = 128 // q.element_size()  # an L2 line, for the prefetch under PDL
     row_lines = triton.next_power_of_2(triton.cdiv(head_dim, line_elements))
-    _decode_attention_kernel[(units, config["SPLITS"])](
+    grid = (units, config["SPLITS"])
+    kernel = (functools.partial(_decode_attention_kernel.warmup, grid=grid) if compile_only
+              else _decode_attention_kernel[grid])
+    kernel(
         out, out.stride(0), out.stride(1), q, q.stride(0), q.stride(1),
         k_cache, v_cache, k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         lengths, partials, counters, written_slots, written_positions,
@@ -650,7 +662,11 @@ def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
         UPCAST_DOT=INTERPRET and q.dtype == torch.bfloat16,
         LINE_ELEMENTS=line_elements, ROW_LINES=row_lines, PRELOAD_T=preload_positions, **config,
         **({"launch_pdl": True} if pdl else {}))
-    launched(q.device, pdl, (out, partials, counters))
+    if compile_only:
+        if in_step is not None:   # no q|k|v projection ran: nothing is in flight
+            launched(q.device, False, ())
+    else:
+        launched(q.device, pdl, (out, partials, counters))
 
 
 _run_decode_attention = custom_op("decode_attention", _launch_decode_attention)
