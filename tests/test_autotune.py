@@ -109,14 +109,17 @@ def test_graph_timing_gives_kernels_their_per_stream_scratch():
 
 
 def test_search_times_only_contenders_again(monkeypatch):
-    """One round for every candidate, two more only for those within CONTENDER_MARGIN of the
-    fastest; the lowest median of three wins, even over a faster first round."""
+    """One short round for every candidate, two longer ones only for those within
+    CONTENDER_MARGIN of the fastest; the lowest median of three wins, even over a faster
+    first round."""
     rounds = {"a": [1.0, 1.3, 1.3], "b": [1.2, 1.0, 1.0], "slow": [2.0], "edge": [1.25, 1.3, 1.3]}
     timed = {name: 0 for name in rounds}
+    lengths = []
 
-    def fake_time(run, config, rep_ms):
+    def fake_time(run, config, rep_ms, replays=10):
         name = config["name"]
         timed[name] += 1
+        lengths.append((rep_ms, replays))
         return rounds[name][timed[name] - 1]
 
     monkeypatch.setattr(Tuner, "_compiles", staticmethod(lambda run, config: True))
@@ -125,6 +128,8 @@ def test_search_times_only_contenders_again(monkeypatch):
     tuner = Tuner("search", configs)
     assert tuner._search(("k",), lambda config: None, configs) == {"name": "b"}
     assert timed == {"a": 3, "b": 3, "slow": 1, "edge": 3}
+    first = (autotune.FIRST_ROUND_MS, autotune.FIRST_ROUND_REPLAYS)
+    assert lengths == [first] * 4 + [(10, 10)] * 6
     assert dict((c["name"], ms) for c, ms in tuner.timings[repr(("k",))]) == {
         "a": 1.3, "b": 1.0, "slow": 2.0, "edge": 1.3}
 

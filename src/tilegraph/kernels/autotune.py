@@ -39,6 +39,9 @@ L2_SPAN_BYTES = 150 * 2**20
 # Candidates more than this factor slower than the fastest in the first round of timing are
 # not timed again (run-to-run spread of one round: a few percent).
 CONTENDER_MARGIN = 1.25
+# The first round only sorts out those: about 5 ms of calls a graph, the median of 3 replays
+# (the later rounds' 10 and 10 took most of a first prefill's search, session 80).
+FIRST_ROUND_MS, FIRST_ROUND_REPLAYS = 5, 3
 # Threads that compile a search's candidates side by side (compile_side_by_side), at most.
 # 42 GEMM kernels compiled in 22.3 s one after another, 5.2 s in 8 threads and 4.4 s in 16
 # (Triton 3.6, H200 machine of 16 cores; research/probe_parallel_compile.py, session 78).
@@ -209,9 +212,9 @@ class Tuner:
         usable = [c for c in candidates if self._compiles(run, c)]
         if not usable:
             raise RuntimeError(f"{self.kernel}: no candidate config runs on this GPU")
-        first = [self._time(run, c, rep_ms=10) for c in usable]
+        first = [self._time(run, c, FIRST_ROUND_MS, FIRST_ROUND_REPLAYS) for c in usable]
         contenders = [i for i, t in enumerate(first) if t <= CONTENDER_MARGIN * min(first)]
-        later = [[self._time(run, usable[i], rep_ms=10) for i in contenders] for _ in range(2)]
+        later = [[self._time(run, usable[i], 10) for i in contenders] for _ in range(2)]
         medians = list(first)
         for i, times in zip(contenders, zip(*later, strict=True), strict=True):
             medians[i] = statistics.median((first[i], *times))
@@ -236,13 +239,14 @@ class Tuner:
             torch.cuda.synchronize()
 
     @staticmethod
-    def _time(run: Callable[[Config], None], config: Config, rep_ms: float) -> float:
+    def _time(run: Callable[[Config], None], config: Config, rep_ms: float,
+              replays: int = 10) -> float:
         """Median ms of one call, replayed from a CUDA graph: the GPU's time, which is what a
         captured step pays. Eager timing would also charge the host's launch cost, and so
         favour one big kernel over a cuBLAS call plus an element-wise pass even where the
         pair finishes first on the GPU."""
         try:
-            return _graph_replay_ms(lambda: run(config), rep_ms)
+            return _graph_replay_ms(lambda: run(config), rep_ms, replays)
         finally:
             torch.cuda.synchronize()
 
