@@ -242,8 +242,9 @@ def right_attention_launches(candidates: list[dict], batch: int, n_heads: int,
     max_seq (the sequences of a batch at lengths apart). A step's logits cannot vouch for a
     launch: one that left out each sequence's newest of 41 positions moved a tiny model's
     logits by 1.7e-2, inside even the step check's tolerance of 2e-2 (notes/models.md,
-    session 72). Each is launched as in a decode step (in_step: its first tiles read before
-    the wait), the kernel the step then runs, and all are compiled side by side first.
+    session 72). Each is launched as in a decode step (in_step: where it preloads, its first
+    tiles read before the wait), the kernel the step then runs, and all are compiled side by
+    side first.
     Those that fail or do not compile here are left out, in order."""
     q = randn(batch, n_heads, head_dim, dtype=dtype, device=device)
     # made where they are used: a cache can be a gigabyte
@@ -267,7 +268,8 @@ def right_attention_launches(candidates: list[dict], batch: int, n_heads: int,
         attention.launch_decode_attention(q, k, v, lengths, head_dim ** -0.5, out, config,
                                           in_step=(slots, lengths - 1),
                                           compile_only=compile_only)
-    compile_side_by_side(lambda config: launch(config, cases[0][0], q, compile_only=True),
+    scratch = torch.empty_like(q)
+    compile_side_by_side(lambda config: launch(config, cases[0][0], scratch, compile_only=True),
                          candidates)
     right = []
     for config in candidates:
