@@ -6,6 +6,8 @@
                                       split puts the weight on the mma's left, W_LHS;
                                       --dtype fp16 for fp16 pointers)
     ... --attention [KEY=N,...]      (the attention kernel; a launch: preload=2,stages=2,warps=8)
+    ... --attention preload=2,stages=2,warps=8,run_tiles=2,longest=384 --wait
+                                     (its instructions before and after griddepcontrol.wait)
     ... --layer                      (the one-kernel decode layer)
 
 Needs cuobjdump on PATH (triton/backends/nvidia/bin). Integer arguments and pointers are
@@ -37,7 +39,7 @@ DTYPE = "bf16"  # --dtype
 FP32_SCALARS = {"eps", "qk_scale"}
 
 
-def resources(kernel, constants: dict, num_warps: int, num_stages: int) -> str:
+def compiled_for_sm90(kernel, constants: dict, num_warps: int, num_stages: int):
     if "rotary" in kernel.arg_names:  # the projections' rotary tuple: none here
         constants = {"rotary": (), **constants}
     signature = {}
@@ -50,9 +52,25 @@ def resources(kernel, constants: dict, num_warps: int, num_stages: int) -> str:
             signature[name] = "fp32" if name in FP32_SCALARS else "i32"
     aligned = {(i,): [["tt.divisibility", 16]] for i, name in enumerate(kernel.arg_names)
                if name not in constants and name not in FP32_SCALARS | {"M"}}
-    compiled = triton.compile(ASTSource(kernel, signature, constants, aligned),
-                              target=GPUTarget("cuda", 90, 32),
-                              options={"num_warps": num_warps, "num_stages": num_stages})
+    return triton.compile(ASTSource(kernel, signature, constants, aligned),
+                          target=GPUTarget("cuda", 90, 32),
+                          options={"num_warps": num_warps, "num_stages": num_stages})
+
+
+def around_the_wait(ptx: str) -> str:
+    """How many of the PTX's shared-memory, global-load, barrier and mma instructions come
+    before and after griddepcontrol.wait: what a kernel does while the one before runs."""
+    lines = ptx.splitlines()
+    wait = next(i for i, line in enumerate(lines) if "griddepcontrol.wait" in line)
+    counts = []
+    for op in ("st.shared", "ld.shared", "ldmatrix", "bar.sync", "ld.global", "mma.sync"):
+        before = sum(op in line for line in lines[:wait])
+        counts.append(f"{op} {before}/{sum(op in line for line in lines[wait:])}")
+    return "before/after the wait: " + ", ".join(counts)
+
+
+def resources(kernel, constants: dict, num_warps: int, num_stages: int) -> str:
+    compiled = compiled_for_sm90(kernel, constants, num_warps, num_stages)
     with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
         cubin.write(compiled.asm["cubin"])
         cubin.flush()
@@ -95,9 +113,10 @@ def dot_usage(n: int, k: int, config: dict) -> None:
 
 
 def attention_usage(batch: int, heads: int, kv_heads: int, head_dim: int, max_seq: int,
-                    **variant) -> None:
+                    wait: bool = False, **variant) -> None:
     """The attention kernel at that shape (bf16, under PDL); `variant`: attention_config's
-    keywords."""
+    keywords; `wait`: instead of registers, its instructions around the wait with the
+    q|k|v projection's new rows in flight (one a sequence)."""
     config = attention_config(batch, kv_heads, heads // kv_heads, head_dim, max_seq, 132,
                               **variant)
     launch = {key: v for key, v in config.items() if key.isupper() and key != "PRELOAD_TILES"}
@@ -106,11 +125,17 @@ def attention_usage(batch: int, heads: int, kv_heads: int, head_dim: int, max_se
     group = heads // kv_heads
     launch.update(N_KV_HEADS=kv_heads, GROUP=group,
                   GROUP_BLOCK=triton.cdiv(group, config["HEAD_BLOCKS"]), HEAD_DIM=head_dim,
-                  PDL=True, LENGTHS_FINAL=True, N_WRITTEN=0, BLOCK_WRITTEN=1,
+                  PDL=True, LENGTHS_FINAL=True, N_WRITTEN=batch if wait else 0,
+                  BLOCK_WRITTEN=triton.next_power_of_2(batch) if wait else 1,
                   DOT_PRECISION="tf32", UPCAST_DOT=False, LINE_ELEMENTS=64,
                   ROW_LINES=triton.next_power_of_2(triton.cdiv(head_dim, 64)))
-    usage = resources(_decode_attention_kernel, launch, config["num_warps"],
-                      config["num_stages"])
+    if wait:
+        usage = around_the_wait(compiled_for_sm90(_decode_attention_kernel, launch,
+                                                  config["num_warps"],
+                                                  config["num_stages"]).asm["ptx"])
+    else:
+        usage = resources(_decode_attention_kernel, launch, config["num_warps"],
+                          config["num_stages"])
     print(f"attention b{batch} {heads}/{kv_heads} heads of {head_dim}, {max_seq} positions"
           f"{' ' + str(variant) if variant else ''}: {usage}", flush=True)
 
@@ -134,6 +159,9 @@ def main() -> None:
                         help="only the attention kernel, at Qwen2-0.5B's and TinyLlama's shapes; "
                              "with attention_config's keywords, that launch (e.g. "
                              "preload=2,stages=2,warps=8)")
+    parser.add_argument("--wait", action="store_true",
+                        help="with --attention: its shared-memory, load, barrier and mma "
+                             "instructions before and after griddepcontrol.wait (session 81)")
     parser.add_argument("--layer", action="store_true",
                         help="only the one-kernel decode layer, bf16 d = 1024 and 2048")
     parser.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16",
@@ -148,8 +176,8 @@ def main() -> None:
     if args.attention is not None:
         variant = {key: int(value) for key, value in
                    (item.split("=") for item in args.attention.split(",") if item)}
-        attention_usage(1, 14, 2, 64, 2048, **variant)
-        attention_usage(1, 32, 4, 64, 2048, **variant)
+        attention_usage(1, 14, 2, 64, 2048, args.wait, **variant)
+        attention_usage(1, 32, 4, 64, 2048, args.wait, **variant)
         return
     if args.dot:
         for item in args.dot:

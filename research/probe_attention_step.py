@@ -13,6 +13,8 @@ with fewer or more warps, loads in flight and tile lengths.
                                                               # of two tiles past one run
     ... --context 160,320,1024,1800,2048 --sweep --blocks   # session 75: the runs of two
         # tiles with the q heads in more or fewer blocks, runs of one tile capped
+    ... --context 160,320,1024 --sweep --new-rows   # session 81: the projection's new rows
+        # read apart (needs research/attention_new_rows_apart.diff: slower everywhere)
 
 Each variant is recorded in tg.decode_attention's tuned store for the step's shape (as the
 Generator's tuning would), the step is captured again and 300 replays timed; the rule's
@@ -57,6 +59,9 @@ def main() -> None:
                              "tiles with q heads in 1-8 blocks a kv head (at most the group), "
                              "and runs of "
                              "one tile capped, each built by attention_config")
+    parser.add_argument("--new-rows", action="store_true",
+                        help="with --sweep, session 81's: the projection's new rows read apart "
+                             "after the wait, the preloaded tiles untouched")
     parser.add_argument("--sweep", action="store_true",
                         help="session 71: one tile or two tiles' positions preloaded, over 4 "
                              "or 8 warps, each captured once and timed at every --context")
@@ -139,9 +144,18 @@ def main() -> None:
     blocks += [("preload, runs of 1 tile, longest 384",
                 runs_of(min(rule["SPLITS"], -(-384 // rule["BLOCK_T"])), 1, one_tile[1])),
                ("rule", {})]
+    # session 81: the rows the q|k|v projection writes read apart after the wait (1), the
+    # preloaded tiles left as they were loaded; (2) the same with the values read transposed.
+    # Needs research/attention_new_rows_apart.diff applied (slower everywhere, session 81).
+    new_rows = [(f"{name}, new rows {n}", {**changes, "NEW_ROWS": n})
+                for name, changes in (("runs of 2 tiles, longest 384",
+                                       built(**two_runs, longest=384)),
+                                      ("preload 2 tiles", two_tiles[1]), one_tile)
+                for n in (0, 1, 2)] + [("rule", {})]
     if args.sweep:
         print(f"{args.model} b{args.batch} rule {rule}; ms a step at contexts {contexts}")
-        chosen = blocks if args.blocks else lanes if args.lanes else runs if args.runs else None
+        chosen = (blocks if args.blocks else lanes if args.lanes else runs if args.runs
+                  else new_rows if args.new_rows else None)
         for name, changes in chosen or [
                 ("rule", {}), one_tile, two_tiles,
                 ("preload 4 tiles, 2 stages, 8 warps",

@@ -263,6 +263,7 @@ def test_step_candidates_start_with_the_chosen_launch(shape):
         tile = attention.default_tile(shape[3])
         two = attention_config(*shape, 132, preload=2, stages=2, warps=8)
         two_a_run = attention_config(*shape, 132, preload=2, stages=2, warps=8, run_tiles=2)
+        one_a_run = attention_config(*shape, 132, preload=True, stages=2, one_run_tiles=1)
         blocks = [attention_config(*shape, 132, preload=2, stages=2, warps=8, run_tiles=2,
                                    head_blocks=n)
                   for n in (rule["HEAD_BLOCKS"] // 2, 2 * rule["HEAD_BLOCKS"])
@@ -270,9 +271,10 @@ def test_step_candidates_start_with_the_chosen_launch(shape):
         assert blocks and all(c["HEAD_BLOCKS"] != rule["HEAD_BLOCKS"] for c in blocks)
         assert candidates[0] == chosen
         assert len({repr(c) for c in candidates}) == len(candidates)
-        assert len(candidates) == 6 + len(blocks) + (chosen != rule) - (chosen == preloaded)
+        assert len(candidates) == 7 + len(blocks) + (chosen != rule) - (chosen == preloaded)
         assert rule in candidates and preloaded in candidates and two in candidates
         assert two_a_run in candidates and all(c in candidates for c in blocks)
+        assert one_a_run in candidates and one_a_run["ONE_RUN_TILES"] == 1
         assert (two["PRELOAD"], two["PRELOAD_TILES"], two["num_warps"]) == (True, 2, 8)
         assert (two_a_run["ONE_RUN_TILES"], two_a_run["RUN_TILES"]) == (2, 2)
         assert "RUN_TILES" not in two   # the other launches keep their keys
@@ -284,9 +286,9 @@ def test_step_candidates_start_with_the_chosen_launch(shape):
 
 
 def test_runs_of_two_tiles_are_no_more_than_the_longest_sequence_takes(device):
-    """With runs of at least two tiles a launch has only as many runs as a sequence of
-    `longest` positions takes: an idle run's program would hold an SM the next kernel's
-    programs could load their weights on. Those launches equal the reference."""
+    """With runs of at least two tiles, or of one, a launch has only as many runs as a
+    sequence of `longest` positions takes: an idle run's program would hold an SM the next
+    kernel's programs could load their weights on. Those launches equal the reference."""
     shape = (1, 4, 8, 64, 2048, 132)   # TinyLlama's, 16 runs a pair by the rule
     assert attention_config(*shape)["SPLITS"] == 16
     for longest, runs in ((384, 2), (256, 1), (1800, 8), (2048, 8), (None, 8)):
@@ -295,15 +297,24 @@ def test_runs_of_two_tiles_are_no_more_than_the_longest_sequence_takes(device):
         assert (config["SPLITS"], config["RUN_TILES"], config["ONE_RUN_TILES"]) == (runs, 2, 2)
         assert config["MERGE_RUNS"] <= config["BLOCK_SPLITS"] == triton.next_power_of_2(runs)
         assert config in step_candidates(*shape, attention_config(*shape), longest=longest)
+    for longest, runs in ((384, 3), (256, 2), (None, 16)):   # runs of one tile
+        config = attention_config(*shape, preload=True, stages=2, one_run_tiles=1,
+                                  longest=longest)
+        assert (config["SPLITS"], config["ONE_RUN_TILES"]) == (runs, 1)
+        assert "RUN_TILES" not in config
+        assert config in step_candidates(*shape, attention_config(*shape), longest=longest)
     q, k, v = _case(2, 8, 2, 16, 150, torch.bfloat16, device)
-    config = attention_config(2, 2, 4, 16, 150, 132, tile=16, stages=2, preload=2,
-                              run_tiles=2, longest=70)
-    assert config["SPLITS"] == 3   # 70 positions: 5 tiles in runs of 2, 2 and 1
     lengths = torch.tensor([70, 33], device=device)
-    out = poisoned(q.shape, q.dtype, q.device)
-    launch_decode_attention(q, k, v, lengths, 16 ** -0.5, out, config)
     ref = decode_attention_ref(q.double(), k.double(), v.double(), lengths)
-    assert_close(out, ref, q.dtype, what=f"config {config}")
+    for config, splits in (   # 70 positions: 5 tiles in runs of 2, 2 and 1; of one tile
+            (attention_config(2, 2, 4, 16, 150, 132, tile=16, stages=2, preload=2,
+                              run_tiles=2, longest=70), 3),
+            (attention_config(2, 2, 4, 16, 150, 132, tile=16, stages=2, preload=True,
+                              one_run_tiles=1, longest=70), 5)):
+        assert config["SPLITS"] == splits
+        out = poisoned(q.shape, q.dtype, q.device)
+        launch_decode_attention(q, k, v, lengths, 16 ** -0.5, out, config)
+        assert_close(out, ref, q.dtype, what=f"config {config}")
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

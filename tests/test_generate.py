@@ -120,15 +120,19 @@ def test_end_of_sequence_stops_each_row(hf, generator, eos_at):
 
 
 def test_context_bands_split_where_attention_splits_sequences():
-    # one run of three 128-tiles, then bands of at most four times the lengths
-    assert generate.context_bands(2048, 64) == (384, 1536, 2048)
-    assert generate.context_bands(2048, 128) == (192, 768, 2048)  # of three 64-tiles
-    assert generate.context_bands(8192, 64) == (384, 1536, 6144, 8192)
-    assert generate.context_bands(1536, 64) == (384, 1536)
+    # two 128-tiles read before the wait, one run of three, then bands of at most four
+    # times the lengths
+    assert generate.context_bands(2048, 64) == (256, 384, 1536, 2048)
+    assert generate.context_bands(2048, 128) == (128, 192, 768, 2048)  # of 64-tiles
+    assert generate.context_bands(8192, 64) == (256, 384, 1536, 6144, 8192)
+    assert generate.context_bands(1536, 64) == (256, 384, 1536)
     # no last band of under a quarter more lengths than the one before it
-    assert generate.context_bands(1900, 64) == (384, 1900)
-    assert generate.context_bands(1920, 64) == (384, 1536, 1920)
-    assert generate.context_bands(384, 64) == (384,) and generate.context_bands(48, 16) == (48,)
+    assert generate.context_bands(1900, 64) == (256, 384, 1900)
+    assert generate.context_bands(1920, 64) == (256, 384, 1536, 1920)
+    assert generate.context_bands(400, 64) == (256, 400)
+    assert generate.context_bands(384, 64) == (256, 384)
+    assert generate.context_bands(300, 64) == (256, 300)
+    assert generate.context_bands(200, 64) == (200,) and generate.context_bands(48, 16) == (48,)
 
 
 def test_steps_cross_three_bands(hf, monkeypatch):
@@ -251,15 +255,17 @@ def test_attention_launch_is_chosen_in_the_decode_step(hf, monkeypatch):
     monkeypatch.setattr(tune, "time_step_candidates", counting)
     model = Llama.from_hf(hf, device="cuda")
     said = []
-    generator = tg.Generator(model, max_batch=2, max_seq=300, sizes=(1, 2),
+    # one context band: a cache shorter than attention reads before its wait
+    generator = tg.Generator(model, max_batch=2, max_seq=250, sizes=(1, 2),
                              progress=said.append)
+    assert generator.bands == (250,)
     assert compiled_in_steps and not any(compiled_in_steps)
     assert not any(what.startswith("choosing decode attention's launch") for what in said)
     assert said.index("choosing attention's launch in the batch-2 step") < said.index(
         "capturing the greedy decode graphs, batch 1, 2")
     c = model.local
     for size in (1, 2):
-        shape = (size, c.n_kv_heads, c.n_heads // c.n_kv_heads, c.head_dim, 300)
+        shape = (size, c.n_kv_heads, c.n_heads // c.n_kv_heads, c.head_dim, 250)
         key = attention.attention_key(*shape, model.dtype)
         chosen = tune.attention_in_step.lookup((*key, c.dim, c.ffn_dim, c.n_layers,
                                                 c.vocab_size))

@@ -37,7 +37,7 @@ from .dist.watchdog import Watchdog
 from .errors import CollectiveError
 from .graph import Graph, GraphRunner, capture
 from .kernels.autotune import searches_run, timing_enabled
-from .kernels.decode_attention import one_run_length
+from .kernels.decode_attention import one_run_length, preloaded_length
 from .kernels.greedy import greedy_step
 from .kernels.matmul import m_bucket
 from .models.llama import KVCache, Llama
@@ -659,14 +659,17 @@ BAND_RATIO = 4
 
 def context_bands(max_seq: int, head_dim: int) -> tuple[int, ...]:
     """The longest length of each context band the decode graphs are captured for: up to
-    attention's one-run length, where a sequence is read by one program, then bands of at
-    most BAND_RATIO times the lengths, where it is split over the SMs. One launch for both
-    loses in one of them: a TinyLlama batch-1 step with a run's first two tiles read before
-    the wait was 4.1-5.2% faster at 160-384 positions and 6.1% slower at 768 than with one
-    (session 71). Nor does one split launch suit 385-2048 positions: with twice the blocks
-    of q heads TinyLlama's step was 2.9% slower at 1024 and 1.2-1.9% faster at 1800-2048
-    (H200, notes/models.md, session 75)."""
-    bands = [min(one_run_length(head_dim), max_seq)]
+    what attention reads before its wait in one run, then up to its one-run length, where a
+    sequence is read by one program, then bands of at most BAND_RATIO times the lengths,
+    where it is split over the SMs. One launch for both of the last two loses in one of
+    them: a TinyLlama batch-1 step with a run's first two tiles read before the wait was
+    4.1-5.2% faster at 160-384 positions and 6.1% slower at 768 than with one (session 71).
+    Nor does one split launch suit 385-2048 positions: with twice the blocks of q heads
+    TinyLlama's step was 2.9% slower at 1024 and 1.2-1.9% faster at 1800-2048 (session 75).
+    And past what is read before the wait, Qwen2-0.5B's step was 3% faster with runs of one
+    tile than with the launch that is fastest below it (H200, notes/models.md, session 81)."""
+    one_run = min(one_run_length(head_dim), max_seq)
+    bands = sorted({min(preloaded_length(head_dim), one_run), one_run})
     while bands[-1] < max_seq:
         bands.append(min(BAND_RATIO * bands[-1], max_seq))
     if len(bands) > 2 and 4 * max_seq < 5 * bands[-2]:

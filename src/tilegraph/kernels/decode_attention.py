@@ -60,6 +60,9 @@ MERGE_CHUNKS = 1
 # 128-384 positions (1-3 tiles) one run made a step 4% faster; runs of 4 tiles where the
 # sequence had 8-16 made attention 1.1-1.5x slower (notes/models.md, session 29).
 ONE_RUN_TILES = 3
+# The most tiles a step candidate reads before the wait, as one tile over 8 warps (4 warps
+# spill it): more were slower (notes/models.md, session 73).
+PRELOADED_TILES = 2
 # Where each run takes at least DEEP_RUN_TILES default tiles of a full cache, the rule keeps
 # 4 tiles' loads in flight instead of 3; from DOUBLE_RUN_TILES on, tiles of twice the
 # positions 3 deep. Over 167 points (batch 1-16, 128-8192 positions, 12 layouts) this took
@@ -361,6 +364,7 @@ def attention_config(batch: int, n_kv_heads: int, group: int, head_dim: int, max
                      programs_per_sm: int = 1, query_rows: int = 16,
                      preload: int = 0, merge_chunks: int = MERGE_CHUNKS,
                      head_blocks: int | None = None, warps: int = 4, run_tiles: int = 1,
+                     one_run_tiles: int | None = None,
                      longest: int | None = None, element_size: int = 2,
                      shared_memory: int | None = None) -> dict:
     """Launch shape: the group's q heads padded to a tensor-core tile of at least `query_rows` rows
@@ -379,8 +383,10 @@ def attention_config(batch: int, n_kv_heads: int, group: int, head_dim: int, max
     each pair's q heads in that many blocks (at most the group), a program (and a merge) each,
     which read the same keys and values; by default head_blocks_rule's; `warps` a program;
     `run_tiles`: a sequence of more tiles is cut into runs of at least that many (at most that
-    many, one run), so that a preload of as many tiles reads a whole run before the wait; then
-    no more runs than a sequence of `longest` positions (default max_seq) takes: an idle run's
+    many, one run), so that a preload of as many tiles reads a whole run before the wait;
+    `one_run_tiles`: a sequence of more tiles than that is split (default ONE_RUN_TILES, or
+    run_tiles where given); with either, no more runs than a sequence of `longest` positions
+    (default max_seq) takes: an idle run's
     program still holds its SM's registers while the kernel before runs, where the next
     kernel's programs would load their weights (session 74: with 16 runs a pair, of which a
     sequence of 384 positions used 2, TinyLlama's step lost what 2 runs won). The
@@ -397,13 +403,14 @@ def attention_config(batch: int, n_kv_heads: int, group: int, head_dim: int, max
         shape = (*shape[:6], tile, *shape[7:])
     stages = stages or 3
     head_blocks, splits, group_p2, merge_runs = _grid(*shape, head_blocks)
-    if run_tiles > 1:
+    if run_tiles > 1 or one_run_tiles is not None:
         splits = min(splits, triton.cdiv(triton.cdiv(longest or max_seq, shape[6]), run_tiles))
     block_d = _block_d(head_dim)
     block_splits = triton.next_power_of_2(splits)
     # RUN_TILES only where it is more than one: the other launches keep their keys
-    runs = {"ONE_RUN_TILES": run_tiles, "RUN_TILES": run_tiles} if run_tiles > 1 else {
-        "ONE_RUN_TILES": ONE_RUN_TILES}
+    one_run = one_run_tiles or (run_tiles if run_tiles > 1 else ONE_RUN_TILES)
+    runs = {"ONE_RUN_TILES": one_run, "RUN_TILES": run_tiles} if run_tiles > 1 else {
+        "ONE_RUN_TILES": one_run}
     return {"SPLITS": splits, **runs,
             "BLOCK_G": max(query_rows, group_p2), "GROUP_P2": group_p2, "BLOCK_T": shape[6],
             "BLOCK_D": block_d, "BLOCK_SPLITS": block_splits,
@@ -481,6 +488,14 @@ def default_tile(head_dim: int) -> int:
     return 128 if triton.next_power_of_2(head_dim) <= 64 else 64
 
 
+def preloaded_length(head_dim: int) -> int:
+    """Positions a step's widest preload reads before the wait: two default tiles as one. Up
+    to here a sequence can be one run read whole before the wait; past it, a launch either
+    reads a tile after the wait or splits the sequence into runs and merges them, and which
+    costs less depends on the model (notes/models.md, session 81)."""
+    return PRELOADED_TILES * default_tile(head_dim)
+
+
 def one_run_length(head_dim: int) -> int:
     """Positions the rule reads in one program, unsplit (ONE_RUN_TILES default tiles). Up to
     here every run is a whole sequence; past it sequences are split over the SMs: the two
@@ -550,7 +565,10 @@ def step_candidates(batch: int, n_kv_heads: int, group: int, head_dim: int, max_
     twice the rule's blocks (at most the group): at 1800-2048 positions TinyLlama b1 1.2-1.9%
     faster with 4 blocks than with 2 (but 2.9% slower at 1024), Llama-3.2-1B 1.9-2.0% with 2
     than with 1; TinyLlama b8 and Qwen2-0.5B slower either way (H200, notes/models.md,
-    session 75)."""
+    session 75). And runs of one tile from two tiles on, each read before the wait, as many as
+    the `longest` sequence takes: Qwen2-0.5B b1 at 320 positions 3% faster than runs of two
+    tiles, slower where a sequence fits two tiles (H200, notes/models.md, sessions 75 and 81;
+    generate.context_bands gives those lengths a band of their own)."""
     shape = (batch, n_kv_heads, group, head_dim, max_seq, sms)
     runs_of_two = {"preload": 2, "stages": 2, "warps": 8, "run_tiles": 2, "longest": longest}
     blocks = attention_config(*shape, **device)["HEAD_BLOCKS"]
@@ -558,6 +576,7 @@ def step_candidates(batch: int, n_kv_heads: int, group: int, head_dim: int, max_
     for variant in ({}, {"tile": 2 * default_tile(head_dim), "stages": 2},
                     {"query_rows": 64}, {"preload": True, "stages": 2},
                     {"preload": 2, "stages": 2, "warps": 8}, runs_of_two,
+                    {"preload": True, "stages": 2, "one_run_tiles": 1, "longest": longest},
                     *({**runs_of_two, "head_blocks": n} for n in (blocks // 2, 2 * blocks)
                       if 1 <= n <= group)):
         config = attention_config(*shape, **variant, **device)
@@ -573,8 +592,8 @@ def step_candidates(batch: int, n_kv_heads: int, group: int, head_dim: int, max_
 # session 59. 7: deeper pipelines in the rule, the default tile 3 deep timed; session 60. 8: a
 # run's first two tiles' positions preloaded over 8 warps in the step; session 70. 9: the same
 # in runs of at least two tiles; session 74. 10: those runs in half and twice the rule's
-# blocks of q heads; session 75).
-CANDIDATES_VERSION = 10
+# blocks of q heads; session 75. 11: runs of one tile, each preloaded; session 81).
+CANDIDATES_VERSION = 11
 
 
 def device_facts(dtype: torch.dtype, device: torch.device) -> dict:
