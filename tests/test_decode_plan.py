@@ -453,6 +453,28 @@ def test_split_k_captured_without_a_workspace_runs_unsplit():
     assert_close(out, ref, torch.bfloat16)
 
 
+@pytest.mark.gpu
+def test_compiling_only_compiles_a_projection_without_running_it():
+    """Under compiling_only() a one-row GEMV launch compiles its kernel and writes nothing;
+    after it the same launch runs on that kernel, compiling nothing, and is right."""
+    from tilegraph.kernels import _matvec
+    from tilegraph.kernels._launch import compiling_only
+
+    x, w, b, g, r, ref = _parts(1, 300, 1000, torch.bfloat16, "cuda")
+    config = {**gemv_config(300, 1000), "BLOCK_N": 2}   # rows a program no other test takes
+    chosen = decode_plan.Plan("gemv", config)
+    cache = _matvec._gemv_kernel.device_caches[torch.cuda.current_device()][0]
+    out = poisoned((1, 300), torch.bfloat16, "cuda")
+    with compiling_only():
+        decode_plan.launch(chosen, x, w, out, g, 1e-6, b, "gelu", r, False)
+    torch.cuda.synchronize()
+    assert out.isnan().all()
+    compiled = len(cache)
+    decode_plan.launch(chosen, x, w, out, g, 1e-6, b, "gelu", r, False)
+    assert len(cache) == compiled   # the launch found the kernel compiled
+    assert_close(out, ref, torch.bfloat16)
+
+
 def test_cublas_plan_runs_plain_projections_and_fused_calls_keep_a_kernel(device):
     """Where tuning found cuBLAS faster, plain projections go to it (bias and residual added
     after), and calls with a norm or an activation run the fastest Triton plan instead."""

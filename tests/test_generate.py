@@ -5,7 +5,7 @@ import torch
 
 import tilegraph as tg
 from tilegraph import generate, sampling, tune
-from tilegraph.kernels import autotune, decode_plan, matmul
+from tilegraph.kernels import _matvec, autotune, decode_plan, matmul
 from tilegraph.kernels import decode_attention as attention
 from tilegraph.kernels._launch import sm_count
 from tilegraph.models import Llama
@@ -364,6 +364,34 @@ def test_release_points_are_chosen_in_the_batch_1_step(hf, monkeypatch):
             logits.append(graph.replay().clone())
         steps.append(torch.stack(logits))
     assert torch.isfinite(steps[0]).all() and torch.equal(steps[0], steps[1])
+
+
+@pytest.mark.gpu
+def test_projection_variants_compile_before_their_steps_are_captured(hf, monkeypatch):
+    """The batch-1 step's projection variants (rows a program, release points) are compiled
+    side by side before the steps timing them are captured: no one-row kernel compiles in
+    those captures."""
+    monkeypatch.setenv("TILEGRAPH_AUTOTUNE", "1")
+    for store in (tune.gemv_rows_in_step, tune.release_in_step):
+        monkeypatch.setattr(store, "_memo", {})
+    kernels = (_matvec._gemv_kernel, _matvec._gemv_rows_kernel, _matvec._matvec_kernel)
+    index = torch.cuda.current_device()
+
+    def compiled() -> int:
+        return sum(len(kernel.device_caches[index][0]) for kernel in kernels)
+    said, compiled_in_captures = [], []
+    captured = generate.capture
+
+    def counting(*args, **kwargs):
+        before = compiled()
+        graph = captured(*args, **kwargs)
+        if "choosing the batch-1 step's projection launches" in said:
+            compiled_in_captures.append(compiled() - before)
+        return graph
+    monkeypatch.setattr(generate, "capture", counting)
+    model = Llama.from_hf(hf, dtype=torch.bfloat16, device="cuda")
+    tg.Generator(model, max_batch=1, max_seq=300, sizes=(1,), progress=said.append)
+    assert len(compiled_in_captures) >= 3 and not any(compiled_in_captures)
 
 
 @pytest.mark.gpu

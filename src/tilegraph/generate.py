@@ -198,6 +198,9 @@ class Generator:
 
             def plain_step(t=tokens, p=positions, cache=self.cache):
                 return self.model.plain_decode(t, p, cache)
+
+            def run_step(t=tokens, p=positions, cache=self.cache):
+                return self.model.decode(t, p, cache)
             tolerance = MODEL_TOLERANCES[self.model.dtype]
             # Projections first: attention's launch is then chosen beside the plans they keep.
             layer, dtype = self.model.layers[0], self.model.dtype
@@ -227,12 +230,14 @@ class Generator:
                                    "output": (*layer.wo.shape, False),
                                    "gate/up": (*layer.w_gate_up.shape, True),
                                    "down": (*layer.w_down.shape, False)},
-                    dtype, capture_step, positions, self.max_seq, tolerance, plain_step)
+                    dtype, capture_step, positions, self.max_seq, tolerance, plain_step,
+                    run_step)
                 projections = {"output": tuple(layer.wo.shape),
                                "gate/up": tuple(layer.w_gate_up.shape)}
                 self._progress("choosing the batch-1 step's release points")
                 tune_release_in_step_once(one_row_step, projections, dtype, capture_step,
-                                          positions, self.max_seq, tolerance, plain_step)
+                                          positions, self.max_seq, tolerance, plain_step,
+                                          run_step)
         self.build_seconds["tune step"] = time.perf_counter() - start
 
     def _runner(self, sampled: bool, length: int | None = None) -> GraphRunner:

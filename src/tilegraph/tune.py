@@ -22,7 +22,7 @@ from ._runtime import INTERPRET, is_capturing
 from .errors import CaptureError
 from .kernels import decode_attention as attention
 from .kernels import decode_plan
-from .kernels._launch import sm_count
+from .kernels._launch import compiling_only, sm_count
 from .kernels._pdl import use_pdl
 from .kernels.autotune import (
     Tuner,
@@ -299,7 +299,8 @@ ROWS_MARGIN = 0.01
 def tune_gemv_rows_in_step_once(step: tuple, projections: dict[str, tuple[int, int, bool]],
                                 dtype: torch.dtype, capture_step: Callable[[], object],
                                 positions: torch.Tensor, max_seq: int, tolerance: float,
-                                reference: Callable[[], torch.Tensor] | None = None
+                                reference: Callable[[], torch.Tensor] | None = None,
+                                run_step: Callable[[], object] | None = None
                                 ) -> dict | None:
     """How many weight rows a program each one-row GEMV projection of a batch-1 decode step
     reads (or, at 14-20 MiB, how it is launched), chosen by timing the caller's whole step:
@@ -310,7 +311,8 @@ def tune_gemv_rows_in_step_once(step: tuple, projections: dict[str, tuple[int, i
 
     `step` names the caller's step (its model's shape), `projections` its candidates by name:
     (N, K, pairs), pairs where the epilogue works on pairs of columns (SwiGLU, rotary);
-    `reference`, the step computed another way (the check of time_step_candidates).
+    `reference`, the step computed another way, and `run_step`, the step run eagerly (the
+    check and the compiles of time_step_candidates).
     Those whose plan is not the one-row GEMV are left as they are. The fastest stays
     recorded per shape and under the step key, so a later process only records it again.
     Returns {"rows", "ms", "candidates": {name: ms}} when it timed, None where it did not."""
@@ -340,7 +342,7 @@ def tune_gemv_rows_in_step_once(step: tuple, projections: dict[str, tuple[int, i
     def timed(candidates: list[dict]) -> dict[int, float]:
         return time_step_candidates(len(candidates), lambda i: apply(candidates[i]),
                                     capture_step, positions, max_seq, tolerance,
-                                    reference=reference)
+                                    reference=reference, run_step=run_step)
 
     times = timed(singles) if len(singles) > 1 else {}
     apply({})
@@ -387,7 +389,8 @@ release_in_step = Tuner("linear-release-in-step", [{}])
 def tune_release_in_step_once(step: tuple, projections: dict[str, tuple[int, int]],
                               dtype: torch.dtype, capture_step: Callable[[], object],
                               positions: torch.Tensor, max_seq: int, tolerance: float,
-                              reference: Callable[[], torch.Tensor] | None = None
+                              reference: Callable[[], torch.Tensor] | None = None,
+                              run_step: Callable[[], object] | None = None
                               ) -> dict | None:
     """Which one-row projections of a batch-1 decode step release the next kernel once their
     x has arrived instead of right after their wait (decode_plan.set_late_release), chosen
@@ -397,7 +400,7 @@ def tune_release_in_step_once(step: tuple, projections: dict[str, tuple[int, int
     Qwen2-0.5B 6.6% slower (H100, notes/models.md, session 45): no rule of shape says which.
 
     `step` names the caller's step (its model's shape), `projections` its candidates by name
-    (N, K), `reference` the step computed another way (time_step_candidates); those whose
+    (N, K), `reference` and `run_step` as time_step_candidates'; those whose
     plan is not the one-row GEMV are left as they are. Tried: none late, each alone, all
     (time_step_candidates). The fastest stays recorded per shape and under the step key, so
     a later process only records it again. Returns {"late", "ms", "candidates": {names:
@@ -412,14 +415,15 @@ def tune_release_in_step_once(step: tuple, projections: dict[str, tuple[int, int
 
     return _names_in_step_once(release_in_step, step, "late", list(shapes), release,
                                "where projections release the next kernel", capture_step,
-                               positions, max_seq, tolerance, reference)
+                               positions, max_seq, tolerance, reference, run_step)
 
 
 def _names_in_step_once(store: Tuner, step: tuple, key: str, names: list[str],
                         apply: Callable[[Sequence[str]], None], choosing: str,
                         capture_step: Callable[[], object], positions: torch.Tensor,
                         max_seq: int, tolerance: float,
-                        reference: Callable[[], torch.Tensor] | None = None) -> dict | None:
+                        reference: Callable[[], torch.Tensor] | None = None,
+                        run_step: Callable[[], object] | None = None) -> dict | None:
     """Which of `names` to `apply` a variant to (none, each alone, all), chosen by timing the
     caller's step (time_step_candidates) and recorded under `step` as {key: names}; a step
     recorded before is applied again, timing nothing. Returns {key, "ms", "candidates":
@@ -436,7 +440,7 @@ def _names_in_step_once(store: Tuner, step: tuple, key: str, names: list[str],
     candidates = list(dict.fromkeys([(), *((name,) for name in names), tuple(names)]))
     times = time_step_candidates(len(candidates), lambda i: apply(candidates[i]),
                                  capture_step, positions, max_seq, tolerance,
-                                 reference=reference)
+                                 reference=reference, run_step=run_step)
     best = min(times, key=times.get) if times else 0
     apply(candidates[best])
     if not times:
@@ -505,7 +509,8 @@ def time_step_candidates(count: int, apply: Callable[[int], None],
                          capture_step: Callable[[], object], positions: torch.Tensor,
                          max_seq: int, tolerance: float, also_at: Sequence[int] = (),
                          shortest: int = 0,
-                         reference: Callable[[], torch.Tensor] | None = None
+                         reference: Callable[[], torch.Tensor] | None = None,
+                         run_step: Callable[[], object] | None = None
                          ) -> dict[int, float]:
     """ms a step with each of `count` candidates, by index: `apply(i)` sets candidate i up,
     `capture_step()` captures the caller's step anew (a Graph), whose replays are timed with
@@ -516,9 +521,18 @@ def time_step_candidates(count: int, apply: Callable[[int], None],
     changes the step's result. `reference()`, where given, computes the step's output
     another way (the plain PyTorch step, at the static inputs and the state the first
     candidate's replays left): the check then allows the rounding it shows, ROUNDING_MARGIN
-    times the first's distance from it (where that is at most MAX_ROUNDING tolerances)."""
+    times the first's distance from it (where that is at most MAX_ROUNDING tolerances).
+    `run_step()`, where given, runs the caller's step eagerly: once a candidate, first, its
+    projections compiled but not run (_launch.compiling_only), all side by side, so that no
+    candidate's projection kernels compile one after another inside the captures."""
     from .bench.timing import measure
 
+    if run_step is not None:
+        def compile_candidate(i: int) -> None:
+            apply(i)
+            with compiling_only():
+                run_step()
+        compile_side_by_side(compile_candidate, list(range(count)))
     times, first, allowed = {}, None, tolerance
     for i in range(count):
         apply(i)

@@ -1,11 +1,41 @@
 """Launch-shape choices shared by launchers, so block sizes are decided in one place."""
 
+import contextlib
+import contextvars
 import functools
 
 import torch
 import triton
 
 from .._runtime import INTERPRET, capture_token, is_capturing
+
+_compiling_only = contextvars.ContextVar("tilegraph_compiling_only", default=False)
+
+
+@contextlib.contextmanager
+def compiling_only():
+    """Within it, launches made through launch() compile their kernel (Triton's warmup())
+    without running it, as an eager call of a decode step would launch it: under
+    autotune.compile_side_by_side, a step run once a variant compiles every variant's
+    kernels at once, before any step is captured. Only kernels whose outputs a tuner's step
+    discards should go through launch()."""
+    token = _compiling_only.set(True)
+    try:
+        yield
+    finally:
+        _compiling_only.reset(token)
+
+
+def is_compiling_only() -> bool:
+    """Whether launches only compile here (compiling_only): nothing may be timed."""
+    return _compiling_only.get()
+
+
+def launch(kernel, grid: tuple, *args, **kwargs):
+    """kernel[grid](*args, **kwargs), or under compiling_only() kernel.warmup of the same."""
+    if _compiling_only.get():
+        return kernel.warmup(*args, grid=grid, **kwargs)
+    return kernel[grid](*args, **kwargs)
 
 # Rows up to this many elements are normalised in one register tile; longer rows loop.
 MAX_ROW_TILE = 16384

@@ -14,7 +14,7 @@ import triton
 import triton.language as tl
 
 from ._activation import apply_activation, swiglu_pairs
-from ._launch import ASSUMED_SM_COUNT, resident_launch, sm_count, weight_alignment
+from ._launch import ASSUMED_SM_COUNT, launch, resident_launch, sm_count, weight_alignment
 from ._rotary_store import NO_ROTARY, rotary_inputs, rotary_store
 
 
@@ -875,7 +875,7 @@ def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
     parts = dict(HAS_NORM=norm_weight is not None, HAS_BIAS=bias is not None,
                  HAS_RESIDUAL=residual is not None, ACTIVATION=activation,
                  PREFETCH_WEIGHT=pdl)
-    launch = {"launch_pdl": True} if pdl else {}
+    pdl_option = {"launch_pdl": True} if pdl else {}
     grid = (triton.cdiv(N, config["BLOCK_N"]),)
     # Not under ROW_LOOP: there 16-byte weight loads took 3 rows 3-33% longer than loads an
     # element at a time (1400 x 1400 fp32 3.98 -> 5.29 us); at one row fp32 6-10% less
@@ -904,7 +904,7 @@ def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
                     residual.stride(0) if residual is not None else 0, rotary, M, N,
                     K // align, eps)
             parts["BLOCK_M"] = triton.next_power_of_2(M)
-        kwargs = dict(**parts, **config, ALIGN=align, PERSISTENT=bool(per_sm), **launch)
+        kwargs = dict(**parts, **config, ALIGN=align, PERSISTENT=bool(per_sm), **pdl_option)
         if per_sm:  # persistent: a few programs an SM take every G-th block of rows
             if K > (config["SPLIT"] + config.get("TAIL", 0)) * config["CHUNK"]:
                 raise ValueError(f"a persistent GEMV takes whole rows: {config['SPLIT']} + "
@@ -916,9 +916,9 @@ def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
                 kwargs.update(options)
             sms = sm_count(x.device) or ASSUMED_SM_COUNT
             grid = (min(grid[0], per_sm * sms),)
-        return kernel[grid](*args, **kwargs)
-    return _matvec_kernel[grid](
-        out, out.stride(0), x, x.stride(0), weight, weight.stride(0) // align,
-        norm_weight, bias, residual, residual.stride(0) if residual is not None else 0, rotary,
-        M, N, K // align, eps, **parts, BLOCK_M=triton.next_power_of_2(M), **config,
-        ALIGN=align, **launch)
+        return launch(kernel, grid, *args, **kwargs)
+    return launch(
+        _matvec_kernel, grid, out, out.stride(0), x, x.stride(0), weight,
+        weight.stride(0) // align, norm_weight, bias, residual,
+        residual.stride(0) if residual is not None else 0, rotary, M, N, K // align, eps,
+        **parts, BLOCK_M=triton.next_power_of_2(M), **config, ALIGN=align, **pdl_option)

@@ -22,7 +22,7 @@ import triton
 
 from .._runtime import is_capturing
 from ._dot_rows import DOT_ROWS, launch_dot_rows
-from ._launch import ASSUMED_SM_COUNT, sm_count
+from ._launch import ASSUMED_SM_COUNT, is_compiling_only, sm_count
 from ._matvec import (
     GEMV_MAX_ROWS,
     PERSISTENT_MAX_K,
@@ -537,7 +537,8 @@ def plain_plan(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
     saved = _plain.lookup(key)
     if saved is not None:
         return Plan.from_dict(saved)
-    if not timing_enabled() or is_capturing() or x.device.type != "cuda":
+    if (not timing_enabled() or is_capturing() or is_compiling_only()
+            or x.device.type != "cuda"):
         return chosen  # never timed inside a capture: the caller warms up outside one
     pdl = use_pdl(x.device, ())
     # The weight alone is rotated: x comes from L2 in a decode step (the kernel before
