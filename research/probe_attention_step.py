@@ -14,7 +14,7 @@ with fewer or more warps, loads in flight and tile lengths.
     ... --context 160,320,1024,1800,2048 --sweep --blocks   # session 75: the runs of two
         # tiles with the q heads in more or fewer blocks, runs of one tile capped
     ... --context 160,320,1024 --sweep --new-rows   # session 81: the projection's new rows
-        # read apart (needs research/attention_new_rows_apart.diff: slower everywhere)
+        # read apart (needs research/attention_new_rows_apart.diff: slower nearly everywhere)
 
 Each variant is recorded in tg.decode_attention's tuned store for the step's shape (as the
 Generator's tuning would), the step is captured again and 300 replays timed; the rule's
@@ -146,7 +146,7 @@ def main() -> None:
                ("rule", {})]
     # session 81: the rows the q|k|v projection writes read apart after the wait (1), the
     # preloaded tiles left as they were loaded; (2) the same with the values read transposed.
-    # Needs research/attention_new_rows_apart.diff applied (slower everywhere, session 81).
+    # Needs research/attention_new_rows_apart.diff applied (slower nearly everywhere, session 81).
     new_rows = [(f"{name}, new rows {n}", {**changes, "NEW_ROWS": n})
                 for name, changes in (("runs of 2 tiles, longest 384",
                                        built(**two_runs, longest=384)),
