@@ -386,10 +386,10 @@ def attention_config(batch: int, n_kv_heads: int, group: int, head_dim: int, max
     many, one run), so that a preload of as many tiles reads a whole run before the wait;
     `one_run_tiles`: a sequence of more tiles than that is split (default ONE_RUN_TILES, or
     run_tiles where given); with either, no more runs than a sequence of `longest` positions
-    (default max_seq) takes: an idle run's
-    program still holds its SM's registers while the kernel before runs, where the next
-    kernel's programs would load their weights (session 74: with 16 runs a pair, of which a
-    sequence of 384 positions used 2, TinyLlama's step lost what 2 runs won). The
+    (default max_seq) takes: an idle run's program still holds its SM's registers while the
+    kernel before runs, where the next kernel's programs would load their weights (session
+    74: with 16 runs a pair, of which a sequence of 384 positions used 2, TinyLlama's step
+    lost what 2 runs won). The
     defaults are the rule for untuned shapes (research/sweep_decode_attention.py,
     notes/models.md)."""
     sms = sms or ASSUMED_SM_COUNT
