@@ -12,9 +12,10 @@ or out), and each new token is also written into a device-side history at its po
 the host reads that history every `sync_every` tokens, to stream them and to stop at end of
 sequence, while the next `sync_every` steps already run.
 
-Each bucket has a graph per context band: lengths up to attention's one-run length (every
-sequence read by one program) and the rest (sequences split over the SMs), captured over
-windows of the cache with an attention launch chosen for each band's lengths in the step.
+Each bucket has a graph per context band: lengths that attention reads whole before its
+wait, then up to its one-run length (every sequence read by one program), then the rest
+(sequences split over the SMs; context_bands), captured over windows of the cache with an
+attention launch chosen for each band's lengths in the step.
 The host knows every step's longest length, so each chunk of steps replays its band's graph.
 
 A prefill is bound by the host's launches: on one GPU, prompts of up to 2048 padded rows
