@@ -1,4 +1,5 @@
-"""Launch-shape choices shared by launchers, so block sizes are decided in one place."""
+"""Launch-shape choices shared by launchers, so block sizes are decided in one place; and
+launch(), which compiles a kernel instead of running it under compiling_only()."""
 
 import contextlib
 import contextvars
