@@ -6,10 +6,13 @@ reads, or the next chunk already queued).
     PYTHONPATH=src python3 research/probe_generate_overlap.py --model tinyllama --batch 1
 
 Two Generators over one model (random weights): one captured with the two-kernel start
-patched into Llama.decode, one with the library's. Each generates `--new` tokens after a
-prompt of `--prompt`, with chunks read as the library does or waited for as soon as they are
-queued (the serial loop of session 30), in interleaved rounds; then each one's bare step is
-timed as 300 graph replays, and graphs holding 1-8 steps each. Prints ms a token.
+patched into Llama.decode, one with the library's (written for trees before session 82,
+whose greedy steps called Llama.decode: since then they start from the embeddings the step
+before wrote, and the patch reaches only the sampled ones; run it on 2a5ac9e or earlier).
+Each generates `--new` tokens after a prompt of `--prompt`, with chunks read as the library
+does or waited for as soon as they are queued (the serial loop of session 30), in
+interleaved rounds; then each one's bare step is timed as 300 graph replays, and graphs
+holding 1-8 steps each. Prints ms a token.
 """
 
 from __future__ import annotations

@@ -129,11 +129,12 @@ def main() -> None:
     replay_timeline(graph, len(model.layers))
 
     # The same model behind tg.Generator: what a greedy step adds to the forward (argmax,
-    # positions + 1, the history write), and the copies and syncs of its loop.
+    # positions + 1, the history write, the next step's embeddings; less the forward's
+    # decode_inputs), and the copies and syncs of its loop.
     generator = tg.Generator(model, max_batch=args.batch, max_seq=args.max_seq,
                              sizes=(args.batch,))
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        generator._greedy_step(tokens, positions, generator.cache)
+        generator._greedy_step(*generator._embed(tokens, positions), generator.cache)
         torch.cuda.synchronize()
     names = collections.Counter(e.name[:60] for e in prof.events()
                                 if e.device_type == torch.autograd.DeviceType.CUDA)
@@ -146,8 +147,9 @@ def main() -> None:
           f"from position {args.context} (replay alone {replay_ms:.3f} ms)")
     step = generator._runner(False, args.context + 1)  # the band of this length
     start.record()
+    inputs = generator._embed(tokens, positions)
     for _ in range(200):
-        step(tokens, positions)
+        step(*inputs)
     stop.record()
     torch.cuda.synchronize()
     print(f"runner call in a loop, no sync: {start.elapsed_time(stop) / 200:.3f} ms a step")

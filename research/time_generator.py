@@ -18,7 +18,9 @@ band's graphs) and "strict-check" (bands, the step tuner checking each candidate
 first by MODEL_TOLERANCES alone, as before session 72; attention's choices, alone and in the
 step, made anew, and the next variant's made anew again) and "no-alone" (bands, attention's
 launch not timed alone first: each batch size's longest band starts its step candidates from
-the rule; the same as "bands" since session 77, when tg.Generator stopped timing it alone).
+the rule; the same as "bands" since session 77, when tg.Generator stopped timing it alone) and
+"decode-start" (bands, each greedy step starting with Llama.decode's decode_inputs kernel,
+as before session 82, rather than from the embeddings the step before wrote).
 Each part of the build is printed as it starts, with the seconds since the start.
 """
 
@@ -33,6 +35,7 @@ from time_steps import OFF_LIST
 import tilegraph as tg
 from tilegraph import generate, tune
 from tilegraph.kernels import decode_attention as attention
+from tilegraph.kernels.greedy import greedy_step
 from tilegraph.models.hf_presets import hf_config
 from tilegraph.models.llama import Llama, LlamaConfig
 
@@ -79,6 +82,14 @@ def forget_step_choices() -> None:
         store._memo, store._disk_loaded = {}, True
 
 
+def decode_start_step(self, tokens, positions, hidden, lengths, cache):
+    """Generator._greedy_step as before session 82: the step embeds its own tokens."""
+    logits = self.model.decode(tokens, positions, cache)
+    greedy_step(logits, positions, self.cache.slots[:tokens.shape[0]], self._history,
+                tokens_out=tokens, positions_out=positions)
+    return tokens, positions, logits
+
+
 def main() -> None:
     report_attention_choices()
     tag, names = sys.argv[1], sys.argv[2]
@@ -101,6 +112,9 @@ def main() -> None:
         tune_alone = generate.tune_attention_once
         if variant == "no-alone":
             generate.tune_attention_once = lambda *args: None
+        greedy = generate.Generator._greedy_step
+        if variant == "decode-start":
+            generate.Generator._greedy_step = decode_start_step
         start = time.perf_counter()
         generator = tg.Generator(
             model, max_batch=batch, max_seq=max_seq, sizes=(batch,),
@@ -115,6 +129,7 @@ def main() -> None:
         for _ in range(4):
             generator.generate(prompts, 256)
             times.append(generator.stats.decode_ms_per_token)
+        generate.Generator._greedy_step = greedy
         store = getattr(tune, "gemv_rows_in_step", None)  # trees before session 57: none
         step = (c.n_heads, c.n_kv_heads, c.head_dim, max_seq, str(model.dtype), c.dim,
                 c.ffn_dim, c.n_layers, c.vocab_size)

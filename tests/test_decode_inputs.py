@@ -40,6 +40,18 @@ def test_int32_ids_a_strided_table_and_ids_outside_it(device):
     assert lengths.tolist() == ref_lengths.tolist() == [1, 6, 10, 3]
 
 
+def test_one_row_column_of_a_matrix(device):
+    """A (1,) column of a (1, n) matrix is contiguous with a stride of n: one row's ids
+    taken so (Generator.score at batch 1) are read as they are."""
+    table = randn(40, 16, device=device)
+    ids = torch.tensor([[5, 7, 9]], device=device)
+    tokens, positions = ids[:, 1], ids[:, 2]
+    assert tokens.stride(0) == 3 and tokens.is_contiguous()
+    hidden, lengths = _outputs(1, 16, torch.float32, device)
+    decode_inputs(tokens, positions, table, hidden_out=hidden, lengths_out=lengths)
+    assert torch.equal(hidden, table[[7]]) and lengths.tolist() == [10]
+
+
 def test_bad_arguments_are_named(device):
     table = randn(10, 8, device=device)
     tokens = torch.zeros(2, dtype=torch.int64, device=device)

@@ -34,6 +34,34 @@ def test_matches_argmax_and_writes(rows, vocab, dtype, device):
     assert torch.equal(history, history_ref)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("rows, vocab, dim", [(1, 37, 24), (3, 4099, 1025), (2, 32000, 2048),
+                                              (5, 300, 5000)])
+def test_next_inputs_are_what_decode_inputs_writes(rows, vocab, dim, dtype, device):
+    """The next step's embeddings and lengths, from the finishing program of a row (of one
+    chunk or of several), over dims of one block or more, in place of their old values."""
+    logits, positions, slots, history = _case(rows, vocab, torch.float32, device)
+    table = randn(vocab - 1, dim, dtype=dtype, device=device)  # one logit past the table
+    logits[-1, vocab - 1] = 100.0                  # the last row picks it: a NaN embedding
+    outputs = []
+    for run in (greedy_step_ref, greedy_step):
+        tokens = torch.full((rows,), -1, device=device)
+        new_positions = positions.clone()          # in place, as a step feeds itself
+        hidden = torch.full((rows, dim), 7.0, dtype=dtype, device=device)   # poisoned
+        lengths = torch.full((rows,), -7, device=device)
+        written = history.clone()
+        run(logits, new_positions, slots, written, tokens_out=tokens,
+            positions_out=new_positions, next_inputs=(table, hidden, lengths))
+        outputs.append((tokens, new_positions, hidden, lengths, written))
+    (tokens_ref, positions_ref, hidden_ref, lengths_ref, history_ref), \
+        (tokens, new_positions, hidden, lengths, written) = outputs
+    assert torch.equal(tokens, tokens_ref) and tokens[-1] == vocab - 1
+    assert torch.equal(new_positions, positions_ref) and torch.equal(written, history_ref)
+    assert torch.equal(lengths, positions + 2)
+    assert torch.equal(hidden[:-1], table[tokens[:-1]])
+    assert hidden[-1].isnan().all() and hidden_ref[-1].isnan().all()
+
+
 def test_ties_nan_and_in_place(device):
     logits = torch.zeros(3, 5000, device=device)
     logits[0, [7, 4000]] = 2.0            # a tie: the first wins
@@ -77,3 +105,14 @@ def test_bad_inputs_are_named(device):
                     positions_out=out)
     with pytest.raises(ValueError, match="history must be"):
         greedy_step(logits, positions, slots, history.t(), tokens_out=out, positions_out=out)
+    table = randn(50, 8, device=device)
+    hidden = torch.empty(2, 8, device=device)
+    with pytest.raises(ValueError, match=r"hidden_out must be a \(2, 8\)"):
+        greedy_step(logits, positions, slots, history, tokens_out=out, positions_out=out,
+                    next_inputs=(table, hidden.half(), out))
+    with pytest.raises(ValueError, match="lengths_out must be a contiguous int64"):
+        greedy_step(logits, positions, slots, history, tokens_out=out, positions_out=out,
+                    next_inputs=(table, hidden, out.int()))
+    with pytest.raises(ValueError, match="table must be"):
+        greedy_step(logits, positions, slots, history, tokens_out=out, positions_out=out,
+                    next_inputs=(table.t(), hidden, out))

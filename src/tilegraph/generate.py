@@ -39,6 +39,7 @@ from .errors import CollectiveError
 from .graph import Graph, GraphRunner, capture
 from .kernels.autotune import searches_run, timing_enabled
 from .kernels.decode_attention import one_run_length, preloaded_length
+from .kernels.decode_inputs import decode_inputs
 from .kernels.greedy import greedy_step
 from .kernels.matmul import m_bucket
 from .models.llama import KVCache, Llama
@@ -110,6 +111,10 @@ class Generator:
         device = model.device
         # Every token of every sequence, by position: the decode graphs write here.
         self._history = torch.zeros(max_batch, max_seq, dtype=torch.int64, device=device)
+        # Where _embed writes a runner's first call's embeddings and lengths.
+        self._hidden = torch.empty(max_batch, model.config.dim, dtype=model.dtype,
+                                   device=device)
+        self._lengths = torch.empty(max_batch, dtype=torch.int64, device=device)
         # Sampling settings per row, read by the sampling graphs; set once per call.
         self._temperature = torch.ones(max_batch, device=device)
         self._top_k = torch.zeros(max_batch, dtype=torch.int64, device=device)
@@ -248,7 +253,8 @@ class Generator:
         if sampled not in self._runners:
             device = self.model.device
             example = (torch.zeros(self.max_batch, dtype=torch.int64, device=device),
-                       torch.zeros(self.max_batch, dtype=torch.int64, device=device))
+                       torch.zeros(self.max_batch, dtype=torch.int64, device=device),
+                       torch.zeros_like(self._hidden), torch.zeros_like(self._lengths))
             synchronize(device)
             start = time.perf_counter()
             step = self._sampled_step if sampled else self._greedy_step
@@ -289,22 +295,39 @@ class Generator:
         self._runner(sampled)
         return self._prefill(prompts, lengths, sampled)
 
-    def _greedy_step(self, tokens: torch.Tensor, positions: torch.Tensor, cache: KVCache):
-        """One token a row over `cache` (a band's window): the argmax overwrites `tokens`,
-        positions + 1 `positions`."""
-        logits = self.model.decode(tokens, positions, cache)
+    def _greedy_step(self, tokens: torch.Tensor, positions: torch.Tensor,
+                     hidden: torch.Tensor, lengths: torch.Tensor, cache: KVCache):
+        """One token a row over `cache` (a band's window), from the embeddings and lengths
+        (positions + 1) of `tokens` at `positions`, as decode_inputs writes them: the argmax
+        overwrites `tokens`, positions + 1 `positions`, and the new tokens' embeddings and
+        lengths `hidden` and `lengths`, so the next step starts at its first projection."""
+        logits = self.model.decode_embedded(hidden, positions, lengths, cache)
         greedy_step(logits, positions, self.cache.slots[:tokens.shape[0]], self._history,
-                    tokens_out=tokens, positions_out=positions)
+                    tokens_out=tokens, positions_out=positions,
+                    next_inputs=(self.model.embed, hidden, lengths))
         return tokens, positions, logits
 
-    def _sampled_step(self, tokens: torch.Tensor, positions: torch.Tensor, cache: KVCache):
+    def _sampled_step(self, tokens: torch.Tensor, positions: torch.Tensor,
+                      hidden: torch.Tensor, lengths: torch.Tensor, cache: KVCache):
         """The same with a sampled token."""
-        logits = self.model.decode(tokens, positions, cache)
+        logits = self.model.decode_embedded(hidden, positions, lengths, cache)
         following = positions + 1   # where the chosen tokens go: the draw's key
         chosen, following = self._record(self._sample(logits, following), following)
         tokens.copy_(chosen)
         positions.copy_(following)
+        decode_inputs(tokens, positions, self.model.embed, hidden_out=hidden,
+                      lengths_out=lengths)
         return tokens, positions, logits
+
+    def _embed(self, tokens: torch.Tensor, positions: torch.Tensor):
+        """A runner's inputs for `tokens` at `positions` (batch,): them, their embeddings and
+        their lengths (what each later step writes for the next). A runner pads all four
+        with zeros: a padded row's length of 0 attends to nothing."""
+        batch = tokens.shape[0]
+        hidden, lengths = self._hidden[:batch], self._lengths[:batch]
+        decode_inputs(tokens, positions, self.model.embed, hidden_out=hidden,
+                      lengths_out=lengths)
+        return tokens, positions, hidden, lengths
 
     def _sample(self, logits: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         rows = logits.shape[0]
@@ -410,7 +433,7 @@ class Generator:
         for step in range(produced, produced + chunk):
             try:
                 if copy_in and step == produced:  # later steps loop on their own inputs
-                    tokens, positions, _ = runner(tokens, positions)
+                    tokens, positions, _ = runner(*self._embed(tokens, positions))
                 else:
                     runner.again()
             except CollectiveError as error:   # raised eagerly (gloo): name the step
@@ -478,7 +501,8 @@ class Generator:
         positions, longest = lengths, max(len(p) for p in prompts)
         for step in range(steps - 1):
             runner = self._runner(False, longest + step + 1)
-            _, positions, step_logits = runner(continuation[:, step].contiguous(), positions)
+            _, positions, step_logits = runner(*self._embed(continuation[:, step].contiguous(),
+                                                           positions))
             logits.append(step_logits.clone())
         if self.model.tp.size > 1:
             self._check_collectives(f"scoring {steps} tokens")

@@ -69,27 +69,37 @@ def decode_inputs(tokens: torch.Tensor, positions: torch.Tensor, table: torch.Te
     tokens, positions, lengths_out: contiguous int32 or int64 (rows,), lengths_out in
     positions' dtype; table (vocab, dim) and hidden_out (rows, dim) in table's dtype, both
     with a unit column stride; all on one device."""
-    check_tensor("table", table)
-    if table.ndim != 2 or table.stride(1) != 1 or 0 in table.shape:
-        raise ValueError(f"table must be a non-empty (vocab, dim) tensor with a unit column "
-                         f"stride, got shape {tuple(table.shape)}")
+    check_table(table)
     rows = tokens.shape[0] if isinstance(tokens, torch.Tensor) and tokens.ndim == 1 else -1
     for name, t in (("tokens", tokens), ("positions", positions),
                     ("lengths_out", lengths_out)):
         if not isinstance(t, torch.Tensor) or t.dtype not in (torch.int32, torch.int64) \
-                or t.shape != (rows,) or t.device != table.device or t.stride(0) != 1:
+                or t.shape != (rows,) or t.device != table.device or not t.is_contiguous():
             raise ValueError(f"{name} must be a contiguous int32 or int64 tensor of shape "
                              f"(rows,) on {table.device}, as tokens is")
     if lengths_out.dtype != positions.dtype:
         raise ValueError(f"lengths_out has dtype {lengths_out.dtype}, positions "
                          f"{positions.dtype}: give them one")
+    check_hidden_out(hidden_out, table, rows)
+    if rows:
+        _run_decode_inputs(tokens, positions, table, hidden_out, lengths_out)
+
+
+def check_table(table: torch.Tensor) -> None:
+    """Raise unless `table` is a non-empty (vocab, dim) tensor with a unit column stride."""
+    check_tensor("table", table)
+    if table.ndim != 2 or table.stride(1) != 1 or 0 in table.shape:
+        raise ValueError(f"table must be a non-empty (vocab, dim) tensor with a unit column "
+                         f"stride, got shape {tuple(table.shape)}")
+
+
+def check_hidden_out(hidden_out: torch.Tensor, table: torch.Tensor, rows: int) -> None:
+    """Raise unless `hidden_out` can take `rows` rows of `table`."""
     if (not isinstance(hidden_out, torch.Tensor) or hidden_out.dtype != table.dtype
             or hidden_out.shape != (rows, table.shape[1]) or hidden_out.device != table.device
             or hidden_out.stride(1) != 1):
         raise ValueError(f"hidden_out must be a ({rows}, {table.shape[1]}) {table.dtype} "
                          f"tensor with a unit column stride on {table.device}")
-    if rows:
-        _run_decode_inputs(tokens, positions, table, hidden_out, lengths_out)
 
 
 def decode_inputs_ref(tokens, positions, table, *, hidden_out, lengths_out) -> None:

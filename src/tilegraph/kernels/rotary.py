@@ -135,7 +135,7 @@ def check_cache_inputs(like: torch.Tensor, cos, sin, positions, slots, k_cache, 
                              f"{like.device}, laid out like cos")
     for name, t in (("positions", positions), ("slots", slots)):
         if not isinstance(t, torch.Tensor) or t.dtype not in (torch.int32, torch.int64) or \
-                t.shape != (rows,) or t.device != like.device or t.stride(0) != 1:
+                t.shape != (rows,) or t.device != like.device or not t.is_contiguous():
             raise ValueError(f"{name} must be a contiguous int tensor of shape ({rows},) on "
                              f"{like.device}")
     return k_cache.shape[1], head_dim

@@ -320,11 +320,21 @@ class Llama(nn.Module):
         lengths = torch.empty_like(positions)  # each sequence attends to 0..its position
         decode_inputs(tokens.contiguous(), positions, self.embed, hidden_out=x,
                       lengths_out=lengths)
+        return self.decode_embedded(x, positions, lengths, cache)
+
+    @torch.no_grad()
+    def decode_embedded(self, x: torch.Tensor, positions: torch.Tensor, lengths: torch.Tensor,
+                        cache: KVCache) -> torch.Tensor:
+        """decode() from what its first kernel writes (kernels/decode_inputs.py): the rows'
+        embeddings x (S, dim) and lengths (S,), positions + 1. For steps whose inputs the
+        step before wrote (Generator's greedy steps: greedy_step's next_inputs), which then
+        start at the first projection. x and lengths are read, never written."""
+        rows = x.shape[0]
 
         def attend(q, k_layer, v_layer):  # q (S, heads, head_dim); k, v already cached
             return tg.decode_attention(q, k_layer, v_layer, lengths).view(rows, -1)
 
-        x = self._fused_layers(x, cache, positions, cache.slots[:rows], attend)
+        x = self._fused_layers(x, cache, positions.contiguous(), cache.slots[:rows], attend)
         return self._lm_head(x)
 
     @torch.no_grad()
