@@ -28,14 +28,17 @@ from ._split_workspace import split_workspace
 from .decode_inputs import check_hidden_out, check_table, decode_inputs_ref
 
 BLOCK_VOCAB = 2048  # logits a program reads per step of its loop: 16 a thread of 4 warps
-MAX_CHUNKS = 64     # a row's vocabulary is split into at most this many programs' chunks
+MAX_CHUNKS = 128    # a row's vocabulary is split into at most this many programs' chunks
 
 
 def chunk_size(vocab: int) -> int:
     """Logits one program scans. One program scanning a whole row waits on its loads one
     step at a time: 151,936 logits (Qwen2) took it about 35 us a token. Chunks of at least
     BLOCK_VOCAB, at most MAX_CHUNKS of them a row, put every chunk's load in flight at once;
-    the last program of a row to finish picks among the chunks' maxima."""
+    the last program of a row to finish picks among the chunks' maxima. Up to 262,144 logits
+    a chunk is one block: 64 chunks gave Qwen2's two blocks a program, one load after the
+    other (a greedy step 3.40 -> 2.86 us with 128 at batch 1, H200; no change at 8 rows or
+    other vocabularies; research/probe_greedy_chunks.py)."""
     return max(BLOCK_VOCAB, triton.next_power_of_2(triton.cdiv(vocab, MAX_CHUNKS)))
 
 
