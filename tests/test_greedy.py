@@ -42,6 +42,7 @@ def test_next_inputs_are_what_decode_inputs_writes(rows, vocab, dim, dtype, devi
     chunk or of several), over dims of one block or more, in place of their old values."""
     logits, positions, slots, history = _case(rows, vocab, torch.float32, device)
     table = randn(vocab - 1, dim, dtype=dtype, device=device)  # one logit past the table
+    logits[:, vocab - 1] = -100.0
     logits[-1, vocab - 1] = 100.0                  # the last row picks it: a NaN embedding
     outputs = []
     for run in (greedy_step_ref, greedy_step):

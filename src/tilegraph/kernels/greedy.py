@@ -8,9 +8,9 @@ In PyTorch this is four kernels (argmax, the history write, two position updates
 launched with programmatic dependent launch after the LM head. tokens_out and positions_out
 may be the step's own inputs, so a captured decode step feeds itself (GraphRunner.again).
 With next_inputs it also writes the next step's embeddings and lengths, so that step starts
-at its first projection: a kernel of its own at the start of a step was a hop of 2.7-3.5 us
-(session 75's profile, Qwen2-0.5B and TinyLlama at batch 1, H200), its finishing program's
-copy of one table row is less.
+at its first projection rather than with a kernel of its own: 4-5 us off a TinyLlama or
+Llama-3.2-1B token at batch 1, nothing measurable on the other shapes timed (H200, notes/
+models.md, session 82).
 """
 
 from __future__ import annotations
