@@ -280,6 +280,22 @@ def test_decode_grid_counts_the_floor_targets_it_misses():
     assert (row["points"], row["floor_targets"], row["floor_targets_missed"]) == (4, 3, 2)
 
 
+def test_decode_grid_counts_the_slower_points_that_ran_cublas():
+    """Of the points where tg.linear was slower than F.linear, those where it ran cuBLAS
+    itself (its fallback) are counted apart; faster or untimed ones are not counted."""
+    from tilegraph.bench import grid
+
+    results = [{"dtype": "float16", "kernel": "cublas", "tilegraph_speedup": 0.997},
+               {"dtype": "float16", "kernel": "cublas", "tilegraph_speedup": 1.002},
+               {"dtype": "float16", "kernel": "gemv", "tilegraph_speedup": 0.95},
+               {"dtype": "float16", "kernel": "cublas", "tilegraph_speedup": None},
+               {"dtype": "bfloat16", "kernel": "cublas", "tilegraph_speedup": 0.99}]
+    rows = {r["dtype"]: r for r in grid.summary(results)}
+    assert rows["float16"]["tilegraph_slower"] == 2
+    assert rows["float16"]["tilegraph_slower_on_cublas"] == 1
+    assert rows["bfloat16"]["tilegraph_slower_on_cublas"] == 1
+
+
 
 def test_attention_grid_names_how_the_tuned_launch_differs_from_the_rule():
     from tilegraph.bench.attention_grid import launch_label

@@ -93,6 +93,9 @@ def test_bench_decode_grid_checks_times_and_saves(tmp_path):
         (n, k, m) for n, k in ((96, 64), (40, 130)) for m in (1, 3)}
     assert all(r["status"] == "ok" and r["dtype"] == "bfloat16" for r in points)
     assert {r["fused_part"] for r in points} == {"norm", "residual"}  # 96 x 64, 40 x 130
+    # what tg.linear ran: its own kernels through the interpreter (cuBLAS only where timed)
+    assert {r["kernel"] for r in points} <= (
+        {"gemv", "matvec", "dot", "cublas"} if HAS_CUDA else {"gemv", "matvec", "dot"})
     for r in points:
         assert all(r[f"{key}_us"] > 0 for key in ("cublas", "tilegraph", "torch_fused", "fused"))
         assert r["fused_speedup"] == pytest.approx(r["torch_fused_us"] / r["fused_us"])
@@ -101,6 +104,7 @@ def test_bench_decode_grid_checks_times_and_saves(tmp_path):
     assert summary["points"] == 4
     assert summary["fused_geomean"] > 0 and summary["fused_over_linear_geomean"] > 0
     assert summary["floor_targets"] == 0  # weights of a few KB: no bandwidth asked of them
+    assert 0 <= summary["tilegraph_slower_on_cublas"] <= summary["tilegraph_slower"]
     for name in ("decode-grid.csv", "decode-grid.md", "decode-grid-bfloat16-tilegraph.png",
                  "decode-grid-bfloat16-nopdl.png", "decode-grid-bfloat16-fused.png"):
         assert (out / name).stat().st_size > 0

@@ -191,11 +191,12 @@ def cmd_decode_grid(args: argparse.Namespace, ceil: dict | None) -> int:
     tables.show(console, tables.sweep_table(
         "geometric mean speed-ups, and points slower: "
         + "; ".join(f"{key} over {over}" for key, over in grid.SPEEDUPS.items())
-        + "; points with a % of copy bandwidth to reach (16-bit, weights of "
-        f"{grid.FLOOR_TARGET_MIB} MiB or more), and how many miss it", summary,
+        + "; of tilegraph's slower points, those where it ran cuBLAS itself; points with a "
+        f"% of copy bandwidth to reach (16-bit, weights of {grid.FLOOR_TARGET_MIB} MiB or "
+        "more), and how many miss it", summary,
         ("dtype", "points", *(f"{key}_{what}" for key in grid.SPEEDUPS
                               for what in ("geomean", "slower")),
-         "floor_targets", "floor_targets_missed")))
+         "tilegraph_slower_on_cublas", "floor_targets", "floor_targets_missed")))
     if args.out:
         written = grid.save(results, summary, args.out, args.format, ceil or {}, stopped)
         console.print("saved " + ", ".join(str(p) for p in written))

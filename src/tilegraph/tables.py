@@ -141,13 +141,15 @@ def grid_table(results: list[dict], dtype: str, fused: bool = False) -> Table:
     """Speed-up by shape and row count: tg.linear's default over F.linear (with PDL off in
     brackets), or with `fused` the layer's part fused (a norm before or a residual add after,
     bench/grid.fused_part) over PyTorch with the same part (over F.linear alone in
-    brackets); then its % of the floor."""
+    brackets); then its % of the floor. * marks the points where tg.linear's plain call ran
+    cuBLAS (its fallback where no kernel of its own was faster)."""
     mine = [r for r in results if r["dtype"] == dtype]
     row_counts = sorted({r["rows"] for r in mine})
     speedup, bracket = ("fused", "fused_over_linear") if fused else ("tilegraph", "nopdl")
     title = (f"decode grid, {dtype}, with the layer's norm or residual: fused over PyTorch "
              "with it (over F.linear alone)" if fused else
-             f"decode grid, {dtype}: speed-up over F.linear, default (PDL off)")
+             f"decode grid, {dtype}: speed-up over F.linear, default (PDL off), * where "
+             "it ran cuBLAS")
     table = Table(title=f"{title}; % of floor")
     table.add_column("N x K")
     table.add_column("MB", justify="right")
@@ -162,7 +164,8 @@ def grid_table(results: list[dict], dtype: str, fused: bool = False) -> Table:
                 continue
             cells.append(f"{fmt(r[f'{speedup}_speedup'], '.2f')} "
                          f"({fmt(r[f'{bracket}_speedup'], '.2f')}) "
-                         f"{fmt(r[f'{speedup}_pct_floor'], '.0f')}%")
+                         f"{fmt(r[f'{speedup}_pct_floor'], '.0f')}%"
+                         + ("*" if not fused and r.get("kernel") == "cublas" else ""))
         first = next(r for r in mine if (r["n"], r["k"]) == (n, k))
         label = f"{n} x {k}" + (f", {first['fused_part']}" if fused else "")
         table.add_row(label, f"{first['weight_mb']:.1f}", *cells)

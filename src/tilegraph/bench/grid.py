@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 
 import tilegraph as tg
+from tilegraph.kernels.decode_plan import plain_plan
 from tilegraph.kernels.linear import linear_ref
 from tilegraph.testing import randn
 
@@ -105,6 +106,9 @@ def _point(n: int, k: int, rows: int, dtype: torch.dtype, device: str, ceilings:
         flops=2 * rows * n * k, **timing)
     row = {"dtype": str(dtype).removeprefix("torch."), "n": n, "k": k, "rows": rows,
            "weight_mb": n * k * size / 2**20, "fused_part": part,
+           # what tg.linear's plain call ran (chosen, and on a GPU timed, on its first call):
+           # "cublas" where it fell back to cuBLAS, beside which it cannot be faster
+           "kernel": plain_plan(x, w, None, out).kind,
            "floor_target_pct": floor_target(n * k * size, rows, dtype), "status": "ok",
            "reason": ""}
     for result, names in ((plain, VARIANTS), (fused, FUSED_VARIANTS)):
@@ -153,8 +157,10 @@ def geometric_mean(values: Sequence[float]) -> float | None:
 
 
 def summary(results: Sequence[dict]) -> list[dict]:
-    """Per dtype: the geometric mean of each speed-up in SPEEDUPS, how many points lose, and
-    of the points with a floor target (floor_target) how many tg.linear's default misses."""
+    """Per dtype: the geometric mean of each speed-up in SPEEDUPS, how many points lose (and
+    of tg.linear's, how many ran cuBLAS itself: the same kernel, within the timing's noise),
+    and of the points with a floor target (floor_target) how many tg.linear's default
+    misses."""
     rows = []
     for dtype in dict.fromkeys(r["dtype"] for r in results):
         mine = [r for r in results if r["dtype"] == dtype]
@@ -163,6 +169,9 @@ def summary(results: Sequence[dict]) -> list[dict]:
             speedups = [r.get(f"{key}_speedup") for r in mine]
             row[f"{key}_geomean"] = geometric_mean(speedups)
             row[f"{key}_slower"] = sum(1 for s in speedups if s is not None and s < 1)
+        row["tilegraph_slower_on_cublas"] = sum(
+            1 for r in mine if r.get("kernel") == "cublas"
+            and r.get("tilegraph_speedup") is not None and r["tilegraph_speedup"] < 1)
         targeted = [r for r in mine if r.get("floor_target_pct")]
         row["floor_targets"] = len(targeted)
         row["floor_targets_missed"] = sum(
