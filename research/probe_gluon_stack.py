@@ -23,10 +23,10 @@ program), barrier, h += W_o q, barrier. h is carried in fp32.
         [--layers 8] [--dtype bf16] [--calls 10] [--variants ring,nosync]
 
 Prints per width us a token for tg.decode_stack and each variant (a graph of --calls
-chained calls), % of the floor, and the error against float64 (probe_stack_persistent's
-harness). Needs Hopper (TMA) and Triton's Gluon. Written in session 83 against Triton 3.6's
-Gluon names (read on the device that session), compiled for sm_90 only as far as the CPU
-machine's Triton allowed; not yet run on a GPU.
+chained calls), % of the floor, and the error against float64
+(probe_stack_persistent.compare_with_library). Needs Hopper (TMA) and Triton's Gluon.
+Written in session 83 against Triton 3.6's Gluon names (read on the device that session)
+and compiled for sm_90 on the CPU machine with a later Triton; not yet run on a GPU.
 """
 
 from __future__ import annotations
@@ -35,15 +35,11 @@ import argparse
 
 import torch
 import triton
-from probe_stack_persistent import us_a_token
+from probe_stack_persistent import compare_with_library
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-
-import tilegraph as tg
-from tilegraph.bench.roofline import ceilings
-from tilegraph.kernels.decode_stack import decode_stack_ref
 
 # Names that later Gluon releases changed (the device has Triton 3.6, the CPU machine a later
 # one, which compiles this for sm_90 as a check): a block of the CTA's threads meeting, and a
@@ -226,53 +222,17 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=10)
     parser.add_argument("--variants", default="ring,nosync,ring-w8,ring-half")
     args = parser.parse_args()
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
-    copy = ceilings()["copy_gbps"]
-    print(f"{torch.cuda.get_device_name()}: copy {copy:.0f} GB/s; {args.layers} layers, "
-          f"{args.dtype}, one row, us a token over {args.calls} chained calls a graph")
     variants = {"ring": {}, "nosync": {"sync": False}, "ring-w8": {"warps": 8},
                 "ring-half": {"ring": "half"}}
-    chosen = args.variants.split(",")
-    print(f"{'d':>6} {'floor':>8} {'stack':>8} " + " ".join(f"{v:>10}" for v in chosen)
-          + "   % floor (stack, best)   max err (stack, gluon)")
-    for d in (int(w) for w in args.widths.split(",")):
-        gen = torch.Generator(device="cuda").manual_seed(d)
-        L = args.layers
-        norms = [1 + 0.1 * torch.randn(d, device="cuda", generator=gen) for _ in range(L)]
-        wqs = [torch.randn(d, d, device="cuda", generator=gen) / d ** 0.5 for _ in range(L)]
-        wos = [torch.randn(d, d, device="cuda", generator=gen) / d ** 0.5 for _ in range(L)]
-        norms, wqs, wos = ([t.to(dtype) for t in ts] for ts in (norms, wqs, wos))
-        h = torch.randn(1, d, device="cuda", generator=gen).to(dtype)
-        ref = decode_stack_ref(h.double(), [t.double() for t in norms],
-                               [t.double() for t in wqs], [t.double() for t in wos])
-        scale = ref.abs().max().item()
 
-        def library(x, y, norms=norms, wqs=wqs, wos=wos):
-            return tg.decode_stack(x, norms, wqs, wos, out=y)
+    def make_step(name, norms, wqs, wos, d):
+        options = dict(variants[name])
+        if options.get("ring") == "half":
+            sms = torch.cuda.get_device_properties(0).multi_processor_count
+            options["ring"] = launch_shape(d, sms)["RING"] // 2
+        return GluonStack(norms, wqs, wos, 1e-6, **options)
 
-        errors = [(library(h, torch.empty_like(h)).double() - ref).abs().max().item() / scale]
-        times = [us_a_token(library, h, args.calls)]
-        for name in chosen:
-            options = dict(variants[name])
-            if options.get("ring") == "half":
-                sms = torch.cuda.get_device_properties(0).multi_processor_count
-                options["ring"] = launch_shape(d, sms)["RING"] // 2
-            step = GluonStack(norms, wqs, wos, 1e-6, **options)
-            out = torch.full_like(h, float("nan"))
-            for _ in range(3):  # the counters must come back to zero each time
-                step(h, out)
-            torch.cuda.synchronize()
-            if step.sync_on:
-                errors.append((out.double() - ref).abs().max().item() / scale)
-            assert step.sync.tolist() == [0, 0], step.sync.tolist()
-            times.append(us_a_token(step, h, args.calls))
-        floor = 2 * L * d * d * h.element_size() / (copy * 1e3)
-        best = min(times[1:])
-        print(f"{d:>6} {floor:8.1f} {times[0]:8.1f} "
-              + " ".join(f"{t:10.1f}" for t in times[1:])
-              + f"   {100 * floor / times[0]:5.1f} {100 * floor / best:5.1f}"
-              + "   " + " ".join(f"{e:.1e}" for e in errors), flush=True)
-
+    compare_with_library(args, args.variants.split(","), "gluon", make_step)
 
 if __name__ == "__main__":
     main()
