@@ -23,6 +23,7 @@ without the head loaded before the barrier), % of the floor, and the error again
 from __future__ import annotations
 
 import argparse
+import sys
 
 import torch
 import triton
@@ -294,6 +295,8 @@ def compare_with_library(args, chosen: list[str], label: str, make_step) -> None
         errors = [(library(h, torch.empty_like(h)).double() - ref).abs().max().item() / scale]
         times = [us_a_token(library, h, args.calls)]
         for name in chosen:
+            # where a variant that hangs (a barrier never met) or fails to compile stopped
+            print(f"  d={d} {name}", file=sys.stderr, flush=True)
             step = make_step(name, norms, wqs, wos, d)
             out = torch.full_like(h, float("nan"))
             for _ in range(3):  # the counters must come back to zero each time
