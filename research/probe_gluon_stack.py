@@ -20,13 +20,14 @@ Per layer: q = rstd * W_q (g * h) (the norm's sum of squares over all of h, by e
 program), barrier, h += W_o q, barrier. h is carried in fp32.
 
     PYTHONPATH=src:research python3 research/probe_gluon_stack.py [--widths 2048,4096]
-        [--layers 8] [--dtype bf16] [--calls 10] [--variants ring,nosync]
+        [--layers 8] [--dtype bf16] [--calls 10] [--variants packed-s2,packed-s2-nosync]
 
 Prints per width us a token for tg.decode_stack and each variant (a graph of --calls
 chained calls), % of the floor, and the error against float64
 (probe_stack_persistent.compare_with_library). Needs Hopper (TMA) and Triton's Gluon.
-Written in session 83 against Triton 3.6's Gluon names (read on the device that session)
-and compiled for sm_90 on the CPU machine with a later Triton; not yet run on a GPU.
+Written in session 83 against Triton 3.6's Gluon names; run in session 84 on the H200
+(results/2026-12-02-session84): it works, and loses to tg.decode_stack by 17-20% at d = 2048
+(22 layers; 0.7-0.9 us a grid barrier however the ring is shaped), wins 2-3% at 4096.
 """
 
 from __future__ import annotations
@@ -52,15 +53,23 @@ SHARED_BUDGET = 200 * 1024     # bytes of the ring and the staged input vector a
 
 
 @gluon.jit
-def _issue(w_desc, ring, bars, t, T, row0, D: gl.constexpr, KT: gl.constexpr,
-           BLOCK_K: gl.constexpr, RING: gl.constexpr):
-    """TMA copy of this program's tile t (projection t // KT, columns (t % KT) * BLOCK_K) into
-    its ring slot, completion counted on that slot's mbarrier; nothing past the last tile."""
+def _issue(w_desc, ring, bars, t, T, pid, programs, D: gl.constexpr, R: gl.constexpr,
+           KT: gl.constexpr, BLOCK_K: gl.constexpr, RING: gl.constexpr,
+           PACKED: gl.constexpr, SUB: gl.constexpr):
+    """TMA copy of this program's tile t (projection t // KT, columns (t % KT) * SUB * BLOCK_K)
+    into its ring slot, completion counted on that slot's mbarrier; nothing past the last
+    tile. PACKED: the weights stored tile after tile (GluonStack), a tile SUB blocks of R
+    BLOCK_K-wide rows in one contiguous run; else (SUB 1) the rows of the (2 L D, D) matrix,
+    R runs of BLOCK_K apart."""
     if t < T:
         slot = t % RING
         bar = bars.index(slot)
         mbarrier.expect(bar, w_desc.block_type.nbytes)
-        _tma_load(w_desc, [(t // KT) * D + row0, (t % KT) * BLOCK_K], bar, ring.index(slot))
+        if PACKED:
+            coords = [(((t // KT) * programs + pid) * KT + t % KT) * SUB * R, 0]
+        else:
+            coords = [(t // KT) * D + pid * R, (t % KT) * BLOCK_K]
+        _tma_load(w_desc, coords, bar, ring.index(slot))
 
 
 @gluon.jit
@@ -98,47 +107,55 @@ def _stage(x_smem, src_ptr, g_ptr, NORM: gl.constexpr, D: gl.constexpr,
 
 
 @gluon.jit
-def _project(w_desc, ring, bars, x_smem, t0, T, row0, D: gl.constexpr, R: gl.constexpr,
-             KT: gl.constexpr, BLOCK_K: gl.constexpr, RING: gl.constexpr,
+def _project(w_desc, ring, full, empty, x_smem, t0, T, pid, programs, D: gl.constexpr,
+             R: gl.constexpr, KT: gl.constexpr, BLOCK_K: gl.constexpr, RING: gl.constexpr,
+             PACKED: gl.constexpr, SUB: gl.constexpr, WS: gl.constexpr,
              tile_layout: gl.constexpr):
     """sum_k W[r, k] x_k for the program's R rows of projection t0 // KT, over its KT tiles
-    (already in flight); each slot, once read, refilled with the tile RING further on."""
+    (already in flight); each slot, once read, refilled with the tile RING further on: by
+    this partition (WS False) or by the producer warp, told on the slot's `empty` barrier."""
     acc = gl.full([R, BLOCK_K], 0.0, gl.float32, tile_layout)
     for c in gl.static_range(KT):
         t = t0 + c
         slot = t % RING
-        mbarrier.wait(bars.index(slot), (t // RING) & 1)
-        w = ring.index(slot).load(tile_layout)
-        x = x_smem.slice(c * BLOCK_K, BLOCK_K).load(gl.SliceLayout(0, tile_layout))
-        acc += w.to(gl.float32) * gl.expand_dims(x, 0)
+        mbarrier.wait(full.index(slot), (t // RING) & 1)
+        for s in gl.static_range(SUB):
+            w = ring.index(slot).slice(s * R, R).load(tile_layout)
+            x = x_smem.slice((c * SUB + s) * BLOCK_K, BLOCK_K).load(
+                gl.SliceLayout(0, tile_layout))
+            acc += w.to(gl.float32) * gl.expand_dims(x, 0)
         _cta_barrier()  # every warp has read the slot before the TMA overwrites it
-        _issue(w_desc, ring, bars, t + RING, T, row0, D, KT, BLOCK_K, RING)
+        if WS:
+            mbarrier.arrive(empty.index(slot))
+        else:
+            _issue(w_desc, ring, full, t + RING, T, pid, programs, D, R, KT, BLOCK_K, RING,
+                   PACKED, SUB)
     return gl.sum(acc, axis=1)  # one reduction across threads, after the tiles
 
 
 @gluon.jit
-def _gluon_stack_kernel(w_desc, out_ptr, h_ptr, stream_ptr, q_ptr, g_ptr, sync_ptr, L,
-                        programs, eps, D: gl.constexpr, R: gl.constexpr,
-                        BLOCK_K: gl.constexpr, RING: gl.constexpr, SYNC: gl.constexpr):
-    """out = the stack of L layers h <- h + W_o[l] (rstd * W_q[l] (g[l] * h)) at one row; the
-    weights one (2 L D, D) tensor behind w_desc (W_q[0], W_o[0], W_q[1], ...), tiles [R,
-    BLOCK_K]; stream and q fp32 scratch of D; sync two int32 zeros (a barrier count, an exit
-    count), zero again when the kernel ends. One program an SM, all resident at once."""
-    KT: gl.constexpr = D // BLOCK_K
+def _producer(w_desc, ring, full, empty, T, pid, programs, D: gl.constexpr, R: gl.constexpr,
+              KT: gl.constexpr, BLOCK_K: gl.constexpr, RING: gl.constexpr,
+              PACKED: gl.constexpr, SUB: gl.constexpr):
+    """The warp that keeps the ring full (WS): tile t into its slot once the layers have
+    released the slot's last tile (round t // RING - 1 of its `empty` barrier)."""
+    for t in range(T):
+        if t >= RING:
+            mbarrier.wait(empty.index(t % RING), (t // RING + 1) & 1)
+        _issue(w_desc, ring, full, t, T, pid, programs, D, R, KT, BLOCK_K, RING, PACKED, SUB)
+
+
+@gluon.jit
+def _layers(w_desc, ring, full, empty, x_smem, out_ptr, h_ptr, stream_ptr, q_ptr, g_ptr,
+            sync_ptr, L, pid, programs, eps, D: gl.constexpr, R: gl.constexpr,
+            KT: gl.constexpr, BLOCK_K: gl.constexpr, RING: gl.constexpr, SYNC: gl.constexpr,
+            PACKED: gl.constexpr, SUB: gl.constexpr, WS: gl.constexpr):
+    """The stack's arithmetic and grid barriers (all warps, or the default partition)."""
     WARPS: gl.constexpr = gl.num_warps()
     tile_layout: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [WARPS, 1], [1, 0])
     vec_layout: gl.constexpr = gl.BlockedLayout([4], [32], [WARPS], [0])
-    pid = gl.program_id(0)
-    row0 = pid * R
     T = 2 * L * KT
-    ring = gl.allocate_shared_memory(w_desc.dtype, [RING, R, BLOCK_K], w_desc.layout)
-    bars = gl.allocate_shared_memory(gl.int64, [RING, 1], mbarrier.MBarrierLayout())
-    x_smem = gl.allocate_shared_memory(gl.float32, [D], gl.SwizzledSharedLayout(1, 1, 1, [0]))
-    for i in gl.static_range(RING):
-        mbarrier.init(bars.index(i), count=1)
-    for i in gl.static_range(RING):  # the ring's first tiles: weights need no activations
-        _issue(w_desc, ring, bars, i, T, row0, D, KT, BLOCK_K, RING)
-    rows = row0 + gl.arange(0, R, layout=gl.SliceLayout(1, tile_layout))
+    rows = pid * R + gl.arange(0, R, layout=gl.SliceLayout(1, tile_layout))
     phase = 0
     for layer in range(L):
         if layer == 0:
@@ -146,15 +163,15 @@ def _gluon_stack_kernel(w_desc, out_ptr, h_ptr, stream_ptr, q_ptr, g_ptr, sync_p
         else:
             _wait(sync_ptr, phase * programs, SYNC)
             squares = _stage(x_smem, stream_ptr, g_ptr + layer * D, True, D, vec_layout)
-        acc = _project(w_desc, ring, bars, x_smem, 2 * layer * KT, T, row0, D, R, KT,
-                       BLOCK_K, RING, tile_layout)
+        acc = _project(w_desc, ring, full, empty, x_smem, 2 * layer * KT, T, pid, programs,
+                       D, R, KT, BLOCK_K, RING, PACKED, SUB, WS, tile_layout)
         gl.store(q_ptr + rows, acc * gl.rsqrt(squares / D + eps))
         _arrive(sync_ptr)
         phase += 1
         _wait(sync_ptr, phase * programs, SYNC)
         _stage(x_smem, q_ptr, g_ptr, False, D, vec_layout)
-        acc = _project(w_desc, ring, bars, x_smem, (2 * layer + 1) * KT, T, row0, D, R, KT,
-                       BLOCK_K, RING, tile_layout)
+        acc = _project(w_desc, ring, full, empty, x_smem, (2 * layer + 1) * KT, T, pid,
+                       programs, D, R, KT, BLOCK_K, RING, PACKED, SUB, WS, tile_layout)
         if layer == 0:
             h = gl.load(h_ptr + rows).to(gl.float32) + acc
         else:
@@ -165,8 +182,6 @@ def _gluon_stack_kernel(w_desc, out_ptr, h_ptr, stream_ptr, q_ptr, g_ptr, sync_p
             gl.store(stream_ptr + rows, h)
             _arrive(sync_ptr)
             phase += 1
-    for i in gl.static_range(RING):
-        mbarrier.invalidate(bars.index(i))
     # The last program out sets the counters back to zero for the next launch: every other
     # program has passed its last wait by then.
     _cta_barrier()
@@ -175,42 +190,91 @@ def _gluon_stack_kernel(w_desc, out_ptr, h_ptr, stream_ptr, q_ptr, g_ptr, sync_p
         gl.store(sync_ptr + 1, 0)
 
 
-def launch_shape(d: int, sms: int, element_size: int = 2) -> dict:
+@gluon.jit
+def _gluon_stack_kernel(w_desc, out_ptr, h_ptr, stream_ptr, q_ptr, g_ptr, sync_ptr, L,
+                        programs, eps, D: gl.constexpr, R: gl.constexpr,
+                        BLOCK_K: gl.constexpr, RING: gl.constexpr, SYNC: gl.constexpr,
+                        PACKED: gl.constexpr, SUB: gl.constexpr, WS: gl.constexpr):
+    """out = the stack of L layers h <- h + W_o[l] (rstd * W_q[l] (g[l] * h)) at one row; the
+    weights one (2 L D, D) tensor behind w_desc (W_q[0], W_o[0], W_q[1], ...), tiles [R,
+    BLOCK_K]; stream and q fp32 scratch of D; sync two int32 zeros (a barrier count, an exit
+    count), zero again when the kernel ends. One program an SM, all resident at once. WS: one
+    more warp (a partition of its own) issues every TMA copy."""
+    KT: gl.constexpr = D // (SUB * BLOCK_K)
+    pid = gl.program_id(0)
+    T = 2 * L * KT
+    ring = gl.allocate_shared_memory(w_desc.dtype, [RING, SUB * R, BLOCK_K], w_desc.layout)
+    full = gl.allocate_shared_memory(gl.int64, [RING, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [RING, 1], mbarrier.MBarrierLayout())
+    x_smem = gl.allocate_shared_memory(gl.float32, [D], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+    for i in gl.static_range(RING):
+        mbarrier.init(full.index(i), count=1)
+        mbarrier.init(empty.index(i), count=1)
+    if WS:
+        gl.warp_specialize(
+            [(_layers, (w_desc, ring, full, empty, x_smem, out_ptr, h_ptr, stream_ptr, q_ptr,
+                        g_ptr, sync_ptr, L, pid, programs, eps, D, R, KT, BLOCK_K, RING, SYNC,
+                        PACKED, SUB, WS)),
+             (_producer, (w_desc, ring, full, empty, T, pid, programs, D, R, KT, BLOCK_K,
+                          RING, PACKED, SUB))],
+            [1], [40])
+    else:
+        for i in gl.static_range(RING):  # the ring's first tiles: weights need no activations
+            _issue(w_desc, ring, full, i, T, pid, programs, D, R, KT, BLOCK_K, RING, PACKED,
+                   SUB)
+        _layers(w_desc, ring, full, empty, x_smem, out_ptr, h_ptr, stream_ptr, q_ptr, g_ptr,
+                sync_ptr, L, pid, programs, eps, D, R, KT, BLOCK_K, RING, SYNC, PACKED, SUB,
+                WS)
+    for i in gl.static_range(RING):
+        mbarrier.invalidate(full.index(i))
+        mbarrier.invalidate(empty.index(i))
+
+
+def launch_shape(d: int, sms: int, element_size: int = 2, sub: int = 1) -> dict:
     """Rows a program (a power of two, whole rows of d per program) and the ring's slots."""
     rows = triton.next_power_of_2(triton.cdiv(d, sms))
-    if d % rows or d % BK:
-        raise ValueError(f"d = {d}: needs {rows}-row blocks and {BK}-column tiles to divide it")
-    slot = rows * BK * element_size
+    if d % rows or d % (sub * BK):
+        raise ValueError(f"d = {d}: needs {rows}-row blocks and {sub * BK}-column tiles")
+    slot = sub * rows * BK * element_size
     return {"R": rows, "programs": d // rows, "RING": (SHARED_BUDGET - 4 * d) // slot}
 
 
 class GluonStack:
-    def __init__(self, norms, wqs, wos, eps, sync=True, warps=4, ring=None):
+    def __init__(self, norms, wqs, wos, eps, sync=True, warps=4, ring=None, packed=False,
+                 sub=1, ws=False):
         self.g = torch.stack(list(norms)).contiguous()
         # W_q[0], W_o[0], W_q[1], ...: each program's tiles one sequence in memory order
-        self.w = torch.stack([w for pair in zip(wqs, wos, strict=True) for w in pair])
-        L2, d, _ = self.w.shape
-        self.w = self.w.reshape(L2 * d, d).contiguous()
+        w = torch.stack([w for pair in zip(wqs, wos, strict=True) for w in pair])
+        L2, d, _ = w.shape
         self.layers, self.d, self.eps, self.sync_on, self.warps = L2 // 2, d, eps, sync, warps
-        dev = self.w.device
+        self.packed, self.sub, self.ws = packed, sub, ws
+        assert packed or sub == 1, "only packed weights make a tile of several blocks"
+        dev = w.device
         self.stream = torch.empty(d, dtype=torch.float32, device=dev)
         self.q = torch.empty(d, dtype=torch.float32, device=dev)
         self.sync = torch.zeros(2, dtype=torch.int32, device=dev)
         sms = torch.cuda.get_device_properties(dev).multi_processor_count
-        self.shape = launch_shape(d, sms, self.w.element_size())
+        self.shape = launch_shape(d, sms, w.element_size(), sub)
         if ring is not None:
             self.shape["RING"] = ring
+        if packed:  # (projection, program, tile, block, row, column): a tile one run
+            R, programs = self.shape["R"], self.shape["programs"]
+            w = w.reshape(L2, programs, R, d // (sub * BK), sub, BK).permute(0, 1, 3, 4, 2, 5)
+            self.w = w.contiguous().reshape(-1, BK)
+        else:
+            self.w = w.reshape(L2 * d, d).contiguous()
         # no swizzle: a warp reads one 512-byte row of a tile, conflict-free
         layout = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)
         self.desc = TensorDescriptor(self.w, list(self.w.shape), list(self.w.stride()),
-                                     [self.shape["R"], BK], layout)
+                                     [sub * self.shape["R"], BK], layout)
 
     def __call__(self, h: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         s = self.shape
         _gluon_stack_kernel[(s["programs"],)](
             self.desc, out, h, self.stream, self.q, self.g, self.sync, self.layers,
             s["programs"], self.eps, D=self.d, R=s["R"], BLOCK_K=BK, RING=s["RING"],
-            SYNC=self.sync_on, num_warps=self.warps)
+            SYNC=self.sync_on, PACKED=self.packed, SUB=self.sub,
+            WS=self.ws, num_warps=self.warps)
         return out
 
 
@@ -220,16 +284,26 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=8)
     parser.add_argument("--dtype", default="bf16", choices=("bf16", "fp16"))
     parser.add_argument("--calls", type=int, default=10)
-    parser.add_argument("--variants", default="ring,nosync,ring-w8,ring-half")
+    parser.add_argument("--variants", default="packed-s2-nosync,packed-s2,packed-s2-r4")
     args = parser.parse_args()
-    variants = {"ring": {}, "nosync": {"sync": False}, "ring-w8": {"warps": 8},
-                "ring-half": {"ring": "half"}}
 
     def make_step(name, norms, wqs, wos, d):
-        options = dict(variants[name])
-        if options.get("ring") == "half":
-            sms = torch.cuda.get_device_properties(0).multi_processor_count
-            options["ring"] = launch_shape(d, sms)["RING"] // 2
+        """A variant named by dash-joined words: packed (weights tile after tile), sN (tiles
+        of N blocks), nosync (no grid barrier), wN (N warps), ws (a producer warp), rN (N
+        ring slots), half (half the slots that fit), ring (none of these)."""
+        options = {}
+        for word in name.split("-"):
+            if word in ("packed", "ws"):
+                options[word] = True
+            elif word == "nosync":
+                options["sync"] = False
+            elif word == "half":
+                sms = torch.cuda.get_device_properties(0).multi_processor_count
+                options["ring"] = launch_shape(d, sms, sub=options.get("sub", 1))["RING"] // 2
+            elif word[0] in "swr" and word[1:].isdigit():
+                options[{"s": "sub", "w": "warps", "r": "ring"}[word[0]]] = int(word[1:])
+            elif word != "ring":
+                raise ValueError(f"variant {name}: no word {word}")
         return GluonStack(norms, wqs, wos, 1e-6, **options)
 
     compare_with_library(args, args.variants.split(","), "gluon", make_step)
