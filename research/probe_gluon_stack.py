@@ -149,8 +149,10 @@ def _producer(w_desc, ring, full, empty, T, pid, programs, D: gl.constexpr, R: g
 def _layers(w_desc, ring, full, empty, x_smem, out_ptr, h_ptr, stream_ptr, q_ptr, g_ptr,
             sync_ptr, L, pid, programs, eps, D: gl.constexpr, R: gl.constexpr,
             KT: gl.constexpr, BLOCK_K: gl.constexpr, RING: gl.constexpr, SYNC: gl.constexpr,
-            PACKED: gl.constexpr, SUB: gl.constexpr, WS: gl.constexpr):
-    """The stack's arithmetic and grid barriers (all warps, or the default partition)."""
+            PACKED: gl.constexpr, SUB: gl.constexpr, WS: gl.constexpr, STAGE: gl.constexpr):
+    """The stack's arithmetic and grid barriers (all warps, or the default partition).
+    STAGE=False: the input vector staged for the first projection only (wrong results; with
+    SYNC=False what the ring streams with no work between projections but the products)."""
     WARPS: gl.constexpr = gl.num_warps()
     tile_layout: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [WARPS, 1], [1, 0])
     vec_layout: gl.constexpr = gl.BlockedLayout([4], [32], [WARPS], [0])
@@ -162,14 +164,18 @@ def _layers(w_desc, ring, full, empty, x_smem, out_ptr, h_ptr, stream_ptr, q_ptr
             squares = _stage(x_smem, h_ptr, g_ptr, True, D, vec_layout)
         else:
             _wait(sync_ptr, phase * programs, SYNC)
-            squares = _stage(x_smem, stream_ptr, g_ptr + layer * D, True, D, vec_layout)
+            if STAGE:
+                squares = _stage(x_smem, stream_ptr, g_ptr + layer * D, True, D, vec_layout)
+            else:
+                squares = gl.to_tensor(float(D))
         acc = _project(w_desc, ring, full, empty, x_smem, 2 * layer * KT, T, pid, programs,
                        D, R, KT, BLOCK_K, RING, PACKED, SUB, WS, tile_layout)
         gl.store(q_ptr + rows, acc * gl.rsqrt(squares / D + eps))
         _arrive(sync_ptr)
         phase += 1
         _wait(sync_ptr, phase * programs, SYNC)
-        _stage(x_smem, q_ptr, g_ptr, False, D, vec_layout)
+        if STAGE:
+            _stage(x_smem, q_ptr, g_ptr, False, D, vec_layout)
         acc = _project(w_desc, ring, full, empty, x_smem, (2 * layer + 1) * KT, T, pid,
                        programs, D, R, KT, BLOCK_K, RING, PACKED, SUB, WS, tile_layout)
         if layer == 0:
@@ -194,7 +200,8 @@ def _layers(w_desc, ring, full, empty, x_smem, out_ptr, h_ptr, stream_ptr, q_ptr
 def _gluon_stack_kernel(w_desc, out_ptr, h_ptr, stream_ptr, q_ptr, g_ptr, sync_ptr, L,
                         programs, eps, D: gl.constexpr, R: gl.constexpr,
                         BLOCK_K: gl.constexpr, RING: gl.constexpr, SYNC: gl.constexpr,
-                        PACKED: gl.constexpr, SUB: gl.constexpr, WS: gl.constexpr):
+                        PACKED: gl.constexpr, SUB: gl.constexpr, WS: gl.constexpr,
+                        STAGE: gl.constexpr):
     """out = the stack of L layers h <- h + W_o[l] (rstd * W_q[l] (g[l] * h)) at one row; the
     weights one (2 L D, D) tensor behind w_desc (W_q[0], W_o[0], W_q[1], ...), tiles [R,
     BLOCK_K]; stream and q fp32 scratch of D; sync two int32 zeros (a barrier count, an exit
@@ -214,7 +221,7 @@ def _gluon_stack_kernel(w_desc, out_ptr, h_ptr, stream_ptr, q_ptr, g_ptr, sync_p
         gl.warp_specialize(
             [(_layers, (w_desc, ring, full, empty, x_smem, out_ptr, h_ptr, stream_ptr, q_ptr,
                         g_ptr, sync_ptr, L, pid, programs, eps, D, R, KT, BLOCK_K, RING, SYNC,
-                        PACKED, SUB, WS)),
+                        PACKED, SUB, WS, STAGE)),
              (_producer, (w_desc, ring, full, empty, T, pid, programs, D, R, KT, BLOCK_K,
                           RING, PACKED, SUB))],
             [1], [40])
@@ -224,7 +231,7 @@ def _gluon_stack_kernel(w_desc, out_ptr, h_ptr, stream_ptr, q_ptr, g_ptr, sync_p
                    SUB)
         _layers(w_desc, ring, full, empty, x_smem, out_ptr, h_ptr, stream_ptr, q_ptr, g_ptr,
                 sync_ptr, L, pid, programs, eps, D, R, KT, BLOCK_K, RING, SYNC, PACKED, SUB,
-                WS)
+                WS, STAGE)
     for i in gl.static_range(RING):
         mbarrier.invalidate(full.index(i))
         mbarrier.invalidate(empty.index(i))
@@ -241,13 +248,13 @@ def launch_shape(d: int, sms: int, element_size: int = 2, sub: int = 1) -> dict:
 
 class GluonStack:
     def __init__(self, norms, wqs, wos, eps, sync=True, warps=4, ring=None, packed=False,
-                 sub=1, ws=False):
+                 sub=1, ws=False, stage=True):
         self.g = torch.stack(list(norms)).contiguous()
         # W_q[0], W_o[0], W_q[1], ...: each program's tiles one sequence in memory order
         w = torch.stack([w for pair in zip(wqs, wos, strict=True) for w in pair])
         L2, d, _ = w.shape
         self.layers, self.d, self.eps, self.sync_on, self.warps = L2 // 2, d, eps, sync, warps
-        self.packed, self.sub, self.ws = packed, sub, ws
+        self.packed, self.sub, self.ws, self.stage = packed, sub, ws, stage
         assert packed or sub == 1, "only packed weights make a tile of several blocks"
         dev = w.device
         self.stream = torch.empty(d, dtype=torch.float32, device=dev)
@@ -274,7 +281,7 @@ class GluonStack:
             self.desc, out, h, self.stream, self.q, self.g, self.sync, self.layers,
             s["programs"], self.eps, D=self.d, R=s["R"], BLOCK_K=BK, RING=s["RING"],
             SYNC=self.sync_on, PACKED=self.packed, SUB=self.sub,
-            WS=self.ws, num_warps=self.warps)
+            WS=self.ws, STAGE=self.stage, num_warps=self.warps)
         return out
 
 
@@ -289,14 +296,17 @@ def main() -> None:
 
     def make_step(name, norms, wqs, wos, d):
         """A variant named by dash-joined words: packed (weights tile after tile), sN (tiles
-        of N blocks), nosync (no grid barrier), wN (N warps), ws (a producer warp), rN (N
-        ring slots), half (half the slots that fit), ring (none of these)."""
+        of N blocks), nosync (no grid barrier), nostage (no input vector staged after the
+        first), wN (N warps), ws (a producer warp), rN (N ring slots), half (half the slots
+        that fit), ring (none of these)."""
         options = {}
         for word in name.split("-"):
             if word in ("packed", "ws"):
                 options[word] = True
             elif word == "nosync":
                 options["sync"] = False
+            elif word == "nostage":
+                options["stage"] = False
             elif word == "half":
                 sms = torch.cuda.get_device_properties(0).multi_processor_count
                 options["ring"] = launch_shape(d, sms, sub=options.get("sub", 1))["RING"] // 2
