@@ -149,10 +149,14 @@ def _producer(w_desc, ring, full, empty, T, pid, programs, D: gl.constexpr, R: g
 def _layers(w_desc, ring, full, empty, x_smem, out_ptr, h_ptr, stream_ptr, q_ptr, g_ptr,
             sync_ptr, L, pid, programs, eps, D: gl.constexpr, R: gl.constexpr,
             KT: gl.constexpr, BLOCK_K: gl.constexpr, RING: gl.constexpr, SYNC: gl.constexpr,
-            PACKED: gl.constexpr, SUB: gl.constexpr, WS: gl.constexpr, STAGE: gl.constexpr):
+            PACKED: gl.constexpr, SUB: gl.constexpr, WS: gl.constexpr, STAGE: gl.constexpr,
+            REPL: gl.constexpr):
     """The stack's arithmetic and grid barriers (all warps, or the default partition).
     STAGE=False: the input vector staged for the first projection only (wrong results; with
-    SYNC=False what the ring streams with no work between projections but the products)."""
+    SYNC=False what the ring streams with no work between projections but the products).
+    REPL > 1: program p stages from copy p % REPL of the vectors (wrong results, only
+    copy 0 is written; with SYNC=False whether every program reading the same lines costs)."""
+    copy = (pid % REPL) * D
     WARPS: gl.constexpr = gl.num_warps()
     tile_layout: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [WARPS, 1], [1, 0])
     vec_layout: gl.constexpr = gl.BlockedLayout([4], [32], [WARPS], [0])
@@ -165,7 +169,8 @@ def _layers(w_desc, ring, full, empty, x_smem, out_ptr, h_ptr, stream_ptr, q_ptr
         else:
             _wait(sync_ptr, phase * programs, SYNC)
             if STAGE:
-                squares = _stage(x_smem, stream_ptr, g_ptr + layer * D, True, D, vec_layout)
+                squares = _stage(x_smem, stream_ptr + copy, g_ptr + layer * D, True, D,
+                                 vec_layout)
             else:
                 squares = gl.to_tensor(float(D))
         acc = _project(w_desc, ring, full, empty, x_smem, 2 * layer * KT, T, pid, programs,
@@ -175,7 +180,7 @@ def _layers(w_desc, ring, full, empty, x_smem, out_ptr, h_ptr, stream_ptr, q_ptr
         phase += 1
         _wait(sync_ptr, phase * programs, SYNC)
         if STAGE:
-            _stage(x_smem, q_ptr, g_ptr, False, D, vec_layout)
+            _stage(x_smem, q_ptr + copy, g_ptr, False, D, vec_layout)
         acc = _project(w_desc, ring, full, empty, x_smem, (2 * layer + 1) * KT, T, pid,
                        programs, D, R, KT, BLOCK_K, RING, PACKED, SUB, WS, tile_layout)
         if layer == 0:
@@ -201,7 +206,7 @@ def _gluon_stack_kernel(w_desc, out_ptr, h_ptr, stream_ptr, q_ptr, g_ptr, sync_p
                         programs, eps, D: gl.constexpr, R: gl.constexpr,
                         BLOCK_K: gl.constexpr, RING: gl.constexpr, SYNC: gl.constexpr,
                         PACKED: gl.constexpr, SUB: gl.constexpr, WS: gl.constexpr,
-                        STAGE: gl.constexpr):
+                        STAGE: gl.constexpr, REPL: gl.constexpr):
     """out = the stack of L layers h <- h + W_o[l] (rstd * W_q[l] (g[l] * h)) at one row; the
     weights one (2 L D, D) tensor behind w_desc (W_q[0], W_o[0], W_q[1], ...), tiles [R,
     BLOCK_K]; stream and q fp32 scratch of D; sync two int32 zeros (a barrier count, an exit
@@ -221,7 +226,7 @@ def _gluon_stack_kernel(w_desc, out_ptr, h_ptr, stream_ptr, q_ptr, g_ptr, sync_p
         gl.warp_specialize(
             [(_layers, (w_desc, ring, full, empty, x_smem, out_ptr, h_ptr, stream_ptr, q_ptr,
                         g_ptr, sync_ptr, L, pid, programs, eps, D, R, KT, BLOCK_K, RING, SYNC,
-                        PACKED, SUB, WS, STAGE)),
+                        PACKED, SUB, WS, STAGE, REPL)),
              (_producer, (w_desc, ring, full, empty, T, pid, programs, D, R, KT, BLOCK_K,
                           RING, PACKED, SUB))],
             [1], [40])
@@ -231,7 +236,7 @@ def _gluon_stack_kernel(w_desc, out_ptr, h_ptr, stream_ptr, q_ptr, g_ptr, sync_p
                    SUB)
         _layers(w_desc, ring, full, empty, x_smem, out_ptr, h_ptr, stream_ptr, q_ptr, g_ptr,
                 sync_ptr, L, pid, programs, eps, D, R, KT, BLOCK_K, RING, SYNC, PACKED, SUB,
-                WS, STAGE)
+                WS, STAGE, REPL)
     for i in gl.static_range(RING):
         mbarrier.invalidate(full.index(i))
         mbarrier.invalidate(empty.index(i))
@@ -248,17 +253,19 @@ def launch_shape(d: int, sms: int, element_size: int = 2, sub: int = 1) -> dict:
 
 class GluonStack:
     def __init__(self, norms, wqs, wos, eps, sync=True, warps=4, ring=None, packed=False,
-                 sub=1, ws=False, stage=True):
+                 sub=1, ws=False, stage=True, copies=1):
         self.g = torch.stack(list(norms)).contiguous()
         # W_q[0], W_o[0], W_q[1], ...: each program's tiles one sequence in memory order
         w = torch.stack([w for pair in zip(wqs, wos, strict=True) for w in pair])
         L2, d, _ = w.shape
         self.layers, self.d, self.eps, self.sync_on, self.warps = L2 // 2, d, eps, sync, warps
         self.packed, self.sub, self.ws, self.stage = packed, sub, ws, stage
+        self.copies = copies
+        assert copies == 1 or not sync, "copies of the vectors other than the first go unwritten"
         assert packed or sub == 1, "only packed weights make a tile of several blocks"
         dev = w.device
-        self.stream = torch.empty(d, dtype=torch.float32, device=dev)
-        self.q = torch.empty(d, dtype=torch.float32, device=dev)
+        self.stream = torch.zeros(copies * d, dtype=torch.float32, device=dev)
+        self.q = torch.zeros(copies * d, dtype=torch.float32, device=dev)
         self.sync = torch.zeros(2, dtype=torch.int32, device=dev)
         sms = torch.cuda.get_device_properties(dev).multi_processor_count
         self.shape = launch_shape(d, sms, w.element_size(), sub)
@@ -281,7 +288,7 @@ class GluonStack:
             self.desc, out, h, self.stream, self.q, self.g, self.sync, self.layers,
             s["programs"], self.eps, D=self.d, R=s["R"], BLOCK_K=BK, RING=s["RING"],
             SYNC=self.sync_on, PACKED=self.packed, SUB=self.sub,
-            WS=self.ws, STAGE=self.stage, num_warps=self.warps)
+            WS=self.ws, STAGE=self.stage, REPL=self.copies, num_warps=self.warps)
         return out
 
 
@@ -298,7 +305,8 @@ def main() -> None:
         """A variant named by dash-joined words: packed (weights tile after tile), sN (tiles
         of N blocks), nosync (no grid barrier), nostage (no input vector staged after the
         first), wN (N warps), ws (a producer warp), rN (N ring slots), half (half the slots
-        that fit), ring (none of these)."""
+        that fit), xN (program p stages from copy p % N of the vectors; with nosync), ring
+        (none of these)."""
         options = {}
         for word in name.split("-"):
             if word in ("packed", "ws"):
@@ -310,8 +318,9 @@ def main() -> None:
             elif word == "half":
                 sms = torch.cuda.get_device_properties(0).multi_processor_count
                 options["ring"] = launch_shape(d, sms, sub=options.get("sub", 1))["RING"] // 2
-            elif word[0] in "swr" and word[1:].isdigit():
-                options[{"s": "sub", "w": "warps", "r": "ring"}[word[0]]] = int(word[1:])
+            elif word[0] in "swrx" and word[1:].isdigit():
+                option = {"s": "sub", "w": "warps", "r": "ring", "x": "copies"}[word[0]]
+                options[option] = int(word[1:])
             elif word != "ring":
                 raise ValueError(f"variant {name}: no word {word}")
         return GluonStack(norms, wqs, wos, 1e-6, **options)
