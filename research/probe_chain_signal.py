@@ -1,5 +1,6 @@
 """What a kernel boundary costs in a chain of dependent one-row projections, and whether
-counting the previous kernel's programs in (an atomic counter) beats griddepcontrol.wait.
+counting the previous kernel's programs in (an atomic counter) or tagging each value (LL)
+beats griddepcontrol.wait.
 
 Each link is y = W x over its own weight (rotated past L2 by the chain's length), x being
 the previous link's y, the way a decode step chains its projections. Modes:
@@ -9,9 +10,15 @@ the previous link's y, the way a decode step chains its projections. Modes:
   pdl-early  the next kernel released at once (before the wait), then the wait
   count      released at once; no wait: spin until the previous kernel's programs have all
              counted in (each program, after its stores, adds one with release semantics)
+  ll         no wait: each activation a 32-bit word, a bf16 value in its high half and the
+             step's tag in its low half (NCCL's LL protocol, one word for value and flag,
+             so no fence and no counter); a program polls its x until every word carries
+             this step's tag, then releases the next kernel. It waits for the values it
+             reads, not for the previous grid to finish. The tag is a device counter a
+             one-program kernel before the chain advances (it also tags the chain's input).
   linear...  tg.linear itself (bare, with a norm prologue, with a residual epilogue)
 
-    PYTHONPATH=src python3 research/probe_chain_signal.py [--links 64]
+    PYTHONPATH=src python3 research/probe_chain_signal.py [--links 64] [--modes pdl,ll]
 
 Prints microseconds a link and the floor (weight bytes / copy bandwidth) for chains of
 square layers and of alternating up/down projections (an MLP's shapes).
@@ -29,7 +36,7 @@ from probe_resident_share import captured  # research/ is the script's own folde
 import tilegraph as tg
 from tilegraph.bench.roofline import ceilings
 
-MODES = ("plain", "pdl", "pdl-early", "count")
+MODES = ("plain", "pdl", "pdl-early", "count", "ll")
 # The same chains through tg.linear (its defaults: PDL on, the rule's kernel and tile), bare
 # and with the parts a decode step fuses.
 LINEAR_MODES = ("linear", "linear+norm", "linear+residual")
@@ -55,18 +62,60 @@ def _link_kernel(y_ptr, x_ptr, w_ptr, counts_ptr, N, K, prev_programs,
         seen = tl.atomic_add(counts_ptr, 0, sem="acquire", scope="gpu")
         while seen < prev_programs:
             seen = tl.atomic_add(counts_ptr, 0, sem="acquire", scope="gpu")
+    if MODE == 4:
+        tag = tl.load(counts_ptr, volatile=True) & 0xFFFF
     acc = tl.zeros([BLOCK_N], tl.float32)
     for k0 in range(0, K, BLOCK_K):
         if k0 > 0:
             w = tl.load(w_ptrs + k0, mask=n_mask[:, None] & (offs_k < K - k0)[None, :],
                         other=0.0)
-        x = tl.load(x_ptr + k0 + offs_k, mask=offs_k < K - k0, other=0.0,
-                    cache_modifier=".cg").to(tl.float32)
+        if MODE == 4:
+            x = _ll_read(x_ptr + k0 + offs_k, offs_k < K - k0, tag)
+            if k0 == 0:
+                tl.extra.cuda.gdc_launch_dependents()
+        else:
+            x = tl.load(x_ptr + k0 + offs_k, mask=offs_k < K - k0, other=0.0,
+                        cache_modifier=".cg").to(tl.float32)
         acc += tl.sum(w.to(tl.float32) * x[None, :], axis=1)
-    tl.store(y_ptr + offs_n, acc.to(y_ptr.dtype.element_ty), mask=n_mask)
+    if MODE == 4:
+        # the bf16 value's bits are the high half of its fp32 bits; the tag the low half
+        bits = acc.to(tl.bfloat16).to(tl.float32).to(tl.int32, bitcast=True)
+        tl.store(y_ptr + offs_n, (bits & -65536) | tag, mask=n_mask)
+    else:
+        tl.store(y_ptr + offs_n, acc.to(y_ptr.dtype.element_ty), mask=n_mask)
     if MODE == 3:
         tl.debug_barrier()  # every thread's stores are out before the count says so
         tl.atomic_add(counts_ptr + 1, 1, sem="release", scope="gpu")
+
+
+@triton.jit
+def _ll_read(ptrs, mask, tag):
+    """The fp32 values of LL words at ptrs, once every word under mask carries tag."""
+    words = tl.load(ptrs, mask=mask, other=0, volatile=True)
+    while tl.min(tl.where(mask & ((words & 0xFFFF) != tag), 0, 1)) == 0:
+        words = tl.load(ptrs, mask=mask, other=0, volatile=True)
+    return (words & -65536).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _ll_start_kernel(tag_ptr, x_ptr, K, BLOCK: tl.constexpr):
+    """The step's tag advanced (one program), the chain's input words retagged with it."""
+    tag = (tl.load(tag_ptr) + 1) & 0xFFFF
+    tl.store(tag_ptr, tag)
+    for k0 in range(0, K, BLOCK):
+        offs = k0 + tl.arange(0, BLOCK)
+        words = tl.load(x_ptr + offs, mask=offs < K)
+        tl.store(x_ptr + offs, (words & -65536) | tag, mask=offs < K)
+
+
+def ll_words(values: torch.Tensor) -> torch.Tensor:
+    """bf16 values as LL words (tag 0)."""
+    bits = values.to(torch.bfloat16).float().view(torch.int32)
+    return bits & -65536
+
+
+def ll_values(words: torch.Tensor) -> torch.Tensor:
+    return (words & -65536).view(torch.float32)
 
 
 def tile(N: int, K: int) -> tuple[int, int]:
@@ -83,6 +132,8 @@ def chain(shapes, links, mode, dtype=torch.bfloat16):
                for _ in range(copies) for n, k in shapes]
     width = max(max(n, k) for n, k in shapes)
     acts = [torch.randn(width, device="cuda", dtype=dtype) for _ in range(links + 1)]
+    if mode == "ll":
+        acts = [ll_words(a) for a in acts]
     counts = torch.zeros(links + 1, device="cuda", dtype=torch.int32)
     grids = [triton.cdiv(n, tile(n, k)[0]) for n, k in layers]
     start = torch.zeros_like(counts)
@@ -91,7 +142,10 @@ def chain(shapes, links, mode, dtype=torch.bfloat16):
     norm = torch.rand(width, device="cuda", dtype=dtype) + 0.5
 
     def step():
-        counts.copy_(start)
+        if mode == "ll":  # counts[0] is the tag; no link may start before it advances
+            _ll_start_kernel[(1,)](counts, acts[0], layers[0][1], BLOCK=1024)
+        else:
+            counts.copy_(start)
         for i, (n, k) in enumerate(layers):
             if mode in LINEAR_MODES:
                 w = weights[i % len(weights)]
@@ -101,19 +155,24 @@ def chain(shapes, links, mode, dtype=torch.bfloat16):
                 continue
             block_n, block_k = tile(n, k)
             _link_kernel[(grids[i],)](
-                acts[i + 1], acts[i], weights[i % len(weights)], counts[i:], n, k,
+                acts[i + 1], acts[i], weights[i % len(weights)],
+                counts if mode == "ll" else counts[i:], n, k,
                 grids[i - 1] if i else 0, MODE=MODES.index(mode), BLOCK_N=block_n,
                 BLOCK_K=block_k, num_warps=4, num_stages=1,
-                **({"launch_pdl": True} if mode != "plain" else {}))
+                **({"launch_pdl": True} if mode != "plain" and (mode, i) != ("ll", 0)
+                   else {}))
+
+    def result():
+        return ll_values(acts[-1]) if mode == "ll" else acts[-1].float()
 
     step()
     torch.cuda.synchronize()
-    expected = acts[-1].float().clone()
+    expected = result().clone()
     graph = captured(step)
     for _ in range(20):
         graph.replay()
     torch.cuda.synchronize()
-    if not torch.allclose(acts[-1].float(), expected, rtol=1e-2, atol=1e-2):
+    if not torch.allclose(result(), expected, rtol=1e-2, atol=1e-2):
         raise RuntimeError(f"{mode}: the chain's result differs from its eager run")
     begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     times = []
@@ -130,6 +189,7 @@ def chain(shapes, links, mode, dtype=torch.bfloat16):
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--links", type=int, default=64)
+    parser.add_argument("--modes", default=",".join(MODES + LINEAR_MODES))
     args = parser.parse_args()
     copy_gbps = ceilings()["copy_gbps"]
     cases = {"896 square": [(896, 896)], "2048 square": [(2048, 2048)],
@@ -137,7 +197,7 @@ def main() -> None:
              "mlp 2048/5632": [(5632, 2048), (2048, 5632)],
              "mlp 896/4864": [(4864, 896), (896, 4864)]}
     print(f"{torch.cuda.get_device_name()}, copy {copy_gbps:.0f} GB/s, {args.links} links")
-    modes = MODES + LINEAR_MODES
+    modes = args.modes.split(",")
     print(f"{'chain':16s} {'floor':>7s} " + " ".join(f"{m:>9s}" for m in modes))
     for name, shapes in cases.items():
         floor = sum(n * k * 2 for n, k in shapes) / len(shapes) / copy_gbps * 1e-3
