@@ -16,6 +16,7 @@ the previous link's y, the way a decode step chains its projections. Modes:
              this step's tag, then releases the next kernel. It waits for the values it
              reads, not for the previous grid to finish. The tag is a device counter a
              one-program kernel before the chain advances (it also tags the chain's input).
+  ll-early   the same, the next kernel released at once (before the poll)
   linear...  tg.linear itself (bare, with a norm prologue, with a residual epilogue)
 
     PYTHONPATH=src python3 research/probe_chain_signal.py [--links 64] [--modes pdl,ll]
@@ -36,7 +37,7 @@ from probe_resident_share import captured  # research/ is the script's own folde
 import tilegraph as tg
 from tilegraph.bench.roofline import ceilings
 
-MODES = ("plain", "pdl", "pdl-early", "count", "ll")
+MODES = ("plain", "pdl", "pdl-early", "count", "ll", "ll-early")
 # The same chains through tg.linear (its defaults: PDL on, the rule's kernel and tile), bare
 # and with the parts a decode step fuses.
 LINEAR_MODES = ("linear", "linear+norm", "linear+residual")
@@ -62,22 +63,25 @@ def _link_kernel(y_ptr, x_ptr, w_ptr, counts_ptr, N, K, prev_programs,
         seen = tl.atomic_add(counts_ptr, 0, sem="acquire", scope="gpu")
         while seen < prev_programs:
             seen = tl.atomic_add(counts_ptr, 0, sem="acquire", scope="gpu")
-    if MODE == 4:
+    LL: tl.constexpr = MODE == 4 or MODE == 5
+    if MODE == 5:
+        tl.extra.cuda.gdc_launch_dependents()
+    if LL:
         tag = tl.load(counts_ptr, volatile=True) & 0xFFFF
     acc = tl.zeros([BLOCK_N], tl.float32)
     for k0 in range(0, K, BLOCK_K):
         if k0 > 0:
             w = tl.load(w_ptrs + k0, mask=n_mask[:, None] & (offs_k < K - k0)[None, :],
                         other=0.0)
-        if MODE == 4:
+        if LL:
             x = _ll_read(x_ptr + k0 + offs_k, offs_k < K - k0, tag)
-            if k0 == 0:
+            if MODE == 4 and k0 == 0:
                 tl.extra.cuda.gdc_launch_dependents()
         else:
             x = tl.load(x_ptr + k0 + offs_k, mask=offs_k < K - k0, other=0.0,
                         cache_modifier=".cg").to(tl.float32)
         acc += tl.sum(w.to(tl.float32) * x[None, :], axis=1)
-    if MODE == 4:
+    if LL:
         # the bf16 value's bits are the high half of its fp32 bits; the tag the low half
         bits = acc.to(tl.bfloat16).to(tl.float32).to(tl.int32, bitcast=True)
         tl.store(y_ptr + offs_n, (bits & -65536) | tag, mask=n_mask)
@@ -132,7 +136,8 @@ def chain(shapes, links, mode, dtype=torch.bfloat16):
                for _ in range(copies) for n, k in shapes]
     width = max(max(n, k) for n, k in shapes)
     acts = [torch.randn(width, device="cuda", dtype=dtype) for _ in range(links + 1)]
-    if mode == "ll":
+    ll = mode.startswith("ll")
+    if ll:
         acts = [ll_words(a) for a in acts]
     counts = torch.zeros(links + 1, device="cuda", dtype=torch.int32)
     grids = [triton.cdiv(n, tile(n, k)[0]) for n, k in layers]
@@ -142,7 +147,7 @@ def chain(shapes, links, mode, dtype=torch.bfloat16):
     norm = torch.rand(width, device="cuda", dtype=dtype) + 0.5
 
     def step():
-        if mode == "ll":  # counts[0] is the tag; no link may start before it advances
+        if ll:  # counts[0] is the tag; no link may start before it advances
             _ll_start_kernel[(1,)](counts, acts[0], layers[0][1], BLOCK=1024)
         else:
             counts.copy_(start)
@@ -156,14 +161,14 @@ def chain(shapes, links, mode, dtype=torch.bfloat16):
             block_n, block_k = tile(n, k)
             _link_kernel[(grids[i],)](
                 acts[i + 1], acts[i], weights[i % len(weights)],
-                counts if mode == "ll" else counts[i:], n, k,
+                counts if ll else counts[i:], n, k,
                 grids[i - 1] if i else 0, MODE=MODES.index(mode), BLOCK_N=block_n,
                 BLOCK_K=block_k, num_warps=4, num_stages=1,
-                **({"launch_pdl": True} if mode != "plain" and (mode, i) != ("ll", 0)
+                **({"launch_pdl": True} if mode != "plain" and not (ll and i == 0)
                    else {}))
 
     def result():
-        return ll_values(acts[-1]) if mode == "ll" else acts[-1].float()
+        return ll_values(acts[-1]) if ll else acts[-1].float()
 
     step()
     torch.cuda.synchronize()
