@@ -32,11 +32,9 @@ Written in session 83 against Triton 3.6's Gluon names; run in session 84 on the
 
 from __future__ import annotations
 
-import argparse
-
 import torch
 import triton
-from probe_stack_persistent import compare_with_library
+from probe_stack_persistent import compare_with_library, stack_arguments
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
@@ -293,13 +291,8 @@ class GluonStack:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--widths", default="2048,4096")
-    parser.add_argument("--layers", type=int, default=8)
-    parser.add_argument("--dtype", default="bf16", choices=("bf16", "fp16"))
-    parser.add_argument("--calls", type=int, default=10)
-    parser.add_argument("--variants", default="packed-s2-nosync,packed-s2,packed-s2-r4")
-    args = parser.parse_args()
+    args = stack_arguments(__doc__.split("\n\n")[0], "2048,4096",
+                           "packed-s2-nosync,packed-s2,packed-s2-r4")
 
     def make_step(name, norms, wqs, wos, d):
         """A variant named by dash-joined words: packed (weights tile after tile), sN (tiles

@@ -240,14 +240,21 @@ def us_a_token(step, h: torch.Tensor, calls: int, replays: int = 20) -> float:
     return sorted(times)[len(times) // 2]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--widths", default="2048,2560,3072,4096")
+def stack_arguments(description: str, widths: str, variants: str) -> argparse.Namespace:
+    """The command line compare_with_library reads (widths, layers, dtype, calls) and the
+    variants to compare."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--widths", default=widths)
     parser.add_argument("--layers", type=int, default=8)
     parser.add_argument("--dtype", default="bf16", choices=("bf16", "fp16"))
     parser.add_argument("--calls", type=int, default=10)
-    parser.add_argument("--variants", default="early,late,early-w16,early-h32,early-h16")
-    args = parser.parse_args()
+    parser.add_argument("--variants", default=variants)
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = stack_arguments(__doc__.split("\n\n")[0], "2048,2560,3072,4096",
+                           "early,late,early-w16,early-h32,early-h16")
     variants = {"early": dict(early=True), "late": dict(early=False),
                 "early-w16": dict(early=True, warps=16), "early-w4": dict(early=True, warps=4),
                 "early-s4": dict(early=True, stages=4), "early-s2": dict(early=True, stages=2),
