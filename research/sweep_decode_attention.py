@@ -17,6 +17,8 @@ against SDPA on the same cache.
                                                             # an SM, tiles, warps on big caches
     PYTHONPATH=src python3 research/sweep_decode_attention.py --sweep tile    # tiles of twice
                                                 # the default positions, on every point above
+    PYTHONPATH=src python3 research/sweep_decode_attention.py --sweep apart   # runs merged by
+                                                # a kernel of their own, past the merge's cap
     PYTHONPATH=src python3 research/sweep_decode_attention.py --sweep tiles --points below70 \
         --merge-elements 32768 --tiles 64,128,256   # the grid's points under 70% of copy, with
                                                     # more runs than the merge's cap allows
@@ -84,6 +86,16 @@ BIG_POINTS = [
     (32, 8, 128, 4, 8192), (32, 8, 128, 8, 8192), (32, 8, 128, 16, 4096),
     (64, 8, 128, 1, 8192), (12, 2, 128, 4, 6000), (14, 2, 64, 8, 8192), (32, 4, 64, 4, 8192),
     (32, 4, 64, 8, 8192), (32, 8, 64, 8, 8192),
+]
+# Caches of 16 MB and more read by few (sequence, kv head) pairs, where the last run's merge
+# caps the runs (the attention grid's worst share of copy: 28/4x128 b1 @8192, 32.5%, session
+# 60), layouts named nowhere else among them (40/8x128, 12/2x128, 16/2x128), and two short
+# caches where a second kernel may cost more than it saves.
+APART_POINTS = [
+    (28, 4, 128, 1, 8192), (28, 4, 128, 1, 4096), (28, 4, 128, 2, 8192), (28, 4, 128, 4, 8192),
+    (64, 8, 128, 1, 8192), (32, 8, 128, 1, 8192), (32, 8, 128, 4, 4096), (32, 4, 64, 1, 8192),
+    (14, 2, 64, 4, 8192), (32, 8, 64, 1, 8192), (40, 8, 128, 1, 6000), (12, 2, 128, 1, 8192),
+    (16, 2, 128, 2, 6000), (28, 4, 128, 1, 1024), (32, 8, 128, 1, 1024),
 ]
 RULES = {  # name: (tile for head_dim <= 64, tile above, stages, programs an SM)
     "s3x1": (128, 64, 3, 1), "s4x1": (128, 64, 4, 1), "s4x2": (128, 64, 4, 2),
@@ -185,6 +197,22 @@ def double_tile_configs(shape: tuple):
             yield f"{name} S{config['SPLITS']}", config
 
 
+def apart_configs(shape: tuple):
+    """Runs merged by a kernel of their own (merge_apart: as many runs as fill the SMs, one
+    block of q heads), 1-2 programs an SM, 3-4 stages, tiles of twice the positions."""
+    seen = [attention_config(*shape)]
+    tile = 2 * default_tile(shape[3])
+    for name, variant in (("apart", {}), ("apart x2", {"programs_per_sm": 2}),
+                          ("apart s4", {"stages": 4}),
+                          ("apart x2 s4", {"programs_per_sm": 2, "stages": 4}),
+                          (f"apart T{tile}", {"tile": tile}),
+                          ("apart x2 s2", {"programs_per_sm": 2, "stages": 2})):
+        config = attention_config(*shape, merge_apart=True, **variant)
+        if config not in seen:
+            seen.append(config)
+            yield f"{name} S{config['SPLITS']}", config
+
+
 def sweep_point(heads: int, kv_heads: int, head_dim: int, batch: int, context: int,
                 sweep: str, tiles=(64, 128), merge_elements: int = MERGE_ELEMENTS
                 ) -> dict[str, float]:
@@ -210,6 +238,7 @@ def sweep_point(heads: int, kv_heads: int, head_dim: int, batch: int, context: i
         "blockrule": lambda: block_configs(shape, base),
         "big": lambda: big_configs(shape),
         "tile": lambda: double_tile_configs(shape),
+        "apart": lambda: apart_configs(shape),
     }[sweep]()
     for name, config in configs:
         variants[name] = (lambda c: lambda q, k, v, n: launch_decode_attention(
@@ -233,9 +262,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sweep", default="rules", choices=("tiles", "rules", "preload",
                                                              "merge", "blocks", "blockrule", "big",
-                                                             "tile"))
+                                                             "tile", "apart"))
     parser.add_argument("--points", choices=("tiles", "rules", "below70", "merge",
-                                             "blockrule", "big"),
+                                             "blockrule", "big", "apart"),
                         help="which points (default: the sweep's own)")
     parser.add_argument("--tiles", default="64,128", help="tiles: positions a tile to try")
     parser.add_argument("--merge-elements", type=int, default=MERGE_ELEMENTS,
@@ -244,7 +273,7 @@ def main() -> None:
     points = {"tiles": TILE_POINTS, "rules": RULE_POINTS, "preload": RULE_POINTS,
               "below70": BELOW70_POINTS, "merge": MERGE_POINTS,
               "blocks": MERGE_POINTS, "blockrule": BLOCK_RULE_POINTS, "big": BIG_POINTS,
-              "tile": BLOCK_RULE_POINTS + BIG_POINTS}
+              "tile": BLOCK_RULE_POINTS + BIG_POINTS, "apart": APART_POINTS}
     points = points[args.points or args.sweep]
     tiles = tuple(int(t) for t in args.tiles.split(","))
     speedups: dict[str, list[float]] = {}

@@ -241,6 +241,43 @@ def test_launch_shapes_match_reference(splits, block_t, one_run_tiles, merge_run
         assert_close(out, ref, q.dtype, what=f"config {config}")
 
 
+@pytest.mark.parametrize("splits, block_t, one_run_tiles, head_blocks, run_tiles", [
+    (8, 16, 0, 1, 1),     # runs of two tiles, fewer used than programs; a length of 0
+    (64, 16, 0, 1, 1),    # more runs than the last run's merge could hold (one a tile)
+    (16, 64, 3, 1, 1),    # short sequences in one run, written with no merge; idle runs
+    (12, 16, 0, 3, 1),    # blocks of 3, 3 and 1 head, each merged by its own programs
+    (16, 16, 2, 1, 2),    # runs of at least two tiles: 150 positions in 5, 37 in 2
+])
+def test_runs_merged_apart_match_reference(splits, block_t, one_run_tiles, head_blocks,
+                                           run_tiles, device):
+    """The runs' partial results merged by a kernel of their own (merge_apart)."""
+    q, k, v = _case(3, 14, 2, 16, 150, torch.float32, device)
+    lengths = torch.tensor([150, 0, 37], device=device)
+    base = attention_config(3, 2, 7, 16, 150, 1, head_blocks=head_blocks, merge_apart=True)
+    assert base["MERGE_APART"] and base["HEAD_BLOCKS"] == head_blocks
+    config = {**base, "BLOCK_T": block_t, "SPLITS": splits,
+              "BLOCK_SPLITS": triton.next_power_of_2(splits), "ONE_RUN_TILES": one_run_tiles,
+              "RUN_TILES": run_tiles}
+    for _ in range(2):
+        out = poisoned(q.shape, q.dtype, q.device)
+        launch_decode_attention(q, k, v, lengths, 16 ** -0.5, out, config)
+        ref = decode_attention_ref(q.double(), k.double(), v.double(), lengths)
+        assert_close(out, ref, q.dtype, what=f"config {config}")
+
+
+def test_runs_merged_apart_fill_the_sms_past_the_merge_s_cap():
+    """Apart, a pair's runs fill the SMs however many heads its group has (up to
+    APART_SPLITS and the cache's tiles); merged by the last run they stop at its cap."""
+    apart = attention_config(1, 4, 7, 128, 8192, 132, merge_apart=True)
+    assert apart["MERGE_APART"] and apart["HEAD_BLOCKS"] == 1
+    assert apart["SPLITS"] == 132 // 4 > attention_config(1, 4, 7, 128, 8192, 132,
+                                                          head_blocks=1)["SPLITS"]
+    assert attention_config(1, 1, 8, 64, 8192, 132, merge_apart=True)["SPLITS"] == (
+        attention.APART_SPLITS)
+    assert attention_config(1, 4, 7, 128, 256, 132, merge_apart=True)["SPLITS"] == 256 // 64
+    assert "MERGE_APART" not in attention_config(1, 4, 7, 128, 8192, 132)
+
+
 def test_a_launch_chosen_among_older_candidates_is_timed_again(monkeypatch):
     monkeypatch.setattr(attention.tuned, "_memo", {})
     monkeypatch.setattr(attention.tuned, "_disk_loaded", True)  # this test's records only
@@ -532,6 +569,31 @@ def test_one_graph_serves_every_length():
             graph.replay()
         ref = decode_attention_ref(q.double(), k.double(), v.double(), lengths)
         assert_close(out, ref, torch.bfloat16, what=f"length {length} after replays")
+
+
+@pytest.mark.gpu
+def test_runs_merged_apart_in_one_graph_serve_every_length():
+    """Attention and its merge kernel chained under PDL, three times in one graph (each
+    launch's partials in the one workspace the next overwrites): every replay equals the
+    reference at every length."""
+    q, k, v = _case(2, 28, 4, 128, 4096, torch.bfloat16, "cuda")
+    lengths = torch.tensor([1, 1], device="cuda")
+    config = attention_config(2, 4, 7, 128, 4096, sm_count(q.device), merge_apart=True)
+    assert config["MERGE_APART"] and config["SPLITS"] > 8
+    outs = [torch.empty_like(q) for _ in range(3)]
+    queries = [q, q.flip(1).contiguous(), (q * 0.5).contiguous()]
+
+    def attend():
+        for query, out in zip(queries, outs):
+            launch_decode_attention(query, k, v, lengths, 128 ** -0.5, out, config)
+    graph = tg.capture(attend)
+    for length in (1, 65, 4096, 700, 3):
+        for _ in range(20):
+            lengths.copy_(torch.tensor([length, max(1, 4096 - length)]))
+            graph.replay()
+        for query, out in zip(queries, outs):
+            ref = decode_attention_ref(query.double(), k.double(), v.double(), lengths)
+            assert_close(out, ref, torch.bfloat16, what=f"length {length} after replays")
 
 
 @pytest.mark.gpu

@@ -55,6 +55,9 @@ MERGE_ELEMENTS = 8192
 # only on long caches of wide groups, so only the tuner tries them (notes/models.md,
 # session 58).
 MERGE_CHUNKS = 1
+# Runs a pair at most where a kernel of their own merges them (_merge_apart_kernel: a
+# program a q head holds this many runs' outputs at once).
+APART_SPLITS = 64
 # A sequence of at most this many tiles is read by one program, not split: runs of one tile
 # pay the partials' round trips and the merge for little streaming. In TinyLlama's decode at
 # 128-384 positions (1-3 tiles) one run made a step 4% faster; runs of 4 tiles where the
@@ -202,7 +205,7 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
                              UPCAST_DOT: tl.constexpr, BLOCK_G: tl.constexpr,
                              GROUP_P2: tl.constexpr, BLOCK_T: tl.constexpr,
                              BLOCK_D: tl.constexpr, BLOCK_SPLITS: tl.constexpr,
-                             MERGE_RUNS: tl.constexpr,
+                             MERGE_RUNS: tl.constexpr, MERGE_APART: tl.constexpr,
                              ROW_LINES: tl.constexpr, LINE_ELEMENTS: tl.constexpr):
     """Program ((b * KV + kv head) * HEAD_BLOCKS + block, run): o_h = sum_t softmax_t(q_h .
     k_t * scale) v_t for block `block` of GROUP_BLOCK of the GROUP q heads h of that kv head,
@@ -211,9 +214,10 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
 
     A sequence that fits one run is written by that run directly. Otherwise each run leaves
     (m, denom, acc) of its block's heads in the workspace (_split_workspace.py) and counts
-    itself in; the last to arrive merges them (_merge_runs). Runs past the sequence's
-    length do nothing. Blocks of heads share the keys and values they read (from L2 where
-    they run together) and split the merge between them.
+    itself in; the last to arrive merges them (_merge_runs), or with MERGE_APART none does:
+    _merge_apart_kernel, launched next, merges them. Runs past the sequence's length do
+    nothing. Blocks of heads share the keys and values they read (from L2 where they run
+    together) and split the merge between them.
 
     Under PDL, LENGTHS_FINAL says the lengths read before griddepcontrol.wait are final (the
     kernel just before does not write them; _pdl.py), so they are read once.
@@ -294,14 +298,15 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
             tl.store(stats + (SPLITS + run) * GROUP_P2 + offs_g, denom, mask=real)
             tl.store(outs + (run * GROUP_P2 + offs_g[:, None]) * BLOCK_D + offs_d[None, :],
                      acc, mask=real[:, None])
-            tl.debug_barrier()  # every thread's partials are out before the count says so
-            arrived = tl.atomic_add(count_ptr + unit, 1, sem="acq_rel")
-            if arrived == used - 1:
-                _merge_runs(out_ptr, stride_ob, stride_oh, stats, outs, b,
-                            kv_head * GROUP + head0, tl.minimum(GROUP - head0, GROUP_BLOCK),
-                            used, HEAD_DIM, SPLITS, GROUP_P2, BLOCK_D, BLOCK_SPLITS,
-                            MERGE_RUNS)
-                tl.store(count_ptr + unit, 0)  # zero for the next launch on this stream
+            if not MERGE_APART:
+                tl.debug_barrier()  # every thread's partials are out before the count says so
+                arrived = tl.atomic_add(count_ptr + unit, 1, sem="acq_rel")
+                if arrived == used - 1:
+                    _merge_runs(out_ptr, stride_ob, stride_oh, stats, outs, b,
+                                kv_head * GROUP + head0,
+                                tl.minimum(GROUP - head0, GROUP_BLOCK), used, HEAD_DIM,
+                                SPLITS, GROUP_P2, BLOCK_D, BLOCK_SPLITS, MERGE_RUNS)
+                    tl.store(count_ptr + unit, 0)  # zero for the next launch on this stream
 
 
 @triton.jit
@@ -359,6 +364,50 @@ def _merge_runs(out_ptr, stride_ob, stride_oh, stats, outs, b, first_head, n_hea
              mask=(offs_g < n_heads)[:, None] & (offs_d < HEAD_DIM)[None, :])
 
 
+@triton.jit
+def _merge_apart_kernel(out_ptr, stride_ob, stride_oh, lengths_ptr, partial_ptr, max_seq,
+                        N_KV_HEADS: tl.constexpr, GROUP: tl.constexpr,
+                        HEAD_BLOCKS: tl.constexpr, GROUP_BLOCK: tl.constexpr,
+                        HEAD_DIM: tl.constexpr, SPLITS: tl.constexpr, PDL: tl.constexpr,
+                        ONE_RUN_TILES: tl.constexpr,
+                        RUN_TILES: tl.constexpr, GROUP_P2: tl.constexpr, BLOCK_T: tl.constexpr,
+                        BLOCK_D: tl.constexpr, BLOCK_SPLITS: tl.constexpr):
+    """Program (unit, g): q head g of the unit's block, its runs' partial results (left by
+    _decode_attention_kernel with MERGE_APART) merged as _merge_runs merges them, in run
+    order. A program a head, each holding all its runs' outputs at once: no cap on the runs
+    of a pair but BLOCK_SPLITS x BLOCK_D values a program. Sequences of one run were written
+    by the attention kernel itself."""
+    unit = tl.program_id(0)
+    g = tl.program_id(1)
+    pair = unit // HEAD_BLOCKS
+    head = (unit % HEAD_BLOCKS) * GROUP_BLOCK + g  # in the group
+    b = pair // N_KV_HEADS
+    kv_head = pair % N_KV_HEADS
+    # Final before the wait: attention releases this kernel after its own wait (every kernel
+    # before it done) and writes no length.
+    _, _, used = _run_bounds(lengths_ptr, b, 0, max_seq, SPLITS, BLOCK_T, ONE_RUN_TILES,
+                             RUN_TILES)
+    if PDL:
+        tl.extra.cuda.gdc_wait()               # every run's partials are out
+        tl.extra.cuda.gdc_launch_dependents()
+    if head < GROUP and used > 1:
+        stats = partial_ptr + unit.to(tl.int64) * SPLITS * GROUP_P2 * (2 + BLOCK_D)
+        runs = tl.arange(0, BLOCK_SPLITS)
+        offs_d = tl.arange(0, BLOCK_D)
+        in_use = runs < used
+        maxima = tl.load(stats + runs * GROUP_P2 + g, mask=in_use, other=float("-inf"))
+        sums = tl.load(stats + (SPLITS + runs) * GROUP_P2 + g, mask=in_use, other=0.0)
+        outs = stats + 2 * SPLITS * GROUP_P2
+        parts = tl.load(outs + (runs[:, None] * GROUP_P2 + g) * BLOCK_D + offs_d[None, :],
+                        mask=in_use[:, None], other=0.0)                    # (BS, BD)
+        weights = tl.exp2(maxima - tl.max(maxima, axis=0))  # every used run saw a position
+        total = tl.sum(sums * weights, axis=0)
+        merged = tl.sum(parts * weights[:, None], axis=0)
+        result = tl.where(total > 0, merged / total, 0.0)
+        tl.store(out_ptr + b.to(tl.int64) * stride_ob + (kv_head * GROUP + head) * stride_oh
+                 + offs_d, result.to(out_ptr.dtype.element_ty), mask=offs_d < HEAD_DIM)
+
+
 def attention_config(batch: int, n_kv_heads: int, group: int, head_dim: int, max_seq: int,
                      sms: int | None, *, tile: int | None = None, stages: int | None = None,
                      programs_per_sm: int = 1, query_rows: int = 16,
@@ -366,7 +415,7 @@ def attention_config(batch: int, n_kv_heads: int, group: int, head_dim: int, max
                      head_blocks: int | None = None, warps: int = 4, run_tiles: int = 1,
                      one_run_tiles: int | None = None,
                      longest: int | None = None, element_size: int = 2,
-                     shared_memory: int | None = None) -> dict:
+                     shared_memory: int | None = None, merge_apart: bool = False) -> dict:
     """Launch shape: the group's q heads padded to a tensor-core tile of at least `query_rows` rows
     (16, an mma.sync tile; 64, a Hopper warpgroup's wgmma, which does four times the multiplies
     but reduces the softmax's rows within a warp and keeps the probabilities in registers: 2
@@ -389,12 +438,13 @@ def attention_config(batch: int, n_kv_heads: int, group: int, head_dim: int, max
     (default max_seq) takes: an idle run's program still holds its SM's registers while the
     kernel before runs, where the next kernel's programs would load their weights (session
     74: with 16 runs a pair, of which a sequence of 384 positions used 2, TinyLlama's step
-    lost what 2 runs won). The
+    lost what 2 runs won); `merge_apart`: the runs merged by a kernel of their own, launched
+    next, instead of by the last of them (no cap on the runs but APART_SPLITS). The
     defaults are the rule for untuned shapes (research/sweep_decode_attention.py,
     notes/models.md)."""
     sms = sms or ASSUMED_SM_COUNT
     shape = (batch, n_kv_heads, group, head_dim, max_seq, sms, tile or default_tile(head_dim),
-             programs_per_sm, merge_chunks)
+             programs_per_sm, 0 if merge_apart else merge_chunks)
     if head_blocks is None:
         head_blocks = head_blocks_rule(shape)
     if tile is None and stages is None:
@@ -416,6 +466,7 @@ def attention_config(batch: int, n_kv_heads: int, group: int, head_dim: int, max
             "BLOCK_D": block_d, "BLOCK_SPLITS": block_splits,
             "MERGE_RUNS": min(merge_runs, block_splits), "HEAD_BLOCKS": head_blocks,
             "PRELOAD": preload > 0, "PRELOAD_TILES": max(1, int(preload)),
+            **({"MERGE_APART": True} if merge_apart else {}),
             "num_warps": warps, "num_stages": stages}
 
 
@@ -423,14 +474,16 @@ def _grid(batch: int, n_kv_heads: int, group: int, head_dim: int, max_seq: int, 
           block_t: int, programs_per_sm: int, merge_chunks: int,
           head_blocks: int) -> tuple[int, int, int, int]:
     """(head blocks, runs a unit, q heads a block padded to a power of two, runs one merge
-    holds) for a launch of q heads in `head_blocks` blocks: attention_config's grid."""
+    holds) for a launch of q heads in `head_blocks` blocks: attention_config's grid;
+    merge_chunks 0: the runs merged by a kernel of their own (APART_SPLITS at most)."""
     head_blocks = triton.cdiv(group, triton.cdiv(group, max(1, head_blocks)))  # none empty
     group_p2 = triton.next_power_of_2(triton.cdiv(group, head_blocks))
     block_d = _block_d(head_dim)
     units = batch * n_kv_heads * head_blocks
     merge_runs = max(1, MERGE_ELEMENTS // (group_p2 * block_d))  # a power of two
     splits = sms * programs_per_sm // units
-    splits = max(1, min(splits, merge_chunks * merge_runs, triton.cdiv(max_seq, block_t)))
+    cap = merge_chunks * merge_runs if merge_chunks else APART_SPLITS
+    splits = max(1, min(splits, cap, triton.cdiv(max_seq, block_t)))
     return head_blocks, splits, group_p2, merge_runs
 
 
@@ -642,6 +695,7 @@ def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
     preload_positions = config.pop("PRELOAD_TILES", 1) * config["BLOCK_T"]
     config.setdefault("MERGE_RUNS", config["BLOCK_SPLITS"])  # older configs: all at once
     config.setdefault("HEAD_BLOCKS", 1)
+    config.setdefault("MERGE_APART", False)
     partials = counters = out  # placeholders, never touched without a split
     units = batch * n_kv_heads * config["HEAD_BLOCKS"]
     if config["SPLITS"] > 1:
@@ -665,6 +719,8 @@ def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
     n_written = written_positions.numel() if config["PRELOAD"] and rows else 0
     line_elements = 128 // q.element_size()  # an L2 line, for the prefetch under PDL
     row_lines = triton.next_power_of_2(triton.cdiv(head_dim, line_elements))
+    group_block = triton.cdiv(group, config["HEAD_BLOCKS"])
+    config["MERGE_APART"] = merge_apart = config["MERGE_APART"] and config["SPLITS"] > 1
     grid = (units, config["SPLITS"])
     kernel = (functools.partial(_decode_attention_kernel.warmup, grid=grid) if compile_only
               else _decode_attention_kernel[grid])
@@ -673,19 +729,31 @@ def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
         k_cache, v_cache, k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         lengths, partials, counters, written_slots, written_positions,
         scale * math.log2(math.e), max_seq,
-        N_KV_HEADS=n_kv_heads, GROUP=group,
-        GROUP_BLOCK=triton.cdiv(group, config["HEAD_BLOCKS"]), HEAD_DIM=head_dim, PDL=pdl,
-        LENGTHS_FINAL=lengths_final, N_WRITTEN=n_written,
+        N_KV_HEADS=n_kv_heads, GROUP=group, GROUP_BLOCK=group_block, HEAD_DIM=head_dim,
+        PDL=pdl, LENGTHS_FINAL=lengths_final, N_WRITTEN=n_written,
         BLOCK_WRITTEN=triton.next_power_of_2(max(n_written, 1)),
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         UPCAST_DOT=INTERPRET and q.dtype == torch.bfloat16,
         LINE_ELEMENTS=line_elements, ROW_LINES=row_lines, PRELOAD_T=preload_positions, **config,
         **({"launch_pdl": True} if pdl else {}))
-    if compile_only:
-        if in_step is not None:   # no q|k|v projection ran: nothing is in flight
-            launched(q.device, False, ())
-    else:
+    if not compile_only:
         launched(q.device, pdl, (out, partials, counters))
+    if merge_apart:
+        grid = (units, group_block)
+        merge = (functools.partial(_merge_apart_kernel.warmup, grid=grid) if compile_only
+                 else _merge_apart_kernel[grid])
+        merge(out, out.stride(0), out.stride(1), lengths, partials, max_seq,
+              N_KV_HEADS=n_kv_heads, GROUP=group, HEAD_BLOCKS=config["HEAD_BLOCKS"],
+              GROUP_BLOCK=group_block, HEAD_DIM=head_dim, SPLITS=config["SPLITS"], PDL=pdl,
+              ONE_RUN_TILES=config["ONE_RUN_TILES"],
+              RUN_TILES=config["RUN_TILES"], GROUP_P2=config["GROUP_P2"],
+              BLOCK_T=config["BLOCK_T"], BLOCK_D=config["BLOCK_D"],
+              BLOCK_SPLITS=config["BLOCK_SPLITS"], num_warps=4,
+              **({"launch_pdl": True} if pdl else {}))
+        if not compile_only:
+            launched(q.device, pdl, (out,))
+    if compile_only and in_step is not None:   # no q|k|v projection ran: nothing in flight
+        launched(q.device, False, ())
 
 
 _run_decode_attention = custom_op("decode_attention", _launch_decode_attention)
