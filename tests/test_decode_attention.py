@@ -200,13 +200,16 @@ def test_deeper_pipelines_match_reference(batch, heads, kv_heads, head_dim, max_
                                    (1, 4, 7, 128, 8192)])
 def test_candidates_start_with_the_rule_and_fit_the_merge(shape):
     candidates = attention_candidates(*shape, 132)
-    assert candidates[0] == attention_config(*shape, 132)
+    # the rule alone: runs merged apart where the launch splits; the layer's rule timed too
+    assert candidates[0] == attention_config(*shape, 132, merge_apart=True)
+    assert attention_config(*shape, 132) in candidates
     assert len({repr(c) for c in candidates}) == len(candidates) >= 2
     for config in candidates:
         assert config["SPLITS"] <= config["BLOCK_SPLITS"]
         assert config["MERGE_RUNS"] * config["GROUP_P2"] * config["BLOCK_D"] <= MERGE_ELEMENTS
     # where the merge's cap leaves SMs idle, twice the runs merged in two chunks is timed
-    chunked = [c for c in candidates if c["MERGE_RUNS"] < c["BLOCK_SPLITS"]]
+    chunked = [c for c in candidates
+               if c["MERGE_RUNS"] < c["BLOCK_SPLITS"] and not c.get("MERGE_APART")]
     assert bool(chunked) == (shape == (1, 4, 7, 128, 8192))
     # and q heads in blocks, wherever a group has more than one
     blocks = {c["HEAD_BLOCKS"] for c in candidates}
@@ -253,7 +256,7 @@ def test_runs_merged_apart_match_reference(splits, block_t, one_run_tiles, head_
     """The runs' partial results merged by a kernel of their own (merge_apart)."""
     q, k, v = _case(3, 14, 2, 16, 150, torch.float32, device)
     lengths = torch.tensor([150, 0, 37], device=device)
-    base = attention_config(3, 2, 7, 16, 150, 1, head_blocks=head_blocks, merge_apart=True)
+    base = attention_config(3, 2, 7, 16, 150, 132, head_blocks=head_blocks, merge_apart=True)
     assert base["MERGE_APART"] and base["HEAD_BLOCKS"] == head_blocks
     config = {**base, "BLOCK_T": block_t, "SPLITS": splits,
               "BLOCK_SPLITS": triton.next_power_of_2(splits), "ONE_RUN_TILES": one_run_tiles,
@@ -263,6 +266,34 @@ def test_runs_merged_apart_match_reference(splits, block_t, one_run_tiles, head_
         launch_decode_attention(q, k, v, lengths, 16 ** -0.5, out, config)
         ref = decode_attention_ref(q.double(), k.double(), v.double(), lengths)
         assert_close(out, ref, q.dtype, what=f"config {config}")
+
+
+def test_alone_runs_merge_apart_and_a_layer_s_in_the_kernel(monkeypatch, device):
+    """tg.decode_attention's rule merges a split sequence's runs in a kernel of their own; a
+    model's decode layer (decode_attention_in_layer) keeps the merge in the kernel, even where
+    the launch tuned alone merged apart: five kernels a layer."""
+    monkeypatch.setattr(attention.tuned, "_memo", {})
+    monkeypatch.setattr(attention.tuned, "_disk_loaded", True)  # this test's records only
+    merges = []
+    real = attention._merge_apart_kernel
+
+    class Counted:
+        def __getitem__(self, grid):
+            merges.append(grid)
+            return real[grid]
+    monkeypatch.setattr(attention, "_merge_apart_kernel", Counted())
+    q, k, v = _case(1, 8, 2, 16, 1100, torch.float32, device)
+    lengths = torch.tensor([1100], device=device)
+    _check(q, k, v, lengths)
+    assert len(merges) == 1
+    ref = decode_attention_ref(q.double(), k.double(), v.double(), lengths)
+    key = attention_key(1, 2, 4, 16, 1100, torch.float32)
+    for tuned_alone in (None, attention_config(1, 2, 4, 16, 1100, 132, merge_apart=True)):
+        if tuned_alone is not None:
+            assert tuned_alone["MERGE_APART"]
+            attention.tuned.record(key, tuned_alone)
+        assert_close(attention.decode_attention_in_layer(q, k, v, lengths), ref, q.dtype)
+        assert len(merges) == 1
 
 
 def test_runs_merged_apart_fill_the_sms_past_the_merge_s_cap():
@@ -296,6 +327,8 @@ def test_step_candidates_start_with_the_chosen_launch(shape):
     rule = attention_config(*shape, 132)
     for chosen in attention_candidates(*shape, 132):
         candidates = step_candidates(*shape, 132, chosen)
+        if chosen.get("MERGE_APART"):   # a layer merges in the kernel: the rule first
+            chosen = rule
         preloaded = attention_config(*shape, 132, preload=True, stages=2)
         tile = attention.default_tile(shape[3])
         two = attention_config(*shape, 132, preload=2, stages=2, warps=8)
@@ -584,14 +617,14 @@ def test_runs_merged_apart_in_one_graph_serve_every_length():
     queries = [q, q.flip(1).contiguous(), (q * 0.5).contiguous()]
 
     def attend():
-        for query, out in zip(queries, outs):
+        for query, out in zip(queries, outs, strict=True):
             launch_decode_attention(query, k, v, lengths, 128 ** -0.5, out, config)
     graph = tg.capture(attend)
     for length in (1, 65, 4096, 700, 3):
         for _ in range(20):
             lengths.copy_(torch.tensor([length, max(1, 4096 - length)]))
             graph.replay()
-        for query, out in zip(queries, outs):
+        for query, out in zip(queries, outs, strict=True):
             ref = decode_attention_ref(query.double(), k.double(), v.double(), lengths)
             assert_close(out, ref, torch.bfloat16, what=f"length {length} after replays")
 

@@ -151,8 +151,12 @@ def tune_attention(batch: int, n_heads: int, n_kv_heads: int, head_dim: int, max
             continue
         times[i] = stats.median * 1e3
     best = min(times, key=times.get)
-    attention.tuned.record(attention.attention_key(batch, n_kv_heads, group, head_dim, max_seq,
-                                                   dtype), candidates[best])
+    key = attention.attention_key(batch, n_kv_heads, group, head_dim, max_seq, dtype)
+    attention.tuned.record(key, candidates[best])
+    in_kernel = [i for i in times if not candidates[i].get("MERGE_APART")]
+    if in_kernel:  # what a decode layer runs instead of a launch that merges apart
+        attention.tuned.record(attention.layer_key(key),
+                               candidates[min(in_kernel, key=times.get)])
     return {"config": candidates[best], "us": times[best],
             "candidates": {repr(candidates[i]): t for i, t in times.items()}}
 
@@ -207,7 +211,7 @@ def tune_attention_in_step_once(batch: int, n_heads: int, n_kv_heads: int, head_
     shaped_for = whole_seq if whole_seq is not None and whole_seq > max_seq else max_seq
     shaped_key = attention.attention_key(batch, n_kv_heads, group, head_dim, shaped_for, dtype)
     sms = sm_count(positions.device)
-    first = attention.tuned.lookup(shaped_key) or attention.attention_config(
+    first = attention.layer_launch(shaped_key) or attention.attention_config(
         batch, n_kv_heads, group, head_dim, shaped_for, sms, **device)
     candidates = attention.step_candidates(batch, n_kv_heads, group, head_dim, shaped_for,
                                            sms, first, longest=max_seq, **device)

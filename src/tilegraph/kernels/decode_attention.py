@@ -18,8 +18,11 @@ in a few blocks, a program and a merge each, which read the same keys and values
 second from L2 where they run together): where few pairs would leave SMs idle, they fill
 them and let a pair take more runs than one merge holds. The last run of a pair to finish
 merges the runs' partial results in a fixed order (the result does not depend on which run
-finished last): one kernel, no second launch. The launch shape is timed per shape by
-tune.tune_attention where it has been run, else a rule.
+finished last): one kernel, no second launch; or, called alone (tg.decode_attention), by a
+kernel of its own launched next (merge_apart), which lets a pair take as many runs as fill
+the SMs. A model's decode layer keeps the merge in the kernel (decode_attention_in_layer:
+five kernels a layer). The launch shape is timed per shape by tune.tune_attention where it
+has been run, else a rule.
 """
 
 from __future__ import annotations
@@ -466,7 +469,7 @@ def attention_config(batch: int, n_kv_heads: int, group: int, head_dim: int, max
             "BLOCK_D": block_d, "BLOCK_SPLITS": block_splits,
             "MERGE_RUNS": min(merge_runs, block_splits), "HEAD_BLOCKS": head_blocks,
             "PRELOAD": preload > 0, "PRELOAD_TILES": max(1, int(preload)),
-            **({"MERGE_APART": True} if merge_apart else {}),
+            **({"MERGE_APART": True} if merge_apart and splits > 1 else {}),
             "num_warps": warps, "num_stages": stages}
 
 
@@ -576,9 +579,17 @@ def attention_candidates(batch: int, n_kv_heads: int, group: int, head_dim: int,
     4 blocks were the fastest at 1024-2048 positions (H200, notes/models.md, session 58). The
     rule now takes blocks (head_blocks_rule), so one block, and twice the runs in two chunks
     with one block, are timed beside it; and it keeps more loads in flight on long runs
-    (pipeline_rule), so the default tile 3 deep is timed beside it (session 60)."""
+    (pipeline_rule), so the default tile 3 deep is timed beside it (session 60). Alone, the
+    runs merged by a kernel of their own were faster than the rule's merge at 14 of 15 caches
+    of 2-64 MB at batch 1-4 (28/4x128 b1 at 8192 12.2 -> 8.5 us, 64/8x128 17.9 -> 13.8, a tie
+    at 32/8x128 b4 4096), two programs an SM faster still at 4 of them (H200, notes/models.md,
+    session 85): that is the rule alone, timed first, then with 4 stages and 2 programs an
+    SM, then the merge in the kernel (the layer's rule) and its variants."""
     shape = (batch, n_kv_heads, group, head_dim, max_seq, sms)
-    variants = ({}, {"stages": 3}, {"stages": 4}, {"stages": 4, "programs_per_sm": 2},
+    apart = {"merge_apart": True}
+    variants = (apart, {**apart, "stages": 4}, {**apart, "programs_per_sm": 2},
+                {**apart, "programs_per_sm": 2, "stages": 4},
+                {}, {"stages": 3}, {"stages": 4}, {"stages": 4, "programs_per_sm": 2},
                 {"tile": 2 * default_tile(head_dim)}, {"preload": True, "stages": 2},
                 {"preload": True, "stages": 4}, {"merge_chunks": 2, "head_blocks": 1},
                 {"head_blocks": 1}, {"head_blocks": 2}, {"head_blocks": 4})
@@ -594,7 +605,8 @@ def step_candidates(batch: int, n_kv_heads: int, group: int, head_dim: int, max_
                     sms: int | None, chosen: dict, longest: int | None = None,
                     **device) -> list[dict]:
     """What tg.Generator times in its own decode step (tune.tune_attention_in_step_once): `chosen`
-    (the launch tuned alone, or the rule) first (`device` as for attention_candidates), then the
+    (the launch tuned alone, or the rule; where that merges apart, the layer's rule) first
+    (`device` as for attention_candidates), then the
     rule (where it was not chosen: attention alone does not predict the step), tiles of twice
     the default positions with 2 stages, and q tiles of 64 rows (timed alone, slower at most
     points of the attention grid). In whole steps, beside the projections that stream their
@@ -623,6 +635,8 @@ def step_candidates(batch: int, n_kv_heads: int, group: int, head_dim: int, max_
     tiles, slower where a sequence fits two tiles (H200, notes/models.md, sessions 75 and 81;
     generate.context_bands gives those lengths a band of their own)."""
     shape = (batch, n_kv_heads, group, head_dim, max_seq, sms)
+    if chosen.get("MERGE_APART"):  # a layer merges in the kernel: its rule instead
+        chosen = attention_config(*shape, **device)
     runs_of_two = {"preload": 2, "stages": 2, "warps": 8, "run_tiles": 2, "longest": longest}
     blocks = attention_config(*shape, **device)["HEAD_BLOCKS"]
     configs = [dict(chosen)]
@@ -645,8 +659,9 @@ def step_candidates(batch: int, n_kv_heads: int, group: int, head_dim: int, max_
 # session 59. 7: deeper pipelines in the rule, the default tile 3 deep timed; session 60. 8: a
 # run's first two tiles' positions preloaded over 8 warps in the step; session 70. 9: the same
 # in runs of at least two tiles; session 74. 10: those runs in half and twice the rule's
-# blocks of q heads; session 75. 11: runs of one tile, each preloaded; session 81).
-CANDIDATES_VERSION = 11
+# blocks of q heads; session 75. 11: runs of one tile, each preloaded; session 81. 12: runs
+# merged apart, the rule alone; session 85).
+CANDIDATES_VERSION = 12
 
 
 def device_facts(dtype: torch.dtype, device: torch.device) -> dict:
@@ -663,17 +678,37 @@ def attention_key(batch: int, n_kv_heads: int, group: int, head_dim: int, max_se
 tuned = Tuner("decode-attention", [{}])  # a store of timed configs: tune_attention fills it
 
 
+def layer_key(key: tuple) -> tuple:
+    """Where tune_attention keeps, beside the fastest launch alone (`key`), the fastest
+    that merges in the kernel: what a decode layer runs where the first merges apart."""
+    return (*key, "in a layer")
+
+
+def layer_launch(key: tuple) -> dict | None:
+    """The launch tuned for `key` that a decode layer may run (it merges in the kernel),
+    else None."""
+    config = tuned.lookup(key)
+    return tuned.lookup(layer_key(key)) if config and config.get("MERGE_APART") else config
+
+
 def _launch_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                              lengths: torch.Tensor, scale: float, out: torch.Tensor) -> None:
     launch_decode_attention(q, k_cache, v_cache, lengths, scale, out)
 
 
+def _launch_in_layer(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                     lengths: torch.Tensor, scale: float, out: torch.Tensor) -> None:
+    launch_decode_attention(q, k_cache, v_cache, lengths, scale, out, in_layer=True)
+
+
 def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
                             config: dict | None = None, *,
                             in_step: tuple[torch.Tensor, torch.Tensor] | None = None,
-                            compile_only: bool = False) -> None:
+                            compile_only: bool = False, in_layer: bool = False) -> None:
     """Launch on checked inputs; config: attention_config's keys (when None: the one `tilegraph
-    tune` chose for this shape, else the rule's). in_step, (slots, positions): launch as a
+    tune` chose for this shape, else the rule's: alone, the runs merged apart; in_layer, in
+    a model's decode layer, merged in the kernel: layer_launch's, else the layer's rule).
+    in_step, (slots, positions): launch as a
     decode step does, right after the q|k|v projection wrote row positions[r] of slot
     slots[r] in both caches (its PDL noted as that projection notes it), so the kernel
     checked or compiled outside a step is the one the step runs. compile_only: compile the
@@ -684,11 +719,13 @@ def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
     _, n_kv_heads, max_seq, _ = k_cache.shape
     group = n_heads // n_kv_heads
     if config is None:
-        config = tuned.lookup(attention_key(batch, n_kv_heads, group, head_dim, max_seq,
-                                            q.dtype))
+        key = attention_key(batch, n_kv_heads, group, head_dim, max_seq, q.dtype)
+        # a layer's five kernels (issue 20): its merge in the kernel
+        config = layer_launch(key) if in_layer else tuned.lookup(key)
     config = dict(config or attention_config(batch, n_kv_heads, group, head_dim, max_seq,
                                              sm_count(q.device),
-                                             **device_facts(q.dtype, q.device)))
+                                             **device_facts(q.dtype, q.device),
+                                             merge_apart=not in_layer))
     config.setdefault("ONE_RUN_TILES", ONE_RUN_TILES)  # a shape tuned before it was a key
     config.setdefault("RUN_TILES", 1)
     config.setdefault("PRELOAD", False)
@@ -757,6 +794,7 @@ def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
 
 
 _run_decode_attention = custom_op("decode_attention", _launch_decode_attention)
+_run_in_layer = custom_op("decode_attention_in_layer", _launch_in_layer)
 
 
 def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
@@ -770,6 +808,19 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     of slot b are attended (read on the device: clamped to [0, max_seq], 0 gives zeros).
     scale defaults to D ** -0.5. Softmax in fp32. Returns (B, H, D) in q's dtype.
     """
+    return _attend(q, k_cache, v_cache, lengths, scale, out, _run_decode_attention)
+
+
+def decode_attention_in_layer(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                              lengths: torch.Tensor) -> torch.Tensor:
+    """decode_attention as a model's decode layer runs it: the runs of a split sequence
+    merged by the last of them, so that the layer stays five kernels (issue 20); alone,
+    tg.decode_attention merges them in a kernel of its own where that is faster."""
+    return _attend(q, k_cache, v_cache, lengths, None, None, _run_in_layer)
+
+
+def _attend(q, k_cache, v_cache, lengths, scale, out, run) -> torch.Tensor:
+    """decode_attention's checks, then `run` (a custom op's runner) into out."""
     check_tensor("q", q)
     for name, t in (("k_cache", k_cache), ("v_cache", v_cache)):
         check_tensor(name, t)
@@ -806,7 +857,7 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
         raise ValueError(f"scale must be a finite number, got {scale!r}")
     out = prepare_out(out, (batch, n_heads, head_dim), q.dtype, q.device)
     if out.numel():
-        _run_decode_attention(q, k_cache, v_cache, lengths.contiguous(), float(scale), out)
+        run(q, k_cache, v_cache, lengths.contiguous(), float(scale), out)
     return out
 
 

@@ -36,6 +36,7 @@ import tilegraph as tg
 from ..dist.allreduce import LayerAllReduce
 from ..dist.group import TensorParallel
 from ..dist.sharding import local_config, vocab_shard
+from ..kernels.decode_attention import decode_attention_in_layer
 from ..kernels.decode_inputs import decode_inputs
 from .llama_config import LlamaConfig, rope_frequencies
 
@@ -332,7 +333,7 @@ class Llama(nn.Module):
         rows = x.shape[0]
 
         def attend(q, k_layer, v_layer):  # q (S, heads, head_dim); k, v already cached
-            return tg.decode_attention(q, k_layer, v_layer, lengths).view(rows, -1)
+            return decode_attention_in_layer(q, k_layer, v_layer, lengths).view(rows, -1)
 
         x = self._fused_layers(x, cache, positions.contiguous(), cache.slots[:rows], attend)
         return self._lm_head(x)
