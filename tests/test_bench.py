@@ -307,6 +307,11 @@ def test_attention_grid_names_how_the_tuned_launch_differs_from_the_rule():
     chosen = attention_config(3, 32, 1, 128, 200, 132, stages=4, programs_per_sm=2)
     assert launch_label(chosen, rule) == f"SPLITS={chosen['SPLITS']} num_stages=4"
     assert chosen["SPLITS"] != rule["SPLITS"] and chosen["BLOCK_SPLITS"] != rule["BLOCK_SPLITS"]
+    apart = attention_config(1, 4, 7, 128, 8192, 132, merge_apart=True)  # the rule alone
+    in_kernel = attention_config(1, 4, 7, 128, 8192, 132, head_blocks=1)
+    label = launch_label(in_kernel, apart)
+    assert label.startswith(f"SPLITS={in_kernel['SPLITS']} ") and label.endswith(
+        " no MERGE_APART")
 
 @pytest.mark.gpu
 def test_graph_timing_stays_on_one_side_stream(monkeypatch):

@@ -67,8 +67,10 @@ def _point(shape: tuple[int, int, int], batch: int, context: int, dtype: torch.d
     def sdpa(q, k, v, lengths):   # q as one query position: (B, H, 1, D)
         return F.scaled_dot_product_attention(q[:, :, None], k, v, enable_gqa=grouped)[:, :, 0]
 
+    # the rule tg.decode_attention runs alone where untuned (runs merged apart)
     rule_config = attention_config(batch, kv_heads, heads // kv_heads, head_dim, context,
-                                   sm_count(q.device), **device_facts(dtype, q.device))
+                                   sm_count(q.device), **device_facts(dtype, q.device),
+                                   merge_apart=True)
 
     def rule(q, k, v, lengths):
         launch_decode_attention(q, k, v, lengths, head_dim ** -0.5, out, rule_config)
@@ -107,6 +109,8 @@ def launch_label(chosen: dict | None, rule: dict) -> str:
     SPLITS=2"; "rule" where it is the rule's (untuned, or the rule won)."""
     changed = [f"{key}={value}" for key, value in (chosen or {}).items()
                if key not in DERIVED_KEYS and rule.get(key) != value]
+    changed += [f"no {key}" for key in rule  # e.g. a merge in the kernel, not apart
+                if chosen is not None and key not in chosen and key not in DERIVED_KEYS]
     return " ".join(changed) or "rule"
 
 
