@@ -6,8 +6,11 @@ Session 84's grids ran 5632 x 2048 at one row 7% slower in fp16 than in bf16 (6.
 6.31 us, both the GEMV; results/2026-12-02-session84/README.md), with no record of which
 launch each had kept.
 
-    PYTHONPATH=src python3 research/probe_plain_pick.py [--shape 5632x2048] [--rows 1]
-        [--dtypes fp16,bf16] [--repeats 2]
+Session 85: at 2-16 rows on weights L2 holds plain_plan also times the one-row GEMV's tile
+(four rows a program); this prints what each shape and row count keeps.
+
+    PYTHONPATH=src python3 research/probe_plain_pick.py [--shape 5632x2048[,NxK...]]
+        [--rows 1[,R...]] [--dtypes fp16,bf16] [--repeats 2]
 """
 
 from __future__ import annotations
@@ -34,23 +37,29 @@ def forget_picks() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--shape", default="5632x2048", help="N x K of the weight")
-    parser.add_argument("--rows", type=int, default=1)
+    parser.add_argument("--shape", default="5632x2048", help="N x K of the weights, commas")
+    parser.add_argument("--rows", default="1", help="row counts, commas")
     parser.add_argument("--dtypes", default="fp16,bf16")
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
-    N, K = (int(v) for v in args.shape.split("x"))
-    print(f"{torch.cuda.get_device_name()}: {N} x {K}, {args.rows} rows")
-    for repeat in range(args.repeats):
-        for name in args.dtypes.split(","):
+    for shape in args.shape.split(","):
+        for rows in (int(r) for r in args.rows.split(",")):
+            pick(*(int(v) for v in shape.split("x")), rows, args.dtypes.split(","),
+                 args.repeats)
+
+
+def pick(N: int, K: int, rows: int, dtypes: list[str], repeats: int) -> None:
+    print(f"{torch.cuda.get_device_name()}: {N} x {K}, {rows} rows")
+    for repeat in range(repeats):
+        for name in dtypes:
             dtype = DTYPES[name]
             # a fresh cache: the pick is timed again, not read back
             os.environ["TILEGRAPH_CACHE_DIR"] = tempfile.mkdtemp(prefix="pick-")
             forget_picks()
-            x = torch.randn(args.rows, K, device="cuda", dtype=dtype)
+            x = torch.randn(rows, K, device="cuda", dtype=dtype)
             w = torch.randn(N, K, device="cuda", dtype=dtype) * K**-0.5
-            out = torch.empty(args.rows, N, device="cuda", dtype=dtype)
-            rule = decode_plan.rule(args.rows, N, K, dtype, sm_count(x.device))
+            out = torch.empty(rows, N, device="cuda", dtype=dtype)
+            rule = decode_plan.rule(rows, N, K, dtype, sm_count(x.device))
             print(f"  {name} repeat {repeat + 1}: rule {rule.as_dict()}")
             kept = decode_plan.plain_plan(x, w, None, out)
             for timings in decode_plan._plain.timings.values():  # this search's only

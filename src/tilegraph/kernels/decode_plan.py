@@ -24,6 +24,8 @@ from .._runtime import is_capturing
 from ._dot_rows import DOT_ROWS, launch_dot_rows
 from ._launch import ASSUMED_SM_COUNT, is_compiling_only, sm_count
 from ._matvec import (
+    GEMV_GROUP_ROWS,
+    GEMV_GROUPS_MAX_BYTES,
     GEMV_MAX_ROWS,
     PERSISTENT_MAX_K,
     PERSISTENT_MIN_BYTES,
@@ -220,8 +222,9 @@ def gemv_takes_row(K: int) -> bool:
 
 def gemv_runs(rows: int, config: dict) -> bool:
     """Whether a GEMV config runs `rows` rows: any at one row; at 2 to GEMV_MAX_ROWS rows
-    (_gemv_rows_kernel) one without a tail."""
-    return rows == 1 or (rows <= GEMV_MAX_ROWS and "TAIL" not in config)
+    (_gemv_rows_kernel) one without a tail, persistent at most GEMV_GROUP_ROWS."""
+    return rows == 1 or (rows <= GEMV_MAX_ROWS and "TAIL" not in config and (
+        rows <= GEMV_GROUP_ROWS or "PROGRAMS_PER_SM" not in config))
 
 
 def rule(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None,
@@ -281,9 +284,9 @@ def candidates(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -
         plans += [Plan("matvec", {**base, "BLOCK_N": bn}) for bn in (4, 8, 16)
                   if bn != base["BLOCK_N"]]
         gemv = split_gemv_config(N, K)
-        if size <= 2 and gemv_runs(rows, gemv):  # the one-row tile on 2-4 rows
+        if size <= 2 and gemv_runs(rows, gemv):  # the one-row tile on 2-16 rows
             plans.append(Plan("gemv", gemv))
-        if size <= 2 and rows <= GEMV_MAX_ROWS and K <= PERSISTENT_MAX_K:
+        if size <= 2 and rows <= GEMV_GROUP_ROWS and K <= PERSISTENT_MAX_K:
             plans += [Plan("gemv", persistent_gemv_config(N, K, *variant, tail=False))
                       for variant in ROWS_PERSISTENT_VARIANTS]
     if size <= 2 and rows == 1 and gemv_takes_row(K):  # launched a program a row block, or not
@@ -489,8 +492,12 @@ _plain = Tuner("linear-decode-plain", [{}])
 
 def plain_key(rows: int, N: int, K: int, dtype: torch.dtype, has_bias: bool,
               rule_plan: Plan) -> tuple:
-    """plain_plan's cache key: a verdict holds for the rule's plan it was timed against."""
-    return (*tuned_key(rows, N, K, dtype), has_bias, repr(rule_plan.as_dict()))
+    """plain_plan's cache key: a verdict holds for the rule's plan it was timed against
+    (and, where that is no GEMV, the GEMV timed beside it: a verdict from before one was
+    is timed again)."""
+    other = other_plan(rows, N, K, dtype, None, rule_plan) if rule_plan.kind != "gemv" else None
+    others = (repr(other.as_dict()),) if other is not None else ()
+    return (*tuned_key(rows, N, K, dtype), has_bias, repr(rule_plan.as_dict()), *others)
 
 
 def other_gemv_launch(N: int, K: int, config: dict) -> dict:
@@ -505,8 +512,15 @@ def other_plan(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None,
                chosen: Plan) -> Plan | None:
     """What plain_plan times beside the rule's plan `chosen` and cuBLAS: at one row the GEMV
     launched the other way (other_gemv_launch), at two the plan the rule gave before the
-    persistent GEMV; None where the rule's plan is no GEMV."""
+    persistent GEMV; at 2-16 16-bit rows over a weight L2 holds (GEMV_GROUPS_MAX_BYTES), the
+    one-row GEMV's tile, four rows a program, where the rule's plan is no GEMV: there the
+    tensor-core kernel's and the row loop's fixed latency is most of the time. Else None."""
     if chosen.kind != "gemv":
+        size = torch.finfo(dtype).bits // 8
+        gemv = split_gemv_config(N, K)
+        if (size <= 2 and 1 < rows and N * K * size <= GEMV_GROUPS_MAX_BYTES
+                and gemv_runs(rows, gemv)):
+            return Plan("gemv", gemv)
         return None
     if rows == 1:
         return Plan("gemv", other_gemv_launch(N, K, chosen.config))
@@ -533,6 +547,7 @@ def plain_plan(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
             and not step_takes_rule(rows, N, K, weight.dtype)):
         return plan(rows, N, K, weight.dtype, x.device)  # tuned beside cuBLAS already
     chosen = rule(rows, N, K, weight.dtype, sm_count(x.device))
+    other = other_plan(rows, N, K, weight.dtype, sm_count(x.device), chosen)
     key = plain_key(rows, N, K, weight.dtype, bias is not None, chosen)
     saved = _plain.lookup(key)
     if saved is not None:
@@ -552,8 +567,7 @@ def plain_plan(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
                None, pdl and config["kind"] != "cublas")
 
     timed = [chosen.as_dict()]
-    other = other_plan(rows, N, K, weight.dtype, sm_count(x.device), chosen)
-    if other is not None:  # a one- or two-row GEMV's other launch as well
+    if other is not None:  # a GEMV's other launch, or a GEMV, as well
         timed.append(other.as_dict())
     try:
         picked = _plain.pick(key, run, [*timed, {"kind": "cublas", "fused": chosen.as_dict()}])
