@@ -336,30 +336,22 @@ def test_tuned_plan_is_used_kept_on_disk_and_bucketed(device):
     assert decode_plan.plan(2, 96, 200, torch.float16, torch.device(device)).kind != "bogus"
 
 
-@pytest.mark.parametrize("rows", [5, 8, 13, 16])
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_the_gemv_runs_up_to_sixteen_rows_four_a_program(rows, dtype, device):
-    """Past four rows the GEMV's tile runs in groups of four rows, a program each over the
-    same weight tile (the last group partly masked), with every fused part; plain, it is what
-    plain_plan times beside the tensor-core kernel on weights L2 holds. Persistent and rotary
-    launches stay at four rows."""
-    n, k = 70, 256
-    gemv = decode_plan.Plan("gemv", gemv_config(n, k))
-    x, w, b, g, r, ref = _parts(rows, n, k, dtype, device)
-    assert_close(_run(gemv, x, w, b, g, r), ref, dtype, what=f"{rows} rows")
-    plain = poisoned((rows, n), dtype, device)
-    decode_plan.launch(gemv, x, w, plain, None, 0.0, None, "none", None, False)
-    assert_close(plain, linear_ref(x.double(), w.double()), dtype)
-    assert decode_plan.gemv_runs(rows, gemv.config)
-    rule = decode_plan.rule(rows, 2048, 2048, dtype, 132)
+def test_two_plain_rows_time_the_gemv_where_the_rule_takes_none():
+    """plain_plan times the one-row GEMV's tile beside a two-row rule that is no GEMV (and
+    keys its verdict by it), never at more rows or in fp32, nor a tile with a tail."""
+    bf16, sms = torch.bfloat16, 132
+    rule = decode_plan.rule(2, 512, 4096, bf16, sms)
     assert rule.kind != "gemv"
-    assert decode_plan.other_plan(rows, 2048, 2048, dtype, 132, rule) == decode_plan.Plan(
-        "gemv", decode_plan.split_gemv_config(2048, 2048))
-    assert decode_plan.other_plan(rows, 8192, 8192, dtype, 132, rule) is None  # past L2's
-    persistent = decode_plan.Plan("gemv", {**gemv.config, "PROGRAMS_PER_SM": 2})
-    assert not decode_plan.gemv_runs(rows, persistent.config)
-    with pytest.raises(ValueError, match="persistent or rotary"):
-        _run(persistent, x, w, b, g, r)
+    gemv = decode_plan.Plan("gemv", decode_plan.split_gemv_config(512, 4096))
+    assert decode_plan.other_plan(2, 512, 4096, bf16, sms, rule) == gemv
+    assert repr(gemv.as_dict()) in decode_plan.plain_key(2, 512, 4096, bf16, False, rule)
+    four = decode_plan.rule(4, 512, 4096, bf16, sms)
+    assert decode_plan.other_plan(4, 512, 4096, bf16, sms, four) is None
+    fp32 = decode_plan.rule(2, 512, 4096, torch.float32, sms)
+    assert decode_plan.other_plan(2, 512, 4096, torch.float32, sms, fp32) is None
+    assert "TAIL" in decode_plan.split_gemv_config(512, 2560)
+    tailed = decode_plan.rule(2, 512, 2560, bf16, sms)
+    assert decode_plan.other_plan(2, 512, 2560, bf16, sms, tailed) is None
 
 
 def test_a_tuned_gemv_runs_two_to_four_rows(device):

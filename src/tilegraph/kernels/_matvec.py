@@ -545,9 +545,7 @@ def _gemv_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm
                       BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, CHUNK: tl.constexpr,
                       ALIGN: tl.constexpr = 1, PERSISTENT: tl.constexpr = False):
     """_gemv_kernel's split tile applied to 2-4 rows (BLOCK_M 2 or 4, rows past M masked):
-    y_mn = act(rstd_m * sum_k x_mk g_k W_nk + b_n) + r_mn. More rows run in groups of
-    BLOCK_M, a program (block, group) each, every group's programs reading the same weight
-    tile (from L2 after the first: launch_matvec takes them for weights L2 holds).
+    y_mn = act(rstd_m * sum_k x_mk g_k W_nk + b_n) + r_mn.
 
     Each row is folded into the tile as one vector in the tile's own layout, as the one-row
     kernel folds its x: no layout shuffles, and on tiles of 64 weight values a thread about
@@ -563,12 +561,6 @@ def _gemv_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm
     K = K * ALIGN
     stride_wn = stride_wn * ALIGN
     block = tl.program_id(0)
-    group = tl.program_id(1)  # rows [group * BLOCK_M, (group + 1) * BLOCK_M)
-    x_ptr += group * BLOCK_M * stride_xm
-    y_ptr += group * BLOCK_M * stride_ym
-    if HAS_RESIDUAL:
-        res_ptr += group * BLOCK_M * stride_rm
-    M -= group * BLOCK_M
     if PERSISTENT:  # whole rows (launch_matvec checks), one flat tile of SPLIT * CHUNK columns
         offs_k = tl.arange(0, SPLIT * CHUNK)
         w = _gemv_flat_tile(w_ptr, stride_wn, block, N, K, offs_k, BLOCK_N)
@@ -634,13 +626,8 @@ def _gemv_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm
 GEMV_WARPS = 4
 GEMV_CHUNK = 128
 GEMV_MAX_BLOCK_K = 4096
-# _gemv_rows_kernel holds each row's x and accumulator in variables of its own: up to four
-# a program (GEMV_GROUP_ROWS); up to GEMV_MAX_ROWS in groups of four, a program each over the
-# same weight tile, where L2 holds the weight (GEMV_GROUPS_MAX_BYTES) for the groups after
-# the first: where the tensor-core kernel's fixed latency is most of a projection's time.
-GEMV_GROUP_ROWS = 4
-GEMV_MAX_ROWS = 16
-GEMV_GROUPS_MAX_BYTES = 8 * 2**20
+# _gemv_rows_kernel holds each row's x and accumulator in variables of its own: up to four.
+GEMV_MAX_ROWS = 4
 # The two-tile row pays a second reduction: it won with heads of 16 chunks and tails of 4-8
 # (2304, 2560, 3000, 3072 columns: 60-75% -> 73-86% of copy, 2304's tail half masked) and
 # lost with a tail of 2 (2304: 60 -> 48%) or a head of 8 (1536: 60 -> 58%, 17920 x 1536:
@@ -898,9 +885,6 @@ def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
     if "SPLIT" in config:
         if M > GEMV_MAX_ROWS:
             raise ValueError(f"the GEMV takes 1 to {GEMV_MAX_ROWS} rows, not {M}")
-        if M > GEMV_GROUP_ROWS and (config.get("PROGRAMS_PER_SM") or activation == "rotary"):
-            raise ValueError(f"a persistent or rotary GEMV takes 1 to {GEMV_GROUP_ROWS} rows, "
-                             f"not {M}")
         if config.get("TAIL") and K > (config["SPLIT"] + config["TAIL"]) * config["CHUNK"]:
             raise ValueError(f"a tile of {config['SPLIT']} + {config['TAIL']} chunks of "
                              f"{config['CHUNK']} columns does not cover K = {K}")
@@ -919,8 +903,7 @@ def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
                     norm_weight, bias, residual,
                     residual.stride(0) if residual is not None else 0, rotary, M, N,
                     K // align, eps)
-            parts["BLOCK_M"] = min(triton.next_power_of_2(M), GEMV_GROUP_ROWS)
-            grid = (grid[0], triton.cdiv(M, GEMV_GROUP_ROWS))
+            parts["BLOCK_M"] = triton.next_power_of_2(M)
         kwargs = dict(**parts, **config, ALIGN=align, PERSISTENT=bool(per_sm), **pdl_option)
         if per_sm:  # persistent: a few programs an SM take every G-th block of rows
             if K > (config["SPLIT"] + config.get("TAIL", 0)) * config["CHUNK"]:

@@ -24,8 +24,6 @@ from .._runtime import is_capturing
 from ._dot_rows import DOT_ROWS, launch_dot_rows
 from ._launch import ASSUMED_SM_COUNT, is_compiling_only, sm_count
 from ._matvec import (
-    GEMV_GROUP_ROWS,
-    GEMV_GROUPS_MAX_BYTES,
     GEMV_MAX_ROWS,
     PERSISTENT_MAX_K,
     PERSISTENT_MIN_BYTES,
@@ -222,9 +220,8 @@ def gemv_takes_row(K: int) -> bool:
 
 def gemv_runs(rows: int, config: dict) -> bool:
     """Whether a GEMV config runs `rows` rows: any at one row; at 2 to GEMV_MAX_ROWS rows
-    (_gemv_rows_kernel) one without a tail, persistent at most GEMV_GROUP_ROWS."""
-    return rows == 1 or (rows <= GEMV_MAX_ROWS and "TAIL" not in config and (
-        rows <= GEMV_GROUP_ROWS or "PROGRAMS_PER_SM" not in config))
+    (_gemv_rows_kernel) one without a tail."""
+    return rows == 1 or (rows <= GEMV_MAX_ROWS and "TAIL" not in config)
 
 
 def rule(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None,
@@ -284,9 +281,9 @@ def candidates(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -
         plans += [Plan("matvec", {**base, "BLOCK_N": bn}) for bn in (4, 8, 16)
                   if bn != base["BLOCK_N"]]
         gemv = split_gemv_config(N, K)
-        if size <= 2 and gemv_runs(rows, gemv):  # the one-row tile on 2-16 rows
+        if size <= 2 and gemv_runs(rows, gemv):  # the one-row tile on 2-4 rows
             plans.append(Plan("gemv", gemv))
-        if size <= 2 and rows <= GEMV_GROUP_ROWS and K <= PERSISTENT_MAX_K:
+        if size <= 2 and rows <= GEMV_MAX_ROWS and K <= PERSISTENT_MAX_K:
             plans += [Plan("gemv", persistent_gemv_config(N, K, *variant, tail=False))
                       for variant in ROWS_PERSISTENT_VARIANTS]
     if size <= 2 and rows == 1 and gemv_takes_row(K):  # launched a program a row block, or not
@@ -492,9 +489,9 @@ _plain = Tuner("linear-decode-plain", [{}])
 
 def plain_key(rows: int, N: int, K: int, dtype: torch.dtype, has_bias: bool,
               rule_plan: Plan) -> tuple:
-    """plain_plan's cache key: a verdict holds for the rule's plan it was timed against
-    (and, where that is no GEMV, the GEMV timed beside it: a verdict from before one was
-    is timed again)."""
+    """plain_plan's cache key: a verdict holds for the rule's plan it was timed against,
+    and for the GEMV other_plan times beside a rule that is none (a verdict reached without
+    it is timed again)."""
     other = other_plan(rows, N, K, dtype, None, rule_plan) if rule_plan.kind != "gemv" else None
     others = (repr(other.as_dict()),) if other is not None else ()
     return (*tuned_key(rows, N, K, dtype), has_bias, repr(rule_plan.as_dict()), *others)
@@ -512,14 +509,15 @@ def other_plan(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None,
                chosen: Plan) -> Plan | None:
     """What plain_plan times beside the rule's plan `chosen` and cuBLAS: at one row the GEMV
     launched the other way (other_gemv_launch), at two the plan the rule gave before the
-    persistent GEMV; at 2-16 16-bit rows over a weight L2 holds (GEMV_GROUPS_MAX_BYTES), the
-    one-row GEMV's tile, four rows a program, where the rule's plan is no GEMV: there the
-    tensor-core kernel's and the row loop's fixed latency is most of the time. Else None."""
+    persistent GEMV; at two 16-bit rows where the rule's plan is no GEMV, the one-row
+    GEMV's tile (where it has no tail): over 6 shapes of 0.4-8 MiB (H200, notes/kernels.md,
+    session 85) it took 512 x 4096 1.5x faster than the rule's row loop (2.55 against 3.84
+    us), tied at 896^2 and 1024^2, lost at the other three. At 4-16 rows it lost on all six
+    (four rows a program, 8-16 in groups of four over the same tile: up to 3.5x slower than
+    the tensor-core kernel). Else None."""
     if chosen.kind != "gemv":
-        size = torch.finfo(dtype).bits // 8
         gemv = split_gemv_config(N, K)
-        if (size <= 2 and 1 < rows and N * K * size <= GEMV_GROUPS_MAX_BYTES
-                and gemv_runs(rows, gemv)):
+        if rows == 2 and torch.finfo(dtype).bits <= 16 and gemv_runs(rows, gemv):
             return Plan("gemv", gemv)
         return None
     if rows == 1:
@@ -547,7 +545,6 @@ def plain_plan(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
             and not step_takes_rule(rows, N, K, weight.dtype)):
         return plan(rows, N, K, weight.dtype, x.device)  # tuned beside cuBLAS already
     chosen = rule(rows, N, K, weight.dtype, sm_count(x.device))
-    other = other_plan(rows, N, K, weight.dtype, sm_count(x.device), chosen)
     key = plain_key(rows, N, K, weight.dtype, bias is not None, chosen)
     saved = _plain.lookup(key)
     if saved is not None:
@@ -567,6 +564,7 @@ def plain_plan(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
                None, pdl and config["kind"] != "cublas")
 
     timed = [chosen.as_dict()]
+    other = other_plan(rows, N, K, weight.dtype, sm_count(x.device), chosen)
     if other is not None:  # a GEMV's other launch, or a GEMV, as well
         timed.append(other.as_dict())
     try:
