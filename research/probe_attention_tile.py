@@ -2,8 +2,9 @@
 tile (a short sequence's one run in fewer iterations of the online softmax, each of which
 ends in cross-warp reductions and a layout change of the probabilities), a q tile of 64
 rows (wgmma: reductions within a warp, probabilities kept in registers), or short sequences
-split in runs of one tile. The attention grid times attention alone; this times it in the
-step, beside the kernels that run with it under PDL.
+split in runs of one tile, or the runs merged by a kernel of their own (apart: the rule of
+tg.decode_attention alone, a sixth kernel a layer). The attention grid times attention
+alone; this times it in the step, beside the kernels that run with it under PDL.
 
     PYTHONPATH=src:research python3 research/probe_attention_tile.py qwen2-0.5b:1@255,tinyllama:8
     ... --only rule,split   (those VARIANTS only)
@@ -31,10 +32,12 @@ from tilegraph.models.llama import Llama, LlamaConfig
 
 RULE = attention.attention_config
 VARIANTS = {"rule": {}, "bg64": {"BLOCK_G": 64}, "bg64/t64": {"BLOCK_G": 64, "tile": 64},
-            "tile256/2": {"tile": 256, "stages": 2}, "split": {"ONE_RUN_TILES": 1}}
+            "tile256/2": {"tile": 256, "stages": 2}, "split": {"ONE_RUN_TILES": 1},
+            "apart": {"merge_apart": True}}
 if "--only" in sys.argv:  # --only rule,split
     VARIANTS = {k: VARIANTS[k] for k in sys.argv[sys.argv.index("--only") + 1].split(",")}
-KNOBS = {"tile", "stages", "programs_per_sm"}  # attention_config's; the rest go to the launch
+# attention_config's; the rest go to the launch
+KNOBS = {"tile", "stages", "programs_per_sm", "merge_apart"}
 
 
 def patched(variant: dict):

@@ -244,17 +244,23 @@ def test_launch_shapes_match_reference(splits, block_t, one_run_tiles, merge_run
         assert_close(out, ref, q.dtype, what=f"config {config}")
 
 
-@pytest.mark.parametrize("splits, block_t, one_run_tiles, head_blocks, run_tiles", [
+APART_LAUNCHES = [  # (splits, block_t, one_run_tiles, head_blocks, run_tiles)
     (8, 16, 0, 1, 1),     # runs of two tiles, fewer used than programs; a length of 0
     (64, 16, 0, 1, 1),    # more runs than the last run's merge could hold (one a tile)
     (16, 64, 3, 1, 1),    # short sequences in one run, written with no merge; idle runs
     (12, 16, 0, 3, 1),    # blocks of 3, 3 and 1 head, each merged by its own programs
     (16, 16, 2, 1, 2),    # runs of at least two tiles: 150 positions in 5, 37 in 2
-])
-def test_runs_merged_apart_match_reference(splits, block_t, one_run_tiles, head_blocks,
-                                           run_tiles, device):
+]
+
+
+@pytest.mark.parametrize("launch, dtype", [
+    *((launch, torch.float32) for launch in APART_LAUNCHES),
+    *((launch, dtype) for launch in APART_LAUNCHES[:2]
+      for dtype in (torch.bfloat16, torch.float16))])
+def test_runs_merged_apart_match_reference(launch, dtype, device):
     """The runs' partial results merged by a kernel of their own (merge_apart)."""
-    q, k, v = _case(3, 14, 2, 16, 150, torch.float32, device)
+    splits, block_t, one_run_tiles, head_blocks, run_tiles = launch
+    q, k, v = _case(3, 14, 2, 16, 150, dtype, device)
     lengths = torch.tensor([150, 0, 37], device=device)
     base = attention_config(3, 2, 7, 16, 150, 132, head_blocks=head_blocks, merge_apart=True)
     assert base["MERGE_APART"] and base["HEAD_BLOCKS"] == head_blocks
