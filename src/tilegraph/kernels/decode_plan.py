@@ -516,10 +516,10 @@ def other_plan(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None,
     (four rows a program, 8-16 in groups of four over the same tile: up to 3.5x slower than
     the tensor-core kernel). Else None."""
     if chosen.kind != "gemv":
+        if rows != 2 or torch.finfo(dtype).bits > 16:  # on every plain call: cheap tests first
+            return None
         gemv = split_gemv_config(N, K)
-        if rows == 2 and torch.finfo(dtype).bits <= 16 and gemv_runs(rows, gemv):
-            return Plan("gemv", gemv)
-        return None
+        return Plan("gemv", gemv) if gemv_runs(rows, gemv) else None
     if rows == 1:
         return Plan("gemv", other_gemv_launch(N, K, chosen.config))
     return rule(rows, N, K, dtype, sms, two_row_gemv=False)
