@@ -9,6 +9,9 @@
     ... --attention preload=2,stages=2,warps=8,run_tiles=2,longest=384 --wait
                                      (its instructions before and after griddepcontrol.wait)
     ... --layer                      (the one-kernel decode layer)
+    ... --runs 3                     (the one-row GEMVs' residual role reading attention's
+                                      runs unmerged, 3 of them, heads of 64: needs
+                                      research/merge_in_projection.diff applied; session 86)
 
 Needs cuobjdump on PATH (triton/backends/nvidia/bin). Integer arguments and pointers are
 marked divisible by 16, as a real launch specialises them: without that mark Triton cannot
@@ -47,7 +50,8 @@ def compiled_for_sm90(kernel, constants: dict, num_warps: int, num_stages: int):
         if name in constants:
             signature[name] = "constexpr"
         elif name.endswith("_ptr"):
-            signature[name] = "*fp32" if name in FP32_POINTERS else POINTERS.get(name, f"*{DTYPE}")
+            fp32 = name in FP32_POINTERS or (name == "x_ptr" and constants.get("X_RUNS"))
+            signature[name] = "*fp32" if fp32 else POINTERS.get(name, f"*{DTYPE}")
         else:
             signature[name] = "fp32" if name in FP32_SCALARS else "i32"
     aligned = {(i,): [["tt.divisibility", 16]] for i, name in enumerate(kernel.arg_names)
@@ -93,7 +97,8 @@ DOT_ROLES = {"residual, no handoff": {"HAS_RESIDUAL": True, "HAND_OVER": False},
              "norm in the loop": {"HAS_RESIDUAL": False, "HAND_OVER": False,
                                   "NORM_IN_LOOP": True}}
 GEMV_PARTS = {"HAS_BIAS": False, "ACTIVATION": "none", "PREFETCH_WEIGHT": True, "TAIL": 0,
-              "ALIGN": 1}  # a config with a tail overrides TAIL
+              "ALIGN": 1, "RELEASE_AFTER_INPUTS": False,
+              "PERSISTENT": False}  # a config with a tail overrides TAIL
 
 
 def dot_usage(n: int, k: int, config: dict) -> None:
@@ -122,6 +127,9 @@ def attention_usage(batch: int, heads: int, kv_heads: int, head_dim: int, max_se
     launch = {key: v for key, v in config.items() if key.isupper() and key != "PRELOAD_TILES"}
     launch["PRELOAD_T"] = config["PRELOAD_TILES"] * config["BLOCK_T"]  # as the launcher does
     launch.setdefault("RUN_TILES", 1)
+    for flag in ("MERGE_APART", "MERGE_OUT"):   # MERGE_OUT: merge_in_projection.diff's
+        if flag in _decode_attention_kernel.arg_names:
+            launch.setdefault(flag, False)
     group = heads // kv_heads
     launch.update(N_KV_HEADS=kv_heads, GROUP=group,
                   GROUP_BLOCK=triton.cdiv(group, config["HEAD_BLOCKS"]), HEAD_DIM=head_dim,
@@ -164,6 +172,8 @@ def main() -> None:
                              "instructions before and after griddepcontrol.wait (session 81)")
     parser.add_argument("--layer", action="store_true",
                         help="only the one-kernel decode layer, bf16 d = 1024 and 2048")
+    parser.add_argument("--runs", type=int, default=0,
+                        help="the GEMVs' residual role with x as that many attention runs")
     parser.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16",
                         help="the tensor-core kernel's 16-bit dtype (--dot)")
     args = parser.parse_args()
@@ -193,8 +203,14 @@ def main() -> None:
     for n, k in ((2048, 2048), (4096, 4096), (2048, 5632), (11264, 2048)):
         config = gemv_config(n, k)
         tile = {key: v for key, v in config.items() if key.isupper()}
-        for role, parts in (("norm prologue", {"HAS_NORM": True, "HAS_RESIDUAL": False}),
-                            ("residual", {"HAS_NORM": False, "HAS_RESIDUAL": True})):
+        tile["PERSISTENT"] = bool(tile.pop("PROGRAMS_PER_SM", None))
+        roles = (("norm prologue", {"HAS_NORM": True, "HAS_RESIDUAL": False}),
+                 ("residual", {"HAS_NORM": False, "HAS_RESIDUAL": True}))
+        if args.runs:
+            roles = ((f"residual, {args.runs} runs", {"HAS_NORM": False, "HAS_RESIDUAL": True,
+                                                      "X_RUNS": args.runs,
+                                                      "X_HEAD_DIM": 64}),)
+        for role, parts in roles:
             usage = resources(_gemv_kernel, {**GEMV_PARTS, **tile, **parts},
                               config["num_warps"], 1)
             print(f"one row {n} x {k} bf16 {tile}, {role}: {usage}")
