@@ -209,6 +209,7 @@ def main() -> None:
         if args.runs:
             roles = ((f"residual, {args.runs} runs", {"HAS_NORM": False, "HAS_RESIDUAL": True,
                                                       "X_RUNS": args.runs,
+                                                      "X_HEADS": k // 64,
                                                       "X_HEAD_DIM": 64}),)
         for role, parts in roles:
             usage = resources(_gemv_kernel, {**GEMV_PARTS, **tile, **parts},
