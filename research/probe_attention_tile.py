@@ -90,18 +90,26 @@ def patched(variant: dict, position: int):
 PROFILE = "--profile" in sys.argv  # also each variant's exposed time by place in a layer
 
 
+def step_inputs(item: str):
+    """(name, batch, position, model, cache, tokens, positions) of a point "name:batch@position"
+    (time_steps.py's names, OFF_LIST's too): a random bf16 model, a cache of 2048 positions."""
+    name, batch = item.split(":")
+    batch, _, position = batch.partition("@")
+    batch, position = int(batch), int(position or 255)
+    base, overrides = OFF_LIST.get(name, (name, {}))
+    c = LlamaConfig.from_hf(hf_config(base, **overrides))
+    torch.manual_seed(0)
+    model = Llama(c, dtype=torch.bfloat16, device="cuda")
+    cache = model.new_cache(batch, 2048)
+    tokens = torch.randint(0, c.vocab_size, (batch,), device="cuda")
+    positions = torch.full((batch,), position, device="cuda")
+    return name, batch, position, model, cache, tokens, positions
+
+
 def main() -> None:
     for item in sys.argv[1].split(","):
-        name, batch = item.split(":")
-        batch, _, position = batch.partition("@")
-        batch, position = int(batch), int(position or 255)
-        base, overrides = OFF_LIST.get(name, (name, {}))
-        c = LlamaConfig.from_hf(hf_config(base, **overrides))
-        torch.manual_seed(0)
-        model = Llama(c, dtype=torch.bfloat16, device="cuda")
-        cache = model.new_cache(batch, 2048)
-        tokens = torch.randint(0, c.vocab_size, (batch,), device="cuda")
-        positions = torch.full((batch,), position, device="cuda")
+        name, batch, position, model, cache, tokens, positions = step_inputs(item)
+        c = model.config
         line = []
         for _ in range(2):
             for label, variant in VARIANTS.items():
