@@ -4,9 +4,9 @@ ends in cross-warp reductions and a layout change of the probabilities), a q til
 rows (wgmma: reductions within a warp, probabilities kept in registers), or short sequences
 split in runs of one tile, or the runs merged by a kernel of their own (apart: the rule of
 tg.decode_attention alone, a sixth kernel a layer), or not merged at all (`/none`: wrong
-results, timed as a bound on what merging the runs in the output projection's prologue
-could save). The attention grid times attention
-alone; this times it in the step, beside the kernels that run with it under PDL.
+results, timed as a bound on what merging the runs elsewhere could save). The attention
+grid times attention alone; this times it in the step, beside the kernels that run with it
+under PDL.
 
     PYTHONPATH=src:research python3 research/probe_attention_tile.py qwen2-0.5b:1@255,tinyllama:8
     ... --only rule,split   (those VARIANTS only)
