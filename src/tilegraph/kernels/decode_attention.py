@@ -561,30 +561,20 @@ def one_run_length(head_dim: int) -> int:
 
 def attention_candidates(batch: int, n_kv_heads: int, group: int, head_dim: int,
                          max_seq: int, sms: int | None, **device) -> list[dict]:
-    """What tune.tune_attention times for one shape (tg.Generator runs it), the default rule first;
-    `device`: attention_config's element_size and shared_memory (device_facts). None of them was
-    fastest on most of 72 shapes swept on H100 (batch 1-16, context 256-4096, 6 head layouts):
-    more loads in flight (4 stages) won on large caches at batch 8-16, two programs an SM where
-    few pairs stream a long cache, tiles of twice the default positions (three stages deep) on
-    caches of 16 MB and more where each run takes several tiles (notes/models.md, session 47);
-    each was 1.3-1.7x slower than the best somewhere. Each run's first tile read before the wait
-    (where the launcher finds it safe), 2 stages deep, was the fastest at 24 of 57 of those
-    shapes on H200 and up to 1.7x slower than the rule at others; 4 stages deep, at 5 of the 7
-    points under 70% of copy (notes/models.md, session 56). Twice the runs one merge holds,
-    merged in two chunks, took b1 28/4x128 at 8192 positions 21.1 -> 16.6 us and 64/8x128 20.9
-    -> 18.7 us, and was up to 1.3x slower where runs were already short. Each pair's q heads in
-    2 blocks was faster at all 11 batch-1-2 points where the merge's cap binds (28/4x128 b1 at
-    8192 21.1 -> 12.3 us, Qwen2-0.5B's 14/2x64 8.5 -> 6.2, TinyLlama's 32/4x64 8.8 -> 8.3) and
-    slower at both points where it does not (32/4x64 b2 10.9 -> 11.9, 32/8x128 b1 14.6 -> 18.7);
-    4 blocks were the fastest at 1024-2048 positions (H200, notes/models.md, session 58). The
-    rule now takes blocks (head_blocks_rule), so one block, and twice the runs in two chunks
-    with one block, are timed beside it; and it keeps more loads in flight on long runs
-    (pipeline_rule), so the default tile 3 deep is timed beside it (session 60). Alone, the
-    runs merged by a kernel of their own were faster than the rule's merge at 14 of 15 caches
-    of 2-64 MB at batch 1-4 (28/4x128 b1 at 8192 12.2 -> 8.5 us, 64/8x128 17.9 -> 13.8, a tie
-    at 32/8x128 b4 4096), two programs an SM faster still at 4 of them (H200, notes/models.md,
-    session 85): that is the rule alone, timed first, then with 4 stages and 2 programs an
-    SM, then the merge in the kernel (the layer's rule) and its variants."""
+    """What tune.tune_attention times for one shape (tg.Generator runs it), the default rule
+    first; `device`: attention_config's element_size and shared_memory (device_facts). No
+    launch was the fastest at most shapes, and each was far slower than the best somewhere,
+    so the tuner times a few that each won a kind of cache (notes/models.md):
+    - the rule alone (its runs merged apart), then with 4 stages and 2 programs an SM: apart
+      beat the in-kernel merge at 14 of 15 caches of 2-64 MB (session 85);
+    - the in-kernel merge (the layer's rule) 3 and 4 stages deep, and 4 stages at 2 programs
+      an SM: more loads in flight on large caches, more programs where few pairs stream a
+      long cache (sessions 47, 60);
+    - tiles of twice the default positions: caches of 16 MB and more of several tiles a run
+      (session 47);
+    - each run's first tile read before the wait, 2 or 4 stages deep (session 56);
+    - twice the runs one merge holds, in two chunks, and the q heads of a pair in 1, 2 or 4
+      blocks: few pairs of wide groups on long caches (session 58)."""
     shape = (batch, n_kv_heads, group, head_dim, max_seq, sms)
     apart = {"merge_apart": True}
     variants = (apart, {**apart, "stages": 4}, {**apart, "programs_per_sm": 2},
@@ -604,36 +594,20 @@ def attention_candidates(batch: int, n_kv_heads: int, group: int, head_dim: int,
 def step_candidates(batch: int, n_kv_heads: int, group: int, head_dim: int, max_seq: int,
                     sms: int | None, chosen: dict, longest: int | None = None,
                     **device) -> list[dict]:
-    """What tg.Generator times in its own decode step (tune.tune_attention_in_step_once): `chosen`
-    (the launch tuned alone, or the rule; where that merges apart, the layer's rule) first
-    (`device` as for attention_candidates), then the
-    rule (where it was not chosen: attention alone does not predict the step), tiles of twice
-    the default positions with 2 stages, and q tiles of 64 rows (timed alone, slower at most
-    points of the attention grid). In whole steps, beside the projections that stream their
-    weights while attention runs, each was the fastest for some models and the slowest for
-    others: tiles of 256 took TinyLlama's and Llama-3.2-1B's batch-1 steps 5% faster and
-    Qwen2-0.5B's up to 6% slower, 64 rows Llama-3.2-3B's 2% faster (H100, notes/models.md,
-    session 43). Each run's first tile read before the wait, two stages deep, took batch-1 steps
-    1.5-3.4% faster on TinyLlama (positions 255-1023), 1.5-6.8% on Llama-3.2-1B, 1.0% on
-    Qwen2-0.5B at 1023 and 1.3% on TinyLlama b8, and Qwen2-0.5B's 0.5% slower at 255 and 3.6% at
-    383 (H200, notes/models.md, session 56). And the first two default tiles' positions
-    preloaded as one tile over 8 warps (4 warps spill it), runs still cut in default tiles:
-    at position 255 TinyLlama's step 5.0% (b1) and 4.3% (b8) faster than with one tile
-    preloaded, at 767 6.1% slower (b1, runs of one tile); tiles of twice the positions
-    throughout were slower at 255 and, halving a long cache's runs, at 767 too (H200,
-    notes/models.md, session 70). And the same two tiles preloaded where a sequence is cut into
-    runs of two tiles, each read before the wait in one round, as many runs as the step's
-    `longest` sequence (default max_seq) takes: TinyLlama b1 1.9% faster at 319-383 positions (2
-    runs) than one run's second round after the wait, 3.7% at 1023 (4) and 1.4% at 1799 (8)
-    than one tile preloaded; Qwen2-0.5B b1 within 0.5% of the best launch at each (H200,
-    notes/models.md, session 74). And those runs with each kv head's q heads in half and in
-    twice the rule's blocks (at most the group): at 1800-2048 positions TinyLlama b1 1.2-1.9%
-    faster with 4 blocks than with 2 (but 2.9% slower at 1024), Llama-3.2-1B 1.9-2.0% with 2
-    than with 1; TinyLlama b8 and Qwen2-0.5B slower either way (H200, notes/models.md,
-    session 75). And runs of one tile from two tiles on, each read before the wait, as many as
-    the `longest` sequence takes: Qwen2-0.5B b1 at 320 positions 3% faster than runs of two
-    tiles, slower where a sequence fits two tiles (H200, notes/models.md, sessions 75 and 81;
-    generate.context_bands gives those lengths a band of their own)."""
+    """What tg.Generator times in its own decode step (tune.tune_attention_in_step_once):
+    `chosen` (the launch tuned alone, or the rule; where that merges apart, the layer's rule)
+    first (`device` as for attention_candidates), then the variants below. Alone, attention
+    does not show what it costs beside the kernels that run with it under PDL: each variant
+    was the fastest in some models' steps and the slowest in others' (notes/models.md):
+    - the rule, where it was not chosen;
+    - tiles of twice the default positions, 2 stages; q tiles of 64 rows (session 43);
+    - each run's first tile read before the wait, 2 stages (session 56);
+    - the first two default tiles' positions preloaded as one tile over 8 warps (session 70);
+    - the same in runs of at least two tiles, as many runs as the step's `longest` sequence
+      (default max_seq) takes (session 74), and with the q heads of a kv head in half and
+      in twice the rule's blocks (session 75);
+    - runs of one tile from two tiles on, each preloaded (sessions 75 and 81;
+      generate.context_bands gives those lengths a band of their own)."""
     shape = (batch, n_kv_heads, group, head_dim, max_seq, sms)
     if chosen.get("MERGE_APART"):  # a layer merges in the kernel: its rule instead
         chosen = attention_config(*shape, **device)
