@@ -20,7 +20,7 @@ size), two rounds, ms a step (probe_weight_left.step_ms).
 import sys
 
 import torch
-from probe_attention_tile import RULE, VARIANTS, patched, step_inputs
+from probe_attention_tile import MERGE_APART_KERNEL, RULE, VARIANTS, patched, step_inputs
 from probe_weight_left import step_ms
 
 import tilegraph.kernels.decode_attention as attention
@@ -44,7 +44,8 @@ def main() -> None:
                 except Exception as error:  # noqa: BLE001 (a probe: report and go on)
                     line.append(f"{mb:g} MB failed: {type(error).__name__}: {error}")
         decode_plan.set_l2_ahead(*model.layers[0].wo.shape, model.dtype, 0)
-        attention.attention_config = RULE
+        attention.attention_config = RULE   # patched may also have swapped the merge kernel
+        attention._merge_apart_kernel = MERGE_APART_KERNEL
         print(f"{name} b{batch}@{position}{' ' + forced if forced else ''}: " + " | ".join(line),
               flush=True)
         del model, cache
