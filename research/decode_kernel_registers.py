@@ -37,7 +37,8 @@ from tilegraph.kernels.decode_layer import _decode_layer_kernel, decode_layer_co
 from tilegraph.kernels.decode_plan import dot_config
 
 FP32_POINTERS = {"partial_ptr", "norm_parts_ptr", "next_parts_ptr", "acc_ptr", "zero_ptr"}
-POINTERS = {"count_ptr": "*i32", "lengths_ptr": "*i64"}  # else DTYPE, or fp32 (above)
+# else DTYPE, or fp32 (above)
+POINTERS = {"count_ptr": "*i32", "lengths_ptr": "*i64", "flagged_ptr": "*i64"}
 DTYPE = "bf16"  # --dtype
 FP32_SCALARS = {"eps", "qk_scale"}
 
@@ -127,7 +128,8 @@ def attention_usage(batch: int, heads: int, kv_heads: int, head_dim: int, max_se
     launch = {key: v for key, v in config.items() if key.isupper() and key != "PRELOAD_TILES"}
     launch["PRELOAD_T"] = config["PRELOAD_TILES"] * config["BLOCK_T"]  # as the launcher does
     launch.setdefault("RUN_TILES", 1)
-    for flag in ("MERGE_APART", "MERGE_OUT"):   # MERGE_OUT: merge_in_projection.diff's
+    # MERGE_OUT: merge_in_projection.diff's
+    for flag in ("MERGE_APART", "MERGE_FLAGGED", "MERGE_OUT"):
         if flag in _decode_attention_kernel.arg_names:
             launch.setdefault(flag, False)
     group = heads // kv_heads

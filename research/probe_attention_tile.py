@@ -46,6 +46,21 @@ VARIANTS = {"rule": {}, "bg64": {"BLOCK_G": 64}, "bg64/t64": {"BLOCK_G": 64, "ti
             "runs1/none": {"preload": True, "stages": 2, "one_run_tiles": 1, "longest": "@",
                            "merge_apart": True, "no_merge": True},
             "apart/none": {"merge_apart": True, "no_merge": True},
+            # runs of two tiles (the Generator's pick past 256 positions for TinyLlama,
+            # session 87); the /flag variants merge by the last run from flagged words, with
+            # research/attention_flagged_merge.diff applied (lost, session 87)
+            "runs2": {"preload": 2, "stages": 2, "warps": 8, "run_tiles": 2, "longest": "@"},
+            "runs2/flag": {"preload": 2, "stages": 2, "warps": 8, "run_tiles": 2,
+                           "longest": "@", "merge_flagged": True},
+            "runs1/flag": {"preload": True, "stages": 2, "one_run_tiles": 1, "longest": "@",
+                           "merge_flagged": True},
+            # the output projection released once a run has attended, not at the wait: with
+            # research/attention_release_late.diff applied (lost, session 87)
+            "pre2/late": {"preload": 2, "stages": 2, "warps": 8, "release_late": True},
+            "runs1/late": {"preload": True, "stages": 2, "one_run_tiles": 1, "longest": "@",
+                           "release_late": True},
+            "runs2/late": {"preload": 2, "stages": 2, "warps": 8, "run_tiles": 2,
+                           "longest": "@", "release_late": True},
             # the runs left for the output projection to merge (MERGE_OUT), up to
             # `out_splits` runs (attention.OUT_SPLITS): with research/merge_in_projection.diff
             # applied (lost, session 86)
@@ -59,7 +74,8 @@ if "--only" in sys.argv:  # --only rule,split
     VARIANTS = {k: VARIANTS[k] for k in sys.argv[sys.argv.index("--only") + 1].split(",")}
 # attention_config's; the rest go to the launch
 KNOBS = {"tile", "stages", "programs_per_sm", "merge_apart", "preload", "warps",
-         "one_run_tiles", "longest", "run_tiles", "merge_out"}
+         "one_run_tiles", "longest", "run_tiles", "merge_out", "merge_flagged",
+         "release_late"}
 MERGE_APART_KERNEL = attention._merge_apart_kernel
 OUT_SPLITS = getattr(attention, "OUT_SPLITS", None)  # merge_in_projection.diff's
 

@@ -325,14 +325,14 @@ def _gemv_resident_block(w, w_tail, block, x, x_tail, rstd, y_ptr, bias_ptr, res
 
 @triton.jit
 def _gemv_flat_inputs(x_ptr, norm_w_ptr, offs, K, HAS_NORM: tl.constexpr):
-    """(x scaled by the norm weights, its sum of squares) at columns offs, in fp32; without
-    a norm, x and 0."""
+    """x and the norm weights (ones without a norm) at columns offs, in fp32: loaded
+    together, before the norm's sum of squares, whose cross-warp barrier a load after it
+    could not pass (a second round trip to memory; as _gemv_inputs)."""
     x = tl.load(x_ptr + offs, mask=offs < K, other=0.0).to(tl.float32)
-    sum_sq = 0.0
+    g = tl.full(offs.shape, 1.0, tl.float32)
     if HAS_NORM:
-        sum_sq = tl.sum(x * x)
-        x = x * tl.load(norm_w_ptr + offs, mask=offs < K, other=0.0).to(tl.float32)
-    return x, sum_sq
+        g = tl.load(norm_w_ptr + offs, mask=offs < K, other=0.0).to(tl.float32)
+    return x, g
 
 
 @triton.jit
@@ -390,14 +390,18 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
         if not RELEASE_AFTER_INPUTS:
             tl.extra.cuda.gdc_launch_dependents()  # only now may the next kernel prefetch
     if PERSISTENT:  # x and the norm's rstd once a program
-        x, sum_sq = _gemv_flat_inputs(x_ptr, norm_w_ptr, offs_k, K, HAS_NORM)
-        x_tail = x
+        x, g = _gemv_flat_inputs(x_ptr, norm_w_ptr, offs_k, K, HAS_NORM)
+        x_tail, g_tail = x, g
         if TAIL > 0:
-            x_tail, tail_sum_sq = _gemv_flat_inputs(x_ptr, norm_w_ptr, offs_t, K, HAS_NORM)
-            sum_sq += tail_sum_sq
+            x_tail, g_tail = _gemv_flat_inputs(x_ptr, norm_w_ptr, offs_t, K, HAS_NORM)
         rstd = 1.0
         if HAS_NORM:
+            sum_sq = tl.sum(x * x)
+            if TAIL > 0:
+                sum_sq += tl.sum(x_tail * x_tail)
             rstd = tl.rsqrt(sum_sq / K + eps)
+            x = x * g
+            x_tail = x_tail * g_tail
         if PREFETCH_WEIGHT and RELEASE_AFTER_INPUTS:
             tl.extra.cuda.gdc_launch_dependents()
         _gemv_resident_block(w, w_tail, block, x, x_tail, rstd, y_ptr, bias_ptr, res_ptr,
