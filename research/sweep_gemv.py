@@ -102,6 +102,20 @@ def persistent_tiles(n, k):
                    "num_warps": warps, "num_stages": 1, "PROGRAMS_PER_SM": per_sm}
 
 
+PIPELINED = None  # --pipeline: pipelined_tiles
+
+
+def pipelined_tiles(n, k):
+    """The rule's persistent tile and one of half its rows, each as it is and with each next
+    row block's tiles loaded before the current one is reduced (PIPELINE, session 87), as
+    many an SM as fit."""
+    rule = persistent_gemv_config(n, k)
+    half = {**rule, "BLOCK_N": max(2, rule["BLOCK_N"] // 2)}
+    for tile in (rule, half) if half != rule else (rule,):
+        yield tile
+        yield {**tile, "PIPELINE": True}
+
+
 def sweep_shape(name, n, k, part, dtype, copy_gbps, persistent=False, rows=1):
     """Records of every variant on one projection of `rows` rows."""
     size = torch.finfo(dtype).bits // 8
@@ -124,7 +138,8 @@ def sweep_shape(name, n, k, part, dtype, copy_gbps, persistent=False, rows=1):
         "cublas": lambda w: F.linear(x, w),
         "rule": lambda w: tg.linear(x, w, out=out, **fused),
     }
-    for c in (persistent_tiles(n, k) if persistent else tiles(k)):
+    for c in (PIPELINED(n, k) if PIPELINED else persistent_tiles(n, k) if persistent
+              else tiles(k)):
         variants[json.dumps(c)] = (lambda w, c=c: launch_matvec(
             x, w, out, g, 1e-6, None, activation, r, c, True))
     records = []
@@ -151,18 +166,24 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--dtype", default="bfloat16")
-    parser.add_argument("--only", default=None, help="substring of the shape names to run")
+    parser.add_argument("--only", default=None,
+                        help="substrings of the shape names to run, comma-separated")
     parser.add_argument("--persistent", action="store_true",
                         help="persistent variants instead of the tiles, over more shapes")
     parser.add_argument("--rows", type=int, default=1, help="rows of x: 1 to 4")
+    parser.add_argument("--pipeline", action="store_true",
+                        help="with --persistent: the rule's tile with and without PIPELINE "
+                             "(research/gemv_pipeline.diff applied)")
     args = parser.parse_args()
+    global PIPELINED
+    PIPELINED = pipelined_tiles if args.pipeline else None
     dtype = getattr(torch, args.dtype)
     args.out.mkdir(parents=True, exist_ok=True)
     copy_gbps = ceilings()["copy_gbps"]
     records = []
     start = time.time()
     for name, n, k, part in SHAPES + (MORE_SHAPES if args.persistent else ()):
-        if args.only and args.only not in name:
+        if args.only and not any(part in name for part in args.only.split(",")):
             continue
         torch.cuda.empty_cache()
         shape_records = sweep_shape(name, n, k, part, dtype, copy_gbps, args.persistent,
