@@ -324,18 +324,6 @@ def _gemv_resident_block(w, w_tail, block, x, x_tail, rstd, y_ptr, bias_ptr, res
 
 
 @triton.jit
-def _gemv_flat_inputs(x_ptr, norm_w_ptr, offs, K, HAS_NORM: tl.constexpr):
-    """x and the norm weights (ones without a norm) at columns offs, in fp32: loaded
-    together, before the norm's sum of squares, whose cross-warp barrier a load after it
-    could not pass (a second round trip to memory; as _gemv_inputs)."""
-    x = tl.load(x_ptr + offs, mask=offs < K, other=0.0).to(tl.float32)
-    g = tl.full(offs.shape, 1.0, tl.float32)
-    if HAS_NORM:
-        g = tl.load(norm_w_ptr + offs, mask=offs < K, other=0.0).to(tl.float32)
-    return x, g
-
-
-@triton.jit
 def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, rotary,
                  N, K, eps,
                  HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
@@ -390,10 +378,11 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
         if not RELEASE_AFTER_INPUTS:
             tl.extra.cuda.gdc_launch_dependents()  # only now may the next kernel prefetch
     if PERSISTENT:  # x and the norm's rstd once a program
-        x, g = _gemv_flat_inputs(x_ptr, norm_w_ptr, offs_k, K, HAS_NORM)
+        # both loaded before the norm's sum of squares, whose barrier a load cannot pass
+        x, g = _gemv_inputs(x_ptr, norm_w_ptr, offs_k, 0, K, HAS_NORM)
         x_tail, g_tail = x, g
         if TAIL > 0:
-            x_tail, g_tail = _gemv_flat_inputs(x_ptr, norm_w_ptr, offs_t, K, HAS_NORM)
+            x_tail, g_tail = _gemv_inputs(x_ptr, norm_w_ptr, offs_t, 0, K, HAS_NORM)
         rstd = 1.0
         if HAS_NORM:
             sum_sq = tl.sum(x * x)
