@@ -31,6 +31,7 @@ from tilegraph.bench.environment import environment
 from tilegraph.bench.roofline import ceilings
 from tilegraph.bench.timing import measure
 from tilegraph.kernels._matvec import launch_matvec, persistent_gemv_config
+from tilegraph.kernels.decode_plan import ROWS_PERSISTENT_VARIANTS
 from tilegraph.kernels.linear import linear_ref
 
 # (name, N, K, part): part is what the decode step fuses into that projection.
@@ -58,6 +59,17 @@ MORE_SHAPES = (
     ("phi2 o", 2560, 2560, "residual"), ("phi2 gate/up", 20480, 2560, "swiglu"),
     ("wide6144 o", 6144, 6144, "residual"), ("d2816 qkv", 2816, 2816, "norm"),
     ("llama3.2-3b o fused", 3072, 3072, "norm"),
+)
+# --grid: plain projections (no fused part) of issue 17's grid with rows of up to 8192
+# columns, and wide ones no issue names (session 88: do the persistent GEMV's 2-4 rows beat
+# the tensor-core kernel and cuBLAS past 64 MiB, where the rule stops them?).
+GRID_SHAPES = (
+    ("grid 2048^2", 2048, 2048, "plain"), ("grid 4096^2", 4096, 4096, "plain"),
+    ("grid 5632x2048", 5632, 2048, "plain"), ("grid 2048x5632", 2048, 5632, "plain"),
+    ("grid 8192^2", 8192, 8192, "plain"), ("grid 14336x4096", 14336, 4096, "plain"),
+    ("grid 32000x2048", 32000, 2048, "plain"),
+    ("off 11008x4096", 11008, 4096, "plain"), ("off 24576x3072", 24576, 3072, "plain"),
+    ("off 151936x896", 151936, 896, "plain"),
 )
 
 
@@ -103,6 +115,15 @@ def persistent_tiles(n, k):
 
 
 PIPELINED = None  # --pipeline: pipelined_tiles
+GRID = False  # --grid: rows_tiles
+
+
+def rows_tiles(n, k):
+    """The persistent tiles `tilegraph tune` times at 2-4 rows (ROWS_PERSISTENT_VARIANTS) and
+    the padded tile at as many programs an SM as fit."""
+    yield persistent_gemv_config(n, k, tail=False)
+    for variant in ROWS_PERSISTENT_VARIANTS:
+        yield persistent_gemv_config(n, k, *variant, tail=False)
 
 
 def pipelined_tiles(n, k):
@@ -138,8 +159,8 @@ def sweep_shape(name, n, k, part, dtype, copy_gbps, persistent=False, rows=1):
         "cublas": lambda w: F.linear(x, w),
         "rule": lambda w: tg.linear(x, w, out=out, **fused),
     }
-    for c in (PIPELINED(n, k) if PIPELINED else persistent_tiles(n, k) if persistent
-              else tiles(k)):
+    for c in (PIPELINED(n, k) if PIPELINED else rows_tiles(n, k) if GRID
+              else persistent_tiles(n, k) if persistent else tiles(k)):
         variants[json.dumps(c)] = (lambda w, c=c: launch_matvec(
             x, w, out, g, 1e-6, None, activation, r, c, True))
     records = []
@@ -171,18 +192,22 @@ def main():
     parser.add_argument("--persistent", action="store_true",
                         help="persistent variants instead of the tiles, over more shapes")
     parser.add_argument("--rows", type=int, default=1, help="rows of x: 1 to 4")
+    parser.add_argument("--grid", action="store_true",
+                        help="with --persistent: GRID_SHAPES (plain) instead of the decoders'")
     parser.add_argument("--pipeline", action="store_true",
                         help="with --persistent: the rule's tile with and without PIPELINE "
                              "(research/gemv_pipeline.diff applied)")
     args = parser.parse_args()
-    global PIPELINED
+    global PIPELINED, GRID
     PIPELINED = pipelined_tiles if args.pipeline else None
+    GRID = args.grid
     dtype = getattr(torch, args.dtype)
     args.out.mkdir(parents=True, exist_ok=True)
     copy_gbps = ceilings()["copy_gbps"]
     records = []
     start = time.time()
-    for name, n, k, part in SHAPES + (MORE_SHAPES if args.persistent else ()):
+    shapes = GRID_SHAPES if args.grid else SHAPES + (MORE_SHAPES if args.persistent else ())
+    for name, n, k, part in shapes:
         if args.only and not any(part in name for part in args.only.split(",")):
             continue
         torch.cuda.empty_cache()
