@@ -116,6 +116,7 @@ def persistent_tiles(n, k):
 
 PIPELINED = None  # --pipeline: pipelined_tiles
 GRID = False  # --grid: rows_tiles
+WIDEN = False  # --widen: widen_tiles
 
 
 def rows_tiles(n, k):
@@ -135,6 +136,19 @@ def pipelined_tiles(n, k):
     for tile in (rule, half) if half != rule else (rule,):
         yield tile
         yield {**tile, "PIPELINE": True}
+
+
+def widen_tiles(n, k):
+    """Session 88: persistent tiles of 2-4 rows as the rule launches them (16 KB, 4 warps) and
+    as the one-row rule does (32 KB, 8 warps), at more programs an SM than the rule's 4 and
+    2, each as it is, with the weight tile widened to fp32 again for every row (WIDEN_W:
+    fewer registers at 2048 columns) and with x also kept 16-bit (NARROW_X)."""
+    for tile_bytes, warps, counts in ((16 * 1024, 4, (4, 5, 6)), (32 * 1024, 8, (2, 3))):
+        for per_sm in counts:
+            tile = persistent_gemv_config(n, k, tile_bytes, warps, per_sm, tail=False)
+            yield tile
+            yield {**tile, "WIDEN_W": True}
+            yield {**tile, "WIDEN_W": True, "NARROW_X": True}
 
 
 def sweep_shape(name, n, k, part, dtype, copy_gbps, persistent=False, rows=1):
@@ -159,7 +173,8 @@ def sweep_shape(name, n, k, part, dtype, copy_gbps, persistent=False, rows=1):
         "cublas": lambda w: F.linear(x, w),
         "rule": lambda w: tg.linear(x, w, out=out, **fused),
     }
-    for c in (PIPELINED(n, k) if PIPELINED else rows_tiles(n, k) if GRID
+    for c in (PIPELINED(n, k) if PIPELINED else widen_tiles(n, k) if WIDEN
+              else rows_tiles(n, k) if GRID
               else persistent_tiles(n, k) if persistent else tiles(k)):
         variants[json.dumps(c)] = (lambda w, c=c: launch_matvec(
             x, w, out, g, 1e-6, None, activation, r, c, True))
@@ -194,13 +209,15 @@ def main():
     parser.add_argument("--rows", type=int, default=1, help="rows of x: 1 to 4")
     parser.add_argument("--grid", action="store_true",
                         help="with --persistent: GRID_SHAPES (plain) instead of the decoders'")
+    parser.add_argument("--widen", action="store_true",
+                        help="with --persistent and --rows 2-4: widen_tiles")
     parser.add_argument("--pipeline", action="store_true",
                         help="with --persistent: the rule's tile with and without PIPELINE "
                              "(research/gemv_pipeline.diff applied)")
     args = parser.parse_args()
-    global PIPELINED, GRID
+    global PIPELINED, GRID, WIDEN
     PIPELINED = pipelined_tiles if args.pipeline else None
-    GRID = args.grid
+    GRID, WIDEN = args.grid, args.widen
     dtype = getattr(torch, args.dtype)
     args.out.mkdir(parents=True, exist_ok=True)
     copy_gbps = ceilings()["copy_gbps"]

@@ -91,8 +91,9 @@ def _norm_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, norm_w_ptr, K, eps,
     if BLOCK_K >= K:  # the row in registers: one read of x
         k_mask = offs_k < K
         x = tl.load(x_row + offs_k, mask=k_mask, other=0.0).to(tl.float32)
-        rstd = tl.rsqrt(tl.sum(x * x) / K + eps)
+        # with x, before the sum's cross-warp barrier, which a load after it cannot pass
         g = tl.load(norm_w_ptr + offs_k, mask=k_mask, other=0.0).to(tl.float32)
+        rstd = tl.rsqrt(tl.sum(x * x) / K + eps)
         tl.store(y_row + offs_k, (x * rstd * g).to(y_ptr.dtype.element_ty), mask=k_mask)
     else:
         sum_sq = tl.zeros([BLOCK_K], tl.float32)

@@ -504,11 +504,30 @@ def _gemv_rows_finish(acc0, acc1, acc2, acc3, ss0, ss1, ss2, ss3, offs_m, offs_n
 
 
 @triton.jit
+def _widened(x):
+    """x in fp32, converted where it is used, by instructions the compiler may not move out
+    of a loop (non-pure inline asm): a 16-bit x held across a persistent program's blocks
+    then keeps half the registers of the fp32 one."""
+    wide = x.to(tl.float32)
+    if x.dtype == tl.bfloat16:
+        wide = tl.inline_asm_elementwise(
+            "shl.b32 $0, $2, 16;\n\tand.b32 $1, $2, 0xFFFF0000;", "=r,=r,r", [x],
+            dtype=tl.float32, is_pure=False, pack=2)
+    elif x.dtype == tl.float16:
+        wide = tl.inline_asm_elementwise(
+            "{\n\t.reg .b16 lo, hi;\n\tmov.b32 {lo, hi}, $2;\n\tcvt.f32.f16 $0, lo;"
+            "\n\tcvt.f32.f16 $1, hi;\n\t}", "=r,=r,r", [x], dtype=tl.float32,
+            is_pure=False, pack=2)
+    return wide
+
+
+@triton.jit
 def _gemv_rows_resident_block(w, block, x0, x1, x2, x3, ss0, ss1, ss2, ss3, y_ptr,
                               stride_ym, bias_ptr, res_ptr, stride_rm, rotary, M, N, K, eps,
                               HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr,
                               HAS_RESIDUAL: tl.constexpr, ACTIVATION: tl.constexpr,
-                              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+                              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                              WIDEN_W: tl.constexpr):
     """Row block `block` of a persistent _gemv_rows_kernel: its whole rows in the flat tile
     w, each x row already scaled by the norm weights, ss0-ss3 the rows' sums of squares."""
     offs_m = tl.arange(0, BLOCK_M)
@@ -516,13 +535,21 @@ def _gemv_rows_resident_block(w, block, x0, x1, x2, x3, ss0, ss1, ss2, ss3, y_pt
     bias, residual, position, slot, c, s = _gemv_rows_epilogue_inputs(
         offs_m, offs_n, bias_ptr, res_ptr, stride_rm, rotary, M, N, HAS_BIAS, HAS_RESIDUAL,
         ACTIVATION, BLOCK_M, BLOCK_N)
-    w = w.to(tl.float32)
-    acc0 = tl.sum(w * x0[None, :], axis=1)
-    acc1 = tl.sum(w * x1[None, :], axis=1)
-    acc2, acc3 = acc1, acc1
-    if BLOCK_M > 2:
-        acc2 = tl.sum(w * x2[None, :], axis=1)
-        acc3 = tl.sum(w * x3[None, :], axis=1)
+    if WIDEN_W:  # converted again for each row: no fp32 copy of the tile held across them
+        acc0 = tl.sum(_widened(w) * _widened(x0)[None, :], axis=1)
+        acc1 = tl.sum(_widened(w) * _widened(x1)[None, :], axis=1)
+        acc2, acc3 = acc1, acc1
+        if BLOCK_M > 2:
+            acc2 = tl.sum(_widened(w) * _widened(x2)[None, :], axis=1)
+            acc3 = tl.sum(_widened(w) * _widened(x3)[None, :], axis=1)
+    else:
+        w = w.to(tl.float32)
+        acc0 = tl.sum(w * _widened(x0)[None, :], axis=1)
+        acc1 = tl.sum(w * _widened(x1)[None, :], axis=1)
+        acc2, acc3 = acc1, acc1
+        if BLOCK_M > 2:
+            acc2 = tl.sum(w * _widened(x2)[None, :], axis=1)
+            acc3 = tl.sum(w * _widened(x3)[None, :], axis=1)
     _gemv_rows_finish(acc0, acc1, acc2, acc3, ss0, ss1, ss2, ss3, offs_m, offs_n, y_ptr,
                       stride_ym, res_ptr, stride_rm, rotary, M, N, K, eps, bias, residual,
                       position, slot, c, s, HAS_NORM, HAS_RESIDUAL, ACTIVATION, BLOCK_M,
@@ -536,7 +563,8 @@ def _gemv_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm
                       HAS_RESIDUAL: tl.constexpr, ACTIVATION: tl.constexpr,
                       PREFETCH_WEIGHT: tl.constexpr, BLOCK_M: tl.constexpr,
                       BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, CHUNK: tl.constexpr,
-                      ALIGN: tl.constexpr = 1, PERSISTENT: tl.constexpr = False):
+                      ALIGN: tl.constexpr = 1, PERSISTENT: tl.constexpr = False,
+                      NARROW_X: tl.constexpr = False, WIDEN_W: tl.constexpr = False):
     """_gemv_kernel's split tile applied to 2-4 rows (BLOCK_M 2 or 4, rows past M masked):
     y_mn = act(rstd_m * sum_k x_mk g_k W_nk + b_n) + r_mn.
 
@@ -569,17 +597,20 @@ def _gemv_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm
             if BLOCK_M > 2:
                 ss2, ss3 = tl.sum(x2 * x2), tl.sum(x3 * x3)
                 x2, x3 = x2 * g, x3 * g
+        if NARROW_X:
+            x0, x1 = x0.to(w.dtype), x1.to(w.dtype)
+            x2, x3 = x2.to(w.dtype), x3.to(w.dtype)
         _gemv_rows_resident_block(w, block, x0, x1, x2, x3, ss0, ss1, ss2, ss3, y_ptr,
                                   stride_ym, bias_ptr, res_ptr, stride_rm, rotary, M, N, K,
                                   eps, HAS_NORM, HAS_BIAS, HAS_RESIDUAL, ACTIVATION, BLOCK_M,
-                                  BLOCK_N)
+                                  BLOCK_N, WIDEN_W)
         programs = tl.num_programs(0)
         for later in range(block + programs, tl.cdiv(N, BLOCK_N), programs):
             w = _gemv_flat_tile(w_ptr, stride_wn, later, N, K, offs_k, BLOCK_N)
             _gemv_rows_resident_block(w, later, x0, x1, x2, x3, ss0, ss1, ss2, ss3, y_ptr,
                                       stride_ym, bias_ptr, res_ptr, stride_rm, rotary, M, N,
                                       K, eps, HAS_NORM, HAS_BIAS, HAS_RESIDUAL, ACTIVATION,
-                                      BLOCK_M, BLOCK_N)
+                                      BLOCK_M, BLOCK_N, WIDEN_W)
     else:
         offs_m = tl.arange(0, BLOCK_M)
         offs_n = block * BLOCK_N + tl.arange(0, BLOCK_N)
