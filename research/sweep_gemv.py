@@ -141,14 +141,14 @@ def pipelined_tiles(n, k):
 def widen_tiles(n, k):
     """Session 88: persistent tiles of 2-4 rows as the rule launches them (16 KB, 4 warps) and
     as the one-row rule does (32 KB, 8 warps), at more programs an SM than the rule's 4 and
-    2, each as it is, with the weight tile widened to fp32 again for every row (WIDEN_W:
-    fewer registers at 2048 columns) and with x also kept 16-bit (NARROW_X)."""
+    2, each as it is and NARROW (x kept 16-bit, x and the tile widened for each row's
+    products; the kernel applies it only where no norm scales x). Session 88 timed the
+    tile widened alone and with x narrowed as two variants, since merged into NARROW."""
     for tile_bytes, warps, counts in ((16 * 1024, 4, (4, 5, 6)), (32 * 1024, 8, (2, 3))):
         for per_sm in counts:
             tile = persistent_gemv_config(n, k, tile_bytes, warps, per_sm, tail=False)
             yield tile
-            yield {**tile, "WIDEN_W": True}
-            yield {**tile, "WIDEN_W": True, "NARROW_X": True}
+            yield {**tile, "NARROW": True}
 
 
 def sweep_shape(name, n, k, part, dtype, copy_gbps, persistent=False, rows=1):

@@ -622,7 +622,7 @@ def test_gemv_chains_run_the_chain_band_persistent(monkeypatch):
 
 def test_two_rows_of_8_to_64_mib_take_the_persistent_gemv():
     """Two 16-bit rows of 8 to 64 MiB of weights: the persistent GEMV, 16 KB tiles over 4
-    warps, 4 programs an SM, for rows of up to 4096 columns, the one-row persistent config
+    warps, 4 programs an SM (NARROW), for rows of up to 4096 columns, the one-row persistent config
     for longer ones; none outside that window, past PERSISTENT_MAX_K columns, in fp32 or at
     3 rows. other_plan gives the plan the rule gave before (and nothing for a non-GEMV)."""
     bf16 = torch.bfloat16
@@ -634,6 +634,9 @@ def test_two_rows_of_8_to_64_mib_take_the_persistent_gemv():
     assert shape(rule(2, 3000, 1800).config) == (4, 2048, 4, 4)      # padded to 2048
     assert shape(rule(2, 896, 4864).config) == shape(decode_plan.gemv_config(2048, 8192))
     assert shape(rule(2, 2048, 8192).config) == (2, 8192, 8, FIT)
+    # rows of up to 4096 columns narrow where no norm applies (the launch decides)
+    assert rule(2, 2560, 2048).config["NARROW"] and rule(2, 6144, 4096).config["NARROW"]
+    assert "NARROW" not in rule(2, 2048, 8192).config
     assert rule(2, 2000, 2000).kind != "gemv"                        # 7.6 MiB
     assert rule(2, 16384, 2048).kind == "dot"                        # 64 MiB
     assert rule(2, 1024, 9000).kind == "dot"                         # past 8192 columns

@@ -392,6 +392,54 @@ def test_persistent_gemv_fills_each_sm_with_as_many_programs_as_fit(part, k):
         assert compiled.n_spills == 0 and compiled.n_regs <= options["maxnreg"]
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("k", [2048, 4096])
+def test_two_row_gemv_narrows_where_no_norm_scales_x(k, dtype):
+    """The two-row rule's persistent tile (NARROW: x kept 16-bit, x and the tile widened for
+    each row's products) over 10-20 MiB, PDL on: with no norm it launches as many programs an
+    SM as its kernel holds, registers uncapped, at most NARROW_MAX_PROGRAMS_PER_SM, and gives
+    the very values of the same tile without NARROW (the same products, summed in the same
+    order) for the residual, bias, SwiGLU and plain calls; with a norm, or x in fp32, NARROW
+    is not applied (both launches agree)."""
+    n = 5 * 2**20 // k + 6   # 10-20 MiB and a last, partly masked, row block
+    config = matvec_module.two_row_gemv_config(n, k)
+    assert config is not None and config.get("NARROW")
+    plain = {key: v for key, v in config.items() if key != "NARROW"}
+    x, w, b, g, r = _make((2,), n, k, dtype, "cuda", True, True, True)
+    cases = {"residual": dict(residual=r), "bias and SwiGLU": dict(bias=b, activation="swiglu"),
+             "plain": {}, "norm": dict(norm_weight=g), "fp32 x": dict(x=x.float())}
+    for what, parts in cases.items():
+        rows = parts.pop("x", x)
+        activation = parts.pop("activation", "none")
+        width = n // 2 if activation == "swiglu" else n
+        args = (parts.get("norm_weight"), 1e-6, parts.get("bias"), activation,
+                parts.get("residual"))
+        ref = linear_ref(rows.double(), w.double(),
+                         None if args[2] is None else args[2].double(),
+                         norm_weight=None if args[0] is None else args[0].double(),
+                         activation=None if activation == "none" else activation,
+                         residual=None if args[4] is None else args[4].double())
+        outs = []
+        for tile in (config, plain):
+            _resident.clear()
+            out = poisoned((2, width), dtype, "cuda")
+            compiled = matvec_module.launch_matvec(rows, w, out, *args, tile, True)
+            outs.append(out)
+            narrowed = what not in ("norm", "fp32 x") and tile is config
+            if narrowed:
+                props = torch.cuda.get_device_properties(0)
+                [(programs, options)] = _resident.values()
+                assert options == {} and compiled.n_spills == 0
+                assert programs == min(matvec_module.NARROW_MAX_PROGRAMS_PER_SM,
+                                       resident_programs(
+                    compiled.n_regs, config["num_warps"], compiled.metadata.shared,
+                    props.max_threads_per_multi_processor,
+                    props.shared_memory_per_multiprocessor))
+        assert_close(outs[0], ref, dtype, what=f"{what}, NARROW")
+        assert torch.equal(outs[0], outs[1]), what
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_gemv_tail_tile_with_every_part(dtype, device):
     """A head of 2 chunks and a tail of 1 or 2 (the tail's chunks partly or wholly past K),

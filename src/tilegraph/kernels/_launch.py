@@ -198,20 +198,20 @@ _resident: dict = {}
 
 
 def resident_launch(kernel, args: tuple, kwargs: dict, device: torch.device,
-                    most: int) -> tuple[int, dict]:
+                    most: int, capped: bool = True) -> tuple[int, dict]:
     """(programs an SM, extra launch options) for a persistent grid of the Triton kernel
     `kernel` launched with `args` and `kwargs`: as many programs as an SM of `device` holds at
-    once, up to `most`, and more while capping the kernel's registers a thread (ptxas's
-    maxnreg) to make room for one more program costs no spill. (`most`, {}) where kernels run
-    interpreted. A persistent grid of more programs than fit starts the last ones only as the
-    first ones end, with their whole share of the work still to do (notes/kernels.md, session
-    63). Kept per kernel, device, tensor dtypes and compile-time arguments, which decide the
-    registers."""
+    once, up to `most`, and (`capped`) more while capping the kernel's registers a thread
+    (ptxas's maxnreg) to make room for one more program costs no spill. (`most`, {}) where
+    kernels run interpreted. A persistent grid of more programs than fit starts the last ones
+    only as the first ones end, with their whole share of the work still to do
+    (notes/kernels.md, session 63). Kept per kernel, device, tensor dtypes and compile-time
+    arguments, which decide the registers."""
     if INTERPRET or device.type != "cuda":
         return most, {}
     # a frozenset of the compile-time arguments (ints, strings, bools): a few us less each
     # launch than their sorted reprs
-    key = (kernel.fn.__name__, device.index, most,
+    key = (kernel.fn.__name__, device.index, most, capped,
            tuple(a.dtype for a in args if isinstance(a, torch.Tensor)),
            frozenset(kwargs.items()))
     if key not in _resident:
@@ -228,7 +228,7 @@ def resident_launch(kernel, args: tuple, kwargs: dict, device: torch.device,
 
         programs, options = compiled_fit({})[0], {}
         warps = kwargs.get("num_warps", 4)
-        while programs < most:
+        while capped and programs < most:
             cap = REGISTERS_PER_SM // ((programs + 1) * 32 * warps)
             cap -= cap % REGISTER_BLOCK
             fit, spills = compiled_fit({"maxnreg": cap})

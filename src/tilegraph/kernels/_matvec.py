@@ -13,6 +13,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from .._runtime import INTERPRET
 from ._activation import apply_activation, swiglu_pairs
 from ._launch import ASSUMED_SM_COUNT, launch, resident_launch, sm_count, weight_alignment
 from ._rotary_store import NO_ROTARY, rotary_inputs, rotary_store
@@ -505,15 +506,16 @@ def _gemv_rows_finish(acc0, acc1, acc2, acc3, ss0, ss1, ss2, ss3, offs_m, offs_n
 
 @triton.jit
 def _widened(x):
-    """x in fp32, converted where it is used, by instructions the compiler may not move out
-    of a loop (non-pure inline asm): a 16-bit x held across a persistent program's blocks
-    then keeps half the registers of the fp32 one."""
-    wide = x.to(tl.float32)
-    if x.dtype == tl.bfloat16:
+    """16-bit x in fp32, converted where it is used by instructions the compiler may neither
+    move out of a loop nor share between uses (non-pure inline asm): a value held across a
+    persistent program's blocks, or a tile used for several rows, then holds no fp32 copy
+    (two values a register instead of one). Not for the interpreter, which runs no PTX."""
+    if x.dtype == tl.bfloat16:  # a bf16 is the top half of its fp32
         wide = tl.inline_asm_elementwise(
             "shl.b32 $0, $2, 16;\n\tand.b32 $1, $2, 0xFFFF0000;", "=r,=r,r", [x],
             dtype=tl.float32, is_pure=False, pack=2)
-    elif x.dtype == tl.float16:
+    else:
+        tl.static_assert(x.dtype == tl.float16, "_widened takes bf16 or fp16")
         wide = tl.inline_asm_elementwise(
             "{\n\t.reg .b16 lo, hi;\n\tmov.b32 {lo, hi}, $2;\n\tcvt.f32.f16 $0, lo;"
             "\n\tcvt.f32.f16 $1, hi;\n\t}", "=r,=r,r", [x], dtype=tl.float32,
@@ -527,15 +529,17 @@ def _gemv_rows_resident_block(w, block, x0, x1, x2, x3, ss0, ss1, ss2, ss3, y_pt
                               HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr,
                               HAS_RESIDUAL: tl.constexpr, ACTIVATION: tl.constexpr,
                               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                              WIDEN_W: tl.constexpr):
+                              NARROW: tl.constexpr):
     """Row block `block` of a persistent _gemv_rows_kernel: its whole rows in the flat tile
-    w, each x row already scaled by the norm weights, ss0-ss3 the rows' sums of squares."""
+    w, each x row already scaled by the norm weights, ss0-ss3 the rows' sums of squares.
+    NARROW: the x rows are 16-bit, and they and the tile are widened to fp32 for each row's
+    products, so no fp32 copy of either is held across the block (_widened)."""
     offs_m = tl.arange(0, BLOCK_M)
     offs_n = block * BLOCK_N + tl.arange(0, BLOCK_N)
     bias, residual, position, slot, c, s = _gemv_rows_epilogue_inputs(
         offs_m, offs_n, bias_ptr, res_ptr, stride_rm, rotary, M, N, HAS_BIAS, HAS_RESIDUAL,
         ACTIVATION, BLOCK_M, BLOCK_N)
-    if WIDEN_W:  # converted again for each row: no fp32 copy of the tile held across them
+    if NARROW:
         acc0 = tl.sum(_widened(w) * _widened(x0)[None, :], axis=1)
         acc1 = tl.sum(_widened(w) * _widened(x1)[None, :], axis=1)
         acc2, acc3 = acc1, acc1
@@ -544,12 +548,12 @@ def _gemv_rows_resident_block(w, block, x0, x1, x2, x3, ss0, ss1, ss2, ss3, y_pt
             acc3 = tl.sum(_widened(w) * _widened(x3)[None, :], axis=1)
     else:
         w = w.to(tl.float32)
-        acc0 = tl.sum(w * _widened(x0)[None, :], axis=1)
-        acc1 = tl.sum(w * _widened(x1)[None, :], axis=1)
+        acc0 = tl.sum(w * x0[None, :], axis=1)
+        acc1 = tl.sum(w * x1[None, :], axis=1)
         acc2, acc3 = acc1, acc1
         if BLOCK_M > 2:
-            acc2 = tl.sum(w * _widened(x2)[None, :], axis=1)
-            acc3 = tl.sum(w * _widened(x3)[None, :], axis=1)
+            acc2 = tl.sum(w * x2[None, :], axis=1)
+            acc3 = tl.sum(w * x3[None, :], axis=1)
     _gemv_rows_finish(acc0, acc1, acc2, acc3, ss0, ss1, ss2, ss3, offs_m, offs_n, y_ptr,
                       stride_ym, res_ptr, stride_rm, rotary, M, N, K, eps, bias, residual,
                       position, slot, c, s, HAS_NORM, HAS_RESIDUAL, ACTIVATION, BLOCK_M,
@@ -564,7 +568,7 @@ def _gemv_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm
                       PREFETCH_WEIGHT: tl.constexpr, BLOCK_M: tl.constexpr,
                       BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, CHUNK: tl.constexpr,
                       ALIGN: tl.constexpr = 1, PERSISTENT: tl.constexpr = False,
-                      NARROW_X: tl.constexpr = False, WIDEN_W: tl.constexpr = False):
+                      NARROW: tl.constexpr = False):
     """_gemv_kernel's split tile applied to 2-4 rows (BLOCK_M 2 or 4, rows past M masked):
     y_mn = act(rstd_m * sum_k x_mk g_k W_nk + b_n) + r_mn.
 
@@ -597,20 +601,20 @@ def _gemv_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm
             if BLOCK_M > 2:
                 ss2, ss3 = tl.sum(x2 * x2), tl.sum(x3 * x3)
                 x2, x3 = x2 * g, x3 * g
-        if NARROW_X:
+        if NARROW:  # exact: x is of the weights' 16-bit dtype and no norm scaled it
             x0, x1 = x0.to(w.dtype), x1.to(w.dtype)
             x2, x3 = x2.to(w.dtype), x3.to(w.dtype)
         _gemv_rows_resident_block(w, block, x0, x1, x2, x3, ss0, ss1, ss2, ss3, y_ptr,
                                   stride_ym, bias_ptr, res_ptr, stride_rm, rotary, M, N, K,
                                   eps, HAS_NORM, HAS_BIAS, HAS_RESIDUAL, ACTIVATION, BLOCK_M,
-                                  BLOCK_N, WIDEN_W)
+                                  BLOCK_N, NARROW)
         programs = tl.num_programs(0)
         for later in range(block + programs, tl.cdiv(N, BLOCK_N), programs):
             w = _gemv_flat_tile(w_ptr, stride_wn, later, N, K, offs_k, BLOCK_N)
             _gemv_rows_resident_block(w, later, x0, x1, x2, x3, ss0, ss1, ss2, ss3, y_ptr,
                                       stride_ym, bias_ptr, res_ptr, stride_rm, rotary, M, N,
                                       K, eps, HAS_NORM, HAS_BIAS, HAS_RESIDUAL, ACTIVATION,
-                                      BLOCK_M, BLOCK_N, WIDEN_W)
+                                      BLOCK_M, BLOCK_N, NARROW)
     else:
         offs_m = tl.arange(0, BLOCK_M)
         offs_n = block * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -737,19 +741,29 @@ TWO_ROW_MAX_BYTES = 64 * 2**20
 TWO_ROW_TILE_BYTES = 16 * 1024
 TWO_ROW_WARPS = 4
 TWO_ROW_PROGRAMS_PER_SM = 4
+# Where no norm scales x, that tile's kernel keeps x 16-bit and widens it and the tile for
+# each row's products (NARROW: 99 -> 96 registers at 2048 columns with 4 warps, so 5 programs
+# an SM fit) and launches as many programs an SM as fit, up to NARROW_MAX_PROGRAMS_PER_SM,
+# registers uncapped. Two bf16 rows over rotated weights, PDL on, us (H200, research/
+# sweep_gemv.py --persistent --widen --rows 2, notes/kernels.md, session 88): 2048^2 3.67 ->
+# 3.20, 5632 x 2048 7.62 -> 6.84, TinyLlama's output projection with its residual 3.68 ->
+# 3.24, Llama-3-8B's 9.46 -> 9.26, 4096^2 9.33 -> 9.37. With a norm (x * g in fp32, which
+# NARROW would round) it lost as often as it won: those keep the tile as it was.
+NARROW_MAX_PROGRAMS_PER_SM = 6
 
 
 def two_row_gemv_config(N: int, K: int) -> dict | None:
     """The persistent config of two 16-bit rows where the rule gives them one (weights of
     TWO_ROW_MIN_BYTES up to TWO_ROW_MAX_BYTES, rows of at most PERSISTENT_MAX_K columns):
-    TWO_ROW_TILE_BYTES tiles over TWO_ROW_WARPS warps, TWO_ROW_PROGRAMS_PER_SM an SM for
-    rows of up to 4096 columns, the one-row persistent config for longer rows; else None."""
+    TWO_ROW_TILE_BYTES tiles over TWO_ROW_WARPS warps, TWO_ROW_PROGRAMS_PER_SM an SM (NARROW
+    where no norm applies) for rows of up to 4096 columns, the one-row persistent config for
+    longer rows; else None."""
     if not TWO_ROW_MIN_BYTES <= 2 * N * K < TWO_ROW_MAX_BYTES or K > PERSISTENT_MAX_K:
         return None
     if triton.next_power_of_2(K) > 4096:
         return persistent_gemv_config(N, K, tail=False)
-    return persistent_gemv_config(N, K, TWO_ROW_TILE_BYTES, TWO_ROW_WARPS,
-                                  TWO_ROW_PROGRAMS_PER_SM, tail=False)
+    return {**persistent_gemv_config(N, K, TWO_ROW_TILE_BYTES, TWO_ROW_WARPS,
+                                     TWO_ROW_PROGRAMS_PER_SM, tail=False), "NARROW": True}
 
 
 def persistent_gemv_config(N: int, K: int, tile_bytes: int = PERSISTENT_TILE_BYTES,
@@ -914,6 +928,10 @@ def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
                              f"{config['CHUNK']} columns does not cover K = {K}")
         config = dict(config)
         per_sm = config.pop("PROGRAMS_PER_SM", None)
+        # exact only where x is of the weights' 16-bit dtype and no norm scales it; PTX
+        narrow = (config.pop("NARROW", False) and M > 1 and bool(per_sm)
+                  and norm_weight is None and x.dtype == weight.dtype
+                  and weight.element_size() == 2 and not INTERPRET)
         if M == 1:
             kernel = _gemv_kernel
             args = (out, x, weight, weight.stride(0) // align, norm_weight, bias, residual,
@@ -928,13 +946,18 @@ def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
                     residual.stride(0) if residual is not None else 0, rotary, M, N,
                     K // align, eps)
             parts["BLOCK_M"] = triton.next_power_of_2(M)
+            if narrow:
+                parts["NARROW"] = True
         kwargs = dict(**parts, **config, ALIGN=align, PERSISTENT=bool(per_sm), **pdl_option)
         if per_sm:  # persistent: a few programs an SM take every G-th block of rows
             if K > (config["SPLIT"] + config.get("TAIL", 0)) * config["CHUNK"]:
                 raise ValueError(f"a persistent GEMV takes whole rows: {config['SPLIT']} + "
                                  f"{config.get('TAIL', 0)} chunks of {config['CHUNK']} "
                                  f"columns do not cover K = {K}")
-            if per_sm == FIT:
+            if narrow:  # as many as its fewer registers fit, uncapped
+                per_sm, _ = resident_launch(kernel, args, kwargs, x.device,
+                                            NARROW_MAX_PROGRAMS_PER_SM, capped=False)
+            elif per_sm == FIT:
                 per_sm, options = resident_launch(kernel, args, kwargs, x.device,
                                                   MAX_PROGRAMS_PER_SM)
                 kwargs.update(options)
