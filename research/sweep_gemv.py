@@ -8,7 +8,9 @@ choice (tg.linear) and cuBLAS.
 
 --persistent: programs that stay resident over several row blocks (PROGRAMS_PER_SM) instead
 of the tiles, on MORE_SHAPES as well (persistent_tiles). --rows 2-4: the same tiles on several rows
-(_gemv_rows_kernel), against the rule's plan for that many rows.
+(_gemv_rows_kernel), against the rule's plan for that many rows. --grid: plain projections
+of issue 17's grid and wider ones (GRID_SHAPES) in the tiles tune times at 2-4 rows; --widen:
+two-row tiles at more programs an SM, each also NARROW (session 88).
 
 Writes DIR/sweep-gemv.json (one record per shape and tile, with the tile's registers and
 spills where Triton reports them) and prints the best tile per shape.
@@ -114,7 +116,6 @@ def persistent_tiles(n, k):
                    "num_warps": warps, "num_stages": 1, "PROGRAMS_PER_SM": per_sm}
 
 
-PIPELINED = None  # --pipeline: pipelined_tiles
 GRID = False  # --grid: rows_tiles
 WIDEN = False  # --widen: widen_tiles
 
@@ -125,17 +126,6 @@ def rows_tiles(n, k):
     yield persistent_gemv_config(n, k, tail=False)
     for variant in ROWS_PERSISTENT_VARIANTS:
         yield persistent_gemv_config(n, k, *variant, tail=False)
-
-
-def pipelined_tiles(n, k):
-    """The rule's persistent tile and one of half its rows, each as it is and with each next
-    row block's tiles loaded before the current one is reduced (PIPELINE, session 87), as
-    many an SM as fit."""
-    rule = persistent_gemv_config(n, k)
-    half = {**rule, "BLOCK_N": max(2, rule["BLOCK_N"] // 2)}
-    for tile in (rule, half) if half != rule else (rule,):
-        yield tile
-        yield {**tile, "PIPELINE": True}
 
 
 def widen_tiles(n, k):
@@ -173,8 +163,7 @@ def sweep_shape(name, n, k, part, dtype, copy_gbps, persistent=False, rows=1):
         "cublas": lambda w: F.linear(x, w),
         "rule": lambda w: tg.linear(x, w, out=out, **fused),
     }
-    for c in (PIPELINED(n, k) if PIPELINED else widen_tiles(n, k) if WIDEN
-              else rows_tiles(n, k) if GRID
+    for c in (widen_tiles(n, k) if WIDEN else rows_tiles(n, k) if GRID
               else persistent_tiles(n, k) if persistent else tiles(k)):
         variants[json.dumps(c)] = (lambda w, c=c: launch_matvec(
             x, w, out, g, 1e-6, None, activation, r, c, True))
@@ -211,12 +200,8 @@ def main():
                         help="with --persistent: GRID_SHAPES (plain) instead of the decoders'")
     parser.add_argument("--widen", action="store_true",
                         help="with --persistent and --rows 2-4: widen_tiles")
-    parser.add_argument("--pipeline", action="store_true",
-                        help="with --persistent: the rule's tile with and without PIPELINE "
-                             "(research/gemv_pipeline.diff applied)")
     args = parser.parse_args()
-    global PIPELINED, GRID, WIDEN
-    PIPELINED = pipelined_tiles if args.pipeline else None
+    global GRID, WIDEN
     GRID, WIDEN = args.grid, args.widen
     dtype = getattr(torch, args.dtype)
     args.out.mkdir(parents=True, exist_ok=True)
