@@ -10,7 +10,8 @@ choice (tg.linear) and cuBLAS.
 of the tiles, on MORE_SHAPES as well (persistent_tiles). --rows 2-4: the same tiles on several rows
 (_gemv_rows_kernel), against the rule's plan for that many rows. --grid: plain projections
 of issue 17's grid and wider ones (GRID_SHAPES) in the tiles tune times at 2-4 rows; --widen:
-two-row tiles at more programs an SM, each also NARROW (session 88).
+the rule's persistent tiles with the tile widened where used (one row) or NARROW (two),
+at more programs an SM (session 88).
 
 Writes DIR/sweep-gemv.json (one record per shape and tile, with the tile's registers and
 spills where Triton reports them) and prints the best tile per shape.
@@ -128,12 +129,23 @@ def rows_tiles(n, k):
         yield persistent_gemv_config(n, k, *variant, tail=False)
 
 
-def widen_tiles(n, k):
-    """Session 88: persistent tiles of 2-4 rows as the rule launches them (16 KB, 4 warps) and
+def widen_tiles(n, k, rows):
+    """Session 88. Two rows: persistent tiles as the rule launches them (16 KB, 4 warps) and
     as the one-row rule does (32 KB, 8 warps), at more programs an SM than the rule's 4 and
     2, each as it is and NARROW (x kept 16-bit, x and the tile widened for each row's
-    products; the kernel applies it only where no norm scales x). Session 88 timed the
-    tile widened alone and with x narrowed as two variants, since merged into NARROW."""
+    products; applied only where no norm scales x; timed first as two flags, the tile widened
+    alone and with x narrowed too). One row: the rule's persistent tile and the same with the
+    tile widened where it is used (WIDEN: 64 registers where it held 96-100, so 4 programs of
+    8 warps fit), at 3 and 4 an SM, and 16 KB tiles over 4 warps widened at 4, 6 and 8."""
+    if rows == 1:
+        rule = persistent_gemv_config(n, k)
+        yield rule
+        yield {**rule, "WIDEN": True}
+        for per_sm in (3, 4):
+            yield {**rule, "WIDEN": True, "PROGRAMS_PER_SM": per_sm}
+        for per_sm in (4, 6, 8):
+            yield {**persistent_gemv_config(n, k, 16 * 1024, 4, per_sm), "WIDEN": True}
+        return
     for tile_bytes, warps, counts in ((16 * 1024, 4, (4, 5, 6)), (32 * 1024, 8, (2, 3))):
         for per_sm in counts:
             tile = persistent_gemv_config(n, k, tile_bytes, warps, per_sm, tail=False)
@@ -163,7 +175,7 @@ def sweep_shape(name, n, k, part, dtype, copy_gbps, persistent=False, rows=1):
         "cublas": lambda w: F.linear(x, w),
         "rule": lambda w: tg.linear(x, w, out=out, **fused),
     }
-    for c in (widen_tiles(n, k) if WIDEN else rows_tiles(n, k) if GRID
+    for c in (widen_tiles(n, k, rows) if WIDEN else rows_tiles(n, k) if GRID
               else persistent_tiles(n, k) if persistent else tiles(k)):
         variants[json.dumps(c)] = (lambda w, c=c: launch_matvec(
             x, w, out, g, 1e-6, None, activation, r, c, True))
