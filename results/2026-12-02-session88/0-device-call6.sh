@@ -4,9 +4,9 @@ set -u
 export PYTHONPATH=$PWD/src:$PWD/research
 t() { name=$1; limit=$2; shift 2; export TILEGRAPH_CACHE_DIR=/tmp/tg-$name TRITON_CACHE_DIR=/tmp/tr-$name
   { echo "\$ $*"; timeout $limit "$@"; echo "rc=$?"; } > $OUT/$name.txt 2>&1; }
-t 18-sweep-widen-one-row 110 python3 research/sweep_gemv.py --out $OUT/sweep18 --persistent --widen --rows 1 --only "tinyllama gate/up,tinyllama down,llama3.2-1b gate/up,llama3.2-1b down,llama3-8b gate/up,llama3-8b o,tinyllama head,qwen2-1.5b gate/up"
-t 19-demo-tinyllama-b1-old 90 python3 -m tilegraph demo --model tinyllama --batch 1 --variants tilegraph --no-sweeps --out /tmp/d19
+t 18-sweep-widen-one-row 90 python3 research/sweep_gemv.py --out $OUT/sweep18 --persistent --widen --rows 1 --only "tinyllama gate/up,tinyllama down,llama3.2-1b gate/up,llama3.2-1b down,llama3-8b gate/up,llama3-8b o,tinyllama head,qwen2-1.5b gate/up"
+t 19-demo-tinyllama-b1-old 80 python3 -m tilegraph demo --model tinyllama --batch 1 --variants tilegraph --no-sweeps --out /tmp/d19
 patch -p1 -s < research/one_row_widen.diff || exit 1
-t 20-gpu-tests-widen 70 python3 -m pytest -q -x tests/test_linear.py -m gpu -k "persistent or norm or narrow"
-t 21-demo-tinyllama-b1-widen 90 python3 -m tilegraph demo --model tinyllama --batch 1 --variants tilegraph --no-sweeps --out /tmp/d21
+t 20-gpu-tests-widen 60 python3 -m pytest -q -x tests/test_linear.py -m gpu -k "persistent or norm or narrow"
+t 21-demo-tinyllama-b1-widen 80 python3 -m tilegraph demo --model tinyllama --batch 1 --variants tilegraph --no-sweeps --out /tmp/d21
 cd $OUT && tar czf extra.tgz sweep18 2>/dev/null; rm -rf sweep18; ls
