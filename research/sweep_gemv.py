@@ -10,8 +10,8 @@ choice (tg.linear) and cuBLAS.
 of the tiles, on MORE_SHAPES as well (persistent_tiles). --rows 2-4: the same tiles on several rows
 (_gemv_rows_kernel), against the rule's plan for that many rows. --grid: plain projections
 of issue 17's grid and wider ones (GRID_SHAPES) in the tiles tune times at 2-4 rows; --widen:
-the rule's persistent tiles with the tile widened where used (one row) or NARROW (two),
-at more programs an SM (session 88).
+the rule's persistent tiles with the tile widened where used (one row, with
+research/one_row_widen.diff applied) or NARROW (two), at more programs an SM (session 88).
 
 Writes DIR/sweep-gemv.json (one record per shape and tile, with the tile's registers and
 spills where Triton reports them) and prints the best tile per shape.
@@ -134,9 +134,10 @@ def widen_tiles(n, k, rows):
     as the one-row rule does (32 KB, 8 warps), at more programs an SM than the rule's 4 and
     2, each as it is and NARROW (x kept 16-bit, x and the tile widened for each row's
     products; applied only where no norm scales x; timed first as two flags, the tile widened
-    alone and with x narrowed too). One row: the rule's persistent tile and the same with the
-    tile widened where it is used (WIDEN: 64 registers where it held 96-100, so 4 programs of
-    8 warps fit), at 3 and 4 an SM, and 16 KB tiles over 4 warps widened at 4, 6 and 8."""
+    alone and with x narrowed too). One row (with research/one_row_widen.diff applied): the
+    rule's persistent tile and the same with the tile widened where it is used (WIDEN: 64
+    registers where it held 96-100, so 4 programs of 8 warps fit), at 3 and 4 an SM, and 16
+    KB tiles over 4 warps widened at 4, 6 and 8."""
     if rows == 1:
         rule = persistent_gemv_config(n, k)
         yield rule
