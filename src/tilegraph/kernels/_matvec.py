@@ -524,6 +524,15 @@ def _widened(x):
 
 
 @triton.jit
+def _row_products(w, x, NARROW: tl.constexpr):
+    """sum_k w_nk x_k over a flat tile w (BLOCK_N, K) and one row x (K,), in fp32; NARROW: w
+    and x 16-bit, widened here (_widened), so each row's call converts them again."""
+    if NARROW:
+        return tl.sum(_widened(w) * _widened(x)[None, :], axis=1)
+    return tl.sum(w.to(tl.float32) * x[None, :], axis=1)
+
+
+@triton.jit
 def _gemv_rows_resident_block(w, block, x0, x1, x2, x3, ss0, ss1, ss2, ss3, y_ptr,
                               stride_ym, bias_ptr, res_ptr, stride_rm, rotary, M, N, K, eps,
                               HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr,
@@ -539,21 +548,12 @@ def _gemv_rows_resident_block(w, block, x0, x1, x2, x3, ss0, ss1, ss2, ss3, y_pt
     bias, residual, position, slot, c, s = _gemv_rows_epilogue_inputs(
         offs_m, offs_n, bias_ptr, res_ptr, stride_rm, rotary, M, N, HAS_BIAS, HAS_RESIDUAL,
         ACTIVATION, BLOCK_M, BLOCK_N)
-    if NARROW:
-        acc0 = tl.sum(_widened(w) * _widened(x0)[None, :], axis=1)
-        acc1 = tl.sum(_widened(w) * _widened(x1)[None, :], axis=1)
-        acc2, acc3 = acc1, acc1
-        if BLOCK_M > 2:
-            acc2 = tl.sum(_widened(w) * _widened(x2)[None, :], axis=1)
-            acc3 = tl.sum(_widened(w) * _widened(x3)[None, :], axis=1)
-    else:
-        w = w.to(tl.float32)
-        acc0 = tl.sum(w * x0[None, :], axis=1)
-        acc1 = tl.sum(w * x1[None, :], axis=1)
-        acc2, acc3 = acc1, acc1
-        if BLOCK_M > 2:
-            acc2 = tl.sum(w * x2[None, :], axis=1)
-            acc3 = tl.sum(w * x3[None, :], axis=1)
+    acc0 = _row_products(w, x0, NARROW)
+    acc1 = _row_products(w, x1, NARROW)
+    acc2, acc3 = acc1, acc1
+    if BLOCK_M > 2:
+        acc2 = _row_products(w, x2, NARROW)
+        acc3 = _row_products(w, x3, NARROW)
     _gemv_rows_finish(acc0, acc1, acc2, acc3, ss0, ss1, ss2, ss3, offs_m, offs_n, y_ptr,
                       stride_ym, res_ptr, stride_rm, rotary, M, N, K, eps, bias, residual,
                       position, slot, c, s, HAS_NORM, HAS_RESIDUAL, ACTIVATION, BLOCK_M,
