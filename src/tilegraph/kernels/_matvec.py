@@ -309,16 +309,22 @@ def _gemv_flat_tiles(w_ptr, stride_wn, block, N, K, offs_k, offs_t, BLOCK_N: tl.
 @triton.jit
 def _gemv_resident_block(w, w_tail, block, x, x_tail, rstd, y_ptr, bias_ptr, res_ptr, rotary,
                          N, HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
-                         ACTIVATION: tl.constexpr, BLOCK_N: tl.constexpr, TAIL: tl.constexpr):
+                         ACTIVATION: tl.constexpr, BLOCK_N: tl.constexpr, TAIL: tl.constexpr,
+                         WIDEN: tl.constexpr = False):
     """Row block `block` of a persistent _gemv_kernel: its whole rows in the tiles w (and
     w_tail where TAIL > 0), x (x_tail) already scaled by the norm weights, rstd the norm's
     (1 without one)."""
     offs_n = block * BLOCK_N + tl.arange(0, BLOCK_N)
     bias, residual, position, slot, c, s = _gemv_epilogue_inputs(
         offs_n, bias_ptr, res_ptr, rotary, N, HAS_BIAS, HAS_RESIDUAL, ACTIVATION, BLOCK_N)
-    acc = tl.sum(w.to(tl.float32) * x[None, :], axis=1)
-    if TAIL > 0:
-        acc += tl.sum(w_tail.to(tl.float32) * x_tail[None, :], axis=1)
+    if WIDEN:
+        acc = tl.sum(_widened(w) * x[None, :], axis=1)
+        if TAIL > 0:
+            acc += tl.sum(_widened(w_tail) * x_tail[None, :], axis=1)
+    else:
+        acc = tl.sum(w.to(tl.float32) * x[None, :], axis=1)
+        if TAIL > 0:
+            acc += tl.sum(w_tail.to(tl.float32) * x_tail[None, :], axis=1)
     acc = acc * rstd
     _gemv_finish(acc, offs_n, y_ptr, res_ptr, rotary, N, bias, residual, position, slot, c, s,
                  HAS_RESIDUAL, ACTIVATION, BLOCK_N)
@@ -332,7 +338,7 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
                  BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, CHUNK: tl.constexpr,
                  TAIL: tl.constexpr = 0, ALIGN: tl.constexpr = 1,
                  RELEASE_AFTER_INPUTS: tl.constexpr = False,
-                 PERSISTENT: tl.constexpr = False):
+                 PERSISTENT: tl.constexpr = False, WIDEN: tl.constexpr = False):
     """One row: y_n = act(rstd * sum_k x_k g_k W_nk + b_n) + r_n, BLOCK_N outputs a block,
     rstd = 1 / sqrt(mean_k x_k^2 + eps) gathered in the same pass over K.
 
@@ -358,7 +364,9 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
     (SPLIT + TAIL) * CHUNK; one reduction a block, two with a flat tail tile beside it), the
     first block's read before the wait, x and the norm's rstd once: programs that stay
     resident do not stop streaming to exit and relaunch, and no last wave leaves SMs idle
-    (persistent_gemv_config).
+    (persistent_gemv_config). WIDEN (persistent only): each tile widened to fp32 where its
+    products are taken (_widened), so no fp32 copy of it is held (64 registers where 96-100
+    were, sm_90, 2048-4096 columns).
     """
     K = K * ALIGN
     stride_wn = stride_wn * ALIGN
@@ -395,14 +403,15 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
         if PREFETCH_WEIGHT and RELEASE_AFTER_INPUTS:
             tl.extra.cuda.gdc_launch_dependents()
         _gemv_resident_block(w, w_tail, block, x, x_tail, rstd, y_ptr, bias_ptr, res_ptr,
-                             rotary, N, HAS_BIAS, HAS_RESIDUAL, ACTIVATION, BLOCK_N, TAIL)
+                             rotary, N, HAS_BIAS, HAS_RESIDUAL, ACTIVATION, BLOCK_N, TAIL,
+                             WIDEN)
         programs = tl.num_programs(0)
         for later in range(block + programs, tl.cdiv(N, BLOCK_N), programs):
             w, w_tail = _gemv_flat_tiles(w_ptr, stride_wn, later, N, K, offs_k, offs_t,
                                          BLOCK_N, TAIL)
             _gemv_resident_block(w, w_tail, later, x, x_tail, rstd, y_ptr, bias_ptr, res_ptr,
                                  rotary, N, HAS_BIAS, HAS_RESIDUAL, ACTIVATION, BLOCK_N,
-                                 TAIL)
+                                 TAIL, WIDEN)
     else:
         _gemv_block(w, w_tail, block, y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr,
                     res_ptr, rotary, N, K, eps, cols, HAS_NORM, HAS_BIAS, HAS_RESIDUAL,
@@ -932,10 +941,15 @@ def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
         narrow = (config.pop("NARROW", False) and M > 1 and bool(per_sm)
                   and norm_weight is None and x.dtype == weight.dtype
                   and weight.element_size() == 2 and not INTERPRET)
+        # SwiGLU's (gate/up with its norm): the one-row persistent tile widened where used
+        widen = (config.pop("WIDEN", activation == "swiglu") and M == 1 and bool(per_sm)
+                 and not INTERPRET)
         if M == 1:
             kernel = _gemv_kernel
             args = (out, x, weight, weight.stride(0) // align, norm_weight, bias, residual,
                     rotary, N, K // align, eps)
+            if widen:
+                parts["WIDEN"] = True
         else:
             if config.get("TAIL") or config.get("RELEASE_AFTER_INPUTS"):
                 raise ValueError("the several-row GEMV takes neither TAIL nor "
