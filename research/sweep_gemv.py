@@ -140,7 +140,7 @@ def widen_tiles(n, k, rows):
     KB tiles over 4 warps widened at 4, 6 and 8."""
     if rows == 1:
         rule = persistent_gemv_config(n, k)
-        yield rule
+        yield {**rule, "WIDEN": False}  # the launch widens SwiGLU's by default (session 89)
         yield {**rule, "WIDEN": True}
         for per_sm in (3, 4):
             yield {**rule, "WIDEN": True, "PROGRAMS_PER_SM": per_sm}

@@ -2,6 +2,7 @@
 programmatic dependent launch on by default: every plan against a float64 reference."""
 
 import itertools
+import math
 import time
 
 import pytest
@@ -13,7 +14,7 @@ from tilegraph import tune
 from tilegraph.bench import timing
 from tilegraph.kernels import _pdl, decode_plan
 from tilegraph.kernels._launch import weight_alignment
-from tilegraph.kernels._matvec import FIT, gemv_config
+from tilegraph.kernels._matvec import FIT, gemv_config, two_row_gemv_config
 from tilegraph.kernels.autotune import Tuner
 from tilegraph.kernels.linear import linear_ref
 from tilegraph.testing import assert_close, poisoned, randn
@@ -632,7 +633,9 @@ def test_two_rows_of_8_to_64_mib_take_the_persistent_gemv():
     assert shape(rule(2, 2560, 2048).config) == (4, 2048, 4, 4)      # 10 MiB
     assert shape(rule(2, 6144, 4096).config) == (2, 4096, 4, 4)      # 48 MiB
     assert shape(rule(2, 3000, 1800).config) == (4, 2048, 4, 4)      # padded to 2048
-    assert shape(rule(2, 896, 4864).config) == shape(decode_plan.gemv_config(2048, 8192))
+    # past 4096 columns a head and a tail tile where they save chunks: 4864 as 4096 + 1024
+    assert rule(2, 896, 4864).config == decode_plan.persistent_gemv_config(896, 4864)
+    assert rule(2, 896, 4864).config["TAIL"] == 8
     assert shape(rule(2, 2048, 8192).config) == (2, 8192, 8, FIT)
     # rows of up to 4096 columns narrow where no norm applies (the launch decides)
     assert rule(2, 2560, 2048).config["NARROW"] and rule(2, 6144, 4096).config["NARROW"]
@@ -646,19 +649,27 @@ def test_two_rows_of_8_to_64_mib_take_the_persistent_gemv():
     two = rule(2, 4096, 4096)
     assert decode_plan.other_plan(2, 4096, 4096, bf16, sms, two) == decode_plan.rule(
         2, 4096, 4096, bf16, sms, two_row_gemv=False) != two
-    # past 64 MiB the rule's plan is no GEMV: the one-row tile is timed beside it
-    assert decode_plan.other_plan(2, 8192, 8192, bf16, sms, rule(2, 8192, 8192)) == (
-        decode_plan.Plan("gemv", decode_plan.split_gemv_config(8192, 8192)))
+    # past 64 MiB the rule's plan is no GEMV: the persistent two-row GEMV is timed beside it
+    for n, k in ((8192, 8192), (14336, 4096), (151936, 896)):
+        assert rule(2, n, k).kind == "dot"
+        wide = decode_plan.other_plan(2, n, k, bf16, sms, rule(2, n, k))
+        assert wide == decode_plan.Plan("gemv", two_row_gemv_config(n, k, most_bytes=math.inf))
+        assert "PROGRAMS_PER_SM" in wide.config and decode_plan.gemv_runs(2, wide.config)
+    # and past the persistent kernel's columns, the one-row tile where it runs
+    assert "PROGRAMS_PER_SM" not in decode_plan.other_plan(2, 4096, 16384, bf16, sms,
+                                                           rule(2, 4096, 16384)).config
     assert two in decode_plan.candidates(2, 4096, 4096, bf16, sms)
     persistent = [p for p in decode_plan.candidates(4, 4096, 4096, bf16, sms)
                   if "PROGRAMS_PER_SM" in p.config]
     assert len(persistent) == len(decode_plan.ROWS_PERSISTENT_VARIANTS)
-    # rows past 4096 columns: a tail tile at one row only (the several-row kernel has none)
+    # rows past 4096 columns: a tail tile at every row count (persistent at 2-4 rows, the
+    # only way the several-row kernel takes one)
     for rows in (1, 2, 4):
         gemvs = [p for p in decode_plan.candidates(rows, 2048, 5632, bf16, sms)
                  if p.kind == "gemv"]
         assert all(decode_plan.gemv_runs(rows, p.config) for p in gemvs)
-        assert any(p.config.get("TAIL") for p in gemvs) == (rows == 1)
+        assert any(p.config.get("TAIL") for p in gemvs)
+    assert not decode_plan.gemv_runs(2, decode_plan.split_gemv_config(512, 2560))
 
 
 @pytest.mark.gpu

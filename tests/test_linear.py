@@ -317,8 +317,8 @@ def test_persistent_gemv_takes_every_row_block(activation, rows, device):
     (_gemv_rows_kernel, 3 rows padded to 4): each takes several row blocks (more blocks than
     a program an SM: 300 outputs in blocks of 2), the first read before the wait where the
     GPU has PDL, whole rows of 301 columns in a tile of 512, every part at once, x and the
-    residual strided; at one row also a head and a tail tile (256 + 128 columns); a config
-    that does not hold whole rows is refused."""
+    residual strided; also a head and a tail tile (256 + 128 columns); a config that does
+    not hold whole rows is refused."""
     dtype = torch.bfloat16
     n, k = 300, 301
     x, w, b, g, r = _make((rows,), n, k, dtype, device, True, True, True)
@@ -331,7 +331,7 @@ def test_persistent_gemv_takes_every_row_block(activation, rows, device):
               "PROGRAMS_PER_SM": 1}
     sms = sm_count(x.device) or ASSUMED_SM_COUNT
     assert triton.cdiv(n, config["BLOCK_N"]) > sms  # some program takes a second block
-    tiles = [config, {**config, "SPLIT": 2, "TAIL": 1}] if rows == 1 else [config]
+    tiles = [config, {**config, "SPLIT": 2, "TAIL": 1}]
     for tile, prefetch_weight in itertools.product(
             tiles, (False, True) if supports_pdl(x.device) else (False,)):
         out = poisoned(tuple(ref.shape), dtype, device)
@@ -555,9 +555,9 @@ def test_gemv_split_tile_on_several_rows(part, rows, dtype, device):
     assert_close(out, ref, dtype, what=f"{part}, {rows} rows")
 
 
-def test_gemv_on_several_rows_takes_no_tail(device):
+def test_gemv_on_several_rows_takes_a_tail_only_persistent(device):
     x, w = randn(2, 64, device=device), randn(8, 64, device=device)
-    with pytest.raises(ValueError, match="several-row GEMV takes neither TAIL"):
+    with pytest.raises(ValueError, match="TAIL only persistent"):
         decode_plan.launch(Plan("gemv", {**GEMV_TILE, "TAIL": 1}), x, w,
                            torch.empty(2, 8, device=device), None, 1e-6, None, "none", None,
                            False)

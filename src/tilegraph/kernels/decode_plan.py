@@ -15,6 +15,7 @@ tg.linear not to lose to F.linear.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 
 import torch
@@ -27,6 +28,7 @@ from ._matvec import (
     GEMV_MAX_ROWS,
     PERSISTENT_MAX_K,
     PERSISTENT_MIN_BYTES,
+    TWO_ROW_MAX_BYTES,
     gemv_config,
     launch_matvec,
     matvec_config,
@@ -220,8 +222,9 @@ def gemv_takes_row(K: int) -> bool:
 
 def gemv_runs(rows: int, config: dict) -> bool:
     """Whether a GEMV config runs `rows` rows: any at one row; at 2 to GEMV_MAX_ROWS rows
-    (_gemv_rows_kernel) one without a tail."""
-    return rows == 1 or (rows <= GEMV_MAX_ROWS and "TAIL" not in config)
+    (_gemv_rows_kernel) one launched persistent or without a tail."""
+    return rows == 1 or (rows <= GEMV_MAX_ROWS
+                         and ("TAIL" not in config or "PROGRAMS_PER_SM" in config))
 
 
 def rule(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None,
@@ -284,7 +287,7 @@ def candidates(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -
         if size <= 2 and gemv_runs(rows, gemv):  # the one-row tile on 2-4 rows
             plans.append(Plan("gemv", gemv))
         if size <= 2 and rows <= GEMV_MAX_ROWS and K <= PERSISTENT_MAX_K:
-            plans += [Plan("gemv", persistent_gemv_config(N, K, *variant, tail=False))
+            plans += [Plan("gemv", persistent_gemv_config(N, K, *variant))
                       for variant in ROWS_PERSISTENT_VARIANTS]
     if size <= 2 and rows == 1 and gemv_takes_row(K):  # launched a program a row block, or not
         plans.append(Plan("gemv", split_gemv_config(N, K)))
@@ -514,10 +517,18 @@ def other_plan(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None,
     session 85) it took 512 x 4096 1.5x faster than the rule's row loop (2.55 against 3.84
     us), tied at 896^2 and 1024^2, lost at the other three. At 4-16 rows it lost on all six
     (four rows a program, 8-16 in groups of four over the same tile: up to 3.5x slower than
-    the tensor-core kernel). Else None."""
+    the tensor-core kernel). Past the rule's two-row window (TWO_ROW_MAX_BYTES) the
+    persistent two-row GEMV instead: over 6 plain projections of 112-297 MiB it beat the
+    rule's kernel and cuBLAS on 3 (14336 x 4096 28.69 us against 29.92 and 30.74, 11008 x
+    4096, 8192^2) and lost on 3 (32000 x 2048, 24576 x 3072, 151936 x 896; H200,
+    notes/kernels.md, session 88): timed, not ruled. Else None."""
     if chosen.kind != "gemv":
         if rows != 2 or torch.finfo(dtype).bits > 16:  # on every plain call: cheap tests first
             return None
+        if 2 * N * K >= TWO_ROW_MAX_BYTES:  # past the rule's window
+            wide = two_row_gemv_config(N, K, most_bytes=math.inf)
+            if wide is not None:
+                return Plan("gemv", wide)
         gemv = split_gemv_config(N, K)
         return Plan("gemv", gemv) if gemv_runs(rows, gemv) else None
     if rows == 1:
