@@ -633,9 +633,7 @@ def test_two_rows_of_8_to_64_mib_take_the_persistent_gemv():
     assert shape(rule(2, 2560, 2048).config) == (4, 2048, 4, 4)      # 10 MiB
     assert shape(rule(2, 6144, 4096).config) == (2, 4096, 4, 4)      # 48 MiB
     assert shape(rule(2, 3000, 1800).config) == (4, 2048, 4, 4)      # padded to 2048
-    # past 4096 columns a head and a tail tile where they save chunks: 4864 as 4096 + 1024
-    assert rule(2, 896, 4864).config == decode_plan.persistent_gemv_config(896, 4864)
-    assert rule(2, 896, 4864).config["TAIL"] == 8
+    assert shape(rule(2, 896, 4864).config) == shape(decode_plan.gemv_config(2048, 8192))
     assert shape(rule(2, 2048, 8192).config) == (2, 8192, 8, FIT)
     # rows of up to 4096 columns narrow where no norm applies (the launch decides)
     assert rule(2, 2560, 2048).config["NARROW"] and rule(2, 6144, 4096).config["NARROW"]
@@ -662,14 +660,12 @@ def test_two_rows_of_8_to_64_mib_take_the_persistent_gemv():
     persistent = [p for p in decode_plan.candidates(4, 4096, 4096, bf16, sms)
                   if "PROGRAMS_PER_SM" in p.config]
     assert len(persistent) == len(decode_plan.ROWS_PERSISTENT_VARIANTS)
-    # rows past 4096 columns: a tail tile at every row count (persistent at 2-4 rows, the
-    # only way the several-row kernel takes one)
+    # rows past 4096 columns: a tail tile at one row only (the several-row kernel has none)
     for rows in (1, 2, 4):
         gemvs = [p for p in decode_plan.candidates(rows, 2048, 5632, bf16, sms)
                  if p.kind == "gemv"]
         assert all(decode_plan.gemv_runs(rows, p.config) for p in gemvs)
-        assert any(p.config.get("TAIL") for p in gemvs)
-    assert not decode_plan.gemv_runs(2, decode_plan.split_gemv_config(512, 2560))
+        assert any(p.config.get("TAIL") for p in gemvs) == (rows == 1)
 
 
 @pytest.mark.gpu

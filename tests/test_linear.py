@@ -317,8 +317,8 @@ def test_persistent_gemv_takes_every_row_block(activation, rows, device):
     (_gemv_rows_kernel, 3 rows padded to 4): each takes several row blocks (more blocks than
     a program an SM: 300 outputs in blocks of 2), the first read before the wait where the
     GPU has PDL, whole rows of 301 columns in a tile of 512, every part at once, x and the
-    residual strided; also a head and a tail tile (256 + 128 columns); a config that does
-    not hold whole rows is refused."""
+    residual strided; at one row also a head and a tail tile (256 + 128 columns); a config
+    that does not hold whole rows is refused."""
     dtype = torch.bfloat16
     n, k = 300, 301
     x, w, b, g, r = _make((rows,), n, k, dtype, device, True, True, True)
@@ -331,7 +331,7 @@ def test_persistent_gemv_takes_every_row_block(activation, rows, device):
               "PROGRAMS_PER_SM": 1}
     sms = sm_count(x.device) or ASSUMED_SM_COUNT
     assert triton.cdiv(n, config["BLOCK_N"]) > sms  # some program takes a second block
-    tiles = [config, {**config, "SPLIT": 2, "TAIL": 1}]
+    tiles = [config, {**config, "SPLIT": 2, "TAIL": 1}] if rows == 1 else [config]
     for tile, prefetch_weight in itertools.product(
             tiles, (False, True) if supports_pdl(x.device) else (False,)):
         out = poisoned(tuple(ref.shape), dtype, device)
@@ -438,6 +438,35 @@ def test_two_row_gemv_narrows_where_no_norm_scales_x(k, dtype):
                     props.shared_memory_per_multiprocessor))
         assert_close(outs[0], ref, dtype, what=f"{what}, NARROW")
         assert torch.equal(outs[0], outs[1]), what
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("k", [1536, 2048, 4096])
+def test_one_row_swiglu_widens_rows_of_2048_columns(k, dtype):
+    """One row's persistent tile on a SwiGLU projection with its norm and bias, PDL on:
+    widened where used (WIDEN) by default where the tile covers WIDEN_ROW_COLUMNS, so the
+    kernel holds fewer registers, with the very values of the tile not widened (the same
+    products in the same order); rows of other widths are not widened unless asked."""
+    n = 6 * 2**20 // k * 2   # 24 MiB of bf16: persistent
+    config = matvec_module.gemv_config(n, k)
+    assert "PROGRAMS_PER_SM" in config
+    x, w, b, g, _ = _make((1,), n, k, dtype, "cuda", True, True, False)
+    ref = linear_ref(x.double(), w.double(), b.double(), norm_weight=g.double(),
+                     activation="swiglu")
+    outs, regs = [], []
+    for tile in (config, {**config, "WIDEN": False}, {**config, "WIDEN": True}):
+        out = poisoned((1, n // 2), dtype, "cuda")
+        compiled = matvec_module.launch_matvec(x, w, out, g, 1e-6, b, "swiglu", None, tile,
+                                               True)
+        assert_close(out, ref, dtype, what=f"{tile}")
+        outs.append(out)
+        regs.append(compiled.n_regs)
+    assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2])
+    if triton.next_power_of_2(k) == matvec_module.WIDEN_ROW_COLUMNS:
+        assert regs[0] == regs[2] < regs[1]   # widened by default: fewer registers
+    else:
+        assert regs[0] == regs[1]             # not widened unless asked
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -555,9 +584,9 @@ def test_gemv_split_tile_on_several_rows(part, rows, dtype, device):
     assert_close(out, ref, dtype, what=f"{part}, {rows} rows")
 
 
-def test_gemv_on_several_rows_takes_a_tail_only_persistent(device):
+def test_gemv_on_several_rows_takes_no_tail(device):
     x, w = randn(2, 64, device=device), randn(8, 64, device=device)
-    with pytest.raises(ValueError, match="TAIL only persistent"):
+    with pytest.raises(ValueError, match="several-row GEMV takes neither TAIL"):
         decode_plan.launch(Plan("gemv", {**GEMV_TILE, "TAIL": 1}), x, w,
                            torch.empty(2, 8, device=device), None, 1e-6, None, "none", None,
                            False)

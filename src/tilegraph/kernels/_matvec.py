@@ -542,16 +542,15 @@ def _row_products(w, x, NARROW: tl.constexpr):
 
 
 @triton.jit
-def _gemv_rows_resident_block(w, w_tail, block, x0, x1, x2, x3, t0, t1, t2, t3, ss0, ss1, ss2,
-                              ss3, y_ptr, stride_ym, bias_ptr, res_ptr, stride_rm, rotary, M,
-                              N, K, eps, HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr,
+def _gemv_rows_resident_block(w, block, x0, x1, x2, x3, ss0, ss1, ss2, ss3, y_ptr,
+                              stride_ym, bias_ptr, res_ptr, stride_rm, rotary, M, N, K, eps,
+                              HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr,
                               HAS_RESIDUAL: tl.constexpr, ACTIVATION: tl.constexpr,
                               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                              TAIL: tl.constexpr, NARROW: tl.constexpr):
+                              NARROW: tl.constexpr):
     """Row block `block` of a persistent _gemv_rows_kernel: its whole rows in the flat tile
-    w and, where TAIL > 0, the tail tile w_tail beside it; each x row (x0-x3, their tail
-    columns t0-t3) already scaled by the norm weights, ss0-ss3 the rows' sums of squares.
-    NARROW: the x rows are 16-bit, and they and the tiles are widened to fp32 for each row's
+    w, each x row already scaled by the norm weights, ss0-ss3 the rows' sums of squares.
+    NARROW: the x rows are 16-bit, and they and the tile are widened to fp32 for each row's
     products, so no fp32 copy of either is held across the block (_widened)."""
     offs_m = tl.arange(0, BLOCK_M)
     offs_n = block * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -560,38 +559,14 @@ def _gemv_rows_resident_block(w, w_tail, block, x0, x1, x2, x3, t0, t1, t2, t3, 
         ACTIVATION, BLOCK_M, BLOCK_N)
     acc0 = _row_products(w, x0, NARROW)
     acc1 = _row_products(w, x1, NARROW)
-    if TAIL > 0:
-        acc0 += _row_products(w_tail, t0, NARROW)
-        acc1 += _row_products(w_tail, t1, NARROW)
     acc2, acc3 = acc1, acc1
     if BLOCK_M > 2:
         acc2 = _row_products(w, x2, NARROW)
         acc3 = _row_products(w, x3, NARROW)
-        if TAIL > 0:
-            acc2 += _row_products(w_tail, t2, NARROW)
-            acc3 += _row_products(w_tail, t3, NARROW)
     _gemv_rows_finish(acc0, acc1, acc2, acc3, ss0, ss1, ss2, ss3, offs_m, offs_n, y_ptr,
                       stride_ym, res_ptr, stride_rm, rotary, M, N, K, eps, bias, residual,
                       position, slot, c, s, HAS_NORM, HAS_RESIDUAL, ACTIVATION, BLOCK_M,
                       BLOCK_N)
-
-
-@triton.jit
-def _gemv_rows_scaled(x0, x1, x2, x3, g, w, HAS_NORM: tl.constexpr, NARROW: tl.constexpr,
-                      BLOCK_M: tl.constexpr):
-    """The x rows' parts of their sums of squares (zeros without a norm) and the rows scaled
-    by the norm weights g, in the dtype of the weight tile w where NARROW (exact there: x is
-    of the weights' 16-bit dtype and no norm scales it)."""
-    ss0, ss1, ss2, ss3 = 0.0, 0.0, 0.0, 0.0
-    if HAS_NORM:
-        ss0, ss1 = tl.sum(x0 * x0), tl.sum(x1 * x1)
-        x0, x1 = x0 * g, x1 * g
-        if BLOCK_M > 2:
-            ss2, ss3 = tl.sum(x2 * x2), tl.sum(x3 * x3)
-            x2, x3 = x2 * g, x3 * g
-    if NARROW:
-        x0, x1, x2, x3 = x0.to(w.dtype), x1.to(w.dtype), x2.to(w.dtype), x3.to(w.dtype)
-    return x0, x1, x2, x3, ss0, ss1, ss2, ss3
 
 
 @triton.jit
@@ -602,7 +577,7 @@ def _gemv_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm
                       PREFETCH_WEIGHT: tl.constexpr, BLOCK_M: tl.constexpr,
                       BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, CHUNK: tl.constexpr,
                       ALIGN: tl.constexpr = 1, PERSISTENT: tl.constexpr = False,
-                      NARROW: tl.constexpr = False, TAIL: tl.constexpr = 0):
+                      NARROW: tl.constexpr = False):
     """_gemv_kernel's split tile applied to 2-4 rows (BLOCK_M 2 or 4, rows past M masked):
     y_mn = act(rstd_m * sum_k x_mk g_k W_nk + b_n) + r_mn.
 
@@ -614,50 +589,41 @@ def _gemv_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm
     first reduction (_gemv_inputs says why).
 
     PERSISTENT as in _gemv_kernel: programs that stay resident take row blocks p, p + G,
-    ..., whole rows in one flat tile (K <= SPLIT * CHUNK) or, with TAIL > 0, a head tile
-    and a tail tile of TAIL chunks beside it (K <= (SPLIT + TAIL) * CHUNK: 5632 columns as
-    4096 + 2048, not 8192 with 2560 of them masked), every x row and its sum of squares read
-    once a program.
+    ..., whole rows in one flat tile (K <= SPLIT * CHUNK), every x row and its sum of
+    squares read once a program.
     """
     K = K * ALIGN
     stride_wn = stride_wn * ALIGN
     block = tl.program_id(0)
-    if PERSISTENT:  # whole rows (launch_matvec checks): flat tiles of SPLIT (+ TAIL) chunks
+    if PERSISTENT:  # whole rows (launch_matvec checks), one flat tile of SPLIT * CHUNK columns
         offs_k = tl.arange(0, SPLIT * CHUNK)
-        offs_t = offs_k
-        if TAIL > 0:
-            offs_t = SPLIT * CHUNK + tl.arange(0, TAIL * CHUNK)
-        w, w_tail = _gemv_flat_tiles(w_ptr, stride_wn, block, N, K, offs_k, offs_t, BLOCK_N,
-                                     TAIL)
+        w = _gemv_flat_tile(w_ptr, stride_wn, block, N, K, offs_k, BLOCK_N)
         if PREFETCH_WEIGHT:
             tl.extra.cuda.gdc_wait()               # x and the epilogue inputs are now final
             tl.extra.cuda.gdc_launch_dependents()  # only now may the next kernel prefetch
-        # every input loaded before the norm's sums, whose barriers a load cannot pass
         x0, x1, x2, x3, g = _gemv_rows_inputs(x_ptr, stride_xm, norm_w_ptr, offs_k, 0, K, M,
                                               HAS_NORM, BLOCK_M)
-        t0, t1, t2, t3, g_tail = x0, x1, x2, x3, g
-        if TAIL > 0:
-            t0, t1, t2, t3, g_tail = _gemv_rows_inputs(x_ptr, stride_xm, norm_w_ptr, offs_t, 0,
-                                                       K, M, HAS_NORM, BLOCK_M)
-        x0, x1, x2, x3, ss0, ss1, ss2, ss3 = _gemv_rows_scaled(x0, x1, x2, x3, g, w,
-                                                               HAS_NORM, NARROW, BLOCK_M)
-        if TAIL > 0:
-            t0, t1, t2, t3, st0, st1, st2, st3 = _gemv_rows_scaled(
-                t0, t1, t2, t3, g_tail, w, HAS_NORM, NARROW, BLOCK_M)
-            ss0, ss1, ss2, ss3 = ss0 + st0, ss1 + st1, ss2 + st2, ss3 + st3
-        _gemv_rows_resident_block(w, w_tail, block, x0, x1, x2, x3, t0, t1, t2, t3, ss0, ss1,
-                                  ss2, ss3, y_ptr, stride_ym, bias_ptr, res_ptr, stride_rm,
-                                  rotary, M, N, K, eps, HAS_NORM, HAS_BIAS, HAS_RESIDUAL,
-                                  ACTIVATION, BLOCK_M, BLOCK_N, TAIL, NARROW)
+        ss0, ss1, ss2, ss3 = 0.0, 0.0, 0.0, 0.0
+        if HAS_NORM:
+            ss0, ss1 = tl.sum(x0 * x0), tl.sum(x1 * x1)
+            x0, x1 = x0 * g, x1 * g
+            if BLOCK_M > 2:
+                ss2, ss3 = tl.sum(x2 * x2), tl.sum(x3 * x3)
+                x2, x3 = x2 * g, x3 * g
+        if NARROW:  # exact: x is of the weights' 16-bit dtype and no norm scaled it
+            x0, x1 = x0.to(w.dtype), x1.to(w.dtype)
+            x2, x3 = x2.to(w.dtype), x3.to(w.dtype)
+        _gemv_rows_resident_block(w, block, x0, x1, x2, x3, ss0, ss1, ss2, ss3, y_ptr,
+                                  stride_ym, bias_ptr, res_ptr, stride_rm, rotary, M, N, K,
+                                  eps, HAS_NORM, HAS_BIAS, HAS_RESIDUAL, ACTIVATION, BLOCK_M,
+                                  BLOCK_N, NARROW)
         programs = tl.num_programs(0)
         for later in range(block + programs, tl.cdiv(N, BLOCK_N), programs):
-            w, w_tail = _gemv_flat_tiles(w_ptr, stride_wn, later, N, K, offs_k, offs_t,
-                                         BLOCK_N, TAIL)
-            _gemv_rows_resident_block(w, w_tail, later, x0, x1, x2, x3, t0, t1, t2, t3, ss0,
-                                      ss1, ss2, ss3, y_ptr, stride_ym, bias_ptr, res_ptr,
-                                      stride_rm, rotary, M, N, K, eps, HAS_NORM, HAS_BIAS,
-                                      HAS_RESIDUAL, ACTIVATION, BLOCK_M, BLOCK_N, TAIL,
-                                      NARROW)
+            w = _gemv_flat_tile(w_ptr, stride_wn, later, N, K, offs_k, BLOCK_N)
+            _gemv_rows_resident_block(w, later, x0, x1, x2, x3, ss0, ss1, ss2, ss3, y_ptr,
+                                      stride_ym, bias_ptr, res_ptr, stride_rm, rotary, M, N,
+                                      K, eps, HAS_NORM, HAS_BIAS, HAS_RESIDUAL, ACTIVATION,
+                                      BLOCK_M, BLOCK_N, NARROW)
     else:
         offs_m = tl.arange(0, BLOCK_M)
         offs_n = block * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -793,6 +759,17 @@ TWO_ROW_PROGRAMS_PER_SM = 4
 # 3.24, Llama-3-8B's 9.46 -> 9.26, 4096^2 9.33 -> 9.37. With a norm (x * g in fp32, which
 # NARROW would round) it lost as often as it won: those keep the tile as it was.
 NARROW_MAX_PROGRAMS_PER_SM = 6
+# One row's persistent tile widened where used (WIDEN: 96-100 -> 64 registers a thread, so 4
+# programs of 8 warps an SM) by default on SwiGLU projections (gate/up with their norm) whose
+# rows the tile covers in this many columns. One bf16 row over rotated weights, us, as the
+# rule launches it / widened (H200, research/sweep_gemv.py --persistent --widen --rows 1,
+# notes/kernels.md, session 89): rows padded to 2048 won, TinyLlama's 12.96 / 12.45,
+# Llama-3.2-1B's 17.50 / 17.12, Qwen2-1.5B's (1536 columns) 16.72 / 14.66; every other width
+# lost, Qwen2-0.5B's 896 (1024) 6.16 / 6.65, Phi-2's 2560 (4096) 26.64 / 28.89, Llama-3.2-3B's
+# 3072 25.03 / 26.21, Qwen2.5-7B's 3584 62.26 / 63.41, Llama-3-8B's 4096 54.14 / 55.00. In
+# the decode step with it, b1 demos: TinyLlama 0.705 -> 0.701 ms a token, Llama-3.2-1B 0.750
+# -> 0.739 (session 89). Other projections lost widened, in the step too (session 88).
+WIDEN_ROW_COLUMNS = 2048
 
 
 def two_row_gemv_config(N: int, K: int, most_bytes: float = TWO_ROW_MAX_BYTES) -> dict | None:
@@ -800,14 +777,13 @@ def two_row_gemv_config(N: int, K: int, most_bytes: float = TWO_ROW_MAX_BYTES) -
     TWO_ROW_MIN_BYTES up to most_bytes, by default TWO_ROW_MAX_BYTES, rows of at most
     PERSISTENT_MAX_K columns): TWO_ROW_TILE_BYTES tiles over TWO_ROW_WARPS warps,
     TWO_ROW_PROGRAMS_PER_SM an SM (NARROW where no norm applies) for rows of up to 4096
-    columns, the one-row persistent config (a tail tile beside the head where it saves
-    chunks) for longer rows; else None."""
+    columns, the one-row persistent config for longer rows; else None."""
     if not TWO_ROW_MIN_BYTES <= 2 * N * K < most_bytes or K > PERSISTENT_MAX_K:
         return None
     if triton.next_power_of_2(K) > 4096:
-        return persistent_gemv_config(N, K)
+        return persistent_gemv_config(N, K, tail=False)
     return {**persistent_gemv_config(N, K, TWO_ROW_TILE_BYTES, TWO_ROW_WARPS,
-                                     TWO_ROW_PROGRAMS_PER_SM), "NARROW": True}
+                                     TWO_ROW_PROGRAMS_PER_SM, tail=False), "NARROW": True}
 
 
 def persistent_gemv_config(N: int, K: int, tile_bytes: int = PERSISTENT_TILE_BYTES,
@@ -821,7 +797,7 @@ def persistent_gemv_config(N: int, K: int, tile_bytes: int = PERSISTENT_TILE_BYT
     A row is padded to a power of two of chunks, or, where `tail`, the row is longer than
     PERSISTENT_TAIL_PAST_K and a head of the largest power of two below K plus a tail tile
     cover it in fewer chunks (split_row_in_two), read as the two: 5632 columns as 4096 + 2048
-    instead of 8192, 5120 as 4096 + 1024."""
+    instead of 8192, 5120 as 4096 + 1024. Only the one-row kernel takes a tail."""
     block_k = max(16, triton.next_power_of_2(K))
     chunk = min(GEMV_CHUNK, block_k)
     head, tail_chunks = block_k // chunk, 0
@@ -948,10 +924,10 @@ def matvec_config(M: int, N: int, K: int, element_size: int = 4) -> dict:
 def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
                   config: dict, pdl: bool, rotary: tuple = NO_ROTARY):
     """y = linear(x) for few rows; a config with SPLIT runs _gemv_kernel (one row) or
-    _gemv_rows_kernel (2-4 rows, TAIL only persistent), one with BLOCK_K _matvec_kernel.
-    pdl: launch with programmatic dependent launch, W's first tile read before the previous
-    kernel in the stream has finished. rotary: the epilogue's tuple (_rotary_store.py) where
-    activation is "rotary"."""
+    _gemv_rows_kernel (2-4 rows, no TAIL), one with BLOCK_K _matvec_kernel. pdl: launch with
+    programmatic dependent launch, W's first tile read before the previous kernel in the
+    stream has finished. rotary: the epilogue's tuple (_rotary_store.py) where activation is
+    "rotary"."""
     M, K = x.shape
     N = weight.shape[0]
     parts = dict(HAS_NORM=norm_weight is not None, HAS_BIAS=bias is not None,
@@ -972,13 +948,14 @@ def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
                              f"{config['CHUNK']} columns does not cover K = {K}")
         config = dict(config)
         per_sm = config.pop("PROGRAMS_PER_SM", None)
+        covered = (config["SPLIT"] + config.get("TAIL", 0)) * config["CHUNK"]
         # exact only where x is of the weights' 16-bit dtype and no norm scales it; PTX
         narrow = (config.pop("NARROW", False) and M > 1 and bool(per_sm)
                   and norm_weight is None and x.dtype == weight.dtype
                   and weight.element_size() == 2 and not INTERPRET)
-        # SwiGLU's (gate/up with its norm): the one-row persistent tile widened where used
-        widen = (config.pop("WIDEN", activation == "swiglu") and M == 1 and bool(per_sm)
-                 and not INTERPRET)
+        # PTX too; where it won (WIDEN_ROW_COLUMNS) unless the config says
+        widen = (config.pop("WIDEN", activation == "swiglu" and covered == WIDEN_ROW_COLUMNS)
+                 and M == 1 and bool(per_sm) and not INTERPRET)
         if M == 1:
             kernel = _gemv_kernel
             args = (out, x, weight, weight.stride(0) // align, norm_weight, bias, residual,
@@ -986,9 +963,9 @@ def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
             if widen:
                 parts["WIDEN"] = True
         else:
-            if config.get("RELEASE_AFTER_INPUTS") or (config.get("TAIL") and not per_sm):
-                raise ValueError("the several-row GEMV takes no RELEASE_AFTER_INPUTS, and "
-                                 "TAIL only persistent")
+            if config.get("TAIL") or config.get("RELEASE_AFTER_INPUTS"):
+                raise ValueError("the several-row GEMV takes neither TAIL nor "
+                                 "RELEASE_AFTER_INPUTS")
             kernel = _gemv_rows_kernel
             args = (out, out.stride(0), x, x.stride(0), weight, weight.stride(0) // align,
                     norm_weight, bias, residual,

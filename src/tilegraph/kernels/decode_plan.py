@@ -222,9 +222,8 @@ def gemv_takes_row(K: int) -> bool:
 
 def gemv_runs(rows: int, config: dict) -> bool:
     """Whether a GEMV config runs `rows` rows: any at one row; at 2 to GEMV_MAX_ROWS rows
-    (_gemv_rows_kernel) one launched persistent or without a tail."""
-    return rows == 1 or (rows <= GEMV_MAX_ROWS
-                         and ("TAIL" not in config or "PROGRAMS_PER_SM" in config))
+    (_gemv_rows_kernel) one without a tail."""
+    return rows == 1 or (rows <= GEMV_MAX_ROWS and "TAIL" not in config)
 
 
 def rule(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None,
@@ -287,7 +286,7 @@ def candidates(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -
         if size <= 2 and gemv_runs(rows, gemv):  # the one-row tile on 2-4 rows
             plans.append(Plan("gemv", gemv))
         if size <= 2 and rows <= GEMV_MAX_ROWS and K <= PERSISTENT_MAX_K:
-            plans += [Plan("gemv", persistent_gemv_config(N, K, *variant))
+            plans += [Plan("gemv", persistent_gemv_config(N, K, *variant, tail=False))
                       for variant in ROWS_PERSISTENT_VARIANTS]
     if size <= 2 and rows == 1 and gemv_takes_row(K):  # launched a program a row block, or not
         plans.append(Plan("gemv", split_gemv_config(N, K)))
