@@ -10,7 +10,7 @@ import torch
 
 import tilegraph as tg
 from tilegraph import bench
-from tilegraph.bench import environment, report
+from tilegraph.bench import environment, report, timing
 from tilegraph.cuda import ExtensionUnavailable, gelu_extension, missing_build_tools
 from tilegraph.kernels.gelu import gelu_ref
 from tilegraph.testing import assert_close
@@ -101,6 +101,35 @@ def test_compare_times_yardsticks_without_checking_them():
     with pytest.raises(ValueError, match="also variant names"):
         bench.compare({"a": lambda x: x}, reference=lambda x: x, args=(x,),
                       yardsticks={"a": lambda x: x})
+
+
+def test_compare_times_variants_in_interleaved_rounds():
+    """Each variant is checked once, then timed in `rounds` rounds taken in turn, so a
+    passing slowdown falls on every variant alike; the rounds' medians give the median."""
+    x = torch.randn(1000)
+    log = []
+
+    def logged(name):
+        return lambda x: (log.append(name), x * 2)[1]
+
+    result = bench.compare({"a": logged("a"), "b": logged("b")},
+                           reference=lambda x: x.double() * 2, args=(x,), warmup_ms=1,
+                           rep_ms=6, rounds=3, ceilings={})
+    turns = [name for i, name in enumerate(log) if i == 0 or log[i - 1] != name]
+    assert turns == ["a", "b"] + ["a", "b"] * 3   # checked, then three rounds in turn
+    assert result["a"].stats.n >= 3 * 5 and result["b"].stats.n >= 3 * 5
+    with pytest.raises(ValueError, match="rounds must be at least 1"):
+        bench.compare({"a": logged("a")}, reference=lambda x: x.double() * 2, args=(x,),
+                      rounds=0, ceilings={})
+
+
+def test_merged_rounds_take_the_median_of_medians_and_every_sample():
+    rounds = [bench.Stats(median=m, p20=m - 1, p80=m + 1, min=m - 2, max=m + 2, n=10,
+                          clock="cuda-graph-replay") for m in (5.0, 3.0, 9.0)]
+    stats = timing.merged(rounds)
+    assert (stats.median, stats.p20, stats.p80, stats.min, stats.max, stats.n) == \
+        (5.0, 4.0, 6.0, 1.0, 11.0, 30)
+    assert stats.clock == "cuda-graph-replay"
 
 
 def test_compare_rejects_bad_arguments():

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..testing import TOLERANCES, rel_error
-from .timing import Stats, measure
+from .timing import Stats, measure, merged
 
 
 @dataclass(frozen=True)
@@ -159,8 +159,8 @@ def compare(variants: Mapping[str, Callable | Unavailable], reference: Callable,
             args: Sequence = (), bytes: int | None = None, flops: int | None = None,
             baseline: str | None = None, *, graph: bool = False, flush_l2: bool = True,
             rotate: Sequence[int] | None = None,
-            warmup_ms: float = 25, rep_ms: float = 100, ceilings: dict | None = None,
-            progress: Callable[[str], None] | None = None,
+            warmup_ms: float = 25, rep_ms: float = 100, rounds: int = 3,
+            ceilings: dict | None = None, progress: Callable[[str], None] | None = None,
             yardsticks: Mapping[str, Callable] | None = None) -> Comparison:
     """Check every variant against `reference`, then time the correct ones.
 
@@ -173,6 +173,10 @@ def compare(variants: Mapping[str, Callable | Unavailable], reference: Callable,
     bench.ceilings(); measured (or read from its cache) when omitted on a GPU.
     yardsticks: callables taking `args`, timed like the variants but never checked, listed
     after them with status "yardstick".
+    rounds: every timed callable is measured in this many interleaved rounds (variants and
+    yardsticks in turn, warmup_ms and rep_ms split between them), so a passing slowdown of
+    the GPU (clocks, power) falls on all of them alike: timed one after another, the same
+    cuBLAS call once read 7% slower than itself (issue 17's grid, H200, session 89).
     """
     if not variants:
         raise ValueError("compare() needs at least one variant")
@@ -183,6 +187,8 @@ def compare(variants: Mapping[str, Callable | Unavailable], reference: Callable,
     if set(yardsticks) & set(variants):
         raise ValueError(f"yardstick names {sorted(set(yardsticks) & set(variants))} are "
                          "also variant names")
+    if rounds < 1:
+        raise ValueError(f"rounds must be at least 1, got {rounds}")
     if ceilings is None:
         from .roofline import ceilings as measured_ceilings
 
@@ -191,14 +197,7 @@ def compare(variants: Mapping[str, Callable | Unavailable], reference: Callable,
     out_dtype = next((t.dtype for t in _leaves(expected)), None)
     arg_sets = _rotated_args(args, rotate) if graph and flush_l2 else [tuple(args)]
 
-    def time_into(result: VariantResult, fn: Callable) -> VariantResult:
-        result.stats = measure(_cycling(fn, arg_sets), warmup_ms=warmup_ms, rep_ms=rep_ms,
-                               flush_l2=flush_l2 and not graph, graph=graph)
-        seconds = result.stats.median * 1e-3
-        result.gbps = bytes / seconds * 1e-9 if bytes else None
-        result.tflops = flops / seconds * 1e-12 if flops else None
-        return result
-
+    to_time: list[tuple[VariantResult, Callable]] = []  # measured below, in rounds
     results = []
     for name, fn in variants.items():
         if progress is not None:
@@ -216,16 +215,29 @@ def compare(variants: Mapping[str, Callable | Unavailable], reference: Callable,
         result = VariantResult(name, "ok" if err <= tol else "FAIL", rel_error=err,
                                tolerance=tol)
         if result.status == "ok":
-            time_into(result, fn)
+            to_time.append((result, fn))
         else:
             result.reason = f"relative error {err:.2e} > tolerance {tol:.0e}"
         results.append(result)
     for name, fn in yardsticks.items():
-        if progress is not None:
-            progress(name)
-        results.append(time_into(VariantResult(
-            name, "yardstick", reason="not checked: a different computation over the same "
-            "bytes, timed the same way"), fn))
+        result = VariantResult(name, "yardstick", reason="not checked: a different "
+                               "computation over the same bytes, timed the same way")
+        to_time.append((result, fn))
+        results.append(result)
+
+    rounds_of = {id(result): [] for result, _ in to_time}
+    for round_ in range(rounds):
+        for result, fn in to_time:
+            if progress is not None:
+                progress(f"{result.name}, timing round {round_ + 1}/{rounds}")
+            rounds_of[id(result)].append(measure(
+                _cycling(fn, arg_sets), warmup_ms=warmup_ms / rounds, rep_ms=rep_ms / rounds,
+                flush_l2=flush_l2 and not graph, graph=graph))
+    for result, _ in to_time:
+        result.stats = merged(rounds_of[id(result)])
+        seconds = result.stats.median * 1e-3
+        result.gbps = bytes / seconds * 1e-9 if bytes else None
+        result.tflops = flops / seconds * 1e-12 if flops else None
 
     floor = _floor_ms(bytes, flops, out_dtype, ceilings)
     timed = {r.name: r.stats.median for r in results if r.stats is not None}

@@ -88,7 +88,7 @@ def _point(n: int, k: int, rows: int, dtype: torch.dtype, device: str, ceilings:
     size = x.element_size()
     # the interpreter takes seconds a call
     timing = {"graph": True, "rotate": (1,), "ceilings": ceilings,
-              **({"warmup_ms": 2, "rep_ms": 10} if INTERPRET else {})}
+              **({"warmup_ms": 2, "rep_ms": 10, "rounds": 1} if INTERPRET else {})}
     plain = compare({
         "F.linear": F.linear,
         "tilegraph": lambda x, w: tg.linear(x, w, out=out),

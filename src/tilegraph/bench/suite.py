@@ -100,7 +100,8 @@ def run_kernel(bench: KernelBench, sizes: tuple[int, ...], dtype: torch.dtype,
     from .compare import compare
 
     device = device or ("cpu" if INTERPRET else "cuda")
-    short = {"warmup_ms": 2, "rep_ms": 10} if INTERPRET else {}  # interpreter: seconds/call
+    # interpreter: seconds a call, one round
+    short = {"warmup_ms": 2, "rep_ms": 10, "rounds": 1} if INTERPRET else {}
     rows = []
     for size in sizes:
         case = bench.build(size, dtype, device)

@@ -46,6 +46,16 @@ def _summarize(times_ms: list[float], clock: str) -> Stats:
                  max=ordered[-1], n=len(ordered), clock=clock)
 
 
+def merged(rounds: list[Stats]) -> Stats:
+    """One call's Stats from rounds of measure() of it: the median of the rounds' medians
+    (and quantiles), the extremes of all, every sample counted."""
+    return Stats(median=statistics.median(r.median for r in rounds),
+                 p20=statistics.median(r.p20 for r in rounds),
+                 p80=statistics.median(r.p80 for r in rounds),
+                 min=min(r.min for r in rounds), max=max(r.max for r in rounds),
+                 n=sum(r.n for r in rounds), clock=rounds[0].clock)
+
+
 _CYCLES_PER_US = 2000  # a spin of n cycles lasts at least n / 2000 us up to a 2 GHz clock
 
 
