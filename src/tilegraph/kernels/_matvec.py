@@ -953,7 +953,8 @@ def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
         narrow = (config.pop("NARROW", False) and M > 1 and bool(per_sm)
                   and norm_weight is None and x.dtype == weight.dtype
                   and weight.element_size() == 2 and not INTERPRET)
-        # PTX too; where it won (WIDEN_ROW_COLUMNS) unless the config says
+        # the one-row persistent tile widened where used (PTX too): by default where it won,
+        # SwiGLU rows of WIDEN_ROW_COLUMNS
         widen = (config.pop("WIDEN", activation == "swiglu" and covered == WIDEN_ROW_COLUMNS)
                  and M == 1 and bool(per_sm) and not INTERPRET)
         if M == 1:

@@ -517,10 +517,11 @@ def other_plan(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None,
     us), tied at 896^2 and 1024^2, lost at the other three. At 4-16 rows it lost on all six
     (four rows a program, 8-16 in groups of four over the same tile: up to 3.5x slower than
     the tensor-core kernel). Past the rule's two-row window (TWO_ROW_MAX_BYTES) the
-    persistent two-row GEMV instead: over 6 plain projections of 112-297 MiB it beat the
+    persistent two-row GEMV instead: over 6 plain projections of 112-260 MiB it beat the
     rule's kernel and cuBLAS on 3 (14336 x 4096 28.69 us against 29.92 and 30.74, 11008 x
     4096, 8192^2) and lost on 3 (32000 x 2048, 24576 x 3072, 151936 x 896; H200,
-    notes/kernels.md, session 88): timed, not ruled. Else None."""
+    notes/kernels.md, session 88): timed, not ruled (issue 17's grid at 2 rows: 8192^2
+    0.98x -> 1.02x F.linear, 14336 x 4096 1.00x -> 1.13x, session 89). Else None."""
     if chosen.kind != "gemv":
         if rows != 2 or torch.finfo(dtype).bits > 16:  # on every plain call: cheap tests first
             return None
