@@ -137,15 +137,17 @@ def widen_tiles(n, k, rows):
     alone and with x narrowed too). One row (with research/one_row_widen.diff applied): the
     rule's persistent tile and the same with the tile widened where it is used (WIDEN: 64
     registers where it held 96-100, so 4 programs of 8 warps fit), at 3 and 4 an SM, and 16
-    KB tiles over 4 warps widened at 4, 6 and 8."""
+    KB tiles over 4 warps at 4, 6 and 8, widened or not."""
     if rows == 1:
         rule = persistent_gemv_config(n, k)
         yield {**rule, "WIDEN": False}  # the launch widens SwiGLU's by default (session 89)
         yield {**rule, "WIDEN": True}
         for per_sm in (3, 4):
             yield {**rule, "WIDEN": True, "PROGRAMS_PER_SM": per_sm}
-        for per_sm in (4, 6, 8):
-            yield {**persistent_gemv_config(n, k, 16 * 1024, 4, per_sm), "WIDEN": True}
+        for per_sm in (4, 6, 8):  # is it the widening or the small tile? (session 89)
+            small = persistent_gemv_config(n, k, 16 * 1024, 4, per_sm)
+            yield {**small, "WIDEN": False}
+            yield {**small, "WIDEN": True}
         return
     for tile_bytes, warps, counts in ((16 * 1024, 4, (4, 5, 6)), (32 * 1024, 8, (2, 3))):
         for per_sm in counts:
