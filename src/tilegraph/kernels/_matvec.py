@@ -317,14 +317,9 @@ def _gemv_resident_block(w, w_tail, block, x, x_tail, rstd, y_ptr, bias_ptr, res
     offs_n = block * BLOCK_N + tl.arange(0, BLOCK_N)
     bias, residual, position, slot, c, s = _gemv_epilogue_inputs(
         offs_n, bias_ptr, res_ptr, rotary, N, HAS_BIAS, HAS_RESIDUAL, ACTIVATION, BLOCK_N)
-    if WIDEN:
-        acc = tl.sum(_widened(w) * x[None, :], axis=1)
-        if TAIL > 0:
-            acc += tl.sum(_widened(w_tail) * x_tail[None, :], axis=1)
-    else:
-        acc = tl.sum(w.to(tl.float32) * x[None, :], axis=1)
-        if TAIL > 0:
-            acc += tl.sum(w_tail.to(tl.float32) * x_tail[None, :], axis=1)
+    acc = tl.sum(_in_fp32(w, WIDEN) * x[None, :], axis=1)
+    if TAIL > 0:
+        acc += tl.sum(_in_fp32(w_tail, WIDEN) * x_tail[None, :], axis=1)
     acc = acc * rstd
     _gemv_finish(acc, offs_n, y_ptr, res_ptr, rotary, N, bias, residual, position, slot, c, s,
                  HAS_RESIDUAL, ACTIVATION, BLOCK_N)
@@ -533,12 +528,19 @@ def _widened(x):
 
 
 @triton.jit
+def _in_fp32(x, WIDEN: tl.constexpr):
+    """x in fp32: widened where used (_widened) where WIDEN, else converted as the compiler
+    sees fit (a no-op on fp32)."""
+    if WIDEN:
+        return _widened(x)
+    return x.to(tl.float32)
+
+
+@triton.jit
 def _row_products(w, x, NARROW: tl.constexpr):
     """sum_k w_nk x_k over a flat tile w (BLOCK_N, K) and one row x (K,), in fp32; NARROW: w
     and x 16-bit, widened here (_widened), so each row's call converts them again."""
-    if NARROW:
-        return tl.sum(_widened(w) * _widened(x)[None, :], axis=1)
-    return tl.sum(w.to(tl.float32) * x[None, :], axis=1)
+    return tl.sum(_in_fp32(w, NARROW) * _in_fp32(x, NARROW)[None, :], axis=1)
 
 
 @triton.jit
@@ -943,12 +945,12 @@ def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
     if "SPLIT" in config:
         if M > GEMV_MAX_ROWS:
             raise ValueError(f"the GEMV takes 1 to {GEMV_MAX_ROWS} rows, not {M}")
-        if config.get("TAIL") and K > (config["SPLIT"] + config["TAIL"]) * config["CHUNK"]:
+        covered = (config["SPLIT"] + config.get("TAIL", 0)) * config["CHUNK"]
+        if config.get("TAIL") and K > covered:
             raise ValueError(f"a tile of {config['SPLIT']} + {config['TAIL']} chunks of "
                              f"{config['CHUNK']} columns does not cover K = {K}")
         config = dict(config)
         per_sm = config.pop("PROGRAMS_PER_SM", None)
-        covered = (config["SPLIT"] + config.get("TAIL", 0)) * config["CHUNK"]
         # exact only where x is of the weights' 16-bit dtype and no norm scales it; PTX
         narrow = (config.pop("NARROW", False) and M > 1 and bool(per_sm)
                   and norm_weight is None and x.dtype == weight.dtype
@@ -977,7 +979,7 @@ def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
                 parts["NARROW"] = True
         kwargs = dict(**parts, **config, ALIGN=align, PERSISTENT=bool(per_sm), **pdl_option)
         if per_sm:  # persistent: a few programs an SM take every G-th block of rows
-            if K > (config["SPLIT"] + config.get("TAIL", 0)) * config["CHUNK"]:
+            if K > covered:
                 raise ValueError(f"a persistent GEMV takes whole rows: {config['SPLIT']} + "
                                  f"{config.get('TAIL', 0)} chunks of {config['CHUNK']} "
                                  f"columns do not cover K = {K}")
