@@ -779,6 +779,11 @@ def _timed_step(positions, costs, monkeypatch):
     thousands of replays."""
     monkeypatch.setattr(timing, "measure", lambda fn, warmup_ms, rep_ms, **_:
                         timing._measure_cpu(fn, warmup_ms, rep_ms))
+    # Host busy waits jitter by more than the tuner's 1% on a loaded CPU (a full `make test`
+    # on two cores once took an equally costly variant); the faster variants here save 19%
+    # of the step or more, the equal ones nothing.
+    monkeypatch.setattr(tune, "ROWS_MARGIN", 0.1)
+
     def variant(n, k):  # the rows a program its plan has now, or OTHER_LAUNCH
         if decode_plan.step_rows(n, k, torch.bfloat16) == decode_plan.OTHER_LAUNCH:
             return decode_plan.OTHER_LAUNCH
