@@ -3,7 +3,6 @@ programmatic dependent launch on by default: every plan against a float64 refere
 
 import itertools
 import math
-import time
 
 import pytest
 import torch
@@ -773,16 +772,8 @@ def _fresh_stores(monkeypatch):
 def _timed_step(positions, costs, monkeypatch):
     """Stands for a captured step whose replay takes 0.5 ms plus, for each projection, the
     cost (ms) of the rows a program its plan has now, or of OTHER_LAUNCH (`costs`: name ->
-    (N, K, {rows: ms}); 0.4 ms for a variant not named).
-    That cost is host time (a busy wait), so steps are timed on the host even where there is
-    a GPU: CUDA events around the replay would see no work, and the timer would ask for
-    thousands of replays."""
-    monkeypatch.setattr(timing, "measure", lambda fn, warmup_ms, rep_ms, **_:
-                        timing._measure_cpu(fn, warmup_ms, rep_ms))
-    # Host busy waits jitter by more than the tuner's 1% on a loaded CPU (a full `make test`
-    # on two cores once took an equally costly variant); the faster variants here save 19%
-    # of the step or more, the equal ones nothing.
-    monkeypatch.setattr(tune, "ROWS_MARGIN", 0.1)
+    (N, K, {rows: ms}); 0.4 ms for a variant not named)."""
+    _time_modeled_steps(monkeypatch)
 
     def variant(n, k):  # the rows a program its plan has now, or OTHER_LAUNCH
         if decode_plan.step_rows(n, k, torch.bfloat16) == decode_plan.OTHER_LAUNCH:
@@ -790,20 +781,33 @@ def _timed_step(positions, costs, monkeypatch):
         return decode_plan.plan(1, n, k, torch.bfloat16, positions.device).config["BLOCK_N"]
 
     def capture_step():
-        return _busy_step(0.5 + sum(cost.get(variant(n, k), 0.4) for n, k, cost in costs.values()))
+        return _modeled_step(
+            0.5 + sum(cost.get(variant(n, k), 0.4) for n, k, cost in costs.values()))
     return capture_step
 
 
-def _busy_step(ms: float):
-    """A captured step stand-in whose replay takes `ms` of host time."""
+def _modeled_step(ms: float):
+    """A captured step stand-in whose replay takes `ms`, as _time_modeled_steps' timer reads
+    it."""
     class Step:
         outputs = torch.ones(1)
 
         def replay(self):
-            end = time.perf_counter() + ms * 1e-3
-            while time.perf_counter() < end:
-                pass
-    return Step()
+            pass
+    step = Step()
+    step.ms = ms
+    return step
+
+
+def _time_modeled_steps(monkeypatch):
+    """timing.measure of a _modeled_step's replay: it replays once and reads the modeled time.
+    No clock, so a loaded machine cannot reorder equally costly variants (host busy waits in
+    their place did, in full `make test` runs on two cores, past a 10% margin)."""
+    def measure(fn, **_):
+        fn()
+        ms = fn.__self__.ms
+        return timing.Stats(ms, ms, ms, ms, ms, n=1, clock="modeled")
+    monkeypatch.setattr(timing, "measure", measure)
 
 
 def test_rows_a_program_are_chosen_in_the_step_each_and_together(monkeypatch):
@@ -955,10 +959,9 @@ def test_tuned_plans_that_lose_in_a_step_give_way_to_the_rule(monkeypatch):
     def capture_step():  # q|k|v is 0.4 ms slower on its tuned plan, gate/up on the rule's
         plans = {name: decode_plan.plan(rows, *nk, dtype, positions.device)
                  for name, nk in shapes.items()}
-        return _busy_step(0.5 + 0.4 * (plans["q|k|v"] == other)
-                          + 0.4 * (plans["gate/up"] != other))
-    monkeypatch.setattr(timing, "measure", lambda fn, warmup_ms, rep_ms, **_:
-                        timing._measure_cpu(fn, warmup_ms, rep_ms))
+        return _modeled_step(0.5 + 0.4 * (plans["q|k|v"] == other)
+                             + 0.4 * (plans["gate/up"] != other))
+    _time_modeled_steps(monkeypatch)
     said = []
     result = tune.tune_tuned_plans_in_step_once(("a step", rows), rows, shapes, dtype,
                                                 capture_step, positions, 300, 2e-2,
