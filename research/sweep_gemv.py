@@ -33,6 +33,7 @@ import tilegraph as tg
 from tilegraph.bench.environment import environment
 from tilegraph.bench.roofline import ceilings
 from tilegraph.bench.timing import measure
+from tilegraph.kernels import _matvec as matvec
 from tilegraph.kernels._matvec import launch_matvec, persistent_gemv_config
 from tilegraph.kernels.decode_plan import ROWS_PERSISTENT_VARIANTS
 from tilegraph.kernels.linear import linear_ref
@@ -136,8 +137,9 @@ def widen_tiles(n, k, rows):
     products; applied only where no norm scales x; timed first as two flags, the tile widened
     alone and with x narrowed too). One row (with research/one_row_widen.diff applied): the
     rule's persistent tile and the same with the tile widened where it is used (WIDEN: 64
-    registers where it held 96-100, so 4 programs of 8 warps fit), at 3 and 4 an SM, and 16
-    KB tiles over 4 warps at 4, 6 and 8, widened or not."""
+    registers where it held 96-100, so 4 programs of 8 warps fit), at 3 and 4 an SM, 16 KB
+    tiles over 4 warps at 4, 6 and 8, widened or not, and (with
+    research/small_tiles_step.diff) the step variant SMALL_LAUNCH's, as many as fit up to 8."""
     if rows == 1:
         rule = persistent_gemv_config(n, k)
         yield {**rule, "WIDEN": False}  # the launch widens SwiGLU's by default (session 89)
@@ -148,6 +150,8 @@ def widen_tiles(n, k, rows):
             small = persistent_gemv_config(n, k, 16 * 1024, 4, per_sm)
             yield {**small, "WIDEN": False}
             yield {**small, "WIDEN": True}
+        if hasattr(matvec, "small_persistent_gemv_config"):  # the step variant (session 90)
+            yield matvec.small_persistent_gemv_config(n, k)
         return
     for tile_bytes, warps, counts in ((16 * 1024, 4, (4, 5, 6)), (32 * 1024, 8, (2, 3))):
         for per_sm in counts:

@@ -74,6 +74,20 @@ def report_attention_choices() -> None:
     tune.time_step_candidates = counted
 
 
+def report_projection_choices() -> None:
+    """Print the batch-1 step's projection candidates, ms summed over the positions timed
+    (session 90: was a small-tile launch close where it was not taken?)."""
+    choose = generate.tune_gemv_rows_in_step_once
+
+    def reported(*args, **kwargs):
+        result = choose(*args, **kwargs)
+        if result is not None:
+            shown = {name: round(ms, 4) for name, ms in result["candidates"].items()}
+            print(f"  projections in the step: {shown}", flush=True)
+        return result
+    generate.tune_gemv_rows_in_step_once = reported
+
+
 def forget_step_choices() -> None:
     """The choices tg.Generator makes (attention's launch alone and the in-step ones) made so
     far in this process, forgotten (the disk's as well): the next Generator makes them anew."""
@@ -92,6 +106,7 @@ def decode_start_step(self, tokens, positions, hidden, lengths, cache):
 
 def main() -> None:
     report_attention_choices()
+    report_projection_choices()
     tag, names = sys.argv[1], sys.argv[2]
     prompt_tokens = int(sys.argv[3]) if len(sys.argv) > 3 else 128
     max_seq = int(sys.argv[4]) if len(sys.argv) > 4 else 2048
