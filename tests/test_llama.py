@@ -74,6 +74,30 @@ def test_prefill_and_decode_match_hf(name, tmp_path, device):
         positions += 1
 
 
+@pytest.mark.parametrize("name", ["tiny-llama3", "tiny-mistral"])
+def test_linear_rope_scaling_matches_hf(name, tmp_path, device):
+    """Rotary positions scaled linearly (rope_scaling "linear", as DeepSeek-Coder's
+    checkpoints give it), on a Llama and a Mistral: the reference forward over 40 positions,
+    then the fused path's prefill and decode steps, against HF's forward."""
+    hf = random_hf_model(name, scale=5.0, rope_scaling={"rope_type": "linear", "factor": 4.0})
+    model = _load_through_directory(hf, tmp_path, device)
+    assert model.config.rope_linear_factor == 4.0 and model.config.rope_llama3 is None
+    ids = torch.randint(0, hf.config.vocab_size, (2, 40))
+    ref = _hf_logits(hf, ids)
+    ids, tol = ids.to(device), MODEL_TOLERANCES[torch.float32]
+    with torch.no_grad():
+        _assert_steps_close(model(ids), ref, tol, f"{name} forward")
+    cache = model.new_cache(max_batch=2, max_seq=40)
+    prompt = 33
+    logits = model.prefill(ids[:, :prompt], cache)
+    _assert_steps_close(logits[:, None], ref[:, prompt - 1:prompt], tol, f"{name} prefill")
+    positions = torch.full((2,), prompt, device=device)
+    for t in range(prompt, ids.shape[1]):
+        logits = model.decode(ids[:, t], positions, cache)
+        _assert_steps_close(logits[:, None], ref[:, t:t + 1], tol, f"{name} decode {t}")
+        positions += 1
+
+
 @pytest.mark.parametrize("name", TINY)
 def test_plain_decode_matches_hf_and_writes_the_cache_like_decode(name, tmp_path, device):
     """plain_decode (the torch.compile peer's step) teacher-forced like the fused path; the
@@ -200,6 +224,7 @@ def test_config_from_a_directory(tmp_path):
     ({"model_type": "mixtral"}, "model_type"),
     ({"num_local_experts": 8}, "num_local_experts"),
     ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, "rope_type"),
+    ({"rope_scaling": {"rope_type": "linear", "factor": 0.0}}, "factor"),
     ({"hidden_act": "gelu"}, "hidden_act"),
     ({"partial_rotary_factor": 0.5}, "partial_rotary_factor"),
 ])

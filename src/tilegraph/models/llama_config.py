@@ -2,7 +2,8 @@
 
     config = LlamaConfig.from_hf(hf_model.config)        # or a config.json dict, or a path
 
-Supported: Llama 2 and 3.x (rope scaling "llama3"), Mistral without a sliding window that
+Supported: Llama 2 and 3.x (rope scaling "llama3", or "linear" as DeepSeek-Coder's
+checkpoints scale positions), Mistral without a sliding window that
 the cache could pass, and Qwen2 (bias on q, k and v). Anything else raises a ValueError that
 names the field, so a model is never run with a part silently ignored.
 """
@@ -18,7 +19,7 @@ from typing import Any
 import torch
 
 SUPPORTED_TYPES = ("llama", "mistral", "qwen2")
-SUPPORTED_ROPE = ("default", "llama3")
+SUPPORTED_ROPE = ("default", "llama3", "linear")
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,8 @@ class LlamaConfig:
     # Llama 3's frequency scaling: {"factor", "low_freq_factor", "high_freq_factor",
     # "original_max_position_embeddings"}; None for plain rotary embeddings.
     rope_llama3: dict | None = None
+    # Linear scaling ("linear"): positions divided by this factor, so every frequency is.
+    rope_linear_factor: float = 1.0
     tie_embeddings: bool = False
     qkv_bias: bool = False
     o_bias: bool = False
@@ -118,12 +121,16 @@ def _rope_fields(values: dict) -> dict:
         raise _unsupported("partial_rotary_factor", partial, "rotary embeddings must cover "
                            "the whole head")
     theta = merged.get("rope_theta", values.get("rope_theta", 10000.0))
-    llama3 = None
+    llama3, linear = None, 1.0
     if rope_type == "llama3":
         llama3 = {key: float(merged[key]) for key in
                   ("factor", "low_freq_factor", "high_freq_factor",
                    "original_max_position_embeddings")}
-    return {"rope_theta": float(theta), "rope_llama3": llama3}
+    elif rope_type == "linear":
+        linear = float(merged["factor"])
+        if not linear > 0:
+            raise _unsupported("rope_scaling.factor", merged["factor"], "a positive number")
+    return {"rope_theta": float(theta), "rope_llama3": llama3, "rope_linear_factor": linear}
 
 
 def _fields_from_hf(values: dict) -> dict:
@@ -162,11 +169,12 @@ def _fields_from_hf(values: dict) -> dict:
 
 
 def rope_frequencies(config: LlamaConfig) -> torch.Tensor:
-    """Inverse frequencies theta^(-2i/d) of the rotary embedding, with Llama 3's scaling:
-    long wavelengths (beyond original context / low_freq_factor) divided by `factor`, short
-    ones (below original context / high_freq_factor) kept, a linear blend in between."""
+    """Inverse frequencies theta^(-2i/d) of the rotary embedding, divided by the linear
+    scaling's factor, or with Llama 3's scaling: long wavelengths (beyond original context /
+    low_freq_factor) divided by `factor`, short ones (below original context /
+    high_freq_factor) kept, a linear blend in between."""
     exponents = torch.arange(0, config.head_dim, 2, dtype=torch.float64) / config.head_dim
-    inv_freq = config.rope_theta ** -exponents
+    inv_freq = config.rope_theta ** -exponents / config.rope_linear_factor
     scaling = config.rope_llama3
     if scaling is None:
         return inv_freq
