@@ -26,6 +26,7 @@ it runs on, with the all-reduce of a layer's output timed at each size.
 from __future__ import annotations
 
 import copy
+import inspect
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -115,17 +116,21 @@ class HFDecoder(GreedyDecoder):
         self.hf = hf
         self.cache = StaticCache(config=hf.config, max_cache_len=max_seq)
         self.forward = hf.forward
+        # transformers 5.24 renamed past_key_values to cache (the old name goes in 5.40)
+        name = "cache" if "cache" in inspect.signature(hf.forward).parameters \
+            else "past_key_values"
+        self.cache_arg = {name: self.cache}
 
     @torch.no_grad()
     def step(self) -> torch.Tensor:
-        out = self.forward(input_ids=self.ids, past_key_values=self.cache,
-                           cache_position=self.position, use_cache=True)
+        out = self.forward(input_ids=self.ids, **self.cache_arg, cache_position=self.position,
+                           use_cache=True)
         return out.logits[:, -1]
 
     def _prefill(self, prompts: torch.Tensor) -> torch.Tensor:
         self.cache.reset()
         length = prompts.shape[1]
-        logits = self.hf(input_ids=prompts, past_key_values=self.cache, use_cache=True,
+        logits = self.hf(input_ids=prompts, **self.cache_arg, use_cache=True,
                          cache_position=torch.arange(length, device=prompts.device)).logits
         self.position.fill_(length)
         return logits[:, -1]
