@@ -60,17 +60,21 @@ def test_prefill_and_decode_match_hf(name, tmp_path, device):
     hf = random_hf_model(name, scale=5.0)
     model = _load_through_directory(hf, tmp_path, device)
     ids = torch.randint(0, hf.config.vocab_size, (3, 9))
-    ref = _hf_logits(hf, ids)
-    ids = ids.to(device)
-    cache = model.new_cache(max_batch=4, max_seq=16)
-    tol = MODEL_TOLERANCES[torch.float32]
-    prompt = 5
+    _assert_prefill_then_decode_close(model, ids.to(device), _hf_logits(hf, ids), 5, 16, name)
+
+
+def _assert_prefill_then_decode_close(model, ids, ref, prompt: int, max_seq: int, what: str):
+    """The fused path teacher-forced: ids' first `prompt` tokens prefilled (into a cache of
+    one slot more than the batch), then one decode step a position; each step's logits
+    against `ref`, HF's full forward."""
+    tol, batch = MODEL_TOLERANCES[torch.float32], ids.shape[0]
+    cache = model.new_cache(max_batch=batch + 1, max_seq=max_seq)
     logits = model.prefill(ids[:, :prompt], cache)
-    _assert_steps_close(logits[:, None], ref[:, prompt - 1:prompt], tol, f"{name} prefill")
-    positions = torch.full((3,), prompt, device=device)
+    _assert_steps_close(logits[:, None], ref[:, prompt - 1:prompt], tol, f"{what} prefill")
+    positions = torch.full((batch,), prompt, device=ids.device)
     for t in range(prompt, ids.shape[1]):
         logits = model.decode(ids[:, t], positions, cache)
-        _assert_steps_close(logits[:, None], ref[:, t:t + 1], tol, f"{name} decode {t}")
+        _assert_steps_close(logits[:, None], ref[:, t:t + 1], tol, f"{what} decode {t}")
         positions += 1
 
 
@@ -84,18 +88,10 @@ def test_linear_rope_scaling_matches_hf(name, tmp_path, device):
     assert model.config.rope_linear_factor == 4.0 and model.config.rope_llama3 is None
     ids = torch.randint(0, hf.config.vocab_size, (2, 40))
     ref = _hf_logits(hf, ids)
-    ids, tol = ids.to(device), MODEL_TOLERANCES[torch.float32]
     with torch.no_grad():
-        _assert_steps_close(model(ids), ref, tol, f"{name} forward")
-    cache = model.new_cache(max_batch=2, max_seq=40)
-    prompt = 33
-    logits = model.prefill(ids[:, :prompt], cache)
-    _assert_steps_close(logits[:, None], ref[:, prompt - 1:prompt], tol, f"{name} prefill")
-    positions = torch.full((2,), prompt, device=device)
-    for t in range(prompt, ids.shape[1]):
-        logits = model.decode(ids[:, t], positions, cache)
-        _assert_steps_close(logits[:, None], ref[:, t:t + 1], tol, f"{name} decode {t}")
-        positions += 1
+        ours = model(ids.to(device))
+    _assert_steps_close(ours, ref, MODEL_TOLERANCES[torch.float32], f"{name} forward")
+    _assert_prefill_then_decode_close(model, ids.to(device), ref, 33, 40, name)
 
 
 @pytest.mark.parametrize("name", TINY)
