@@ -13,7 +13,12 @@ from tilegraph import tune
 from tilegraph.bench import timing
 from tilegraph.kernels import _pdl, decode_plan
 from tilegraph.kernels._launch import weight_alignment
-from tilegraph.kernels._matvec import FIT, gemv_config, two_row_gemv_config
+from tilegraph.kernels._matvec import (
+    FIT,
+    gemv_config,
+    small_persistent_gemv_config,
+    two_row_gemv_config,
+)
 from tilegraph.kernels.autotune import Tuner
 from tilegraph.kernels.linear import linear_ref
 from tilegraph.testing import assert_close, poisoned, randn
@@ -878,6 +883,32 @@ def test_the_other_launch_is_chosen_in_the_step_where_it_is_faster(monkeypatch):
     assert chosen == decode_plan.Plan("gemv", decode_plan.other_gemv_launch(n, k, own.config))
     assert chosen.config.get("PROGRAMS_PER_SM") == FIT
     decode_plan.set_step_rows(n, k, dtype, None)
+
+
+def test_short_rows_are_offered_small_persistent_tiles_in_the_step(monkeypatch):
+    """16-bit one-row weights of SMALL_MIN_BYTES or more in rows of at most SMALL_MAX_K
+    columns are offered SMALL_LAUNCH in the step (Qwen2-0.5B's q|k|v, output and gate/up,
+    TinyLlama's output projection; not down projections' 4864 and 5632 columns, fp32, nor
+    under SMALL_MIN_BYTES); recorded, the plan is small_persistent_gemv_config's."""
+    _fresh_stores(monkeypatch)
+    dtype, device, small = torch.bfloat16, torch.device("cpu"), decode_plan.SMALL_LAUNCH
+    offered = {}
+    for n, k, pairs in ((1152, 896, True), (896, 896, False), (9728, 896, True),
+                        (2048, 2048, False), (896, 4864, False), (2048, 5632, False),
+                        (300, 1000, False)):
+        own = decode_plan.plan(1, n, k, dtype, device).config
+        offered[n, k] = small in decode_plan.step_variants(n, k, dtype, own, pairs)
+    assert offered == {(1152, 896): True, (896, 896): True, (9728, 896): True,
+                       (2048, 2048): True, (896, 4864): False, (2048, 5632): False,
+                       (300, 1000): False}
+    own = decode_plan.plan(1, 9728, 896, torch.float32, device).config
+    assert small not in decode_plan.step_variants(9728, 896, torch.float32, own, True)
+    decode_plan.set_step_rows(9728, 896, dtype, small)
+    chosen = decode_plan.plan(1, 9728, 896, dtype, device)
+    assert chosen == decode_plan.Plan(
+        "gemv", small_persistent_gemv_config(9728, 896))
+    assert chosen.config["BLOCK_N"] == 8 and chosen.config["PROGRAMS_PER_SM"] == FIT
+    decode_plan.set_step_rows(9728, 896, dtype, None)
 
 
 def test_projections_of_one_shape_share_rows_in_pairs_if_one_needs_them(monkeypatch):

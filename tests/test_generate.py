@@ -398,17 +398,23 @@ def test_projection_variants_compile_before_their_steps_are_captured(hf, monkeyp
 def test_gemv_rows_are_chosen_in_the_batch_1_step(hf, monkeypatch):
     """With timing on, the rows a program of the batch-1 step's one-row projections are
     chosen by timing the step and recorded for it and per shape; with every variant the
-    tuner may take (rows a program, the other launch), the step's logits match those with the
-    plans' own rows over 20 replays
-    with fresh tokens and positions."""
+    tuner may take (rows a program, the other launch, small tiles), the step's logits match
+    those with the plans' own rows over 20 replays with fresh tokens and positions."""
     model, chosen = _chosen_in_a_batch_1_step(hf, monkeypatch, tune.gemv_rows_in_step)
-    c, layer = model.local, model.layers[0]
+    layer = model.layers[0]
     shapes = {"q|k|v": (tuple(layer.wqkv.shape), True), "output": (tuple(layer.wo.shape), False),
               "gate/up": (tuple(layer.w_gate_up.shape), True),
               "down": (tuple(layer.w_down.shape), False)}
     assert chosen is not None and set(chosen["rows"]) <= set(shapes)
     for name, (shape, _) in shapes.items():
         assert decode_plan.step_rows(*shape, model.dtype) == chosen["rows"].get(name)
+    _every_step_variant_gives_the_step_logits(model, shapes)
+
+
+def _every_step_variant_gives_the_step_logits(model, shapes: dict) -> None:
+    """With each step variant of each projection (`shapes`: name -> (weight shape, pairs)),
+    the batch-1 step's logits match those with the plans' own over 20 replays with fresh
+    tokens and positions."""
     cache = model.new_cache(1, 300)
     tokens = torch.zeros(1, dtype=torch.int64, device="cuda")
     positions = torch.zeros_like(tokens)
@@ -417,7 +423,7 @@ def test_gemv_rows_are_chosen_in_the_batch_1_step(hf, monkeypatch):
         graph = tg.capture(model.decode, tokens, positions, cache, restore_state=False)
         replays = []
         for i in range(20):
-            tokens.fill_((5 * i + 3) % c.vocab_size)
+            tokens.fill_((5 * i + 3) % model.local.vocab_size)
             positions.fill_(2 * i)
             replays.append(graph.replay().clone())
         return torch.stack(replays)
@@ -433,6 +439,25 @@ def test_gemv_rows_are_chosen_in_the_batch_1_step(hf, monkeypatch):
             decode_plan.set_step_rows(*shape, model.dtype, rows)
             assert rel_error(logits(), own) <= MODEL_TOLERANCES[model.dtype], (name, rows)
         decode_plan.set_step_rows(*shape, model.dtype, None)
+
+
+@pytest.mark.gpu
+def test_small_tiles_give_a_short_row_step_its_logits(monkeypatch):
+    """A layer of Qwen2-0.5B's shape (rows of 896 columns, q|k|v with bias): SMALL_LAUNCH is
+    offered to its q|k|v, output and gate/up projections, and with it, as with every other
+    variant, the step's logits are those of the plans' own."""
+    monkeypatch.setattr(decode_plan._step_rows, "_memo", {})
+    monkeypatch.setattr(decode_plan._step_rows, "_disk_loaded", True)
+    hf = random_hf_model("qwen2-0.5b", num_hidden_layers=1, vocab_size=1000)
+    model = Llama.from_hf(hf, dtype=torch.bfloat16, device="cuda")
+    layer = model.layers[0]
+    shapes = {"q|k|v": (tuple(layer.wqkv.shape), True), "output": (tuple(layer.wo.shape), False),
+              "gate/up": (tuple(layer.w_gate_up.shape), True),
+              "down": (tuple(layer.w_down.shape), False)}
+    offered = {name for name, (shape, _) in shapes.items()
+               if decode_plan.in_small_band(*shape, model.dtype)}
+    assert offered == {"q|k|v", "output", "gate/up"}
+    _every_step_variant_gives_the_step_logits(model, shapes)
 
 
 @pytest.mark.gpu

@@ -470,6 +470,44 @@ def test_one_row_swiglu_widens_rows_of_2048_columns(k, dtype):
     assert widened == [by_default, False, True]
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("k", [500, 896, 2048])
+@pytest.mark.parametrize("part", ["norm and SwiGLU", "residual"])
+def test_small_persistent_gemv_holds_up_to_eight_programs_an_sm(part, k, dtype):
+    """small_persistent_gemv_config (16 KB tiles over 4 warps, widened) over 18 MiB of short
+    rows, PDL on: the launch takes as many programs an SM as its kernel holds, at most
+    SMALL_MAX_PROGRAMS_PER_SM, registers capped only where nothing spilled, and gives the
+    very values of the same tile not widened."""
+    n = 9 * 2**19 // k * 2 + 6   # a last row block partly masked
+    config = matvec_module.small_persistent_gemv_config(n, k)
+    assert config["WIDEN"] and config["num_warps"] == matvec_module.SMALL_WARPS
+    x, w, b, g, r = _make((1,), n, k, dtype, "cuda", True, True, True)
+    swiglu = part == "norm and SwiGLU"
+    args = (g, 1e-6, b, "swiglu", None) if swiglu else (None, 1e-6, None, "none", r)
+    ref = linear_ref(x.double(), w.double(), b.double() if swiglu else None,
+                     norm_weight=g.double() if swiglu else None,
+                     activation="swiglu" if swiglu else None,
+                     residual=None if swiglu else r.double())
+    outs = []
+    for tile in (config, {**config, "WIDEN": False}):
+        _resident.clear()
+        out = poisoned(tuple(ref.shape), dtype, "cuda")
+        compiled = matvec_module.launch_matvec(x, w, out, *args, tile, True)
+        assert_close(out, ref, dtype, what=f"{part} {tile}")
+        outs.append(out)
+        if tile is config:
+            props = torch.cuda.get_device_properties(0)
+            [(programs, options)] = _resident.values()
+            assert programs == min(matvec_module.SMALL_MAX_PROGRAMS_PER_SM, resident_programs(
+                compiled.n_regs, config["num_warps"], compiled.metadata.shared,
+                props.max_threads_per_multi_processor, props.shared_memory_per_multiprocessor))
+            assert set(options) <= {"maxnreg"}
+            if options:
+                assert compiled.n_spills == 0
+    assert torch.equal(outs[0], outs[1]), part
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_gemv_tail_tile_with_every_part(dtype, device):
     """A head of 2 chunks and a tail of 1 or 2 (the tail's chunks partly or wholly past K),

@@ -292,7 +292,8 @@ def right_attention_launches(candidates: list[dict], batch: int, n_heads: int,
 
 # Batch-1 decode steps whose one-row projections' rows a program were chosen in the step
 # (tune_gemv_rows_in_step_once), by step key: {"rows": {name: BLOCK_N}} (absent: the plan's).
-gemv_rows_in_step = Tuner("linear-gemv-rows-in-step", [{}])
+# (Renamed with SMALL_LAUNCH, so that steps chosen among fewer variants are timed again.)
+gemv_rows_in_step = Tuner("linear-gemv-launch-in-step", [{}])
 # A variant is taken only where its step is this much faster than with the plans' own rows,
 # in two rounds of timing: with one round and no margin the tuner took a variant that made
 # TinyLlama's decode 1.1% slower (H200, notes/models.md, session 57), while those it took on

@@ -772,6 +772,14 @@ NARROW_MAX_PROGRAMS_PER_SM = 6
 # the decode step with it, b1 demos: TinyLlama 0.705 -> 0.701 ms a token, Llama-3.2-1B 0.750
 # -> 0.739 (session 89). Other projections lost widened, in the step too (session 88).
 WIDEN_ROW_COLUMNS = 2048
+# A step variant for short rows (decode_plan.SMALL_LAUNCH): the persistent tile of 16 KB over
+# 4 warps, widened, as many an SM as fit up to SMALL_MAX_PROGRAMS_PER_SM (8 at its 64
+# registers). Alone, Qwen2-0.5B's gate/up with its norm and SwiGLU (9728 x 896) took 5.48 us
+# so, against 6.16-6.72 as the rule launches it (H200, research/sweep_gemv.py --persistent
+# --widen --rows 1, notes/kernels.md, session 89).
+SMALL_TILE_BYTES = 16 * 1024
+SMALL_WARPS = 4
+SMALL_MAX_PROGRAMS_PER_SM = 8
 
 
 def two_row_gemv_config(N: int, K: int, most_bytes: float = TWO_ROW_MAX_BYTES) -> dict | None:
@@ -811,6 +819,13 @@ def persistent_gemv_config(N: int, K: int, tile_bytes: int = PERSISTENT_TILE_BYT
     config = {"BLOCK_N": block_n, "SPLIT": head, "CHUNK": chunk,
               "num_warps": warps, "num_stages": 1, "PROGRAMS_PER_SM": programs_per_sm}
     return {**config, "TAIL": tail_chunks} if tail_chunks else config
+
+
+def small_persistent_gemv_config(N: int, K: int) -> dict:
+    """The one-row persistent config of SMALL_TILE_BYTES tiles over SMALL_WARPS warps,
+    widened, as many an SM as fit up to SMALL_MAX_PROGRAMS_PER_SM."""
+    return {**persistent_gemv_config(N, K, SMALL_TILE_BYTES, SMALL_WARPS, FIT),
+            "WIDEN": True, "MOST_PROGRAMS_PER_SM": SMALL_MAX_PROGRAMS_PER_SM}
 
 
 def split_gemv_config(N: int, K: int) -> dict:
@@ -951,6 +966,7 @@ def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
                              f"{config['CHUNK']} columns does not cover K = {K}")
         config = dict(config)
         per_sm = config.pop("PROGRAMS_PER_SM", None)
+        most_per_sm = config.pop("MOST_PROGRAMS_PER_SM", MAX_PROGRAMS_PER_SM)
         # exact only where x is of the weights' 16-bit dtype and no norm scales it; PTX
         narrow = (config.pop("NARROW", False) and M > 1 and bool(per_sm)
                   and norm_weight is None and x.dtype == weight.dtype
@@ -988,7 +1004,7 @@ def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
                                             NARROW_MAX_PROGRAMS_PER_SM, capped=False)
             elif per_sm == FIT:
                 per_sm, options = resident_launch(kernel, args, kwargs, x.device,
-                                                  MAX_PROGRAMS_PER_SM)
+                                                  most_per_sm)
                 kwargs.update(options)
             sms = sm_count(x.device) or ASSUMED_SM_COUNT
             grid = (min(grid[0], per_sm * sms),)

@@ -33,6 +33,7 @@ from ._matvec import (
     launch_matvec,
     matvec_config,
     persistent_gemv_config,
+    small_persistent_gemv_config,
     split_gemv_config,
     two_row_gemv_config,
 )
@@ -378,8 +379,8 @@ def releases_late(N: int, K: int, dtype: torch.dtype) -> bool:
 
 
 # One-row GEMV projections whose rows a program were chosen by timing a model's whole step
-# (tune.tune_gemv_rows_in_step_once), by shape: {"rows": BLOCK_N, OTHER_LAUNCH, or None for
-# the plan's own}.
+# (tune.tune_gemv_rows_in_step_once), by shape: {"rows": BLOCK_N, OTHER_LAUNCH, SMALL_LAUNCH,
+# or None for the plan's own}.
 _step_rows = Tuner("linear-decode-step-rows", [{}])
 # The step variant that launches a one-row GEMV the way its plan does not (other_gemv_launch:
 # persistent where it is launched a program a row block, or the reverse), tried in the step
@@ -391,6 +392,22 @@ _step_rows = Tuner("linear-decode-step-rows", [{}])
 # notes/kernels.md, session 64).
 OTHER_LAUNCH = "other launch"
 STEP_LAUNCH_MIN_BYTES = 14 * 2**20
+
+
+# The step variant that launches a one-row GEMV of short rows in small persistent tiles
+# (_matvec.small_persistent_gemv_config), tried on 16-bit weights of at least SMALL_MIN_BYTES
+# whose rows it covers in at most SMALL_MAX_K columns (4 rows or more a tile): Qwen2-0.5B's
+# rows of 896 columns, where the rule's tiles hold 90-95 registers and 5 programs an SM, and
+# 2048-wide models' (TinyLlama, Llama-3.2-1B) too.
+SMALL_LAUNCH = "small tiles"
+SMALL_MIN_BYTES = 2**20
+SMALL_MAX_K = 2048
+
+
+def in_small_band(N: int, K: int, dtype: torch.dtype) -> bool:
+    """Whether one-row weights of this shape are offered SMALL_LAUNCH in a step."""
+    size = torch.finfo(dtype).bits // 8
+    return size <= 2 and N * K * size >= SMALL_MIN_BYTES and K <= SMALL_MAX_K
 
 
 def in_launch_band(N: int, K: int, dtype: torch.dtype) -> bool:
@@ -432,19 +449,22 @@ def gemv_rows_variants(config: dict, pairs: bool) -> list[int]:
 def step_variants(N: int, K: int, dtype: torch.dtype, config: dict,
                   pairs: bool) -> list[int | str]:
     """What tune.tune_gemv_rows_in_step_once tries in a step instead of a one-row GEMV
-    config of this shape: gemv_rows_variants', and OTHER_LAUNCH on 16-bit weights of
+    config of this shape: gemv_rows_variants', OTHER_LAUNCH on 16-bit weights of
     STEP_LAUNCH_MIN_BYTES up to PERSISTENT_MIN_BYTES where the other launch takes the rows
-    (at least 2 a block where the epilogue works on pairs)."""
+    (at least 2 a block where the epilogue works on pairs), and SMALL_LAUNCH on those of
+    in_small_band."""
     variants: list[int | str] = gemv_rows_variants(config, pairs)
     if in_launch_band(N, K, dtype) and other_gemv_launch(N, K, config)["BLOCK_N"] >= (
             2 if pairs else 1):
         variants.append(OTHER_LAUNCH)
+    if in_small_band(N, K, dtype):
+        variants.append(SMALL_LAUNCH)
     return variants
 
 
 def set_step_rows(N: int, K: int, dtype: torch.dtype, rows: int | str | None) -> None:
     """Record, here and on disk, the rows a program of one-row GEMV projections of this
-    shape, or OTHER_LAUNCH (None: the plan's own)."""
+    shape, OTHER_LAUNCH or SMALL_LAUNCH (None: the plan's own)."""
     _step_rows.record(tuned_key(1, N, K, dtype), {"rows": rows})
 
 
@@ -475,6 +495,8 @@ def plan(rows: int, N: int, K: int, dtype: torch.dtype, device: torch.device,
         block_n = step_rows(N, K, dtype)
         if block_n == OTHER_LAUNCH:
             chosen = Plan("gemv", other_gemv_launch(N, K, chosen.config))
+        elif block_n == SMALL_LAUNCH:
+            chosen = Plan("gemv", small_persistent_gemv_config(N, K))
         elif block_n is not None:
             chosen = Plan("gemv", {**chosen.config, "BLOCK_N": block_n})
         elif gemv_chain and saved is None and in_chain_band(N, K, dtype):
