@@ -1,6 +1,8 @@
 # Session 91, call 3: research/small_tiles_step.diff applied to the tree (src/); the tree
 # before it rebuilt under /tmp/old. Qwen2-0.5B and Llama-3.2-1B's Generators timed old and
 # small in turn on one machine; then the b1 TinyLlama demo with small tiles (% of the floor).
+# research/small_tiles_step.diff is in git at 046e8f1; restore it first:
+#   git show 046e8f1:research/small_tiles_step.diff > research/small_tiles_step.diff
 set -u
 R=$PWD
 t() { name=$1; limit=$2; shift 2; export TILEGRAPH_CACHE_DIR=/tmp/tg-$name TRITON_CACHE_DIR=/tmp/tr-$name
