@@ -164,8 +164,9 @@ class Generator:
         context band at its own lengths, after checking in the step each
         projection whose shape `tilegraph tune` timed against the rule's plan
         (tune.tune_tuned_plans_in_step_once); and at batch 1 how many weight
-        rows a program each one-row projection reads, or for those of 14-20 MiB whether it
-        runs persistent (tune.tune_gemv_rows_in_step_once), and
+        rows a program each one-row projection reads, for those of 14-20 MiB whether it
+        runs persistent and for short rows whether in small persistent tiles
+        (tune.tune_gemv_rows_in_step_once), and
         where the output and gate/up projections release the next kernel
         (tune.tune_release_in_step_once). The in-step choices are not made under tensor
         parallelism, where every rank would have to replay its collectives in step: there

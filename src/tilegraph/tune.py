@@ -308,11 +308,12 @@ def tune_gemv_rows_in_step_once(step: tuple, projections: dict[str, tuple[int, i
                                 run_step: Callable[[], object] | None = None
                                 ) -> dict | None:
     """How many weight rows a program each one-row GEMV projection of a batch-1 decode step
-    reads (or, at 14-20 MiB, how it is launched), chosen by timing the caller's whole step:
-    its plan's own or decode_plan.step_variants' (half or twice, the other launch), one
-    projection at a time, then the fastest and every projection's faster variant together,
-    timed again. Beside the kernels that overlap it under PDL a projection's best tile
-    depends on the model, not on its own shape (notes/models.md, session 57).
+    reads (or, at 14-20 MiB and in short rows, how it is launched), chosen by timing the
+    caller's whole step: its plan's own or decode_plan.step_variants' (half or twice, the
+    other launch, small tiles), one projection at a time, then the fastest and every
+    projection's faster variant together, timed again. Beside the kernels that overlap it
+    under PDL a projection's best tile depends on the model, not on its own shape
+    (notes/models.md, session 57).
 
     `step` names the caller's step (its model's shape), `projections` its candidates by name:
     (N, K, pairs), pairs where the epilogue works on pairs of columns (SwiGLU, rotary);
