@@ -401,14 +401,19 @@ def test_gemv_rows_are_chosen_in_the_batch_1_step(hf, monkeypatch):
     tuner may take (rows a program, the other launch, small tiles), the step's logits match
     those with the plans' own rows over 20 replays with fresh tokens and positions."""
     model, chosen = _chosen_in_a_batch_1_step(hf, monkeypatch, tune.gemv_rows_in_step)
-    layer = model.layers[0]
-    shapes = {"q|k|v": (tuple(layer.wqkv.shape), True), "output": (tuple(layer.wo.shape), False),
-              "gate/up": (tuple(layer.w_gate_up.shape), True),
-              "down": (tuple(layer.w_down.shape), False)}
+    shapes = _step_projection_shapes(model)
     assert chosen is not None and set(chosen["rows"]) <= set(shapes)
     for name, (shape, _) in shapes.items():
         assert decode_plan.step_rows(*shape, model.dtype) == chosen["rows"].get(name)
     _every_step_variant_gives_the_step_logits(model, shapes)
+
+
+def _step_projection_shapes(model) -> dict:
+    """The batch-1 step's one-row projections: name -> (weight shape, pairs)."""
+    layer = model.layers[0]
+    return {"q|k|v": (tuple(layer.wqkv.shape), True), "output": (tuple(layer.wo.shape), False),
+            "gate/up": (tuple(layer.w_gate_up.shape), True),
+            "down": (tuple(layer.w_down.shape), False)}
 
 
 def _every_step_variant_gives_the_step_logits(model, shapes: dict) -> None:
@@ -450,10 +455,7 @@ def test_small_tiles_give_a_short_row_step_its_logits(monkeypatch):
     monkeypatch.setattr(decode_plan._step_rows, "_disk_loaded", True)
     hf = random_hf_model("qwen2-0.5b", num_hidden_layers=1, vocab_size=1000)
     model = Llama.from_hf(hf, dtype=torch.bfloat16, device="cuda")
-    layer = model.layers[0]
-    shapes = {"q|k|v": (tuple(layer.wqkv.shape), True), "output": (tuple(layer.wo.shape), False),
-              "gate/up": (tuple(layer.w_gate_up.shape), True),
-              "down": (tuple(layer.w_down.shape), False)}
+    shapes = _step_projection_shapes(model)
     offered = {name for name, (shape, _) in shapes.items()
                if decode_plan.in_small_band(*shape, model.dtype)}
     assert offered == {"q|k|v", "output", "gate/up"}
