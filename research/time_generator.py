@@ -20,7 +20,9 @@ step, made anew, and the next variant's made anew again) and "no-alone" (bands, 
 launch not timed alone first: each batch size's longest band starts its step candidates from
 the rule; the same as "bands" since session 77, when tg.Generator stopped timing it alone) and
 "decode-start" (bands, each greedy step starting with Llama.decode's decode_inputs kernel,
-as before session 82, rather than from the embeddings the step before wrote).
+as before session 82, rather than from the embeddings the step before wrote) and "no-l2"
+(bands, the output projection prefetching none of gate/up's weights into L2, as before
+session 92: Generator._tune_l2_ahead not run).
 Each part of the build is printed as it starts, with the seconds since the start.
 """
 
@@ -69,7 +71,8 @@ def report_attention_choices() -> None:
 
     def counted(count, *args, **kwargs):   # how many passed the check
         times = time_candidates(count, *args, **kwargs)
-        print(f"  step timed with {len(times)} of {count} candidates", flush=True)
+        print(f"  step timed with {len(times)} of {count} candidates: "
+              f"{ {i: round(ms, 4) for i, ms in times.items()} }", flush=True)
         return times
     tune.time_step_candidates = counted
 
@@ -127,6 +130,9 @@ def main() -> None:
         tune_alone = generate.tune_attention_once
         if variant == "no-alone":
             generate.tune_attention_once = lambda *args: None
+        tune_l2_ahead = getattr(generate.Generator, "_tune_l2_ahead", None)
+        if variant == "no-l2":
+            generate.Generator._tune_l2_ahead = lambda self, *args: None
         greedy = generate.Generator._greedy_step
         if variant == "decode-start":
             generate.Generator._greedy_step = decode_start_step
@@ -137,6 +143,8 @@ def main() -> None:
                                                   f"{what}", flush=True))
         build = time.perf_counter() - start
         generate.tune_attention_once = tune_alone
+        if tune_l2_ahead is not None:
+            generate.Generator._tune_l2_ahead = tune_l2_ahead
         if bands is not None:
             generate.context_bands = bands
         prompts = torch.randint(0, c.vocab_size, (batch, prompt_tokens)).tolist()
@@ -157,7 +165,8 @@ def main() -> None:
         shown = {band: {k: cfg.get(k) for k in ATTENTION_KEYS} for band, cfg in launches.items()}
         print(f"{tag} {variant} {name} b{batch} {statistics.median(times[1:]):.4f} ms a token "
               f"(build {build:.1f} s; rows chosen {chosen}; tuned plans checked in the step "
-              f"{rule}; attention by band {shown})", flush=True)
+              f"{rule}; attention by band {shown}; L2 prefetch by band "
+              f"{getattr(model, 'l2_ahead_bytes', '-')})", flush=True)
         if strict:   # after the report of what it chose
             forget_step_choices()
             tune.MAX_ROUNDING = 5.0

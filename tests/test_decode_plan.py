@@ -966,6 +966,66 @@ def test_release_points_chosen_in_a_step_are_recorded_again_per_shape(monkeypatc
     assert tune.release_in_step.lookup(("another step",)) is None
 
 
+def test_an_l2_prefetch_chosen_for_a_band_is_applied_again(monkeypatch):
+    """A later process finds a context band's choice of what its output projection prefetches
+    and applies it, timing nothing; another band, where nothing may be timed, gets none,
+    recorded nowhere."""
+    monkeypatch.setattr(tune.l2_ahead_in_step, "_memo", {})
+    dtype, positions = torch.bfloat16, torch.zeros(1, dtype=torch.int64)
+    tune.l2_ahead_in_step.record(("a step", 256, "from 0"), {"bytes": 4 * 2**20})
+    applied = []
+
+    def no_capture():
+        raise AssertionError("a band chosen before was timed again")
+    assert tune.tune_l2_ahead_in_step_once(("a step",), (96, 160), 2**30, dtype,
+                                           applied.append, no_capture, positions, 256,
+                                           2e-2) == 4 * 2**20
+    assert applied == [4 * 2**20]
+    monkeypatch.setattr(tune, "timing_enabled", lambda: False)
+    assert tune.tune_l2_ahead_in_step_once(("a step",), (96, 160), 2**30, dtype,
+                                           applied.append, no_capture, positions, 384, 2e-2,
+                                           shortest=256) == 0
+    assert applied[-1] == 0 and tune.l2_ahead_in_step.lookup(("a step", 384, "from 256")) is None
+
+
+def test_an_l2_prefetch_is_kept_only_where_it_beats_none_by_the_margin(monkeypatch):
+    """The amounts tried are capped at the weights' size and timed in two rounds; the fastest
+    is kept (applied, returned, recorded for the band) only where its step beats the step
+    without a prefetch by L2_AHEAD_MARGIN. An output projection that is not the one-row GEMV
+    gets none, untimed."""
+    monkeypatch.setattr(tune.l2_ahead_in_step, "_memo", {})
+    monkeypatch.setattr(tune, "timing_enabled", lambda: True)
+    dtype, positions = torch.bfloat16, torch.zeros(1, dtype=torch.int64)
+    current, rounds = [None], []
+
+    def apply(nbytes):
+        current[0] = nbytes
+
+    def timed(faster):
+        def time_step_candidates(count, choose, *args, **kwargs):
+            sizes = []
+            for i in range(count):
+                choose(i)
+                sizes.append(current[0])
+            rounds.append(sizes)
+            return {i: 1.0 - (faster if size == 6 * 2**20 else 0.0)
+                    for i, size in enumerate(sizes)}
+        return time_step_candidates
+    for step, faster, kept in (("slightly", 0.002, 0), ("clearly", 0.02, 6 * 2**20)):
+        monkeypatch.setattr(tune, "time_step_candidates", timed(faster))
+        rounds.clear()
+        chosen = tune.tune_l2_ahead_in_step_once((step,), (96, 160), 6 * 2**20, dtype, apply,
+                                                 None, positions, 256, 2e-2)
+        assert rounds == [[0, 4 * 2**20, 6 * 2**20]] * 2   # 8 and 16 MiB capped at 6
+        assert chosen == kept == current[0]
+        assert tune.l2_ahead_in_step.lookup((step, 256, "from 0")) == {"bytes": kept}
+    rounds.clear()
+    assert tune.tune_l2_ahead_in_step_once(("fp32",), (96, 160), 6 * 2**20, torch.float32,
+                                           apply, None, positions, 256, 2e-2) == 0
+    assert rounds == [] and current[0] == 0
+    assert tune.l2_ahead_in_step.lookup(("fp32", 256, "from 0")) is None
+
+
 def test_tuned_plans_that_lose_in_a_step_give_way_to_the_rule(monkeypatch):
     """Where `tilegraph tune` recorded a plan other than the rule's, a step tried with each
     such projection back on the rule's keeps the faster (per shape and rows, on disk, and

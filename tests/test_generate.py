@@ -332,9 +332,14 @@ def _chosen_in_a_batch_1_step(hf, monkeypatch, store):
     monkeypatch.setattr(store, "_memo", {})
     model = Llama.from_hf(hf, dtype=torch.bfloat16, device="cuda")
     tg.Generator(model, max_batch=1, max_seq=300, sizes=(1,))
+    return model, store.lookup(_batch_1_step_key(model))
+
+
+def _batch_1_step_key(model):
+    """The key of a model's batch-1 step in a Generator of cache 300 (the step tuners')."""
     c = model.local
-    return model, store.lookup((c.n_heads, c.n_kv_heads, c.head_dim, 300, str(model.dtype),
-                                c.dim, c.ffn_dim, c.n_layers, c.vocab_size))
+    return (c.n_heads, c.n_kv_heads, c.head_dim, 300, str(model.dtype), c.dim, c.ffn_dim,
+            c.n_layers, c.vocab_size)
 
 
 @pytest.mark.gpu
@@ -344,25 +349,57 @@ def test_release_points_are_chosen_in_the_batch_1_step(hf, monkeypatch):
     released late or not, the step's logits are the same bit for bit over 60 replays with
     fresh tokens and positions."""
     model, chosen = _chosen_in_a_batch_1_step(hf, monkeypatch, tune.release_in_step)
-    c, layer = model.local, model.layers[0]
+    layer = model.layers[0]
     shapes = {"output": tuple(layer.wo.shape), "gate/up": tuple(layer.w_gate_up.shape)}
     assert chosen is not None and set(chosen["late"]) <= set(shapes)
     for name, shape in shapes.items():
         assert decode_plan.releases_late(*shape, model.dtype) == (name in chosen["late"])
-    cache = model.new_cache(1, 300)
-    tokens = torch.zeros(1, dtype=torch.int64, device="cuda")
-    positions = torch.zeros_like(tokens)
     steps = []
     for late in (False, True):
         for shape in shapes.values():
             decode_plan.set_late_release(*shape, model.dtype, late)
-        graph = tg.capture(model.decode, tokens, positions, cache, restore_state=False)
-        logits = []
-        for i in range(60):
-            tokens.fill_((7 * i) % c.vocab_size)
-            positions.fill_(i)
-            logits.append(graph.replay().clone())
-        steps.append(torch.stack(logits))
+        steps.append(_replayed_logits(model))
+    assert torch.isfinite(steps[0]).all() and torch.equal(steps[0], steps[1])
+
+
+def _replayed_logits(model, replays=60):
+    """The logits of `replays` replays of one captured batch-1 step of `model` over a cache
+    of 300 positions, each replay with a fresh token and position."""
+    cache = model.new_cache(1, 300)
+    tokens = torch.zeros(1, dtype=torch.int64, device="cuda")
+    positions = torch.zeros_like(tokens)
+    graph = tg.capture(model.decode, tokens, positions, cache, restore_state=False)
+    logits = []
+    for i in range(replays):
+        tokens.fill_((7 * i) % model.local.vocab_size)
+        positions.fill_(i)
+        logits.append(graph.replay().clone())
+    return torch.stack(logits)
+
+
+@pytest.mark.gpu
+def test_the_l2_prefetch_beside_attention_is_chosen_per_band_in_the_batch_1_step(
+        hf, monkeypatch):
+    """With timing on, a Generator chooses for each context band, the shortest first, how
+    much of gate/up's weights the batch-1 step's output projection prefetches into L2, among
+    the amounts tried, and the model holds it per band (none past the first band that takes
+    none); with a prefetch or none, the step's logits are the same bit for bit over 60
+    replays with fresh tokens and positions."""
+    model, _ = _chosen_in_a_batch_1_step(hf, monkeypatch, tune.l2_ahead_in_step)
+    layer = model.layers[0]
+    gate_up = layer.w_gate_up.numel() * layer.w_gate_up.element_size()
+    bands = generate.context_bands(300, model.config.head_dim)
+    chosen = [model.l2_ahead_bytes.get(band, 0) for band in bands]
+    first = tune.l2_ahead_in_step.lookup((*_batch_1_step_key(model), bands[0], "from 0"))
+    assert first is not None and chosen[0] == first["bytes"]
+    assert set(chosen) <= {min(n, gate_up) for n in tune.L2_AHEAD_BYTES}
+    assert set(model.l2_ahead_bytes) <= set(bands)
+    none_from = chosen.index(0) if 0 in chosen else len(chosen)
+    assert not any(chosen[none_from:])
+    steps = []
+    for nbytes in (0, gate_up):
+        model.l2_ahead_bytes = {300: nbytes}
+        steps.append(_replayed_logits(model))
     assert torch.isfinite(steps[0]).all() and torch.equal(steps[0], steps[1])
 
 

@@ -94,6 +94,50 @@ def test_bad_input(device, kwargs, error, match):
         tg.linear(x, w, bias, **kwargs)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_an_l2_prefetch_of_later_weights_changes_no_result(dtype, device):
+    """A one-row call given l2_ahead (a few bytes, bytes not a whole number of L2 lines, more
+    than the weight itself, none) computes what it computes without; so does a call of two
+    rows, which ignores it. The tensor must be contiguous and on x's device."""
+    x, w, b, _, r = _make((1,), 300, 200, dtype, device, True, False, True)
+    assert decode_plan.plan(1, 300, 200, dtype, torch.device(device)).kind == "gemv"
+    later = randn(1000, 300, dtype=dtype, device=device)
+    expected = tg.linear(x, w, b, residual=r)
+    for ahead in (later[:1], later.view(-1)[:1001], later, later[:0]):
+        out = poisoned((1, 300), dtype, device)
+        assert torch.equal(tg.linear(x, w, b, residual=r, out=out, l2_ahead=ahead), expected)
+    x2, r2 = randn(2, 200, dtype=dtype, device=device), randn(2, 300, dtype=dtype, device=device)
+    assert torch.equal(tg.linear(x2, w, b, residual=r2, l2_ahead=later),
+                       tg.linear(x2, w, b, residual=r2))
+    for bad in (later.t(), later[:, :7], "weights"):
+        with pytest.raises(ValueError, match="l2_ahead must be a contiguous tensor"):
+            tg.linear(x, w, l2_ahead=bad)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tile", ["split", "small persistent"])
+@pytest.mark.parametrize("ahead_elements", [1, 1001, 3 * 2**20 + 5])
+def test_an_l2_prefetch_is_asked_of_l2_by_the_one_row_gemv(ahead_elements, tile):
+    """The one-row GEMV launched a program a row block and persistent, given l2_ahead,
+    compiles the prefetch (prefetch.global.L2 in its PTX; none without) and gives the very
+    values it gives without, over rows of 896 columns with a norm and SwiGLU."""
+    n, k, dtype = 2 * 2437, 896, torch.bfloat16
+    config = (matvec_module.split_gemv_config(n, k) if tile == "split"
+              else matvec_module.small_persistent_gemv_config(n, k))
+    x, w, b, g, _ = _make((1,), n, k, dtype, "cuda", True, True, False)
+    later = randn(ahead_elements, dtype=dtype, device="cuda")
+    outs = []
+    for ahead in (None, later):
+        out = poisoned((1, n // 2), dtype, "cuda")
+        compiled = matvec_module.launch_matvec(x, w, out, g, 1e-6, b, "swiglu", None, config,
+                                               True, l2_ahead=ahead)
+        assert ("prefetch.global.L2" in compiled.asm["ptx"]) == (ahead is not None), tile
+        outs.append(out)
+    assert_close(outs[0], linear_ref(x.double(), w.double(), b.double(),
+                                     norm_weight=g.double(), activation="swiglu"), dtype)
+    assert torch.equal(outs[0], outs[1])
+
+
 def test_refuses_out_aliasing_x_and_handles_empty(device):
     x = randn(4, 4, device=device)
     with pytest.raises(ValueError, match="out overlaps x"):

@@ -48,6 +48,7 @@ from .tune import (
     tune_attention_in_step_once,
     tune_attention_once,
     tune_gemv_rows_in_step_once,
+    tune_l2_ahead_in_step_once,
     tune_release_in_step_once,
     tune_tuned_plans_in_step_once,
 )
@@ -166,14 +167,16 @@ class Generator:
         (tune.tune_tuned_plans_in_step_once); and at batch 1 how many weight
         rows a program each one-row projection reads, for those of 14-20 MiB whether it
         runs persistent and for short rows whether in small persistent tiles
-        (tune.tune_gemv_rows_in_step_once), and
+        (tune.tune_gemv_rows_in_step_once),
         where the output and gate/up projections release the next kernel
-        (tune.tune_release_in_step_once). The in-step choices are not made under tensor
-        parallelism, where every rank would have to replay its collectives in step: there
-        attention's launch is timed alone (tune.tune_attention), each band's at its length.
-        Alone it is not timed where the step chooses: at batch 1, 2 and 4 (TinyLlama) the
-        launch timed alone was not the step's pick, at batch 8 it was the rule, and timing
-        it took 9-12 s of the build a batch size (H200, notes/models.md, session 77). On
+        (tune.tune_release_in_step_once), and for each context band how much of gate/up's
+        weights the output projection prefetches into L2 (_tune_l2_ahead). The in-step
+        choices are not made under tensor parallelism, where every rank would have to replay
+        its collectives in step: there attention's launch is timed alone
+        (tune.tune_attention), each band's at its length. Alone it is not timed where the
+        step chooses: at batch 1, 2 and 4 (TinyLlama) the launch timed alone was not the
+        step's pick, at batch 8 it was the rule, and timing it took 9-12 s of the build a
+        batch size (H200, notes/models.md, session 77). On
         CUDA, unless TILEGRAPH_AUTOTUNE=0; untuned, the kernels take their default rules."""
         if self.model.device.type != "cuda":
             return
@@ -245,7 +248,32 @@ class Generator:
                 tune_release_in_step_once(one_row_step, projections, dtype, capture_step,
                                           positions, self.max_seq, tolerance, plain_step,
                                           run_step)
+                self._tune_l2_ahead(one_row_step, capture_step, plain_step, run_step,
+                                    positions, tolerance)
         self.build_seconds["tune step"] = time.perf_counter() - start
+
+    def _tune_l2_ahead(self, step: tuple, capture_step, plain_step, run_step,
+                       positions: torch.Tensor, tolerance: float) -> None:
+        """How much of gate/up's weights the batch-1 step's output projection prefetches
+        into L2 beside attention (Llama.l2_ahead_bytes), chosen per context band in the
+        band's own step, the shortest band first (tune.tune_l2_ahead_in_step_once). Longer
+        contexts keep attention reading more of the cache, so the bands after the first
+        that takes none take none either, untimed."""
+        layer = self.model.layers[0]
+        gate_up_bytes = layer.w_gate_up.numel() * layer.w_gate_up.element_size()
+        self._progress("choosing what the batch-1 step prefetches into L2")
+        for shortest, band in zip((0, *self.bands[:-1]), self.bands, strict=True):
+            window = {"cache": self._windows[band]}
+
+            def apply(nbytes: int, band=band) -> None:
+                self.model.l2_ahead_bytes[band] = nbytes
+            chosen = tune_l2_ahead_in_step_once(
+                step, tuple(layer.wo.shape), gate_up_bytes, self.model.dtype, apply,
+                functools.partial(capture_step, **window), positions, band, tolerance,
+                shortest, functools.partial(plain_step, **window),
+                functools.partial(run_step, **window))
+            if not chosen:
+                break
 
     def _runner(self, sampled: bool, length: int | None = None) -> GraphRunner:
         """The decode graphs of the band that holds sequences of `length` positions (None:

@@ -424,6 +424,66 @@ def tune_release_in_step_once(step: tuple, projections: dict[str, tuple[int, int
                                positions, max_seq, tolerance, reference, run_step)
 
 
+# Batch-1 decode steps whose output projection's prefetch of gate/up's first weights into L2
+# was chosen in the step of a context band (tune_l2_ahead_in_step_once), by step key and band:
+# {"bytes": how many}.
+l2_ahead_in_step = Tuner("linear-l2-ahead-in-step", [{}])
+# The amounts tried (capped at gate/up's size). At batch 1 on an H200, with the launches the
+# Generator picks for each band, Qwen2-0.5B's step at 255 positions was 3.1% faster with
+# 8 MiB, at 383 0.7% with 4 MiB; TinyLlama's slower with every amount; past the best amount
+# every one lost, up to 7% (notes/models.md, sessions 86-87).
+L2_AHEAD_BYTES = (0, 4 * 2**20, 8 * 2**20, 16 * 2**20)
+# A prefetch is kept only where its step is this much faster than none, over two rounds of
+# timing: its gains are 1-3%, a step's noise a few tenths of that.
+L2_AHEAD_MARGIN = 0.005
+
+
+def tune_l2_ahead_in_step_once(step: tuple, projection: tuple[int, int], ahead_bytes: int,
+                               dtype: torch.dtype, apply: Callable[[int], None],
+                               capture_step: Callable[[], object], positions: torch.Tensor,
+                               max_seq: int, tolerance: float, shortest: int = 0,
+                               reference: Callable[[], torch.Tensor] | None = None,
+                               run_step: Callable[[], object] | None = None) -> int:
+    """How many of the first `ahead_bytes` bytes of gate/up's weights the one-row output
+    projection (`projection`, (N, K)) of a batch-1 step over a context band's window
+    prefetches into L2 before its wait, beside attention (tg.linear's l2_ahead), chosen
+    among L2_AHEAD_BYTES by timing the caller's step twice over the band's positions
+    (`max_seq` its longest, `shortest` its first) and kept only where it beats none by
+    L2_AHEAD_MARGIN: how long attention leaves memory idle depends on the model and its
+    context. `apply(nbytes)` sets the amount the caller's step captures with; the choice is
+    applied and returned (0 for none; nothing is timed where the output projection is not
+    the one-row GEMV, or where nothing may be timed). `step` names the caller's step (its
+    model's shape); the choice is recorded under it and the band, so a later process only
+    applies it again. `reference` and `run_step` as time_step_candidates'."""
+    key = (*step, max_seq, f"from {shortest}")
+    chosen = l2_ahead_in_step.lookup(key)
+    if chosen is not None:
+        apply(chosen["bytes"])
+        return chosen["bytes"]
+    apply(0)
+    if (not timing_enabled()
+            or decode_plan.plan(1, *projection, dtype, positions.device).kind != "gemv"):
+        return 0
+    if is_capturing():
+        raise CaptureError("tilegraph chooses what an output projection prefetches into L2 by "
+                           "timing a step; it cannot run while a CUDA graph is being captured")
+    sizes = sorted({min(nbytes, ahead_bytes) for nbytes in L2_AHEAD_BYTES})
+    times: dict[int, float] = {}
+    for _ in range(2):
+        for i, ms in time_step_candidates(len(sizes), lambda i: apply(sizes[i]),
+                                          capture_step, positions, max_seq, tolerance,
+                                          shortest=shortest, reference=reference,
+                                          run_step=run_step).items():
+            times[i] = times.get(i, 0.0) + ms
+    best = min(times, key=times.get) if times else 0
+    if 0 in times and times[best] > (1 - L2_AHEAD_MARGIN) * times[0]:
+        best = 0
+    apply(sizes[best])
+    if times:
+        l2_ahead_in_step.record(key, {"bytes": sizes[best]})
+    return sizes[best]
+
+
 def _names_in_step_once(store: Tuner, step: tuple, key: str, names: list[str],
                         apply: Callable[[Sequence[str]], None], choosing: str,
                         capture_step: Callable[[], object], positions: torch.Tensor,

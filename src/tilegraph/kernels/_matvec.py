@@ -327,13 +327,14 @@ def _gemv_resident_block(w, w_tail, block, x, x_tail, rstd, y_ptr, bias_ptr, res
 
 @triton.jit
 def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, rotary,
-                 N, K, eps,
+                 N, K, eps, ahead_ptr, ahead_lines,
                  HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
                  ACTIVATION: tl.constexpr, PREFETCH_WEIGHT: tl.constexpr,
                  BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, CHUNK: tl.constexpr,
                  TAIL: tl.constexpr = 0, ALIGN: tl.constexpr = 1,
                  RELEASE_AFTER_INPUTS: tl.constexpr = False,
-                 PERSISTENT: tl.constexpr = False, WIDEN: tl.constexpr = False):
+                 PERSISTENT: tl.constexpr = False, WIDEN: tl.constexpr = False,
+                 AHEAD: tl.constexpr = 0, AHEAD_LINE: tl.constexpr = 64):
     """One row: y_n = act(rstd * sum_k x_k g_k W_nk + b_n) + r_n, BLOCK_N outputs a block,
     rstd = 1 / sqrt(mean_k x_k^2 + eps) gathered in the same pass over K.
 
@@ -362,6 +363,11 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
     (persistent_gemv_config). WIDEN (persistent only): each tile widened to fp32 where its
     products are taken (_widened), so no fp32 copy of it is held (64 registers where 96-100
     were, sm_90, 2048-4096 columns).
+
+    AHEAD > 0: before its wait each program also asks L2 for AHEAD lines (of AHEAD_LINE
+    elements) of the first ahead_lines lines at ahead_ptr, weights of a kernel after this one:
+    an output projection runs beside attention, which reads little memory, and what it
+    prefetches of gate/up's weights then arrives from L2 (launch_matvec's l2_ahead).
     """
     K = K * ALIGN
     stride_wn = stride_wn * ALIGN
@@ -377,6 +383,11 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
         cols = tl.arange(0, SPLIT)[None, :, None] * CHUNK + tl.arange(0, CHUNK)[None, None, :]
         w, w_tail = _gemv_tiles(w_ptr, stride_wn, block, N, K, cols, BLOCK_N, SPLIT, CHUNK,
                                 TAIL)
+    if AHEAD > 0:  # lines of a later kernel's weights into L2 while memory idles
+        lines = tl.minimum(block * AHEAD + tl.arange(0, AHEAD), ahead_lines - 1)
+        tl.inline_asm_elementwise("prefetch.global.L2 [$1]; mov.u32 $0, 0;", "=r,l",
+                                  [ahead_ptr + lines.to(tl.int64) * AHEAD_LINE],
+                                  dtype=tl.int32, is_pure=False, pack=1)
     if PREFETCH_WEIGHT:
         tl.extra.cuda.gdc_wait()               # x and the epilogue inputs are now final
         if not RELEASE_AFTER_INPUTS:
@@ -667,6 +678,8 @@ GEMV_CHUNK = 128
 GEMV_MAX_BLOCK_K = 4096
 # _gemv_rows_kernel holds each row's x and accumulator in variables of its own: up to four.
 GEMV_MAX_ROWS = 4
+# What one prefetch.global.L2 asks for (an L2 line): l2_ahead's bytes are prefetched in these.
+L2_LINE_BYTES = 128
 # The two-tile row pays a second reduction: it won with heads of 16 chunks and tails of 4-8
 # (2304, 2560, 3000, 3072 columns: 60-75% -> 73-86% of copy, 2304's tail half masked) and
 # lost with a tail of 2 (2304: 60 -> 48%) or a head of 8 (1536: 60 -> 58%, 17920 x 1536:
@@ -939,12 +952,13 @@ def matvec_config(M: int, N: int, K: int, element_size: int = 4) -> dict:
 
 
 def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
-                  config: dict, pdl: bool, rotary: tuple = NO_ROTARY):
+                  config: dict, pdl: bool, rotary: tuple = NO_ROTARY, l2_ahead=None):
     """y = linear(x) for few rows; a config with SPLIT runs _gemv_kernel (one row) or
     _gemv_rows_kernel (2-4 rows, no TAIL), one with BLOCK_K _matvec_kernel. pdl: launch with
     programmatic dependent launch, W's first tile read before the previous kernel in the
     stream has finished. rotary: the epilogue's tuple (_rotary_store.py) where activation is
-    "rotary"."""
+    "rotary". l2_ahead (contiguous): the one-row GEMV also prefetches its bytes into L2
+    before its wait; a hint, ignored by the other kernels and by the interpreter."""
     M, K = x.shape
     N = weight.shape[0]
     parts = dict(HAS_NORM=norm_weight is not None, HAS_BIAS=bias is not None,
@@ -975,10 +989,13 @@ def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
         # SwiGLU rows of WIDEN_ROW_COLUMNS
         widen = (config.pop("WIDEN", activation == "swiglu" and covered == WIDEN_ROW_COLUMNS)
                  and M == 1 and bool(per_sm) and not INTERPRET)
+        ahead = (l2_ahead if M == 1 and not INTERPRET and l2_ahead is not None
+                 and l2_ahead.numel() else weight)
+        ahead_lines = triton.cdiv(ahead.numel() * ahead.element_size(), L2_LINE_BYTES)
         if M == 1:
             kernel = _gemv_kernel
             args = (out, x, weight, weight.stride(0) // align, norm_weight, bias, residual,
-                    rotary, N, K // align, eps)
+                    rotary, N, K // align, eps, ahead, ahead_lines)
             if widen:
                 parts["WIDEN"] = True
         else:
@@ -1008,6 +1025,9 @@ def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
                 kwargs.update(options)
             sms = sm_count(x.device) or ASSUMED_SM_COUNT
             grid = (min(grid[0], per_sm * sms),)
+        if ahead is not weight:  # each program its share of the lines
+            kwargs["AHEAD"] = triton.next_power_of_2(triton.cdiv(ahead_lines, grid[0]))
+            kwargs["AHEAD_LINE"] = L2_LINE_BYTES // ahead.element_size()
         return launch(kernel, grid, *args, **kwargs)
     return launch(
         _matvec_kernel, grid, out, out.stride(0), x, x.stride(0), weight,

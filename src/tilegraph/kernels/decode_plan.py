@@ -617,11 +617,12 @@ def record(rows: int, N: int, K: int, dtype: torch.dtype, chosen: Plan) -> None:
 def launch(chosen: Plan, x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
            norm_weight, eps: float, bias, activation: str, residual, pdl: bool,
            rotary: tuple = NO_ROTARY, handed: tuple | None = None,
-           hand_over: tuple | None = None):
+           hand_over: tuple | None = None, l2_ahead: torch.Tensor | None = None):
     """Run `chosen` on x (rows, K) into out (rows, N), unit column strides; activation
     "rotary" (with its `rotary` tuple) writes q to out and k, v to the caches instead.
     handed and hand_over (a norm handed over to or by this call, _norm_handoff.py,
-    launch_dot_rows) are the tensor-core kernel's alone."""
+    launch_dot_rows) are the tensor-core kernel's alone; l2_ahead (bytes the one-row GEMV
+    prefetches into L2, launch_matvec) the GEMV's."""
     if (handed is not None or hand_over is not None) and chosen.kind != "dot":
         raise ValueError(f"a norm is handed over only on the tensor-core path, not {chosen.kind}")
     if chosen.kind == "cublas":  # tuned where it beat every plan; no norm, no activation
@@ -643,4 +644,4 @@ def launch(chosen: Plan, x: torch.Tensor, weight: torch.Tensor, out: torch.Tenso
         return launch_dot_rows(x, weight, out, norm_weight, eps, bias, activation, residual,
                                chosen.config, pdl, rotary, handed, hand_over)
     return launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
-                         chosen.config, pdl, rotary)
+                         chosen.config, pdl, rotary, l2_ahead)

@@ -40,8 +40,10 @@ from .rms_norm import rms_norm_ref
 def _launch_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
                    norm_weight: torch.Tensor | None, norm_eps: float, activation: str,
                    residual: torch.Tensor | None, prefetch_weight: bool | None,
-                   out: torch.Tensor, gemv_chain: bool = False) -> None:
-    """gemv_chain: as decode_plan.plan's (tg.decode_layer's projections)."""
+                   out: torch.Tensor, gemv_chain: bool = False,
+                   l2_ahead: torch.Tensor | None = None) -> None:
+    """gemv_chain: as decode_plan.plan's (tg.decode_layer's projections); l2_ahead: as
+    tg.linear's."""
     x_rows = as_rows(x)
     y_rows = out.view(-1, out.shape[-1])
     res_rows = as_rows(residual) if residual is not None else None
@@ -60,7 +62,7 @@ def _launch_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
                                       gemv_chain)
         pdl = chosen.kind != "cublas" and use_pdl(x.device, (weight,), prefetch_weight)
         decode_plan.launch(chosen, x_rows, weight, y_rows, norm_weight, norm_eps, bias,
-                           activation, res_rows, pdl)
+                           activation, res_rows, pdl, l2_ahead=l2_ahead)
         launched(x.device, pdl, (y_rows,))
     else:
         # tg.decode_layer may pass fp32 rows with 16-bit weights; tensor cores take one dtype.
@@ -143,7 +145,8 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
            norm_weight: torch.Tensor | None = None, norm_eps: float = 1e-6,
            activation: str | None = None, residual: torch.Tensor | None = None,
            out: torch.Tensor | None = None, prefetch_weight: bool | None = None,
-           next_norm_weight: torch.Tensor | None = None) -> torch.Tensor:
+           next_norm_weight: torch.Tensor | None = None,
+           l2_ahead: torch.Tensor | None = None) -> torch.Tensor:
     """act(rms_norm(x) * norm_weight @ weight.T + bias) + residual, fused (see the module).
 
     x (..., K); weight (N, K); bias (N,); norm_weight (K,) turns the RMSNorm prologue on;
@@ -163,6 +166,13 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     On the tensor-core decode path (2-16 rows) this kernel then also hands that norm over,
     and the next call runs no norm kernel of its own; the result is the same either way.
     The handoff holds while the result is unchanged (see kernels/_norm_handoff.py).
+
+    l2_ahead (contiguous, on x's device; e.g. the first rows of the next projection's
+    weight): a hint. A one-row call that runs the GEMV asks L2 for all of its bytes before
+    it waits for the kernel before it, so that a later kernel finds them there: what an
+    output projection beside attention, which reads little memory, can stream for gate/up
+    (tg.Generator chooses how much by timing its batch-1 steps). Other calls ignore it; the
+    result is the same with or without it.
     """
     check_tensor("x", x, min_ndim=1, differentiable=True)
     check_tensor("weight", weight, differentiable=True)
@@ -190,6 +200,10 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
             check_like(name, t, "x", x)
             check_shape(name, t, shape)
     norm_eps = check_eps(norm_eps)
+    if l2_ahead is not None and (not isinstance(l2_ahead, torch.Tensor)
+                                 or l2_ahead.device != x.device
+                                 or not l2_ahead.is_contiguous()):
+        raise ValueError("l2_ahead must be a contiguous tensor on x's device")
     if wants_grad(x, weight, bias, norm_weight, residual):
         # Training: the tiled GEMM at every row count, keeping what the backward needs.
         check_no_out_for_grad(out)
@@ -205,7 +219,8 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     handed = usable_handoff(x, weight, norm_weight)
     buffers = _next_buffers(x, weight, code, out, next_norm_weight)
     if handed is None and buffers is None:
-        _run_linear(x, weight, bias, norm_weight, norm_eps, code, residual, requested, out)
+        _run_linear(x, weight, bias, norm_weight, norm_eps, code, residual, requested, out,
+                    False, l2_ahead)
         return out
     x_next, next_parts = buffers if buffers is not None else (None, None)
     _run_linear_handoff(x, weight, bias, norm_weight, handed.x_next if handed else None,

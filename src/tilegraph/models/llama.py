@@ -148,6 +148,10 @@ class Llama(nn.Module):
             self.tie_lm_head()
         # the row-parallel projections' all-reduces (NCCL or one-shot, timed here)
         self.all_reduce = LayerAllReduce(self.tp, config.dim, dtype, self.embed.device)
+        # How many of gate/up's first weight bytes a batch-1 step's output projection
+        # prefetches into L2 beside attention, by the length of the cache (window) the step
+        # runs over: tg.Generator chooses them per context band by timing (none by default).
+        self.l2_ahead_bytes: dict[int, int] = {}
 
     def tie_lm_head(self) -> None:
         """Copy this rank's rows of a tied embedding into its LM head shard (after loading
@@ -389,7 +393,8 @@ class Llama(nn.Module):
                               v_cache=v_layer, n_heads=self.local.n_heads)
             x = tg.linear(attend(q, k_layer, v_layer), layer.wo, self._once(layer.bo),
                           residual=self._once(x), out=self.all_reduce.output(0, rows),
-                          next_norm_weight=layer.mlp_norm if self.tp.size == 1 else None)
+                          next_norm_weight=layer.mlp_norm if self.tp.size == 1 else None,
+                          l2_ahead=self._gate_up_ahead(layer, cache, rows))
             x = self._reduce(x, 0, index)
             hidden = tg.linear(x, layer.w_gate_up, layer.b_gate_up, norm_weight=layer.mlp_norm,
                                norm_eps=c.norm_eps, activation="swiglu")
@@ -398,6 +403,17 @@ class Llama(nn.Module):
                           next_norm_weight=attn_norms[index] if self.tp.size == 1 else None)
             x = self._reduce(x, 1, index)
         return x
+
+    def _gate_up_ahead(self, layer: LlamaLayer, cache: KVCache, rows: int
+                       ) -> torch.Tensor | None:
+        """The first bytes of `layer`'s gate/up weights that a one-row output projection
+        prefetches into L2 while attention runs beside it (tg.linear's l2_ahead): as many as
+        l2_ahead_bytes holds for the cache's length; None where it holds none."""
+        nbytes = self.l2_ahead_bytes.get(cache.max_seq, 0) if rows == 1 else 0
+        if not nbytes:
+            return None
+        weights = layer.w_gate_up.view(-1)
+        return weights[:nbytes // weights.element_size()]
 
 
 def _deinterleave_heads(qkv: torch.Tensor, head_dim: int) -> torch.Tensor:
