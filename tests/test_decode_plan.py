@@ -1016,7 +1016,7 @@ def test_an_l2_prefetch_is_kept_only_where_it_beats_none_by_the_margin(monkeypat
         rounds.clear()
         chosen = tune.tune_l2_ahead_in_step_once((step,), (96, 160), 6 * 2**20, dtype, apply,
                                                  None, positions, 256, 2e-2)
-        assert rounds == [[0, 4 * 2**20, 6 * 2**20]] * 2   # 8 and 16 MiB capped at 6
+        assert rounds == [[0, 2**20, 2 * 2**20, 4 * 2**20, 6 * 2**20]] * 2   # 8 capped
         assert chosen == kept == current[0]
         assert tune.l2_ahead_in_step.lookup((step, 256, "from 0")) == {"bytes": kept}
     rounds.clear()

@@ -428,11 +428,11 @@ def tune_release_in_step_once(step: tuple, projections: dict[str, tuple[int, int
 # was chosen in the step of a context band (tune_l2_ahead_in_step_once), by step key and band:
 # {"bytes": how many}.
 l2_ahead_in_step = Tuner("linear-l2-ahead-in-step", [{}])
-# The amounts tried (capped at gate/up's size). At batch 1 on an H200, with the launches the
-# Generator picks for each band, Qwen2-0.5B's step at 255 positions was 3.1% faster with
-# 8 MiB, at 383 0.7% with 4 MiB; TinyLlama's slower with every amount; past the best amount
-# every one lost, up to 7% (notes/models.md, sessions 86-87).
-L2_AHEAD_BYTES = (0, 4 * 2**20, 8 * 2**20, 16 * 2**20)
+# The amounts tried (capped at gate/up's size). At batch 1 on an H200, in the Generator's
+# band steps, 4 MiB won every band of Qwen2-0.5B by 1.0-1.7% and three of four of a
+# 1024-wide shape's by 1-2%, and TinyLlama's first by 0.5%; 8 MiB lost or tied, 16 MiB lost
+# 1-10% everywhere (notes/models.md, session 92), so the amounts below 4 MiB are tried too.
+L2_AHEAD_BYTES = (0, 2**20, 2 * 2**20, 4 * 2**20, 8 * 2**20)
 # A prefetch is kept only where its step is this much faster than none, over two rounds of
 # timing: its gains are 1-3%, a step's noise a few tenths of that.
 L2_AHEAD_MARGIN = 0.005
