@@ -377,6 +377,36 @@ def _replayed_logits(model, replays=60):
     return torch.stack(logits)
 
 
+def test_the_l2_prefetch_is_chosen_band_by_band_until_one_takes_none(hf, monkeypatch):
+    """Generator._tune_l2_ahead asks each context band's step, the shortest first, over the
+    band's own window and positions, what the output projection prefetches (each band's
+    amount applied to that band alone), and stops at the first band that takes none."""
+    model = Llama.from_hf(hf)
+    cache = model.new_cache(1, 2048)
+    bands = (256, 384, 1536, 2048)
+    generator = type("Generator", (), {})()   # the parts _tune_l2_ahead reads
+    generator.model, generator.bands, generator._progress = model, bands, lambda what: None
+    generator._windows = {band: cache.window(band) for band in bands}
+    taken = {256: 4 * 2**20, 384: 2**20, 1536: 0, 2048: 8 * 2**20}
+    asked = []
+
+    def choose(step, projection, ahead_bytes, dtype, apply, capture_step, positions, max_seq,
+               tolerance, shortest, reference, run_step):
+        for part in (capture_step, reference, run_step):
+            assert part.keywords == {"cache": generator._windows[max_seq]}
+        asked.append((max_seq, shortest))
+        apply(taken[max_seq])
+        return taken[max_seq]
+    monkeypatch.setattr(generate, "tune_l2_ahead_in_step_once", choose)
+
+    def step(cache):   # a stand-in for the steps the partials wrap
+        raise AssertionError("no step runs here")
+    generate.Generator._tune_l2_ahead(generator, ("a step",), step, step, step,
+                                      torch.zeros(1, dtype=torch.int64), 2e-2)
+    assert asked == [(256, 0), (384, 256), (1536, 384)]
+    assert model.l2_ahead_bytes == {256: 4 * 2**20, 384: 2**20, 1536: 0}
+
+
 @pytest.mark.gpu
 def test_the_l2_prefetch_beside_attention_is_chosen_per_band_in_the_batch_1_step(
         hf, monkeypatch):

@@ -468,13 +468,11 @@ def tune_l2_ahead_in_step_once(step: tuple, projection: tuple[int, int], ahead_b
         raise CaptureError("tilegraph chooses what an output projection prefetches into L2 by "
                            "timing a step; it cannot run while a CUDA graph is being captured")
     sizes = sorted({min(nbytes, ahead_bytes) for nbytes in L2_AHEAD_BYTES})
-    times: dict[int, float] = {}
-    for _ in range(2):
-        for i, ms in time_step_candidates(len(sizes), lambda i: apply(sizes[i]),
-                                          capture_step, positions, max_seq, tolerance,
-                                          shortest=shortest, reference=reference,
-                                          run_step=run_step).items():
-            times[i] = times.get(i, 0.0) + ms
+    rounds = [time_step_candidates(len(sizes), lambda i: apply(sizes[i]), capture_step,
+                                   positions, max_seq, tolerance, shortest=shortest,
+                                   reference=reference, run_step=run_step) for _ in range(2)]
+    times = {i: sum(timed[i] for timed in rounds) for i in rounds[0]
+             if all(i in timed for timed in rounds)}
     best = min(times, key=times.get) if times else 0
     if 0 in times and times[best] > (1 - L2_AHEAD_MARGIN) * times[0]:
         best = 0
