@@ -1008,15 +1008,15 @@ def test_an_l2_prefetch_is_kept_only_where_it_beats_none_by_the_margin(monkeypat
                 choose(i)
                 sizes.append(current[0])
             rounds.append(sizes)
-            return {i: 1.0 - (faster if size == 6 * 2**20 else 0.0)
+            return {i: 1.0 - (faster if size == 3 * 2**20 else 0.0)
                     for i, size in enumerate(sizes)}
         return time_step_candidates
-    for step, faster, kept in (("slightly", 0.002, 0), ("clearly", 0.02, 6 * 2**20)):
+    for step, faster, kept in (("slightly", 0.002, 0), ("clearly", 0.02, 3 * 2**20)):
         monkeypatch.setattr(tune, "time_step_candidates", timed(faster))
         rounds.clear()
-        chosen = tune.tune_l2_ahead_in_step_once((step,), (96, 160), 6 * 2**20, dtype, apply,
+        chosen = tune.tune_l2_ahead_in_step_once((step,), (96, 160), 3 * 2**20, dtype, apply,
                                                  None, positions, 256, 2e-2)
-        assert rounds == [[0, 2**20, 2 * 2**20, 4 * 2**20, 6 * 2**20]] * 2   # 8 capped
+        assert rounds == [[0, 2**20, 2 * 2**20, 3 * 2**20]] * 2   # 4 MiB capped at 3
         assert chosen == kept == current[0]
         assert tune.l2_ahead_in_step.lookup((step, 256, "from 0")) == {"bytes": kept}
     rounds.clear()

@@ -429,10 +429,10 @@ def tune_release_in_step_once(step: tuple, projections: dict[str, tuple[int, int
 # {"bytes": how many}.
 l2_ahead_in_step = Tuner("linear-l2-ahead-in-step", [{}])
 # The amounts tried (capped at gate/up's size). At batch 1 on an H200, in the Generator's
-# band steps, 4 MiB won every band of Qwen2-0.5B by 1.0-1.7% and three of four of a
-# 1024-wide shape's by 1-2%, and TinyLlama's first by 0.5%; 8 MiB lost or tied, 16 MiB lost
-# 1-10% everywhere (notes/models.md, session 92), so the amounts below 4 MiB are tried too.
-L2_AHEAD_BYTES = (0, 2**20, 2 * 2**20, 4 * 2**20, 8 * 2**20)
+# band steps, 2-4 MiB won every band of Qwen2-0.5B and TinyLlama by 0.5-1.7% (a Generator's
+# tokens 1.0-1.3% faster) and three of four of a 1024-wide shape's; 8 MiB lost 1-5% in every
+# band of those and of Llama-3.2-1B, 16 MiB up to 10% (notes/models.md, session 92).
+L2_AHEAD_BYTES = (0, 2**20, 2 * 2**20, 4 * 2**20)
 # A prefetch is kept only where its step is this much faster than none, over two rounds of
 # timing: its gains are 1-3%, a step's noise a few tenths of that.
 L2_AHEAD_MARGIN = 0.005
