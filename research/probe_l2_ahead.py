@@ -1,11 +1,11 @@
 """Decode steps where each layer's output projection (the one-row GEMV), before its wait,
 prefetches the first bytes of the gate/up weights into L2 (prefetch.global.L2, a few 128-byte
-lines a thread of every program: tg.linear's l2_ahead, decode_plan.set_l2_ahead, in
-research/l2_ahead.diff, which this needs applied), while attention runs and memory idles.
-Tuned in the Generator's batch-1 step (the diff's tune.tune_l2_ahead_in_step_once) it chose
-no prefetch for TinyLlama and Qwen2-0.5B, so it is not built (notes/models.md, session 86);
-with attention forced to the Generator's band launches TinyLlama lost at every amount and
-Qwen2-0.5B gained 3% at 255 positions (8 MiB), 0.7% at 383 (session 87).
+lines a thread of every program: tg.linear's l2_ahead, as many bytes as
+Llama.l2_ahead_bytes holds for the cache's length), while attention runs and memory idles.
+Session 86 chose one amount by timing the whole-cache step and took none; with attention
+forced to the Generator's band launches TinyLlama lost at every amount and Qwen2-0.5B gained
+3% at 255 positions (8 MiB), 0.7% at 383 (session 87). Since session 92 tg.Generator
+chooses it per context band in the band's own step (notes/models.md, session 92).
 Sessions 34-35 issued such prefetches (cp.async.bulk.prefetch.L2, 16 KB chunks) from the few
 attention programs and lost (H100); here every program of the projection issues a few lines.
 
@@ -26,7 +26,6 @@ from probe_attention_tile import MERGE_APART_KERNEL, RULE, VARIANTS, patched, st
 from probe_weight_left import step_ms
 
 import tilegraph.kernels.decode_attention as attention
-from tilegraph.kernels import decode_plan
 
 
 def main() -> None:
@@ -38,14 +37,13 @@ def main() -> None:
             attention.attention_config = patched(VARIANTS[forced], position)
         line = []
         for _ in range(2):
-            for mb in sizes:   # the model's output projections pass l2_ahead=w_gate_up
-                decode_plan.set_l2_ahead(*model.layers[0].wo.shape, model.dtype,
-                                         int(mb * 2**20))
+            for mb in sizes:   # the output projections pass gate/up's first bytes
+                model.l2_ahead_bytes = {cache.max_seq: int(mb * 2**20)}
                 try:
                     line.append(f"{mb:g} MB {step_ms(model, tokens, positions, cache):.4f}")
                 except Exception as error:  # noqa: BLE001 (a probe: report and go on)
                     line.append(f"{mb:g} MB failed: {type(error).__name__}: {error}")
-        decode_plan.set_l2_ahead(*model.layers[0].wo.shape, model.dtype, 0)
+        model.l2_ahead_bytes = {}
         attention.attention_config = RULE   # patched may also have swapped the merge kernel
         attention._merge_apart_kernel = MERGE_APART_KERNEL
         print(f"{name} b{batch}@{position}{' ' + forced if forced else ''}: " + " | ".join(line),

@@ -95,7 +95,7 @@ def forget_step_choices() -> None:
     """The choices tg.Generator makes (attention's launch alone and the in-step ones) made so
     far in this process, forgotten (the disk's as well): the next Generator makes them anew."""
     for store in (attention.tuned, tune.attention_in_step, tune.gemv_rows_in_step,
-                  tune.release_in_step, tune.tuned_plans_in_step):
+                  tune.release_in_step, tune.tuned_plans_in_step, tune.l2_ahead_in_step):
         store._memo, store._disk_loaded = {}, True
 
 
