@@ -1,5 +1,5 @@
-# Session 92, call 4 (the last of the session's device time): the b1 demos of issue 20's two
-# models on the final tree (the prefetch's amounts 0 / 1 / 2 / 4 MiB), TinyLlama first.
+# Written in session 92, not run (its device time was spent): the b1 demos of issue 20's two
+# models on the tree that tries 0 / 1 / 2 / 4 MiB of prefetch, TinyLlama first.
 set -u
 export PYTHONPATH=$PWD/src:$PWD/research
 t() { name=$1; limit=$2; shift 2; export TILEGRAPH_CACHE_DIR=/tmp/tg-$name TRITON_CACHE_DIR=/tmp/tr-$name
