@@ -989,13 +989,14 @@ def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
         # SwiGLU rows of WIDEN_ROW_COLUMNS
         widen = (config.pop("WIDEN", activation == "swiglu" and covered == WIDEN_ROW_COLUMNS)
                  and M == 1 and bool(per_sm) and not INTERPRET)
-        ahead = (l2_ahead if M == 1 and not INTERPRET and l2_ahead is not None
-                 and l2_ahead.numel() else weight)
-        ahead_lines = triton.cdiv(ahead.numel() * ahead.element_size(), L2_LINE_BYTES)
+        prefetch = (M == 1 and not INTERPRET and l2_ahead is not None
+                    and l2_ahead.numel() > 0)
+        ahead_lines = (triton.cdiv(l2_ahead.numel() * l2_ahead.element_size(), L2_LINE_BYTES)
+                       if prefetch else 0)
         if M == 1:
             kernel = _gemv_kernel
             args = (out, x, weight, weight.stride(0) // align, norm_weight, bias, residual,
-                    rotary, N, K // align, eps, ahead, ahead_lines)
+                    rotary, N, K // align, eps, l2_ahead if prefetch else weight, ahead_lines)
             if widen:
                 parts["WIDEN"] = True
         else:
@@ -1025,9 +1026,9 @@ def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
                 kwargs.update(options)
             sms = sm_count(x.device) or ASSUMED_SM_COUNT
             grid = (min(grid[0], per_sm * sms),)
-        if ahead is not weight:  # each program its share of the lines
+        if prefetch:  # each program its share of the lines
             kwargs["AHEAD"] = triton.next_power_of_2(triton.cdiv(ahead_lines, grid[0]))
-            kwargs["AHEAD_LINE"] = L2_LINE_BYTES // ahead.element_size()
+            kwargs["AHEAD_LINE"] = L2_LINE_BYTES // l2_ahead.element_size()
         return launch(kernel, grid, *args, **kwargs)
     return launch(
         _matvec_kernel, grid, out, out.stride(0), x, x.stride(0), weight,
