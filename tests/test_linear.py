@@ -205,6 +205,34 @@ def test_norm_runs_in_the_loop_where_a_program_reads_its_slice_at_once():
     assert not norm_in_loop({"BLOCK_N": 64, "BLOCK_K": 256}, 300, 2048, None)
 
 
+def test_split_k_deals_steps_evenly_or_cuts_slices_of_equal_width():
+    from tilegraph.kernels._split_workspace import plan_split
+
+    cpu = torch.device("cpu")
+    placeholder = torch.empty(1)
+    # 9 steps of 32 columns (the last of 14) in 4 slices: 2-2-2-3 steps dealt out, or slices
+    # of 3 steps, the fourth dropped; 3 slices of 16 steps: 5-5-6, or 6-6-4
+    assert plan_split(cpu, 270, 32, 4, 10, 2, placeholder, even=True)[:2] == (4, 32)
+    assert plan_split(cpu, 270, 32, 4, 10, 2, placeholder)[:2] == (3, 96)
+    assert plan_split(cpu, 2048, 128, 3, 10, 2, placeholder, even=True)[:2] == (3, 128)
+    assert plan_split(cpu, 2048, 128, 3, 10, 2, placeholder)[:2] == (3, 768)
+    assert plan_split(cpu, 100, 128, 3, 10, 2, placeholder, even=True)[:2] == (1, 100)
+
+
+@pytest.mark.parametrize("even", [True, False])
+@pytest.mark.parametrize("split", [3, 4, 9])
+@pytest.mark.parametrize("w_lhs", [False, True])
+def test_split_k_of_uneven_steps(even, split, w_lhs, device):
+    """K of 9 steps (the last partial) in slices whose steps differ, dealt out evenly or of
+    equal width, with a residual: every column summed once."""
+    x, w, b, _, r = _make((5,), 40, 270, torch.bfloat16, device, True, False, True)
+    out = poisoned((5, 40), torch.bfloat16, device)
+    plan = Plan("dot", {"BLOCK_N": 32, "BLOCK_K": 32, "num_warps": 4, "num_stages": 2,
+                        "SPLIT_K": split, "W_LHS": w_lhs, "EVEN_SPLIT": even})
+    decode_plan.launch(plan, x, w, out, None, 0.0, b, "none", r, False)
+    d = lambda t: t.double()  # noqa: E731
+    assert_close(out, linear_ref(d(x), d(w), d(b), residual=d(r)), torch.bfloat16)
+
 def _large_fp16_rows(rows, device):
     """x (rows, 130), its even rows of +-3e4, and g of 4: x * g is past fp16's 65504 there,
     x / rms(x) * g is 4; odd rows are random, so a scale meant for a large row that leaks

@@ -173,7 +173,8 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, h_ptr, stride_hm, w_ptr
                      SPLIT_K: tl.constexpr, NORM_PARTS: tl.constexpr, HAND_OVER: tl.constexpr,
                      NORM_IN_LOOP: tl.constexpr, REDO_OVERFLOW: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                     W_LHS: tl.constexpr = False, ALIGN: tl.constexpr = 1):
+                     W_LHS: tl.constexpr = False, ALIGN: tl.constexpr = 1,
+                     EVEN_SPLIT: tl.constexpr = True):
     """y_mn = act(rstd_m sum_k x_mk W_nk + b_n) + r_mn for M <= BLOCK_M rows and BLOCK_N
     outputs a program, rstd_m = 1 where no norm is asked for. A norm prologue comes from
     _norm_rows_kernel, launched just before (x is then normalised, rstd_m = 1), or is
@@ -195,11 +196,13 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, h_ptr, stride_hm, w_ptr
     rows fill a Hopper wgmma, which reads the tiles the K loop pipelines straight from shared
     memory: they never pass through registers); acc is turned back before the epilogue.
 
-    SPLIT_K > 1: program (n, s) sums columns [s * K_SPLIT, (s + 1) * K_SPLIT) only, so a
-    narrow layer still gives every SM programs of a wide tile (fewer re-reads of x a weight
-    byte). It stores its partial acc in the workspace (_split_workspace.py) and
-    counts itself in; the last of the SPLIT_K to arrive sums the partials in split order
-    and finishes the block.
+    SPLIT_K > 1: program (n, s) sums one slice of K only, so a narrow layer still gives
+    every SM programs of a wide tile (fewer re-reads of x a weight byte). EVEN_SPLIT: K's
+    BLOCK_K steps are dealt out evenly, slice s taking steps [s * steps // SPLIT_K,
+    (s + 1) * steps // SPLIT_K); else slice s is columns [s * K_SPLIT, (s + 1) * K_SPLIT).
+    Each stores its partial acc in the workspace (_split_workspace.py) and counts itself
+    in; the last of the SPLIT_K to arrive sums the partials in split order and finishes
+    the block.
 
     ALIGN: K, K_SPLIT and stride_wn arrive divided by it (_launch.weight_alignment).
 
@@ -219,8 +222,13 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, h_ptr, stride_hm, w_ptr
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_k = tl.arange(0, BLOCK_K)
     n_mask = offs_n < N
-    k_start = pid_k * K_SPLIT
-    k_stop = tl.minimum(K, k_start + K_SPLIT)
+    if EVEN_SPLIT:
+        steps = tl.cdiv(K, BLOCK_K)
+        k_start = pid_k * steps // SPLIT_K * BLOCK_K
+        k_stop = tl.minimum(K, (pid_k + 1) * steps // SPLIT_K * BLOCK_K)
+    else:
+        k_start = pid_k * K_SPLIT
+        k_stop = tl.minimum(K, k_start + K_SPLIT)
     w_ptrs = w_ptr + offs_n[:, None].to(tl.int64) * stride_wn + offs_k[None, :]
     x_ptrs = x_ptr + offs_m[:, None] * stride_xm + offs_k[None, :]
 
@@ -340,12 +348,13 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
                                 **({"launch_pdl": True} if pdl else {}))
         x, norm_weight = x_normed, None
     precision = config.pop("DOT_PRECISION", "tf32x3")
+    even = config.pop("EVEN_SPLIT", True)
     n_blocks = triton.cdiv(N, config["BLOCK_N"])
     # with the norm in the loop, each split's rows' sums of x^2 follow the partials
     split, k_split, partials, counters = plan_split(
         x.device, K, config["BLOCK_K"], config.pop("SPLIT_K", 1),
         DOT_ROWS * (N + (n_blocks if in_loop else 0)), n_blocks,
-        placeholder=out)
+        placeholder=out, even=even)
     next_norm_weight, x_next, next_parts = hand_over if hand_over is not None else (out,) * 3
     if hand_over is not None and next_parts.shape != (n_blocks, DOT_ROWS):
         raise ValueError(f"the handed-over partial sums need shape ({n_blocks}, {DOT_ROWS}), "
@@ -366,4 +375,5 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
         NORM_PARTS=parts_block(norm_parts.shape[0]) if norm_parts is not None else 0,
         HAND_OVER=hand_over is not None, NORM_IN_LOOP=in_loop,
         REDO_OVERFLOW=handed is not None and weight.dtype == torch.float16,
-        BLOCK_M=DOT_ROWS, ALIGN=align, **config, **({"launch_pdl": True} if pdl else {}))
+        BLOCK_M=DOT_ROWS, ALIGN=align, EVEN_SPLIT=even, **config,
+        **({"launch_pdl": True} if pdl else {}))

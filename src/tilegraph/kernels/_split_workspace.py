@@ -55,15 +55,21 @@ def split_workspace(device: torch.device, partial_elements: int,
 
 
 def plan_split(device: torch.device, K: int, block_k: int, requested: int,
-               partials_per_split: int, counters: int, placeholder: torch.Tensor
-               ) -> tuple[int, int, torch.Tensor, torch.Tensor]:
+               partials_per_split: int, counters: int, placeholder: torch.Tensor,
+               even: bool = False) -> tuple[int, int, torch.Tensor, torch.Tensor]:
     """(splits, K columns a split, partials, counters) for a sum over K cut into up to
-    `requested` slices of whole block_k steps (a slice that would start past K, from the
-    rounding, is dropped), with the workspace they need; one slice, and `placeholder` for
-    the workspace, where none is asked for or a capture finds none large enough."""
+    `requested` slices of whole block_k steps, with the workspace they need; one slice, and
+    `placeholder` for the workspace, where none is asked for or a capture finds none large
+    enough. even: the steps dealt out evenly, `requested` slices (at most one a step) whose
+    steps differ by one at most (the kernel computes them; the width returned is block_k);
+    else slices of equal width, the last shorter (a slice that would start past K, from the
+    rounding, is dropped)."""
     steps = triton.cdiv(K, block_k)
-    k_split = triton.cdiv(steps, max(1, min(requested, steps))) * block_k
-    split = triton.cdiv(K, k_split)
+    if even:
+        split, k_split = max(1, min(requested, steps)), block_k
+    else:
+        k_split = triton.cdiv(steps, max(1, min(requested, steps))) * block_k
+        split = triton.cdiv(K, k_split)
     if split > 1:
         workspace = split_workspace(device, split * partials_per_split, counters)
         if workspace is not None:

@@ -1,0 +1,88 @@
+"""Split-K slices of the tensor-core decode kernel: K's steps dealt out evenly among a column
+block's programs (EVEN_SPLIT, 5-5-6 steps for 16 in 3) or cut into slices of equal width, the
+last shorter (6-6-4, the kernel before session 93), on the rule's plan of each shape, beside
+cuBLAS, in interleaved rounds (us, median of graph replays over weights rotated past L2).
+
+Why: at 4-16 rows issue 17's 22 MB shapes read 61-71% of copy. 5632 x 2048 runs the
+weight-left tile split 3 over 16 steps of 128 columns, two programs an SM: cut 6-6-4, a third
+of the SMs hold two 6-step programs (12 steps, 11% over the mean of 10.7); dealt 5-5-6, none
+holds more than 11.
+
+    PYTHONPATH=src python3 research/probe_even_split.py [--shapes 5632x2048,...]
+        [--rows 4,8,16] [--dtype bf16] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+from tilegraph.kernels import decode_plan
+from tilegraph.kernels._launch import sm_count
+from tilegraph.kernels._pdl import use_pdl
+from tilegraph.kernels.autotune import _graph_replay_ms, copies_spanning_l2, rotating
+from tilegraph.kernels.linear import linear_ref
+from tilegraph.testing import TOLERANCES, randn, rel_error
+
+DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+# the grid's 22 MB shapes, then shapes no issue names whose split the dealing changes
+SHAPES = "5632x2048,2048x5632,3072x2048,1536x8960,896x4864,2048x11008"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--shapes", default=SHAPES)
+    parser.add_argument("--rows", default="4,8,16")
+    parser.add_argument("--dtype", default="bf16", choices=list(DTYPES))
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    dtype = DTYPES[args.dtype]
+    print(f"{torch.cuda.get_device_name()}, {args.dtype}; us: even / equal-width / cuBLAS, "
+          f"a round each, then the medians", flush=True)
+    for shape in args.shapes.split(","):
+        n, k = (int(v) for v in shape.split("x"))
+        for rows in (int(r) for r in args.rows.split(",")):
+            compare(n, k, rows, dtype, args.rounds)
+
+
+def compare(n: int, k: int, rows: int, dtype: torch.dtype, rounds: int) -> None:
+    plan = decode_plan.rule(rows, n, k, dtype, sm_count(torch.device("cuda")))
+    if plan.kind != "dot" or plan.config.get("SPLIT_K", 1) < 2:
+        print(f"{n} x {k}, {rows} rows: the rule does not split K ({plan.as_dict()})")
+        return
+    weights = [randn(n, k, dtype=dtype, device="cuda", scale=k**-0.5)
+               for _ in range(max(2, copies_spanning_l2(n * k * dtype.itemsize)))]
+    x = randn(rows, k, dtype=dtype, device="cuda")
+    out = torch.empty(rows, n, dtype=dtype, device="cuda")
+    ref = linear_ref(x.double(), weights[0].double())
+    pdl = use_pdl(x.device, ())
+    calls = {}
+    for even in (True, False):
+        variant = decode_plan.Plan("dot", {**plan.config, "EVEN_SPLIT": even})
+
+        def call(w, variant=variant):
+            decode_plan.launch(variant, x, w, out, None, 0.0, None, "none", None, pdl)
+        out.fill_(float("nan"))
+        call(weights[0])
+        error = rel_error(out, ref)
+        assert error <= TOLERANCES[dtype], (n, k, rows, even, error)
+        calls["even" if even else "equal"] = call
+    calls["cublas"] = lambda w: torch.matmul(x, w.T, out=out)
+    times = {name: [] for name in calls}
+    for _ in range(rounds):
+        for name, call in calls.items():
+            times[name].append(_graph_replay_ms(rotating(call, weights), 10) * 1e3)
+    medians = {name: sorted(t)[len(t) // 2] for name, t in times.items()}
+    floor = n * k * dtype.itemsize / 4254e3  # us at the H200's measured copy rate
+    rounds_text = " | ".join(" / ".join(f"{times[name][i]:.2f}" for name in calls)
+                             for i in range(rounds))
+    print(f"{n} x {k}, {rows} rows, split {plan.config['SPLIT_K']}: {rounds_text} -> "
+          f"even {medians['even']:.2f} ({100 * floor / medians['even']:.0f}%), equal "
+          f"{medians['equal']:.2f} ({100 * floor / medians['equal']:.0f}%), cuBLAS "
+          f"{medians['cublas']:.2f}; even/equal {medians['equal'] / medians['even']:.3f}x",
+          flush=True)
+
+
+if __name__ == "__main__":
+    main()
