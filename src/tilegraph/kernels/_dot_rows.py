@@ -174,7 +174,7 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, h_ptr, stride_hm, w_ptr
                      NORM_IN_LOOP: tl.constexpr, REDO_OVERFLOW: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                      W_LHS: tl.constexpr = False, ALIGN: tl.constexpr = 1,
-                     EVEN_SPLIT: tl.constexpr = True):
+                     EVEN_SPLIT: tl.constexpr = False):
     """y_mn = act(rstd_m sum_k x_mk W_nk + b_n) + r_mn for M <= BLOCK_M rows and BLOCK_N
     outputs a program, rstd_m = 1 where no norm is asked for. A norm prologue comes from
     _norm_rows_kernel, launched just before (x is then normalised, rstd_m = 1), or is
@@ -348,7 +348,7 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
                                 **({"launch_pdl": True} if pdl else {}))
         x, norm_weight = x_normed, None
     precision = config.pop("DOT_PRECISION", "tf32x3")
-    even = config.pop("EVEN_SPLIT", True)
+    even = config.pop("EVEN_SPLIT", False)
     n_blocks = triton.cdiv(N, config["BLOCK_N"])
     # with the norm in the loop, each split's rows' sums of x^2 follow the partials
     split, k_split, partials, counters = plan_split(

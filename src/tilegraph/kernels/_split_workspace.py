@@ -77,6 +77,13 @@ def plan_split(device: torch.device, K: int, block_k: int, requested: int,
     return 1, K, placeholder, placeholder
 
 
+def deals_differ(K: int, block_k: int, requested: int) -> bool:
+    """Whether plan_split's two ways of cutting K into `requested` slices differ: where the
+    steps do not divide evenly among them."""
+    steps = triton.cdiv(K, block_k)
+    return steps % max(1, min(requested, steps)) != 0
+
+
 def is_split_workspace(t: torch.Tensor) -> bool:
     """Whether t lives in a split-K workspace: scratch whose contents change with every
     launch and mean nothing between launches (a capture's state watch leaves it alone)."""
