@@ -6,7 +6,8 @@ cuBLAS, in interleaved rounds (us, median of graph replays over weights rotated 
 Why: at 4-16 rows issue 17's 22 MB shapes read 61-71% of copy. 5632 x 2048 runs the
 weight-left tile split 3 over 16 steps of 128 columns, two programs an SM: cut 6-6-4, a third
 of the SMs hold two 6-step programs (12 steps, 11% over the mean of 10.7); dealt 5-5-6, none
-holds more than 11.
+holds more than 11. Also dealt with the longer slices first (EVEN_SPLIT = 2: 6-5-5), as the
+equal cut's are.
 
     PYTHONPATH=src python3 research/probe_even_split.py [--shapes 5632x2048,...]
         [--rows 4,8,16] [--dtype bf16] [--rounds 3]
@@ -38,8 +39,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     dtype = DTYPES[args.dtype]
-    print(f"{torch.cuda.get_device_name()}, {args.dtype}; us: even / equal-width / cuBLAS, "
-          f"a round each, then the medians", flush=True)
+    print(f"{torch.cuda.get_device_name()}, {args.dtype}; us: even (longer slices last) / "
+          f"even, longer first / equal width / cuBLAS, a round each, then the medians",
+          flush=True)
     for shape in args.shapes.split(","):
         n, k = (int(v) for v in shape.split("x"))
         for rows in (int(r) for r in args.rows.split(",")):
@@ -58,7 +60,7 @@ def compare(n: int, k: int, rows: int, dtype: torch.dtype, rounds: int) -> None:
     ref = linear_ref(x.double(), weights[0].double())
     pdl = use_pdl(x.device, ())
     calls = {}
-    for even in (True, False):
+    for even in (1, 2, 0):
         variant = decode_plan.Plan("dot", {**plan.config, "EVEN_SPLIT": even})
 
         def call(w, variant=variant):
@@ -67,7 +69,7 @@ def compare(n: int, k: int, rows: int, dtype: torch.dtype, rounds: int) -> None:
         call(weights[0])
         error = rel_error(out, ref)
         assert error <= TOLERANCES[dtype], (n, k, rows, even, error)
-        calls["even" if even else "equal"] = call
+        calls[("equal", "even", "first")[even]] = call
     calls["cublas"] = lambda w: torch.matmul(x, w.T, out=out)
     times = {name: [] for name in calls}
     for _ in range(rounds):
@@ -77,11 +79,10 @@ def compare(n: int, k: int, rows: int, dtype: torch.dtype, rounds: int) -> None:
     floor = n * k * dtype.itemsize / 4254e3  # us at the H200's measured copy rate
     rounds_text = " | ".join(" / ".join(f"{times[name][i]:.2f}" for name in calls)
                              for i in range(rounds))
-    print(f"{n} x {k}, {rows} rows, split {plan.config['SPLIT_K']}: {rounds_text} -> "
-          f"even {medians['even']:.2f} ({100 * floor / medians['even']:.0f}%), equal "
-          f"{medians['equal']:.2f} ({100 * floor / medians['equal']:.0f}%), cuBLAS "
-          f"{medians['cublas']:.2f}; even/equal {medians['equal'] / medians['even']:.3f}x",
-          flush=True)
+    shares = ", ".join(f"{name} {us:.2f} ({100 * floor / us:.0f}%)" for name, us in medians.items())
+    print(f"{n} x {k}, {rows} rows, split {plan.config['SPLIT_K']}: {rounds_text} -> {shares}; "
+          f"even/equal {medians['equal'] / medians['even']:.3f}x, first/equal "
+          f"{medians['equal'] / medians['first']:.3f}x", flush=True)
 
 
 if __name__ == "__main__":

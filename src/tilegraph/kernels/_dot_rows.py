@@ -222,7 +222,11 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, h_ptr, stride_hm, w_ptr
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_k = tl.arange(0, BLOCK_K)
     n_mask = offs_n < N
-    if EVEN_SPLIT:
+    if EVEN_SPLIT == 2:  # research: the longer slices first (probe_even_split.py)
+        steps = tl.cdiv(K, BLOCK_K)
+        k_start = tl.cdiv(pid_k * steps, SPLIT_K) * BLOCK_K
+        k_stop = tl.minimum(K, tl.cdiv((pid_k + 1) * steps, SPLIT_K) * BLOCK_K)
+    elif EVEN_SPLIT:
         steps = tl.cdiv(K, BLOCK_K)
         k_start = pid_k * steps // SPLIT_K * BLOCK_K
         k_stop = tl.minimum(K, (pid_k + 1) * steps // SPLIT_K * BLOCK_K)
