@@ -1,13 +1,15 @@
 """Split-K slices of the tensor-core decode kernel: K's steps dealt out evenly among a column
-block's programs (EVEN_SPLIT, 5-5-6 steps for 16 in 3) or cut into slices of equal width, the
-last shorter (6-6-4, the kernel before session 93), on the rule's plan of each shape, beside
-cuBLAS, in interleaved rounds (us, median of graph replays over weights rotated past L2).
+block's programs, the longer slices first (EVEN_SPLIT, the kernel's default since session
+93: 6-5-5 steps for 16 in 3), or cut into slices of equal width, the last shorter (6-6-4, the
+kernel before), on the rule's plan of each shape, beside cuBLAS, in interleaved rounds (us,
+median of graph replays over weights rotated past L2).
 
 Why: at 4-16 rows issue 17's 22 MB shapes read 61-71% of copy. 5632 x 2048 runs the
 weight-left tile split 3 over 16 steps of 128 columns, two programs an SM: cut 6-6-4, a third
-of the SMs hold two 6-step programs (12 steps, 11% over the mean of 10.7); dealt 5-5-6, none
-holds more than 11. Also dealt with the longer slices first (EVEN_SPLIT = 2: 6-5-5), as the
-equal cut's are.
+of the SMs hold two 6-step programs (12 steps, 11% over the mean of 10.7). Session 93's first
+deal, the longer slices last (5-5-6), lost that shape by 6% and won 1536 x 8960 by 4%; the
+longer first (6-5-5) won 1.6% over six shapes and lost 5632 x 2048 by 1%
+(results/2026-12-03-session93/).
 
     PYTHONPATH=src python3 research/probe_even_split.py [--shapes 5632x2048,...]
         [--rows 4,8,16] [--dtype bf16] [--rounds 3]
@@ -39,9 +41,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     dtype = DTYPES[args.dtype]
-    print(f"{torch.cuda.get_device_name()}, {args.dtype}; us: even (longer slices last) / "
-          f"even, longer first / equal width / cuBLAS, a round each, then the medians",
-          flush=True)
+    print(f"{torch.cuda.get_device_name()}, {args.dtype}; us: even / equal width / cuBLAS, a "
+          f"round each, then the medians", flush=True)
     for shape in args.shapes.split(","):
         n, k = (int(v) for v in shape.split("x"))
         for rows in (int(r) for r in args.rows.split(",")):
@@ -60,7 +61,7 @@ def compare(n: int, k: int, rows: int, dtype: torch.dtype, rounds: int) -> None:
     ref = linear_ref(x.double(), weights[0].double())
     pdl = use_pdl(x.device, ())
     calls = {}
-    for even in (1, 2, 0):
+    for even in (True, False):
         variant = decode_plan.Plan("dot", {**plan.config, "EVEN_SPLIT": even})
 
         def call(w, variant=variant):
@@ -69,7 +70,7 @@ def compare(n: int, k: int, rows: int, dtype: torch.dtype, rounds: int) -> None:
         call(weights[0])
         error = rel_error(out, ref)
         assert error <= TOLERANCES[dtype], (n, k, rows, even, error)
-        calls[("equal", "even", "first")[even]] = call
+        calls["even" if even else "equal"] = call
     calls["cublas"] = lambda w: torch.matmul(x, w.T, out=out)
     times = {name: [] for name in calls}
     for _ in range(rounds):
@@ -81,8 +82,7 @@ def compare(n: int, k: int, rows: int, dtype: torch.dtype, rounds: int) -> None:
                              for i in range(rounds))
     shares = ", ".join(f"{name} {us:.2f} ({100 * floor / us:.0f}%)" for name, us in medians.items())
     print(f"{n} x {k}, {rows} rows, split {plan.config['SPLIT_K']}: {rounds_text} -> {shares}; "
-          f"even/equal {medians['equal'] / medians['even']:.3f}x, first/equal "
-          f"{medians['equal'] / medians['first']:.3f}x", flush=True)
+          f"even/equal {medians['equal'] / medians['even']:.3f}x", flush=True)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,8 @@ the rule; the same as "bands" since session 77, when tg.Generator stopped timing
 "decode-start" (bands, each greedy step starting with Llama.decode's decode_inputs kernel,
 as before session 82, rather than from the embeddings the step before wrote) and "no-l2"
 (bands, the output projection prefetching none of gate/up's weights into L2, as before
-session 92: Generator._tune_l2_ahead not run).
+session 92: Generator._tune_l2_ahead not run) and "equal-split" (bands, every split-K plan
+cutting K into slices of equal width, as before session 93: _dot_rows.DEAL_EVENLY off).
 Each part of the build is printed as it starts, with the seconds since the start.
 """
 
@@ -36,6 +37,7 @@ from time_steps import OFF_LIST
 
 import tilegraph as tg
 from tilegraph import generate, tune
+from tilegraph.kernels import _dot_rows
 from tilegraph.kernels import decode_attention as attention
 from tilegraph.kernels.greedy import greedy_step
 from tilegraph.models.hf_presets import hf_config
@@ -133,6 +135,7 @@ def main() -> None:
         tune_l2_ahead = getattr(generate.Generator, "_tune_l2_ahead", None)
         if variant == "no-l2":
             generate.Generator._tune_l2_ahead = lambda self, *args: None
+        _dot_rows.DEAL_EVENLY = variant != "equal-split"
         greedy = generate.Generator._greedy_step
         if variant == "decode-start":
             generate.Generator._greedy_step = decode_start_step
@@ -153,6 +156,7 @@ def main() -> None:
             generator.generate(prompts, 256)
             times.append(generator.stats.decode_ms_per_token)
         generate.Generator._greedy_step = greedy
+        _dot_rows.DEAL_EVENLY = True
         store = getattr(tune, "gemv_rows_in_step", None)  # trees before session 57: none
         step = (c.n_heads, c.n_kv_heads, c.head_dim, max_seq, str(model.dtype), c.dim,
                 c.ffn_dim, c.n_layers, c.vocab_size)

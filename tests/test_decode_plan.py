@@ -359,22 +359,23 @@ def test_two_plain_rows_time_the_gemv_where_the_rule_takes_none():
     assert decode_plan.other_plan(2, 512, 2560, bf16, sms, tailed) is None
 
 
-def test_plain_split_k_is_timed_with_its_steps_dealt_evenly_where_that_cuts_k_otherwise():
-    """At 3-16 16-bit rows plain_plan times the rule's split-K plan with K's steps dealt out
-    evenly beside it (keyed by it), where the two cut K differently; `tilegraph tune` too."""
+def test_plain_split_k_is_timed_cut_into_equal_slices_where_that_cuts_k_otherwise():
+    """At 3-16 16-bit rows plain_plan times the rule's split-K plan (K's steps dealt out
+    evenly, the kernel's default) with K cut into slices of equal width beside it (keyed by
+    it), where the two cut K differently; `tilegraph tune` too."""
     bf16, sms = torch.bfloat16, 132
-    rule = decode_plan.rule(8, 5632, 2048, bf16, sms)  # 16 steps in 3 slices: 6-6-4 or 5-5-6
+    rule = decode_plan.rule(8, 5632, 2048, bf16, sms)  # 16 steps in 3 slices: 6-5-5 or 6-6-4
     assert rule.config["SPLIT_K"] == 3 and "EVEN_SPLIT" not in rule.config
-    even = decode_plan.other_plan(8, 5632, 2048, bf16, sms, rule)
-    assert even == decode_plan.Plan("dot", {**rule.config, "EVEN_SPLIT": True})
-    assert repr(even.as_dict()) in decode_plan.plain_key(8, 5632, 2048, bf16, False, rule)
-    assert even in decode_plan.candidates(8, 5632, 2048, bf16, sms)
+    equal = decode_plan.other_plan(8, 5632, 2048, bf16, sms, rule)
+    assert equal == decode_plan.Plan("dot", {**rule.config, "EVEN_SPLIT": False})
+    assert repr(equal.as_dict()) in decode_plan.plain_key(8, 5632, 2048, bf16, False, rule)
+    assert equal in decode_plan.candidates(8, 5632, 2048, bf16, sms)
     whole = decode_plan.rule(8, 2048, 2048, bf16, sms)  # 8 steps in 8 slices: one way only
     assert whole.config["SPLIT_K"] == 8
     assert decode_plan.other_plan(8, 2048, 2048, bf16, sms, whole) is None
     fp32 = decode_plan.rule(16, 5632, 2048, torch.float32, sms)
     assert decode_plan.other_plan(16, 5632, 2048, torch.float32, sms, fp32) is None
-    assert decode_plan.even_split_plan(even, 2048) is None  # dealt already
+    assert decode_plan.equal_split_plan(equal, 2048) is None  # its cut named already
 
 
 def test_a_tuned_gemv_runs_two_to_four_rows(device):
@@ -692,25 +693,25 @@ def test_two_rows_of_8_to_64_mib_take_the_persistent_gemv():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("rows", [3, 16])
-def test_plain_split_k_projection_times_its_even_deal(rows, monkeypatch):
+def test_plain_split_k_projection_times_its_equal_cut(rows, monkeypatch):
     """Timing on, 3 or 16 rows of 3000 x 2600 (21 steps of 128 columns in 5 slices): the
-    first call times the rule's split, the same dealt evenly and cuBLAS, keeps the fastest,
-    and equals the reference either way."""
+    first call times the rule's split (dealt evenly), the same cut into slices of equal
+    width and cuBLAS, keeps the fastest, and equals the reference either way."""
     n, k, dtype = 3000, 2600, torch.bfloat16
     x = randn(rows, k, dtype=dtype, device="cuda")
     w = randn(n, k, dtype=dtype, device="cuda", scale=k**-0.5)
     ref = linear_ref(x.double(), w.double())
     sms = decode_plan.sm_count(torch.device("cuda"))
     rule = decode_plan.rule(rows, n, k, dtype, sms)
-    even = decode_plan.other_plan(rows, n, k, dtype, sms, rule)
-    assert even is not None and even.config["EVEN_SPLIT"]
+    equal = decode_plan.other_plan(rows, n, k, dtype, sms, rule)
+    assert equal is not None and equal.config["EVEN_SPLIT"] is False
     key = decode_plan.plain_key(rows, n, k, dtype, False, rule)
     monkeypatch.setenv("TILEGRAPH_AUTOTUNE", "1")
     assert_close(tg.linear(x, w), ref, dtype)
-    assert decode_plan._plain.lookup(key) in (rule.as_dict(), even.as_dict(),
+    assert decode_plan._plain.lookup(key) in (rule.as_dict(), equal.as_dict(),
                                               {"kind": "cublas", "fused": rule.as_dict()})
     assert len(decode_plan._plain.timings[repr(key)]) == 3
-    for plan in (rule, even):
+    for plan in (rule, equal):
         out = poisoned((rows, n), dtype, "cuda")
         decode_plan.launch(plan, x, w, out, None, 0.0, None, "none", None, False)
         assert_close(out, ref, dtype, what=str(plan))

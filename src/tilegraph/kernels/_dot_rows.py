@@ -27,6 +27,10 @@ from ._rotary_store import NO_ROTARY
 from ._split_workspace import plan_split
 
 DOT_ROWS = 16  # the tile's rows: an mma operand needs at least 16
+# 16-bit split-K plans deal K's steps out evenly unless their config says "EVEN_SPLIT": False
+# (measured in bf16 only: fp32's keep the equal cut). A module setting, so that
+# research/time_generator.py can build a Generator without it.
+DEAL_EVENLY = True
 # The largest |x * g| a row takes to an fp16 mma when the norm runs in the loop: far below
 # 65504, so rounding cannot reach it, far above the normalised values a norm yields.
 FP16_ROW_LIMIT = tl.constexpr(16384.0)
@@ -174,7 +178,7 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, h_ptr, stride_hm, w_ptr
                      NORM_IN_LOOP: tl.constexpr, REDO_OVERFLOW: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                      W_LHS: tl.constexpr = False, ALIGN: tl.constexpr = 1,
-                     EVEN_SPLIT: tl.constexpr = False):
+                     EVEN_SPLIT: tl.constexpr = True):
     """y_mn = act(rstd_m sum_k x_mk W_nk + b_n) + r_mn for M <= BLOCK_M rows and BLOCK_N
     outputs a program, rstd_m = 1 where no norm is asked for. A norm prologue comes from
     _norm_rows_kernel, launched just before (x is then normalised, rstd_m = 1), or is
@@ -198,8 +202,9 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, h_ptr, stride_hm, w_ptr
 
     SPLIT_K > 1: program (n, s) sums one slice of K only, so a narrow layer still gives
     every SM programs of a wide tile (fewer re-reads of x a weight byte). EVEN_SPLIT: K's
-    BLOCK_K steps are dealt out evenly, slice s taking steps [s * steps // SPLIT_K,
-    (s + 1) * steps // SPLIT_K); else slice s is columns [s * K_SPLIT, (s + 1) * K_SPLIT).
+    BLOCK_K steps are dealt out evenly, the longer slices first, slice s taking steps
+    [ceil(s * steps / SPLIT_K), ceil((s + 1) * steps / SPLIT_K)); else slice s is columns
+    [s * K_SPLIT, (s + 1) * K_SPLIT), the last shorter (decode_plan.equal_split_plan).
     Each stores its partial acc in the workspace (_split_workspace.py) and counts itself
     in; the last of the SPLIT_K to arrive sums the partials in split order and finishes
     the block.
@@ -222,14 +227,10 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, h_ptr, stride_hm, w_ptr
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_k = tl.arange(0, BLOCK_K)
     n_mask = offs_n < N
-    if EVEN_SPLIT == 2:  # research: the longer slices first (probe_even_split.py)
+    if EVEN_SPLIT:
         steps = tl.cdiv(K, BLOCK_K)
         k_start = tl.cdiv(pid_k * steps, SPLIT_K) * BLOCK_K
         k_stop = tl.minimum(K, tl.cdiv((pid_k + 1) * steps, SPLIT_K) * BLOCK_K)
-    elif EVEN_SPLIT:
-        steps = tl.cdiv(K, BLOCK_K)
-        k_start = pid_k * steps // SPLIT_K * BLOCK_K
-        k_stop = tl.minimum(K, (pid_k + 1) * steps // SPLIT_K * BLOCK_K)
     else:
         k_start = pid_k * K_SPLIT
         k_stop = tl.minimum(K, k_start + K_SPLIT)
@@ -352,7 +353,7 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
                                 **({"launch_pdl": True} if pdl else {}))
         x, norm_weight = x_normed, None
     precision = config.pop("DOT_PRECISION", "tf32x3")
-    even = config.pop("EVEN_SPLIT", False)
+    even = config.pop("EVEN_SPLIT", DEAL_EVENLY and weight.element_size() <= 2)
     n_blocks = triton.cdiv(N, config["BLOCK_N"])
     # with the norm in the loop, each split's rows' sums of x^2 follow the partials
     split, k_split, partials, counters = plan_split(

@@ -61,9 +61,9 @@ def plan_split(device: torch.device, K: int, block_k: int, requested: int,
     `requested` slices of whole block_k steps, with the workspace they need; one slice, and
     `placeholder` for the workspace, where none is asked for or a capture finds none large
     enough. even: the steps dealt out evenly, `requested` slices (at most one a step) whose
-    steps differ by one at most (the kernel computes them; the width returned is block_k);
-    else slices of equal width, the last shorter (a slice that would start past K, from the
-    rounding, is dropped)."""
+    steps differ by one at most, the longer first (the kernel computes them; the width
+    returned is block_k); else slices of equal width, the last shorter (a slice that would
+    start past K, from the rounding, is dropped)."""
     steps = triton.cdiv(K, block_k)
     if even:
         split, k_split = max(1, min(requested, steps)), block_k

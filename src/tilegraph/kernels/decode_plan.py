@@ -269,8 +269,8 @@ def rule(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None,
 
 def candidates(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -> list[Plan]:
     """What `tilegraph tune` times for a shape: the rule's kernel first (and at two rows its
-    plan without the persistent GEMV; a split-K plan's K also dealt out evenly,
-    even_split_plan), then the CUDA-core kernel's default and a few tile
+    plan without the persistent GEMV; a split-K plan's K also cut into slices of equal
+    width, equal_split_plan), then the CUDA-core kernel's default and a few tile
     widths (and in 16-bit at 2-4 rows the one-row GEMV's tile, which the rule does not take:
     notes/kernels.md, session 53, and persistent GEMVs, ROWS_PERSISTENT_VARIANTS; at one row
     the GEMV launched a program a row block and persistent, PERSISTENT_VARIANTS), and
@@ -280,9 +280,9 @@ def candidates(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -
     plans = [rule(rows, N, K, dtype, sms)]  # cuBLAS is timed beside them by the tuner
     if rows == 2:
         plans.append(rule(rows, N, K, dtype, sms, two_row_gemv=False))
-    even = even_split_plan(plans[-1], K)
-    if even is not None:
-        plans.append(even)
+    equal = equal_split_plan(plans[-1], K)
+    if equal is not None:
+        plans.append(equal)
     base = matvec_config(rows, N, K, size)
     plans.append(Plan("gemv" if "SPLIT" in base else "matvec", base))
     if "SPLIT" not in base:
@@ -549,12 +549,13 @@ def other_plan(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None,
     4096, 8192^2) and lost on 3 (32000 x 2048, 24576 x 3072, 151936 x 896; H200,
     notes/kernels.md, session 88): timed, not ruled (issue 17's grid at 2 rows: 8192^2
     0.98x -> 1.02x F.linear, 14336 x 4096 1.00x -> 1.13x, session 89). At 3-16 16-bit rows,
-    the rule's split-K plan with K's steps dealt out evenly (even_split_plan). Else None."""
+    the rule's split-K plan with K cut into slices of equal width (equal_split_plan). Else
+    None."""
     if chosen.kind != "gemv":
         if torch.finfo(dtype).bits > 16:  # on every plain call: cheap tests first
             return None
         if rows != 2:
-            return even_split_plan(chosen, K)
+            return equal_split_plan(chosen, K)
         if 2 * N * K >= TWO_ROW_MAX_BYTES:  # past the rule's window
             wide = two_row_gemv_config(N, K, most_bytes=math.inf)
             if wide is not None:
@@ -566,19 +567,23 @@ def other_plan(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None,
     return rule(rows, N, K, dtype, sms, two_row_gemv=False)
 
 
-def even_split_plan(chosen: Plan, K: int) -> Plan | None:
-    """The tensor-core plan `chosen` with K's steps dealt out evenly among a column block's
-    programs (EVEN_SPLIT), where that cuts K otherwise than its slices of equal width; else
-    None. Neither wins everywhere: over 6 bf16 shapes at 4-16 rows, the rule's plans (H200,
-    notes/kernels.md, session 93), 5632 x 2048 split 3 (16 steps: 6-6-4 or 5-5-6) 7.62-8.01
-    us equal against 8.14-8.56 even; 1536 x 8960 split 8 (70 steps) 10.94-11.72 against
-    10.49-11.25; the others within 2%. So plain_plan times it (other_plan)."""
+def equal_split_plan(chosen: Plan, K: int) -> Plan | None:
+    """The tensor-core plan `chosen` with K cut into slices of equal width, the last shorter
+    (EVEN_SPLIT False), where that cuts K otherwise than the steps dealt out evenly, the
+    longer slices first (the kernel's default); else None. The even deal won over 6 bf16
+    shapes at 4 and 16 rows, the rule's plans, by 1.6% (geometric mean; H200,
+    notes/kernels.md, session 93): 2048 x 5632 split 8 (44 steps: 6-6-...-2 or 6-5-...-5)
+    8.23 -> 7.97 and 9.14 -> 8.79 us, 1536 x 8960 10.88 -> 10.67 and 11.74 -> 11.48, 3072 x
+    2048 and Qwen2-0.5B's down projection up to 2.8%; it lost 5632 x 2048 split 3 (16 steps:
+    6-6-4 or 6-5-5; 7.65 -> 7.72 and 8.04 -> 8.09). Dealt with the longer slices last
+    (5-5-6) it lost that shape by 6%. So plain_plan times the equal cut beside it
+    (other_plan)."""
     config = chosen.config
     split = config.get("SPLIT_K", 1)
     if (chosen.kind != "dot" or split < 2 or "EVEN_SPLIT" in config
             or not deals_differ(K, config["BLOCK_K"], split)):
         return None
-    return Plan("dot", {**config, "EVEN_SPLIT": True})
+    return Plan("dot", {**config, "EVEN_SPLIT": False})
 
 
 def plain_plan(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
@@ -590,8 +595,8 @@ def plain_plan(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
     faster is kept on disk per GPU, rows bucket, shape, bias and rule plan (a later rule
     is timed again). The rule loses to cuBLAS on some shapes no rule was fitted to (5000 x
     1800 bf16 at 2-12 rows: 0.82-0.85x, notes/kernels.md, session 41). A one- or two-row GEMV
-    is also timed against its other plan (other_plan; at 3-16 rows a split-K plan against its
-    steps dealt evenly): plain, the largest one-row
+    is also timed against its other plan (other_plan; at 3-16 rows a split-K plan against K
+    cut into slices of equal width): plain, the largest one-row
     projections read at the copy rate a program a row block and lost 9% persistent, where
     with a norm or SwiGLU they gained 5-14% (H200, notes/kernels.md, session 61). Where
     nothing may be timed (a capture, the interpreter, TILEGRAPH_AUTOTUNE=0) or the weight's
@@ -622,7 +627,7 @@ def plain_plan(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
 
     timed = [chosen.as_dict()]
     other = other_plan(rows, N, K, weight.dtype, sm_count(x.device), chosen)
-    if other is not None:  # a GEMV's other launch, a GEMV or an even split, as well
+    if other is not None:  # a GEMV's other launch, a GEMV or an equal split, as well
         timed.append(other.as_dict())
     try:
         picked = _plain.pick(key, run, [*timed, {"kind": "cublas", "fused": chosen.as_dict()}])
