@@ -280,7 +280,7 @@ def candidates(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -
     plans = [rule(rows, N, K, dtype, sms)]  # cuBLAS is timed beside them by the tuner
     if rows == 2:
         plans.append(rule(rows, N, K, dtype, sms, two_row_gemv=False))
-    equal = equal_split_plan(plans[-1], K)
+    equal = equal_split_plan(plans[-1], K) if size <= 2 else None  # fp32's cut already
     if equal is not None:
         plans.append(equal)
     base = matvec_config(rows, N, K, size)
