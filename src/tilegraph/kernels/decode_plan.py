@@ -572,12 +572,12 @@ def equal_split_plan(chosen: Plan, K: int) -> Plan | None:
     (EVEN_SPLIT False), where that cuts K otherwise than the steps dealt out evenly, the
     longer slices first (the kernel's default); else None. The even deal won over 6 bf16
     shapes at 4 and 16 rows, the rule's plans, by 1.6% (geometric mean; H200,
-    notes/kernels.md, session 93): 2048 x 5632 split 8 (44 steps: 6-6-...-2 or 6-5-...-5)
-    8.23 -> 7.97 and 9.14 -> 8.79 us, 1536 x 8960 10.88 -> 10.67 and 11.74 -> 11.48, 3072 x
-    2048 and Qwen2-0.5B's down projection up to 2.8%; it lost 5632 x 2048 split 3 (16 steps:
-    6-6-4 or 6-5-5; 7.65 -> 7.72 and 8.04 -> 8.09). Dealt with the longer slices last
-    (5-5-6) it lost that shape by 6%. So plain_plan times the equal cut beside it
-    (other_plan)."""
+    notes/kernels.md, session 93): 2048 x 5632 split 8 (44 steps: seven slices of 6 and one
+    of 2, or 6-5-6-5-6-5-6-5) 8.23 -> 7.97 and 9.14 -> 8.79 us, 1536 x 8960 10.88 -> 10.67 and
+    11.74 -> 11.48, 3072 x 2048 and Qwen2-0.5B's down projection up to 2.8%; it lost 5632 x
+    2048 split 3 (16 steps: 6-6-4 or 6-5-5; 7.65 -> 7.72 and 8.04 -> 8.09). Dealt with the
+    longer slices last (5-5-6) it lost that shape by 6%. So plain_plan times the equal cut
+    beside it (other_plan)."""
     config = chosen.config
     split = config.get("SPLIT_K", 1)
     if (chosen.kind != "dot" or split < 2 or "EVEN_SPLIT" in config
