@@ -691,48 +691,20 @@ def test_two_rows_of_8_to_64_mib_take_the_persistent_gemv():
         assert any(p.config.get("TAIL") for p in gemvs) == (rows == 1)
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("rows", [3, 16])
-def test_plain_split_k_projection_times_its_equal_cut(rows, monkeypatch):
-    """Timing on, 3 or 16 rows of 3000 x 2600 (21 steps of 128 columns in 5 slices): the
-    first call times the rule's split (dealt evenly), the same cut into slices of equal
-    width and cuBLAS, keeps the fastest, and equals the reference either way."""
-    n, k, dtype = 3000, 2600, torch.bfloat16
+def _plain_call_times_rule_other_and_cublas(rows, n, k, monkeypatch):
+    """Timing on, tg.linear's first call on bf16 (rows, k) x (n, k) times the rule's plan,
+    its other plan and cuBLAS, keeps one of them, and equals the reference; so does each
+    plan launched alone. Returns (rule, other)."""
+    dtype = torch.bfloat16
     x = randn(rows, k, dtype=dtype, device="cuda")
     w = randn(n, k, dtype=dtype, device="cuda", scale=k**-0.5)
     ref = linear_ref(x.double(), w.double())
     sms = decode_plan.sm_count(torch.device("cuda"))
     rule = decode_plan.rule(rows, n, k, dtype, sms)
-    equal = decode_plan.other_plan(rows, n, k, dtype, sms, rule)
-    assert equal is not None and equal.config["EVEN_SPLIT"] is False
-    key = decode_plan.plain_key(rows, n, k, dtype, False, rule)
-    monkeypatch.setenv("TILEGRAPH_AUTOTUNE", "1")
-    assert_close(tg.linear(x, w), ref, dtype)
-    assert decode_plan._plain.lookup(key) in (rule.as_dict(), equal.as_dict(),
-                                              {"kind": "cublas", "fused": rule.as_dict()})
-    assert len(decode_plan._plain.timings[repr(key)]) == 3
-    for plan in (rule, equal):
-        out = poisoned((rows, n), dtype, "cuda")
-        decode_plan.launch(plan, x, w, out, None, 0.0, None, "none", None, False)
-        assert_close(out, ref, dtype, what=str(plan))
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("rows", [1, 2])
-def test_one_or_two_row_plain_projection_times_both_plans(rows, monkeypatch):
-    """Timing on, one row or two: the first call times the rule's GEMV, its other plan and
-    cuBLAS, keeps the fastest, and equals the reference either way."""
-    n, k, dtype = 3000, 1800, torch.bfloat16
-    x = randn(rows, k, dtype=dtype, device="cuda")
-    w = randn(n, k, dtype=dtype, device="cuda", scale=k**-0.5)
-    ref = linear_ref(x.double(), w.double())
-    sms = decode_plan.sm_count(torch.device("cuda"))
-    rule = decode_plan.rule(rows, n, k, dtype, sms)
-    assert rule.kind == "gemv"
-    key = decode_plan.plain_key(rows, n, k, dtype, False, rule)
-    monkeypatch.setenv("TILEGRAPH_AUTOTUNE", "1")
-    assert_close(tg.linear(x, w), ref, dtype)
     other = decode_plan.other_plan(rows, n, k, dtype, sms, rule)
+    key = decode_plan.plain_key(rows, n, k, dtype, False, rule)
+    monkeypatch.setenv("TILEGRAPH_AUTOTUNE", "1")
+    assert_close(tg.linear(x, w), ref, dtype)
     assert decode_plan._plain.lookup(key) in (rule.as_dict(), other.as_dict(),
                                               {"kind": "cublas", "fused": rule.as_dict()})
     assert len(decode_plan._plain.timings[repr(key)]) == 3
@@ -740,6 +712,26 @@ def test_one_or_two_row_plain_projection_times_both_plans(rows, monkeypatch):
         out = poisoned((rows, n), dtype, "cuda")
         decode_plan.launch(plan, x, w, out, None, 0.0, None, "none", None, False)
         assert_close(out, ref, dtype, what=str(plan))
+    return rule, other
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rows", [3, 16])
+def test_plain_split_k_projection_times_its_equal_cut(rows, monkeypatch):
+    """3 or 16 rows of 3000 x 2600 (21 steps of 128 columns in 5 slices): the first call
+    times the rule's split (dealt evenly), the same cut into slices of equal width and
+    cuBLAS, keeps the fastest, and equals the reference either way."""
+    _, equal = _plain_call_times_rule_other_and_cublas(rows, 3000, 2600, monkeypatch)
+    assert equal.config["EVEN_SPLIT"] is False
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rows", [1, 2])
+def test_one_or_two_row_plain_projection_times_both_plans(rows, monkeypatch):
+    """One row or two: the first call times the rule's GEMV, its other plan and cuBLAS,
+    keeps the fastest, and equals the reference either way."""
+    rule, _ = _plain_call_times_rule_other_and_cublas(rows, 3000, 1800, monkeypatch)
+    assert rule.kind == "gemv"
 
 
 @pytest.mark.gpu
