@@ -20,11 +20,13 @@ its dynamic shared memory (`global_smem`, dead by then: the mma has waited on it
 the leader reads them with `mapa` + `ld.shared::cluster`, and a second barrier keeps the
 peers alive until it has.
 
-Modes: "atomic" (the library's way: partials to a global workspace, fence, arrival counter,
-the last sums), "barrier" (partials to the global workspace, the cluster barrier, the
-leader sums from L2), "dsmem" (the cluster barrier, the leader sums from its peers' shared
-memory). One step a program: the weight-left tile of BLOCK_N rows by K / SPLIT columns, as
-the rule's whole-slice tile (64 x 256, split 8, for 2048^2).
+Modes: "rows" (the library's way: partials to a global workspace laid out (SPLIT, 16, N), the
+real rows only, fence, arrival counter, the last sums), "atomic" (the same with a contiguous
+tile a program, padding rows too: 4 KB at BLOCK_N 64), "barrier" (partials to the global
+workspace, the cluster barrier, the leader sums from L2), "dsmem" (the cluster barrier, the
+leader sums from its peers' shared memory). One step a program: the weight-left tile of
+BLOCK_N rows by K / SPLIT columns, as the rule's whole-slice tile (64 x 256, split 8, for
+2048^2).
 
     PYTHONPATH=src python3 research/probe_cluster_split.py [--shapes 2048x2048,...]
         [--rows 4,8,16] [--split 8] [--rounds 3]
@@ -44,7 +46,7 @@ from tilegraph.kernels.autotune import _graph_replay_ms, copies_spanning_l2, rot
 from tilegraph.kernels.linear import linear_ref
 from tilegraph.testing import TOLERANCES, randn, rel_error
 
-MODES = ("atomic", "barrier", "dsmem")
+MODES = ("rows", "atomic", "barrier", "dsmem")
 ROWS_TILE = tl.constexpr(16)  # x's rows padded to the mma's width
 SHAPES = "2048x2048,3072x2048,5632x2048,1024x2048,256x2048"
 
@@ -99,14 +101,23 @@ def _split_kernel(y_ptr, x_ptr, w_ptr, part_ptr, count_ptr, M, N, K,
     y_ptrs = y_ptr + offs_m[None, :] * N + offs_n[:, None]
     y_mask = (offs_m < M)[None, :] & (offs_n < N)[:, None]
     parts = part_ptr + block.to(tl.int64) * SPLIT * BLOCK_N * ROWS_TILE
-    if MODE == "atomic":
-        tl.store(parts + split * BLOCK_N * ROWS_TILE + tile, acc)
+    if MODE == "atomic" or MODE == "rows":
+        if MODE == "rows":  # the library's workspace: (SPLIT, 16, N), the real rows only
+            parts = part_ptr
+            tile = offs_m[None, :] * N + offs_n[:, None]
+            part_mask = y_mask
+            part_size = ROWS_TILE * N
+        else:  # a contiguous tile a program, padding rows too
+            part_mask = tile >= 0
+            part_size = BLOCK_N * ROWS_TILE
+        tl.store(parts + split * part_size + tile, acc, mask=part_mask)
         tl.debug_barrier()  # every thread's partial is out before the count says so
         arrived = tl.atomic_add(count_ptr + block, 1, sem="acq_rel")
         if arrived == SPLIT - 1:
             total = tl.zeros([BLOCK_N, ROWS_TILE], tl.float32)
             for s in tl.static_range(SPLIT):
-                total += tl.load(parts + s * BLOCK_N * ROWS_TILE + tile, cache_modifier=".cg")
+                total += tl.load(parts + s * part_size + tile, mask=part_mask, other=0.0,
+                                 cache_modifier=".cg")
             tl.store(y_ptrs, total.to(y_ptr.dtype.element_ty), mask=y_mask)
             tl.store(count_ptr + block, 0)
     elif MODE == "barrier":
@@ -177,7 +188,7 @@ def compare(n: int, k: int, rows: int, split: int, block_n: int, rounds: int) ->
     for mode in MODES:
         def call(w, mode=mode):
             values = [out, x, w, parts, counts, rows, n, k, block_n, k // split, split, mode, pdl]
-            if mode == "atomic":
+            if mode in ("rows", "atomic"):
                 _split_kernel[(blocks * split,)](*values, **options)
             else:
                 launch_in_clusters(_split_kernel, blocks * split, split, values, **options)
@@ -196,7 +207,8 @@ def compare(n: int, k: int, rows: int, split: int, block_n: int, rounds: int) ->
     medians = {name: sorted(t)[len(t) // 2] for name, t in times.items()}
     floor = n * k * dtype.itemsize / 4254e3  # us at the H200's measured copy rate
     shares = ", ".join(f"{name} {us:.2f} ({100 * floor / us:.0f}%)" for name, us in medians.items())
-    print(f"{n} x {k}, {rows} rows, split {split}: {shares}; dsmem over atomic "
+    print(f"{n} x {k}, {rows} rows, split {split}: {shares}; atomic over rows "
+          f"{medians['rows'] / medians['atomic']:.3f}x, dsmem over atomic "
           f"{medians['atomic'] / medians['dsmem']:.3f}x", flush=True)
 
 
