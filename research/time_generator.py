@@ -23,7 +23,9 @@ the rule; the same as "bands" since session 77, when tg.Generator stopped timing
 as before session 82, rather than from the embeddings the step before wrote) and "no-l2"
 (bands, the output projection prefetching none of gate/up's weights into L2, as before
 session 92: Generator._tune_l2_ahead not run) and "equal-split" (bands, every split-K plan
-cutting K into slices of equal width, as before session 93: _dot_rows.DEAL_EVENLY off).
+cutting K into slices of equal width, as before session 93: _dot_rows.DEAL_EVENLY off) and
+"one-step" (bands, the tensor-core kernel's K loop compiled out where every slice is one
+step: _dot_rows.COMPILE_ONE_STEP on).
 Each part of the build is printed as it starts, with the seconds since the start.
 """
 
@@ -136,6 +138,7 @@ def main() -> None:
         if variant == "no-l2":
             generate.Generator._tune_l2_ahead = lambda self, *args: None
         _dot_rows.DEAL_EVENLY = variant != "equal-split"
+        _dot_rows.COMPILE_ONE_STEP = variant == "one-step"
         greedy = generate.Generator._greedy_step
         if variant == "decode-start":
             generate.Generator._greedy_step = decode_start_step
@@ -157,6 +160,7 @@ def main() -> None:
             times.append(generator.stats.decode_ms_per_token)
         generate.Generator._greedy_step = greedy
         _dot_rows.DEAL_EVENLY = True
+        _dot_rows.COMPILE_ONE_STEP = False
         store = getattr(tune, "gemv_rows_in_step", None)  # trees before session 57: none
         step = (c.n_heads, c.n_kv_heads, c.head_dim, max_seq, str(model.dtype), c.dim,
                 c.ffn_dim, c.n_layers, c.vocab_size)

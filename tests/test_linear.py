@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 import tilegraph as tg
 import tilegraph.kernels._matvec as matvec_module
 from _shapes import DTYPES
-from tilegraph.kernels import decode_plan
+from tilegraph.kernels import _dot_rows, decode_plan
 from tilegraph.kernels._launch import (
     ASSUMED_SM_COUNT,
     _resident,
@@ -232,6 +232,38 @@ def test_split_k_of_uneven_steps(even, split, w_lhs, device):
     decode_plan.launch(plan, x, w, out, None, 0.0, b, "none", r, False)
     d = lambda t: t.double()  # noqa: E731
     assert_close(out, linear_ref(d(x), d(w), d(b), residual=d(r)), torch.bfloat16)
+
+
+@pytest.mark.parametrize("norm", [False, True])
+@pytest.mark.parametrize("even", [True, False])
+@pytest.mark.parametrize("split", [1, 4, 9, 12])
+def test_one_step_slices_compile_the_k_loop_out(split, even, norm, device, monkeypatch):
+    """With COMPILE_ONE_STEP, K of 9 steps in 1, 4, 9 or 12 slices: the launch leaves the K
+    loop out exactly where every slice is one step (9 and 12 slices, 12 taken as 9), and
+    every column is summed once either way, with the norm in the loop too."""
+    monkeypatch.setattr(_dot_rows, "COMPILE_ONE_STEP", True)
+    launched = []
+    kernel = _dot_rows._dot_rows_kernel
+
+    class Spy:  # records each launch's ONE_STEP, then launches
+        def __getitem__(self, grid):
+            def run(*args, **kwargs):
+                launched.append(kwargs["ONE_STEP"])
+                return kernel[grid](*args, **kwargs)
+            return run
+
+    monkeypatch.setattr(_dot_rows, "_dot_rows_kernel", Spy())
+    x, w, _, g, r = _make((5,), 40, 270, torch.bfloat16, device, False, norm, True)
+    out = poisoned((5, 40), torch.bfloat16, device)
+    plan = Plan("dot", {"BLOCK_N": 32, "BLOCK_K": 32, "num_warps": 4, "num_stages": 1,
+                        "SPLIT_K": split, "W_LHS": True, "EVEN_SPLIT": even,
+                        "NORM_IN_LOOP": norm})
+    decode_plan.launch(plan, x, w, out, g, 1e-6, None, "none", r, False)
+    assert launched == [split >= 9]
+    d = lambda t: None if t is None else t.double()  # noqa: E731
+    assert_close(out, linear_ref(d(x), d(w), norm_weight=d(g), norm_eps=1e-6, residual=d(r)),
+                 torch.bfloat16)
+
 
 def _large_fp16_rows(rows, device):
     """x (rows, 130), its even rows of +-3e4, and g of 4: x * g is past fp16's 65504 there,

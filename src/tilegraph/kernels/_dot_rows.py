@@ -31,6 +31,13 @@ DOT_ROWS = 16  # the tile's rows: an mma operand needs at least 16
 # (measured in bf16 only: fp32's keep the equal cut). A module setting, so that
 # research/time_generator.py can build a Generator without it.
 DEAL_EVENLY = True
+# A launch whose slices of K each take one BLOCK_K step may compile its K loop out
+# (ONE_STEP): a loop never run still holds its registers, 171 a thread against 64 for
+# 2048^2's whole-slice tile (sm_90, Triton 3.6), so that two programs of it leave an SM no
+# room for the next kernel's under PDL. Off until timed in stacks and steps: session 38's
+# other way to fewer registers (the slice landed by TMA) won some steps and lost stacks
+# (notes/kernels.md, sessions 38 and 94). A module setting, as DEAL_EVENLY.
+COMPILE_ONE_STEP = False
 # The largest |x * g| a row takes to an fp16 mma when the norm runs in the loop: far below
 # 65504, so rounding cannot reach it, far above the normalised values a norm yields.
 FP16_ROW_LIMIT = tl.constexpr(16384.0)
@@ -178,7 +185,7 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, h_ptr, stride_hm, w_ptr
                      NORM_IN_LOOP: tl.constexpr, REDO_OVERFLOW: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                      W_LHS: tl.constexpr = False, ALIGN: tl.constexpr = 1,
-                     EVEN_SPLIT: tl.constexpr = True):
+                     EVEN_SPLIT: tl.constexpr = True, ONE_STEP: tl.constexpr = False):
     """y_mn = act(rstd_m sum_k x_mk W_nk + b_n) + r_mn for M <= BLOCK_M rows and BLOCK_N
     outputs a program, rstd_m = 1 where no norm is asked for. A norm prologue comes from
     _norm_rows_kernel, launched just before (x is then normalised, rstd_m = 1), or is
@@ -208,6 +215,8 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, h_ptr, stride_hm, w_ptr
     Each stores its partial acc in the workspace (_split_workspace.py) and counts itself
     in; the last of the SPLIT_K to arrive sums the partials in split order and finishes
     the block.
+
+    ONE_STEP: every slice is one BLOCK_K step, and the K loop is left out (COMPILE_ONE_STEP).
 
     ALIGN: K, K_SPLIT and stride_wn arrive divided by it (_launch.weight_alignment).
 
@@ -258,12 +267,13 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, h_ptr, stride_hm, w_ptr
     acc, sum_sq = _dot_rows_step(acc, sum_sq, w, x_ptrs, norm_w_ptr, offs_m, offs_k, M,
                                  k_start, k_stop, DOT_PRECISION, UPCAST_DOT, W_LHS,
                                  NORM_IN_LOOP)
-    for k0 in range(k_start + BLOCK_K, k_stop, BLOCK_K):
-        w = tl.load(w_ptrs + k0, mask=n_mask[:, None] & (offs_k < k_stop - k0)[None, :],
-                    other=0.0)
-        acc, sum_sq = _dot_rows_step(acc, sum_sq, w, x_ptrs, norm_w_ptr, offs_m, offs_k, M,
-                                     k0, k_stop, DOT_PRECISION, UPCAST_DOT, W_LHS,
-                                     NORM_IN_LOOP)
+    if not ONE_STEP:  # a loop never run still holds its registers (COMPILE_ONE_STEP)
+        for k0 in range(k_start + BLOCK_K, k_stop, BLOCK_K):
+            w = tl.load(w_ptrs + k0, mask=n_mask[:, None] & (offs_k < k_stop - k0)[None, :],
+                        other=0.0)
+            acc, sum_sq = _dot_rows_step(acc, sum_sq, w, x_ptrs, norm_w_ptr, offs_m, offs_k,
+                                         M, k0, k_stop, DOT_PRECISION, UPCAST_DOT, W_LHS,
+                                         NORM_IN_LOOP)
     if REDO_OVERFLOW:
         # NaN fails the comparison as inf does; finite products cost only this count.
         not_finite = tl.sum(tl.sum(tl.where(tl.abs(acc) < float("inf"), 0, 1), axis=1), axis=0)
@@ -365,6 +375,10 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
         raise ValueError(f"the handed-over partial sums need shape ({n_blocks}, {DOT_ROWS}), "
                          f"got {tuple(next_parts.shape)}")
     x_mma, norm_parts = handed if handed is not None else (x, None)
+    # every slice one BLOCK_K step (the even deal gives each at most cdiv(steps, split),
+    # the equal cut k_split columns): the K loop compiled out where COMPILE_ONE_STEP
+    steps = triton.cdiv(K, config["BLOCK_K"])
+    one_step = COMPILE_ONE_STEP and (split >= steps if even else k_split <= config["BLOCK_K"])
     align = weight_alignment(weight.element_size(), K, k_split, weight.stride(0))
     return _dot_rows_kernel[(n_blocks, split)](
         out, out.stride(0), x_mma, x_mma.stride(0), x, x.stride(0), weight,
@@ -380,5 +394,5 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
         NORM_PARTS=parts_block(norm_parts.shape[0]) if norm_parts is not None else 0,
         HAND_OVER=hand_over is not None, NORM_IN_LOOP=in_loop,
         REDO_OVERFLOW=handed is not None and weight.dtype == torch.float16,
-        BLOCK_M=DOT_ROWS, ALIGN=align, EVEN_SPLIT=even, **config,
+        BLOCK_M=DOT_ROWS, ALIGN=align, EVEN_SPLIT=even, ONE_STEP=one_step, **config,
         **({"launch_pdl": True} if pdl else {}))
