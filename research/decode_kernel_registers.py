@@ -46,6 +46,9 @@ FP32_SCALARS = {"eps", "qk_scale"}
 def compiled_for_sm90(kernel, constants: dict, num_warps: int, num_stages: int):
     if "rotary" in kernel.arg_names:  # the projections' rotary tuple: none here
         constants = {"rotary": (), **constants}
+    # constexprs not given take their defaults, as a launch does (else they would be i32s)
+    constants = {**{p.name: p.default for p in kernel.params
+                    if p.is_constexpr and p.has_default}, **constants}
     signature = {}
     for name in kernel.arg_names:
         if name in constants:

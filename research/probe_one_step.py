@@ -1,17 +1,20 @@
-"""The tensor-core decode kernel with its K loop compiled out where every slice of K is one
-BLOCK_K step (`_dot_rows.COMPILE_ONE_STEP`), against the kernel as it is, on the rule's plan
-of each shape, beside cuBLAS, in interleaved rounds (us, median of graph replays over
+"""The decode kernels with a K loop their launch never runs compiled out, against the kernels
+as they are: the tensor-core kernel where every slice of K is one BLOCK_K step
+(`_dot_rows.COMPILE_ONE_STEP`), the one-row GEMV's split tile where the row fits its first
+tile (`_matvec.COMPILE_ONE_TILE`); on the rule's plan of each shape, beside cuBLAS, in
+interleaved rounds (us, median of graph replays over
 weights rotated past L2, PDL on: each replay a chain of the same projection, so the next
 launch's programs need room beside this one's to prefetch).
 
 Why: a loop never run still holds its registers. 2048^2's whole-slice tile (64 x 256, split
 8) compiles to 171 registers a thread with the loop and 64 without (sm_90, Triton 3.6): two
 programs an SM, and no third beside them, where eight fit by registers and five by shared
-memory. A probe kernel of that tile without the loop summed 16 rows in 4.31 us where the
-library took 4.82 (results/2026-12-03-session94/, file 9).
+memory; the GEMV's 2048-column tile 127-128 against 86-96, Qwen2-0.5B's 896-column one
+76-91 against 48-61. A probe kernel of the whole-slice tile without the loop summed 16
+rows in 4.31 us where the library took 4.82 (results/2026-12-03-session94/, file 9).
 
     PYTHONPATH=src python3 research/probe_one_step.py [--shapes 2048x2048,...]
-        [--rows 4,8,16] [--dtype bf16] [--rounds 3]
+        [--rows 1,4,8,16] [--dtype bf16] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import argparse
 import torch
 import triton
 
-from tilegraph.kernels import _dot_rows, decode_plan
+from tilegraph.kernels import _dot_rows, _matvec, decode_plan
 from tilegraph.kernels._launch import sm_count
 from tilegraph.kernels._pdl import use_pdl
 from tilegraph.kernels.autotune import _graph_replay_ms, copies_spanning_l2, rotating
@@ -29,15 +32,15 @@ from tilegraph.kernels.linear import linear_ref
 from tilegraph.testing import TOLERANCES, randn, rel_error
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
-# the grid's one-step plans (2048^2, 256 x 2048), then shapes no issue names whose rule is a
-# whole-slice tile: Qwen2-0.5B's q|k|v and output, 1024-, 1536- and 2048-wide layers
+# the grid's plans of one step or one tile (2048^2, 256 x 2048), then shapes no issue names
+# whose rule is one: Qwen2-0.5B's q|k|v and output, 1024-, 1536- and 2048-wide layers
 SHAPES = "2048x2048,256x2048,1152x896,896x896,1024x1024,1536x1536,2048x1024"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shapes", default=SHAPES)
-    parser.add_argument("--rows", default="4,8,16")
+    parser.add_argument("--rows", default="1,4,8,16")
     parser.add_argument("--dtype", default="bf16", choices=list(DTYPES))
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
@@ -50,12 +53,24 @@ def main() -> None:
             compare(n, k, rows, dtype, args.rounds)
 
 
+def loop_setting(plan: decode_plan.Plan, k: int) -> tuple | None:
+    """(module, setting) that compiles out the K loop `plan` never runs, or None."""
+    config = plan.config
+    if plan.kind == "dot" and config.get("SPLIT_K", 1) >= triton.cdiv(k, config["BLOCK_K"]):
+        return _dot_rows, "COMPILE_ONE_STEP"
+    if (plan.kind == "gemv" and "PROGRAMS_PER_SM" not in config and "TAIL" not in config
+            and k <= config["SPLIT"] * config["CHUNK"]):
+        return _matvec, "COMPILE_ONE_TILE"
+    return None
+
+
 def compare(n: int, k: int, rows: int, dtype: torch.dtype, rounds: int) -> None:
     plan = decode_plan.rule(rows, n, k, dtype, sm_count(torch.device("cuda")))
-    steps = triton.cdiv(k, plan.config.get("BLOCK_K", k))
-    if plan.kind != "dot" or plan.config.get("SPLIT_K", 1) < steps:
-        print(f"{n} x {k}, {rows} rows: the rule's slices are not one step ({plan.as_dict()})")
+    setting = loop_setting(plan, k)
+    if setting is None:
+        print(f"{n} x {k}, {rows} rows: the rule's plan runs its loop ({plan.as_dict()})")
         return
+    module, name = setting
     weights = [randn(n, k, dtype=dtype, device="cuda", scale=k**-0.5)
                for _ in range(max(2, copies_spanning_l2(n * k * dtype.itemsize)))]
     x = randn(rows, k, dtype=dtype, device="cuda")
@@ -65,11 +80,11 @@ def compare(n: int, k: int, rows: int, dtype: torch.dtype, rounds: int) -> None:
     calls = {}
     for loop_out in (False, True):
         def call(w, loop_out=loop_out):
-            _dot_rows.COMPILE_ONE_STEP = loop_out
+            setattr(module, name, loop_out)
             try:
                 decode_plan.launch(plan, x, w, out, None, 0.0, None, "none", None, pdl)
             finally:
-                _dot_rows.COMPILE_ONE_STEP = False
+                setattr(module, name, False)
         out.fill_(float("nan"))
         call(weights[0])
         error = rel_error(out, ref)

@@ -25,7 +25,8 @@ as before session 82, rather than from the embeddings the step before wrote) and
 session 92: Generator._tune_l2_ahead not run) and "equal-split" (bands, every split-K plan
 cutting K into slices of equal width, as before session 93: _dot_rows.DEAL_EVENLY off) and
 "one-step" (bands, the tensor-core kernel's K loop compiled out where every slice is one
-step: _dot_rows.COMPILE_ONE_STEP on).
+step: _dot_rows.COMPILE_ONE_STEP on) and "one-tile" (bands, the GEMV split tile's K loop
+compiled out where the row fits one tile: _matvec.COMPILE_ONE_TILE on) and "loops-out" (both).
 Each part of the build is printed as it starts, with the seconds since the start.
 """
 
@@ -39,7 +40,7 @@ from time_steps import OFF_LIST
 
 import tilegraph as tg
 from tilegraph import generate, tune
-from tilegraph.kernels import _dot_rows
+from tilegraph.kernels import _dot_rows, _matvec
 from tilegraph.kernels import decode_attention as attention
 from tilegraph.kernels.greedy import greedy_step
 from tilegraph.models.hf_presets import hf_config
@@ -138,7 +139,8 @@ def main() -> None:
         if variant == "no-l2":
             generate.Generator._tune_l2_ahead = lambda self, *args: None
         _dot_rows.DEAL_EVENLY = variant != "equal-split"
-        _dot_rows.COMPILE_ONE_STEP = variant == "one-step"
+        _dot_rows.COMPILE_ONE_STEP = variant in ("one-step", "loops-out")
+        _matvec.COMPILE_ONE_TILE = variant in ("one-tile", "loops-out")
         greedy = generate.Generator._greedy_step
         if variant == "decode-start":
             generate.Generator._greedy_step = decode_start_step
@@ -161,6 +163,7 @@ def main() -> None:
         generate.Generator._greedy_step = greedy
         _dot_rows.DEAL_EVENLY = True
         _dot_rows.COMPILE_ONE_STEP = False
+        _matvec.COMPILE_ONE_TILE = False
         store = getattr(tune, "gemv_rows_in_step", None)  # trees before session 57: none
         step = (c.n_heads, c.n_kv_heads, c.head_dim, max_seq, str(model.dtype), c.dim,
                 c.ffn_dim, c.n_layers, c.vocab_size)

@@ -265,6 +265,31 @@ def test_one_step_slices_compile_the_k_loop_out(split, even, norm, device, monke
                  torch.bfloat16)
 
 
+@pytest.mark.parametrize("rows", [1, 3])
+@pytest.mark.parametrize("k", [200, 256, 300])
+def test_rows_that_fit_one_tile_compile_the_k_loop_out(k, rows, device, monkeypatch):
+    """With COMPILE_ONE_TILE, the GEMV's split tile of 2 x 128 columns leaves its K loop out
+    exactly where the row fits it (200 and 256 columns, not 300), at one row and at several,
+    and every column is summed once either way, with a norm and a residual."""
+    monkeypatch.setattr(matvec_module, "COMPILE_ONE_TILE", True)
+    launched = []
+    launch = matvec_module.launch
+
+    def spy(kernel, grid, *args, **kwargs):
+        launched.append(kwargs.get("ONE_TILE", False))
+        return launch(kernel, grid, *args, **kwargs)
+
+    monkeypatch.setattr(matvec_module, "launch", spy)
+    x, w, _, g, r = _make((rows,), 40, k, torch.bfloat16, device, False, True, True)
+    out = poisoned((rows, 40), torch.bfloat16, device)
+    config = {"BLOCK_N": 4, "SPLIT": 2, "CHUNK": 128, "num_warps": 4, "num_stages": 1}
+    matvec_module.launch_matvec(x, w, out, g, 1e-6, None, "none", r, config, False)
+    assert launched == [k <= 256]
+    d = lambda t: None if t is None else t.double()  # noqa: E731
+    assert_close(out, linear_ref(d(x), d(w), norm_weight=d(g), norm_eps=1e-6, residual=d(r)),
+                 torch.bfloat16)
+
+
 def _large_fp16_rows(rows, device):
     """x (rows, 130), its even rows of +-3e4, and g of 4: x * g is past fp16's 65504 there,
     x / rms(x) * g is 4; odd rows are random, so a scale meant for a large row that leaks

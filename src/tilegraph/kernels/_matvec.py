@@ -205,9 +205,11 @@ def _gemv_block(w, w_tail, block, y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bi
                 res_ptr, rotary, N, K, eps, cols,
                 HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
                 ACTIVATION: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT: tl.constexpr,
-                CHUNK: tl.constexpr, TAIL: tl.constexpr, RELEASE_AFTER_INPUTS: tl.constexpr):
+                CHUNK: tl.constexpr, TAIL: tl.constexpr, RELEASE_AFTER_INPUTS: tl.constexpr,
+                ONE_TILE: tl.constexpr = False):
     """Row block `block` of _gemv_kernel from its tiles already loaded (_gemv_tiles): the rest
-    of its row, the reduction, the epilogue and the store."""
+    of its row (none where ONE_TILE: the row fits the first tile), the reduction, the
+    epilogue and the store."""
     offs_n = block * BLOCK_N + tl.arange(0, BLOCK_N)
     n_mask = offs_n < N
     acc = tl.zeros([BLOCK_N], tl.float32)
@@ -226,7 +228,7 @@ def _gemv_block(w, w_tail, block, y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bi
         acc, sum_sq = _gemv_fold(acc, sum_sq, w, x, g, HAS_NORM)
     if RELEASE_AFTER_INPUTS:  # x has arrived: the next kernel can no longer delay it
         tl.extra.cuda.gdc_launch_dependents()
-    if TAIL == 0:
+    if TAIL == 0 and not ONE_TILE:  # a loop never run still holds its registers
         w_ptrs = w_ptr + offs_n[:, None, None].to(tl.int64) * stride_wn + cols  # (BN, S, C)
         for k0 in range(SPLIT * CHUNK, K, SPLIT * CHUNK):
             w = tl.load(w_ptrs + k0, mask=n_mask[:, None, None] & (cols < K - k0), other=0.0)
@@ -334,7 +336,8 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
                  TAIL: tl.constexpr = 0, ALIGN: tl.constexpr = 1,
                  RELEASE_AFTER_INPUTS: tl.constexpr = False,
                  PERSISTENT: tl.constexpr = False, WIDEN: tl.constexpr = False,
-                 AHEAD: tl.constexpr = 0, AHEAD_LINE: tl.constexpr = 64):
+                 AHEAD: tl.constexpr = 0, AHEAD_LINE: tl.constexpr = 64,
+                 ONE_TILE: tl.constexpr = False):
     """One row: y_n = act(rstd * sum_k x_k g_k W_nk + b_n) + r_n, BLOCK_N outputs a block,
     rstd = 1 / sqrt(mean_k x_k^2 + eps) gathered in the same pass over K.
 
@@ -363,6 +366,9 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
     (persistent_gemv_config). WIDEN (persistent only): each tile widened to fp32 where its
     products are taken (_widened), so no fp32 copy of it is held (64 registers where 96-100
     were, sm_90, 2048-4096 columns).
+
+    ONE_TILE (split tile only): the row fits the first tile, and the loop over the rest of
+    K is left out (COMPILE_ONE_TILE).
 
     AHEAD > 0: before its wait each program also asks L2 for AHEAD lines (of AHEAD_LINE
     elements) of the first ahead_lines lines at ahead_ptr, weights of a kernel after this one:
@@ -422,7 +428,7 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
         _gemv_block(w, w_tail, block, y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr,
                     res_ptr, rotary, N, K, eps, cols, HAS_NORM, HAS_BIAS, HAS_RESIDUAL,
                     ACTIVATION, BLOCK_N, SPLIT, CHUNK, TAIL,
-                    PREFETCH_WEIGHT and RELEASE_AFTER_INPUTS)
+                    PREFETCH_WEIGHT and RELEASE_AFTER_INPUTS, ONE_TILE)
 
 
 @triton.jit
@@ -590,7 +596,7 @@ def _gemv_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm
                       PREFETCH_WEIGHT: tl.constexpr, BLOCK_M: tl.constexpr,
                       BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, CHUNK: tl.constexpr,
                       ALIGN: tl.constexpr = 1, PERSISTENT: tl.constexpr = False,
-                      NARROW: tl.constexpr = False):
+                      NARROW: tl.constexpr = False, ONE_TILE: tl.constexpr = False):
     """_gemv_kernel's split tile applied to 2-4 rows (BLOCK_M 2 or 4, rows past M masked):
     y_mn = act(rstd_m * sum_k x_mk g_k W_nk + b_n) + r_mn.
 
@@ -658,13 +664,14 @@ def _gemv_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm
         acc0, acc1, acc2, acc3, ss0, ss1, ss2, ss3 = _gemv_rows_fold(
             acc0, acc1, acc2, acc3, ss0, ss1, ss2, ss3, w, x0, x1, x2, x3, g, HAS_NORM,
             BLOCK_M)
-        for k0 in range(SPLIT * CHUNK, K, SPLIT * CHUNK):
-            w = tl.load(w_ptrs + k0, mask=w_mask & (cols < K - k0), other=0.0)
-            x0, x1, x2, x3, g = _gemv_rows_inputs(x_ptr, stride_xm, norm_w_ptr, cols, k0, K,
-                                                  M, HAS_NORM, BLOCK_M)
-            acc0, acc1, acc2, acc3, ss0, ss1, ss2, ss3 = _gemv_rows_fold(
-                acc0, acc1, acc2, acc3, ss0, ss1, ss2, ss3, w, x0, x1, x2, x3, g, HAS_NORM,
-                BLOCK_M)
+        if not ONE_TILE:  # a loop never run still holds its registers
+            for k0 in range(SPLIT * CHUNK, K, SPLIT * CHUNK):
+                w = tl.load(w_ptrs + k0, mask=w_mask & (cols < K - k0), other=0.0)
+                x0, x1, x2, x3, g = _gemv_rows_inputs(x_ptr, stride_xm, norm_w_ptr, cols, k0,
+                                                      K, M, HAS_NORM, BLOCK_M)
+                acc0, acc1, acc2, acc3, ss0, ss1, ss2, ss3 = _gemv_rows_fold(
+                    acc0, acc1, acc2, acc3, ss0, ss1, ss2, ss3, w, x0, x1, x2, x3, g,
+                    HAS_NORM, BLOCK_M)
         _gemv_rows_finish(acc0, acc1, acc2, acc3, ss0, ss1, ss2, ss3, offs_m, offs_n, y_ptr,
                           stride_ym, res_ptr, stride_rm, rotary, M, N, K, eps, bias, residual,
                           position, slot, c, s, HAS_NORM, HAS_RESIDUAL, ACTIVATION, BLOCK_M,
@@ -675,6 +682,13 @@ def _gemv_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm
 # columns, tiles of at most GEMV_MAX_BLOCK_K columns (see split_gemv_config).
 GEMV_WARPS = 4
 GEMV_CHUNK = 128
+# Where a row fits the split tile's first tile, the launch may leave the tile's K loop out
+# (ONE_TILE): a loop never run still holds its registers, 127-128 a thread against 86-96
+# for 2048 x 2048's tile (sm_90, Triton 3.6), 4 programs an SM against 5. Off until timed
+# in decode steps, where more programs of one kernel an SM have won and lost (notes/
+# kernels.md, sessions 63, 65 and 94). A module setting, so that research/time_generator.py
+# can build a Generator with it.
+COMPILE_ONE_TILE = False
 GEMV_MAX_BLOCK_K = 4096
 # _gemv_rows_kernel holds each row's x and accumulator in variables of its own: up to four.
 GEMV_MAX_ROWS = 4
@@ -1012,6 +1026,8 @@ def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
             if narrow:
                 parts["NARROW"] = True
         kwargs = dict(**parts, **config, ALIGN=align, PERSISTENT=bool(per_sm), **pdl_option)
+        if COMPILE_ONE_TILE and not per_sm and K <= config["SPLIT"] * config["CHUNK"]:
+            kwargs["ONE_TILE"] = True  # the split tile's K loop left out: the row fits a tile
         if per_sm:  # persistent: a few programs an SM take every G-th block of rows
             if K > covered:
                 raise ValueError(f"a persistent GEMV takes whole rows: {config['SPLIT']} + "
