@@ -39,10 +39,11 @@ import argparse
 import torch
 import triton
 import triton.language as tl
+from rounds import rounds_line, time_in_rounds
 
 import tilegraph as tg
 from tilegraph.kernels._pdl import use_pdl
-from tilegraph.kernels.autotune import _graph_replay_ms, copies_spanning_l2, rotating
+from tilegraph.kernels.autotune import copies_spanning_l2
 from tilegraph.kernels.linear import linear_ref
 from tilegraph.testing import TOLERANCES, randn, rel_error
 
@@ -197,17 +198,12 @@ def compare(n: int, k: int, rows: int, split: int, block_n: int, rounds: int) ->
     calls["cuBLAS"] = lambda w: torch.matmul(x, w.T, out=out)
     if not all_correct(calls, weights[0], out, ref, f"{n} x {k}, {rows} rows"):
         return
-    times = {name: [] for name in calls}
-    for _ in range(rounds):
-        for name, call in calls.items():
-            times[name].append(_graph_replay_ms(rotating(call, weights), 10) * 1e3)
+    times, medians = time_in_rounds(calls, weights, rounds)
     # again after the replays: a counter left nonzero or a race would show here
     if not all_correct(calls, weights[0], out, ref, f"{n} x {k}, {rows} rows, replayed"):
         return
-    medians = {name: sorted(t)[len(t) // 2] for name, t in times.items()}
-    floor = n * k * dtype.itemsize / 4254e3  # us at the H200's measured copy rate
-    shares = ", ".join(f"{name} {us:.2f} ({100 * floor / us:.0f}%)" for name, us in medians.items())
-    print(f"{n} x {k}, {rows} rows, split {split}: {shares}; atomic over rows "
+    print(f"{n} x {k}, {rows} rows, split {split}: "
+          f"{rounds_line(times, medians, n * k * dtype.itemsize)}; atomic over rows "
           f"{medians['rows'] / medians['atomic']:.3f}x, dsmem over atomic "
           f"{medians['atomic'] / medians['dsmem']:.3f}x", flush=True)
 

@@ -17,36 +17,18 @@ longer first (6-5-5) won 1.6% over six shapes and lost 5632 x 2048 by 1%
 
 from __future__ import annotations
 
-import argparse
-
 import torch
+from rounds import over_shapes, rounds_line, time_in_rounds
 
 from tilegraph.kernels import decode_plan
 from tilegraph.kernels._launch import sm_count
 from tilegraph.kernels._pdl import use_pdl
-from tilegraph.kernels.autotune import _graph_replay_ms, copies_spanning_l2, rotating
+from tilegraph.kernels.autotune import copies_spanning_l2
 from tilegraph.kernels.linear import linear_ref
 from tilegraph.testing import TOLERANCES, randn, rel_error
 
-DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 # the grid's 22 MB shapes, then shapes no issue names whose split the dealing changes
 SHAPES = "5632x2048,2048x5632,3072x2048,1536x8960,896x4864,2048x11008"
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--shapes", default=SHAPES)
-    parser.add_argument("--rows", default="4,8,16")
-    parser.add_argument("--dtype", default="bf16", choices=list(DTYPES))
-    parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
-    dtype = DTYPES[args.dtype]
-    print(f"{torch.cuda.get_device_name()}, {args.dtype}; us: even / equal width / cuBLAS, a "
-          f"round each, then the medians", flush=True)
-    for shape in args.shapes.split(","):
-        n, k = (int(v) for v in shape.split("x"))
-        for rows in (int(r) for r in args.rows.split(",")):
-            compare(n, k, rows, dtype, args.rounds)
 
 
 def compare(n: int, k: int, rows: int, dtype: torch.dtype, rounds: int) -> None:
@@ -72,18 +54,11 @@ def compare(n: int, k: int, rows: int, dtype: torch.dtype, rounds: int) -> None:
         assert error <= TOLERANCES[dtype], (n, k, rows, even, error)
         calls["even" if even else "equal"] = call
     calls["cublas"] = lambda w: torch.matmul(x, w.T, out=out)
-    times = {name: [] for name in calls}
-    for _ in range(rounds):
-        for name, call in calls.items():
-            times[name].append(_graph_replay_ms(rotating(call, weights), 10) * 1e3)
-    medians = {name: sorted(t)[len(t) // 2] for name, t in times.items()}
-    floor = n * k * dtype.itemsize / 4254e3  # us at the H200's measured copy rate
-    rounds_text = " | ".join(" / ".join(f"{times[name][i]:.2f}" for name in calls)
-                             for i in range(rounds))
-    shares = ", ".join(f"{name} {us:.2f} ({100 * floor / us:.0f}%)" for name, us in medians.items())
-    print(f"{n} x {k}, {rows} rows, split {plan.config['SPLIT_K']}: {rounds_text} -> {shares}; "
+    times, medians = time_in_rounds(calls, weights, rounds)
+    print(f"{n} x {k}, {rows} rows, split {plan.config['SPLIT_K']}: "
+          f"{rounds_line(times, medians, n * k * dtype.itemsize)}; "
           f"even/equal {medians['equal'] / medians['even']:.3f}x", flush=True)
 
 
 if __name__ == "__main__":
-    main()
+    over_shapes(__doc__, SHAPES, "4,8,16", "even / equal width / cuBLAS", compare)

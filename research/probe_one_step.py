@@ -19,38 +19,20 @@ rows in 4.31 us where the library took 4.82 (results/2026-12-03-session94/, file
 
 from __future__ import annotations
 
-import argparse
-
 import torch
 import triton
+from rounds import over_shapes, rounds_line, time_in_rounds
 
 from tilegraph.kernels import _dot_rows, _matvec, decode_plan
 from tilegraph.kernels._launch import sm_count
 from tilegraph.kernels._pdl import use_pdl
-from tilegraph.kernels.autotune import _graph_replay_ms, copies_spanning_l2, rotating
+from tilegraph.kernels.autotune import copies_spanning_l2
 from tilegraph.kernels.linear import linear_ref
 from tilegraph.testing import TOLERANCES, randn, rel_error
 
-DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 # the grid's plans of one step or one tile (2048^2, 256 x 2048), then shapes no issue names
 # whose rule is one: Qwen2-0.5B's q|k|v and output, 1024-, 1536- and 2048-wide layers
 SHAPES = "2048x2048,256x2048,1152x896,896x896,1024x1024,1536x1536,2048x1024"
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--shapes", default=SHAPES)
-    parser.add_argument("--rows", default="1,4,8,16")
-    parser.add_argument("--dtype", default="bf16", choices=list(DTYPES))
-    parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
-    dtype = DTYPES[args.dtype]
-    print(f"{torch.cuda.get_device_name()}, {args.dtype}; us: loop kept / loop out / cuBLAS, "
-          f"a round each, then the medians", flush=True)
-    for shape in args.shapes.split(","):
-        n, k = (int(v) for v in shape.split("x"))
-        for rows in (int(r) for r in args.rows.split(",")):
-            compare(n, k, rows, dtype, args.rounds)
 
 
 def loop_setting(plan: decode_plan.Plan, k: int) -> tuple | None:
@@ -91,18 +73,11 @@ def compare(n: int, k: int, rows: int, dtype: torch.dtype, rounds: int) -> None:
         assert error <= TOLERANCES[dtype], (n, k, rows, loop_out, error)
         calls["out" if loop_out else "kept"] = call
     calls["cublas"] = lambda w: torch.matmul(x, w.T, out=out)
-    times = {name: [] for name in calls}
-    for _ in range(rounds):
-        for name, call in calls.items():
-            times[name].append(_graph_replay_ms(rotating(call, weights), 10) * 1e3)
-    medians = {name: sorted(t)[len(t) // 2] for name, t in times.items()}
-    floor = n * k * dtype.itemsize / 4254e3  # us at the H200's measured copy rate
-    rounds_text = " | ".join(" / ".join(f"{times[name][i]:.2f}" for name in calls)
-                             for i in range(rounds))
-    shares = ", ".join(f"{name} {us:.2f} ({100 * floor / us:.0f}%)" for name, us in medians.items())
-    print(f"{n} x {k}, {rows} rows, {plan.as_dict()}: {rounds_text} -> {shares}; "
+    times, medians = time_in_rounds(calls, weights, rounds)
+    print(f"{n} x {k}, {rows} rows, {plan.as_dict()}: "
+          f"{rounds_line(times, medians, n * k * dtype.itemsize)}; "
           f"out/kept {medians['kept'] / medians['out']:.3f}x", flush=True)
 
 
 if __name__ == "__main__":
-    main()
+    over_shapes(__doc__, SHAPES, "1,4,8,16", "loop kept / loop out / cuBLAS", compare)

@@ -1,0 +1,51 @@
+"""What the split-K and loop probes share: their calls timed in interleaved rounds (graph
+replays over weights rotated past L2, us) and the rounds and medians as one line."""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+from tilegraph.kernels.autotune import _graph_replay_ms, rotating
+
+COPY_GB_PER_S = 4254  # the H200's measured copy rate: a weight's floor
+
+
+def time_in_rounds(calls: dict, weights: list, rounds: int) -> tuple[dict, dict]:
+    """({name: us of each round}, {name: median us}), each call taking one weight."""
+    times = {name: [] for name in calls}
+    for _ in range(rounds):
+        for name, call in calls.items():
+            times[name].append(_graph_replay_ms(rotating(call, weights), 10) * 1e3)
+    return times, {name: sorted(t)[len(t) // 2] for name, t in times.items()}
+
+
+def rounds_line(times: dict, medians: dict, weight_bytes: int) -> str:
+    """"a / b / c | ... -> a us (% of the floor), ...": each round, then the medians."""
+    floor = weight_bytes / (COPY_GB_PER_S * 1e3)
+    rounds = len(next(iter(times.values())))
+    each = " | ".join(" / ".join(f"{t[i]:.2f}" for t in times.values()) for i in range(rounds))
+    shares = ", ".join(f"{name} {us:.2f} ({100 * floor / us:.0f}%)"
+                       for name, us in medians.items())
+    return f"{each} -> {shares}"
+
+
+DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def over_shapes(doc: str, shapes: str, rows: str, columns: str, compare) -> None:
+    """A probe's command line: --shapes N x K pairs, --rows, --dtype, --rounds; then
+    compare(n, k, rows, dtype, rounds) at each point. columns: what its rounds time."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--shapes", default=shapes)
+    parser.add_argument("--rows", default=rows)
+    parser.add_argument("--dtype", default="bf16", choices=list(DTYPES))
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    print(f"{torch.cuda.get_device_name()}, {args.dtype}; us: {columns}, a round each, then "
+          f"the medians", flush=True)
+    for shape in args.shapes.split(","):
+        n, k = (int(v) for v in shape.split("x"))
+        for count in (int(r) for r in args.rows.split(",")):
+            compare(n, k, count, DTYPES[args.dtype], args.rounds)
