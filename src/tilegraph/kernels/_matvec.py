@@ -682,6 +682,7 @@ def _gemv_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm
 # columns, tiles of at most GEMV_MAX_BLOCK_K columns (see split_gemv_config).
 GEMV_WARPS = 4
 GEMV_CHUNK = 128
+GEMV_MAX_BLOCK_K = 4096
 # Where a row fits the split tile's first tile, the launch may leave the tile's K loop out
 # (ONE_TILE): a loop never run still holds its registers, 127-128 a thread against 86-96
 # for 2048 x 2048's tile (sm_90, Triton 3.6), 4 programs an SM against 5. Off until timed
@@ -689,7 +690,6 @@ GEMV_CHUNK = 128
 # kernels.md, sessions 63, 65 and 94). A module setting, so that research/time_generator.py
 # can build a Generator with it.
 COMPILE_ONE_TILE = False
-GEMV_MAX_BLOCK_K = 4096
 # _gemv_rows_kernel holds each row's x and accumulator in variables of its own: up to four.
 GEMV_MAX_ROWS = 4
 # What one prefetch.global.L2 asks for (an L2 line): l2_ahead's bytes are prefetched in these.
