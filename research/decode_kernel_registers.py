@@ -125,12 +125,15 @@ def attention_usage(batch: int, heads: int, kv_heads: int, head_dim: int, max_se
                     wait: bool = False, **variant) -> None:
     """The attention kernel at that shape (bf16, under PDL); `variant`: attention_config's
     keywords; `wait`: instead of registers, its instructions around the wait with the
-    q|k|v projection's new rows in flight (one a sequence)."""
+    q|k|v projection's new rows in flight (one a sequence). runs_preloaded=1 among them:
+    compiled with RUNS_PRELOADED, the run loop left out."""
+    runs_preloaded = bool(variant.pop("runs_preloaded", 0))
     config = attention_config(batch, kv_heads, heads // kv_heads, head_dim, max_seq, 132,
                               **variant)
     launch = {key: v for key, v in config.items() if key.isupper() and key != "PRELOAD_TILES"}
     launch["PRELOAD_T"] = config["PRELOAD_TILES"] * config["BLOCK_T"]  # as the launcher does
     launch.setdefault("RUN_TILES", 1)
+    launch["RUNS_PRELOADED"] = runs_preloaded
     # MERGE_OUT: merge_in_projection.diff's
     for flag in ("MERGE_APART", "MERGE_FLAGGED", "MERGE_OUT"):
         if flag in _decode_attention_kernel.arg_names:

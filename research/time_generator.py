@@ -26,7 +26,9 @@ session 92: Generator._tune_l2_ahead not run) and "equal-split" (bands, every sp
 cutting K into slices of equal width, as before session 93: _dot_rows.DEAL_EVENLY off) and
 "one-step" (bands, the tensor-core kernel's K loop compiled out where every slice is one
 step: _dot_rows.COMPILE_ONE_STEP on) and "one-tile" (bands, the GEMV split tile's K loop
-compiled out where the row fits one tile: _matvec.COMPILE_ONE_TILE on) and "loops-out" (both).
+compiled out where the row fits one tile: _matvec.COMPILE_ONE_TILE on) and "preloaded-runs"
+(bands, attention's run loop compiled out where every run fits its preloaded tiles:
+decode_attention.COMPILE_PRELOADED_RUNS on) and "loops-out" (all three).
 Each part of the build is printed as it starts, with the seconds since the start.
 """
 
@@ -141,6 +143,7 @@ def main() -> None:
         _dot_rows.DEAL_EVENLY = variant != "equal-split"
         _dot_rows.COMPILE_ONE_STEP = variant in ("one-step", "loops-out")
         _matvec.COMPILE_ONE_TILE = variant in ("one-tile", "loops-out")
+        attention.COMPILE_PRELOADED_RUNS = variant in ("preloaded-runs", "loops-out")
         greedy = generate.Generator._greedy_step
         if variant == "decode-start":
             generate.Generator._greedy_step = decode_start_step
@@ -164,6 +167,7 @@ def main() -> None:
         _dot_rows.DEAL_EVENLY = True
         _dot_rows.COMPILE_ONE_STEP = False
         _matvec.COMPILE_ONE_TILE = False
+        attention.COMPILE_PRELOADED_RUNS = False
         store = getattr(tune, "gemv_rows_in_step", None)  # trees before session 57: none
         step = (c.n_heads, c.n_kv_heads, c.head_dim, max_seq, str(model.dtype), c.dim,
                 c.ffn_dim, c.n_layers, c.vocab_size)

@@ -393,6 +393,40 @@ def test_runs_of_two_tiles_are_no_more_than_the_longest_sequence_takes(device):
         assert_close(out, ref, q.dtype, what=f"config {config}")
 
 
+@pytest.mark.parametrize("max_seq, splits, one_run_tiles, preloaded", [
+    (32, 1, 3, True), (48, 1, 3, False), (150, 5, 2, True), (150, 4, 2, False)])
+def test_runs_that_fit_the_preloaded_tiles_leave_the_run_loop_out(max_seq, splits,
+                                                                  one_run_tiles, preloaded,
+                                                                  device, monkeypatch):
+    """With COMPILE_PRELOADED_RUNS, two preloaded tiles of 16 positions: the launch leaves the
+    loop over a run's further tiles out exactly where no run at any length up to max_seq is
+    longer (32 positions in one run; 150 in 5 runs of at most 2 tiles, not 4 of 3), and
+    every position is attended either way."""
+    monkeypatch.setattr(attention, "COMPILE_PRELOADED_RUNS", True)
+    launched = []
+    kernel = attention._decode_attention_kernel
+
+    class Spy:  # records each launch's RUNS_PRELOADED, then launches
+        def __getitem__(self, grid):
+            def run(*args, **kwargs):
+                launched.append(kwargs["RUNS_PRELOADED"])
+                return kernel[grid](*args, **kwargs)
+            return run
+
+    monkeypatch.setattr(attention, "_decode_attention_kernel", Spy())
+    q, k, v = _case(3, 8, 2, 16, max_seq, torch.bfloat16, device)
+    config = {**attention_config(3, 2, 4, 16, max_seq, 132, tile=16, stages=2, preload=2),
+              "ONE_RUN_TILES": one_run_tiles, "SPLITS": splits,
+              "BLOCK_SPLITS": triton.next_power_of_2(splits),
+              "MERGE_RUNS": triton.next_power_of_2(splits), "MERGE_APART": False}
+    lengths = torch.tensor([max_seq, 1, max_seq // 2 + 3], device=device)
+    out = poisoned(q.shape, q.dtype, q.device)
+    launch_decode_attention(q, k, v, lengths, 16 ** -0.5, out, config)
+    assert launched == [preloaded]
+    ref = decode_attention_ref(q.double(), k.double(), v.double(), lengths, 16 ** -0.5)
+    assert_close(out, ref, q.dtype, what=f"config {config}")
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_step_candidates_match_reference(dtype, device):
     """Every launch a step may choose (a q tile of 64 rows, tiles of twice the positions,

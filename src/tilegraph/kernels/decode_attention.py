@@ -69,6 +69,12 @@ ONE_RUN_TILES = 3
 # The most tiles a step candidate reads before the wait, as one tile over 8 warps (4 warps
 # spill it): more were slower (notes/models.md, session 73).
 PRELOADED_TILES = 2
+# Where every run of a launch fits its preloaded tiles at every length up to max_seq, the
+# launch may leave the loop over a run's further tiles out (RUNS_PRELOADED): a loop never run
+# still holds its registers, 100 a thread against 80 at preload 2, 2 stages, 8 warps, heads
+# of 64 (sm_90, Triton 3.6). Off until timed in decode steps (notes/kernels.md, session 94).
+# A module setting, so that research/time_generator.py can build a Generator with it.
+COMPILE_PRELOADED_RUNS = False
 # Where each run takes at least DEEP_RUN_TILES default tiles of a full cache, the rule keeps
 # 4 tiles' loads in flight instead of 3; from DOUBLE_RUN_TILES on, tiles of twice the
 # positions 3 deep. Over 167 points (batch 1-16, 128-8192 positions, 12 layouts) this took
@@ -209,7 +215,8 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
                              GROUP_P2: tl.constexpr, BLOCK_T: tl.constexpr,
                              BLOCK_D: tl.constexpr, BLOCK_SPLITS: tl.constexpr,
                              MERGE_RUNS: tl.constexpr, MERGE_APART: tl.constexpr,
-                             ROW_LINES: tl.constexpr, LINE_ELEMENTS: tl.constexpr):
+                             ROW_LINES: tl.constexpr, LINE_ELEMENTS: tl.constexpr,
+                             RUNS_PRELOADED: tl.constexpr = False):
     """Program ((b * KV + kv head) * HEAD_BLOCKS + block, run): o_h = sum_t softmax_t(q_h .
     k_t * scale) v_t for block `block` of GROUP_BLOCK of the GROUP q heads h of that kv head,
     over run `run` of the sequence's first lengths[b] positions (clamped to [0, max_seq]); a
@@ -224,6 +231,9 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
 
     Under PDL, LENGTHS_FINAL says the lengths read before griddepcontrol.wait are final (the
     kernel just before does not write them; _pdl.py), so they are read once.
+
+    RUNS_PRELOADED (with PRELOAD): no run is longer than its preloaded tiles, and the loop
+    over further tiles is left out (COMPILE_PRELOADED_RUNS).
     """
     unit = tl.program_id(0)                    # (pair, block of its q heads)
     run = tl.program_id(1)
@@ -281,9 +291,10 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
                                          start + tl.arange(0, PRELOAD_T) < stop, m, denom,
                                          acc, qk_scale, DOT_PRECISION, UPCAST_DOT)
             start += PRELOAD_T
-        m, denom, acc = _attend_run(q, k_ptr + kv_offsets, v_ptr + kv_offsets, d_mask,
-                                    stride_cp, start, stop, qk_scale, m, denom, acc, BLOCK_T,
-                                    HEAD_DIM == BLOCK_D, DOT_PRECISION, UPCAST_DOT)
+        if not RUNS_PRELOADED:  # a loop never run still holds its registers
+            m, denom, acc = _attend_run(q, k_ptr + kv_offsets, v_ptr + kv_offsets, d_mask,
+                                        stride_cp, start, stop, qk_scale, m, denom, acc,
+                                        BLOCK_T, HEAD_DIM == BLOCK_D, DOT_PRECISION, UPCAST_DOT)
         if used == 1:
             out_ptrs = (out_ptr + b.to(tl.int64) * stride_ob + heads[:, None] * stride_oh
                         + offs_d[None, :])
@@ -409,6 +420,17 @@ def _merge_apart_kernel(out_ptr, stride_ob, stride_oh, lengths_ptr, partial_ptr,
         result = tl.where(total > 0, merged / total, 0.0)
         tl.store(out_ptr + b.to(tl.int64) * stride_ob + (kv_head * GROUP + head) * stride_oh
                  + offs_d, result.to(out_ptr.dtype.element_ty), mask=offs_d < HEAD_DIM)
+
+
+def longest_run_tiles(max_seq: int, block_t: int, splits: int, one_run_tiles: int,
+                      run_tiles: int) -> int:
+    """The most tiles a run takes (as _run_bounds cuts them) at any length up to max_seq:
+    all of a sequence's tiles up to one_run_tiles, past that a 1 / splits share of them, at
+    least run_tiles, both largest at the longest sequence."""
+    tiles = triton.cdiv(max_seq, block_t)
+    if tiles <= one_run_tiles:
+        return max(tiles, 1)
+    return max(one_run_tiles, triton.cdiv(tiles, splits), run_tiles)
 
 
 def attention_config(batch: int, n_kv_heads: int, group: int, head_dim: int, max_seq: int,
@@ -727,6 +749,10 @@ def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
     if rows is None or (pdl and not lengths_final):
         config["PRELOAD"] = False
     written_slots, written_positions = rows if config["PRELOAD"] and rows else (lengths, lengths)
+    config["RUNS_PRELOADED"] = (
+        COMPILE_PRELOADED_RUNS and config["PRELOAD"] and preload_positions >= config["BLOCK_T"]
+        * longest_run_tiles(max_seq, config["BLOCK_T"], config["SPLITS"],
+                            config["ONE_RUN_TILES"], config["RUN_TILES"]))
     n_written = written_positions.numel() if config["PRELOAD"] and rows else 0
     line_elements = 128 // q.element_size()  # an L2 line, for the prefetch under PDL
     row_lines = triton.next_power_of_2(triton.cdiv(head_dim, line_elements))
