@@ -8,6 +8,7 @@ import torch
 import triton
 
 import tilegraph as tg
+from _launches import record_launches
 from tilegraph import tune
 from tilegraph.kernels import _pdl
 from tilegraph.kernels import decode_attention as attention
@@ -403,17 +404,8 @@ def test_runs_that_fit_the_preloaded_tiles_leave_the_run_loop_out(max_seq, split
     longer (32 positions in one run; 150 in 5 runs of at most 2 tiles, not 4 of 3), and
     every position is attended either way."""
     monkeypatch.setattr(attention, "COMPILE_PRELOADED_RUNS", True)
-    launched = []
-    kernel = attention._decode_attention_kernel
-
-    class Spy:  # records each launch's RUNS_PRELOADED, then launches
-        def __getitem__(self, grid):
-            def run(*args, **kwargs):
-                launched.append(kwargs["RUNS_PRELOADED"])
-                return kernel[grid](*args, **kwargs)
-            return run
-
-    monkeypatch.setattr(attention, "_decode_attention_kernel", Spy())
+    launched = record_launches(monkeypatch, attention, "_decode_attention_kernel",
+                               "RUNS_PRELOADED")
     q, k, v = _case(3, 8, 2, 16, max_seq, torch.bfloat16, device)
     config = {**attention_config(3, 2, 4, 16, max_seq, 132, tile=16, stages=2, preload=2),
               "ONE_RUN_TILES": one_run_tiles, "SPLITS": splits,

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 import tilegraph as tg
 import tilegraph.kernels._matvec as matvec_module
+from _launches import record_launches
 from _shapes import DTYPES
 from tilegraph.kernels import _dot_rows, decode_plan
 from tilegraph.kernels._launch import (
@@ -242,17 +243,7 @@ def test_one_step_slices_compile_the_k_loop_out(split, even, norm, device, monke
     loop out exactly where every slice is one step (9 and 12 slices, 12 taken as 9), and
     every column is summed once either way, with the norm in the loop too."""
     monkeypatch.setattr(_dot_rows, "COMPILE_ONE_STEP", True)
-    launched = []
-    kernel = _dot_rows._dot_rows_kernel
-
-    class Spy:  # records each launch's ONE_STEP, then launches
-        def __getitem__(self, grid):
-            def run(*args, **kwargs):
-                launched.append(kwargs["ONE_STEP"])
-                return kernel[grid](*args, **kwargs)
-            return run
-
-    monkeypatch.setattr(_dot_rows, "_dot_rows_kernel", Spy())
+    launched = record_launches(monkeypatch, _dot_rows, "_dot_rows_kernel", "ONE_STEP")
     x, w, _, g, r = _make((5,), 40, 270, torch.bfloat16, device, False, norm, True)
     out = poisoned((5, 40), torch.bfloat16, device)
     plan = Plan("dot", {"BLOCK_N": 32, "BLOCK_K": 32, "num_warps": 4, "num_stages": 1,
