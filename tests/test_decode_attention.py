@@ -413,6 +413,7 @@ def test_runs_that_fit_the_preloaded_tiles_leave_the_run_loop_out(max_seq, split
               "MERGE_RUNS": triton.next_power_of_2(splits), "MERGE_APART": False}
     lengths = torch.tensor([max_seq, 1, max_seq // 2 + 3], device=device)
     out = poisoned(q.shape, q.dtype, q.device)
+    _pdl.launched(q.device, False, ())  # nothing in flight: the preload stays (on a GPU too)
     launch_decode_attention(q, k, v, lengths, 16 ** -0.5, out, config)
     assert launched == [preloaded]
     ref = decode_attention_ref(q.double(), k.double(), v.double(), lengths, 16 ** -0.5)
