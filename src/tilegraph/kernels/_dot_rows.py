@@ -375,10 +375,9 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
         raise ValueError(f"the handed-over partial sums need shape ({n_blocks}, {DOT_ROWS}), "
                          f"got {tuple(next_parts.shape)}")
     x_mma, norm_parts = handed if handed is not None else (x, None)
-    # every slice one BLOCK_K step (the even deal gives each at most cdiv(steps, split),
-    # the equal cut k_split columns): the K loop compiled out where COMPILE_ONE_STEP
-    steps = triton.cdiv(K, config["BLOCK_K"])
-    one_step = COMPILE_ONE_STEP and (split >= steps if even else k_split <= config["BLOCK_K"])
+    # every slice one BLOCK_K step, in either deal, where there are as many slices as steps:
+    # the K loop compiled out where COMPILE_ONE_STEP
+    one_step = COMPILE_ONE_STEP and split >= triton.cdiv(K, config["BLOCK_K"])
     align = weight_alignment(weight.element_size(), K, k_split, weight.stride(0))
     return _dot_rows_kernel[(n_blocks, split)](
         out, out.stride(0), x_mma, x_mma.stride(0), x, x.stride(0), weight,
