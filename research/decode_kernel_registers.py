@@ -9,6 +9,10 @@
     ... --attention preload=2,stages=2,warps=8,run_tiles=2,longest=384 --wait
                                      (its instructions before and after griddepcontrol.wait)
     ... --layer                      (the one-kernel decode layer)
+    ... --models [ROWS]              (each named and off-list model's projections at 1, 4, 8
+                                      and 16 rows (or ROWS, a comma list): the rule's plan,
+                                      whether a K loop it never runs is compiled out there,
+                                      registers kept -> out; session 95)
     ... --runs 3                     (the one-row GEMVs' residual role reading attention's
                                       runs unmerged, 3 of them, heads of 64: needs
                                       research/merge_in_projection.diff applied; session 86)
@@ -26,6 +30,7 @@ import argparse
 import subprocess
 import tempfile
 
+import torch
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
@@ -34,7 +39,7 @@ from tilegraph.kernels._dot_rows import _dot_rows_kernel
 from tilegraph.kernels._matvec import _gemv_kernel, gemv_config
 from tilegraph.kernels.decode_attention import _decode_attention_kernel, attention_config
 from tilegraph.kernels.decode_layer import _decode_layer_kernel, decode_layer_config
-from tilegraph.kernels.decode_plan import dot_config
+from tilegraph.kernels.decode_plan import dot_config, rule
 
 FP32_POINTERS = {"partial_ptr", "norm_parts_ptr", "next_parts_ptr", "acc_ptr", "zero_ptr"}
 # else DTYPE, or fp32 (above)
@@ -166,6 +171,63 @@ def layer_usage(d: int) -> None:
           f"{config['num_warps']} warps: {usage}", flush=True)
 
 
+def projections(shape: dict) -> dict:
+    """(N, K) of a Llama-family layer's q|k|v, output, gate/up and down projections."""
+    d, heads = shape["hidden_size"], shape["num_attention_heads"]
+    head_dim = shape.get("head_dim") or d // heads
+    q, kv = heads * head_dim, shape["num_key_value_heads"] * head_dim
+    inter = shape["intermediate_size"]
+    return {"q|k|v": (q + 2 * kv, d), "output": (d, q), "gate/up": (2 * inter, d),
+            "down": (d, inter)}
+
+
+def models_usage(rows_list: list[int]) -> None:
+    """For each model shape's projections at each row count: the rule's plan on an H200
+    (132 SMs), whether its K loop never runs (one-row split tile: the row fits the first
+    tile, ONE_TILE; tensor-core kernel: every slice one step, ONE_STEP) and, where so, the
+    registers with the loop kept -> compiled out (the projection's role: norm prologue on
+    q|k|v and gate/up, residual on output and down)."""
+    from time_steps import OFF_LIST
+
+    from tilegraph.models.hf_presets import SHAPES
+    shapes = {name: s for name, s in SHAPES.items() if not name.startswith("tiny-")}
+    shapes.update({name: {**SHAPES[base], **over} for name, (base, over) in OFF_LIST.items()})
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[DTYPE]
+    for model, shape in shapes.items():
+        for role, (n, k) in projections(shape).items():
+            norm = role in ("q|k|v", "gate/up")
+            for rows in rows_list:
+                plan = rule(rows, n, k, dtype, 132)
+                c = plan.config
+                tile = {key: v for key, v in c.items() if key.isupper()}
+                line = f"{model:12} {role:8} {n:6} x {k:<6} {rows:2} rows: {plan.kind}"
+                kept_out = None
+                if plan.kind == "gemv" and rows == 1:
+                    persistent = "PROGRAMS_PER_SM" in c
+                    line += (f" {'persistent' if persistent else 'split'} tile, {c['SPLIT']} x"
+                             f" {c['CHUNK']} + tail {c.get('TAIL', 0)}")
+                    if not persistent and k <= c["SPLIT"] * c["CHUNK"]:
+                        tile["PERSISTENT"] = False
+                        parts = {**GEMV_PARTS, **tile, "HAS_NORM": norm, "HAS_RESIDUAL": not norm}
+                        kept_out = [resources(_gemv_kernel, {**parts, "ONE_TILE": one},
+                                              c["num_warps"], 1) for one in (False, True)]
+                elif plan.kind == "dot":
+                    steps = triton.cdiv(k, c["BLOCK_K"])
+                    tile["SPLIT_K"] = split = min(c.get("SPLIT_K", 1), steps)
+                    line += (f" {c['BLOCK_N']} x {c['BLOCK_K']}, split {split} of {steps} steps"
+                             f"{', weight left' if c.get('W_LHS') else ''}")
+                    if split >= steps:
+                        parts = {**DOT_PARTS, **tile, "HAS_RESIDUAL": not norm,
+                                 "HAND_OVER": False, "NORM_PARTS": 0}
+                        kept_out = [resources(_dot_rows_kernel, {**parts, "ONE_STEP": one},
+                                              c["num_warps"], c["num_stages"])
+                                    for one in (False, True)]
+                if kept_out:
+                    kept, out = (usage.split(" registers")[0].strip() for usage in kept_out)
+                    line += f"; loop never runs: {kept} -> {out} registers"
+                print(line, flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--dot", nargs="*", metavar="N:K:BN/BK/STAGES/SPLIT[/L]",
@@ -180,6 +242,9 @@ def main() -> None:
                              "instructions before and after griddepcontrol.wait (session 81)")
     parser.add_argument("--layer", action="store_true",
                         help="only the one-kernel decode layer, bf16 d = 1024 and 2048")
+    parser.add_argument("--models", nargs="?", const="1,4,8,16", metavar="ROWS",
+                        help="each model shape's projections at these rows: the rule's plan "
+                             "and where a K loop it never runs is compiled out")
     parser.add_argument("--runs", type=int, default=0,
                         help="the GEMVs' residual role with x as that many attention runs")
     parser.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16",
@@ -187,6 +252,9 @@ def main() -> None:
     args = parser.parse_args()
     global DTYPE
     DTYPE = args.dtype
+    if args.models:
+        models_usage([int(rows) for rows in args.models.split(",")])
+        return
     if args.layer:
         layer_usage(1024)
         layer_usage(2048)
