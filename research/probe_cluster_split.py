@@ -39,13 +39,11 @@ import argparse
 import torch
 import triton
 import triton.language as tl
-from rounds import rounds_line, time_in_rounds
+from rounds import poisoned_error, projection_case, rounds_line, time_in_rounds
 
 import tilegraph as tg
 from tilegraph.kernels._pdl import use_pdl
-from tilegraph.kernels.autotune import copies_spanning_l2
-from tilegraph.kernels.linear import linear_ref
-from tilegraph.testing import TOLERANCES, randn, rel_error
+from tilegraph.testing import TOLERANCES
 
 MODES = ("rows", "atomic", "barrier", "dsmem")
 ROWS_TILE = tl.constexpr(16)  # x's rows padded to the mma's width
@@ -174,15 +172,11 @@ def compare(n: int, k: int, rows: int, split: int, block_n: int, rounds: int) ->
     if k % split or triton.next_power_of_2(k // split) != k // split:
         print(f"{n} x {k}: K / {split} is no power of two")
         return
-    weights = [randn(n, k, dtype=dtype, device="cuda", scale=k**-0.5)
-               for _ in range(max(2, copies_spanning_l2(n * k * dtype.itemsize)))]
-    x = randn(rows, k, dtype=dtype, device="cuda")
-    out = torch.empty(rows, n, dtype=dtype, device="cuda")
+    weights, x, out, ref = projection_case(n, k, rows, dtype)
     blocks = triton.cdiv(n, block_n)
     parts = torch.empty(blocks * split * block_n * ROWS_TILE.value, dtype=torch.float32,
                         device="cuda")
     counts = torch.zeros(blocks, dtype=torch.int32, device="cuda")
-    ref = linear_ref(x.double(), weights[0].double())
     pdl = use_pdl(x.device, ())
     options = {"num_warps": 4, "num_stages": 1, **({"launch_pdl": True} if pdl else {})}
     calls = {}
@@ -212,10 +206,7 @@ def all_correct(calls: dict, weight: torch.Tensor, out: torch.Tensor, ref: torch
                 where: str) -> bool:
     """Whether every call writes x W^T into a poisoned out within bf16's tolerance."""
     for name, call in calls.items():
-        out.fill_(float("nan"))
-        call(weight)
-        torch.cuda.synchronize()
-        error = rel_error(out, ref)
+        error = poisoned_error(call, weight, out, ref)
         if not error <= TOLERANCES[out.dtype]:
             print(f"{where}: {name} wrong (relative error {error:.2e})", flush=True)
             return False

@@ -18,14 +18,12 @@ longer first (6-5-5) won 1.6% over six shapes and lost 5632 x 2048 by 1%
 from __future__ import annotations
 
 import torch
-from rounds import over_shapes, rounds_line, time_in_rounds
+from rounds import over_shapes, poisoned_error, projection_case, rounds_line, time_in_rounds
 
 from tilegraph.kernels import decode_plan
 from tilegraph.kernels._launch import sm_count
 from tilegraph.kernels._pdl import use_pdl
-from tilegraph.kernels.autotune import copies_spanning_l2
-from tilegraph.kernels.linear import linear_ref
-from tilegraph.testing import TOLERANCES, randn, rel_error
+from tilegraph.testing import TOLERANCES
 
 # the grid's 22 MB shapes, then shapes no issue names whose split the dealing changes
 SHAPES = "5632x2048,2048x5632,3072x2048,1536x8960,896x4864,2048x11008"
@@ -36,11 +34,7 @@ def compare(n: int, k: int, rows: int, dtype: torch.dtype, rounds: int) -> None:
     if plan.kind != "dot" or plan.config.get("SPLIT_K", 1) < 2:
         print(f"{n} x {k}, {rows} rows: the rule does not split K ({plan.as_dict()})")
         return
-    weights = [randn(n, k, dtype=dtype, device="cuda", scale=k**-0.5)
-               for _ in range(max(2, copies_spanning_l2(n * k * dtype.itemsize)))]
-    x = randn(rows, k, dtype=dtype, device="cuda")
-    out = torch.empty(rows, n, dtype=dtype, device="cuda")
-    ref = linear_ref(x.double(), weights[0].double())
+    weights, x, out, ref = projection_case(n, k, rows, dtype)
     pdl = use_pdl(x.device, ())
     calls = {}
     for even in (True, False):
@@ -48,9 +42,7 @@ def compare(n: int, k: int, rows: int, dtype: torch.dtype, rounds: int) -> None:
 
         def call(w, variant=variant):
             decode_plan.launch(variant, x, w, out, None, 0.0, None, "none", None, pdl)
-        out.fill_(float("nan"))
-        call(weights[0])
-        error = rel_error(out, ref)
+        error = poisoned_error(call, weights[0], out, ref)
         assert error <= TOLERANCES[dtype], (n, k, rows, even, error)
         calls["even" if even else "equal"] = call
     calls["cublas"] = lambda w: torch.matmul(x, w.T, out=out)

@@ -21,14 +21,12 @@ from __future__ import annotations
 
 import torch
 import triton
-from rounds import over_shapes, rounds_line, time_in_rounds
+from rounds import over_shapes, poisoned_error, projection_case, rounds_line, time_in_rounds
 
 from tilegraph.kernels import _dot_rows, _matvec, decode_plan
 from tilegraph.kernels._launch import sm_count
 from tilegraph.kernels._pdl import use_pdl
-from tilegraph.kernels.autotune import copies_spanning_l2
-from tilegraph.kernels.linear import linear_ref
-from tilegraph.testing import TOLERANCES, randn, rel_error
+from tilegraph.testing import TOLERANCES
 
 # the grid's plans of one step or one tile (2048^2, 256 x 2048), then shapes no issue names
 # whose rule is one: Qwen2-0.5B's q|k|v and output, 1024-, 1536- and 2048-wide layers
@@ -53,11 +51,7 @@ def compare(n: int, k: int, rows: int, dtype: torch.dtype, rounds: int) -> None:
         print(f"{n} x {k}, {rows} rows: the rule's plan runs its loop ({plan.as_dict()})")
         return
     module, name = setting
-    weights = [randn(n, k, dtype=dtype, device="cuda", scale=k**-0.5)
-               for _ in range(max(2, copies_spanning_l2(n * k * dtype.itemsize)))]
-    x = randn(rows, k, dtype=dtype, device="cuda")
-    out = torch.empty(rows, n, dtype=dtype, device="cuda")
-    ref = linear_ref(x.double(), weights[0].double())
+    weights, x, out, ref = projection_case(n, k, rows, dtype)
     pdl = use_pdl(x.device, ())
     calls = {}
     for loop_out in (False, True):
@@ -67,9 +61,7 @@ def compare(n: int, k: int, rows: int, dtype: torch.dtype, rounds: int) -> None:
                 decode_plan.launch(plan, x, w, out, None, 0.0, None, "none", None, pdl)
             finally:
                 setattr(module, name, False)
-        out.fill_(float("nan"))
-        call(weights[0])
-        error = rel_error(out, ref)
+        error = poisoned_error(call, weights[0], out, ref)
         assert error <= TOLERANCES[dtype], (n, k, rows, loop_out, error)
         calls["out" if loop_out else "kept"] = call
     calls["cublas"] = lambda w: torch.matmul(x, w.T, out=out)

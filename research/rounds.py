@@ -1,5 +1,6 @@
-"""What the split-K and loop probes share: their calls timed in interleaved rounds (graph
-replays over weights rotated past L2, us) and the rounds and medians as one line."""
+"""What the split-K and loop probes share: a projection's case (weights rotated past L2, x,
+out, the float64 reference), each call checked into a poisoned out, the calls timed in
+interleaved rounds (graph replays, us) and the rounds and medians as one line."""
 
 from __future__ import annotations
 
@@ -7,9 +8,29 @@ import argparse
 
 import torch
 
-from tilegraph.kernels.autotune import _graph_replay_ms, rotating
+from tilegraph.kernels.autotune import _graph_replay_ms, copies_spanning_l2, rotating
+from tilegraph.kernels.linear import linear_ref
+from tilegraph.testing import randn, rel_error
 
 COPY_GB_PER_S = 4254  # the H200's measured copy rate: a weight's floor
+
+
+def projection_case(n: int, k: int, rows: int, dtype: torch.dtype) -> tuple:
+    """(weights, x, out, ref): enough (n, k) weights to span L2 (two at least), x (rows, k),
+    an out for x W^T, and x W_0^T in float64."""
+    weights = [randn(n, k, dtype=dtype, device="cuda", scale=k**-0.5)
+               for _ in range(max(2, copies_spanning_l2(n * k * dtype.itemsize)))]
+    x = randn(rows, k, dtype=dtype, device="cuda")
+    out = torch.empty(rows, n, dtype=dtype, device="cuda")
+    return weights, x, out, linear_ref(x.double(), weights[0].double())
+
+
+def poisoned_error(call, weight: torch.Tensor, out: torch.Tensor, ref: torch.Tensor) -> float:
+    """The relative error of what call(weight) writes into out, poisoned first."""
+    out.fill_(float("nan"))
+    call(weight)
+    torch.cuda.synchronize()
+    return rel_error(out, ref)
 
 
 def time_in_rounds(calls: dict, weights: list, rounds: int) -> tuple[dict, dict]:
