@@ -28,7 +28,9 @@ cutting K into slices of equal width, as before session 93: _dot_rows.DEAL_EVENL
 step: _dot_rows.COMPILE_ONE_STEP on) and "one-tile" (bands, the GEMV split tile's K loop
 compiled out where the row fits one tile: _matvec.COMPILE_ONE_TILE on) and "preloaded-runs"
 (bands, attention's run loop compiled out where every run fits its preloaded tiles:
-decode_attention.COMPILE_PRELOADED_RUNS on) and "loops-out" (all three).
+decode_attention.COMPILE_PRELOADED_RUNS on) and "loops-out" (all three) and "loop-kept"
+(bands, every whole-slice tile keeping its K loop where the step tuner chose to leave it out,
+as before session 96: decode_plan.runs_one_step read as False).
 Each part of the build is printed as it starts, with the seconds since the start.
 """
 
@@ -42,7 +44,7 @@ from time_steps import OFF_LIST
 
 import tilegraph as tg
 from tilegraph import generate, tune
-from tilegraph.kernels import _dot_rows, _matvec
+from tilegraph.kernels import _dot_rows, _matvec, decode_plan
 from tilegraph.kernels import decode_attention as attention
 from tilegraph.kernels.greedy import greedy_step
 from tilegraph.models.hf_presets import hf_config
@@ -102,7 +104,8 @@ def forget_step_choices() -> None:
     """The choices tg.Generator makes (attention's launch alone and the in-step ones) made so
     far in this process, forgotten (the disk's as well): the next Generator makes them anew."""
     for store in (attention.tuned, tune.attention_in_step, tune.gemv_rows_in_step,
-                  tune.release_in_step, tune.tuned_plans_in_step, tune.l2_ahead_in_step):
+                  tune.release_in_step, tune.tuned_plans_in_step, tune.l2_ahead_in_step,
+                  tune.one_step_in_step):
         store._memo, store._disk_loaded = {}, True
 
 
@@ -144,6 +147,9 @@ def main() -> None:
         _dot_rows.COMPILE_ONE_STEP = variant in ("one-step", "loops-out")
         _matvec.COMPILE_ONE_TILE = variant in ("one-tile", "loops-out")
         attention.COMPILE_PRELOADED_RUNS = variant in ("preloaded-runs", "loops-out")
+        runs_one_step = getattr(decode_plan, "runs_one_step", None)  # trees before s96: none
+        if variant == "loop-kept" and runs_one_step is not None:
+            decode_plan.runs_one_step = lambda *args: False
         greedy = generate.Generator._greedy_step
         if variant == "decode-start":
             generate.Generator._greedy_step = decode_start_step
@@ -164,6 +170,8 @@ def main() -> None:
             generator.generate(prompts, 256)
             times.append(generator.stats.decode_ms_per_token)
         generate.Generator._greedy_step = greedy
+        if runs_one_step is not None:
+            decode_plan.runs_one_step = runs_one_step
         _dot_rows.DEAL_EVENLY = True
         _dot_rows.COMPILE_ONE_STEP = False
         _matvec.COMPILE_ONE_TILE = False
@@ -177,10 +185,12 @@ def main() -> None:
             model.dtype)) or {} for band in getattr(generator, "bands", (max_seq,))}
         plans_store = getattr(tune, "tuned_plans_in_step", None)  # trees before session 67
         rule = plans_store.lookup((batch, *step)) if plans_store else "-"
+        one_step_store = getattr(tune, "one_step_in_step", None)
+        loop_out = one_step_store.lookup((batch, *step)) if one_step_store else "-"
         shown = {band: {k: cfg.get(k) for k in ATTENTION_KEYS} for band, cfg in launches.items()}
         print(f"{tag} {variant} {name} b{batch} {statistics.median(times[1:]):.4f} ms a token "
               f"(build {build:.1f} s; rows chosen {chosen}; tuned plans checked in the step "
-              f"{rule}; attention by band {shown}; L2 prefetch by band "
+              f"{rule}; K loop left out {loop_out}; attention by band {shown}; L2 prefetch by band "
               f"{getattr(model, 'l2_ahead_bytes', '-')})", flush=True)
         if strict:   # after the report of what it chose
             forget_step_choices()

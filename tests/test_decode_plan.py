@@ -11,7 +11,7 @@ import tilegraph as tg
 from _shapes import DTYPES
 from tilegraph import tune
 from tilegraph.bench import timing
-from tilegraph.kernels import _pdl, decode_plan
+from tilegraph.kernels import _dot_rows, _pdl, decode_plan
 from tilegraph.kernels._launch import weight_alignment
 from tilegraph.kernels._matvec import (
     FIT,
@@ -1114,6 +1114,59 @@ def test_tuned_plans_that_lose_in_a_step_give_way_to_the_rule(monkeypatch):
                                               no_capture, positions, 300, 2e-2,
                                               said.append) is None
     assert len(said) == 1 and tune.tuned_plans_in_step.lookup(("untuned", rows)) is None
+
+
+@pytest.mark.parametrize("faster", [0.004, 0.03])
+def test_whole_slice_tiles_leave_their_k_loop_out_where_the_step_is_faster(faster,
+                                                                           monkeypatch):
+    """Of a batch-8 step's projections, those whose plan is a whole-slice tensor-core tile
+    (2048^2 and 1024 x 3072 at 8 rows, not 2560 x 2048 nor the one-row GEMV) are timed with
+    their K loop out, each alone and together; one that makes the step faster is timed again
+    beside none and kept only where it wins by the margin both times (0.4% does not, 3%
+    does); the choice is recorded per shape and rows and under the step key, so a later
+    process times nothing."""
+    for store in (decode_plan._tuned, decode_plan._one_step, tune.one_step_in_step):
+        monkeypatch.setattr(store, "_memo", {})
+        monkeypatch.setattr(store, "_disk_loaded", True)
+    monkeypatch.setattr(tune, "timing_enabled", lambda: True)
+    dtype, rows, positions = torch.bfloat16, 8, torch.zeros(8, dtype=torch.int64)
+    shapes = {"q|k|v": (2560, 2048), "output": (2048, 2048), "down": (1024, 3072),
+              "again": (2048, 2048)}
+    assert [_dot_rows.one_step_a_slice(k, decode_plan.rule(rows, n, k, dtype, None).config)
+            for n, k in shapes.values()] == [False, True, True, True]
+    assert not decode_plan.plan(rows, 2048, 2048, dtype, positions.device).config.get(
+        "ONE_STEP")
+
+    def loop_out(n, k, rows=rows):
+        return decode_plan.plan(rows, n, k, dtype, positions.device).config.get("ONE_STEP",
+                                                                                False)
+    timed = []
+
+    def capture_step():  # output's loop out is `faster` ms quicker, down's 0.1 ms slower
+        out = {name: loop_out(*shapes[name]) for name in ("q|k|v", "output", "down")}
+        assert not out["q|k|v"]
+        timed.append(", ".join(name for name, on in out.items() if on) or "none")
+        return _modeled_step(1.0 - faster * out["output"] + 0.1 * out["down"])
+    _time_modeled_steps(monkeypatch)
+    said = []
+    result = tune.tune_one_step_in_step_once(("a step", faster), rows, shapes, dtype,
+                                             capture_step, positions, 300, 2e-2, said.append)
+    assert said == ["timing the K loop of output, down left out in the batch-8 step"]
+    kept = faster > tune.ROWS_MARGIN
+    assert result is not None and result["one_step"] == (["output"] if kept else [])
+    once = {"none", "output", "down", "output, down"}
+    assert set(result["candidates"]) == once | ({"again none", "again output"} if kept
+                                                else set())
+    assert loop_out(2048, 2048) == kept and not loop_out(1024, 3072)
+    assert not loop_out(2048, 2048, rows=16) and not loop_out(2560, 2048)
+    assert not loop_out(2048, 2048, rows=1)   # a GEMV plan: no such key
+
+    def no_capture():
+        raise AssertionError("a step chosen before was timed again")
+    decode_plan.set_one_step(rows, 2048, 2048, dtype, not kept)   # as a new process finds
+    assert tune.tune_one_step_in_step_once(("a step", faster), rows, shapes, dtype,
+                                           no_capture, positions, 300, 2e-2) is None
+    assert loop_out(2048, 2048) == kept
 
 
 def test_tune_needs_a_gpu_and_the_cli_says_so(capsys):

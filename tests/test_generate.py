@@ -305,6 +305,34 @@ def test_tuned_projection_plans_are_checked_in_the_decode_step(hf, monkeypatch):
     assert generator.generate(prompts, 8) == [_hf_greedy(hf, p, 8) for p in prompts]
 
 
+@pytest.mark.gpu
+def test_whole_slice_tiles_decode_as_hf_with_their_k_loop_left_out(hf, monkeypatch):
+    """At 16 rows every projection of the tiny model is a whole-slice tensor-core tile: with
+    timing on, the step is timed with their K loops left out and the choice recorded; graphs
+    built where the step chose to leave every loop out run those plans and decode as
+    transformers does."""
+    monkeypatch.setenv("TILEGRAPH_AUTOTUNE", "1")
+    for store in (decode_plan._one_step, tune.one_step_in_step):
+        monkeypatch.setattr(store, "_memo", {})
+    model = Llama.from_hf(hf, device="cuda")
+    layer, c = model.layers[0], model.local
+    said = []
+    tg.Generator(model, max_batch=16, max_seq=48, sizes=(16,), progress=said.append)
+    names = ["q|k|v", "output", "gate/up", "down", "LM head"]
+    assert (f"timing the K loop of {', '.join(names)} left out in the batch-16 step"
+            in said)
+    key = (16, c.n_heads, c.n_kv_heads, c.head_dim, 48, str(model.dtype), c.dim, c.ffn_dim,
+           c.n_layers, c.vocab_size)
+    assert tune.one_step_in_step.lookup(key) is not None
+    tune.one_step_in_step.record(key, {"one_step": names})
+    generator = tg.Generator(model, max_batch=16, max_seq=48, sizes=(16,))
+    for weight in (layer.wqkv, layer.wo, layer.w_gate_up, layer.w_down, model.lm_head):
+        chosen = decode_plan.plan(16, *weight.shape, model.dtype, model.device)
+        assert chosen.kind == "dot" and chosen.config.get("ONE_STEP")
+    prompts = [torch.randint(0, 67, (n,)).tolist() for n in (5, 9)]
+    assert generator.generate(prompts, 8) == [_hf_greedy(hf, p, 8) for p in prompts]
+
+
 def test_progress_says_what_the_build_runs(hf):
     """The progress callback hears each part of a Generator's build as it starts: the graphs'
     capture last, the sampling graphs' when a call first samples, and on CUDA a prefill

@@ -235,20 +235,24 @@ def test_split_k_of_uneven_steps(even, split, w_lhs, device):
     assert_close(out, linear_ref(d(x), d(w), d(b), residual=d(r)), torch.bfloat16)
 
 
+@pytest.mark.parametrize("asked", ["plan", "setting"])
 @pytest.mark.parametrize("norm", [False, True])
 @pytest.mark.parametrize("even", [True, False])
 @pytest.mark.parametrize("split", [1, 4, 9, 12])
-def test_one_step_slices_compile_the_k_loop_out(split, even, norm, device, monkeypatch):
-    """With COMPILE_ONE_STEP, K of 9 steps in 1, 4, 9 or 12 slices: the launch leaves the K
-    loop out exactly where every slice is one step (9 and 12 slices, 12 taken as 9), and
-    every column is summed once either way, with the norm in the loop too."""
-    monkeypatch.setattr(_dot_rows, "COMPILE_ONE_STEP", True)
+def test_one_step_slices_compile_the_k_loop_out(split, even, norm, asked, device,
+                                                monkeypatch):
+    """Asked by the plan's config (ONE_STEP, as a step's choice) or by COMPILE_ONE_STEP, K of
+    9 steps in 1, 4, 9 or 12 slices: the launch leaves the K loop out exactly where every
+    slice is one step (9 and 12 slices, 12 taken as 9), and every column is summed once
+    either way, with the norm in the loop too."""
+    monkeypatch.setattr(_dot_rows, "COMPILE_ONE_STEP", asked == "setting")
     launched = record_launches(monkeypatch, _dot_rows, "_dot_rows_kernel", "ONE_STEP")
     x, w, _, g, r = _make((5,), 40, 270, torch.bfloat16, device, False, norm, True)
     out = poisoned((5, 40), torch.bfloat16, device)
-    plan = Plan("dot", {"BLOCK_N": 32, "BLOCK_K": 32, "num_warps": 4, "num_stages": 1,
-                        "SPLIT_K": split, "W_LHS": True, "EVEN_SPLIT": even,
-                        "NORM_IN_LOOP": norm})
+    config = {"BLOCK_N": 32, "BLOCK_K": 32, "num_warps": 4, "num_stages": 1,
+              "SPLIT_K": split, "W_LHS": True, "EVEN_SPLIT": even, "NORM_IN_LOOP": norm}
+    plan = Plan("dot", {**config, "ONE_STEP": True} if asked == "plan" else config)
+    assert _dot_rows.one_step_a_slice(270, config) == (split >= 9)
     decode_plan.launch(plan, x, w, out, g, 1e-6, None, "none", r, False)
     assert launched == [split >= 9]
     d = lambda t: None if t is None else t.double()  # noqa: E731

@@ -49,6 +49,7 @@ from .tune import (
     tune_attention_once,
     tune_gemv_rows_in_step_once,
     tune_l2_ahead_in_step_once,
+    tune_one_step_in_step_once,
     tune_release_in_step_once,
     tune_tuned_plans_in_step_once,
 )
@@ -164,7 +165,9 @@ class Generator:
         some models' steps and lose in others' (tune.tune_attention_in_step_once), for every
         context band at its own lengths, after checking in the step each
         projection whose shape `tilegraph tune` timed against the rule's plan
-        (tune.tune_tuned_plans_in_step_once); and at batch 1 how many weight
+        (tune.tune_tuned_plans_in_step_once), and whether those on whole-slice tiles
+        leave the K loop they never run out (tune.tune_one_step_in_step_once); and at batch 1
+        how many weight
         rows a program each one-row projection reads, for those of 14-20 MiB whether it
         runs persistent and for short rows whether in small persistent tiles
         (tune.tune_gemv_rows_in_step_once),
@@ -214,13 +217,16 @@ class Generator:
             tolerance = MODEL_TOLERANCES[self.model.dtype]
             # Projections first: attention's launch is then chosen beside the plans they keep.
             layer, dtype = self.model.layers[0], self.model.dtype
-            tune_tuned_plans_in_step_once(
-                (size, *shape[:-1], str(dtype), *step), size,
-                {"q|k|v": tuple(layer.wqkv.shape), "output": tuple(layer.wo.shape),
-                 "gate/up": tuple(layer.w_gate_up.shape), "down": tuple(layer.w_down.shape),
-                 "LM head": tuple(self.model.lm_head.shape)},
-                dtype, capture_step, positions, self.max_seq, tolerance, self._progress,
-                plain_step)
+            shapes = {"q|k|v": tuple(layer.wqkv.shape), "output": tuple(layer.wo.shape),
+                      "gate/up": tuple(layer.w_gate_up.shape),
+                      "down": tuple(layer.w_down.shape),
+                      "LM head": tuple(self.model.lm_head.shape)}
+            step_key = (size, *shape[:-1], str(dtype), *step)
+            tune_tuned_plans_in_step_once(step_key, size, shapes, dtype, capture_step,
+                                          positions, self.max_seq, tolerance, self._progress,
+                                          plain_step)
+            tune_one_step_in_step_once(step_key, size, shapes, dtype, capture_step, positions,
+                                       self.max_seq, tolerance, self._progress, plain_step)
             # Each band's launch timed at its own lengths, in a step over its window, the
             # longest band first: the shorter ones try its choice too.
             firsts = (0, *self.bands[:-1])   # each band's shortest position

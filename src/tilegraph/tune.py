@@ -22,6 +22,7 @@ from ._runtime import INTERPRET, is_capturing
 from .errors import CaptureError
 from .kernels import decode_attention as attention
 from .kernels import decode_plan
+from .kernels._dot_rows import one_step_a_slice
 from .kernels._launch import compiling_only, sm_count
 from .kernels._pdl import use_pdl
 from .kernels.autotune import (
@@ -487,11 +488,13 @@ def _names_in_step_once(store: Tuner, step: tuple, key: str, names: list[str],
                         capture_step: Callable[[], object], positions: torch.Tensor,
                         max_seq: int, tolerance: float,
                         reference: Callable[[], torch.Tensor] | None = None,
-                        run_step: Callable[[], object] | None = None) -> dict | None:
+                        run_step: Callable[[], object] | None = None,
+                        margin: float = 0.0) -> dict | None:
     """Which of `names` to `apply` a variant to (none, each alone, all), chosen by timing the
     caller's step (time_step_candidates) and recorded under `step` as {key: names}; a step
-    recorded before is applied again, timing nothing. Returns {key, "ms", "candidates":
-    {names: ms}} when it timed, None where it did not."""
+    recorded before is applied again, timing nothing. With a margin the fastest is timed
+    again beside none and kept only where it is still that much faster (as ROWS_MARGIN).
+    Returns {key, "ms", "candidates": {names: ms}} when it timed, None where it did not."""
     chosen = store.lookup(step)
     if chosen is not None:
         apply(chosen[key])
@@ -506,12 +509,35 @@ def _names_in_step_once(store: Tuner, step: tuple, key: str, names: list[str],
                                  capture_step, positions, max_seq, tolerance,
                                  reference=reference, run_step=run_step)
     best = min(times, key=times.get) if times else 0
+    named = {", ".join(candidates[i]) or "none": t for i, t in times.items()}
+    if margin and best and 0 in times:
+        kept = times[best] < times[0] * (1 - margin)
+        if kept:
+            pair = (0, best)
+            again = time_step_candidates(2, lambda i: apply(candidates[pair[i]]),
+                                         capture_step, positions, max_seq, tolerance,
+                                         reference=reference, run_step=run_step)
+            named.update({f"again {', '.join(candidates[pair[i]]) or 'none'}": t
+                          for i, t in again.items()})
+            kept = 0 in again and 1 in again and again[1] < again[0] * (1 - margin)
+        if not kept:
+            best = 0
     apply(candidates[best])
     if not times:
         return None
     store.record(step, {key: list(candidates[best])})
-    return {key: list(candidates[best]), "ms": times[best],
-            "candidates": {", ".join(candidates[i]) or "none": t for i, t in times.items()}}
+    return {key: list(candidates[best]), "ms": times[best], "candidates": named}
+
+
+def _offered(projections: dict[str, tuple[int, int]], offer: Callable[[int, int], bool]
+             ) -> dict[str, tuple[int, int]]:
+    """The projections whose (N, K) `offer` takes, those of one shape under the first one's
+    name: a step's choice is recorded per shape."""
+    shapes: dict[str, tuple[int, int]] = {}
+    for name, nk in projections.items():
+        if nk not in shapes.values() and offer(*nk):
+            shapes[name] = nk
+    return shapes
 
 
 # Decode steps whose projections' `tilegraph tune` plans were timed against the rule's in the
@@ -539,11 +565,8 @@ def tune_tuned_plans_in_step_once(step: tuple, rows: int,
     name. The fastest stays recorded per shape and under the step key, so a later process
     only records it again; `progress` hears when the step is timed. Returns {"rule", "ms",
     "candidates": {names: ms}} when it timed, None where it did not."""
-    device = positions.device
-    shapes: dict[str, tuple[int, int]] = {}
-    for name, nk in projections.items():
-        if nk not in shapes.values() and decode_plan.tuned_differs(rows, *nk, dtype, device):
-            shapes[name] = nk
+    shapes = _offered(projections, lambda n, k: decode_plan.tuned_differs(
+        rows, n, k, dtype, positions.device))
     if (progress is not None and shapes and timing_enabled()
             and tuned_plans_in_step.lookup(step) is None):
         progress(f"checking the tuned plans of {', '.join(shapes)} in the batch-{rows} step")
@@ -555,6 +578,47 @@ def tune_tuned_plans_in_step_once(step: tuple, rows: int,
     return _names_in_step_once(tuned_plans_in_step, step, "rule", list(shapes), take_rule,
                                "between tuned and default projection plans", capture_step,
                                positions, max_seq, tolerance, reference)
+
+
+# Decode steps whose whole-slice tensor-core tiles were timed with their K loop compiled out
+# (tune_one_step_in_step_once), by step key: {"one_step": names that leave it out}.
+one_step_in_step = Tuner("linear-one-step-in-step", [{}])
+
+
+def tune_one_step_in_step_once(step: tuple, rows: int,
+                               projections: dict[str, tuple[int, int]], dtype: torch.dtype,
+                               capture_step: Callable[[], object], positions: torch.Tensor,
+                               max_seq: int, tolerance: float,
+                               progress: Callable[[str], None] | None = None,
+                               reference: Callable[[], torch.Tensor] | None = None
+                               ) -> dict | None:
+    """Whether each projection of a decode step of `rows` rows whose plan is a whole-slice
+    tensor-core tile (every program reads its slice of K in one step) compiles its K loop
+    out, chosen by timing the caller's whole step: the loop it never runs holds registers
+    (_dot_rows.COMPILE_ONE_STEP), and whether freeing them pays depends on the kernels
+    around the projection, not on its shape (notes/kernels.md, session 96).
+
+    Arguments as tune_tuned_plans_in_step_once's (`projections` by name: (N, K)). Tried:
+    none, each alone, all; the fastest is timed again beside none and kept only where it
+    is ROWS_MARGIN faster both times. Recorded per shape and rows (decode_plan.set_one_step)
+    and under the step key, so a later process times nothing. Returns {"one_step", "ms",
+    "candidates": {names: ms}} when it timed, None where it did not."""
+    def whole_slices(n: int, k: int) -> bool:
+        chosen = decode_plan.plan(rows, n, k, dtype, positions.device, fused=True)
+        return chosen.kind == "dot" and one_step_a_slice(k, chosen.config)
+    shapes = _offered(projections, whole_slices)
+    if (progress is not None and shapes and timing_enabled()
+            and one_step_in_step.lookup(step) is None):
+        progress(f"timing the K loop of {', '.join(shapes)} left out in the batch-{rows} step")
+
+    def leave_loop_out(names) -> None:
+        for name, (n, k) in shapes.items():
+            decode_plan.set_one_step(rows, n, k, dtype, name in names)
+
+    return _names_in_step_once(one_step_in_step, step, "one_step", list(shapes),
+                               leave_loop_out, "where tensor-core tiles leave their K loop "
+                               "out", capture_step, positions, max_seq, tolerance, reference,
+                               margin=ROWS_MARGIN)
 
 
 # How far from the first candidate's output another candidate's may be, in multiples of the

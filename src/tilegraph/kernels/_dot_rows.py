@@ -33,10 +33,12 @@ DOT_ROWS = 16  # the tile's rows: an mma operand needs at least 16
 DEAL_EVENLY = True
 # A launch whose slices of K each take one BLOCK_K step may compile its K loop out
 # (ONE_STEP): a loop never run still holds its registers, 171 a thread against 64 for
-# 2048^2's whole-slice tile (sm_90, Triton 3.6), so that two programs of it leave an SM no
-# room for the next kernel's under PDL. Off until timed in stacks and steps: session 38's
-# other way to fewer registers (the slice landed by TMA) won some steps and lost stacks
-# (notes/kernels.md, sessions 38 and 94). A module setting, as DEAL_EVENLY.
+# 2048^2's whole-slice tile (sm_90, Triton 3.6). Not by default: alone it was 0.4-8.5%
+# slower on 5 shapes at 8 and 16 rows, and 1-5% in stacks of d = 1024 and 2048 at 8-16 rows;
+# in tg.Generator's batch-8 step it made TinyLlama 1.7% faster and a 1024-wide model 2%
+# slower (H200, notes/kernels.md, session 96). So a model's step chooses it per projection
+# (the config's "ONE_STEP", decode_plan.set_one_step); this module setting turns it on for
+# every launch, for research.
 COMPILE_ONE_STEP = False
 # The largest |x * g| a row takes to an fp16 mma when the norm runs in the loop: far below
 # 65504, so rounding cannot reach it, far above the normalised values a norm yields.
@@ -150,11 +152,15 @@ def norm_in_loop(config: dict, N: int, K: int, sms: int | None) -> bool:
     42.3-43.7 -> 50.3-50.6; one step, 512 programs, 4096^2 17.6-19.3 -> 16.4-18.1, 2048
     programs, 8192^2 57.9-67.1 -> 62.7-72.2; notes/kernels.md, session 48). fp16 rows are
     scaled into range on their way to the mma (FP16_ROW_LIMIT)."""
-    steps = triton.cdiv(K, config["BLOCK_K"])
-    split = config.get("SPLIT_K", 1)
-    programs = triton.cdiv(N, config["BLOCK_N"]) * split
-    return (triton.cdiv(steps, split) == 1
+    programs = triton.cdiv(N, config["BLOCK_N"]) * config.get("SPLIT_K", 1)
+    return (one_step_a_slice(K, config)
             and programs <= NORM_IN_LOOP_PROGRAMS_PER_SM * (sms or ASSUMED_SM_COUNT))
+
+
+def one_step_a_slice(K: int, config: dict) -> bool:
+    """Whether the plan `config` cuts K into as many slices as BLOCK_K steps (or more), so
+    that each program reads its slice in one step: a whole-slice tile."""
+    return config.get("SPLIT_K", 1) >= triton.cdiv(K, config["BLOCK_K"])
 
 
 @triton.jit
@@ -216,7 +222,8 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, h_ptr, stride_hm, w_ptr
     in; the last of the SPLIT_K to arrive sums the partials in split order and finishes
     the block.
 
-    ONE_STEP: every slice is one BLOCK_K step, and the K loop is left out (COMPILE_ONE_STEP).
+    ONE_STEP: every slice is one BLOCK_K step, and the K loop is left out (the config's
+    "ONE_STEP", COMPILE_ONE_STEP).
 
     ALIGN: K, K_SPLIT and stride_wn arrive divided by it (_launch.weight_alignment).
 
@@ -375,9 +382,9 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
         raise ValueError(f"the handed-over partial sums need shape ({n_blocks}, {DOT_ROWS}), "
                          f"got {tuple(next_parts.shape)}")
     x_mma, norm_parts = handed if handed is not None else (x, None)
-    # every slice one BLOCK_K step, in either deal, where there are as many slices as steps:
-    # the K loop compiled out where COMPILE_ONE_STEP
-    one_step = COMPILE_ONE_STEP and split >= triton.cdiv(K, config["BLOCK_K"])
+    # the K loop compiled out where asked for and every slice is one BLOCK_K step
+    one_step = config.pop("ONE_STEP", COMPILE_ONE_STEP) and split >= triton.cdiv(
+        K, config["BLOCK_K"])
     align = weight_alignment(weight.element_size(), K, k_split, weight.stride(0))
     return _dot_rows_kernel[(n_blocks, split)](
         out, out.stride(0), x_mma, x_mma.stride(0), x, x.stride(0), weight,

@@ -22,7 +22,7 @@ import torch
 import triton
 
 from .._runtime import is_capturing
-from ._dot_rows import DOT_ROWS, launch_dot_rows
+from ._dot_rows import DOT_ROWS, launch_dot_rows, one_step_a_slice
 from ._launch import ASSUMED_SM_COUNT, is_compiling_only, sm_count
 from ._matvec import (
     GEMV_MAX_ROWS,
@@ -366,6 +366,25 @@ def tuned_differs(rows: int, N: int, K: int, dtype: torch.dtype,
     return saved is not None and saved != rule(rows, N, K, dtype, sm_count(device)).as_dict()
 
 
+# Tensor-core projections whose whole-slice tile compiles its K loop out (the config's
+# "ONE_STEP", _dot_rows.COMPILE_ONE_STEP), by tuned_key: chosen by timing a model's whole
+# step (tune.tune_one_step_in_step_once). Fewer registers a thread made TinyLlama's batch-8
+# step 1.7% faster and a 1024-wide model's 2% slower; alone the same tiles lost up to 8.5%
+# (H200, notes/kernels.md, session 96).
+_one_step = Tuner("linear-decode-one-step", [{}])
+
+
+def set_one_step(rows: int, N: int, K: int, dtype: torch.dtype, one_step: bool) -> None:
+    """Record, here and on disk, whether this shape's whole-slice tile at these rows leaves
+    its K loop out."""
+    _one_step.record(tuned_key(rows, N, K, dtype), {"one_step": one_step})
+
+
+def runs_one_step(rows: int, N: int, K: int, dtype: torch.dtype) -> bool:
+    saved = _one_step.lookup(tuned_key(rows, N, K, dtype))
+    return saved is not None and bool(saved.get("one_step"))
+
+
 # One-row projections that release the next kernel once their x has arrived
 # (RELEASE_AFTER_INPUTS), by shape: chosen by timing a model's whole step
 # (tune.tune_release_in_step_once), as it wins in some models' steps and loses in others'.
@@ -481,7 +500,8 @@ def step_rows(N: int, K: int, dtype: torch.dtype) -> int | str | None:
 def plan(rows: int, N: int, K: int, dtype: torch.dtype, device: torch.device,
          fused: bool = False, gemv_chain: bool = False) -> Plan:
     """The tuned plan of this shape on this GPU if `tilegraph tune` timed it (and no model's
-    step found the rule's faster: set_step_rule), else the rule's;
+    step found the rule's faster: set_step_rule), else the rule's, its whole-slice tile
+    without the K loop where a step chose that (set_one_step);
     a one-row GEMV takes the rows a program (or the other launch) set_step_rows recorded and
     releases the next kernel where set_late_release says.
     fused: the call has a norm prologue or an activation, which cuBLAS cannot run.
@@ -496,6 +516,9 @@ def plan(rows: int, N: int, K: int, dtype: torch.dtype, device: torch.device,
         chosen = rule(rows, N, K, dtype, sm_count(device))
     if chosen.kind == "cublas" and fused:
         chosen = Plan.from_dict(chosen.config["fused"])
+    if (chosen.kind == "dot" and one_step_a_slice(K, chosen.config)
+            and runs_one_step(rows, N, K, dtype)):
+        chosen = Plan("dot", {**chosen.config, "ONE_STEP": True})
     if chosen.kind == "gemv" and rows == 1:
         block_n = step_rows(N, K, dtype)
         if block_n == OTHER_LAUNCH:
