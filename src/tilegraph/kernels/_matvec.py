@@ -685,10 +685,10 @@ GEMV_CHUNK = 128
 GEMV_MAX_BLOCK_K = 4096
 # Where a row fits the split tile's first tile, the launch may leave the tile's K loop out
 # (ONE_TILE): a loop never run still holds its registers, 127-128 a thread against 86-96
-# for 2048 x 2048's tile (sm_90, Triton 3.6), 4 programs an SM against 5. Off until timed
-# in decode steps, where more programs of one kernel an SM have won and lost (notes/
-# kernels.md, sessions 63, 65 and 94). A module setting, so that research/time_generator.py
-# can build a Generator with it.
+# for 2048 x 2048's tile (sm_90, Triton 3.6), 4 programs an SM against 5. Off: alone it was
+# 0.97-1.04x, and in tg.Generator's batch-1 steps it made Qwen2-0.5B 6% slower and TinyLlama
+# 1.5% (H200, notes/kernels.md, session 96). A module setting, so that
+# research/time_generator.py can build a Generator with it.
 COMPILE_ONE_TILE = False
 # _gemv_rows_kernel holds each row's x and accumulator in variables of its own: up to four.
 GEMV_MAX_ROWS = 4

@@ -72,8 +72,10 @@ PRELOADED_TILES = 2
 # Where every run of a launch fits its preloaded tiles at every length up to max_seq, the
 # launch may leave the loop over a run's further tiles out (RUNS_PRELOADED): a loop never run
 # still holds its registers, 100 a thread against 80 at preload 2, 2 stages, 8 warps, heads
-# of 64 (sm_90, Triton 3.6). Off until timed in decode steps (notes/kernels.md, session 94).
-# A module setting, so that research/time_generator.py can build a Generator with it.
+# of 64 (sm_90, Triton 3.6). Off: in tg.Generator's steps it moved Qwen2-0.5B (batch 1)
+# 1.2% faster, TinyLlama 0.6-0.7% slower at batch 1 and 8, d1024-h128 (batch 8) not at all
+# (H200, notes/kernels.md, session 96). A module setting, so that
+# research/time_generator.py can build a Generator with it.
 COMPILE_PRELOADED_RUNS = False
 # Where each run takes at least DEEP_RUN_TILES default tiles of a full cache, the rule keeps
 # 4 tiles' loads in flight instead of 3; from DOUBLE_RUN_TILES on, tiles of twice the
