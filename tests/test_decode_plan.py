@@ -804,9 +804,9 @@ def test_step_rows_are_taken_by_one_row_gemv_plans_of_their_shape(device, monkey
     assert decode_plan.plan(1, n, k, dtype, where) == own
 
 
-def _fresh_stores(monkeypatch):
-    """This test's choices only, in memory and on disk."""
-    for store in (tune.gemv_rows_in_step, decode_plan._step_rows):
+def _fresh_stores(monkeypatch, stores=(tune.gemv_rows_in_step, decode_plan._step_rows)):
+    """This test's choices only, in memory and on disk (by default the one-row rows')."""
+    for store in stores:
         monkeypatch.setattr(store, "_memo", {})
         monkeypatch.setattr(store, "_disk_loaded", True)
 
@@ -1068,9 +1068,8 @@ def test_tuned_plans_that_lose_in_a_step_give_way_to_the_rule(monkeypatch):
     such projection back on the rule's keeps the faster (per shape and rows, on disk, and
     under the step key, so a later process times nothing); shapes tuned to the rule's own
     plan, or not tuned, are not timed at all."""
-    for store in (decode_plan._tuned, decode_plan._step_rule, tune.tuned_plans_in_step):
-        monkeypatch.setattr(store, "_memo", {})
-        monkeypatch.setattr(store, "_disk_loaded", True)
+    _fresh_stores(monkeypatch,
+                  (decode_plan._tuned, decode_plan._step_rule, tune.tuned_plans_in_step))
     monkeypatch.setattr(tune, "timing_enabled", lambda: True)
     dtype, rows, positions = torch.bfloat16, 8, torch.zeros(8, dtype=torch.int64)
     shapes = {"q|k|v": (2560, 2048), "gate/up": (11264, 2048), "down": (2048, 5632),
@@ -1125,9 +1124,7 @@ def test_whole_slice_tiles_leave_their_k_loop_out_where_the_step_is_faster(faste
     beside none and kept only where it wins by the margin both times (0.4% does not, 3%
     does); the choice is recorded per shape and rows and under the step key, so a later
     process times nothing."""
-    for store in (decode_plan._tuned, decode_plan._one_step, tune.one_step_in_step):
-        monkeypatch.setattr(store, "_memo", {})
-        monkeypatch.setattr(store, "_disk_loaded", True)
+    _fresh_stores(monkeypatch, (decode_plan._tuned, decode_plan._one_step, tune.one_step_in_step))
     monkeypatch.setattr(tune, "timing_enabled", lambda: True)
     dtype, rows, positions = torch.bfloat16, 8, torch.zeros(8, dtype=torch.int64)
     shapes = {"q|k|v": (2560, 2048), "output": (2048, 2048), "down": (1024, 3072),
