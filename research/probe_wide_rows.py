@@ -1,0 +1,84 @@
+"""The tensor-core decode kernel's plans at 9-16 rows: the rule's against plans with fewer
+split-K partials, on each shape's rule beside cuBLAS, in interleaved rounds (us, median of
+graph replays over weights rotated past L2, PDL on: each replay a chain of the same
+projection).
+
+Why: the tile's rows are padded to 16 whatever the batch, but its split-K partials are
+stored, and summed by the last program of a column block, only for the rows there are. At
+16 rows a 256-column slice's partials (64 x 16 fp32) are an eighth of its weights (64 x 256
+bf16), and the last program reads eight of them. 2048^2 ran 4.15 us at 8 rows and 4.79 at
+16 on the same plan (session 96); `tilegraph tune` at 16 rows found 2048^2 4.65 us on 64 x
+512 slices (split 4) against the rule's 4.84 (64 x 256 weight-left, split 8) and 2560 x 2048
+5.38 unsplit (32 x 256, four stages) against 6.02 (weight-left, split 6; H200,
+results/2026-12-03-session97/). Variants:
+  wide-slice  one step of 64 x 512 a program, x on the mma's left (split K / 512)
+  half-split  the rule's pipelined plan with half its slices
+  unsplit     32 x 256 tiles, x on the left, four stages, K unsplit
+
+    PYTHONPATH=src:research python3 research/probe_wide_rows.py [--shapes 2048x2048,...]
+        [--rows 8,12,16] [--dtype bf16] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+from rounds import over_shapes, poisoned_error, projection_case, rounds_line, time_in_rounds
+
+from tilegraph.kernels import decode_plan
+from tilegraph.kernels._launch import sm_count
+from tilegraph.kernels._pdl import use_pdl
+from tilegraph.testing import TOLERANCES
+
+# the grid's 8-32 MiB shapes on the tensor cores, then shapes no issue names: Qwen2-0.5B's
+# down, Qwen2-1.5B's q and down, Llama-3.2-3B's q, 1024-, 1536- and 2560-wide layers
+SHAPES = ("2048x2048,4096x4096,2048x5632,5632x2048,896x4864,1536x1536,1536x8960,"
+          "3072x3072,1024x1024,2560x2048")
+
+
+def variants(plan: decode_plan.Plan, n: int, k: int, sms: int) -> dict:
+    """{name: plan} of the plans timed beside the rule's `plan` (those that differ from it);
+    wide-slice where its programs number two an SM at most, as the rule's whole slices."""
+    config = plan.config
+    found = {}
+    wide_split = triton.cdiv(k, 512)
+    if (k >= 512 and wide_split <= decode_plan.MAX_SPLIT_K
+            and triton.cdiv(n, 64) * wide_split <= 2 * sms):
+        wide = {"BLOCK_N": 64, "BLOCK_K": 512, "num_warps": 4, "num_stages": 1}
+        found["wide-slice"] = {**wide, "SPLIT_K": wide_split} if wide_split > 1 else wide
+    split = config.get("SPLIT_K", 1)
+    if config.get("num_stages", 1) > 1 and split >= 2:
+        half = {**config, "SPLIT_K": triton.cdiv(split, 2)}
+        if half["SPLIT_K"] == 1:
+            del half["SPLIT_K"]
+        found["half-split"] = half
+    found["unsplit"] = {"BLOCK_N": 32, "BLOCK_K": 256, "num_warps": 4, "num_stages": 4}
+    return {name: decode_plan.Plan("dot", c) for name, c in found.items() if c != config}
+
+
+def compare(n: int, k: int, rows: int, dtype: torch.dtype, rounds: int) -> None:
+    sms = sm_count(torch.device("cuda"))
+    plan = decode_plan.rule(rows, n, k, dtype, sms)
+    if plan.kind != "dot":
+        print(f"{n} x {k}, {rows} rows: the rule's plan is no tensor-core plan "
+              f"({plan.as_dict()})")
+        return
+    weights, x, out, ref = projection_case(n, k, rows, dtype)
+    pdl = use_pdl(x.device, ())
+    calls = {}
+    for name, chosen in {"rule": plan, **variants(plan, n, k, sms)}.items():
+        def call(w, chosen=chosen):
+            decode_plan.launch(chosen, x, w, out, None, 0.0, None, "none", None, pdl)
+        error = poisoned_error(call, weights[0], out, ref)
+        assert error <= TOLERANCES[dtype], (n, k, rows, name, error)
+        calls[name] = call
+    calls["cublas"] = lambda w: torch.matmul(x, w.T, out=out)
+    times, medians = time_in_rounds(calls, weights, rounds)
+    best = min((name for name in medians if name != "cublas"), key=medians.get)
+    print(f"{n} x {k}, {rows} rows, rule {plan.as_dict()}: "
+          f"{rounds_line(times, medians, n * k * dtype.itemsize)}; "
+          f"best {best} {medians['rule'] / medians[best]:.3f}x the rule", flush=True)
+
+
+if __name__ == "__main__":
+    over_shapes(__doc__, SHAPES, "8,12,16", "rule / variants / cuBLAS", compare)
