@@ -14,6 +14,8 @@ results/2026-12-03-session97/). Variants:
   wide-slice  one step of 64 x 512 a program, x on the mma's left (split K / 512)
   half-split  the rule's pipelined plan with half its slices
   unsplit     32 x 256 tiles, x on the left, four stages, K unsplit
+  wide-rows   decode_plan.wide_rows_config's plan (one of the two above), the rule's at
+              13-16 rows since session 97; "rule" is the rule without it
 
     PYTHONPATH=src:research python3 research/probe_wide_rows.py [--shapes 2048x2048,...]
         [--rows 8,12,16] [--dtype bf16] [--rounds 3]
@@ -41,6 +43,9 @@ def variants(plan: decode_plan.Plan, n: int, k: int, sms: int) -> dict:
     wide-slice where its programs number two an SM at most, as the rule's whole slices."""
     config = plan.config
     found = {}
+    wide_rows = decode_plan.wide_rows_config(n, k, sms)  # the rule's from 13 rows on
+    if wide_rows is not None:
+        found["wide-rows"] = wide_rows
     wide_split = triton.cdiv(k, 512)
     if (k >= 512 and wide_split <= decode_plan.MAX_SPLIT_K
             and triton.cdiv(n, 64) * wide_split <= 2 * sms):
@@ -53,12 +58,18 @@ def variants(plan: decode_plan.Plan, n: int, k: int, sms: int) -> dict:
             del half["SPLIT_K"]
         found["half-split"] = half
     found["unsplit"] = {"BLOCK_N": 32, "BLOCK_K": 256, "num_warps": 4, "num_stages": 4}
-    return {name: decode_plan.Plan("dot", c) for name, c in found.items() if c != config}
+    unique = {}
+    for name, c in found.items():
+        if c != config and c not in unique.values():
+            unique[name] = c
+    return {name: decode_plan.Plan("dot", c) for name, c in unique.items()}
 
 
 def compare(n: int, k: int, rows: int, dtype: torch.dtype, rounds: int) -> None:
     sms = sm_count(torch.device("cuda"))
+    decode_plan.WIDE_ROWS = False  # the rule before wide_rows_config
     plan = decode_plan.rule(rows, n, k, dtype, sms)
+    decode_plan.WIDE_ROWS = True
     if plan.kind != "dot":
         print(f"{n} x {k}, {rows} rows: the rule's plan is no tensor-core plan "
               f"({plan.as_dict()})")
