@@ -30,9 +30,7 @@ compiled out where the row fits one tile: _matvec.COMPILE_ONE_TILE on) and "prel
 (bands, attention's run loop compiled out where every run fits its preloaded tiles:
 decode_attention.COMPILE_PRELOADED_RUNS on) and "loops-out" (all three) and "loop-kept"
 (bands, every whole-slice tile keeping its K loop where the step tuner chose to leave it out,
-as before session 96: decode_plan.runs_one_step read as False) and "narrow-rows" (bands,
-13-16 rows taking the tensor-core tiles of 8, as before session 97: decode_plan.WIDE_ROWS
-off).
+as before session 96: decode_plan.runs_one_step read as False).
 Each part of the build is printed as it starts, with the seconds since the start.
 """
 
@@ -146,7 +144,6 @@ def main() -> None:
         if variant == "no-l2":
             generate.Generator._tune_l2_ahead = lambda self, *args: None
         _dot_rows.DEAL_EVENLY = variant != "equal-split"
-        decode_plan.WIDE_ROWS = variant != "narrow-rows"  # trees before s97: no such setting
         _dot_rows.COMPILE_ONE_STEP = variant in ("one-step", "loops-out")
         _matvec.COMPILE_ONE_TILE = variant in ("one-tile", "loops-out")
         attention.COMPILE_PRELOADED_RUNS = variant in ("preloaded-runs", "loops-out")
@@ -176,7 +173,6 @@ def main() -> None:
         if runs_one_step is not None:
             decode_plan.runs_one_step = runs_one_step
         _dot_rows.DEAL_EVENLY = True
-        decode_plan.WIDE_ROWS = True
         _dot_rows.COMPILE_ONE_STEP = False
         _matvec.COMPILE_ONE_TILE = False
         attention.COMPILE_PRELOADED_RUNS = False
