@@ -415,12 +415,8 @@ def tune_release_in_step_once(step: tuple, projections: dict[str, tuple[int, int
     device = positions.device
     shapes = {name: nk for name, nk in projections.items()
               if decode_plan.plan(1, *nk, dtype, device).kind == "gemv"}
-
-    def release(late) -> None:
-        for name, (n, k) in shapes.items():
-            decode_plan.set_late_release(n, k, dtype, name in late)
-
-    return _names_in_step_once(release_in_step, step, "late", list(shapes), release,
+    return _names_in_step_once(release_in_step, step, "late", shapes,
+                               lambda n, k, late: decode_plan.set_late_release(n, k, dtype, late),
                                "where projections release the next kernel", capture_step,
                                positions, max_seq, tolerance, reference, run_step)
 
@@ -483,24 +479,35 @@ def tune_l2_ahead_in_step_once(step: tuple, projection: tuple[int, int], ahead_b
     return sizes[best]
 
 
-def _names_in_step_once(store: Tuner, step: tuple, key: str, names: list[str],
-                        apply: Callable[[Sequence[str]], None], choosing: str,
+def _names_in_step_once(store: Tuner, step: tuple, key: str,
+                        shapes: dict[str, tuple[int, int]],
+                        set_shape: Callable[[int, int, bool], None], choosing: str,
                         capture_step: Callable[[], object], positions: torch.Tensor,
                         max_seq: int, tolerance: float,
                         reference: Callable[[], torch.Tensor] | None = None,
                         run_step: Callable[[], object] | None = None,
-                        margin: float = 0.0) -> dict | None:
-    """Which of `names` to `apply` a variant to (none, each alone, all), chosen by timing the
-    caller's step (time_step_candidates) and recorded under `step` as {key: names}; a step
-    recorded before is applied again, timing nothing. With a margin the fastest is timed
-    again beside none and kept only where it is still that much faster (as ROWS_MARGIN).
-    Returns {key, "ms", "candidates": {names: ms}} when it timed, None where it did not."""
+                        margin: float = 0.0, progress: Callable[[str], None] | None = None,
+                        timing: str = "") -> dict | None:
+    """Which of the projections `shapes` (name: (N, K)) to give a variant (none, each alone,
+    all), chosen by timing the caller's step (time_step_candidates) and recorded under `step`
+    as {key: names}; set_shape(N, K, on) gives each shape the variant or not, and a step
+    recorded before is set again, timing nothing. With a margin the fastest is timed again
+    beside none and kept only where it is still that much faster (as ROWS_MARGIN).
+    `progress`, where given, hears `timing` before a step is timed. Returns {key, "ms",
+    "candidates": {names: ms}} when it timed, None where it did not."""
+    def apply(names: Sequence[str]) -> None:
+        for name, (n, k) in shapes.items():
+            set_shape(n, k, name in names)
+
     chosen = store.lookup(step)
     if chosen is not None:
         apply(chosen[key])
         return None
+    names = list(shapes)
     if not names or not timing_enabled():
         return None
+    if progress is not None:
+        progress(timing)
     if is_capturing():
         raise CaptureError(f"tilegraph chooses {choosing} by timing a step; it cannot run "
                            "while a CUDA graph is being captured")
@@ -567,17 +574,12 @@ def tune_tuned_plans_in_step_once(step: tuple, rows: int,
     "candidates": {names: ms}} when it timed, None where it did not."""
     shapes = _offered(projections, lambda n, k: decode_plan.tuned_differs(
         rows, n, k, dtype, positions.device))
-    if (progress is not None and shapes and timing_enabled()
-            and tuned_plans_in_step.lookup(step) is None):
-        progress(f"checking the tuned plans of {', '.join(shapes)} in the batch-{rows} step")
-
-    def take_rule(names) -> None:
-        for name, (n, k) in shapes.items():
-            decode_plan.set_step_rule(rows, n, k, dtype, name in names)
-
-    return _names_in_step_once(tuned_plans_in_step, step, "rule", list(shapes), take_rule,
-                               "between tuned and default projection plans", capture_step,
-                               positions, max_seq, tolerance, reference)
+    return _names_in_step_once(
+        tuned_plans_in_step, step, "rule", shapes,
+        lambda n, k, rule: decode_plan.set_step_rule(rows, n, k, dtype, rule),
+        "between tuned and default projection plans", capture_step, positions, max_seq,
+        tolerance, reference, progress=progress,
+        timing=f"checking the tuned plans of {', '.join(shapes)} in the batch-{rows} step")
 
 
 # Decode steps whose whole-slice tensor-core tiles were timed with their K loop compiled out
@@ -607,18 +609,12 @@ def tune_one_step_in_step_once(step: tuple, rows: int,
         chosen = decode_plan.plan(rows, n, k, dtype, positions.device, fused=True)
         return chosen.kind == "dot" and one_step_a_slice(k, chosen.config)
     shapes = _offered(projections, whole_slices)
-    if (progress is not None and shapes and timing_enabled()
-            and one_step_in_step.lookup(step) is None):
-        progress(f"timing the K loop of {', '.join(shapes)} left out in the batch-{rows} step")
-
-    def leave_loop_out(names) -> None:
-        for name, (n, k) in shapes.items():
-            decode_plan.set_one_step(rows, n, k, dtype, name in names)
-
-    return _names_in_step_once(one_step_in_step, step, "one_step", list(shapes),
-                               leave_loop_out, "where tensor-core tiles leave their K loop "
-                               "out", capture_step, positions, max_seq, tolerance, reference,
-                               margin=ROWS_MARGIN)
+    return _names_in_step_once(
+        one_step_in_step, step, "one_step", shapes,
+        lambda n, k, out: decode_plan.set_one_step(rows, n, k, dtype, out),
+        "where tensor-core tiles leave their K loop out", capture_step, positions, max_seq,
+        tolerance, reference, margin=ROWS_MARGIN, progress=progress,
+        timing=f"timing the K loop of {', '.join(shapes)} left out in the batch-{rows} step")
 
 
 # How far from the first candidate's output another candidate's may be, in multiples of the
