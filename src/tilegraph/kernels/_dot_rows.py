@@ -301,13 +301,15 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, h_ptr, stride_hm, w_ptr
     if NORM_PARTS > 0:
         sum_sq = tl.sum(parts, axis=0)
     if SPLIT_K > 1:
-        # partials (SPLIT_K, BLOCK_M, N): program (n, s) writes its tile of slice s; with
-        # NORM_IN_LOOP its rows' sums of x^2 over slice s follow them, a BLOCK_M vector a
-        # program: (column blocks, SPLIT_K, BLOCK_M).
-        tile = offs_m[:, None] * N + offs_n[None, :]
+        # partials (column blocks, SPLIT_K, BLOCK_M, BLOCK_N): program (n, s) writes its
+        # tile of slice s, contiguous; with NORM_IN_LOOP its rows' sums of x^2 over slice s
+        # follow them, a BLOCK_M vector a program: (column blocks, SPLIT_K, BLOCK_M).
+        block_tiles = partial_ptr + pid_n.to(tl.int64) * SPLIT_K * BLOCK_M * BLOCK_N
+        tile = offs_m[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
         tile_mask = (offs_m < M)[:, None] & n_mask[None, :]
-        sums_ptr = partial_ptr + SPLIT_K * BLOCK_M * N + pid_n * SPLIT_K * BLOCK_M + offs_m
-        tl.store(partial_ptr + pid_k * BLOCK_M * N + tile, acc, mask=tile_mask)
+        sums_ptr = (partial_ptr + tl.cdiv(N, BLOCK_N) * SPLIT_K * BLOCK_M * BLOCK_N
+                    + pid_n * SPLIT_K * BLOCK_M + offs_m)
+        tl.store(block_tiles + pid_k * BLOCK_M * BLOCK_N + tile, acc, mask=tile_mask)
         if NORM_IN_LOOP:
             tl.store(sums_ptr + pid_k * BLOCK_M, sum_sq)
         tl.debug_barrier()  # every thread's partials are out before the count says so
@@ -317,7 +319,7 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, h_ptr, stride_hm, w_ptr
             if NORM_IN_LOOP:
                 sum_sq = tl.zeros([BLOCK_M], tl.float32)
             for s in range(SPLIT_K):  # split order, whatever the arrival order
-                acc += tl.load(partial_ptr + s * BLOCK_M * N + tile, mask=tile_mask,
+                acc += tl.load(block_tiles + s * BLOCK_M * BLOCK_N + tile, mask=tile_mask,
                                other=0.0, cache_modifier=".cg")
                 if NORM_IN_LOOP:
                     sum_sq += tl.load(sums_ptr + s * BLOCK_M, cache_modifier=".cg")
@@ -375,7 +377,7 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
     # with the norm in the loop, each split's rows' sums of x^2 follow the partials
     split, k_split, partials, counters = plan_split(
         x.device, K, config["BLOCK_K"], config.pop("SPLIT_K", 1),
-        DOT_ROWS * (N + (n_blocks if in_loop else 0)), n_blocks,
+        DOT_ROWS * n_blocks * (config["BLOCK_N"] + (1 if in_loop else 0)), n_blocks,
         placeholder=out, even=even)
     next_norm_weight, x_next, next_parts = hand_over if hand_over is not None else (out,) * 3
     if hand_over is not None and next_parts.shape != (n_blocks, DOT_ROWS):
