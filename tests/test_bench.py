@@ -325,6 +325,25 @@ def test_decode_grid_counts_the_slower_points_that_ran_cublas():
     assert rows["bfloat16"]["tilegraph_slower_on_cublas"] == 1
 
 
+def test_a_stopped_decode_grid_shows_the_points_it_timed():
+    """A grid stopped (timeout's SIGTERM) partway through a shape's row counts leaves that
+    shape without its last points: the table shows them as not run instead of failing."""
+    from rich.console import Console
+
+    from tilegraph import tables
+
+    point = {"dtype": "bfloat16", "n": 4096, "k": 14336, "weight_mb": 112.0,
+             "fused_part": "residual", "status": "ok", "kernel": "gemv",
+             "tilegraph_speedup": 1.11, "nopdl_speedup": 1.06, "tilegraph_pct_floor": 97.0,
+             "fused_speedup": 1.2, "fused_over_linear_speedup": 1.1, "fused_pct_floor": 94.0}
+    results = [dict(point, n=14336, k=4096, rows=rows) for rows in (1, 16)]
+    results.append(dict(point, rows=1))  # 4096 x 14336 stopped before its 16 rows
+    console = Console(width=200, record=True)
+    for fused in (False, True):
+        console.print(tables.grid_table(results, "bfloat16", fused))
+    text = console.export_text()
+    assert text.count("not run") == 2 and text.count("1.11 (1.06) 97%") == 3
+
 
 def test_attention_grid_names_how_the_tuned_launch_differs_from_the_rule():
     from tilegraph.bench.attention_grid import launch_label

@@ -158,7 +158,10 @@ def grid_table(results: list[dict], dtype: str, fused: bool = False) -> Table:
     for n, k in dict.fromkeys((r["n"], r["k"]) for r in mine):
         cells = []
         for m in row_counts:
-            r = next(r for r in mine if (r["n"], r["k"], r["rows"]) == (n, k, m))
+            r = next((r for r in mine if (r["n"], r["k"], r["rows"]) == (n, k, m)), None)
+            if r is None:  # a grid stopped before this point
+                cells.append("[dim]not run[/dim]")
+                continue
             if r["status"] != "ok":
                 cells.append(f"[red]{r['status']}[/red]")
                 continue
