@@ -6,7 +6,7 @@ it has just written), not on a lone projection.
 
 For each d x batch: a stack of layers spanning 150 MB (tilegraph.stack_grid.layers_for),
 the hand-captured PyTorch graph, then tilegraph's GraphRunner with the rule's plan, the
-CUDA-core plan (at several rows also with 4 and 2 rows a program; session 54), the one-row
+CUDA-core plan (at several rows also with 8, 4 and 2 rows a program; sessions 54, 99), the one-row
 GEMV's tile (16-bit, 1-4 rows, K without a tail; session 53), the rule's tensor-core tile,
 and (without `short`) a fixed set of tensor-core
 tiles (BLOCK_N x SPLIT_K x stages) or the TILES given (BLOCK_N/BLOCK_K/stages/SPLIT_K,
@@ -53,7 +53,7 @@ def plans(batch, d, dtype, short, tiles=None):
         found["gemv"] = dp.Plan("gemv", dp.gemv_config(d, d))  # 2-4 rows: _gemv_rows_kernel
     found["dot-rule"] = dp.Plan("dot", dp.dot_config(d, d, size, 132))
     if batch > 1 and "ROW_LOOP" in found["matvec"].config:  # rows a program (session 54)
-        for block_n in (4, 2):
+        for block_n in (8, 4, 2):
             found[f"matvec{block_n}"] = dp.Plan(
                 "matvec", {**found["matvec"].config, "BLOCK_N": block_n})
     if short:

@@ -266,6 +266,12 @@ def test_rule_by_rows_dtype_and_size():
     assert decode_plan.rule(4, 8192, 8192, fp32, 132).kind == "matvec"
     assert decode_plan.rule(8, 1024, 1024, fp32, 132).kind == "matvec"
     assert decode_plan.rule(8, 2048, 2048, fp32, 132).kind == "dot"
+    # fp32 at 5-8 rows: the row loop while its tile (K padded to a power of two) holds under
+    # 2M weights; 1152 columns pad to 2048, so 1152^2 counts as 1152 x 2048
+    assert decode_plan.rule(6, 1152, 1152, fp32, 132).kind == "dot"
+    assert decode_plan.rule(6, 1536, 1024, fp32, 132).kind == "matvec"
+    assert decode_plan.rule(6, 1000, 2048, fp32, 132).kind == "matvec"
+    assert decode_plan.rule(4, 1152, 1152, fp32, 132).kind == "matvec"
     assert decode_plan.rule(16, 256, 2048, fp32, 132).kind == "dot"
     # BLOCK_N 64 for the 16-bit weight-left tiles, 32 in fp32; K split until about two
     # programs an SM

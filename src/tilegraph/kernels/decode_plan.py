@@ -96,6 +96,14 @@ SPLIT_FILL = 0.8
 # padded to 2048: 2.4M and 2.6M) 17-26% faster on the tensor cores, d=1536 9.5% (H100,
 # notes/kernels.md, session 52).
 WHOLE_SLICE_MIN_WEIGHTS = 2 * 2**20
+# fp32 at 5-8 rows keeps the CUDA-core row loop below this many weights, counted as its tile
+# holds them (K padded to the tile's power of two), and takes tf32x3 on the tensor cores from
+# it up. Whole fp32 stacks at 5-8 rows, row loop -> tensor cores, us a token: d = 1024 (tiles
+# of 1.05M) 176 -> 186, d = 1152, 1280, 1408 (K padded to 2048: 2.4-2.9M) 225 -> 197, 188 ->
+# 162, 164 -> 137 at 6 rows (H200, notes/kernels.md, session 99; d = 1280 at 5 and 8 rows
+# 189 / 196 -> 173 on an H100, session 54). Counted unpadded, as before, d = 1152-1408 ran
+# the row loop.
+FP32_ROW_LOOP_MAX_TILE_WEIGHTS = 2 * 2**20
 
 
 @dataclass(frozen=True)
@@ -243,13 +251,16 @@ def rule(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None,
     tile applies (2048 x 2048: 1.51x cuBLAS against 1.33x), but not past that bound, where the
     weight-left tile takes over (2560 x 2560: 0.80x against 1.16x; 5632 x 2048 1.03x against
     1.12x; notes/kernels.md, session 40). fp32 keeps the CUDA-core kernel up to 4 rows, and up
-    to 8 on small weights; past that tf32x3 on the tensor cores was 1.1-2.2x faster in stacks."""
+    to 8 on small weights (FP32_ROW_LOOP_MAX_TILE_WEIGHTS); past that tf32x3 on the tensor
+    cores was 1.1-2.2x faster in stacks."""
     sms = sms or ASSUMED_SM_COUNT
     size = torch.finfo(dtype).bits // 8
     weights = N * K
     matvec = Plan("matvec", matvec_config(rows, N, K, size))
+    # as the CUDA-core tile of several rows holds them (one row's GEMV splits K in chunks)
+    tile_weights = N * (padded_k(K, matvec.config["BLOCK_K"]) if rows > 1 else K)
     if dtype == torch.float32:
-        if rows <= 4 or (rows <= 8 and weights < 2 * 2**20):
+        if rows <= 4 or (rows <= 8 and tile_weights < FP32_ROW_LOOP_MAX_TILE_WEIGHTS):
             return matvec
         return Plan("dot", dot_config(N, K, size, sms))
     if rows == 1 and gemv_takes_row(K):
@@ -260,8 +271,6 @@ def rule(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None,
     if rows == 2 and TINY_WEIGHTS < weights and (
             weights < WHOLE_SLICE_MIN_WEIGHTS or whole_slice_config(N, K, size, sms) is not None):
         return matvec
-    # as the CUDA-core tile of several rows holds them (one row's GEMV splits K in chunks)
-    tile_weights = N * (padded_k(K, matvec.config["BLOCK_K"]) if rows > 1 else K)
     if rows <= 4 and TINY_WEIGHTS < weights and tile_weights < WHOLE_SLICE_MIN_WEIGHTS:
         return matvec
     return Plan("dot", dot_config(N, K, size, sms))
