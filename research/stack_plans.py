@@ -6,8 +6,8 @@ it has just written), not on a lone projection.
 
 For each d x batch: a stack of layers spanning 150 MB (tilegraph.stack_grid.layers_for),
 the hand-captured PyTorch graph, then tilegraph's GraphRunner with the rule's plan, the
-CUDA-core plan (at several rows also with 8, 4 and 2 rows a program; sessions 54, 99), the one-row
-GEMV's tile (16-bit, 1-4 rows, K without a tail; session 53), the rule's tensor-core tile,
+CUDA-core plan (at several rows also with 8, 4 and 2 rows a program; sessions 54, 99), the
+one-row GEMV's tile (16-bit, 1-4 rows, K without a tail; session 53), the rule's tensor-core tile,
 and (without `short`) a fixed set of tensor-core
 tiles (BLOCK_N x SPLIT_K x stages) or the TILES given (BLOCK_N/BLOCK_K/stages/SPLIT_K,
 comma-separated, e.g. 32/512/3/4,32/128/3/4; SPLIT_K 0 picks about two programs an SM; a
