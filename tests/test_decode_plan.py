@@ -384,6 +384,26 @@ def test_plain_split_k_is_timed_cut_into_equal_slices_where_that_cuts_k_otherwis
     assert decode_plan.equal_split_plan(equal, 2048) is None  # its cut named already
 
 
+def test_fp32_plain_rows_time_the_row_loop_where_the_rule_takes_tensor_cores():
+    """In fp32 at 5-8 rows plain_plan times the CUDA-core row loop beside the rule's tf32x3
+    plan (keyed by it); not at 4 or 9 rows, nor where the rule runs the row loop itself."""
+    fp32, sms = torch.float32, 132
+    for rows in (5, 6, 8):
+        rule = decode_plan.rule(rows, 3000, 1000, fp32, sms)
+        assert rule.kind == "dot"
+        other = decode_plan.other_plan(rows, 3000, 1000, fp32, sms, rule)
+        assert other.kind == "matvec" and other.config["ROW_LOOP"]
+        assert other.config == decode_plan.matvec_config(rows, 3000, 1000, 4)
+        assert repr(other.as_dict()) in decode_plan.plain_key(rows, 3000, 1000, fp32, False,
+                                                              rule)
+    for rows in (4, 9):
+        rule = decode_plan.rule(rows, 3000, 1000, fp32, sms)
+        assert decode_plan.other_plan(rows, 3000, 1000, fp32, sms, rule) is None
+    small = decode_plan.rule(6, 512, 512, fp32, sms)
+    assert small.kind == "matvec"
+    assert decode_plan.other_plan(6, 512, 512, fp32, sms, small) is None
+
+
 def test_a_tuned_gemv_runs_two_to_four_rows(device):
     """`tilegraph tune` may keep the one-row GEMV's tile for 2-4 rows (_gemv_rows_kernel),
     which tg.linear then runs; the late release is a one-row choice; a tile with a tail
