@@ -384,6 +384,30 @@ def test_plain_split_k_is_timed_cut_into_equal_slices_where_that_cuts_k_otherwis
     assert decode_plan.equal_split_plan(equal, 2048) is None  # its cut named already
 
 
+def test_plain_rows_time_the_x_left_tile_beside_the_weight_left_tile_unsplit():
+    """At 3-16 16-bit rows plain_plan times the pipelined x-left tile of 32 weight rows
+    beside the rule's pipelined weight-left tile where K is unsplit (keyed by it), not where
+    the rule splits K, reads whole slices, or runs two rows."""
+    sms = 132
+    for dtype, rows in itertools.product((torch.bfloat16, torch.float16), (3, 8, 16)):
+        rule = decode_plan.rule(rows, 9728, 896, dtype, sms)
+        assert rule.config["W_LHS"] and "SPLIT_K" not in rule.config
+        other = decode_plan.other_plan(rows, 9728, 896, dtype, sms, rule)
+        assert other == decode_plan.Plan("dot", {"BLOCK_N": 32, "BLOCK_K": 128, "num_warps": 4,
+                                                 "num_stages": 3})
+        assert repr(other.as_dict()) in decode_plan.plain_key(rows, 9728, 896, dtype, False,
+                                                              rule)
+        assert other in decode_plan.candidates(rows, 9728, 896, dtype, sms)
+    split = decode_plan.rule(8, 8192, 8192, torch.bfloat16, sms)
+    assert split.config.get("SPLIT_K", 1) == 2
+    assert decode_plan.other_plan(8, 8192, 8192, torch.bfloat16, sms, split) is None
+    whole = decode_plan.rule(8, 100, 64, torch.bfloat16, sms)  # one whole slice, unsplit
+    assert whole.config["num_stages"] == 1 and "SPLIT_K" not in whole.config
+    assert decode_plan.other_plan(8, 100, 64, torch.bfloat16, sms, whole) is None
+    two = decode_plan.rule(2, 14336, 4096, torch.bfloat16, sms)  # weight-left, unsplit
+    assert decode_plan.x_left_plan(two) is not None
+    assert decode_plan.other_plan(2, 14336, 4096, torch.bfloat16, sms, two).kind == "gemv"
+
 def test_fp32_plain_rows_time_the_row_loop_where_the_rule_takes_tensor_cores():
     """In fp32 at 5-8 rows plain_plan times the CUDA-core row loop beside the rule's tf32x3
     plan (keyed by it); not at 4 or 9 rows, nor where the rule runs the row loop itself."""

@@ -581,20 +581,21 @@ def other_plan(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None,
     4096, 8192^2) and lost on 3 (32000 x 2048, 24576 x 3072, 151936 x 896; H200,
     notes/kernels.md, session 88): timed, not ruled (issue 17's grid at 2 rows: 8192^2
     0.98x -> 1.02x F.linear, 14336 x 4096 1.00x -> 1.13x, session 89). At 3-16 16-bit rows,
-    the rule's split-K plan with K cut into slices of equal width (equal_split_plan). In
+    the rule's split-K plan with K cut into slices of equal width (equal_split_plan), and
+    beside the weight-left tile unsplit the x-left one (x_left_plan). In
     fp32 at 5-8 rows, where the rule gives tf32x3, the CUDA-core row loop it leaves there:
     a lone projection otherwise ran tf32x3 or cuBLAS at its 12-row cost. Over 6 shapes no
     rule was fitted to at 5, 6 and 8 rows it took F.linear from 1.36x to 1.53x (geometric
-    mean; points under 1x: 5 of 18 -> 1, 9728 x 896 at 8 rows, 1.000x on cuBLAS), e.g. 3000 x 1000 at 6 rows 10.65 -> 8.63 us,
-    3072 x 2048 15.17 -> 12.13, 6144 x 4096 47.0 -> 42.5 (H200, notes/kernels.md, session
-    100). Else None."""
+    mean; points under 1x: 5 of 18 -> 1, 9728 x 896 at 8 rows, 1.000x on cuBLAS), e.g.
+    3000 x 1000 at 6 rows 10.65 -> 8.63 us, 3072 x 2048 15.17 -> 12.13, 6144 x 4096 47.0 ->
+    42.5 (H200, notes/kernels.md, session 100). Else None."""
     if chosen.kind != "gemv":
         if torch.finfo(dtype).bits > 16:  # on every plain call: cheap tests first
             if chosen.kind == "dot" and 5 <= rows <= 8:  # the row loop the rule left
                 return Plan("matvec", matvec_config(rows, N, K, 4))
             return None
         if rows != 2:
-            return equal_split_plan(chosen, K)
+            return equal_split_plan(chosen, K) or x_left_plan(chosen)
         if 2 * N * K >= TWO_ROW_MAX_BYTES:  # past the rule's window
             wide = two_row_gemv_config(N, K, most_bytes=math.inf)
             if wide is not None:
@@ -604,6 +605,25 @@ def other_plan(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None,
     if rows == 1:
         return Plan("gemv", other_gemv_launch(N, K, chosen.config))
     return rule(rows, N, K, dtype, sms, two_row_gemv=False)
+
+
+def x_left_plan(chosen: Plan) -> Plan | None:
+    """Beside the pipelined weight-left tile with K unsplit (weight_left_config's where its
+    column blocks of 64 fill the SMs), the pipelined x-left tile of 32 weight rows (x on the
+    mma's left), three stages; else None. Alone at 4 and 16 bf16 rows (H200,
+    notes/kernels.md, session 100) it beat the rule on 7 of the 9 such shapes timed, by
+    2-21% (11008 x 4096 23.8 against 28.9 us, 10240 x 2560 15.4 / 18.4), and cuBLAS too on
+    four: 18944 x 3584 33.8 against the rule's 37.8 and cuBLAS 36.1, 9728 x 896 6.32 / 7.05
+    / 6.70, 17920 x 1536 16.2 / 16.8 / 16.7, 13824 x 5120 at 16 rows 36.1 / 36.8 / 37.9.
+    It lost where the rule streams at 91-96% of copy (14336 x 4096 by 0.3%, 32000 x 2048 by
+    13%) and wherever K is split (4096^2 1.5x slower). As the rule for wide N it lost on
+    most shapes and in stacks (session 41): timed, not ruled."""
+    config = chosen.config
+    if (chosen.kind != "dot" or not config.get("W_LHS") or config["num_stages"] < 2
+            or "SPLIT_K" in config):  # no whole slice: weight_left_config's tile alone
+        return None
+    return Plan("dot", {"BLOCK_N": 32, "BLOCK_K": config["BLOCK_K"], "num_warps": 4,
+                        "num_stages": 3})
 
 
 def equal_split_plan(chosen: Plan, K: int) -> Plan | None:
@@ -635,7 +655,8 @@ def plain_plan(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
     is timed again). The rule loses to cuBLAS on some shapes no rule was fitted to (5000 x
     1800 bf16 at 2-12 rows: 0.82-0.85x, notes/kernels.md, session 41). A one- or two-row GEMV
     is also timed against its other plan (other_plan; at 3-16 rows a split-K plan against K
-    cut into slices of equal width, in fp32 at 5-8 rows tf32x3 against the row loop):
+    cut into slices of equal width or the weight-left tile against the x-left one, in fp32
+    at 5-8 rows tf32x3 against the row loop):
     plain, the largest one-row projections read at the copy rate a program a row block and
     lost 9% persistent, where with a norm or SwiGLU they gained 5-14% (H200,
     notes/kernels.md, session 61). Where
