@@ -5,6 +5,7 @@ its neighbours under PDL), rather than alone over rotated weights as `tilegraph 
     PYTHONPATH=src python3 research/probe_model_tiles.py --model tinyllama --batch 8
     ... --batch 1 --halves   # every one-row projection's GEMV tile at half / twice the rows
     ... --batch 1 --persistent   # gate/up and down in persistent tiles other than the rule's
+    ... --batch 8 --only BK128   # the variants whose name holds BK128
 
 Each variant records plans for the gate/up and down shapes in the tuned-plan store (as
 `tilegraph tune` would), captures model.decode again and times 200 replays; the rule's own
@@ -57,7 +58,9 @@ def variants(batch, d, ffn):
             ("gate/up BN64 S2", {up: dot(64, 256, 2)}),
             ("gate/up BN64 S3", {up: dot(64, 256, 3)}),
             ("gate/up BN16 S4", {up: dot(16, 256, 4)}),
-            ("down BN32 split 4", {down: dot(32, 256, 3, 4)})]
+            ("down BN32 split 4", {down: dot(32, 256, 3, 4)}),
+            # the x-left tile plain_plan times beside the weight-left one (session 100)
+            ("gate/up BN32 BK128 S3", {up: dot(32, 128, 3)})]
 
 
 def halves(named, rule):
@@ -109,6 +112,7 @@ def main() -> None:
                         help="one-row GEMV tiles of every projection at half / twice the rows")
     parser.add_argument("--persistent", action="store_true",
                         help="one-row gate/up and down in persistent tiles other than the rule's")
+    parser.add_argument("--only", default="", help="the variants whose name holds this")
     args = parser.parse_args()
     overrides = {field: int(value) for field, value in (item.split("=") for item in args.set)}
     config = LlamaConfig.from_hf(hf_config(args.model, **overrides))
@@ -149,7 +153,7 @@ def main() -> None:
     reference = outputs["last"]
     listed = (halves(named, rule) if args.halves else persistent(named, rule) if args.persistent
               else variants(args.batch, d, ffn))
-    for name, plans in listed:
+    for name, plans in (item for item in listed if args.only in item[0]):
         ms = step_ms(plans)
         error = rel_error(outputs["last"], reference)
         print(f"  {name:28s} {ms:.4f} ms   (rule again {step_ms({}):.4f}; logits' relative "
