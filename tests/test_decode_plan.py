@@ -741,11 +741,10 @@ def test_two_rows_of_8_to_64_mib_take_the_persistent_gemv():
         assert any(p.config.get("TAIL") for p in gemvs) == (rows == 1)
 
 
-def _plain_call_times_rule_other_and_cublas(rows, n, k, monkeypatch):
-    """Timing on, tg.linear's first call on bf16 (rows, k) x (n, k) times the rule's plan,
-    its other plan and cuBLAS, keeps one of them, and equals the reference; so does each
-    plan launched alone. Returns (rule, other)."""
-    dtype = torch.bfloat16
+def _plain_call_times_rule_other_and_cublas(rows, n, k, monkeypatch, dtype=torch.bfloat16):
+    """Timing on, tg.linear's first call on (rows, k) x (n, k) times the rule's plan, its
+    other plan and cuBLAS, keeps one of them, and equals the reference; so does each plan
+    launched alone. Returns (rule, other)."""
     x = randn(rows, k, dtype=dtype, device="cuda")
     w = randn(n, k, dtype=dtype, device="cuda", scale=k**-0.5)
     ref = linear_ref(x.double(), w.double())
@@ -773,6 +772,25 @@ def test_plain_split_k_projection_times_its_equal_cut(rows, monkeypatch):
     cuBLAS, keeps the fastest, and equals the reference either way."""
     _, equal = _plain_call_times_rule_other_and_cublas(rows, 3000, 2600, monkeypatch)
     assert equal.config["EVEN_SPLIT"] is False
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rows", [5, 12])
+def test_plain_wide_projection_times_the_x_left_tile(rows, monkeypatch):
+    """5 or 12 rows of 9100 x 700 (the weight-left tile unsplit, K not a multiple of its
+    128 columns): the first call times it, the x-left tile and cuBLAS, keeps the fastest,
+    and equals the reference either way."""
+    rule, x_left = _plain_call_times_rule_other_and_cublas(rows, 9100, 700, monkeypatch)
+    assert rule.config["W_LHS"] and "W_LHS" not in x_left.config
+
+
+@pytest.mark.gpu
+def test_plain_fp32_rows_time_the_row_loop(monkeypatch):
+    """6 fp32 rows of 3000 x 1000: the first call times the rule's tf32x3 plan, the
+    CUDA-core row loop and cuBLAS, keeps the fastest, and equals the reference either way."""
+    rule, loop = _plain_call_times_rule_other_and_cublas(6, 3000, 1000, monkeypatch,
+                                                         torch.float32)
+    assert rule.kind == "dot" and loop.kind == "matvec"
 
 
 @pytest.mark.gpu
