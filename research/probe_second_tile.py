@@ -20,12 +20,9 @@ Variants (BLOCK_N / BLOCK_K elements / stages; x-left unless `w`):
 from __future__ import annotations
 
 import torch
-from rounds import over_shapes, poisoned_error, projection_case, rounds_line, time_in_rounds
+from rounds import distinct_dot_plans, over_shapes, rounds_line, tensor_core_rule, time_plans
 
 from tilegraph.kernels import decode_plan
-from tilegraph.kernels._launch import sm_count
-from tilegraph.kernels._pdl import use_pdl
-from tilegraph.testing import TOLERANCES
 
 # the grid's shapes past the whole-slice tile, then shapes no issue names: wide-N
 # projections of Llama- and Qwen-family models and LM heads of other vocabularies
@@ -43,33 +40,17 @@ def variants(plan: decode_plan.Plan) -> dict:
     if config.get("W_LHS"):
         for stages in (2, 4):
             found[f"w-stages{stages}"] = {**config, "num_stages": stages}
-    unique = {}
-    for name, c in found.items():
-        if c != config and c not in unique.values():
-            unique[name] = c
-    return {name: decode_plan.Plan("dot", c) for name, c in unique.items()}
+    return distinct_dot_plans(found, config)
 
 
 def compare(n: int, k: int, rows: int, dtype: torch.dtype, rounds: int) -> None:
-    sms = sm_count(torch.device("cuda"))
-    plan = decode_plan.rule(rows, n, k, dtype, sms)
-    if plan.kind != "dot":
-        print(f"{n} x {k}, {rows} rows: the rule's plan is no tensor-core plan "
-              f"({plan.as_dict()})")
+    ruled = tensor_core_rule(n, k, rows, dtype)
+    if ruled is None:
         return
-    weights, x, out, ref = projection_case(n, k, rows, dtype)
-    pdl = use_pdl(x.device, ())
-    calls = {}
+    plan, sms = ruled
     other = decode_plan.other_plan(rows, n, k, dtype, sms, plan)
     named = {"rule": plan, **({"other": other} if other is not None else {}), **variants(plan)}
-    for name, chosen in named.items():
-        def call(w, chosen=chosen):
-            decode_plan.launch(chosen, x, w, out, None, 0.0, None, "none", None, pdl)
-        error = poisoned_error(call, weights[0], out, ref)
-        assert error <= TOLERANCES[dtype], (n, k, rows, name, error)
-        calls[name] = call
-    calls["cublas"] = lambda w: torch.matmul(x, w.T, out=out)
-    times, medians = time_in_rounds(calls, weights, rounds)
+    times, medians = time_plans(n, k, rows, dtype, rounds, named)
     best = min((name for name in medians if name != "cublas"), key=medians.get)
     kept = min(medians["rule"], medians.get("other", float("inf")), medians["cublas"])
     print(f"{n} x {k}, {rows} rows, rule {plan.as_dict()}: "

@@ -32,12 +32,9 @@ from __future__ import annotations
 
 import torch
 import triton
-from rounds import over_shapes, poisoned_error, projection_case, rounds_line, time_in_rounds
+from rounds import distinct_dot_plans, over_shapes, rounds_line, tensor_core_rule, time_plans
 
 from tilegraph.kernels import decode_plan
-from tilegraph.kernels._launch import sm_count
-from tilegraph.kernels._pdl import use_pdl
-from tilegraph.testing import TOLERANCES
 
 # the grid's 8-32 MiB shapes on the tensor cores, then shapes no issue names: Qwen2-0.5B's
 # down, Qwen2-1.5B's q and down, Llama-3.2-3B's q, 1024-, 1536- and 2560-wide layers
@@ -83,31 +80,16 @@ def variants(plan: decode_plan.Plan, n: int, k: int, sms: int) -> dict:
             del half["SPLIT_K"]
         found["half-split"] = half
     found["unsplit"] = {"BLOCK_N": 32, "BLOCK_K": 256, "num_warps": 4, "num_stages": 4}
-    unique = {}
-    for name, c in found.items():
-        if c != config and c not in unique.values():
-            unique[name] = c
-    return {name: decode_plan.Plan("dot", c) for name, c in unique.items()}
+    return distinct_dot_plans(found, config)
 
 
 def compare(n: int, k: int, rows: int, dtype: torch.dtype, rounds: int) -> None:
-    sms = sm_count(torch.device("cuda"))
-    plan = decode_plan.rule(rows, n, k, dtype, sms)
-    if plan.kind != "dot":
-        print(f"{n} x {k}, {rows} rows: the rule's plan is no tensor-core plan "
-              f"({plan.as_dict()})")
+    ruled = tensor_core_rule(n, k, rows, dtype)
+    if ruled is None:
         return
-    weights, x, out, ref = projection_case(n, k, rows, dtype)
-    pdl = use_pdl(x.device, ())
-    calls = {}
-    for name, chosen in {"rule": plan, **variants(plan, n, k, sms)}.items():
-        def call(w, chosen=chosen):
-            decode_plan.launch(chosen, x, w, out, None, 0.0, None, "none", None, pdl)
-        error = poisoned_error(call, weights[0], out, ref)
-        assert error <= TOLERANCES[dtype], (n, k, rows, name, error)
-        calls[name] = call
-    calls["cublas"] = lambda w: torch.matmul(x, w.T, out=out)
-    times, medians = time_in_rounds(calls, weights, rounds)
+    plan, sms = ruled
+    times, medians = time_plans(n, k, rows, dtype, rounds,
+                                {"rule": plan, **variants(plan, n, k, sms)})
     best = min((name for name in medians if name != "cublas"), key=medians.get)
     print(f"{n} x {k}, {rows} rows, rule {plan.as_dict()}: "
           f"{rounds_line(times, medians, n * k * dtype.itemsize)}; "

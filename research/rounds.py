@@ -1,6 +1,7 @@
 """What the split-K and loop probes share: a projection's case (weights rotated past L2, x,
-out, the float64 reference), each call checked into a poisoned out, the calls timed in
-interleaved rounds (graph replays, us) and the rounds and medians as one line."""
+out, the float64 reference), each call checked into a poisoned out, the calls (or decode
+plans beside cuBLAS) timed in interleaved rounds (graph replays, us) and the rounds and
+medians as one line."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ import argparse
 
 import torch
 
+from tilegraph.kernels import decode_plan
+from tilegraph.kernels._launch import sm_count
+from tilegraph.kernels._pdl import use_pdl
 from tilegraph.kernels.autotune import _graph_replay_ms, copies_spanning_l2, rotating
 from tilegraph.kernels.linear import linear_ref
-from tilegraph.testing import randn, rel_error
+from tilegraph.testing import TOLERANCES, randn, rel_error
 
 COPY_GB_PER_S = 4254  # the H200's measured copy rate: a weight's floor
 
@@ -40,6 +44,45 @@ def time_in_rounds(calls: dict, weights: list, rounds: int) -> tuple[dict, dict]
         for name, call in calls.items():
             times[name].append(_graph_replay_ms(rotating(call, weights), 10) * 1e3)
     return times, {name: sorted(t)[len(t) // 2] for name, t in times.items()}
+
+
+def tensor_core_rule(n: int, k: int, rows: int, dtype: torch.dtype):
+    """(the rule's plan, the SM count) where the rule gives a tensor-core plan; else None,
+    said on stdout."""
+    sms = sm_count(torch.device("cuda"))
+    plan = decode_plan.rule(rows, n, k, dtype, sms)
+    if plan.kind != "dot":
+        print(f"{n} x {k}, {rows} rows: the rule's plan is no tensor-core plan "
+              f"({plan.as_dict()})")
+        return None
+    return plan, sms
+
+
+def distinct_dot_plans(found: dict, config: dict) -> dict:
+    """{name: Plan} of the tensor-core configs in `found` ({name: config}) that differ from
+    `config` and from each other, the first name kept."""
+    unique = {}
+    for name, c in found.items():
+        if c != config and c not in unique.values():
+            unique[name] = c
+    return {name: decode_plan.Plan("dot", c) for name, c in unique.items()}
+
+
+def time_plans(n: int, k: int, rows: int, dtype: torch.dtype, rounds: int,
+               named: dict) -> tuple[dict, dict]:
+    """time_in_rounds over the decode plans in `named` ({name: Plan}, each checked against
+    float64 into a poisoned out first) and cuBLAS ("cublas"), PDL where the GPU has it."""
+    weights, x, out, ref = projection_case(n, k, rows, dtype)
+    pdl = use_pdl(x.device, ())
+    calls = {}
+    for name, chosen in named.items():
+        def call(w, chosen=chosen):
+            decode_plan.launch(chosen, x, w, out, None, 0.0, None, "none", None, pdl)
+        error = poisoned_error(call, weights[0], out, ref)
+        assert error <= TOLERANCES[dtype], (n, k, rows, name, error)
+        calls[name] = call
+    calls["cublas"] = lambda w: torch.matmul(x, w.T, out=out)
+    return time_in_rounds(calls, weights, rounds)
 
 
 def rounds_line(times: dict, medians: dict, weight_bytes: int) -> str:
