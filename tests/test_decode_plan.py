@@ -408,6 +408,7 @@ def test_plain_rows_time_the_x_left_tile_beside_the_weight_left_tile_unsplit():
     assert decode_plan.x_left_plan(two) is not None
     assert decode_plan.other_plan(2, 14336, 4096, torch.bfloat16, sms, two).kind == "gemv"
 
+
 def test_fp32_plain_rows_time_the_row_loop_where_the_rule_takes_tensor_cores():
     """In fp32 at 5-8 rows plain_plan times the CUDA-core row loop beside the rule's tf32x3
     plan (keyed by it); not at 4 or 9 rows, nor where the rule runs the row loop itself."""

@@ -582,9 +582,9 @@ def other_plan(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None,
     notes/kernels.md, session 88): timed, not ruled (issue 17's grid at 2 rows: 8192^2
     0.98x -> 1.02x F.linear, 14336 x 4096 1.00x -> 1.13x, session 89). At 3-16 16-bit rows,
     the rule's split-K plan with K cut into slices of equal width (equal_split_plan), and
-    beside the weight-left tile unsplit the x-left one (x_left_plan). In
-    fp32 at 5-8 rows, where the rule gives tf32x3, the CUDA-core row loop it leaves there:
-    a lone projection otherwise ran tf32x3 or cuBLAS at its 12-row cost. Over 6 shapes no
+    beside the weight-left tile unsplit the x-left one (x_left_plan). In fp32 at 5-8 rows,
+    where the rule gives tf32x3, the CUDA-core row loop it leaves there: a lone projection
+    otherwise ran tf32x3 or cuBLAS at its 12-row cost. Over 6 shapes no
     rule was fitted to at 5, 6 and 8 rows it took F.linear from 1.36x to 1.53x (geometric
     mean; points under 1x: 5 of 18 -> 1, 9728 x 896 at 8 rows, 1.000x on cuBLAS), e.g.
     3000 x 1000 at 6 rows 10.65 -> 8.63 us, 3072 x 2048 15.17 -> 12.13, 6144 x 4096 47.0 ->
@@ -656,12 +656,11 @@ def plain_plan(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
     1800 bf16 at 2-12 rows: 0.82-0.85x, notes/kernels.md, session 41). A one- or two-row GEMV
     is also timed against its other plan (other_plan; at 3-16 rows a split-K plan against K
     cut into slices of equal width or the weight-left tile against the x-left one, in fp32
-    at 5-8 rows tf32x3 against the row loop):
-    plain, the largest one-row projections read at the copy rate a program a row block and
-    lost 9% persistent, where with a norm or SwiGLU they gained 5-14% (H200,
-    notes/kernels.md, session 61). Where
-    nothing may be timed (a capture, the interpreter, TILEGRAPH_AUTOTUNE=0) or the weight's
-    copies do not fit in memory, the rule's plan runs."""
+    at 5-8 rows tf32x3 against the row loop): plain, the largest one-row projections read
+    at the copy rate a program a row block and lost 9% persistent, where with a norm or
+    SwiGLU they gained 5-14% (H200, notes/kernels.md, session 61). Where nothing may be
+    timed (a capture, the interpreter, TILEGRAPH_AUTOTUNE=0) or the weight's copies do not
+    fit in memory, the rule's plan runs."""
     rows, K = x.shape
     N = weight.shape[0]
     if (_tuned.lookup(tuned_key(rows, N, K, weight.dtype)) is not None
