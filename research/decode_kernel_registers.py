@@ -4,7 +4,7 @@
     TRITON_INTERPRET=0 PYTHONPATH=src python3 research/decode_kernel_registers.py
     ... --dot 2048:2048:32/512/3/4   (only that tensor-core plan, every role; /L after the
                                       split puts the weight on the mma's left, W_LHS;
-                                      --dtype fp16 for fp16 pointers)
+                                      --dtype fp16 or fp32 for their pointers)
     ... --attention [KEY=N,...]      (the attention kernel; a launch: preload=2,stages=2,warps=8)
     ... --attention preload=2,stages=2,warps=8,run_tiles=2,longest=384 --wait
                                      (its instructions before and after griddepcontrol.wait)
@@ -120,6 +120,8 @@ def dot_usage(n: int, k: int, config: dict) -> None:
         if parts["NORM_PARTS"] < 0:
             parts["NORM_PARTS"] = n_parts
             parts["REDO_OVERFLOW"] = DTYPE == "fp16"
+        if DTYPE == "fp32":
+            parts["DOT_PRECISION"] = "tf32x3"
         usage = resources(_dot_rows_kernel, {**DOT_PARTS, **tile, **parts},
                           config["num_warps"], config["num_stages"])
         print(f"tensor cores {n} x {k} {DTYPE} {tile}, stages {config['num_stages']}, {role}: "
@@ -247,8 +249,8 @@ def main() -> None:
                              "and where a K loop it never runs is compiled out")
     parser.add_argument("--runs", type=int, default=0,
                         help="the GEMVs' residual role with x as that many attention runs")
-    parser.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16",
-                        help="the tensor-core kernel's 16-bit dtype (--dot)")
+    parser.add_argument("--dtype", choices=("bf16", "fp16", "fp32"), default="bf16",
+                        help="the tensor-core kernel's dtype (--dot; fp32 at tf32x3)")
     args = parser.parse_args()
     global DTYPE
     DTYPE = args.dtype
