@@ -202,17 +202,20 @@ def test_split_k_at_awkward_sizes(split, rows, dtype, device):
 
 
 def test_fp32_rows_multiply_at_fp32_accuracy(device):
-    """The tensor-core kernel takes fp32 weights at tf32x3 (or IEEE): fp32's tolerance, not
-    tf32's. Values of mixed magnitude, where plain tf32 loses about 1e-3."""
+    """The tensor-core kernel takes fp32 weights at tf32x3 (or IEEE), with x or the weight
+    on the mma's left: fp32's tolerance, not tf32's. Values of mixed magnitude, where plain
+    tf32 loses about 1e-3."""
     x = randn(12, 513, device=device) * torch.logspace(-2, 2, 513, device=device)
-    w = randn(40, 513, device=device)
+    w = randn(70, 513, device=device)
     ref = linear_ref(x.double(), w.double())
-    for precision in ("tf32x3", "ieee"):
-        plan = decode_plan.Plan("dot", {"BLOCK_N": 16, "BLOCK_K": 64, "num_warps": 4,
-                                        "num_stages": 2, "DOT_PRECISION": precision})
-        out = poisoned((12, 40), torch.float32, device)
+    x_left = {"BLOCK_N": 16, "BLOCK_K": 64, "num_warps": 4, "num_stages": 2}
+    w_left = {"BLOCK_N": 64, "BLOCK_K": 64, "num_warps": 4, "num_stages": 3, "W_LHS": True,
+              "SPLIT_K": 3}
+    for tile, precision in itertools.product((x_left, w_left), ("tf32x3", "ieee")):
+        plan = decode_plan.Plan("dot", {**tile, "DOT_PRECISION": precision})
+        out = poisoned((12, 70), torch.float32, device)
         decode_plan.launch(plan, x, w, out, None, 1e-6, None, "none", None, False)
-        assert_close(out, ref, torch.float32, what=precision)
+        assert_close(out, ref, torch.float32, what=str(plan))
 
 
 def test_rule_by_rows_dtype_and_size():
@@ -273,14 +276,14 @@ def test_rule_by_rows_dtype_and_size():
     assert decode_plan.rule(6, 1000, 2048, fp32, 132).kind == "matvec"
     assert decode_plan.rule(4, 1152, 1152, fp32, 132).kind == "matvec"
     assert decode_plan.rule(16, 256, 2048, fp32, 132).kind == "dot"
-    # BLOCK_N 64 for the 16-bit weight-left tiles, 32 in fp32; K split until about two
-    # programs an SM
+    # BLOCK_N 64 for the weight-left tiles, 32 for fp32's x-left one; K split until about
+    # two programs an SM
     tile = lambda n, k, dtype=bf16, sms=132: decode_plan.rule(16, n, k, dtype, sms).config  # noqa: E731
     assert [tile(n, n)["BLOCK_N"] for n in (1024, 2048, 3072, 8192)] == [64, 64, 64, 64]
-    assert tile(4096, 4096, fp32)["BLOCK_N"] == 32
+    assert [tile(n, n, fp32)["BLOCK_N"] for n in (1024, 4096)] == [32, 64]
     split = lambda n, k, dtype=bf16, sms=132: tile(n, k, dtype, sms).get("SPLIT_K", 1)  # noqa: E731
     assert [split(n, n) for n in (4096, 8192)] == [4, 2]  # 4: K's tiles
-    assert [split(n, n, fp32) for n in (2048, 4096, 8192)] == [4, 2, 1]
+    assert [split(n, n, fp32) for n in (1024, 2048, 4096, 8192)] == [8, 8, 4, 2]
     assert split(8192, 4096, sms=16) == 1  # a small GPU: the column blocks fill it
     # rows at least twice as long as N is wide: wide tiles (32 below 1024 outputs)
     assert (split(256, 4096), split(2048, 5632), split(4096, 14336)) == (8, 8, 4)
@@ -297,12 +300,16 @@ def test_rule_by_rows_dtype_and_size():
     assert "W_LHS" not in tile(256, 4096)
     # the weight on the mma's left wherever else 16-bit weights take the tensor cores
     assert [tile(n, n).get("W_LHS", False) for n in (256, 2048, 2560, 3072)] == [True] * 4
-    assert not tile(4096, 4096, fp32).get("W_LHS", False)
+    # in fp32 where its programs number 1.5 an SM or more: 1280 gives 20 column blocks of 64
+    # split 8 (1.2 an SM), 1664 26 split 8 (1.6)
+    assert [tile(n, n, fp32).get("W_LHS", False) for n in (1024, 1280, 1664, 4096)] == \
+        [False, False, True, True]
+    assert tile(14336, 4096, fp32)["W_LHS"] and "SPLIT_K" not in tile(14336, 4096, fp32)
     assert tile(100000, 7)["BLOCK_K"] == 16 and tile(100000, 7)["W_LHS"]  # no wider than K
     assert tile(100, 200)["BLOCK_K"] == 256 and "SPLIT_K" not in tile(100, 200)
     assert tile(100, 300)["BLOCK_K"] == 512 and "SPLIT_K" not in tile(100, 300)
     assert tile(2048, 2048, sms=16)["num_stages"] == 3          # a small GPU: too many
-    assert tile(2048, 2048, fp32)["BLOCK_K"] == 128              # 16-bit only
+    assert tile(1024, 1024, fp32)["BLOCK_K"] == 128              # 16-bit only
     assert split(32, 4608) == 8 and tile(32, 4608)["num_stages"] == 3  # 9 slices: too many
     # pipelines three tiles deep in 16-bit (whole decode steps), four in fp32
     stages = lambda n, k, dtype=bf16: tile(n, k, dtype)["num_stages"]  # noqa: E731

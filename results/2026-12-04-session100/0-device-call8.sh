@@ -1,4 +1,5 @@
-# Session 100 call 8 (the last 4.5 device minutes): research/fp32_weight_left.diff applied to
+# Session 100 call 8 (the last 4.5 device minutes): research/fp32_weight_left.diff (since
+# moved to fp32-weight-left-as-timed.diff here; landed with a higher bound) applied to
 # a copy (/tmp/B): its fp32 tests on the GPU, then whole fp32 stacks at 6 and 12 rows with
 # the diff and without (a short form of next-device-call.sh, stages cut where time ran out).
 set -u

@@ -70,6 +70,9 @@ ROWS_PERSISTENT_VARIANTS = ((16 * 1024, 4, 4), (16 * 1024, 4, 3), (32 * 1024, 8,
                             (32 * 1024, 4, 4))
 # The last of a split's programs sums every slice's partials one after another.
 MAX_SPLIT_K = 8
+# Programs an SM the fp32 weight-left tile needs to be taken (fp32_weight_left_config): won
+# at 1.7-1.9 an SM, lost at 1.2 and 1.0.
+FP32_WEIGHT_LEFT_MIN_FILL = 1.5
 # Programs of the weight-left tile an SM holds at 3 and at 2 stages: Triton keeps stages + 1
 # buffers of (64 + 16) x 128 16-bit values, 80 KB and 60 KB of shared memory, two and three of
 # an H100's or H200's 228 KB. Where the column blocks number a little more than two an SM,
@@ -191,7 +194,8 @@ def weight_left_config(N: int, K: int, sms: int) -> dict:
 
 def dot_config(N: int, K: int, element_size: int, sms: int) -> dict:
     """Tensor-core tile: in 16-bit the whole-slice tile where it fits (whole_slice_config),
-    else the weight-left tile (weight_left_config). fp32 (tf32x3): 512-byte rows of K,
+    else the weight-left tile (weight_left_config). fp32 (tf32x3): the weight-left tile
+    where its programs fill the SMs (fp32_weight_left_config), else 512-byte rows of K,
     BLOCK_N 32, K split into up to MAX_SPLIT_K slices so that about two programs an SM
     stream the weight, pipelines four tiles deep.
 
@@ -205,6 +209,9 @@ def dot_config(N: int, K: int, element_size: int, sms: int) -> dict:
     if element_size <= 2:
         whole = whole_slice_config(N, K, element_size, sms)
         return whole if whole is not None else weight_left_config(N, K, sms)
+    left = fp32_weight_left_config(N, K, sms)
+    if left is not None:
+        return left
     block_k = dot_block_k(K, element_size)
     block_n = 64 if K >= 2 * N and N >= 1024 else 32
     split = min(MAX_SPLIT_K, triton.cdiv(K, block_k), 2 * sms // triton.cdiv(N, block_n))
@@ -212,6 +219,26 @@ def dot_config(N: int, K: int, element_size: int, sms: int) -> dict:
         return {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": 4, "num_stages": 3,
                 "SPLIT_K": split}
     return {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": 4, "num_stages": 4}
+
+
+def fp32_weight_left_config(N: int, K: int, sms: int) -> dict | None:
+    """The fp32 (tf32x3) tile with the weight on the mma's left: BLOCK_N 64 by 256-byte
+    rows of K (BLOCK_K 64), three stages, K split until about two programs an SM stream the
+    weight, where its programs then number at least FP32_WEIGHT_LEFT_MIN_FILL an SM; else
+    None. On Hopper its three tf32 products are wgmmas at 123-155 registers a thread (the
+    x-left tile's are mma.sync at 189-248; sm_90 compile, research/decode_kernel_registers.py
+    --dtype fp32). Whole fp32 LayerStacks at 6 and 12 rows, us a token, x-left -> this
+    (H200, notes/kernels.md, session 100): d = 2048 (256 programs) 171 -> 160 and 173 ->
+    163, d = 3584 (224) 429 -> 365 and 426 -> 367, d = 8192 (256) 1668 -> 1408 and 1670 ->
+    1418, d = 4096 at 12 rows 482 -> 421; where it gave fewer programs it lost: d = 1280
+    (160) 157 -> 169 and 159 -> 175, d = 1024 at 16 rows (128) 185 -> 224."""
+    block_k = max(16, min(64, triton.next_power_of_2(K)))
+    n_blocks = triton.cdiv(N, 64)
+    split = max(1, min(MAX_SPLIT_K, triton.cdiv(K, block_k), 2 * sms // n_blocks))
+    if n_blocks * split < FP32_WEIGHT_LEFT_MIN_FILL * sms:
+        return None
+    config = {"BLOCK_N": 64, "BLOCK_K": block_k, "num_warps": 4, "num_stages": 3, "W_LHS": True}
+    return {**config, "SPLIT_K": split} if split >= 2 else config
 
 
 def padded_k(K: int, block_k: int) -> int:
