@@ -611,11 +611,11 @@ def other_plan(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None,
     the rule's split-K plan with K cut into slices of equal width (equal_split_plan), and
     beside the weight-left tile unsplit the x-left one (x_left_plan). In fp32 at 5-8 rows,
     where the rule gives tf32x3, the CUDA-core row loop it leaves there: a lone projection
-    otherwise ran tf32x3 or cuBLAS at its 12-row cost. Over 6 shapes no
-    rule was fitted to at 5, 6 and 8 rows it took F.linear from 1.36x to 1.53x (geometric
-    mean; points under 1x: 5 of 18 -> 1, 9728 x 896 at 8 rows, 1.000x on cuBLAS), e.g.
-    3000 x 1000 at 6 rows 10.65 -> 8.63 us, 3072 x 2048 15.17 -> 12.13, 6144 x 4096 47.0 ->
-    42.5 (H200, notes/kernels.md, session 100). Else None."""
+    otherwise ran tf32x3 or cuBLAS at its 12-row cost. Over 6 shapes no rule was fitted to
+    at 5, 6 and 8 rows it took F.linear from 1.36x to 1.53x (geometric mean; points under
+    1x: 5 of 18 -> 1, 9728 x 896 at 8 rows, 1.000x on cuBLAS), e.g. 3000 x 1000 at 6 rows
+    10.65 -> 8.63 us, 3072 x 2048 15.17 -> 12.13, 6144 x 4096 47.0 -> 42.5 (H200,
+    notes/kernels.md, session 100). Else None."""
     if chosen.kind != "gemv":
         if torch.finfo(dtype).bits > 16:  # on every plain call: cheap tests first
             if chosen.kind == "dot" and 5 <= rows <= 8:  # the row loop the rule left
