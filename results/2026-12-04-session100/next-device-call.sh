@@ -10,7 +10,8 @@
 #    and 32000 x 2048 unsplit)
 # 3. fp32 lone projections off the list at 9 and 16 rows
 # 4. the fp32 tests of test_decode_plan on the GPU (the accuracy test includes the
-#    weight-left tile; it passed in session 100's call 8) and the fp32 layer-stack tests
+#    weight-left tile: it passed in session 100's call 8; the candidates test samples the
+#    fp32 weight-left tiles `tilegraph tune` now times) and the fp32 layer-stack tests
 # If anything loses: raise the bound or narrow the rule, commit, notes/kernels.md.
 set -u
 mkdir -p /tmp/B && cp -r src /tmp/B/ && (cd /tmp/B && patch -R -p1 < $OLDPWD/results/2026-12-04-session100/fp32-weight-left.patch) > $OUT/0-revert.txt 2>&1
@@ -25,4 +26,4 @@ t 4-grid-before 80 /tmp/B/src python3 -m tilegraph bench decode-grid --dtype fp3
 S=3072x2048,9728x896,6144x4096,1536x8960,17920x1536,3000x1000
 t 5-offlist-tree 60 $PWD/src python3 research/probe_offlist_grid.py --dtype fp32 --rows 9,16 --shapes $S
 t 6-offlist-before 60 /tmp/B/src python3 research/probe_offlist_grid.py --dtype fp32 --rows 9,16 --shapes $S
-t 7-tests 120 $PWD/src python3 -m pytest -q tests/test_decode_plan.py tests/test_layerstack.py tests/test_decode_stack.py -k "fp32 or float32 or tf32 or rule_by_rows" -p no:cacheprovider
+t 7-tests 200 $PWD/src python3 -m pytest -q tests/test_decode_plan.py tests/test_layerstack.py tests/test_decode_stack.py -k "fp32 or float32 or tf32 or rule_by_rows or candidates_are_correct" -p no:cacheprovider

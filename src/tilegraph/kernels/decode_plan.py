@@ -311,7 +311,8 @@ def candidates(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -
     notes/kernels.md, session 53, and persistent GEMVs, ROWS_PERSISTENT_VARIANTS; at one row
     the GEMV launched a program a row block and persistent, PERSISTENT_VARIANTS), and
     tensor-core tiles of every width, depth and pipeline length that fits the shared memory,
-    and split-K tiles."""
+    the weight-left tile at other depths (in fp32 also split, where the rule's tile is the
+    x-left one), and split-K tiles."""
     size = torch.finfo(dtype).bits // 8
     plans = [rule(rows, N, K, dtype, sms)]  # cuBLAS is timed beside them by the tuner
     if rows == 2:
@@ -358,6 +359,14 @@ def candidates(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -
         for block_k, stages in ((64, 4), (128, 2), (128, 3), (128, 4), (256, 2), (256, 3)):
             plans.append(Plan("dot", {**left, "BLOCK_K": max(16, min(block_k, k_cap)),
                                       "num_stages": stages}))
+    else:  # fp32's weight-left tile (fp32_weight_left_config), also where the rule's is not
+        for (block_k, stages), split in itertools.product(((64, 3), (64, 4), (32, 4)),
+                                                          (1, 2, 4, 8)):
+            block_k = max(16, min(block_k, k_cap))
+            if triton.cdiv(K, block_k) >= split:
+                config = {"BLOCK_N": 64, "BLOCK_K": block_k, "num_warps": 4,
+                          "num_stages": stages, "W_LHS": True}
+                plans.append(Plan("dot", {**config, "SPLIT_K": split} if split > 1 else config))
     block_k = dot_block_k(K, size)
     for block_n, split in itertools.product((32, 64), (2, 4, 8)):
         if triton.cdiv(K, block_k) >= split:
