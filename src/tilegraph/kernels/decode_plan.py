@@ -70,8 +70,10 @@ ROWS_PERSISTENT_VARIANTS = ((16 * 1024, 4, 4), (16 * 1024, 4, 3), (32 * 1024, 8,
                             (32 * 1024, 4, 4))
 # The last of a split's programs sums every slice's partials one after another.
 MAX_SPLIT_K = 8
-# Programs an SM the fp32 weight-left tile needs to be taken (fp32_weight_left_config): won
-# at 1.7-1.9 an SM, lost at 1.2 and 1.0.
+# Programs an SM the fp32 weight-left tile needs to be taken (fp32_weight_left_config): on
+# whole stacks won at 1.64-1.94 an SM, lost at 1.2 and 1.0, and at 1.58 (d = 1664, where
+# the x-left tile ran 16% faster than at d = 1728 for 7% fewer bytes); lone projections won
+# or tied at 1.52-2.0 (notes/kernels.md, session 101).
 FP32_WEIGHT_LEFT_MIN_FILL = 1.5
 # Programs of the weight-left tile an SM holds at 3 and at 2 stages: Triton keeps stages + 1
 # buffers of (64 + 16) x 128 16-bit values, 80 KB and 60 KB of shared memory, two and three of
