@@ -95,16 +95,18 @@ def rounds_line(times: dict, medians: dict, weight_bytes: int) -> str:
     return f"{each} -> {shares}"
 
 
-DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 
 
-def over_shapes(doc: str, shapes: str, rows: str, columns: str, compare) -> None:
-    """A probe's command line: --shapes N x K pairs, --rows, --dtype, --rounds; then
-    compare(n, k, rows, dtype, rounds) at each point. columns: what its rounds time."""
+def over_shapes(doc: str, shapes: str, rows: str, columns: str, compare,
+                dtype: str = "bf16") -> None:
+    """A probe's command line: --shapes N x K pairs, --rows, --dtype (default `dtype`),
+    --rounds; then compare(n, k, rows, dtype, rounds) at each point. columns: what its
+    rounds time."""
     parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--shapes", default=shapes)
     parser.add_argument("--rows", default=rows)
-    parser.add_argument("--dtype", default="bf16", choices=list(DTYPES))
+    parser.add_argument("--dtype", default=dtype, choices=list(DTYPES))
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     print(f"{torch.cuda.get_device_name()}, {args.dtype}; us: {columns}, a round each, then "

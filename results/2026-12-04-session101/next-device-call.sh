@@ -1,20 +1,20 @@
-# Written in session 101 for the next session, not run: 9 minutes at most (stage limits
-# 150/170/170). Session 101 ran out of device time before these.
-# 1. The two fp32 stack points where session 100's weight-left rule lost (d = 1664 at 6 rows,
-#    d = 2560 at 16): the rule's tile at other splits and depths, and the x-left tile, forced
-#    (research/stack_plans.py; the rule's own tile runs too). If a split or depth the rule
-#    could reach wins both, change fp32_weight_left_config's split; if only the x-left tile
-#    does, leave it (notes/kernels.md, session 101).
-# 2. fp32 TinyLlama decode steps at batch 8, tree against the tree without the rule
-#    (/tmp/B): session 101's call 3 ran past 110 s in the cold build at max_seq 512 (three
-#    context bands a bucket); max_seq 256 keeps one band.
+# Written in session 101 for the next session, not run: 7 minutes at most (stage limits
+# 200/200). Session 101 ran out of device time before it.
+# 1. Whole fp32 stacks: the two points where session 100's weight-left rule lost (d = 1664
+#    at 6 rows, 1.58 programs an SM; d = 2560 at 16, 1.82) and the slowest point of the
+#    fp32 stack grid (d = 6144 at 6 rows, 1.10x the hand graph, 45% of the floor; 96 column
+#    blocks split 2 give 1.45 an SM, so it keeps the x-left tile): the weight-left tile at
+#    splits 2-8 and four stages, the x-left tile, forced (research/stack_plans.py; the
+#    rule's own plan runs too).
+# 2. Lone fp32 projections below and near the bound (research/probe_fp32_fill.py): x-left
+#    against the weight-left tile at every split that launches 0.9-3.1 programs an SM.
+# If the weight-left tile wins below 1.5 an SM on both (large K, 6144 or 12288 outputs),
+# lower or reshape FP32_WEIGHT_LEFT_MIN_FILL; if a split the rule does not reach wins both,
+# change fp32_weight_left_config's split (notes/kernels.md, session 101).
 set -u
-mkdir -p /tmp/B && cp -r src /tmp/B/ && (cd /tmp/B && patch -R -p1 < $OLDPWD/results/2026-12-04-session100/fp32-weight-left.patch) > $OUT/0-revert.txt 2>&1
-t() { name=$1; limit=$2; src=$3; shift 3
-  export PYTHONPATH=$src:$PWD/research TILEGRAPH_CACHE_DIR=/tmp/tg-$name TRITON_CACHE_DIR=/tmp/tr-$name
-  { echo "\$ PYTHONPATH=$src $*"; timeout $limit "$@"; echo "rc=$?"; } > $OUT/$name.txt 2>&1; }
-T=32/128/3/0,64/64/3/2/4/0/1,64/64/3/4/4/0/1,64/64/3/6/4/0/1,64/64/3/8/4/0/1,64/64/4/8/4/0/1,64/32/4/8/4/0/1
-t 1-stack-plans 150 $PWD/src python3 research/stack_plans.py fp32 1664x6,2560x16 $T
-D="--dtype fp32 --batch 8 --variants hf-graph,tilegraph --no-sweeps --new-tokens 64 --prompt-tokens 64 --max-seq 256"
-t 2-tinyllama-tree 170 $PWD/src python3 -m tilegraph demo --model tinyllama $D --out /tmp/d2
-t 3-tinyllama-before 170 /tmp/B/src python3 -m tilegraph demo --model tinyllama $D --out /tmp/d3
+t() { name=$1; limit=$2; shift 2
+  export PYTHONPATH=$PWD/src:$PWD/research TILEGRAPH_CACHE_DIR=/tmp/tg-$name TRITON_CACHE_DIR=/tmp/tr-$name
+  { echo "\$ $*"; timeout $limit "$@"; echo "rc=$?"; } > $OUT/$name.txt 2>&1; }
+T=32/128/3/0,64/64/3/2/4/0/1,64/64/3/3/4/0/1,64/64/3/4/4/0/1,64/64/3/6/4/0/1,64/64/3/8/4/0/1,64/64/4/8/4/0/1
+t 1-stack-plans 200 python3 research/stack_plans.py fp32 1664x6,2560x16,6144x6 $T
+t 2-fp32-fill 200 python3 research/probe_fp32_fill.py --rows 6,16

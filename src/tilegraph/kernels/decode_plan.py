@@ -196,25 +196,28 @@ def weight_left_config(N: int, K: int, sms: int) -> dict:
 
 def dot_config(N: int, K: int, element_size: int, sms: int) -> dict:
     """Tensor-core tile: in 16-bit the whole-slice tile where it fits (whole_slice_config),
-    else the weight-left tile (weight_left_config). fp32 (tf32x3): the weight-left tile
-    where its programs fill the SMs (fp32_weight_left_config), else 512-byte rows of K,
-    BLOCK_N 32, K split into up to MAX_SPLIT_K slices so that about two programs an SM
-    stream the weight, pipelines four tiles deep.
+    else the weight-left tile (weight_left_config); in fp32 (tf32x3) the weight-left tile
+    where its programs fill the SMs (fp32_weight_left_config), else the x-left tile
+    (fp32_x_left_config).
 
     Chosen on whole LayerStacks through a GraphRunner (H100, notes/kernels.md), where each
     projection reads an x just written by the kernel before it: BLOCK_N 16 re-reads x (16
     padded rows) once for every 16 weight rows, which cost 1.1-1.3x against these tiles at
     8-16 rows (bf16 d=1024-4096, fp32 d=512-8192); a split pays wherever the column blocks
-    alone leave SMs idle. fp32 rows at least twice as long as N is wide (a down projection,
-    a narrow head) keep the rule of the split-K sweep: BLOCK_N 64 (32 below 1024 outputs).
+    alone leave SMs idle.
     """
     if element_size <= 2:
         whole = whole_slice_config(N, K, element_size, sms)
         return whole if whole is not None else weight_left_config(N, K, sms)
-    left = fp32_weight_left_config(N, K, sms)
-    if left is not None:
-        return left
-    block_k = dot_block_k(K, element_size)
+    return fp32_weight_left_config(N, K, sms) or fp32_x_left_config(N, K, sms)
+
+
+def fp32_x_left_config(N: int, K: int, sms: int) -> dict:
+    """fp32's tile with x on the mma's left: 512-byte rows of K, BLOCK_N 32, K split into up
+    to MAX_SPLIT_K slices so that about two programs an SM stream the weight, pipelines four
+    tiles deep. Rows at least twice as long as N is wide (a down projection, a narrow head)
+    keep the rule of the split-K sweep: BLOCK_N 64 (32 below 1024 outputs)."""
+    block_k = dot_block_k(K, 4)
     block_n = 64 if K >= 2 * N and N >= 1024 else 32
     split = min(MAX_SPLIT_K, triton.cdiv(K, block_k), 2 * sms // triton.cdiv(N, block_n))
     if split >= 2:
