@@ -214,9 +214,10 @@ def dot_config(N: int, K: int, element_size: int, sms: int) -> dict:
 
 def fp32_x_left_config(N: int, K: int, sms: int) -> dict:
     """fp32's tile with x on the mma's left: 512-byte rows of K, BLOCK_N 32, K split into up
-    to MAX_SPLIT_K slices so that about two programs an SM stream the weight, pipelines four
-    tiles deep. Rows at least twice as long as N is wide (a down projection, a narrow head)
-    keep the rule of the split-K sweep: BLOCK_N 64 (32 below 1024 outputs)."""
+    to MAX_SPLIT_K slices so that about two programs an SM stream the weight, pipelines three
+    tiles deep where K is split and four where not. Rows at least twice as long as N is
+    wide (a down projection, a narrow head) keep the rule of the split-K sweep: BLOCK_N 64
+    (32 below 1024 outputs)."""
     block_k = dot_block_k(K, 4)
     block_n = 64 if K >= 2 * N and N >= 1024 else 32
     split = min(MAX_SPLIT_K, triton.cdiv(K, block_k), 2 * sms // triton.cdiv(N, block_n))
