@@ -33,16 +33,14 @@ def variants(n: int, k: int, sms: int) -> dict:
     """{name: config}: x-left, then the weight-left tile at each split that launches 0.9-3.1
     programs an SM (its name gives them) and four stages deep at its rule's split."""
     found = {"x-left": decode_plan.fp32_x_left_config(n, k, sms)}
-    base = {"BLOCK_N": 64, "BLOCK_K": max(16, min(64, 1 << (k - 1).bit_length())),
-            "num_warps": 4, "num_stages": 3, "W_LHS": True}
-    blocks, steps = -(-n // 64), -(-k // base["BLOCK_K"])
+    ruled = decode_plan.fp32_weight_left_config(n, k, sms, min_fill=0)  # whatever its fill
+    block_k, rule_split = ruled["BLOCK_K"], ruled.get("SPLIT_K", 1)
+    blocks, steps = -(-n // 64), -(-k // block_k)
     for split in (1, 2, 3, 4, 6, 8):  # those that fill the SMs, about once to three times
         if split <= min(steps, decode_plan.MAX_SPLIT_K) and 0.9 <= blocks * split / sms <= 3.1:
-            name = f"w-split{split}@{blocks * split / sms:.2f}"
-            found[name] = {**base, "SPLIT_K": split} if split > 1 else base
-    rule_split = max(1, min(decode_plan.MAX_SPLIT_K, steps, 2 * sms // blocks))
-    deep = {**base, "num_stages": 4}
-    found[f"w-split{rule_split}-st4"] = {**deep, "SPLIT_K": rule_split} if rule_split > 1 else deep
+            found[f"w-split{split}@{blocks * split / sms:.2f}"] = \
+                decode_plan.fp32_weight_left_tile(block_k, 3, split)
+    found[f"w-split{rule_split}-st4"] = decode_plan.fp32_weight_left_tile(block_k, 4, rule_split)
     return found
 
 

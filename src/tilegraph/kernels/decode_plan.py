@@ -227,24 +227,32 @@ def fp32_x_left_config(N: int, K: int, sms: int) -> dict:
     return {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": 4, "num_stages": 4}
 
 
-def fp32_weight_left_config(N: int, K: int, sms: int) -> dict | None:
-    """The fp32 (tf32x3) tile with the weight on the mma's left: BLOCK_N 64 by 256-byte
-    rows of K (BLOCK_K 64), three stages, K split until about two programs an SM stream the
-    weight, where its programs then number at least FP32_WEIGHT_LEFT_MIN_FILL an SM; else
-    None. On Hopper its three tf32 products are wgmmas at 123-155 registers a thread (the
+def fp32_weight_left_config(N: int, K: int, sms: int,
+                            min_fill: float | None = None) -> dict | None:
+    """The fp32 (tf32x3) tile with the weight on the mma's left: BLOCK_N 64 by 256-byte rows of K
+    (BLOCK_K 64), three stages, K split until about two programs an SM stream the weight, where
+    its programs then number at least `min_fill` (FP32_WEIGHT_LEFT_MIN_FILL unless given) an SM;
+    else None. On Hopper its three tf32 products are wgmmas at 123-155 registers a thread (the
     x-left tile's are mma.sync at 189-248; sm_90 compile, research/decode_kernel_registers.py
-    --dtype fp32). Whole fp32 LayerStacks at 6 and 12 rows, us a token, x-left -> this
-    (H200, notes/kernels.md, session 100): d = 2048 (256 programs) 171 -> 160 and 173 ->
-    163, d = 3584 (224) 429 -> 365 and 426 -> 367, d = 8192 (256) 1668 -> 1408 and 1670 ->
-    1418, d = 4096 at 12 rows 482 -> 421; where it gave fewer programs it lost: d = 1280
-    (160) 157 -> 169 and 159 -> 175, d = 1024 at 16 rows (128) 185 -> 224."""
+    --dtype fp32). Whole fp32 LayerStacks at 6 and 12 rows, us a token, x-left -> this (H200,
+    notes/kernels.md, session 100): d = 2048 (256 programs) 171 -> 160 and 173 -> 163, d = 3584
+    (224) 429 -> 365 and 426 -> 367, d = 8192 (256) 1668 -> 1408 and 1670 -> 1418, d = 4096 at
+    12 rows 482 -> 421; where it gave fewer programs it lost: d = 1280 (160) 157 -> 169 and 159
+    -> 175, d = 1024 at 16 rows (128) 185 -> 224."""
     block_k = max(16, min(64, triton.next_power_of_2(K)))
     n_blocks = triton.cdiv(N, 64)
     split = max(1, min(MAX_SPLIT_K, triton.cdiv(K, block_k), 2 * sms // n_blocks))
-    if n_blocks * split < FP32_WEIGHT_LEFT_MIN_FILL * sms:
+    if n_blocks * split < (FP32_WEIGHT_LEFT_MIN_FILL if min_fill is None else min_fill) * sms:
         return None
-    config = {"BLOCK_N": 64, "BLOCK_K": block_k, "num_warps": 4, "num_stages": 3, "W_LHS": True}
-    return {**config, "SPLIT_K": split} if split >= 2 else config
+    return fp32_weight_left_tile(block_k, 3, split)
+
+
+def fp32_weight_left_tile(block_k: int, stages: int, split: int) -> dict:
+    """fp32's weight-left tile (BLOCK_N 64, four warps) at `block_k`, `stages` and K in
+    `split` slices."""
+    config = {"BLOCK_N": 64, "BLOCK_K": block_k, "num_warps": 4, "num_stages": stages,
+              "W_LHS": True}
+    return {**config, "SPLIT_K": split} if split > 1 else config
 
 
 def padded_k(K: int, block_k: int) -> int:
@@ -370,9 +378,7 @@ def candidates(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -
                                                           (1, 2, 4, 8)):
             block_k = max(16, min(block_k, k_cap))
             if triton.cdiv(K, block_k) >= split:
-                config = {"BLOCK_N": 64, "BLOCK_K": block_k, "num_warps": 4,
-                          "num_stages": stages, "W_LHS": True}
-                plans.append(Plan("dot", {**config, "SPLIT_K": split} if split > 1 else config))
+                plans.append(Plan("dot", fp32_weight_left_tile(block_k, stages, split)))
     block_k = dot_block_k(K, size)
     for block_n, split in itertools.product((32, 64), (2, 4, 8)):
         if triton.cdiv(K, block_k) >= split:
