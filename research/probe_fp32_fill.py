@@ -9,7 +9,8 @@ FP32_WEIGHT_LEFT_MIN_FILL (1.5) an SM, a bound set on whole stacks (lost at 1.0-
 there, won at 1.64 and up; notes/kernels.md, sessions 100-101). Below it sit shapes whose
 column blocks alone number 1.2-1.5 an SM (6144 or 12288 outputs: 96 or 192 blocks; 11008:
 172), whose x-left tile read 40-51% of copy (6144 x 4096 at 9 rows, session 101), where the
-weight-left tile elsewhere read 70-93%.
+weight-left tile elsewhere read 70-93%. Session 102 ran it: twice the split won at all of
+them (now FP32_TWO_WAVES_BELOW), and the bound went to 1.4.
 
     PYTHONPATH=src:research python3 research/probe_fp32_fill.py [--shapes 6144x4096,...]
         [--rows 8,16] [--rounds 3]

@@ -300,20 +300,27 @@ def test_rule_by_rows_dtype_and_size():
     assert "W_LHS" not in tile(256, 4096)
     # the weight on the mma's left wherever else 16-bit weights take the tensor cores
     assert [tile(n, n).get("W_LHS", False) for n in (256, 2048, 2560, 3072)] == [True] * 4
-    # in fp32 where its programs number 1.5 an SM or more: 1280 gives 20 column blocks of 64
-    # split 8 (1.2 an SM), 1664 26 split 8 (1.6)
-    assert [tile(n, n, fp32).get("W_LHS", False) for n in (1024, 1280, 1664, 4096)] == \
-        [False, False, True, True]
+    # in fp32 where its programs number 1.4 an SM or more: 1280 gives 20 column blocks of 64
+    # split 8 (1.2 an SM), 1408 22 (1.33), 1536 24 (1.45)
+    assert [tile(n, n, fp32).get("W_LHS", False) for n in (1024, 1280, 1408, 1536, 4096)] == \
+        [False, False, False, True, True]
     assert tile(14336, 4096, fp32)["W_LHS"] and "SPLIT_K" not in tile(14336, 4096, fp32)
+    # where the split that keeps two an SM gives fewer than 1.5, twice that split: 96 column
+    # blocks (6144) split 4, not 2 (1.45 an SM); 176 (11264) and 192 (12288) split 2
+    assert [split(n, 4096, fp32) for n in (6144, 11264, 12288)] == [4, 2, 2]
+    assert all(tile(n, 4096, fp32)["W_LHS"] for n in (6144, 11264, 12288))
+    assert split(9216, 9216, fp32) == 2 and split(14336, 4096, fp32) == 1  # 1.7 an SM: one
     assert tile(100000, 7)["BLOCK_K"] == 16 and tile(100000, 7)["W_LHS"]  # no wider than K
     assert tile(100, 200)["BLOCK_K"] == 256 and "SPLIT_K" not in tile(100, 200)
     assert tile(100, 300)["BLOCK_K"] == 512 and "SPLIT_K" not in tile(100, 300)
     assert tile(2048, 2048, sms=16)["num_stages"] == 3          # a small GPU: too many
     assert tile(1024, 1024, fp32)["BLOCK_K"] == 128              # 16-bit only
     assert split(32, 4608) == 8 and tile(32, 4608)["num_stages"] == 3  # 9 slices: too many
-    # pipelines three tiles deep in 16-bit (whole decode steps), four in fp32
+    # pipelines three tiles deep in 16-bit (whole decode steps), four in fp32's x-left tile
+    # where K is not split
     stages = lambda n, k, dtype=bf16: tile(n, k, dtype)["num_stages"]  # noqa: E731
-    assert (stages(11264, 2048), stages(2048, 5632), stages(11264, 2048, fp32)) == (3, 3, 4)
+    assert (stages(11264, 2048), stages(2048, 5632)) == (3, 3)
+    assert decode_plan.fp32_x_left_config(11264, 2048, 132)["num_stages"] == 4
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

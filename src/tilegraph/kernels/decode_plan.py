@@ -71,10 +71,17 @@ ROWS_PERSISTENT_VARIANTS = ((16 * 1024, 4, 4), (16 * 1024, 4, 3), (32 * 1024, 8,
 # The last of a split's programs sums every slice's partials one after another.
 MAX_SPLIT_K = 8
 # Programs an SM the fp32 weight-left tile needs to be taken (fp32_weight_left_config): on
-# whole stacks won at 1.64-1.94 an SM, lost at 1.2 and 1.0, and at 1.58 (d = 1664, where
-# the x-left tile ran 16% faster than at d = 1728 for 7% fewer bytes); lone projections won
-# or tied at 1.52-2.0 (notes/kernels.md, session 101).
-FP32_WEIGHT_LEFT_MIN_FILL = 1.5
+# whole stacks won at 1.45 (d = 1536, 6 rows 159.5 -> 148.5 us, 16 rows equal) and 1.64-1.94
+# an SM, lost at 1.33 (d = 1408, 137 -> 159), 1.2 and 1.0, equal at 1.39; lone projections
+# won at 1.39-1.45 (1536 x 4096 1.15-1.31x), lost at 1.33 and below (notes/kernels.md,
+# sessions 101 and 102).
+FP32_WEIGHT_LEFT_MIN_FILL = 1.4
+# Below this many programs an SM fp32's weight-left split is doubled, its programs run in two
+# waves: 96 column blocks (6144 outputs) split 2 -> 4 ran whole stacks at 6 rows 1257 -> 654
+# us a token, 144 (9216) split 1 -> 2 3088 -> 1590; 133-192 blocks lone 1.2-1.6x faster
+# (notes/kernels.md, session 102). One wave just past two an SM is not: 6144^2 at split 3
+# (2.18 an SM) ran 54.7 us, at 2 50.3 and at 4 44.0.
+FP32_TWO_WAVES_BELOW = 1.5
 # Programs of the weight-left tile an SM holds at 3 and at 2 stages: Triton keeps stages + 1
 # buffers of (64 + 16) x 128 16-bit values, 80 KB and 60 KB of shared memory, two and three of
 # an H100's or H200's 228 KB. Where the column blocks number a little more than two an SM,
@@ -230,18 +237,22 @@ def fp32_x_left_config(N: int, K: int, sms: int) -> dict:
 def fp32_weight_left_config(N: int, K: int, sms: int,
                             min_fill: float | None = None) -> dict | None:
     """The fp32 (tf32x3) tile with the weight on the mma's left: BLOCK_N 64 by 256-byte rows of K
-    (BLOCK_K 64), three stages, K split until about two programs an SM stream the weight, where
-    its programs then number at least `min_fill` (FP32_WEIGHT_LEFT_MIN_FILL unless given) an SM;
-    else None. On Hopper its three tf32 products are wgmmas at 123-155 registers a thread (the
-    x-left tile's are mma.sync at 189-248; sm_90 compile, research/decode_kernel_registers.py
-    --dtype fp32). Whole fp32 LayerStacks at 6 and 12 rows, us a token, x-left -> this (H200,
+    (BLOCK_K 64), three stages, K split until about two programs an SM stream the weight (twice
+    that split where it launches fewer than FP32_TWO_WAVES_BELOW an SM), where its programs
+    then number at least `min_fill` (FP32_WEIGHT_LEFT_MIN_FILL unless given) an SM; else None.
+    On Hopper its three tf32 products are wgmmas at 123-155 registers a thread (the x-left
+    tile's are mma.sync at 189-248; sm_90 compile, research/decode_kernel_registers.py --dtype
+    fp32). Whole fp32 LayerStacks at 6 and 12 rows, us a token, x-left -> this (H200,
     notes/kernels.md, session 100): d = 2048 (256 programs) 171 -> 160 and 173 -> 163, d = 3584
     (224) 429 -> 365 and 426 -> 367, d = 8192 (256) 1668 -> 1408 and 1670 -> 1418, d = 4096 at
     12 rows 482 -> 421; where it gave fewer programs it lost: d = 1280 (160) 157 -> 169 and 159
     -> 175, d = 1024 at 16 rows (128) 185 -> 224."""
     block_k = max(16, min(64, triton.next_power_of_2(K)))
     n_blocks = triton.cdiv(N, 64)
-    split = max(1, min(MAX_SPLIT_K, triton.cdiv(K, block_k), 2 * sms // n_blocks))
+    k_blocks = triton.cdiv(K, block_k)
+    split = max(1, min(MAX_SPLIT_K, k_blocks, 2 * sms // n_blocks))
+    if n_blocks * split < FP32_TWO_WAVES_BELOW * sms:
+        split = min(MAX_SPLIT_K, k_blocks, 2 * split)
     if n_blocks * split < (FP32_WEIGHT_LEFT_MIN_FILL if min_fill is None else min_fill) * sms:
         return None
     return fp32_weight_left_tile(block_k, 3, split)
