@@ -101,7 +101,9 @@ class GreedyDecoder:
         logits = [self._prefill(prompts).float()]
         for i in range(1, continuation.shape[1]):
             self.ids.copy_(continuation[:, i - 1:i])
-            logits.append(step().float())
+            # a copy: a captured step returns the same output buffer every replay (in fp32,
+            # .float() alone would keep that buffer, and every step would read the last)
+            logits.append(step().to(torch.float32, copy=True))
             self.position.add_(1)
         return torch.stack(logits, dim=1)
 
