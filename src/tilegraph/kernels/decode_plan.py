@@ -71,11 +71,11 @@ ROWS_PERSISTENT_VARIANTS = ((16 * 1024, 4, 4), (16 * 1024, 4, 3), (32 * 1024, 8,
 # The last of a split's programs sums every slice's partials one after another.
 MAX_SPLIT_K = 8
 # Programs an SM the fp32 weight-left tile needs to be taken (fp32_weight_left_config): on
-# whole stacks won at 1.45 (d = 1536, 6 rows 159.5 -> 148.5 us, 16 rows equal) and 1.64-1.94
-# an SM, lost at 1.33 (d = 1408, 137 -> 159), 1.2 and 1.0, equal at 1.39; lone projections
-# won at 1.39-1.45 (1536 x 4096 1.15-1.31x), lost at 1.33 and below (notes/kernels.md,
-# sessions 101 and 102).
-FP32_WEIGHT_LEFT_MIN_FILL = 1.4
+# whole stacks won at 1.39 (d = 1472, 6 rows 175.8 -> 161.5 us, 16 rows equal), 1.45 (d =
+# 1536, 6 rows 159.5 -> 148.5, 16 rows equal) and 1.64-1.94 an SM, lost at 1.33 (d = 1408,
+# 137 -> 159), 1.2 and 1.0; lone projections won at 1.39-1.45 (1536 x 4096 1.15-1.31x),
+# lost at 1.33 and below (notes/kernels.md, sessions 101-103). The bound sits between.
+FP32_WEIGHT_LEFT_MIN_FILL = 1.36
 # Below this many programs an SM fp32's weight-left split is doubled, its programs run in two
 # waves: 96 column blocks (6144 outputs) split 2 -> 4 ran whole stacks at 6 rows 1257 -> 654
 # us a token, 144 (9216) split 1 -> 2 3088 -> 1590; 133-192 blocks lone 1.2-1.6x faster
