@@ -209,8 +209,8 @@ def test_fp32_rows_multiply_at_fp32_accuracy(device):
     w = randn(70, 513, device=device)
     ref = linear_ref(x.double(), w.double())
     x_left = {"BLOCK_N": 16, "BLOCK_K": 64, "num_warps": 4, "num_stages": 2}
-    w_left = {"BLOCK_N": 64, "BLOCK_K": 64, "num_warps": 4, "num_stages": 3, "W_LHS": True,
-              "SPLIT_K": 3}
+    # the rule's depth, deeper than a slice's 3 steps of K
+    w_left = decode_plan.fp32_weight_left_tile(64, decode_plan.FP32_WEIGHT_LEFT_STAGES, 3)
     for tile, precision in itertools.product((x_left, w_left), ("tf32x3", "ieee")):
         plan = decode_plan.Plan("dot", {**tile, "DOT_PRECISION": precision})
         out = poisoned((12, 70), torch.float32, device)
@@ -305,6 +305,7 @@ def test_rule_by_rows_dtype_and_size():
     assert [tile(n, n, fp32).get("W_LHS", False)
             for n in (1024, 1280, 1408, 1472, 1536, 4096)] == [False] * 3 + [True] * 3
     assert tile(14336, 4096, fp32)["W_LHS"] and "SPLIT_K" not in tile(14336, 4096, fp32)
+    assert tile(4096, 4096, fp32)["num_stages"] == 5   # 88 KB: still two programs an SM
     # where the split that keeps two an SM gives fewer than 1.5, twice that split: 96 column
     # blocks (6144) split 4, not 2 (1.45 an SM); 176 (11264) and 192 (12288) split 2
     assert [split(n, 4096, fp32) for n in (6144, 11264, 12288)] == [4, 2, 2]

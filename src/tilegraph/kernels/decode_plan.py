@@ -82,6 +82,12 @@ FP32_WEIGHT_LEFT_MIN_FILL = 1.36
 # (notes/kernels.md, session 102). One wave just past two an SM is not: 6144^2 at split 3
 # (2.18 an SM) ran 54.7 us, at 2 50.3 and at 4 44.0.
 FP32_TWO_WAVES_BELOW = 1.5
+# Weight tiles fp32's weight-left tile keeps in flight: 16 KB each, 88 KB of shared memory at
+# five, so two programs still share an H100's or H200's SM. Whole fp32 stacks at 8 rows, us
+# a token, three -> four -> five stages: d = 2048 166.6 -> 171.0 -> 151.6, d = 4096 418.6 ->
+# 414.9 -> 359.4 (61% -> 71% of the floor), d = 8192 1428.7 -> 1386.8 -> 1092.5; BLOCK_K 32
+# at six and eight stages and BLOCK_K 128 at two lost (H200, notes/kernels.md, session 103).
+FP32_WEIGHT_LEFT_STAGES = 5
 # Programs of the weight-left tile an SM holds at 3 and at 2 stages: Triton keeps stages + 1
 # buffers of (64 + 16) x 128 16-bit values, 80 KB and 60 KB of shared memory, two and three of
 # an H100's or H200's 228 KB. Where the column blocks number a little more than two an SM,
@@ -237,9 +243,10 @@ def fp32_x_left_config(N: int, K: int, sms: int) -> dict:
 def fp32_weight_left_config(N: int, K: int, sms: int,
                             min_fill: float | None = None) -> dict | None:
     """The fp32 (tf32x3) tile with the weight on the mma's left: BLOCK_N 64 by 256-byte rows of K
-    (BLOCK_K 64), three stages, K split until about two programs an SM stream the weight (twice
-    that split where it launches fewer than FP32_TWO_WAVES_BELOW an SM), where its programs
-    then number at least `min_fill` (FP32_WEIGHT_LEFT_MIN_FILL unless given) an SM; else None.
+    (BLOCK_K 64), FP32_WEIGHT_LEFT_STAGES stages, K split until about two programs an SM
+    stream the weight (twice that split where it launches fewer than FP32_TWO_WAVES_BELOW an
+    SM), where its programs then number at least `min_fill` (FP32_WEIGHT_LEFT_MIN_FILL unless
+    given) an SM; else None.
     On Hopper its three tf32 products are wgmmas at 123-155 registers a thread (the x-left
     tile's are mma.sync at 189-248; sm_90 compile, research/decode_kernel_registers.py --dtype
     fp32). Whole fp32 LayerStacks at 6 and 12 rows, us a token, x-left -> this (H200,
@@ -255,7 +262,7 @@ def fp32_weight_left_config(N: int, K: int, sms: int,
         split = min(MAX_SPLIT_K, k_blocks, 2 * split)
     if n_blocks * split < (FP32_WEIGHT_LEFT_MIN_FILL if min_fill is None else min_fill) * sms:
         return None
-    return fp32_weight_left_tile(block_k, 3, split)
+    return fp32_weight_left_tile(block_k, FP32_WEIGHT_LEFT_STAGES, split)
 
 
 def fp32_weight_left_tile(block_k: int, stages: int, split: int) -> dict:
@@ -385,7 +392,7 @@ def candidates(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -
             plans.append(Plan("dot", {**left, "BLOCK_K": max(16, min(block_k, k_cap)),
                                       "num_stages": stages}))
     else:  # fp32's weight-left tile (fp32_weight_left_config), also where the rule's is not
-        for (block_k, stages), split in itertools.product(((64, 3), (64, 4), (32, 4)),
+        for (block_k, stages), split in itertools.product(((64, 5), (64, 3), (32, 4)),
                                                           (1, 2, 4, 8)):
             block_k = max(16, min(block_k, k_cap))
             if triton.cdiv(K, block_k) >= split:
