@@ -305,7 +305,11 @@ def test_rule_by_rows_dtype_and_size():
     assert [tile(n, n, fp32).get("W_LHS", False)
             for n in (1024, 1280, 1408, 1472, 1536, 4096)] == [False] * 3 + [True] * 3
     assert tile(14336, 4096, fp32)["W_LHS"] and "SPLIT_K" not in tile(14336, 4096, fp32)
-    assert tile(4096, 4096, fp32)["num_stages"] == 5   # 88 KB: still two programs an SM
+    # five tiles deep (88 KB: two programs an SM) where its programs fit two an SM, else three
+    # (48 KB: three an SM): 6144 split 4 gives 384 programs, 32000 500
+    assert [tile(n, k, fp32)["num_stages"] for n, k in
+            ((4096, 4096), (8192, 8192), (14336, 4096), (6144, 4096), (32000, 2048))] == \
+        [5, 5, 5, 3, 3]
     # where the split that keeps two an SM gives fewer than 1.5, twice that split: 96 column
     # blocks (6144) split 4, not 2 (1.45 an SM); 176 (11264) and 192 (12288) split 2
     assert [split(n, 4096, fp32) for n in (6144, 11264, 12288)] == [4, 2, 2]

@@ -82,11 +82,15 @@ FP32_WEIGHT_LEFT_MIN_FILL = 1.36
 # (notes/kernels.md, session 102). One wave just past two an SM is not: 6144^2 at split 3
 # (2.18 an SM) ran 54.7 us, at 2 50.3 and at 4 44.0.
 FP32_TWO_WAVES_BELOW = 1.5
-# Weight tiles fp32's weight-left tile keeps in flight: 16 KB each, 88 KB of shared memory at
-# five, so two programs still share an H100's or H200's SM. Whole fp32 stacks at 8 rows, us
-# a token, three -> four -> five stages: d = 2048 166.6 -> 171.0 -> 151.6, d = 4096 418.6 ->
-# 414.9 -> 359.4 (61% -> 71% of the floor), d = 8192 1428.7 -> 1386.8 -> 1092.5; BLOCK_K 32
-# at six and eight stages and BLOCK_K 128 at two lost (H200, notes/kernels.md, session 103).
+# Weight tiles fp32's weight-left tile keeps in flight where its programs number at most two
+# an SM: 16 KB each, 88 KB of shared memory at five, so two programs still share an H100's or
+# H200's SM. Whole fp32 stacks at 8 rows, us a token, three -> four -> five stages: d = 2048
+# 166.6 -> 171.0 -> 151.6, d = 4096 418.6 -> 414.9 -> 359.4 (61% -> 71% of the floor), d =
+# 8192 1428.7 -> 1386.8 -> 1092.5; BLOCK_K 32 at six and eight stages and BLOCK_K 128 at two
+# lost. More programs than that keep three stages (48 KB, 123-155 registers: three an SM, so
+# up to three an SM run in one wave); at five, 32000 x 2048 (500 programs) read 96% -> 91% of
+# copy lone, and d = 6144 stacks (384) ran 868 us a token at 8 rows against 654-709 at 6 and
+# 16 rows at three (H200, notes/kernels.md, sessions 102-103).
 FP32_WEIGHT_LEFT_STAGES = 5
 # Programs of the weight-left tile an SM holds at 3 and at 2 stages: Triton keeps stages + 1
 # buffers of (64 + 16) x 128 16-bit values, 80 KB and 60 KB of shared memory, two and three of
@@ -243,10 +247,10 @@ def fp32_x_left_config(N: int, K: int, sms: int) -> dict:
 def fp32_weight_left_config(N: int, K: int, sms: int,
                             min_fill: float | None = None) -> dict | None:
     """The fp32 (tf32x3) tile with the weight on the mma's left: BLOCK_N 64 by 256-byte rows of K
-    (BLOCK_K 64), FP32_WEIGHT_LEFT_STAGES stages, K split until about two programs an SM
-    stream the weight (twice that split where it launches fewer than FP32_TWO_WAVES_BELOW an
-    SM), where its programs then number at least `min_fill` (FP32_WEIGHT_LEFT_MIN_FILL unless
-    given) an SM; else None.
+    (BLOCK_K 64), K split until about two programs an SM stream the weight (twice that split
+    where it launches fewer than FP32_TWO_WAVES_BELOW an SM), where its programs then number
+    at least `min_fill` (FP32_WEIGHT_LEFT_MIN_FILL unless given) an SM; else None. Pipelined
+    FP32_WEIGHT_LEFT_STAGES tiles deep where every program fits at two an SM, else three.
     On Hopper its three tf32 products are wgmmas at 123-155 registers a thread (the x-left
     tile's are mma.sync at 189-248; sm_90 compile, research/decode_kernel_registers.py --dtype
     fp32). Whole fp32 LayerStacks at 6 and 12 rows, us a token, x-left -> this (H200,
@@ -262,7 +266,9 @@ def fp32_weight_left_config(N: int, K: int, sms: int,
         split = min(MAX_SPLIT_K, k_blocks, 2 * split)
     if n_blocks * split < (FP32_WEIGHT_LEFT_MIN_FILL if min_fill is None else min_fill) * sms:
         return None
-    return fp32_weight_left_tile(block_k, FP32_WEIGHT_LEFT_STAGES, split)
+    one_wave_at_two = n_blocks * split <= 2 * sms
+    return fp32_weight_left_tile(block_k, FP32_WEIGHT_LEFT_STAGES if one_wave_at_two else 3,
+                                 split)
 
 
 def fp32_weight_left_tile(block_k: int, stages: int, split: int) -> dict:
