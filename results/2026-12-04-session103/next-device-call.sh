@@ -7,7 +7,8 @@
 # 2-3. whole fp32 stacks at 8 rows, tree and before (session103-rule.patch reverse-applied):
 #    one wave at five stages (1536, 2560, 4096) and more programs than two an SM (6144: 384;
 #    9216: 288) at three.
-# 4. the bound between, forced: 6144 and 9216 at 8 rows, three against five stages.
+# 4. the bound between, forced: 6144 and 9216 at 8 rows, three against five stages at splits
+#    2 and 4 (the rule: 6144 split 4, 384 programs; 9216 split 2, 288).
 # 5-6. lone fp32 off the list at 5 and 12 rows, tree and before.
 # 7. TinyLlama fp32 batch 8 (call 3 of session 103: 1.830 ms a token, 53.3% of the floor,
 #    3.86x hf-graph, before this rule).
@@ -21,7 +22,7 @@ t 1-tests 50 $PWD/src python3 -m pytest -q -x tests/test_decode_plan.py tests/te
 G="bench stack-grid --dtype fp32 --widths 1536,2560,4096,6144,9216 --rows 8 --format md"
 t 2-stacks-tree 50 $PWD/src python3 -m tilegraph $G --out /tmp/s2
 t 3-stacks-before 50 /tmp/B/src python3 -m tilegraph $G --out /tmp/s3
-t 4-stack-plans 60 $PWD/src python3 research/stack_plans.py fp32 6144x8,9216x8 64/64/3/0/4/0/1,64/64/5/0/4/0/1,64/64/3/4/4/0/1,64/64/5/4/4/0/1
+t 4-stack-plans 60 $PWD/src python3 research/stack_plans.py fp32 6144x8,9216x8 64/64/3/2/4/0/1,64/64/5/2/4/0/1,64/64/3/4/4/0/1,64/64/5/4/4/0/1
 O="research/probe_offlist_grid.py --dtype fp32 --rows 5,12 --shapes 2560x2560,3584x3584,5120x5120,6144x4096,9216x9216,11264x2048,1536x8960,28672x4096"
 t 5-lone-tree 60 $PWD/src python3 $O
 t 6-lone-before 60 /tmp/B/src python3 $O
