@@ -271,6 +271,31 @@ def test_model_demo_checks_each_variant_against_transformers(tmp_path):
                      result.stderr), result.stderr
 
 
+def test_model_demo_takes_a_checkpoint_directory(tmp_path):
+    pytest.importorskip("transformers")
+    from tilegraph.models.hf_presets import random_hf_model
+
+    checkpoint = tmp_path / "my-mistral"
+    random_hf_model("tiny-mistral", seed=3, scale=2.0).save_pretrained(checkpoint)
+    out = tmp_path / "out"
+    args = ["demo", "--model", str(checkpoint), "--batch", "2", "--variants",
+            "hf-eager,tilegraph", "--out", str(out)]
+    if HAS_CUDA:
+        args += ["--new-tokens", "8", "--prompt-tokens", "5", "--max-seq", "16"]
+    result = tilegraph(*args, tmp_path=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    saved = json.loads((out / "demo-model-my-mistral.json").read_text())
+    assert saved["source"] == f"weights from {checkpoint}"
+    assert [r["status"] for r in saved["results"]] == ["ok", "ok"]
+    # a config tilegraph does not run, and a path that is no checkpoint: said, exit 2
+    (tmp_path / "gpt2").mkdir()
+    (tmp_path / "gpt2" / "config.json").write_text(json.dumps(
+        {"model_type": "gpt2", "n_layer": 1, "n_embd": 32, "n_head": 2}))
+    for path, said in ((tmp_path / "gpt2", "not supported"), (tmp_path / "none", "neither")):
+        result = tilegraph("demo", "--model", str(path), tmp_path=tmp_path)
+        assert result.returncode == 2 and said in result.stdout, result.stdout + result.stderr
+
+
 def test_generate_streams_ids_and_reports_speed(tmp_path):
     pytest.importorskip("transformers")
     result = tilegraph("generate", "--model", "tiny-mistral", "--prompt-ids", "3,1,4,1,5",
@@ -370,6 +395,7 @@ def test_profile_demo_step(tmp_path):
     ["demo", "--model", "tiny-llama3", "--variants", "nope"],
     ["demo", "--model", "tiny-llama3", "--prompt-tokens", "30", "--max-seq", "32"],
     ["generate", "--model", "no/such/dir", "--prompt-ids", "1"],
+    ["demo", "--model", "nosuch"],
     ["generate", "--model", "tiny-llama3"],
     ["generate", "--model", "tiny-llama3", "--prompt-ids", "1", "--tp", "2"],
     ["demo", "--model", "tiny-llama3", "--tp", "2"],
@@ -394,7 +420,7 @@ def test_nothing_to_run_exits_2(args, tmp_path):
     ["bench", "stack-grid", "decode-grid"], ["bench", "decode-grid", "--widths", "512"],
     ["bench", "stack-grid", "--widths", "0"], ["bench", "gelu", "--layers", "2"],
     ["bench", "train", "--variants", "eager,nosuch"], ["bench", "train", "--layers", "0"],
-    ["demo", "--model", "nosuch"], ["generate"], ["generate", "--model", "x", "--prompt-ids", "a"],
+    ["generate"], ["generate", "--model", "x", "--prompt-ids", "a"],
     ["bench", "gelu", "--sizes", ""], ["bench", "gelu", "--variants", ","],
 ])
 def test_bad_arguments_exit_2_without_traceback(args, tmp_path):

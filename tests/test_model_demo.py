@@ -1,8 +1,10 @@
 """The model demo's decode harness (model_demo.GreedyDecoder), off any model."""
 
+import pytest
 import torch
 
-from tilegraph.model_demo import GreedyDecoder
+from tilegraph.model_demo import INTERPRETER_MAX_PARAMETERS, DemoModel, GreedyDecoder
+from tilegraph.models.hf_presets import random_hf_model
 
 
 class StaticOutputDecoder(GreedyDecoder):
@@ -37,3 +39,32 @@ def test_score_keeps_every_step_of_a_step_with_one_output_buffer():
         for i in range(1, 4):
             expected = continuation[:, i - 1:i].float() * columns + 5 + (i - 1) + 1
             torch.testing.assert_close(logits[:, i], expected, rtol=0, atol=0)
+
+
+def test_demo_model_is_a_shape_or_a_checkpoint_directory(tmp_path):
+    pytest.importorskip("transformers")
+    saved = random_hf_model("tiny-llama3", seed=7, scale=2.0)
+    checkpoint = tmp_path / "my-llama"
+    saved.save_pretrained(checkpoint)
+    loaded = DemoModel(str(checkpoint)).load(torch.float32, "cpu")
+    assert DemoModel(str(checkpoint)).label == "my-llama"
+    assert DemoModel(str(checkpoint)).source == f"weights from {checkpoint}"
+    for name, tensor in saved.state_dict().items():
+        torch.testing.assert_close(loaded.state_dict()[name], tensor, rtol=0, atol=0)
+
+    # a config alone: random weights of that config, not the checkpoint's
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "config.json").write_text((checkpoint / "config.json").read_text())
+    random = DemoModel(str(bare)).load(torch.float32, "cpu")
+    assert DemoModel(str(bare)).source.startswith("random weights of")
+    assert random.config.hidden_size == saved.config.hidden_size
+    assert not torch.equal(random.state_dict()["lm_head.weight"],
+                           saved.state_dict()["lm_head.weight"])
+
+    assert DemoModel("tiny-qwen2").path is None and DemoModel("tiny-qwen2").problem() is None
+    assert "neither a named shape" in DemoModel(str(tmp_path / "missing")).problem()
+    # what the interpreter is allowed to decode on CPU
+    assert DemoModel("tiny-mistral").llama_config().parameter_count() < \
+        INTERPRETER_MAX_PARAMETERS
+    assert DemoModel("tinyllama").llama_config().parameter_count() > 1_000_000_000

@@ -428,7 +428,16 @@ def cmd_model_demo(args: argparse.Namespace) -> int:
         console.print(f"[red]{missing}[/red]")
         return 2
     name = args.model
-    if INTERPRET and not name.startswith("tiny"):
+    demo_model = model_demo.DemoModel(name)
+    if (problem := demo_model.problem()) is not None:
+        console.print(f"[red]{problem}[/red]")
+        return 2
+    try:   # a config transformers cannot read, or a model our Llama does not take
+        parameters = demo_model.llama_config().parameter_count()
+    except (ValueError, OSError) as error:
+        console.print(f"[red]{name}: {error}[/red]")
+        return 2
+    if INTERPRET and parameters > model_demo.INTERPRETER_MAX_PARAMETERS:
         console.print(f"[red]{name} needs a CUDA GPU[/red]: through Triton's interpreter it "
                       "would take hours; use --model tiny-llama3 (or tiny-qwen2, tiny-mistral)")
         return 2
@@ -455,7 +464,8 @@ def cmd_model_demo(args: argparse.Namespace) -> int:
         return 2
     copy_gbps = _copy_gbps()
     device = "cpu" if INTERPRET else "cuda"
-    console.print(f"{name}: random weights, {str(dtype).removeprefix('torch.')}, prompt "
+    name = demo_model.label
+    console.print(f"{name}: {demo_model.source}, {str(dtype).removeprefix('torch.')}, prompt "
                   f"{prompt} tokens, {new} new tokens, max_seq {max_seq}, batch "
                   f"{', '.join(map(str, batches))}, on {device_name()}")
     rows, builds = [], {}
@@ -468,7 +478,7 @@ def cmd_model_demo(args: argparse.Namespace) -> int:
                 progress.advance(task)
 
         for batch in batches:
-            result = model_demo.run(name, batch, prompt, new, max_seq, dtype, device,
+            result = model_demo.run(args.model, batch, prompt, new, max_seq, dtype, device,
                                     variants, progress=step)
             element = torch.empty((), dtype=dtype).element_size()
             rows += model_demo.summarize(name, batch, result["runs"], result["config"],
@@ -480,7 +490,8 @@ def cmd_model_demo(args: argparse.Namespace) -> int:
             console.print(f"batch {batch}: tilegraph graphs for every bucket built in "
                           f"{seconds['cold']:.2f} s (first build), {seconds['warm']:.2f} s "
                           "(again, kernels compiled)")
-    settings = {"model": name, "dtype": str(dtype).removeprefix("torch."),
+    settings = {"model": name, "source": demo_model.source,
+                "dtype": str(dtype).removeprefix("torch."),
                 "prompt_tokens": prompt, "new_tokens": new, "max_seq": max_seq,
                 "copy_gbps": copy_gbps, "tilegraph_build_seconds": builds}
     written = model_demo.save(args.out, name, rows, settings)
@@ -547,7 +558,9 @@ def _tensor_parallel_demo(args, name, dtype, prompt, new, max_seq, batches) -> i
         console.print(f"[red]{problem}[/red]")
         return 2
     copy_gbps = _copy_gbps()
-    console.print(f"{name}: random weights, {str(dtype).removeprefix('torch.')}, prompt "
+    spec, demo_model = name, model_demo.DemoModel(name)
+    name = demo_model.label
+    console.print(f"{name}: {demo_model.source}, {str(dtype).removeprefix('torch.')}, prompt "
                   f"{prompt} tokens, {new} new tokens, max_seq {max_seq}, tensor-parallel "
                   f"over {args.tp} x {device_name()}")
     rows, all_reduce = [], {}
@@ -556,7 +569,7 @@ def _tensor_parallel_demo(args, name, dtype, prompt, new, max_seq, batches) -> i
         for batch in batches:
             try:
                 result = model_demo.run_tensor_parallel(
-                    name, batch, prompt, new, max_seq, dtype, group,
+                    spec, batch, prompt, new, max_seq, dtype, group,
                     progress=lambda what: progress.update(task, description=what))
             except ValueError as error:   # heads or MLP that do not divide by --tp
                 console.print(f"[red]{error}[/red]")
@@ -581,7 +594,8 @@ def _tensor_parallel_demo(args, name, dtype, prompt, new, max_seq, batches) -> i
                           f"{_timings(times['model_timing_us'])} (16 rows; one-shot: "
                           "tilegraph's, with PDL)")
     if group.rank == 0:
-        settings = {"model": name, "dtype": str(dtype).removeprefix("torch."), "tp": args.tp,
+        settings = {"model": name, "source": demo_model.source,
+                    "dtype": str(dtype).removeprefix("torch."), "tp": args.tp,
                     "prompt_tokens": prompt, "new_tokens": new, "max_seq": max_seq,
                     "copy_gbps": copy_gbps, "all_reduce_us": all_reduce}
         written = model_demo.save(args.out, f"{name}-tp{args.tp}", rows, settings)
@@ -954,10 +968,13 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--out", type=Path, default=Path("out/demo"),
                       help="folder for the result files (default out/demo)")
     model_group = demo.add_argument_group(
-        "real models (--model)", "a Llama-family shape with random weights: transformers "
-        "eager, + a hand-captured graph, + torch.compile, and tilegraph's Generator")
-    model_group.add_argument("--model", choices=list(SHAPES),
-                             help="model shape (tiny-* run on CPU through the interpreter)")
+        "real models (--model)", "a Llama-family model: transformers eager, + a "
+        "hand-captured graph, + torch.compile, and tilegraph's Generator")
+    model_group.add_argument("--model", metavar="SHAPE_OR_DIR",
+                             help=f"a shape with random weights ({', '.join(SHAPES)}; tiny-* "
+                             "run on CPU through the interpreter), or a checkpoint directory: "
+                             "config.json, and *.safetensors for its weights (random weights "
+                             "of that config without them)")
     model_group.add_argument("--dtype", type=_dtype, help="default bf16 (fp32 on CPU)")
     model_group.add_argument("--prompt-tokens", type=_positive, help="default 128 (9 on CPU)")
     model_group.add_argument("--new-tokens", type=_positive, help="default 256 (6 on CPU)")

@@ -39,7 +39,7 @@ from .bench import Unavailable, report
 from .bench import collectives as bench_collectives
 from .dist import TensorParallel, local_config
 from .generate import Generator
-from .models.hf_presets import random_hf_model
+from .models.hf_presets import SHAPES, hf_config, random_hf_model
 from .models.llama import Llama
 from .models.llama_config import LlamaConfig
 from .testing import MODEL_TOLERANCES, rel_error
@@ -264,14 +264,82 @@ def _build_tilegraph(model: Llama, prompts: torch.Tensor, new_tokens: int, max_s
     return decode, lambda continuation: generator.score(prompts, continuation).float()
 
 
+# Parameters the Triton interpreter decodes in seconds to a minute on CPU (the tiny-* shapes
+# hold about 16 thousand).
+INTERPRETER_MAX_PARAMETERS = 2_000_000
+
+
+@dataclass
+class DemoModel:
+    """What `--model` names: a shape of hf_presets.SHAPES (random weights), or a checkpoint
+    directory: its config.json, and its *.safetensors weights where it has them (else random
+    weights of that config)."""
+    spec: str
+
+    @property
+    def path(self) -> Path | None:
+        return None if self.spec in SHAPES else Path(self.spec)
+
+    @property
+    def label(self) -> str:
+        """The name in titles and result files."""
+        path = self.path
+        return self.spec if path is None else (path.resolve().name or "model")
+
+    @property
+    def has_weights(self) -> bool:
+        return self.path is not None and any(self.path.glob("*.safetensors"))
+
+    @property
+    def source(self) -> str:
+        if self.path is None:
+            return "random weights"
+        return f"weights from {self.path}" if self.has_weights else \
+            f"random weights of {self.path / 'config.json'}"
+
+    def problem(self) -> str | None:
+        """Why this spec names no model, or None."""
+        if self.path is None or (self.path / "config.json").is_file():
+            return None
+        return (f"{self.spec} is neither a named shape ({', '.join(SHAPES)}) nor a checkpoint "
+                "directory (config.json, and *.safetensors for its weights)")
+
+    def config(self):
+        """The transformers config."""
+        from transformers import AutoConfig
+
+        return hf_config(self.spec) if self.path is None else \
+            AutoConfig.from_pretrained(self.path)
+
+    def llama_config(self) -> LlamaConfig:
+        """Its config as tilegraph's Llama reads it; ValueError where that cannot run it."""
+        return LlamaConfig.from_hf(self.config())
+
+    def load(self, dtype: torch.dtype, device, seed: int = 0, **overrides):
+        """The transformers model on `device` in `dtype`; `overrides` change a named shape."""
+        if self.path is None:
+            return random_hf_model(self.spec, dtype=dtype, device=device, seed=seed,
+                                   **overrides)
+        if overrides:
+            raise ValueError("overrides change a named shape, not a checkpoint's config")
+        if not self.has_weights:
+            return random_hf_model(self.config(), dtype=dtype, device=device, seed=seed)
+        from transformers import AutoModelForCausalLM
+
+        return AutoModelForCausalLM.from_pretrained(self.path, dtype=dtype).to(device).eval()
+
+
 def run(name: str, batch: int, prompt_len: int, new_tokens: int, max_seq: int,
         dtype: torch.dtype, device: str, variants=VARIANTS, sizes=(1, 2, 4, 8),
         progress: Callable[[str], None] = lambda what: None, seed: int = 0) -> dict:
     """Build every variant, then check and time each on the same prompts (built first: a
     torch.compile build makes every later graph launch of the process slower, and no
-    variant should be timed before it while another is timed after)."""
-    progress(f"{name}: random weights")
-    hf = random_hf_model(name, dtype=dtype, device=device, seed=seed)
+    variant should be timed before it while another is timed after). `name`: a DemoModel
+    spec."""
+    demo_model = DemoModel(name)
+    name = demo_model.label
+    progress(f"{name}: {demo_model.source}")
+    hf = demo_model.load(dtype, device, seed)
     model = Llama.from_hf(hf)
     generator = torch.Generator().manual_seed(seed + batch)
     prompts = torch.randint(0, hf.config.vocab_size, (batch, prompt_len),
@@ -331,12 +399,14 @@ def run_tensor_parallel(name: str, batch: int, prompt_len: int, new_tokens: int,
     """tilegraph at TP=tp.size on every rank, then at every halving of it (2 of 4 GPUs, ...)
     that the model's heads allow on the first ranks, each rank checked against fp32
     transformers; then TP=1 on rank 0's GPU; and the all-reduce of one layer's output timed
-    in a graph at each size. `overrides` change fields of the named shape's config. Rows of
-    the runs this rank took part in (rank 0: all of them)."""
+    in a graph at each size. `name`: a DemoModel spec; `overrides` change fields of a named
+    shape's config. Rows of the runs this rank took part in (rank 0: all of them)."""
     device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() \
         else torch.device("cpu")
-    progress(f"{name}: random weights (every rank the same)")
-    hf = random_hf_model(name, dtype=dtype, device=device, seed=seed, **overrides)
+    demo_model = DemoModel(name)
+    name = demo_model.label
+    progress(f"{name}: {demo_model.source} (every rank the same)")
+    hf = demo_model.load(dtype, device, seed, **overrides)
     config = LlamaConfig.from_hf(hf.config)
     generator = torch.Generator().manual_seed(seed + batch)
     prompts = torch.randint(0, hf.config.vocab_size, (batch, prompt_len),

@@ -68,16 +68,23 @@ def hf_config(name: str, **overrides):
     return AutoConfig.for_model(values.pop("model_type"), **values)
 
 
-def random_hf_model(name: str, dtype: torch.dtype = torch.float32, device="cpu",
+def random_hf_model(name, dtype: torch.dtype = torch.float32, device="cpu",
                     seed: int = 0, scale: float = 1.0, **overrides):
-    """A transformers causal LM of a named shape with random weights, built on `device`.
-    scale > 1 widens the weights past transformers' init (std 0.02), so a tiny model's
-    logits differ enough between tokens for greedy decoding to be a sharp test."""
+    """A transformers causal LM of a named shape (or of a transformers config given instead
+    of the name) with random weights, built on `device`. scale > 1 widens the weights past
+    transformers' init (std 0.02), so a tiny model's logits differ enough between tokens
+    for greedy decoding to be a sharp test."""
     from transformers import AutoModelForCausalLM
 
+    if isinstance(name, str):
+        config = hf_config(name, **overrides)
+    elif overrides:
+        raise ValueError("overrides change a named shape's config, not a config given")
+    else:
+        config = name
     torch.manual_seed(seed)
     with torch.device(device):
-        model = AutoModelForCausalLM.from_config(hf_config(name, **overrides), dtype=dtype)
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype)
     # transformers starts biases at 0 and norm weights at 1, which would hide a bias or a
     # norm weight applied wrongly: give them random values too.
     with torch.no_grad():
