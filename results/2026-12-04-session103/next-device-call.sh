@@ -1,5 +1,5 @@
-# Written in session 103 for the next session, not run: about 9 minutes (stage limits
-# 50/50/50/60/60/60/130/60). Session 103's last commit makes fp32's weight-left tile five tiles
+# Written in session 103 for the next session, not run: about 9.5 minutes (stage limits
+# 50/50/50/60/60/60/130/60/45). Session 103's last commit makes fp32's weight-left tile five tiles
 # deep only where its programs fit two an SM (three where more); the five-stage tile was
 # timed everywhere in call 5, the three-stage one is the tree before's, but the tree with
 # both was not run. session103-rule.patch is every change to decode_plan.py since session 102.
@@ -15,6 +15,7 @@
 # 8. Does bf16's weight-left tile gain from depth as fp32's did? Whole bf16 stacks at 8 rows,
 #    d = 4096 and 8192: BLOCK_K 128 at three stages (the rule's) and four (100 KB: still two
 #    programs an SM), BLOCK_K 64 at six.
+# 9. `tilegraph demo --model DIR` (a checkpoint directory) on the GPU: its tests.
 set -u
 R=results/2026-12-04-session103
 mkdir -p /tmp/B && cp -r src /tmp/B/ && (cd /tmp/B && patch -s -R -p1 < $OLDPWD/$R/session103-rule.patch)
@@ -31,3 +32,4 @@ t 5-lone-tree 60 $PWD/src python3 $O
 t 6-lone-before 60 /tmp/B/src python3 $O
 t 7-demo-fp32-b8 130 $PWD/src python3 -m tilegraph demo --model tinyllama --dtype fp32 --batch 8 --variants tilegraph --no-sweeps --new-tokens 32 --prompt-tokens 32 --max-seq 128 --out /tmp/d7
 t 8-stack-plans-bf16 60 $PWD/src python3 research/stack_plans.py bf16 4096x8,8192x8 64/128/3/0/4/0/1,64/128/4/0/4/0/1,64/64/6/0/4/0/1
+t 9-tests-demo-dir 45 $PWD/src python3 -m pytest -q tests/test_cli.py tests/test_model_demo.py -k "checkpoint or demo_model or score_keeps" -p no:cacheprovider
