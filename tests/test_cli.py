@@ -296,6 +296,17 @@ def test_model_demo_takes_a_checkpoint_directory(tmp_path):
         assert result.returncode == 2 and said in result.stdout, result.stdout + result.stderr
 
 
+def test_generate_says_a_checkpoint_without_weights(tmp_path):
+    pytest.importorskip("transformers")
+    from tilegraph.models.hf_presets import hf_config
+
+    hf_config("tiny-llama3").save_pretrained(tmp_path / "config-only")
+    result = tilegraph("generate", "--model", str(tmp_path / "config-only"), "--prompt-ids",
+                       "1,2", tmp_path=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "no *.safetensors" in result.stdout, result.stdout
+
+
 def test_generate_streams_ids_and_reports_speed(tmp_path):
     pytest.importorskip("transformers")
     result = tilegraph("generate", "--model", "tiny-mistral", "--prompt-ids", "3,1,4,1,5",

@@ -625,7 +625,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         if group is None:
             console.print(f"[red]{problem}[/red]")
             return 2
-    try:   # an unsupported config, or heads that do not divide by --tp: said, not traced
+    try:   # an unsupported config, heads that do not divide by --tp, or no weights: said
         if args.model in SHAPES:
             console.print(f"[yellow]{args.model}: random weights of that shape[/yellow]")
             model = Llama.from_hf(random_hf_model(args.model, dtype=dtype, device=device),
@@ -633,7 +633,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         else:
             with _status(f"loading {path}"):
                 model = Llama.from_hf(path, dtype=dtype, device=device, tp=group)
-    except ValueError as error:
+    except (ValueError, FileNotFoundError) as error:
         console.print(f"[red]{error}[/red]")
         if group is not None:   # every rank meets the same error: rank 0 prints before
             group.barrier("the exit")   # torchrun stops the ranks at the first exit
