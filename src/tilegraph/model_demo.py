@@ -265,7 +265,7 @@ def _build_tilegraph(model: Llama, prompts: torch.Tensor, new_tokens: int, max_s
 
 
 # Parameters the Triton interpreter decodes in seconds to a minute on CPU (the tiny-* shapes
-# hold about 16 thousand).
+# hold 17-26 thousand).
 INTERPRETER_MAX_PARAMETERS = 2_000_000
 
 
