@@ -264,11 +264,11 @@ def fp32_weight_left_config(N: int, K: int, sms: int,
     split = max(1, min(MAX_SPLIT_K, k_blocks, 2 * sms // n_blocks))
     if n_blocks * split < FP32_TWO_WAVES_BELOW * sms:
         split = min(MAX_SPLIT_K, k_blocks, 2 * split)
-    if n_blocks * split < (FP32_WEIGHT_LEFT_MIN_FILL if min_fill is None else min_fill) * sms:
+    programs = n_blocks * split
+    if programs < (FP32_WEIGHT_LEFT_MIN_FILL if min_fill is None else min_fill) * sms:
         return None
-    one_wave_at_two = n_blocks * split <= 2 * sms
-    return fp32_weight_left_tile(block_k, FP32_WEIGHT_LEFT_STAGES if one_wave_at_two else 3,
-                                 split)
+    stages = FP32_WEIGHT_LEFT_STAGES if programs <= 2 * sms else 3   # one wave at two an SM
+    return fp32_weight_left_tile(block_k, stages, split)
 
 
 def fp32_weight_left_tile(block_k: int, stages: int, split: int) -> dict:
