@@ -4,7 +4,8 @@
     TRITON_INTERPRET=0 PYTHONPATH=src python3 research/decode_kernel_registers.py
     ... --dot 2048:2048:32/512/3/4   (only that tensor-core plan, every role; /L after the
                                       split puts the weight on the mma's left, W_LHS;
-                                      --dtype fp16 or fp32 for their pointers)
+                                      --dtype fp16 or fp32 for their pointers;
+                                      /l2=4 asks L2 for 4 more tiles before the wait)
     ... --attention [KEY=N,...]      (the attention kernel; a launch: preload=2,stages=2,warps=8)
     ... --attention preload=2,stages=2,warps=8,run_tiles=2,longest=384 --wait
                                      (its instructions before and after griddepcontrol.wait)
@@ -272,9 +273,12 @@ def main() -> None:
             n, k, plan = item.split(":")
             fields = plan.split("/")
             block_n, block_k, stages, split = (int(v) for v in fields[:4])
+            extra = {"W_LHS": "L" in fields[4:]}
+            extra.update((f[3:] and ("L2_TILES", int(f[3:]))) for f in fields[4:]
+                         if f.startswith("l2="))
             dot_usage(int(n), int(k), {"BLOCK_N": block_n, "BLOCK_K": block_k,
                                        "SPLIT_K": split, "num_warps": 4, "num_stages": stages,
-                                       "W_LHS": fields[4:] == ["L"]})
+                                       **extra})
         return
     for d in (1024, 2048, 4096):
         dot_usage(d, d, dot_config(d, d, 2, 132))

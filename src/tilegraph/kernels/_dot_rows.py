@@ -179,6 +179,23 @@ def _hand_over_norm(y, y_ptr, g, x_next_ptr, stride_xnm, parts_ptr, pid_n,
 
 
 @triton.jit
+def _slice_into_l2(w_ptr, offs_n, n_mask, stride_wn, k_first, k_stop, loaded_ptr,
+                   TILES: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """prefetch.global.L2 of the 128-byte lines of TILES weight tiles (BLOCK_N, BLOCK_K)
+    from column k_first on, those below k_stop; a line outside asks again for loaded_ptr's,
+    a weight the program has already loaded."""
+    LINE: tl.constexpr = 1024 // w_ptr.dtype.element_ty.primitive_bitwidth  # values a line
+    ROW_LINES: tl.constexpr = (BLOCK_K + LINE - 1) // LINE
+    cols = (k_first + tl.arange(0, TILES)[:, None, None] * BLOCK_K
+            + tl.arange(0, ROW_LINES)[None, None, :] * LINE)
+    inside = n_mask[None, :, None] & (cols < k_stop)
+    rows = w_ptr + offs_n[None, :, None].to(tl.int64) * stride_wn
+    tl.inline_asm_elementwise("prefetch.global.L2 [$1]; mov.u32 $0, 0;", "=r,l",
+                              [tl.where(inside, rows + cols, loaded_ptr)],
+                              dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
 def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, h_ptr, stride_hm, w_ptr, stride_wn,
                      norm_w_ptr, bias_ptr, res_ptr, stride_rm, rotary, partial_ptr, count_ptr,
                      norm_parts_ptr, n_norm_parts, eps,
@@ -191,7 +208,8 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, h_ptr, stride_hm, w_ptr
                      NORM_IN_LOOP: tl.constexpr, REDO_OVERFLOW: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                      W_LHS: tl.constexpr = False, ALIGN: tl.constexpr = 1,
-                     EVEN_SPLIT: tl.constexpr = True, ONE_STEP: tl.constexpr = False):
+                     EVEN_SPLIT: tl.constexpr = True, ONE_STEP: tl.constexpr = False,
+                     L2_TILES: tl.constexpr = 0):
     """y_mn = act(rstd_m sum_k x_mk W_nk + b_n) + r_mn for M <= BLOCK_M rows and BLOCK_N
     outputs a program, rstd_m = 1 where no norm is asked for. A norm prologue comes from
     _norm_rows_kernel, launched just before (x is then normalised, rstd_m = 1), or is
@@ -231,7 +249,8 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, h_ptr, stride_hm, w_ptr
     loaded before griddepcontrol.wait, while the previous kernel in the stream finishes;
     everything else after it. The next kernel is released only after the wait, so at most
     one kernel ahead of this one is still running when it prefetches (the launcher checks
-    that kernel does not write W or g_next). The handed-over partial sums are loaded right
+    that kernel does not write W or g_next). L2_TILES > 0: the slice's next L2_TILES
+    tiles are also asked of L2 before the wait, so the loop's loads after it find them there. The handed-over partial sums are loaded right
     after the wait and summed only in the epilogue, so their round trip overlaps the loop.
     """
     K = K * ALIGN
@@ -263,6 +282,10 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, h_ptr, stride_hm, w_ptr
     if HAND_OVER:  # a weight too: read before the wait, off the epilogue's chain
         next_g = tl.load(next_norm_w_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)
     if PREFETCH_WEIGHT:
+        if L2_TILES > 0:
+            _slice_into_l2(w_ptr, offs_n, n_mask, stride_wn, k_start + BLOCK_K, k_stop,
+                           w_ptr + pid_n.to(tl.int64) * BLOCK_N * stride_wn + k_start,
+                           L2_TILES, BLOCK_N, BLOCK_K)
         tl.extra.cuda.gdc_wait()               # x and the epilogue inputs are now final
         tl.extra.cuda.gdc_launch_dependents()  # the next kernel may start its prefetch
     if NORM_PARTS > 0:  # loaded now and summed at the end: in flight while weights stream
