@@ -147,6 +147,25 @@ def test_weight_left_tile_with_a_split_and_partial_blocks(rows, dtype, device):
     assert torch.equal(_run(plan, wide[:, 9:709], w, b, g, r, pdl), first)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_tiles_asked_of_l2_before_the_wait_leave_the_result_alone(dtype):
+    """A split weight-left plan at 100 x 700 (a partial column block, slices of 3 or 6
+    tiles) under PDL, its programs asking L2 for 0, 1, 2 or 4 tiles past their first before
+    the wait (L2_TILES; 4 runs past the shorter slices' ends), and by default: the same
+    bits every time, close to float64."""
+    if dtype == torch.float32:
+        tile = decode_plan.fp32_weight_left_tile(64, 5, 2)
+    else:
+        tile = {**decode_plan.weight_left_config(100, 700, 132), "SPLIT_K": 2}
+    x, w, b, g, r, ref = _parts(5, 100, 700, dtype, "cuda")
+    first = _run(decode_plan.Plan("dot", tile), x, w, b, g, r, pdl=True)
+    assert_close(first, ref, dtype)
+    for tiles in (0, 1, 2, 4):
+        plan = decode_plan.Plan("dot", {**tile, "L2_TILES": tiles})
+        assert torch.equal(_run(plan, x, w, b, g, r, pdl=True), first), tiles
+
+
 @pytest.mark.parametrize("rows", [3, 8])
 def test_weight_left_tile_takes_two_stages_where_that_fits_one_wave(rows, device):
     """Past two of the tile's 64-row column blocks an SM and up to three, two stages (three

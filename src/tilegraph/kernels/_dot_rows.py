@@ -40,6 +40,13 @@ DEAL_EVENLY = True
 # (the config's "ONE_STEP", decode_plan.set_one_step); this module setting turns it on for
 # every launch, for research.
 COMPILE_ONE_STEP = False
+# Weight tiles past its first that a program of a split plan asks L2 for before PDL's wait
+# (the kernel's L2_TILES; a config's "L2_TILES" overrides it): its pipelined loop starts only
+# after the wait. One won on every split plan timed, alone (1-4%: bf16 2048 x 5632 at 16 rows
+# 8.59 -> 8.23 us, fp32 2048^2 at 8 rows 8.27 -> 7.94) and in stacks (fp32 d = 2048 at 8
+# rows 151.6 -> 142.8 us a token); two to sixteen lost more the more they asked, and unsplit
+# plans, whose programs stream 32-64 tiles, moved under 1% either way (H200, session 104).
+L2_AHEAD_TILES = 1
 # The largest |x * g| a row takes to an fp16 mma when the norm runs in the loop: far below
 # 65504, so rounding cannot reach it, far above the normalised values a norm yields.
 FP16_ROW_LIMIT = tl.constexpr(16384.0)
@@ -250,8 +257,9 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, h_ptr, stride_hm, w_ptr
     everything else after it. The next kernel is released only after the wait, so at most
     one kernel ahead of this one is still running when it prefetches (the launcher checks
     that kernel does not write W or g_next). L2_TILES > 0: the slice's next L2_TILES
-    tiles are also asked of L2 before the wait, so the loop's loads after it find them there. The handed-over partial sums are loaded right
-    after the wait and summed only in the epilogue, so their round trip overlaps the loop.
+    tiles are also asked of L2 before the wait, so the loop's loads after it find them
+    there. The handed-over partial sums are loaded right after the wait and summed only in
+    the epilogue, so their round trip overlaps the loop.
     """
     K = K * ALIGN
     K_SPLIT = K_SPLIT * ALIGN
@@ -369,8 +377,8 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
                     handed: tuple | None = None, hand_over: tuple | None = None):
     """out = linear(x) for 1 to DOT_ROWS rows of x (M, K), x and out with unit column
     stride; config: BLOCK_N, BLOCK_K, num_warps, num_stages, optionally SPLIT_K (default 1),
-    W_LHS (default False) and for fp32 weights DOT_PRECISION (default "tf32x3"); rotary as in
-    launch_matvec.
+    W_LHS (default False), L2_TILES (default L2_AHEAD_TILES where split, under PDL) and for
+    fp32 weights DOT_PRECISION (default "tf32x3"); rotary as in launch_matvec.
     handed: (x_next, parts), the norm of x by norm_weight handed over by the kernel that
     wrote x (_norm_handoff.py): the mma reads x_next = x * norm_weight, parts' sums give the
     rows' rstd, and in fp16, where x_next may have overflowed, x and norm_weight are read
@@ -410,6 +418,10 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
     # the K loop compiled out where asked for and every slice is one BLOCK_K step
     one_step = config.pop("ONE_STEP", COMPILE_ONE_STEP) and split >= triton.cdiv(
         K, config["BLOCK_K"])
+    l2_tiles = config.pop("L2_TILES", None)
+    if l2_tiles is None:
+        l2_tiles = L2_AHEAD_TILES if (
+            pdl and split > 1 and triton.cdiv(triton.cdiv(K, config["BLOCK_K"]), split) > 1) else 0
     align = weight_alignment(weight.element_size(), K, k_split, weight.stride(0))
     return _dot_rows_kernel[(n_blocks, split)](
         out, out.stride(0), x_mma, x_mma.stride(0), x, x.stride(0), weight,
@@ -425,5 +437,6 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
         NORM_PARTS=parts_block(norm_parts.shape[0]) if norm_parts is not None else 0,
         HAND_OVER=hand_over is not None, NORM_IN_LOOP=in_loop,
         REDO_OVERFLOW=handed is not None and weight.dtype == torch.float16,
-        BLOCK_M=DOT_ROWS, ALIGN=align, EVEN_SPLIT=even, ONE_STEP=one_step, **config,
+        BLOCK_M=DOT_ROWS, ALIGN=align, EVEN_SPLIT=even, ONE_STEP=one_step, L2_TILES=l2_tiles,
+        **config,
         **({"launch_pdl": True} if pdl else {}))
