@@ -2,7 +2,7 @@
 should take, measured where they really run (each projection reads an x the kernel before
 it has just written), not on a lone projection.
 
-    PYTHONPATH=src python3 research/stack_plans.py bf16 2048x8,4096x4 [short | TILES]
+    PYTHONPATH=src python3 research/stack_plans.py bf16 2048x8,4096x4 [short | rowloop | TILES]
 
 For each d x batch: a stack of layers spanning 150 MB (tilegraph.stack_grid.layers_for),
 the hand-captured PyTorch graph, then tilegraph's GraphRunner with the rule's plan, the
@@ -17,6 +17,9 @@ tiles a program asks L2 for before its wait beyond its first, L2_TILES), each re
 as the tuned plan for that shape before the runner captures. Prints microseconds a token;
 an error over 5% against float64 is flagged. The tuned plans go to the cache on disk: give
 each run its own TILEGRAPH_CACHE_DIR, or a later run's "rule" reads an earlier one's tile.
+`rowloop`: `short`'s plans and the CUDA-core row loop in programs of one or two warps
+(ROW_WARPS: BLOCK_N / num_warps / BLOCK_K), whose reductions over K stay within a warp:
+at 4 warps a program the loop of 8 rows compiles to 87 barriers (session 104).
 Results behind the rule: results/2026-11-22-session13/README.md.
 """
 
@@ -32,6 +35,10 @@ from tilegraph.stack_grid import layers_for
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 TILES = ((16, 1, 4), (32, 1, 4), (16, 2, 3), (32, 2, 3), (32, 4, 3), (64, 4, 3), (16, 1, 2))
+# sm_90 (Triton 3.6) at 8 fp32 rows of 1024 columns with the norm: 2 / 1 / 1024 takes 186
+# registers and no barrier, 4 / 1 / 512 168 and 16, 4 / 2 / 512 157 and 87; 4 / 1 / 1024
+# and 8 / 2 / 1024 spill.
+ROW_WARPS = ((2, 1, 1024), (4, 1, 512), (2, 1, 512), (4, 2, 512))
 
 
 def us(fn):
@@ -59,6 +66,11 @@ def plans(batch, d, dtype, short, tiles=None):
         for block_n in (8, 4, 2):
             found[f"matvec{block_n}"] = dp.Plan(
                 "matvec", {**found["matvec"].config, "BLOCK_N": block_n})
+    if short == "rowloop" and "ROW_LOOP" in found["matvec"].config:
+        for block_n, warps, block_k in ROW_WARPS:
+            found[f"matvec{block_n}w{warps}k{block_k}"] = dp.Plan("matvec", {
+                **found["matvec"].config, "BLOCK_N": block_n, "num_warps": warps,
+                "BLOCK_K": min(block_k, found["matvec"].config["BLOCK_K"])})
     if short:
         return found
     if tiles:
@@ -81,7 +93,7 @@ def plans(batch, d, dtype, short, tiles=None):
 def main():
     name, points = sys.argv[1], sys.argv[2]
     option = sys.argv[3] if len(sys.argv) > 3 else ""
-    dtype, short = DTYPES[name], option == "short"
+    dtype, short = DTYPES[name], option if option in ("short", "rowloop") else ""
     tiles = [tuple(map(int, t.split("/"))) for t in option.split(",")] if "/" in option else None
     torch.manual_seed(0)
     for point in points.split(","):
