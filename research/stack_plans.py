@@ -13,7 +13,8 @@ tiles (BLOCK_N x SPLIT_K x stages) or the TILES given (BLOCK_N/BLOCK_K/stages/SP
 comma-separated, e.g. 32/512/3/4,32/128/3/4; SPLIT_K 0 picks about two programs an SM; a
 fifth field sets num_warps, 4 unless given, a sixth a register cap a thread, maxnreg, 0 for
 none, a seventh 1 for W_LHS, the weight tile as the mma's left operand, and an eighth the
-tiles a program asks L2 for before its wait beyond its first, L2_TILES), each recorded
+tiles a program asks L2 for before its wait beyond its first, L2_TILES: -1 or none for the
+launcher's default, _dot_rows.L2_AHEAD_TILES on split plans), each recorded
 as the tuned plan for that shape before the runner captures. Prints microseconds a token;
 an error over 5% against float64 is flagged. The tuned plans go to the cache on disk: give
 each run its own TILEGRAPH_CACHE_DIR, or a later run's "rule" reads an earlier one's tile.
@@ -45,11 +46,11 @@ def us(fn):
     return measure(fn, warmup_ms=20, rep_ms=60).median * 1e3
 
 
-def dot_plan(block_n, block_k, stages, split, warps=4, maxnreg=0, w_lhs=0, l2_tiles=0):
+def dot_plan(block_n, block_k, stages, split, warps=4, maxnreg=0, w_lhs=0, l2_tiles=-1):
     config = {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": warps, "num_stages": stages}
     if w_lhs:
         config["W_LHS"] = True
-    if l2_tiles:
+    if l2_tiles >= 0:
         config["L2_TILES"] = l2_tiles
     if maxnreg:  # a register cap a thread (Triton's compile option): more programs an SM
         config["maxnreg"] = maxnreg
@@ -75,12 +76,12 @@ def plans(batch, d, dtype, short, tiles=None):
         return found
     if tiles:
         for block_n, block_k, stages, split, warps, maxnreg, w_lhs, l2_tiles in (
-                t + (4, 0, 0, 0)[len(t) - 4:] for t in tiles):
+                t + (4, 0, 0, -1)[len(t) - 4:] for t in tiles):
             if split == 0:
                 steps = -(-d // block_k)
                 split = max(1, min(dp.MAX_SPLIT_K, steps, 2 * 132 // -(-d // block_n)))
             label = f"dot{block_n}k{block_k}s{split}st{stages}w{warps}r{maxnreg}"
-            label += ("L" if w_lhs else "") + (f"p{l2_tiles}" if l2_tiles else "")
+            label += ("L" if w_lhs else "") + (f"p{l2_tiles}" if l2_tiles >= 0 else "")
             found[label] = dot_plan(block_n, block_k, stages, split, warps, maxnreg, w_lhs,
                                     l2_tiles)
         return found
