@@ -147,6 +147,21 @@ def test_weight_left_tile_with_a_split_and_partial_blocks(rows, dtype, device):
     assert torch.equal(_run(plan, wide[:, 9:709], w, b, g, r, pdl), first)
 
 
+def test_split_slices_of_two_tiles_or_more_ask_l2_for_the_next_under_pdl():
+    """l2_ahead_tiles: L2_AHEAD_TILES where K is split into slices of two tiles or more
+    under PDL; none unsplit, with one tile a slice, or without PDL; a config's count wins."""
+    ahead = _dot_rows.L2_AHEAD_TILES
+    assert ahead > 0
+    assert _dot_rows.l2_ahead_tiles(None, 2048, 64, 8, True) == ahead     # 4 tiles a slice
+    assert _dot_rows.l2_ahead_tiles(None, 700, 128, 3, True) == ahead     # 6 steps: 2 a slice
+    assert _dot_rows.l2_ahead_tiles(None, 700, 128, 6, True) == 0         # 1 a slice
+    assert _dot_rows.l2_ahead_tiles(None, 1024, 128, 8, True) == 0
+    assert _dot_rows.l2_ahead_tiles(None, 4096, 128, 1, True) == 0        # unsplit
+    assert _dot_rows.l2_ahead_tiles(None, 2048, 64, 8, False) == 0        # no PDL: no wait
+    assert _dot_rows.l2_ahead_tiles(0, 2048, 64, 8, True) == 0
+    assert _dot_rows.l2_ahead_tiles(4, 4096, 128, 1, True) == 4
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_tiles_asked_of_l2_before_the_wait_leave_the_result_alone(dtype):

@@ -371,6 +371,16 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, h_ptr, stride_hm, w_ptr
                             pid_n, offs_m, offs_n, M, N, BLOCK_M)
 
 
+def l2_ahead_tiles(asked: int | None, K: int, block_k: int, split: int, pdl: bool) -> int:
+    """The weight tiles past its first a program asks L2 for before PDL's wait: `asked` (a
+    config's "L2_TILES") where given, else L2_AHEAD_TILES where K is split into slices of
+    two tiles or more, else none (unsplit plans moved under 1% either way, session 104)."""
+    if asked is not None:
+        return asked
+    return L2_AHEAD_TILES if pdl and split > 1 and triton.cdiv(
+        triton.cdiv(K, block_k), split) > 1 else 0
+
+
 def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
                     norm_weight, eps: float, bias, activation: str, residual,
                     config: dict, pdl: bool, rotary: tuple = NO_ROTARY,
@@ -418,10 +428,7 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
     # the K loop compiled out where asked for and every slice is one BLOCK_K step
     one_step = config.pop("ONE_STEP", COMPILE_ONE_STEP) and split >= triton.cdiv(
         K, config["BLOCK_K"])
-    l2_tiles = config.pop("L2_TILES", None)
-    if l2_tiles is None:
-        l2_tiles = L2_AHEAD_TILES if (
-            pdl and split > 1 and triton.cdiv(triton.cdiv(K, config["BLOCK_K"]), split) > 1) else 0
+    l2_tiles = l2_ahead_tiles(config.pop("L2_TILES", None), K, config["BLOCK_K"], split, pdl)
     align = weight_alignment(weight.element_size(), K, k_split, weight.stride(0))
     return _dot_rows_kernel[(n_blocks, split)](
         out, out.stride(0), x_mma, x_mma.stride(0), x, x.stride(0), weight,
