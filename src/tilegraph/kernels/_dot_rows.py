@@ -20,6 +20,7 @@ import triton
 import triton.language as tl
 
 from .._runtime import INTERPRET
+from ._l2_prefetch import prefetch_lines
 from ._launch import ASSUMED_SM_COUNT, sm_count, weight_alignment
 from ._matvec import rows_epilogue
 from ._norm_handoff import parts_block
@@ -197,9 +198,7 @@ def _slice_into_l2(w_ptr, offs_n, n_mask, stride_wn, k_first, k_stop, loaded_ptr
             + tl.arange(0, ROW_LINES)[None, None, :] * LINE)
     inside = n_mask[None, :, None] & (cols < k_stop)
     rows = w_ptr + offs_n[None, :, None].to(tl.int64) * stride_wn
-    tl.inline_asm_elementwise("prefetch.global.L2 [$1]; mov.u32 $0, 0;", "=r,l",
-                              [tl.where(inside, rows + cols, loaded_ptr)],
-                              dtype=tl.int32, is_pure=False, pack=1)
+    prefetch_lines(tl.where(inside, rows + cols, loaded_ptr))
 
 
 @triton.jit

@@ -15,6 +15,7 @@ import triton.language as tl
 
 from .._runtime import INTERPRET
 from ._activation import apply_activation, swiglu_pairs
+from ._l2_prefetch import prefetch_lines
 from ._launch import ASSUMED_SM_COUNT, launch, resident_launch, sm_count, weight_alignment
 from ._rotary_store import NO_ROTARY, rotary_inputs, rotary_store
 
@@ -391,9 +392,7 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
                                 TAIL)
     if AHEAD > 0:  # lines of a later kernel's weights into L2 while memory idles
         lines = tl.minimum(block * AHEAD + tl.arange(0, AHEAD), ahead_lines - 1)
-        tl.inline_asm_elementwise("prefetch.global.L2 [$1]; mov.u32 $0, 0;", "=r,l",
-                                  [ahead_ptr + lines.to(tl.int64) * AHEAD_LINE],
-                                  dtype=tl.int32, is_pure=False, pack=1)
+        prefetch_lines(ahead_ptr + lines.to(tl.int64) * AHEAD_LINE)
     if PREFETCH_WEIGHT:
         tl.extra.cuda.gdc_wait()               # x and the epilogue inputs are now final
         if not RELEASE_AFTER_INPUTS:

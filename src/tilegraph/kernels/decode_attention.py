@@ -36,6 +36,7 @@ import triton.language as tl
 
 from .._runtime import INTERPRET
 from ._checks import check_tensor, prepare_out
+from ._l2_prefetch import prefetch_lines
 from ._launch import (
     ASSUMED_SHARED_MEMORY,
     ASSUMED_SM_COUNT,
@@ -161,8 +162,7 @@ def _prefetch_tile(row0, stride_cp, start, stop, HEAD_DIM: tl.constexpr,
     positions = tl.minimum(start + tl.arange(0, BLOCK_T), tl.maximum(stop - 1, 0))
     columns = tl.minimum(tl.arange(0, ROW_LINES) * LINE_ELEMENTS, HEAD_DIM - 1)
     ptrs = row0 + positions[:, None] * stride_cp + columns[None, :]         # (BT, lines)
-    tl.inline_asm_elementwise("prefetch.global.L2 [$1]; mov.u32 $0, 0;", "=r,l", [ptrs],
-                              dtype=tl.int32, is_pure=False, pack=1)
+    prefetch_lines(ptrs)
 
 
 @triton.jit
