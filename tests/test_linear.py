@@ -346,6 +346,15 @@ def test_matvec_rule_keeps_tiles_bounded(rows, k, element_size):
         assert c["BLOCK_N"] * c["BLOCK_K"] * element_size <= 32 * 1024
 
 
+def test_matvec_rule_gathers_the_rows_sums_except_at_three_or_four_rows():
+    """Where gathering each step's sums won on the H200 (2 and 5-8 rows) and where it split
+    gains and losses (3-4 rows, which keep the row-by-row turn; notes/kernels.md, 105)."""
+    for element_size in (2, 4):
+        gathered = {rows: matvec_module.matvec_config(rows, 1000, 1000, element_size)
+                    ["GATHER_ROWS"] for rows in range(2, 17)}
+        assert gathered == {rows: rows not in (3, 4) for rows in range(2, 17)}
+
+
 def test_matvec_rule_picks_the_swept_batch_1_shapes():
     """The fastest shapes of rotated-weight and whole-stack sweeps on H100
     (notes/kernels.md, notes/decode.md)."""
@@ -646,16 +655,23 @@ def test_gemv_tail_tile_with_every_part(dtype, device):
                                     "none", None, config, False)
 
 
-@pytest.mark.parametrize("row_loop", [False, True])
-@pytest.mark.parametrize("rows", [1, 3, 8])
-def test_matvec_row_loop_and_broadcast_agree(rows, row_loop, device):
-    """Both ways of applying a weight tile to the rows, on awkward sizes with every part."""
+# ways of applying a weight tile to several rows: one broadcast product; one row at a time,
+# each row's sums turned to the accumulator's layout on their own, or gathered and turned once
+ROW_MODES = {"broadcast": {"ROW_LOOP": False},
+             "row by row": {"ROW_LOOP": True, "GATHER_ROWS": False},
+             "gathered": {"ROW_LOOP": True, "GATHER_ROWS": True}}
+
+
+@pytest.mark.parametrize("mode", list(ROW_MODES))
+@pytest.mark.parametrize("rows", [1, 2, 3, 8])
+def test_matvec_row_loop_and_broadcast_agree(rows, mode, device):
+    """Every way of applying a weight tile to the rows, on awkward sizes with every part."""
     n, k = 37, 301
     x, w, b, g, r = _make((rows,), n, k, torch.float32, device, True, True, True)
     ref = linear_ref(x.double(), w.double(), b.double(), norm_weight=g.double(),
                      activation="gelu", residual=r.double())
     config = {"BLOCK_N": 8, "BLOCK_K": 128, "num_warps": 4, "num_stages": 1,
-              "ROW_LOOP": row_loop}
+              **ROW_MODES[mode]}
     out = poisoned((rows, n), torch.float32, device)
     matvec_module.launch_matvec(x, w, out, g, 1e-6, b, "gelu", r, config, False)
     assert_close(out, ref, what=str(config))
@@ -670,9 +686,9 @@ def test_matvec_block_shapes_and_prefetch(dtype, prefetch_weight):
     x, w, b, g, r = _make((rows,), n, k, dtype, "cuda", True, True, True)
     ref = linear_ref(x.double(), w.double(), b.double(), norm_weight=g.double(),
                      activation="gelu", residual=r.double())
-    for block_n, block_k, row_loop in itertools.product((4, 16), (128, 1024), (False, True)):
+    for block_n, block_k, mode in itertools.product((4, 16), (128, 1024), ROW_MODES.values()):
         config = {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": 4, "num_stages": 1,
-                  "ROW_LOOP": row_loop}
+                  **mode}
         out = poisoned((rows, n), dtype, "cuda")
         matvec_module.launch_matvec(x, w, out, g, 1e-6, b, "gelu", r, config,
                                     prefetch_weight and supports_pdl(x.device))

@@ -23,14 +23,17 @@ from ._rotary_store import NO_ROTARY, rotary_inputs, rotary_store
 @triton.jit
 def _matvec_step(acc, sum_sq, x_ptr, stride_xm, w, norm_w_ptr, offs_m, offs_k, M, k0, K,
                  HAS_NORM: tl.constexpr, BLOCK_M: tl.constexpr, ROW_LOOP: tl.constexpr,
-                 X_CACHE: tl.constexpr):
+                 GATHER_ROWS: tl.constexpr, X_CACHE: tl.constexpr):
     """Fold one (BLOCK_N, BLOCK_K) weight tile into the (BLOCK_M, BLOCK_N) accumulator.
 
     One row (BLOCK_M == 1) is applied as a vector in the tile's own layout: a 2-D x tile and
     the broadcast product cost layout shuffles through shared memory (notes/decode.md). For
     more rows, ROW_LOOP applies the tile to one x row at a time, so the weight tile can stay
     as large as at batch 1 whatever BLOCK_M is; otherwise one (BM, BN, BK) broadcast product
-    does all rows, whose size limits the weight tile to 1 / BM of that. X_CACHE is the cache
+    does all rows, whose size limits the weight tile to 1 / BM of that. GATHER_ROWS (with
+    ROW_LOOP): the rows' (BN,) sums are gathered as one (BN, BM) tile in the layout the sums
+    over K leave them in, and turned to the accumulator's layout once a step; else each row's
+    sum is turned on its own (shared memory and barriers each). X_CACHE is the cache
     modifier of the x loads (".cg" reads x from L2 when other programs of a running grid
     wrote it).
     """
@@ -54,7 +57,14 @@ def _matvec_step(acc, sum_sq, x_ptr, stride_xm, w, norm_w_ptr, offs_m, offs_k, M
         if HAS_NORM:
             sum_sq += tl.sum(x * x, axis=1)
             x = x * g[None, :]
-        if ROW_LOOP:
+        if ROW_LOOP and GATHER_ROWS:
+            step = tl.zeros([w.shape[0], BLOCK_M], tl.float32)                # (BN, BM)
+            for m in tl.static_range(BLOCK_M):
+                x_m = tl.sum(tl.where(offs_m[:, None] == m, x, 0.0), axis=0)  # (BK,)
+                part = tl.sum(w.to(tl.float32) * x_m[None, :], axis=1)        # (BN,)
+                step += tl.where(offs_m[None, :] == m, part[:, None], 0.0)
+            acc += tl.trans(step)
+        elif ROW_LOOP:
             for m in tl.static_range(BLOCK_M):
                 x_m = tl.sum(tl.where(offs_m[:, None] == m, x, 0.0), axis=0)  # (BK,)
                 part = tl.sum(w.to(tl.float32) * x_m[None, :], axis=1)        # (BN,)
@@ -115,7 +125,8 @@ def _matvec_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
                    HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
                    ACTIVATION: tl.constexpr, PREFETCH_WEIGHT: tl.constexpr,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                   ROW_LOOP: tl.constexpr, ALIGN: tl.constexpr = 1):
+                   ROW_LOOP: tl.constexpr, GATHER_ROWS: tl.constexpr = False,
+                   ALIGN: tl.constexpr = 1):
     """y_mn = act(rstd_m * sum_k x_mk g_k W_nk + b_n) + r_mn for BLOCK_N outputs a program,
     with rstd_m = 1 / sqrt(mean_k x_mk^2 + eps) gathered in the same pass over K.
 
@@ -147,11 +158,12 @@ def _matvec_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
         tl.extra.cuda.gdc_wait()               # x and the epilogue inputs are now final
         tl.extra.cuda.gdc_launch_dependents()  # only now may the next kernel prefetch
     acc, sum_sq = _matvec_step(acc, sum_sq, x_ptr, stride_xm, w_first, norm_w_ptr, offs_m,
-                               offs_k, M, 0, K, HAS_NORM, BLOCK_M, ROW_LOOP, "")
+                               offs_k, M, 0, K, HAS_NORM, BLOCK_M, ROW_LOOP, GATHER_ROWS, "")
     for k0 in range(BLOCK_K, K, BLOCK_K):
         w = tl.load(w_ptrs + k0, mask=n_mask[:, None] & (offs_k < K - k0)[None, :], other=0.0)
         acc, sum_sq = _matvec_step(acc, sum_sq, x_ptr, stride_xm, w, norm_w_ptr, offs_m,
-                                   offs_k, M, k0, K, HAS_NORM, BLOCK_M, ROW_LOOP, "")
+                                   offs_k, M, k0, K, HAS_NORM, BLOCK_M, ROW_LOOP, GATHER_ROWS,
+                                   "")
 
     rows_epilogue(acc, sum_sq, y_ptr, stride_ym, bias_ptr, res_ptr, stride_rm, rotary, offs_m,
                   offs_n, M, N, K, eps, HAS_NORM, HAS_BIAS, HAS_RESIDUAL, ACTIVATION, BLOCK_M,
@@ -947,6 +959,11 @@ def matvec_config(M: int, N: int, K: int, element_size: int = 4) -> dict:
       with its norm 3-4% slower); at 4 rows the
       same tile won on small weights and lost on large ones (2048^2 0.90x, d=1280 stacks
       0.88x), so 4 rows keep 8 (H100, notes/decode.md, session 54).
+      The rows' sums are gathered and turned once a step (GATHER_ROWS) except at 3-4 rows:
+      fp32 stacks of d = 1024 at 8 rows 180.8 -> 159.7 us a token, lone 2-row fp32
+      projections up to 8% faster (2048 x 5632 77% -> 83% of copy); at 4 rows the gain and
+      the loss split (4096 x 14336 87% -> 76% of copy, d = 1024 stacks 3.5% faster, d = 768
+      3.5% slower; H200, notes/kernels.md, session 105).
     """
     block_k = max(16, min(triton.next_power_of_2(K), 2048))
     if M == 1 and element_size <= 2:
@@ -961,7 +978,7 @@ def matvec_config(M: int, N: int, K: int, element_size: int = 4) -> dict:
     block_k = block_k if M <= 8 else min(block_k, 512)
     block_n = 4 if element_size == 4 and M >= 5 else 8
     return {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": 4, "num_stages": 1,
-            "ROW_LOOP": True}
+            "ROW_LOOP": True, "GATHER_ROWS": triton.next_power_of_2(M) != 4}
 
 
 def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
