@@ -57,18 +57,18 @@ def _matvec_step(acc, sum_sq, x_ptr, stride_xm, w, norm_w_ptr, offs_m, offs_k, M
         if HAS_NORM:
             sum_sq += tl.sum(x * x, axis=1)
             x = x * g[None, :]
-        if ROW_LOOP and GATHER_ROWS:
-            step = tl.zeros([w.shape[0], BLOCK_M], tl.float32)                # (BN, BM)
+        if ROW_LOOP:
+            if GATHER_ROWS:
+                step = tl.zeros([w.shape[0], BLOCK_M], tl.float32)            # (BN, BM)
             for m in tl.static_range(BLOCK_M):
                 x_m = tl.sum(tl.where(offs_m[:, None] == m, x, 0.0), axis=0)  # (BK,)
                 part = tl.sum(w.to(tl.float32) * x_m[None, :], axis=1)        # (BN,)
-                step += tl.where(offs_m[None, :] == m, part[:, None], 0.0)
-            acc += tl.trans(step)
-        elif ROW_LOOP:
-            for m in tl.static_range(BLOCK_M):
-                x_m = tl.sum(tl.where(offs_m[:, None] == m, x, 0.0), axis=0)  # (BK,)
-                part = tl.sum(w.to(tl.float32) * x_m[None, :], axis=1)        # (BN,)
-                acc += tl.where(offs_m[:, None] == m, part[None, :], 0.0)
+                if GATHER_ROWS:
+                    step += tl.where(offs_m[None, :] == m, part[:, None], 0.0)
+                else:
+                    acc += tl.where(offs_m[:, None] == m, part[None, :], 0.0)
+            if GATHER_ROWS:
+                acc += tl.trans(step)
         else:
             acc += tl.sum(x[:, None, :] * w.to(tl.float32)[None, :, :], axis=2)  # (BM, BN)
     return acc, sum_sq
