@@ -20,10 +20,13 @@ an error over 5% against float64 is flagged. The tuned plans go to the cache on 
 each run its own TILEGRAPH_CACHE_DIR, or a later run's "rule" reads an earlier one's tile.
 `rowloop`: `short`'s plans and the CUDA-core row loop in programs of one or two warps
 (ROW_WARPS: BLOCK_N / num_warps / BLOCK_K), whose reductions over K stay within a warp:
-at 4 warps a program the loop of 8 rows compiles to 87 barriers (session 104).
+at 4 warps a program the loop of 8 rows compiles to 87 barriers (session 104); and the
+rule's tile with each step's row sums turned row by row (matvecT) or gathered (matvecG), at
+its BLOCK_K and half of it (session 105).
 Results behind the rule: results/2026-11-22-session13/README.md.
 """
 
+import itertools
 import sys
 
 import torch
@@ -72,6 +75,14 @@ def plans(batch, d, dtype, short, tiles=None):
             found[f"matvec{block_n}w{warps}k{block_k}"] = dp.Plan("matvec", {
                 **found["matvec"].config, "BLOCK_N": block_n, "num_warps": warps,
                 "BLOCK_K": min(block_k, found["matvec"].config["BLOCK_K"])})
+        # each step's row sums turned one row at a time (T) or gathered (G; session 105), at
+        # the rule's BLOCK_K and half of it
+        rule_k = found["matvec"].config["BLOCK_K"]
+        for gather, block_k in itertools.product((False, True), (rule_k, rule_k // 2)):
+            plan = dp.Plan("matvec", {**found["matvec"].config, "GATHER_ROWS": gather,
+                                      "BLOCK_K": block_k})
+            if plan != found["matvec"]:
+                found[f"matvec{'G' if gather else 'T'}k{block_k}"] = plan
     if short:
         return found
     if tiles:

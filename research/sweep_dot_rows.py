@@ -5,7 +5,8 @@ as graph replays over weights rotated past L2 (how a stack streams them), PDL on
     PYTHONPATH=src python3 research/sweep_dot_rows.py --out DIR [--dtype bfloat16] [--rows 2 8 16]
         [--split]   (tiles x SPLIT_K in 1-8 instead of the tile sweep; off-list shapes added)
         [--weight-left]   (also the weight on the mma's left, split 1-4 ways)
-        [--tiles '[{"BLOCK_N": 32, ...}, ...]']   (these configs only)
+        [--tiles '[{"BLOCK_N": 32, ...}, ...]']   (these configs only; one with ROW_LOOP
+                                                   runs the CUDA-core row loop, _matvec)
 
 Writes DIR/sweep-dot-rows.json: one record per (shape, rows, candidate) with its time, and
 prints the best candidate per point beside cuBLAS and the matrix-vector path.
@@ -26,6 +27,7 @@ from tilegraph.bench.environment import environment
 from tilegraph.bench.roofline import ceilings
 from tilegraph.bench.timing import measure
 from tilegraph.kernels._dot_rows import launch_dot_rows
+from tilegraph.kernels._matvec import launch_matvec
 from tilegraph.kernels.linear import linear_ref
 
 SHAPES = ((2048, 2048), (4096, 4096), (8192, 8192), (5632, 2048), (2048, 5632), (256, 2048),
@@ -105,7 +107,8 @@ def main():
                 "tilegraph": lambda w: tg.linear(x, w, out=out, prefetch_weight=True),
             }
             for c in tiles + (list(weight_left_candidates(k)) if args.weight_left else []):
-                variants[json.dumps(c)] = (lambda w, c=c: launch_dot_rows(
+                launcher = launch_matvec if "ROW_LOOP" in c else launch_dot_rows
+                variants[json.dumps(c)] = (lambda w, c=c, launcher=launcher: launcher(
                     x, w, out, None, 0.0, None, "none", None, c, True))
             for name, fn in variants.items():
                 try:
