@@ -10,6 +10,9 @@
     ... --attention preload=2,stages=2,warps=8,run_tiles=2,longest=384 --wait
                                      (its instructions before and after griddepcontrol.wait)
     ... --layer                      (the one-kernel decode layer)
+    ... --dtype fp32 --row-loop 4:8:2048:G   (the CUDA-core row loop's tile, its row sums
+                                      gathered with :G; registers, barriers, and how many
+                                      of its K loop's loads issue at the loop's top)
     ... --models [ROWS]              (each named and off-list model's projections at 1, 4, 8
                                       and 16 rows (or ROWS, a comma list): the rule's plan,
                                       whether a K loop it never runs is compiled out there,
@@ -28,6 +31,7 @@ handoff variants to 128 (results/2026-11-24-session33/).
 """
 
 import argparse
+import re
 import subprocess
 import tempfile
 
@@ -37,7 +41,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from tilegraph.kernels._dot_rows import _dot_rows_kernel
-from tilegraph.kernels._matvec import _gemv_kernel, gemv_config
+from tilegraph.kernels._matvec import _gemv_kernel, _matvec_kernel, gemv_config
 from tilegraph.kernels.decode_attention import _decode_attention_kernel, attention_config
 from tilegraph.kernels.decode_layer import _decode_layer_kernel, decode_layer_config
 from tilegraph.kernels.decode_plan import dot_config, rule
@@ -164,6 +168,51 @@ def attention_usage(batch: int, heads: int, kv_heads: int, head_dim: int, max_se
           f"{' ' + str(variant) if variant else ''}: {usage}", flush=True)
 
 
+def loop_loads(cubin: bytes) -> str:
+    """The global loads of the kernel's K loop (the body of its backward branch, sm_90 SASS):
+    how many issue before the step's first shuffle or barrier (its first reduction), and
+    where the rest issue, instructions into the body. A load the scheduler moved past the
+    reductions (for want of registers) waits out memory's latency in every step (session
+    105)."""
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        sass = subprocess.run(["cuobjdump", "-sass", f.name], capture_output=True, text=True,
+                              check=True).stdout
+    code = [(int(m.group(1), 16), m.group(2)) for m in
+            (re.match(r"\s+/\*([0-9a-f]{4,})\*/\s+(.*?);", line) for line in sass.splitlines())
+            if m]
+    loops = [(int(m.group(1), 16), at) for at, text in code
+             if (m := re.search(r"BRA 0x([0-9a-f]+)", text)) and int(m.group(1), 16) < at]
+    if not loops:
+        return "no K loop"
+    start, end = loops[0]
+    body = [text for at, text in code if start <= at <= end]
+    reduce_at = next((i for i, text in enumerate(body) if "SHFL" in text or "BAR" in text),
+                     len(body))
+    loads = [i for i, text in enumerate(body) if "LDG" in text]
+    late = [i for i in loads if i > reduce_at]
+    return (f"K loop of {len(body)} instructions, first reduction at +{reduce_at}: "
+            f"{len(loads) - len(late)} loads before it, {len(late)} after"
+            + (f" (+{late[0]} .. +{late[-1]})" if late else ""))
+
+
+def row_loop_usage(rows_block: int, block_n: int, block_k: int, gather: bool) -> None:
+    """The CUDA-core row loop (_matvec_kernel, ROW_LOOP, 4 warps) with a norm prologue and
+    with a residual: registers, barriers and its K loop's loads (loop_loads)."""
+    for role, parts in (("norm prologue", {"HAS_NORM": True, "HAS_RESIDUAL": False}),
+                        ("residual", {"HAS_NORM": False, "HAS_RESIDUAL": True})):
+        constants = {"HAS_BIAS": False, "ACTIVATION": "none", "PREFETCH_WEIGHT": True,
+                     "BLOCK_M": rows_block, "BLOCK_N": block_n, "BLOCK_K": block_k,
+                     "ROW_LOOP": True, "GATHER_ROWS": gather, "ALIGN": 1, **parts}
+        compiled = compiled_for_sm90(_matvec_kernel, constants, 4, 1)
+        print(f"row loop {DTYPE} {rows_block} rows x {block_n} x {block_k}, "
+              f"{'gathered' if gather else 'turned row by row'}, {role}: "
+              f"{resources(_matvec_kernel, constants, 4, 1).removesuffix(', mma.sync')}, "
+              f"{compiled.asm['ptx'].count('bar.sync')} bar.sync; "
+              f"{loop_loads(compiled.asm['cubin'])}", flush=True)
+
+
 def layer_usage(d: int) -> None:
     """The one-kernel bf16 decode layer at width d, one row."""
     config = decode_layer_config(1, d, 2)
@@ -248,6 +297,9 @@ def main() -> None:
     parser.add_argument("--models", nargs="?", const="1,4,8,16", metavar="ROWS",
                         help="each model shape's projections at these rows: the rule's plan "
                              "and where a K loop it never runs is compiled out")
+    parser.add_argument("--row-loop", nargs="*", metavar="BM:BN:BK[:G]",
+                        help="the CUDA-core row loop's tile (G: its row sums gathered): "
+                             "registers, barriers and its K loop's loads")
     parser.add_argument("--runs", type=int, default=0,
                         help="the GEMVs' residual role with x as that many attention runs")
     parser.add_argument("--dtype", choices=("bf16", "fp16", "fp32"), default="bf16",
@@ -257,6 +309,11 @@ def main() -> None:
     DTYPE = args.dtype
     if args.models:
         models_usage([int(rows) for rows in args.models.split(",")])
+        return
+    if args.row_loop:
+        for item in args.row_loop:
+            fields = item.split(":")
+            row_loop_usage(*(int(v) for v in fields[:3]), gather="G" in fields[3:])
         return
     if args.layer:
         layer_usage(1024)
