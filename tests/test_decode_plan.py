@@ -474,12 +474,36 @@ def test_fp32_plain_rows_time_the_row_loop_where_the_rule_takes_tensor_cores():
         assert other.config == decode_plan.matvec_config(rows, 3000, 1000, 4)
         assert repr(other.as_dict()) in decode_plan.plain_key(rows, 3000, 1000, fp32, False,
                                                               rule)
-    for rows in (4, 9):
-        rule = decode_plan.rule(rows, 3000, 1000, fp32, sms)
-        assert decode_plan.other_plan(rows, 3000, 1000, fp32, sms, rule) is None
+    nine = decode_plan.rule(9, 3000, 1000, fp32, sms)
+    assert decode_plan.other_plan(9, 3000, 1000, fp32, sms, nine) is None
+    four = decode_plan.rule(4, 3000, 1000, fp32, sms)  # the row loop: its other turn instead
+    assert decode_plan.other_plan(4, 3000, 1000, fp32, sms, four).kind == "matvec"
     small = decode_plan.rule(6, 512, 512, fp32, sms)
     assert small.kind == "matvec"
     assert decode_plan.other_plan(6, 512, 512, fp32, sms, small) is None
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_plain_rows_time_the_row_loops_sums_gathered_where_the_rule_turns_them_row_by_row(
+        dtype):
+    """At 3-4 rows, where the rule's row loop turns each row's sums on its own, plain_plan
+    times them gathered beside it (keyed by it), and `tilegraph tune` both ways; not where
+    the rule gathers them already (2 and 5-8 rows)."""
+    sms = 132
+    for rows in (3, 4):
+        rule = decode_plan.rule(rows, 1000, 1000, dtype, sms)
+        assert rule.kind == "matvec" and not rule.config["GATHER_ROWS"]
+        other = decode_plan.other_plan(rows, 1000, 1000, dtype, sms, rule)
+        assert other == decode_plan.Plan("matvec", {**rule.config, "GATHER_ROWS": True})
+        assert repr(other.as_dict()) in decode_plan.plain_key(rows, 1000, 1000, dtype, False,
+                                                              rule)
+        assert other in decode_plan.candidates(rows, 1000, 1000, dtype, sms)
+    two = decode_plan.rule(2, 1000, 1000, dtype, sms)
+    other = decode_plan.other_plan(2, 1000, 1000, dtype, sms, two)
+    assert two.kind != "matvec" or two.config["GATHER_ROWS"]
+    assert other is None or other.kind != "matvec"
+    turned = decode_plan.Plan("matvec", {**two.config, "GATHER_ROWS": False})
+    assert two.kind != "matvec" or turned in decode_plan.candidates(2, 1000, 1000, dtype, sms)
 
 
 def test_a_tuned_gemv_runs_two_to_four_rows(device):

@@ -347,7 +347,8 @@ def candidates(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -
     width, equal_split_plan), then the CUDA-core kernel's default and a few tile
     widths (and in 16-bit at 2-4 rows the one-row GEMV's tile, which the rule does not take:
     notes/kernels.md, session 53, and persistent GEMVs, ROWS_PERSISTENT_VARIANTS; at one row
-    the GEMV launched a program a row block and persistent, PERSISTENT_VARIANTS), and
+    the GEMV launched a program a row block and persistent, PERSISTENT_VARIANTS; the row
+    loop with its row sums turned the other way, GATHER_ROWS), and
     tensor-core tiles of every width, depth and pipeline length that fits the shared memory,
     the weight-left tile at other depths (in fp32 also split, where the rule's tile is the
     x-left one), and split-K tiles."""
@@ -363,6 +364,8 @@ def candidates(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None) -
     if "SPLIT" not in base:
         plans += [Plan("matvec", {**base, "BLOCK_N": bn}) for bn in (4, 8, 16)
                   if bn != base["BLOCK_N"]]
+        if base["ROW_LOOP"]:  # the row sums turned the other way (matvec_config)
+            plans.append(Plan("matvec", {**base, "GATHER_ROWS": not base["GATHER_ROWS"]}))
         gemv = split_gemv_config(N, K)
         if size <= 2 and gemv_runs(rows, gemv):  # the one-row tile on 2-4 rows
             plans.append(Plan("gemv", gemv))
@@ -660,8 +663,15 @@ def other_plan(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None,
     at 5, 6 and 8 rows it took F.linear from 1.36x to 1.53x (geometric mean; points under
     1x: 5 of 18 -> 1, 9728 x 896 at 8 rows, 1.000x on cuBLAS), e.g. 3000 x 1000 at 6 rows
     10.65 -> 8.63 us, 3072 x 2048 15.17 -> 12.13, 6144 x 4096 47.0 -> 42.5 (H200,
-    notes/kernels.md, session 100). Else None."""
+    notes/kernels.md, session 100). Where the rule's plan is the row loop turning each row's
+    sums on its own (3-4 rows, matvec_config), the same with the sums gathered: gathering
+    took d = 1024 fp32 stacks at 4 rows 3.5% faster and d = 768 3.5% slower, lone 4096 x
+    14336 from 87% to 76% of copy and 2048^2 from 66% to 67% (H200, notes/kernels.md, session
+    105). Else None."""
     if chosen.kind != "gemv":
+        config = chosen.config
+        if chosen.kind == "matvec" and config.get("ROW_LOOP") and not config.get("GATHER_ROWS"):
+            return Plan("matvec", {**config, "GATHER_ROWS": True})  # 3-4 rows: split verdicts
         if torch.finfo(dtype).bits > 16:  # on every plain call: cheap tests first
             if chosen.kind == "dot" and 5 <= rows <= 8:  # the row loop the rule left
                 return Plan("matvec", matvec_config(rows, N, K, 4))
@@ -728,11 +738,12 @@ def plain_plan(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
     1800 bf16 at 2-12 rows: 0.82-0.85x, notes/kernels.md, session 41). A one- or two-row GEMV
     is also timed against its other plan (other_plan; at 3-16 rows a split-K plan against K
     cut into slices of equal width or the weight-left tile against the x-left one, in fp32
-    at 5-8 rows tf32x3 against the row loop): plain, the largest one-row projections read
-    at the copy rate a program a row block and lost 9% persistent, where with a norm or
-    SwiGLU they gained 5-14% (H200, notes/kernels.md, session 61). Where nothing may be
-    timed (a capture, the interpreter, TILEGRAPH_AUTOTUNE=0) or the weight's copies do not
-    fit in memory, the rule's plan runs."""
+    at 5-8 rows tf32x3 against the row loop, at 3-4 rows the row loop's two turns): plain,
+    the largest one-row projections read at the copy rate a program a row block and lost 9%
+    persistent, where with a norm or SwiGLU they gained 5-14% (H200, notes/kernels.md,
+    session 61). Where nothing may be timed (a capture, the interpreter,
+    TILEGRAPH_AUTOTUNE=0) or the weight's copies do not fit in memory, the rule's plan
+    runs."""
     rows, K = x.shape
     N = weight.shape[0]
     if (_tuned.lookup(tuned_key(rows, N, K, weight.dtype)) is not None
