@@ -1,10 +1,11 @@
-# Written in session 105 for the next session, not run: about 10 minutes (limits
-# 60/120/60/150/90/120; drop 5 if short). Session 105 gathered the row loop's per-row sums
-# once a step (GATHER_ROWS) at 2 and 5-8 rows; at 3-4 rows (BLOCK_M 4, BLOCK_N 8, BLOCK_K up to 2048: 242-255 registers)
-# gathering split gains and losses (lone fp32 4096 x 14336 at 4 rows 87% -> 76% of copy, d =
-# 1024 stacks 3.5% faster, d = 768 3.5% slower), so 3-4 rows keep the row-by-row turn.
+# Written in session 105 for the next session, not run: about 11 minutes (limits
+# 90/60/120/60/150/90/120: drop 5, or run it in a second call). Session 105 gathered the row
+# loop's per-row sums once a step (GATHER_ROWS) at 2 and 5-8 rows; at 3-4 rows (BLOCK_M 4,
+# BLOCK_N 8, BLOCK_K up to 2048: 242-255 registers) gathering split gains and losses (lone
+# fp32 4096 x 14336 at 4 rows 87% -> 76% of copy, d = 1024 stacks 3.5% faster, d = 768 3.5%
+# slower), so 3-4 rows keep the row-by-row turn, and plain projections there time both.
 # 1. GPU tests of the row loop after 0f1e1ee (its two turns in one loop: the same sm_90 PTX
-#    but debug info, checked on CPU).
+#    but debug info, checked on CPU) and of the plans tune and plain_plan time (both turns).
 # 2. lone fp32 at 3 and 4 rows: the rule's tile (turned, BLOCK_K 2048) against gathered, and
 #    both at BLOCK_K 1024 (half the weight tile's registers); sweep_dot_rows.py runs configs
 #    with ROW_LOOP on the row loop since session 105. The suspect (sm_90 SASS,
@@ -19,7 +20,10 @@ set -u
 t() { name=$1; limit=$2; shift 2
   export PYTHONPATH=$PWD/src:$PWD/research TILEGRAPH_CACHE_DIR=/tmp/tg-$name TRITON_CACHE_DIR=/tmp/tr-$name
   { echo "\$ $*"; timeout $limit "$@"; echo "rc=$?"; } > $OUT/$name.txt 2>&1; }
-t 1-tests 60 python3 -m pytest -q -m gpu tests/test_linear.py -k "row_loop or block_shapes or swiglu" -p no:cacheprovider
+t 1-tests 90 python3 -m pytest -q -m gpu tests/test_linear.py tests/test_decode_plan.py -k "row_loop or block_shapes or swiglu or candidates or plain" -p no:cacheprovider
+# 1b. plain projections at 3-4 rows time the row loop's two turns since 31d4d74 (plain_plan,
+#     other_plan): issue 17's fp32 grid at 3 and 4 rows, which plain tg.linear runs
+t 1b-grid-fp32-3-4 60 python3 -m tilegraph bench decode-grid --dtype fp32 --rows 3,4 --out /tmp/o1b
 T='{"BLOCK_N": 8, "BLOCK_K": 2048, "num_warps": 4, "num_stages": 1, "ROW_LOOP": true'
 H='{"BLOCK_N": 8, "BLOCK_K": 1024, "num_warps": 4, "num_stages": 1, "ROW_LOOP": true'
 t 2-lone-4rows 120 python3 research/sweep_dot_rows.py --out /tmp/o2 --dtype float32 --rows 3 4 \
