@@ -506,6 +506,24 @@ def test_plain_rows_time_the_row_loops_sums_gathered_where_the_rule_turns_them_r
     assert two.kind != "matvec" or turned in decode_plan.candidates(2, 1000, 1000, dtype, sms)
 
 
+def test_a_plain_verdict_holds_for_the_row_count_it_was_timed_at(device):
+    """A verdict timed at 3 rows is not taken at 4, where the rule's plan is the same (one
+    rows bucket): the row loop's turns won at 3 rows and lost at 4 on the same shape."""
+    n, k, fp32 = 1000, 1000, torch.float32
+    sms = decode_plan.sm_count(torch.device(device))
+    rule = decode_plan.rule(3, n, k, fp32, sms)
+    assert rule == decode_plan.rule(4, n, k, fp32, sms)
+    assert decode_plan.plain_key(3, n, k, fp32, False, rule) != decode_plan.plain_key(
+        4, n, k, fp32, False, rule)
+    decode_plan._plain.record(decode_plan.plain_key(3, n, k, fp32, False, rule),
+                              {"kind": "cublas", "fused": rule.as_dict()})
+    for rows, kind in ((3, "cublas"), (4, rule.kind)):
+        x, w, *_ = _parts(rows, n, k, fp32, device)
+        out = poisoned((rows, n), fp32, device)
+        assert decode_plan.plain_plan(x, w, None, out).kind == kind
+        assert_close(tg.linear(x, w, out=out), linear_ref(x.double(), w.double()), fp32)
+
+
 def test_a_tuned_gemv_runs_two_to_four_rows(device):
     """`tilegraph tune` may keep the one-row GEMV's tile for 2-4 rows (_gemv_rows_kernel),
     which tg.linear then runs; the late release is a one-row choice; a tile with a tail

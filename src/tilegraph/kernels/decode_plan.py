@@ -619,18 +619,22 @@ def plan(rows: int, N: int, K: int, dtype: torch.dtype, device: torch.device,
 
 
 # Plain projections of shapes `tilegraph tune` has not timed: the rule's plan or cuBLAS,
-# whichever was faster when first timed on this GPU (plain_plan).
-_plain = Tuner("linear-decode-plain", [{}])
+# whichever was faster when first timed on this GPU (plain_plan), per row count.
+_plain = Tuner("linear-decode-plain-rows", [{}])
 
 
 def plain_key(rows: int, N: int, K: int, dtype: torch.dtype, has_bias: bool,
               rule_plan: Plan) -> tuple:
-    """plain_plan's cache key: a verdict holds for the rule's plan it was timed against,
-    and for the GEMV other_plan times beside a rule that is none (a verdict reached without
-    it is timed again)."""
+    """plain_plan's cache key: a verdict holds for the row count it was timed at (not the
+    rows bucket: the row loop's two turns at 3-4 rows share one tile, and timed first at 3
+    rows, where the sums gathered won by 2-4%, the verdict ran 4096 x 14336 fp32 at 4 rows
+    gathered, 71.5 against 62.1 us turned; H200, notes/kernels.md, session 106), for the
+    rule's plan it was timed against, and for the plan other_plan times beside it (a
+    verdict reached without it is timed again)."""
     other = other_plan(rows, N, K, dtype, None, rule_plan) if rule_plan.kind != "gemv" else None
     others = (repr(other.as_dict()),) if other is not None else ()
-    return (*tuned_key(rows, N, K, dtype), has_bias, repr(rule_plan.as_dict()), *others)
+    return (rows, N, K, str(dtype).removeprefix("torch."), has_bias,
+            repr(rule_plan.as_dict()), *others)
 
 
 def other_gemv_launch(N: int, K: int, config: dict) -> dict:
@@ -667,7 +671,8 @@ def other_plan(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None,
     sums on its own (3-4 rows, matvec_config), the same with the sums gathered: gathering
     took d = 1024 fp32 stacks at 4 rows 3.5% faster and d = 768 3.5% slower, lone 4096 x
     14336 from 87% to 76% of copy and 2048^2 from 66% to 67% (H200, notes/kernels.md, session
-    105). Else None."""
+    105); at 3 rows it took lone fp32 projections of 44-256 MB 2-4% faster (4096 x 14336 60.0
+    -> 57.8 us) and a d = 1024 stack 2% slower (session 106). Else None."""
     if chosen.kind != "gemv":
         config = chosen.config
         if chosen.kind == "matvec" and config.get("ROW_LOOP") and not config.get("GATHER_ROWS"):
@@ -733,7 +738,7 @@ def plain_plan(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
     dtype): where `tilegraph tune` has not timed the shape, the rule's plan and cuBLAS are
     timed against each other on its first call outside graph capture, as tune_shape times
     them (graph replays over weights rotated past L2, PDL where the GPU has it), and the
-    faster is kept on disk per GPU, rows bucket, shape, bias and rule plan (a later rule
+    faster is kept on disk per GPU, row count, shape, bias and rule plan (a later rule
     is timed again). The rule loses to cuBLAS on some shapes no rule was fitted to (5000 x
     1800 bf16 at 2-12 rows: 0.82-0.85x, notes/kernels.md, session 41). A one- or two-row GEMV
     is also timed against its other plan (other_plan; at 3-16 rows a split-K plan against K
