@@ -411,8 +411,8 @@ def test_two_plain_rows_time_the_gemv_where_the_rule_takes_none():
     assert repr(gemv.as_dict()) in decode_plan.plain_key(2, 512, 4096, bf16, False, rule)
     four = decode_plan.rule(4, 512, 4096, bf16, sms)
     assert decode_plan.other_plan(4, 512, 4096, bf16, sms, four) is None
-    fp32 = decode_plan.rule(2, 512, 4096, torch.float32, sms)
-    assert decode_plan.other_plan(2, 512, 4096, torch.float32, sms, fp32) is None
+    fp32 = decode_plan.rule(2, 512, 4096, torch.float32, sms)  # the row loop's other turn
+    assert decode_plan.other_plan(2, 512, 4096, torch.float32, sms, fp32).kind != "gemv"
     assert "TAIL" in decode_plan.split_gemv_config(512, 2560)
     tailed = decode_plan.rule(2, 512, 2560, bf16, sms)
     assert decode_plan.other_plan(2, 512, 2560, bf16, sms, tailed) is None
@@ -464,7 +464,7 @@ def test_plain_rows_time_the_x_left_tile_beside_the_weight_left_tile_unsplit():
 
 def test_fp32_plain_rows_time_the_row_loop_where_the_rule_takes_tensor_cores():
     """In fp32 at 5-8 rows plain_plan times the CUDA-core row loop beside the rule's tf32x3
-    plan (keyed by it); not at 4 or 9 rows, nor where the rule runs the row loop itself."""
+    plan (keyed by it); not at 4 or 9 rows (where the rule runs the row loop, its other turn)."""
     fp32, sms = torch.float32, 132
     for rows in (5, 6, 8):
         rule = decode_plan.rule(rows, 3000, 1000, fp32, sms)
@@ -478,32 +478,42 @@ def test_fp32_plain_rows_time_the_row_loop_where_the_rule_takes_tensor_cores():
     assert decode_plan.other_plan(9, 3000, 1000, fp32, sms, nine) is None
     four = decode_plan.rule(4, 3000, 1000, fp32, sms)  # the row loop: its other turn instead
     assert decode_plan.other_plan(4, 3000, 1000, fp32, sms, four).kind == "matvec"
-    small = decode_plan.rule(6, 512, 512, fp32, sms)
+    small = decode_plan.rule(6, 512, 512, fp32, sms)  # the row loop: its other turn instead
     assert small.kind == "matvec"
-    assert decode_plan.other_plan(6, 512, 512, fp32, sms, small) is None
+    assert decode_plan.other_plan(6, 512, 512, fp32, sms, small).config["GATHER_ROWS"] is False
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
-def test_plain_rows_time_the_row_loops_sums_gathered_where_the_rule_turns_them_row_by_row(
-        dtype):
+def test_plain_rows_time_the_row_loops_other_turn(dtype):
     """At 3-4 rows, where the rule's row loop turns each row's sums on its own, plain_plan
-    times them gathered beside it (keyed by it), and `tilegraph tune` both ways; not where
-    the rule gathers them already (2 and 5-8 rows)."""
+    times them gathered beside it (keyed by it), and `tilegraph tune` both ways. In fp32,
+    where the rule gathers them (2 and 5-8 rows on small weights), the row-by-row turn is
+    timed beside it; in 16-bit at 2 rows the one-row GEMV's tile instead."""
     sms = 132
+
+    def other_turn(plan):
+        return decode_plan.Plan("matvec", {**plan.config,
+                                           "GATHER_ROWS": not plan.config["GATHER_ROWS"]})
+
     for rows in (3, 4):
         rule = decode_plan.rule(rows, 1000, 1000, dtype, sms)
         assert rule.kind == "matvec" and not rule.config["GATHER_ROWS"]
         other = decode_plan.other_plan(rows, 1000, 1000, dtype, sms, rule)
-        assert other == decode_plan.Plan("matvec", {**rule.config, "GATHER_ROWS": True})
+        assert other == other_turn(rule)
         assert repr(other.as_dict()) in decode_plan.plain_key(rows, 1000, 1000, dtype, False,
                                                               rule)
         assert other in decode_plan.candidates(rows, 1000, 1000, dtype, sms)
-    two = decode_plan.rule(2, 1000, 1000, dtype, sms)
-    other = decode_plan.other_plan(2, 1000, 1000, dtype, sms, two)
-    assert two.kind != "matvec" or two.config["GATHER_ROWS"]
-    assert other is None or other.kind != "matvec"
-    turned = decode_plan.Plan("matvec", {**two.config, "GATHER_ROWS": False})
-    assert two.kind != "matvec" or turned in decode_plan.candidates(2, 1000, 1000, dtype, sms)
+    for rows in (2, 5, 8):
+        rule = decode_plan.rule(rows, 1000, 1000, dtype, sms)
+        other = decode_plan.other_plan(rows, 1000, 1000, dtype, sms, rule)
+        if rule.kind != "matvec":
+            continue
+        assert rule.config["ROW_LOOP"] and rule.config["GATHER_ROWS"]
+        assert other_turn(rule) in decode_plan.candidates(rows, 1000, 1000, dtype, sms)
+        if dtype == torch.float32:
+            assert other == other_turn(rule)
+        else:
+            assert rows == 2 and other.kind == "gemv"
 
 
 def test_a_plain_verdict_holds_for_the_row_count_it_was_timed_at(device):

@@ -672,12 +672,17 @@ def other_plan(rows: int, N: int, K: int, dtype: torch.dtype, sms: int | None,
     took d = 1024 fp32 stacks at 4 rows 3.5% faster and d = 768 3.5% slower, lone 4096 x
     14336 from 87% to 76% of copy and 2048^2 from 66% to 67% (H200, notes/kernels.md, session
     105); at 3 rows it took lone fp32 projections of 44-256 MB 2-4% faster (4096 x 14336 60.0
-    -> 57.8 us) and a d = 1024 stack 2% slower (session 106). Else None."""
+    -> 57.8 us) and a d = 1024 stack 2% slower (session 106). In fp32 the other turn wherever
+    the rule's plan is the row loop: at 8 rows, where gathering took d = 1024 stacks 12%
+    faster, lone 1024^2 ran 3.08 us turned against 3.51 on the rule's plan (session 106).
+    Else None."""
     if chosen.kind != "gemv":
         config = chosen.config
-        if chosen.kind == "matvec" and config.get("ROW_LOOP") and not config.get("GATHER_ROWS"):
-            return Plan("matvec", {**config, "GATHER_ROWS": True})  # 3-4 rows: split verdicts
-        if torch.finfo(dtype).bits > 16:  # on every plain call: cheap tests first
+        fp32 = torch.finfo(dtype).bits > 16
+        if (chosen.kind == "matvec" and config.get("ROW_LOOP")
+                and (fp32 or not config.get("GATHER_ROWS"))):  # verdicts split by shape
+            return Plan("matvec", {**config, "GATHER_ROWS": not config.get("GATHER_ROWS")})
+        if fp32:  # on every plain call: cheap tests first
             if chosen.kind == "dot" and 5 <= rows <= 8:  # the row loop the rule left
                 return Plan("matvec", matvec_config(rows, N, K, 4))
             return None
@@ -743,12 +748,12 @@ def plain_plan(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
     1800 bf16 at 2-12 rows: 0.82-0.85x, notes/kernels.md, session 41). A one- or two-row GEMV
     is also timed against its other plan (other_plan; at 3-16 rows a split-K plan against K
     cut into slices of equal width or the weight-left tile against the x-left one, in fp32
-    at 5-8 rows tf32x3 against the row loop, at 3-4 rows the row loop's two turns): plain,
-    the largest one-row projections read at the copy rate a program a row block and lost 9%
-    persistent, where with a norm or SwiGLU they gained 5-14% (H200, notes/kernels.md,
-    session 61). Where nothing may be timed (a capture, the interpreter,
-    TILEGRAPH_AUTOTUNE=0) or the weight's copies do not fit in memory, the rule's plan
-    runs."""
+    at 5-8 rows tf32x3 against the row loop, the row loop's two turns where the rule's plan is
+    the row loop in fp32 or at 3-4 16-bit rows): plain, the largest one-row projections read
+    at the copy rate a program a row block and lost 9% persistent, where with a norm or
+    SwiGLU they gained 5-14% (H200, notes/kernels.md, session 61). Where nothing may be
+    timed (a capture, the interpreter, TILEGRAPH_AUTOTUNE=0) or the weight's copies do not
+    fit in memory, the rule's plan runs."""
     rows, K = x.shape
     N = weight.shape[0]
     if (_tuned.lookup(tuned_key(rows, N, K, weight.dtype)) is not None
