@@ -534,6 +534,31 @@ def test_a_plain_verdict_holds_for_the_row_count_it_was_timed_at(device):
         assert_close(tg.linear(x, w, out=out), linear_ref(x.double(), w.double()), fp32)
 
 
+def test_a_step_verdict_holds_for_the_row_count_it_was_timed_at(device):
+    """Steps of 3 and 4 rows share `tilegraph tune`'s plan (one rows bucket) but each keeps
+    its own step's verdicts (that the rule's plan wins, that a tile leaves its K loop out),
+    whichever was timed last; a row count no step timed takes its bucket's latest.
+    (Tuners keep what they record for the process: a shape no other test records.)"""
+    bf16, dev = torch.bfloat16, torch.device(device)
+    gemv = decode_plan.Plan("gemv", gemv_config(112, 384))
+    decode_plan.record(4, 112, 384, bf16, gemv)
+    rule = decode_plan.rule(3, 112, 384, bf16, decode_plan.sm_count(dev))
+    assert rule != gemv
+    for rows, rule_wins in ((3, True), (4, False)):
+        decode_plan.set_step_rule(rows, 112, 384, bf16, rule_wins)
+        decode_plan.set_one_step(rows, 112, 384, bf16, not rule_wins)
+    assert decode_plan.plan(3, 112, 384, bf16, dev) == rule
+    assert decode_plan.plan(4, 112, 384, bf16, dev) == gemv
+    assert [decode_plan.runs_one_step(rows, 112, 384, bf16) for rows in (3, 4)] == [False, True]
+    decode_plan.set_step_rule(3, 112, 384, bf16, True)  # timed last: the bucket's latest
+    assert decode_plan.plan(4, 112, 384, bf16, dev) == gemv
+    assert decode_plan.step_takes_rule(4, 112, 400, bf16) is False
+    decode_plan.set_step_rule(3, 112, 400, bf16, True)
+    assert decode_plan.step_takes_rule(4, 112, 400, bf16)
+    x, w, b, g, r, ref = _parts(3, 112, 384, bf16, device)
+    assert_close(tg.linear(x, w, b, norm_weight=g, activation="gelu", residual=r), ref, bf16)
+
+
 def test_a_tuned_gemv_runs_two_to_four_rows(device):
     """`tilegraph tune` may keep the one-row GEMV's tile for 2-4 rows (_gemv_rows_kernel),
     which tg.linear then runs; the late release is a one-row choice; a tile with a tail

@@ -425,21 +425,43 @@ def tuned_key(rows: int, N: int, K: int, dtype: torch.dtype) -> tuple:
     return (rows_bucket(rows), N, K, str(dtype).removeprefix("torch."))
 
 
-# Shapes whose `tilegraph tune` plan lost to the rule's in a model's decode step, by
-# tuned_key: chosen by timing the step (tune.tune_tuned_plans_in_step_once). A plan timed
-# alone can lose beside the kernels that overlap it under PDL: TinyLlama's q|k|v and gate/up
-# plans tuned at 8 rows, 1.16x and 1.13x faster alone, made its batch-8 step 7% and 10%
-# slower (H200, notes/models.md, session 67).
+def rows_key(rows: int, N: int, K: int, dtype: torch.dtype) -> tuple:
+    """The key of a verdict timed at `rows` rows, which holds for that row count (not its
+    rows bucket: plain_key's, session 106)."""
+    return (rows, N, K, str(dtype).removeprefix("torch."))
+
+
+def record_step_verdict(store: Tuner, rows: int, N: int, K: int, dtype: torch.dtype,
+                        verdict: dict) -> None:
+    """Record a verdict timed in a decode step of `rows` rows, here and on disk: under that
+    row count, and under its rows bucket for row counts of the bucket no step timed (a
+    generator's steps of 3 and 4 rows are each timed, and under the bucket alone the later
+    verdict was read by both)."""
+    store.record(("rows", *rows_key(rows, N, K, dtype)), verdict)
+    store.record(tuned_key(rows, N, K, dtype), verdict)
+
+
+def step_verdict(store: Tuner, rows: int, N: int, K: int, dtype: torch.dtype) -> dict | None:
+    """The verdict a step of these rows timed, else the latest one of its rows bucket."""
+    saved = store.lookup(("rows", *rows_key(rows, N, K, dtype)))
+    return saved if saved is not None else store.lookup(tuned_key(rows, N, K, dtype))
+
+
+# Shapes whose `tilegraph tune` plan lost to the rule's in a model's decode step
+# (record_step_verdict): chosen by timing the step (tune.tune_tuned_plans_in_step_once). A
+# plan timed alone can lose beside the kernels that overlap it under PDL: TinyLlama's q|k|v
+# and gate/up plans tuned at 8 rows, 1.16x and 1.13x faster alone, made its batch-8 step 7%
+# and 10% slower (H200, notes/models.md, session 67).
 _step_rule = Tuner("linear-decode-step-rule", [{}])
 
 
 def set_step_rule(rows: int, N: int, K: int, dtype: torch.dtype, rule_wins: bool) -> None:
-    """Record, here and on disk, whether this shape's tuned plan gives way to the rule's."""
-    _step_rule.record(tuned_key(rows, N, K, dtype), {"rule": rule_wins})
+    """Record whether this shape's tuned plan gives way to the rule's at these rows."""
+    record_step_verdict(_step_rule, rows, N, K, dtype, {"rule": rule_wins})
 
 
 def step_takes_rule(rows: int, N: int, K: int, dtype: torch.dtype) -> bool:
-    saved = _step_rule.lookup(tuned_key(rows, N, K, dtype))
+    saved = step_verdict(_step_rule, rows, N, K, dtype)
     return saved is not None and bool(saved.get("rule"))
 
 
@@ -451,21 +473,20 @@ def tuned_differs(rows: int, N: int, K: int, dtype: torch.dtype,
 
 
 # Tensor-core projections whose whole-slice tile compiles its K loop out (the config's
-# "ONE_STEP", _dot_rows.COMPILE_ONE_STEP), by tuned_key: chosen by timing a model's whole
-# step (tune.tune_one_step_in_step_once). Fewer registers a thread made TinyLlama's batch-8
-# step 1.7% faster and a 1024-wide model's 2% slower; alone the same tiles lost up to 8.5%
-# (H200, notes/kernels.md, session 96).
+# "ONE_STEP", _dot_rows.COMPILE_ONE_STEP; record_step_verdict): chosen by timing a model's
+# whole step (tune.tune_one_step_in_step_once). Fewer registers a thread made TinyLlama's
+# batch-8 step 1.7% faster and a 1024-wide model's 2% slower; alone the same tiles lost up
+# to 8.5% (H200, notes/kernels.md, session 96).
 _one_step = Tuner("linear-decode-one-step", [{}])
 
 
 def set_one_step(rows: int, N: int, K: int, dtype: torch.dtype, one_step: bool) -> None:
-    """Record, here and on disk, whether this shape's whole-slice tile at these rows leaves
-    its K loop out."""
-    _one_step.record(tuned_key(rows, N, K, dtype), {"one_step": one_step})
+    """Record whether this shape's whole-slice tile at these rows leaves its K loop out."""
+    record_step_verdict(_one_step, rows, N, K, dtype, {"one_step": one_step})
 
 
 def runs_one_step(rows: int, N: int, K: int, dtype: torch.dtype) -> bool:
-    saved = _one_step.lookup(tuned_key(rows, N, K, dtype))
+    saved = step_verdict(_one_step, rows, N, K, dtype)
     return saved is not None and bool(saved.get("one_step"))
 
 
@@ -633,8 +654,7 @@ def plain_key(rows: int, N: int, K: int, dtype: torch.dtype, has_bias: bool,
     verdict reached without it is timed again)."""
     other = other_plan(rows, N, K, dtype, None, rule_plan) if rule_plan.kind != "gemv" else None
     others = (repr(other.as_dict()),) if other is not None else ()
-    return (rows, N, K, str(dtype).removeprefix("torch."), has_bias,
-            repr(rule_plan.as_dict()), *others)
+    return (*rows_key(rows, N, K, dtype), has_bias, repr(rule_plan.as_dict()), *others)
 
 
 def other_gemv_launch(N: int, K: int, config: dict) -> dict:
