@@ -279,28 +279,33 @@ def test_attention_launch_is_chosen_in_the_decode_step(hf, monkeypatch):
 
 
 @pytest.mark.gpu
-def test_tuned_projection_plans_are_checked_in_the_decode_step(hf, monkeypatch):
+@pytest.mark.parametrize("sizes", [(2,), (3, 4)])
+def test_tuned_projection_plans_are_checked_in_the_decode_step(hf, monkeypatch, sizes):
     """With timing on, a projection whose `tilegraph tune` plan differs from the rule's (here
     another of tune's candidates) is timed in the model's step against the rule's, the choice
-    recorded for the step, and the graphs decode as transformers does with it."""
+    recorded for the step, and the graphs decode as transformers does with it. Steps of 3
+    and 4 rows share the tuned plan (one rows bucket) and each keeps its own choice."""
     monkeypatch.setenv("TILEGRAPH_AUTOTUNE", "1")
     for store in (decode_plan._tuned, decode_plan._step_rule, tune.tuned_plans_in_step):
         monkeypatch.setattr(store, "_memo", {})
     model = Llama.from_hf(hf, device="cuda")
     layer, c = model.layers[0], model.local
-    qkv, sms = tuple(layer.wqkv.shape), sm_count(model.device)
-    rule = decode_plan.rule(2, *qkv, model.dtype, sms)
-    tuned = next(p for p in decode_plan.candidates(2, *qkv, model.dtype, sms) if p != rule)
-    decode_plan.record(2, *qkv, model.dtype, tuned)
+    qkv, sms, rows = tuple(layer.wqkv.shape), sm_count(model.device), max(sizes)
+    rules = {size: decode_plan.rule(size, *qkv, model.dtype, sms) for size in sizes}
+    tuned = next(p for p in decode_plan.candidates(rows, *qkv, model.dtype, sms)
+                 if p.kind != "gemv" and p not in rules.values())
+    decode_plan.record(rows, *qkv, model.dtype, tuned)
     said = []
-    generator = tg.Generator(model, max_batch=2, max_seq=48, sizes=(2,), progress=said.append)
-    assert "checking the tuned plans of q|k|v in the batch-2 step" in said
-    chosen = tune.tuned_plans_in_step.lookup((2, c.n_heads, c.n_kv_heads, c.head_dim, 48,
-                                              str(model.dtype), c.dim, c.ffn_dim,
-                                              c.n_layers, c.vocab_size))
-    assert chosen is not None and chosen["rule"] in ([], ["q|k|v"])
-    assert decode_plan.plan(2, *qkv, model.dtype, model.device) == (
-        rule if chosen["rule"] else tuned)
+    generator = tg.Generator(model, max_batch=rows, max_seq=48, sizes=sizes,
+                             progress=said.append)
+    for size in sizes:
+        assert f"checking the tuned plans of q|k|v in the batch-{size} step" in said
+        chosen = tune.tuned_plans_in_step.lookup((size, c.n_heads, c.n_kv_heads, c.head_dim,
+                                                  48, str(model.dtype), c.dim, c.ffn_dim,
+                                                  c.n_layers, c.vocab_size))
+        assert chosen is not None and chosen["rule"] in ([], ["q|k|v"])
+        assert decode_plan.plan(size, *qkv, model.dtype, model.device) == (
+            rules[size] if chosen["rule"] else tuned)
     prompts = [torch.randint(0, 67, (n,)).tolist() for n in (5, 9)]
     assert generator.generate(prompts, 8) == [_hf_greedy(hf, p, 8) for p in prompts]
 
