@@ -261,6 +261,35 @@ def test_checkpoint_missing_a_weight_is_refused(tmp_path):
     save_file(state, tmp_path / "model.safetensors")
     with pytest.raises(ValueError, match="layers.1.w_down"):
         Llama.from_hf(tmp_path)
+    state.pop("model.layers.0.post_attention_layernorm.weight")   # a norm, folded on load
+    save_file(state, tmp_path / "model.safetensors")
+    with pytest.raises(ValueError, match="layers.0.mlp_norm"):
+        Llama.from_hf(tmp_path)
+
+
+def test_norm_weights_are_folded_into_the_projections_after_them():
+    """wqkv and w_gate_up hold the checkpoint's weights times its norm weights (columns),
+    and the norms keep one value, ones, which the decode kernels read once."""
+    from tilegraph.kernels._norm_weight import is_one_value
+
+    hf = random_hf_model("tiny-llama3", scale=2.0)
+    model = Llama.from_hf(hf)
+    for ours, theirs in zip(model.layers, hf.model.layers, strict=True):
+        assert is_one_value(ours.attn_norm) and is_one_value(ours.mlp_norm)
+        assert torch.equal(ours.attn_norm, torch.ones_like(ours.attn_norm))
+        g = theirs.post_attention_layernorm.weight
+        assert not torch.equal(g, torch.ones_like(g))   # random_hf_model's: a real test
+        gate_rows = ours.w_gate_up[0::2]   # tg.interleave_gate_up: (gate_0, up_0, ...)
+        torch.testing.assert_close(gate_rows, theirs.mlp.gate_proj.weight * g, rtol=0, atol=0)
+        v_rows = ours.wqkv[-theirs.self_attn.v_proj.weight.shape[0]:]
+        g = theirs.input_layernorm.weight
+        torch.testing.assert_close(
+            v_rows.sort(dim=0).values, (theirs.self_attn.v_proj.weight * g).sort(dim=0).values,
+            rtol=0, atol=0)   # each head's rows in interleave_rotary_pairs order
+    assert not any("norm" in name and name != "norm" for name in model.state_dict())
+    model.to(torch.bfloat16)   # a conversion writes every element: the norms are made anew
+    assert is_one_value(model.layers[1].attn_norm) and is_one_value(model.layers[1].mlp_norm)
+    assert model.layers[1].mlp_norm.dtype == torch.bfloat16
 
 
 def test_bad_token_ids_are_refused():

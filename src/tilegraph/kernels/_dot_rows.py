@@ -24,6 +24,7 @@ from ._l2_prefetch import prefetch_lines
 from ._launch import ASSUMED_SM_COUNT, sm_count, weight_alignment
 from ._matvec import rows_epilogue
 from ._norm_handoff import parts_block
+from ._norm_weight import is_one_value, norm_weight_at
 from ._rotary_store import NO_ROTARY
 from ._split_workspace import plan_split
 
@@ -59,17 +60,18 @@ REDO_K = tl.constexpr(32)
 @triton.jit
 def _dot_rows_step(acc, sum_sq, w, x_ptrs, norm_w_ptr, offs_m, offs_k, M, k0, k_stop,
                    DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr, W_LHS: tl.constexpr,
-                   NORM_IN_LOOP: tl.constexpr):
+                   NORM_IN_LOOP: tl.constexpr, NORM_SCALAR: tl.constexpr = False):
     """Fold weight tile w (BLOCK_N, BLOCK_K), columns k0 + offs_k (those below k_stop), into
     acc (BLOCK_M, BLOCK_N), or into acc (BLOCK_N, BLOCK_M) with the weight as the mma's
     left operand (W_LHS). NORM_IN_LOOP: x * g goes to the mma, and the rows' sums of x^2
-    over these columns into sum_sq (BLOCK_M,)."""
+    over these columns into sum_sq (BLOCK_M,); NORM_SCALAR: g is one value
+    (_norm_weight.py)."""
     k_mask = offs_k < k_stop - k0
     x = tl.load(x_ptrs + k0, mask=(offs_m < M)[:, None] & k_mask[None, :], other=0.0)
     if NORM_IN_LOOP:
         x = x.to(tl.float32)
         sum_sq += tl.sum(x * x, axis=1)
-        g = tl.load(norm_w_ptr + k0 + offs_k, mask=k_mask, other=0.0).to(tl.float32)
+        g = norm_weight_at(norm_w_ptr, k0 + offs_k, k_mask, NORM_SCALAR)
         x = x * g[None, :]
     if NORM_IN_LOOP and w.dtype == tl.float16:
         # x * g, unnormalised, may pass fp16's 65504 (rows near its top, |g| > 1): a row
@@ -97,12 +99,14 @@ def _dot_rows_step(acc, sum_sq, w, x_ptrs, norm_w_ptr, offs_m, offs_k, M, k0, k_
 
 @triton.jit
 def _norm_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, norm_w_ptr, K, eps,
-                      PDL: tl.constexpr, BLOCK_K: tl.constexpr):
+                      PDL: tl.constexpr, BLOCK_K: tl.constexpr,
+                      NORM_SCALAR: tl.constexpr = False):
     """y_m = x_m / sqrt(mean_k x_mk^2 + eps) * g in y's dtype, one program a row: the input
     of the tensor-core kernel where a norm prologue is asked for. Scaling x inside that
     kernel's K loop keeps Triton from pipelining x's loads into the mma (a norm prologue
     there made a 2048 x 2048 bf16 linear 1.7x slower in a chain on H100); this kernel costs
-    a launch, which PDL overlaps with the previous one."""
+    a launch, which PDL overlaps with the previous one. NORM_SCALAR: g is one value
+    (_norm_weight.py)."""
     if PDL:
         tl.extra.cuda.gdc_wait()               # x is final
         tl.extra.cuda.gdc_launch_dependents()  # the projection may start streaming weights
@@ -113,7 +117,7 @@ def _norm_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, norm_w_ptr, K, eps,
         k_mask = offs_k < K
         x = tl.load(x_row + offs_k, mask=k_mask, other=0.0).to(tl.float32)
         # with x, before the sum's cross-warp barrier, which a load after it cannot pass
-        g = tl.load(norm_w_ptr + offs_k, mask=k_mask, other=0.0).to(tl.float32)
+        g = norm_weight_at(norm_w_ptr, offs_k, k_mask, NORM_SCALAR)
         rstd = tl.rsqrt(tl.sum(x * x) / K + eps)
         tl.store(y_row + offs_k, (x * rstd * g).to(y_ptr.dtype.element_ty), mask=k_mask)
     else:
@@ -125,7 +129,7 @@ def _norm_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, norm_w_ptr, K, eps,
         for k0 in range(0, K, BLOCK_K):
             k_mask = offs_k < K - k0
             x = tl.load(x_row + k0 + offs_k, mask=k_mask, other=0.0).to(tl.float32)
-            g = tl.load(norm_w_ptr + k0 + offs_k, mask=k_mask, other=0.0).to(tl.float32)
+            g = norm_weight_at(norm_w_ptr, k0 + offs_k, k_mask, NORM_SCALAR)
             tl.store(y_row + k0 + offs_k, (x * rstd * g).to(y_ptr.dtype.element_ty),
                      mask=k_mask)
 
@@ -215,7 +219,8 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, h_ptr, stride_hm, w_ptr
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                      W_LHS: tl.constexpr = False, ALIGN: tl.constexpr = 1,
                      EVEN_SPLIT: tl.constexpr = True, ONE_STEP: tl.constexpr = False,
-                     L2_TILES: tl.constexpr = 0):
+                     L2_TILES: tl.constexpr = 0, NORM_SCALAR: tl.constexpr = False,
+                     NEXT_NORM_SCALAR: tl.constexpr = False):
     """y_mn = act(rstd_m sum_k x_mk W_nk + b_n) + r_mn for M <= BLOCK_M rows and BLOCK_N
     outputs a program, rstd_m = 1 where no norm is asked for. A norm prologue comes from
     _norm_rows_kernel, launched just before (x is then normalised, rstd_m = 1), or is
@@ -248,6 +253,8 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, h_ptr, stride_hm, w_ptr
 
     ONE_STEP: every slice is one BLOCK_K step, and the K loop is left out (the config's
     "ONE_STEP", COMPILE_ONE_STEP).
+
+    NORM_SCALAR, NEXT_NORM_SCALAR: g, g_next is one value (_norm_weight.py).
 
     ALIGN: K, K_SPLIT and stride_wn arrive divided by it (_launch.weight_alignment).
 
@@ -287,7 +294,7 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, h_ptr, stride_hm, w_ptr
                 other=0.0)
     next_g = tl.zeros([BLOCK_N], tl.float32)
     if HAND_OVER:  # a weight too: read before the wait, off the epilogue's chain
-        next_g = tl.load(next_norm_w_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)
+        next_g = norm_weight_at(next_norm_w_ptr, offs_n, n_mask, NEXT_NORM_SCALAR)
     if PREFETCH_WEIGHT:
         if L2_TILES > 0:
             _slice_into_l2(w_ptr, offs_n, n_mask, stride_wn, k_start + BLOCK_K, k_stop,
@@ -303,14 +310,14 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, h_ptr, stride_hm, w_ptr
     sum_sq = tl.zeros([BLOCK_M], tl.float32)
     acc, sum_sq = _dot_rows_step(acc, sum_sq, w, x_ptrs, norm_w_ptr, offs_m, offs_k, M,
                                  k_start, k_stop, DOT_PRECISION, UPCAST_DOT, W_LHS,
-                                 NORM_IN_LOOP)
+                                 NORM_IN_LOOP, NORM_SCALAR)
     if not ONE_STEP:  # a loop never run still holds its registers (COMPILE_ONE_STEP)
         for k0 in range(k_start + BLOCK_K, k_stop, BLOCK_K):
             w = tl.load(w_ptrs + k0, mask=n_mask[:, None] & (offs_k < k_stop - k0)[None, :],
                         other=0.0)
             acc, sum_sq = _dot_rows_step(acc, sum_sq, w, x_ptrs, norm_w_ptr, offs_m, offs_k,
                                          M, k0, k_stop, DOT_PRECISION, UPCAST_DOT, W_LHS,
-                                         NORM_IN_LOOP)
+                                         NORM_IN_LOOP, NORM_SCALAR)
     if REDO_OVERFLOW:
         # NaN fails the comparison as inf does; finite products cost only this count.
         not_finite = tl.sum(tl.sum(tl.where(tl.abs(acc) < float("inf"), 0, 1), axis=1), axis=0)
@@ -324,7 +331,7 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, h_ptr, stride_hm, w_ptr
                                  mask=n_mask[:, None] & (offs_r < k_stop - k0)[None, :], other=0.0)
                 acc, sum_sq = _dot_rows_step(acc, sum_sq, w_part, h_ptrs, norm_w_ptr, offs_m,
                                              offs_r, M, k0, k_stop, DOT_PRECISION, UPCAST_DOT,
-                                             W_LHS, True)
+                                             W_LHS, True, NORM_SCALAR)
     if W_LHS:
         acc = tl.trans(acc)
 
@@ -408,7 +415,8 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
         x_normed = torch.empty((M, K), dtype=weight.dtype, device=x.device)
         block_k, warps = norm_rows_config(K)
         _norm_rows_kernel[(M,)](x_normed, x_normed.stride(0), x, x.stride(0), norm_weight, K,
-                                eps, PDL=pdl, BLOCK_K=block_k, num_warps=warps,
+                                eps, PDL=pdl, BLOCK_K=block_k,
+                                NORM_SCALAR=is_one_value(norm_weight), num_warps=warps,
                                 **({"launch_pdl": True} if pdl else {}))
         x, norm_weight = x_normed, None
     precision = config.pop("DOT_PRECISION", "tf32x3")
@@ -444,5 +452,6 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
         HAND_OVER=hand_over is not None, NORM_IN_LOOP=in_loop,
         REDO_OVERFLOW=handed is not None and weight.dtype == torch.float16,
         BLOCK_M=DOT_ROWS, ALIGN=align, EVEN_SPLIT=even, ONE_STEP=one_step, L2_TILES=l2_tiles,
-        **config,
+        NORM_SCALAR=is_one_value(norm_weight),
+        NEXT_NORM_SCALAR=hand_over is not None and is_one_value(next_norm_weight), **config,
         **({"launch_pdl": True} if pdl else {}))

@@ -17,13 +17,15 @@ from .._runtime import INTERPRET
 from ._activation import apply_activation, swiglu_pairs
 from ._l2_prefetch import prefetch_lines
 from ._launch import ASSUMED_SM_COUNT, launch, resident_launch, sm_count, weight_alignment
+from ._norm_weight import is_one_value, norm_weight_at
 from ._rotary_store import NO_ROTARY, rotary_inputs, rotary_store
 
 
 @triton.jit
 def _matvec_step(acc, sum_sq, x_ptr, stride_xm, w, norm_w_ptr, offs_m, offs_k, M, k0, K,
                  HAS_NORM: tl.constexpr, BLOCK_M: tl.constexpr, ROW_LOOP: tl.constexpr,
-                 GATHER_ROWS: tl.constexpr, X_CACHE: tl.constexpr):
+                 GATHER_ROWS: tl.constexpr, X_CACHE: tl.constexpr,
+                 NORM_SCALAR: tl.constexpr = False):
     """Fold one (BLOCK_N, BLOCK_K) weight tile into the (BLOCK_M, BLOCK_N) accumulator.
 
     One row (BLOCK_M == 1) is applied as a vector in the tile's own layout: a 2-D x tile and
@@ -35,11 +37,11 @@ def _matvec_step(acc, sum_sq, x_ptr, stride_xm, w, norm_w_ptr, offs_m, offs_k, M
     over K leave them in, and turned to the accumulator's layout once a step; else each row's
     sum is turned on its own (shared memory and barriers each). X_CACHE is the cache
     modifier of the x loads (".cg" reads x from L2 when other programs of a running grid
-    wrote it).
+    wrote it). NORM_SCALAR: the norm weight is one value (_norm_weight.py).
     """
     k_mask = offs_k < K - k0
     if HAS_NORM:
-        g = tl.load(norm_w_ptr + k0 + offs_k, mask=k_mask, other=0.0).to(tl.float32)
+        g = norm_weight_at(norm_w_ptr, k0 + offs_k, k_mask, NORM_SCALAR)
     if BLOCK_M == 1:  # one vector in the weight tile's own layout: no 2-D detour
         x1 = tl.load(x_ptr + k0 + offs_k, mask=k_mask, other=0.0,
                      cache_modifier=X_CACHE).to(tl.float32)                   # (BK,)
@@ -126,7 +128,7 @@ def _matvec_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
                    ACTIVATION: tl.constexpr, PREFETCH_WEIGHT: tl.constexpr,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                    ROW_LOOP: tl.constexpr, GATHER_ROWS: tl.constexpr = False,
-                   ALIGN: tl.constexpr = 1):
+                   ALIGN: tl.constexpr = 1, NORM_SCALAR: tl.constexpr = False):
     """y_mn = act(rstd_m * sum_k x_mk g_k W_nk + b_n) + r_mn for BLOCK_N outputs a program,
     with rstd_m = 1 / sqrt(mean_k x_mk^2 + eps) gathered in the same pass over K.
 
@@ -140,7 +142,8 @@ def _matvec_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
     still be running during the prefetch (_pdl.py checks that it does not write W).
 
     ALIGN: K and stride_wn arrive divided by it (_launch.weight_alignment; not under
-    ROW_LOOP, launch_matvec says why).
+    ROW_LOOP, launch_matvec says why). NORM_SCALAR: the norm weight is one value
+    (_norm_weight.py).
     """
     K = K * ALIGN
     stride_wn = stride_wn * ALIGN
@@ -158,12 +161,13 @@ def _matvec_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
         tl.extra.cuda.gdc_wait()               # x and the epilogue inputs are now final
         tl.extra.cuda.gdc_launch_dependents()  # only now may the next kernel prefetch
     acc, sum_sq = _matvec_step(acc, sum_sq, x_ptr, stride_xm, w_first, norm_w_ptr, offs_m,
-                               offs_k, M, 0, K, HAS_NORM, BLOCK_M, ROW_LOOP, GATHER_ROWS, "")
+                               offs_k, M, 0, K, HAS_NORM, BLOCK_M, ROW_LOOP, GATHER_ROWS, "",
+                               NORM_SCALAR)
     for k0 in range(BLOCK_K, K, BLOCK_K):
         w = tl.load(w_ptrs + k0, mask=n_mask[:, None] & (offs_k < K - k0)[None, :], other=0.0)
         acc, sum_sq = _matvec_step(acc, sum_sq, x_ptr, stride_xm, w, norm_w_ptr, offs_m,
                                    offs_k, M, k0, K, HAS_NORM, BLOCK_M, ROW_LOOP, GATHER_ROWS,
-                                   "")
+                                   "", NORM_SCALAR)
 
     rows_epilogue(acc, sum_sq, y_ptr, stride_ym, bias_ptr, res_ptr, stride_rm, rotary, offs_m,
                   offs_n, M, N, K, eps, HAS_NORM, HAS_BIAS, HAS_RESIDUAL, ACTIVATION, BLOCK_M,
@@ -171,8 +175,10 @@ def _matvec_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
 
 
 @triton.jit
-def _gemv_inputs(x_ptr, norm_w_ptr, cols, k0, K, HAS_NORM: tl.constexpr):
-    """x and the norm weights (ones without a norm) at columns k0 + cols, in fp32. Loaded
+def _gemv_inputs(x_ptr, norm_w_ptr, cols, k0, K, HAS_NORM: tl.constexpr,
+                 NORM_SCALAR: tl.constexpr = False):
+    """x and the norm weights (ones without a norm; NORM_SCALAR: its one value, _norm_weight.py)
+    at columns k0 + cols, in fp32. Loaded
     before any reduction of the tile: a cross-warp sum ends in a barrier that no load after
     it may pass, so a load placed after one would cost a second round trip. The norm weights
     are read after the wait although they are constant: read with the weight tile before
@@ -182,7 +188,7 @@ def _gemv_inputs(x_ptr, norm_w_ptr, cols, k0, K, HAS_NORM: tl.constexpr):
     x = tl.load(x_ptr + k0 + cols, mask=k_mask, other=0.0).to(tl.float32)   # (1, S, C)
     g = tl.full(cols.shape, 1.0, tl.float32)
     if HAS_NORM:
-        g = tl.load(norm_w_ptr + k0 + cols, mask=k_mask, other=0.0).to(tl.float32)
+        g = norm_weight_at(norm_w_ptr, k0 + cols, k_mask, NORM_SCALAR)
     return x, g
 
 
@@ -219,7 +225,7 @@ def _gemv_block(w, w_tail, block, y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bi
                 HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
                 ACTIVATION: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT: tl.constexpr,
                 CHUNK: tl.constexpr, TAIL: tl.constexpr, RELEASE_AFTER_INPUTS: tl.constexpr,
-                ONE_TILE: tl.constexpr = False):
+                ONE_TILE: tl.constexpr = False, NORM_SCALAR: tl.constexpr = False):
     """Row block `block` of _gemv_kernel from its tiles already loaded (_gemv_tiles): the rest
     of its row (none where ONE_TILE: the row fits the first tile), the reduction, the
     epilogue and the store."""
@@ -227,14 +233,15 @@ def _gemv_block(w, w_tail, block, y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bi
     n_mask = offs_n < N
     acc = tl.zeros([BLOCK_N], tl.float32)
     sum_sq = 0.0
-    x, g = _gemv_inputs(x_ptr, norm_w_ptr, cols, 0, K, HAS_NORM)
+    x, g = _gemv_inputs(x_ptr, norm_w_ptr, cols, 0, K, HAS_NORM, NORM_SCALAR)
     # The epilogue's inputs as well, before the first reduction's barrier (as _gemv_inputs).
     bias, residual, position, slot, c, s = _gemv_epilogue_inputs(
         offs_n, bias_ptr, res_ptr, rotary, N, HAS_BIAS, HAS_RESIDUAL, ACTIVATION, BLOCK_N)
     if TAIL > 0:
         tail_cols = SPLIT * CHUNK + (tl.arange(0, TAIL)[None, :, None] * CHUNK
                                      + tl.arange(0, CHUNK)[None, None, :])   # (1, T, C)
-        x_tail, g_tail = _gemv_inputs(x_ptr, norm_w_ptr, tail_cols, 0, K, HAS_NORM)
+        x_tail, g_tail = _gemv_inputs(x_ptr, norm_w_ptr, tail_cols, 0, K, HAS_NORM,
+                                      NORM_SCALAR)
         acc, sum_sq = _gemv_fold(acc, sum_sq, w, x, g, HAS_NORM)
         acc, sum_sq = _gemv_fold(acc, sum_sq, w_tail, x_tail, g_tail, HAS_NORM)
     else:
@@ -245,7 +252,7 @@ def _gemv_block(w, w_tail, block, y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bi
         w_ptrs = w_ptr + offs_n[:, None, None].to(tl.int64) * stride_wn + cols  # (BN, S, C)
         for k0 in range(SPLIT * CHUNK, K, SPLIT * CHUNK):
             w = tl.load(w_ptrs + k0, mask=n_mask[:, None, None] & (cols < K - k0), other=0.0)
-            x, g = _gemv_inputs(x_ptr, norm_w_ptr, cols, k0, K, HAS_NORM)
+            x, g = _gemv_inputs(x_ptr, norm_w_ptr, cols, k0, K, HAS_NORM, NORM_SCALAR)
             acc, sum_sq = _gemv_fold(acc, sum_sq, w, x, g, HAS_NORM)
 
     if HAS_NORM:
@@ -350,7 +357,7 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
                  RELEASE_AFTER_INPUTS: tl.constexpr = False,
                  PERSISTENT: tl.constexpr = False, WIDEN: tl.constexpr = False,
                  AHEAD: tl.constexpr = 0, AHEAD_LINE: tl.constexpr = 64,
-                 ONE_TILE: tl.constexpr = False):
+                 ONE_TILE: tl.constexpr = False, NORM_SCALAR: tl.constexpr = False):
     """One row: y_n = act(rstd * sum_k x_k g_k W_nk + b_n) + r_n, BLOCK_N outputs a block,
     rstd = 1 / sqrt(mean_k x_k^2 + eps) gathered in the same pass over K.
 
@@ -383,6 +390,8 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
     ONE_TILE (split tile only): the row fits the first tile, and the loop over the rest of
     K is left out (COMPILE_ONE_TILE).
 
+    NORM_SCALAR: the norm weight is one value, read once (_norm_weight.py).
+
     AHEAD > 0: before its wait each program also asks L2 for AHEAD lines (of AHEAD_LINE
     elements) of the first ahead_lines lines at ahead_ptr, weights of a kernel after this one:
     an output projection runs beside attention, which reads little memory, and what it
@@ -411,10 +420,11 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
             tl.extra.cuda.gdc_launch_dependents()  # only now may the next kernel prefetch
     if PERSISTENT:  # x and the norm's rstd once a program
         # both loaded before the norm's sum of squares, whose barrier a load cannot pass
-        x, g = _gemv_inputs(x_ptr, norm_w_ptr, offs_k, 0, K, HAS_NORM)
+        x, g = _gemv_inputs(x_ptr, norm_w_ptr, offs_k, 0, K, HAS_NORM, NORM_SCALAR)
         x_tail, g_tail = x, g
         if TAIL > 0:
-            x_tail, g_tail = _gemv_inputs(x_ptr, norm_w_ptr, offs_t, 0, K, HAS_NORM)
+            x_tail, g_tail = _gemv_inputs(x_ptr, norm_w_ptr, offs_t, 0, K, HAS_NORM,
+                                          NORM_SCALAR)
         rstd = 1.0
         if HAS_NORM:
             sum_sq = tl.sum(x * x)
@@ -439,7 +449,7 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
         _gemv_block(w, w_tail, block, y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr,
                     res_ptr, rotary, N, K, eps, cols, HAS_NORM, HAS_BIAS, HAS_RESIDUAL,
                     ACTIVATION, BLOCK_N, SPLIT, CHUNK, TAIL,
-                    PREFETCH_WEIGHT and RELEASE_AFTER_INPUTS, ONE_TILE)
+                    PREFETCH_WEIGHT and RELEASE_AFTER_INPUTS, ONE_TILE, NORM_SCALAR)
 
 
 @triton.jit
@@ -452,10 +462,10 @@ def _gemv_row_x(x_ptr, cols, k0, K, rows_left):
 
 @triton.jit
 def _gemv_rows_inputs(x_ptr, stride_xm, norm_w_ptr, cols, k0, K, M, HAS_NORM: tl.constexpr,
-                      BLOCK_M: tl.constexpr):
+                      BLOCK_M: tl.constexpr, NORM_SCALAR: tl.constexpr = False):
     """Every row's x (x2 and x3 repeat x1 at two rows, unused) and the norm weights at
     columns k0 + cols, all loaded before any reduction (_gemv_inputs says why)."""
-    x0, g = _gemv_inputs(x_ptr, norm_w_ptr, cols, k0, K, HAS_NORM)
+    x0, g = _gemv_inputs(x_ptr, norm_w_ptr, cols, k0, K, HAS_NORM, NORM_SCALAR)
     x1 = _gemv_row_x(x_ptr + stride_xm, cols, k0, K, M - 1)
     x2, x3 = x1, x1
     if BLOCK_M > 2:
@@ -607,7 +617,8 @@ def _gemv_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm
                       PREFETCH_WEIGHT: tl.constexpr, BLOCK_M: tl.constexpr,
                       BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, CHUNK: tl.constexpr,
                       ALIGN: tl.constexpr = 1, PERSISTENT: tl.constexpr = False,
-                      NARROW: tl.constexpr = False, ONE_TILE: tl.constexpr = False):
+                      NARROW: tl.constexpr = False, ONE_TILE: tl.constexpr = False,
+                      NORM_SCALAR: tl.constexpr = False):
     """_gemv_kernel's split tile applied to 2-4 rows (BLOCK_M 2 or 4, rows past M masked):
     y_mn = act(rstd_m * sum_k x_mk g_k W_nk + b_n) + r_mn.
 
@@ -632,7 +643,7 @@ def _gemv_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm
             tl.extra.cuda.gdc_wait()               # x and the epilogue inputs are now final
             tl.extra.cuda.gdc_launch_dependents()  # only now may the next kernel prefetch
         x0, x1, x2, x3, g = _gemv_rows_inputs(x_ptr, stride_xm, norm_w_ptr, offs_k, 0, K, M,
-                                              HAS_NORM, BLOCK_M)
+                                              HAS_NORM, BLOCK_M, NORM_SCALAR)
         ss0, ss1, ss2, ss3 = 0.0, 0.0, 0.0, 0.0
         if HAS_NORM:
             ss0, ss1 = tl.sum(x0 * x0), tl.sum(x1 * x1)
@@ -665,7 +676,7 @@ def _gemv_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm
             tl.extra.cuda.gdc_wait()               # x and the epilogue inputs are now final
             tl.extra.cuda.gdc_launch_dependents()  # only now may the next kernel prefetch
         x0, x1, x2, x3, g = _gemv_rows_inputs(x_ptr, stride_xm, norm_w_ptr, cols, 0, K, M,
-                                              HAS_NORM, BLOCK_M)
+                                              HAS_NORM, BLOCK_M, NORM_SCALAR)
         bias, residual, position, slot, c, s = _gemv_rows_epilogue_inputs(
             offs_m, offs_n, bias_ptr, res_ptr, stride_rm, rotary, M, N, HAS_BIAS,
             HAS_RESIDUAL, ACTIVATION, BLOCK_M, BLOCK_N)
@@ -679,7 +690,7 @@ def _gemv_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm
             for k0 in range(SPLIT * CHUNK, K, SPLIT * CHUNK):
                 w = tl.load(w_ptrs + k0, mask=w_mask & (cols < K - k0), other=0.0)
                 x0, x1, x2, x3, g = _gemv_rows_inputs(x_ptr, stride_xm, norm_w_ptr, cols, k0,
-                                                      K, M, HAS_NORM, BLOCK_M)
+                                                      K, M, HAS_NORM, BLOCK_M, NORM_SCALAR)
                 acc0, acc1, acc2, acc3, ss0, ss1, ss2, ss3 = _gemv_rows_fold(
                     acc0, acc1, acc2, acc3, ss0, ss1, ss2, ss3, w, x0, x1, x2, x3, g,
                     HAS_NORM, BLOCK_M)
@@ -993,7 +1004,7 @@ def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
     N = weight.shape[0]
     parts = dict(HAS_NORM=norm_weight is not None, HAS_BIAS=bias is not None,
                  HAS_RESIDUAL=residual is not None, ACTIVATION=activation,
-                 PREFETCH_WEIGHT=pdl)
+                 PREFETCH_WEIGHT=pdl, NORM_SCALAR=is_one_value(norm_weight))
     pdl_option = {"launch_pdl": True} if pdl else {}
     grid = (triton.cdiv(N, config["BLOCK_N"]),)
     # Not under ROW_LOOP: there 16-byte weight loads took 3 rows 3-33% longer than loads an

@@ -31,6 +31,7 @@ from ._checks import (
 from ._dot_rows import DOT_ROWS
 from ._linear_autograd import linear_autograd
 from ._norm_handoff import NormHandoff
+from ._norm_weight import kernel_norm_weight
 from ._ops import custom_op
 from ._pdl import launched, use_pdl
 from .matmul import launch_gemm
@@ -49,7 +50,7 @@ def _launch_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
     res_rows = as_rows(residual) if residual is not None else None
     weight = weight if weight.stride(-1) == 1 else weight.contiguous()
     bias = bias.contiguous() if bias is not None else None
-    norm_weight = norm_weight.contiguous() if norm_weight is not None else None
+    norm_weight = kernel_norm_weight(norm_weight)
     rows, k = x_rows.shape
     if rows <= decode_plan.DECODE_MAX_ROWS:
         fused = norm_weight is not None or activation != "none"
@@ -67,6 +68,7 @@ def _launch_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
     else:
         # tg.decode_layer may pass fp32 rows with 16-bit weights; tensor cores take one dtype.
         x_rows = x_rows.to(weight.dtype)
+        norm_weight = norm_weight.contiguous() if norm_weight is not None else None
         launch_gemm(x_rows, weight.t(), y_rows, norm_weight=norm_weight, eps=norm_eps,
                     bias=bias, activation=activation, residual=res_rows)
 
@@ -92,9 +94,9 @@ def _launch_linear_handoff(x: torch.Tensor, weight: torch.Tensor, bias: torch.Te
     pdl = use_pdl(x.device, early_reads, prefetch_weight)
     hand_over = None
     if next_norm_weight is not None:
-        hand_over = (next_norm_weight.contiguous(), next_x_next, next_parts)
+        hand_over = (kernel_norm_weight(next_norm_weight), next_x_next, next_parts)
     decode_plan.launch(chosen, x_rows, weight if weight.stride(-1) == 1 else weight.contiguous(),
-                       y_rows, norm_weight.contiguous() if norm_weight is not None else None,
+                       y_rows, kernel_norm_weight(norm_weight),
                        norm_eps, bias.contiguous() if bias is not None else None,
                        activation, as_rows(residual) if residual is not None else None, pdl,
                        handed=(x_next, norm_parts) if norm_parts is not None else None,
@@ -150,7 +152,10 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     """act(rms_norm(x) * norm_weight @ weight.T + bias) + residual, fused (see the module).
 
     x (..., K); weight (N, K); bias (N,); norm_weight (K,) turns the RMSNorm prologue on;
-    residual (..., N). All tensors share x's dtype and device. Returns (..., N).
+    residual (..., N). All tensors share x's dtype and device. Returns (..., N). A norm
+    weight expanded from one value (stride 0: `g.expand(K)` of a one-element g, such as the
+    ones a norm leaves where its weight is folded into `weight`'s columns) is read as that
+    one value on the decode path (kernels/_norm_weight.py).
     activation: None, "relu", "gelu", "gelu_tanh", or "swiglu": the rows of weight (and
     bias) interleave gate and up, (gate_0, up_0, gate_1, up_1, ...) (interleave_gate_up
     makes that layout), and the result silu(gate) * up has N // 2 columns, as has residual.

@@ -27,6 +27,7 @@ from ._checks import (
     memory_overlaps,
     prepare_out,
 )
+from ._norm_weight import kernel_norm_weight
 from ._ops import custom_op
 from ._pdl import launched, use_pdl
 from ._rotary_store import rotary_args
@@ -69,7 +70,7 @@ def _launch_linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
                    slots, k_cache, v_cache, n_heads=n_heads, out=out)
         return
     bias = bias.contiguous() if bias is not None else None
-    norm_weight = norm_weight.contiguous() if norm_weight is not None else None
+    norm_weight = kernel_norm_weight(norm_weight)
     chosen = decode_plan.plan(rows, weight.shape[0], k, weight.dtype, x.device, fused=True)
     pdl = use_pdl(x.device, (weight,))
     decode_plan.launch(chosen, x_rows, weight, out.view(rows, -1), norm_weight, norm_eps, bias,
@@ -93,7 +94,8 @@ def linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None 
 
     x (rows, K); weight ((n_heads + 2 kv_heads) * head_dim, K) and bias (its rows): q|k|v,
     each head's rows in interleave_rotary_pairs order; norm_weight (K,) turns the RMSNorm
-    prologue on. k_cache, v_cache (max_batch, kv_heads, max_seq, head_dim); cos, sin fp32
+    prologue on (one expanded from a single value is read as that value, as in tg.linear).
+    k_cache, v_cache (max_batch, kv_heads, max_seq, head_dim); cos, sin fp32
     (max_seq, head_dim / 2); row r is the token at position positions[r] of cache slot
     slots[r] (int tensors (rows,), read on the device: positions must be below max_seq and
     slots below max_batch). Returns q (rows, n_heads, head_dim) in the usual layout, rotated.

@@ -127,13 +127,16 @@ def load_llama(cls, model_or_path, dtype: torch.dtype | None, device,
     device = torch.device(device) if device is not None else stored_device
     model = cls(config, dtype=dtype, device=device, tp=tp)
     params = dict(model.named_parameters(remove_duplicate=False))
+    # each layer's norm weights, folded into its projections once those are loaded
+    norm_names = [f"layers.{i}.{norm}" for i in range(config.n_layers)
+                  for norm in ("attn_norm", "mlp_norm")]
     pieces: dict[str, dict[str, torch.Tensor]] = {}
     unexpected = []
     for name, read in tensors:
         if name.endswith(_IGNORED_SUFFIXES):
             continue
         mapped = _our_name(name)
-        if mapped is None or mapped[0] not in params:
+        if mapped is None or (mapped[0] not in params and mapped[0] not in norm_names):
             unexpected.append(name)
             continue
         target, part = mapped
@@ -147,11 +150,12 @@ def load_llama(cls, model_or_path, dtype: torch.dtype | None, device,
     if not config.tie_embeddings and "lm_head" not in pieces and "embed" in pieces:
         raise ValueError("the checkpoint has no lm_head.weight but its config does not tie "
                          "embeddings (tie_word_embeddings=false)")
-    missing = [name for name in params if name not in pieces
+    missing = [name for name in [*params, *norm_names] if name not in pieces
                and not (name == "lm_head" and config.tie_embeddings)]
     if missing:
         raise ValueError(f"checkpoint lacks weights for: {missing[:8]}"
                          f"{' ...' if len(missing) > 8 else ''}")
+    norms = {name: pieces.pop(name)[""] for name in norm_names}
     for name, parts in pieces.items():
         ordered = [parts[p] for p in sorted(parts, key=lambda p: _ORDER.get(p, 0))]
         if len(ordered) == 1:
@@ -169,5 +173,7 @@ def load_llama(cls, model_or_path, dtype: torch.dtype | None, device,
             raise ValueError(f"{name}: checkpoint shape {tuple(value.shape)} does not match "
                              f"the config's {tuple(target.shape)}")
         target.data.copy_(value)
+    for i, layer in enumerate(model.layers):
+        layer.fold_norms(norms[f"layers.{i}.attn_norm"], norms[f"layers.{i}.mlp_norm"])
     model.tie_lm_head()
     return model.eval()

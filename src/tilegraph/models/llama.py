@@ -9,7 +9,10 @@ tilegraph's kernels.
     logits = model.plain_decode(tokens, positions, cache)   # the same in plain PyTorch ops
 
 Weights are fused at load time (q|k|v with each head's halves interleaved, and gate|up with
-their rows interleaved), so the fast path runs a layer in five kernels: tg.linear_qkv (RMSNorm
+their rows interleaved), and each layer's two RMSNorm weights are folded into the projection
+after them (rms_norm(x) * g @ W.T = rms_norm(x) @ (W * g).T: wqkv and w_gate_up hold W * g,
+rounded once to the model's dtype, and the norms keep ones, as one value expanded, which the
+decode kernels read once). The fast path runs a layer in five kernels: tg.linear_qkv (RMSNorm
 in the prologue of the QKV projection, rotary embedding of q and k and both cache writes in
 its epilogue), tg.decode_attention over each sequence's own length, the output projection with
 the residual add in its epilogue, the gate/up projection with RMSNorm in its prologue and
@@ -66,25 +69,49 @@ def _parameter(*shape, dtype, device, fill: float | None = None) -> nn.Parameter
     return nn.Parameter(data, requires_grad=False)
 
 
+def _folded_norm(dim: int, *, dtype, device) -> torch.Tensor:
+    """The weight a norm keeps once folded into the projection after it: ones, one value
+    expanded to dim (read once by the decode kernels, kernels/_norm_weight.py)."""
+    return torch.ones((), dtype=dtype, device=device).expand(dim)
+
+
 class LlamaLayer(nn.Module):
     """One decoder layer's weights, fused: wqkv = [Wq; Wk; Wv] with the rows of every head
     in tg.interleave_rotary_pairs order (tg.linear_qkv's layout); w_gate_up interleaves the
-    rows of Wgate and Wup (gate_0, up_0, gate_1, ...), the layout of tg.linear's "swiglu"."""
+    rows of Wgate and Wup (gate_0, up_0, gate_1, ...), the layout of tg.linear's "swiglu".
+    The norms' weights are folded into them (fold_norms): attn_norm and mlp_norm are ones,
+    one value expanded to the width (buffers, not in the state dict)."""
 
     def __init__(self, config: LlamaConfig, dtype: torch.dtype, device):
         super().__init__()
         c, kw = config, {"dtype": dtype, "device": device}
         qkv = c.q_dim + 2 * c.kv_dim
-        self.attn_norm = _parameter(c.dim, fill=1.0, **kw)
+        self.register_buffer("attn_norm", _folded_norm(c.dim, **kw), persistent=False)
         self.wqkv = _parameter(qkv, c.dim, **kw)
         self.bqkv = _parameter(qkv, fill=0.0, **kw) if c.qkv_bias else None
         self.wo = _parameter(c.dim, c.q_dim, **kw)
         self.bo = _parameter(c.dim, fill=0.0, **kw) if c.o_bias else None
-        self.mlp_norm = _parameter(c.dim, fill=1.0, **kw)
+        self.register_buffer("mlp_norm", _folded_norm(c.dim, **kw), persistent=False)
         self.w_gate_up = _parameter(2 * c.ffn_dim, c.dim, **kw)
         self.b_gate_up = _parameter(2 * c.ffn_dim, fill=0.0, **kw) if c.mlp_bias else None
         self.w_down = _parameter(c.dim, c.ffn_dim, **kw)
         self.b_down = _parameter(c.dim, fill=0.0, **kw) if c.mlp_bias else None
+
+    def _apply(self, fn, recurse: bool = True):
+        """As nn.Module's (.to(), .cuda(), .half() ...), the norms again ones expanded from one
+        value: a conversion writes every element out."""
+        super()._apply(fn, recurse)
+        kw = {"dtype": self.wqkv.dtype, "device": self.wqkv.device}
+        self.attn_norm = _folded_norm(self.attn_norm.shape[0], **kw)
+        self.mlp_norm = _folded_norm(self.mlp_norm.shape[0], **kw)
+        return self
+
+    @torch.no_grad()
+    def fold_norms(self, attn_norm: torch.Tensor, mlp_norm: torch.Tensor) -> None:
+        """Fold a checkpoint's norm weights (dim,) into the projections that read the
+        normalised rows: wqkv's and w_gate_up's columns times them, rounded once."""
+        self.wqkv.mul_(attn_norm.to(self.wqkv.dtype))
+        self.w_gate_up.mul_(mlp_norm.to(self.w_gate_up.dtype))
 
 
 @dataclass
