@@ -3,11 +3,11 @@
 That is how Llama keeps each layer's two norms once it has folded their weights into the
 projections after them (models/llama.py: rms_norm(x) * g @ W.T = rms_norm(x) @ (W * g).T),
 leaving ones. The decode kernels read such a weight once, as that one value (NORM_SCALAR),
-instead of a vector of it: the one-row GEMV then holds no K values of g beside x (Qwen2-0.5B's
-q|k|v and gate/up tiles 91 -> 80 registers, 5 -> 6 programs an SM; sm_90, Triton 3.6), and
-with Llama's norms folded a Generator's batch-1 step ran 2.0-3.7% faster (TinyLlama, a
-1024-wide model; H200, notes/models.md, session 108). The tiled GEMM of more rows reads a
-contiguous copy.
+instead of a vector of it: the one-row GEMV's small persistent tiles then hold no K values of
+g beside x (Qwen2-0.5B's q|k|v and gate/up 64 -> 56 registers; sm_90, Triton 3.6). With
+Llama's norms folded (and the split tile's g addressed anew, _matvec._gemv_inputs) a
+Generator's batch-1 step ran 2.0-3.7% faster (TinyLlama, a 1024-wide model; H200,
+notes/models.md, session 108). The tiled GEMM of more rows reads a contiguous copy.
 """
 
 from __future__ import annotations
