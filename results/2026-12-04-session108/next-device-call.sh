@@ -3,8 +3,9 @@
 # fresh caches, alternating: the landed tree (A) and the tree with the diff (B), TinyLlama
 # and Qwen2-0.5B at batch 1 (about 8 minutes).
 set -u
-rm -rf /tmp/B && mkdir -p /tmp/B && git archive a901a5e src | tar x -C /tmp/B \
-  && (cd /tmp/B && patch -s -p1 < $PWD/research/norm_value_in_the_epilogue.diff)
+R=$PWD
+rm -rf /tmp/B && mkdir -p /tmp/B && cp -r src /tmp/B/src \
+  && (cd /tmp/B && patch -s -p1 < $R/research/norm_value_in_the_epilogue.diff)
 t() { name=$1; src=$2
   export PYTHONPATH=$src:$PWD/research TILEGRAPH_CACHE_DIR=/tmp/tg-$name TRITON_CACHE_DIR=/tmp/tr-$name
   { timeout 110 python3 research/time_generator.py $name tinyllama,qwen2-0.5b; echo "rc=$?"; } > $OUT/$name.txt 2>&1; }
