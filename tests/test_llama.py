@@ -251,15 +251,20 @@ def test_checkpoint_errors(tmp_path):
         Llama.from_hf(42)
 
 
-def test_checkpoint_missing_a_weight_is_refused(tmp_path):
+def test_checkpoint_missing_a_weight_or_of_a_wrong_shape_is_refused(tmp_path):
     from safetensors.torch import load_file, save_file
 
     hf = random_hf_model("tiny-qwen2")
     hf.save_pretrained(tmp_path)
     state = load_file(tmp_path / "model.safetensors")
-    state.pop("model.layers.1.mlp.down_proj.weight")
+    down = state.pop("model.layers.1.mlp.down_proj.weight")
     save_file(state, tmp_path / "model.safetensors")
     with pytest.raises(ValueError, match="layers.1.w_down"):
+        Llama.from_hf(tmp_path)
+    state["model.layers.1.mlp.down_proj.weight"] = down
+    state["model.layers.0.input_layernorm.weight"] = torch.ones(1)   # would broadcast
+    save_file(state, tmp_path / "model.safetensors")
+    with pytest.raises(ValueError, match=r"layers.0.attn_norm: checkpoint shape \(1,\)"):
         Llama.from_hf(tmp_path)
     state.pop("model.layers.0.post_attention_layernorm.weight")   # a norm, folded on load
     save_file(state, tmp_path / "model.safetensors")

@@ -156,6 +156,10 @@ def load_llama(cls, model_or_path, dtype: torch.dtype | None, device,
         raise ValueError(f"checkpoint lacks weights for: {missing[:8]}"
                          f"{' ...' if len(missing) > 8 else ''}")
     norms = {name: pieces.pop(name)[""] for name in norm_names}
+    for name, value in norms.items():
+        if value.shape != (config.dim,):
+            raise ValueError(f"{name}: checkpoint shape {tuple(value.shape)} does not match "
+                             f"the config's ({config.dim},)")
     for name, parts in pieces.items():
         ordered = [parts[p] for p in sorted(parts, key=lambda p: _ORDER.get(p, 0))]
         if len(ordered) == 1:
