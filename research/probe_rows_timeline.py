@@ -65,7 +65,7 @@ def _timed_rows_kernel(y_ptr, x_ptr, w_ptr, partial_ptr, count_ptr, stamp_ptr, M
     tl.store(partial_ptr + (pid_k * tl.num_programs(0) + pid_n) * BLOCK_N * 16 + tile, acc)
     arrived = tl.atomic_add(count_ptr + pid_n, 1, sem="acq_rel")
     t_counted = _ns(arrived)
-    stamps = stamp_ptr + (pid_k * tl.num_programs(0) + pid_n) * 6
+    stamps = stamp_ptr + (pid_k * tl.num_programs(0) + pid_n) * 5
     t_done = t_counted * 0
     if arrived == SPLIT_K - 1:
         total = tl.zeros([BLOCK_N, 16], tl.float32)
@@ -103,7 +103,7 @@ def main():
             for _ in range(args.links + 1)]
     partials = torch.empty(split * grid[0] * block_n * 16, device="cuda")
     counts = torch.zeros(args.links, grid[0], dtype=torch.int32, device="cuda")
-    stamps = torch.zeros(args.links, programs, 6, dtype=torch.int64, device="cuda")
+    stamps = torch.zeros(args.links, programs, len(STAMPS), dtype=torch.int64, device="cuda")
 
     def timed_chain():
         for i in range(args.links):

@@ -177,10 +177,10 @@ def _matvec_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
 @triton.jit
 def _gemv_inputs(x_ptr, norm_w_ptr, cols, k0, K, HAS_NORM: tl.constexpr,
                  NORM_SCALAR: tl.constexpr = False):
-    """x and the norm weights (ones without a norm; NORM_SCALAR: its one value, _norm_weight.py)
-    at columns k0 + cols, in fp32. Loaded
-    before any reduction of the tile: a cross-warp sum ends in a barrier that no load after
-    it may pass, so a load placed after one would cost a second round trip. The norm weights
+    """x and the norm weights (ones without a norm; NORM_SCALAR: its one value,
+    _norm_weight.py) at columns k0 + cols, in fp32. Loaded before any reduction of the tile:
+    a cross-warp sum ends in a barrier that no load after it may pass, so a load placed
+    after one would cost a second round trip. The norm weights
     are read after the wait although they are constant: read with the weight tile before
     it, their registers cost more (fewer programs an SM) than the load saves
     (notes/kernels.md)."""
