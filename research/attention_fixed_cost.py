@@ -1,6 +1,5 @@
 """How much of a few-pair decode attention call is a fixed cost and how much is streaming:
-time over a sweep of context lengths, fit t = a + bytes / bandwidth, beside a bare streaming
-kernel that reads the same cache bytes (the best one kernel does in this timing method).
+time over a sweep of context lengths, fit t = a + bytes / bandwidth.
 
     PYTHONPATH=src python3 research/attention_fixed_cost.py [--shapes 28/4x128,32/8x64]
         [--batch 1] [--contexts 2048,4096,8192,16384,32768] [--dtype bf16]
@@ -13,7 +12,8 @@ if the slope is low, the stream itself is short of copy. Variants, each timed as
 replays of many calls over caches rotated past L2 (bench.compare, as the attention grid):
   apart     the rule tg.decode_attention runs alone (runs merged by a kernel of their own)
   in-kernel the rule a model's layer runs (the last run of a pair merges)
-  stream    a yardstick: one kernel, a program an SM, reading every K and V byte once
+(Session 110's first run also timed a bare streaming kernel, a program or two an SM summing
+the cache in a loop of 2048-element loads: it read at 20-37% of copy, no yardstick at all.)
 """
 
 from __future__ import annotations
@@ -21,8 +21,6 @@ from __future__ import annotations
 import argparse
 
 import torch
-import triton
-import triton.language as tl
 
 from tilegraph.bench.compare import compare
 from tilegraph.bench.roofline import ceilings
@@ -36,30 +34,6 @@ from tilegraph.kernels.decode_attention import (
 from tilegraph.testing import randn
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
-
-
-@triton.jit
-def _stream_kernel(k_ptr, v_ptr, sums_ptr, n, CHUNK: tl.constexpr, BLOCK: tl.constexpr):
-    """Program p sums elements [p * CHUNK, (p + 1) * CHUNK) of k and of v (so no load is
-    dead): the bytes of a cache read once, in a pipelined loop."""
-    first = tl.program_id(0).to(tl.int64) * CHUNK
-    acc = tl.zeros([BLOCK], tl.float32)
-    for i in range(0, CHUNK, BLOCK):
-        offs = first + i + tl.arange(0, BLOCK)
-        acc += tl.load(k_ptr + offs, mask=offs < n, other=0.0).to(tl.float32)
-        acc += tl.load(v_ptr + offs, mask=offs < n, other=0.0).to(tl.float32)
-    tl.store(sums_ptr + tl.program_id(0), tl.sum(acc, axis=0))
-
-
-def stream(programs: int, block: int = 2048, stages: int = 4):
-    def read(q, k, v, lengths):
-        n = k.numel()
-        chunk = triton.cdiv(triton.cdiv(n, programs), block) * block
-        sums = torch.empty(programs, device=k.device)
-        _stream_kernel[(programs,)](k, v, sums, n, CHUNK=chunk, BLOCK=block, num_warps=4,
-                                    num_stages=stages)
-        return sums
-    return read
 
 
 def fit(points: list[tuple[float, float]]) -> tuple[float, float]:
@@ -110,8 +84,7 @@ def main() -> None:
                 variants, lambda q, k, v, lengths: decode_attention_ref(
                     q.double(), k.double(), v.double(), lengths),
                 (q, k, v, lengths), bytes=cache_bytes, graph=True, rotate=(1, 2),
-                warmup_ms=10, rep_ms=50,
-                yardsticks={"stream x1": stream(sms), "stream x2": stream(2 * sms)})
+                warmup_ms=10, rep_ms=50)
             row = []
             for r in result.results:
                 name = r.name
