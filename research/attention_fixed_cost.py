@@ -11,7 +11,9 @@ is a fixed cost a call (two launches: attention and the merge apart; the ramp; t
 if the slope is low, the stream itself is short of copy. Variants, each timed as graph
 replays of many calls over caches rotated past L2 (bench.compare, as the attention grid):
   apart     the rule tg.decode_attention runs alone (runs merged by a kernel of their own)
+  apart pN  the same, each run's first N tiles read into registers before PDL's wait
   in-kernel the rule a model's layer runs (the last run of a pair merges)
+  copy      a yardstick: K copied over V (torch), as many bytes moved as attention reads
 (Session 110's first run also timed a bare streaming kernel, a program or two an SM summing
 the cache in a loop of 2048-element loads: it read at 20-37% of copy, no yardstick at all.)
 """
@@ -52,6 +54,9 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--contexts", default="2048,4096,8192,16384,32768")
     parser.add_argument("--dtype", default="bf16", choices=sorted(DTYPES))
+    parser.add_argument("--preloads", default="0",
+                        help="the apart rule with each run's first n tiles read before the "
+                             "wait, for each n (0: the rule as it is)")
     args = parser.parse_args()
     dtype = DTYPES[args.dtype]
     copy_gbps = ceilings()["copy_gbps"]
@@ -71,9 +76,12 @@ def main() -> None:
             out = torch.empty_like(q)
             facts = device_facts(dtype, q.device)
             variants = {}
-            for name, apart in (("apart", True), ("in-kernel", False)):
+            launches = [(f"apart p{n}" if n else "apart", True, n)
+                        for n in map(int, args.preloads.split(","))]
+            for name, apart, preload in [*launches, ("in-kernel", False, 0)]:
                 config = attention_config(args.batch, kv_heads, heads // kv_heads, head_dim,
-                                          context, sms, **facts, merge_apart=apart)
+                                          context, sms, **facts, merge_apart=apart,
+                                          preload=preload)
 
                 def call(q, k, v, lengths, config=config, out=out, scale=head_dim ** -0.5):
                     launch_decode_attention(q, k, v, lengths, scale, out, config)
@@ -84,7 +92,9 @@ def main() -> None:
                 variants, lambda q, k, v, lengths: decode_attention_ref(
                     q.double(), k.double(), v.double(), lengths),
                 (q, k, v, lengths), bytes=cache_bytes, graph=True, rotate=(1, 2),
-                warmup_ms=10, rep_ms=50)
+                warmup_ms=10, rep_ms=50,
+                # K copied over V: as many bytes moved as attention reads (K and V)
+                yardsticks={"copy": lambda q, k, v, lengths: v.copy_(k)})
             row = []
             for r in result.results:
                 name = r.name
