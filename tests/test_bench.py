@@ -361,6 +361,24 @@ def test_attention_grid_names_how_the_tuned_launch_differs_from_the_rule():
     assert label.startswith(f"SPLITS={in_kernel['SPLITS']} ") and label.endswith(
         " no MERGE_APART")
 
+
+def test_attention_grid_summary_shows_the_plain_pass_where_tilegraph_reads_least():
+    """The lowest share of copy over calls reading >= 16 MiB, and what moving as many bytes
+    reached at that same point; small caches and failed points do not count."""
+    from tilegraph.bench.attention_grid import summary
+
+    def row(cache_mb, pct, pass_pct, status="ok"):
+        return {"dtype": "bfloat16", "status": status, "cache_mb": cache_mb, "speedup": 1.2,
+                "rule_speedup": 1.1, "tilegraph_pct_floor": pct, "pass_pct_floor": pass_pct}
+
+    rows = [row(64.0, 75.0, 90.0), row(16.0, 46.0, 68.0), row(32.0, 57.0, 80.0),
+            row(8.0, 31.0, 52.0), row(16.0, 20.0, 68.0, status="FAIL")]
+    (line,) = summary(rows)
+    assert line["points"] == 4 and line["slower"] == 0
+    assert line["min_pct_floor_16mb"] == 46.0 and line["pass_pct_floor_there"] == 68.0
+    (small,) = summary([row(8.0, 31.0, 52.0)])
+    assert small["min_pct_floor_16mb"] is None and small["pass_pct_floor_there"] is None
+
 @pytest.mark.gpu
 def test_graph_timing_stays_on_one_side_stream(monkeypatch):
     """bench.measure(graph=True) and tg.capture capture on one side stream, made once: after

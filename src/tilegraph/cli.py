@@ -257,15 +257,17 @@ def cmd_attention_grid(args: argparse.Namespace, ceil: dict | None) -> int:
         _report_stop(stopped, False)
         return STOPPED_STATUS
     columns = ("dtype", "heads", "kv_heads", "head_dim", "batch", "context", "cache_mb",
-               "sdpa_us", "tilegraph_us", "speedup", "tilegraph_pct_floor", "rule_speedup")
+               "sdpa_us", "tilegraph_us", "speedup", "tilegraph_pct_floor", "pass_pct_floor",
+               "rule_speedup")
     tables.show(console, tables.sweep_table(
         "attention grid: us a call, graph replays, caches rotated past L2 (tilegraph tuned "
-        "per shape; rule_speedup: its default rule)", results, columns))
+        "per shape; rule_speedup: its default rule; pass_pct_floor: a plain pass moving as "
+        "many bytes)", results, columns))
     summary = attention_grid.summary(results)
     tables.show(console, tables.sweep_table(
         "tg.decode_attention against SDPA", summary,
         ("dtype", "points", "geomean_speedup", "min_speedup", "slower", "min_pct_floor_16mb",
-         "rule_geomean_speedup")))
+         "pass_pct_floor_there", "rule_geomean_speedup")))
     if args.out:
         written = attention_grid.save(results, summary, args.out, args.format, ceil or {},
                                       stopped)
