@@ -12,12 +12,16 @@ beside its bytes; L2 prefetch of whole runs, preloads into registers and a merge
 the next call early did not lower it. Stamps:
   attention: start, waited (past griddepcontrol.wait), streamed (its run's softmax and
              weighted sum done: the stamp reads the sum), stored (partials issued)
-  merge:     start, waited, done (the stamp after the output's store is issued)
+  merge:     start, waited, done (the stamp after the output's store is issued), its SM
 Printed, over the middle calls (medians over calls, the clock ticks in 32 ns or coarser):
 the period, then from the call's first attention program past its wait: when the first and
 the median program finished streaming, when the last stored its partials, when the merge's
 first program passed its wait, when its last finished, and when the next call's first
-attention program passed its wait.
+attention program passed its wait; the merge's SMs.
+
+TG_RELEASE_AT_EXIT=1: attention releases the merge only as its programs exit (no
+griddepcontrol.launch_dependents), so the merge's programs are placed as SMs free up rather
+than crowded onto the SMs attention left idle.
 """
 
 from __future__ import annotations
@@ -34,6 +38,13 @@ def _ns(anchor):
     """%globaltimer, after `anchor` is known (a 32-bit integer the stamp must follow)."""
     return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l,r", [anchor],
                                      dtype=tl.int64, is_pure=False, pack=1)
+
+
+@triton.jit
+def _sm(anchor):
+    """The SM the program runs on (%smid)."""
+    return tl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r,r", [anchor],
+                                     dtype=tl.int32, is_pure=False, pack=1)
 '''
 
 EDITS = [
@@ -45,8 +56,17 @@ EDITS = [
     ("    run = tl.program_id(1)\n",
      "    run = tl.program_id(1)\n    t_start = _ns(run)\n    t_waited = t_start\n"),
     ("        tl.extra.cuda.gdc_launch_dependents()  # the next kernel may prefetch its weights\n",
-     "        tl.extra.cuda.gdc_launch_dependents()  # the next kernel may prefetch its weights\n"
+     "        if not RELEASE_AT_EXIT:\n"
+     "            tl.extra.cuda.gdc_launch_dependents()\n"
      "        t_waited = _ns(run)\n"),
+    ("                             RUNS_PRELOADED: tl.constexpr = False):\n",
+     "                             RUNS_PRELOADED: tl.constexpr = False,\n"
+     "                             RELEASE_AT_EXIT: tl.constexpr = False):\n"),
+    ("        scale * math.log2(math.e), max_seq,\n        N_KV_HEADS=n_kv_heads,",
+     "        scale * math.log2(math.e), max_seq,\n"
+     "        RELEASE_AT_EXIT=os.environ.get('TG_RELEASE_AT_EXIT') == '1',\n"
+     "        N_KV_HEADS=n_kv_heads,"),
+    ("import functools\n", "import functools\nimport os\n"),
     ("    if run < used:\n        offs_g = tl.arange(0, BLOCK_G)\n",
      "    t_streamed = t_waited\n    t_stored = t_waited\n"
      "    if run < used:\n        offs_g = tl.arange(0, BLOCK_G)\n"),
@@ -75,9 +95,10 @@ EDITS = [
      "        tl.extra.cuda.gdc_launch_dependents()\n        m_waited = _ns(g)\n"),
     ("                 + offs_d, result.to(out_ptr.dtype.element_ty), mask=offs_d < HEAD_DIM)\n",
      "                 + offs_d, result.to(out_ptr.dtype.element_ty), mask=offs_d < HEAD_DIM)\n"
-     "    m_stamps = stamp_ptr + (unit * tl.num_programs(1) + g) * 3\n"
+     "    m_stamps = stamp_ptr + (unit * tl.num_programs(1) + g) * 4\n"
      "    tl.store(m_stamps + 0, m_start)\n    tl.store(m_stamps + 1, m_waited)\n"
-     "    tl.store(m_stamps + 2, _ns(g))\n"),
+     "    tl.store(m_stamps + 2, _ns(g))\n"
+     "    tl.store(m_stamps + 3, _sm(g).to(tl.int64))\n"),
     # the launcher: a buffer a call, in call order (STAMPS["next"] counts them)
     ("        scale * math.log2(math.e), max_seq,\n",
      "        scale * math.log2(math.e), max_seq, _stamps('attention', grid),\n"),
@@ -89,7 +110,7 @@ EDITS = [
      "    n = STAMPS.setdefault(kind + ' next', 0)\n"
      "    STAMPS[kind + ' next'] = n + 1\n"
      "    i = n % STAMPS['cycle']\n"
-     "    per = 4 if kind == 'attention' else 3\n"
+     "    per = 4\n"
      "    key = (kind, i)\n"
      "    if key not in STAMPS:\n"
      "        STAMPS[key] = torch.zeros(grid[0] * grid[1], per, dtype=torch.int64,\n"
@@ -172,14 +193,21 @@ def run(args) -> None:
         if merge is not None:
             m = merge[i]
             row["merge waited, first"] = (m[:, 1].min() - t0).item()
+            row["merge waited, last"] = (m[:, 1].max() - t0).item()
+            row["merge done, first"] = (m[:, 2].min() - t0).item()
             row["merge done, last"] = (m[:, 2].max() - t0).item()
+            # stamps in us: the SM ids were divided by 1e3 with them
+            sms = torch.round(m[:, 3] * 1e3).long()
+            row["merge SMs"] = float(sms.unique().numel())
+            row["merge programs, most an SM"] = float(sms.bincount().max())
         rows.append(row)
     period = statistics.median(
         (attention[i + 1][:, 1].min() - attention[i][:, 1].min()).item() for i in middle)
     print(f"  period (first wait to first wait) {period:.2f} us; from the first attention "
           "program past its wait, medians over calls:")
     for key in rows[0]:
-        print(f"    {key:22s} {statistics.median(r[key] for r in rows):6.2f} us")
+        unit = "" if key.startswith("merge SMs") or "an SM" in key else " us"
+        print(f"    {key:26s} {statistics.median(r[key] for r in rows):6.2f}{unit}")
 
 
 def main() -> None:
