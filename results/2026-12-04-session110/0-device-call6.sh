@@ -4,11 +4,11 @@
 # 8192 positions); shapes no issue names (fp16, batch 3, 5000 positions) on the tree before
 # (s110-release.patch reversed) and this one, each its own caches.
 set -u
-{ command -v patch; PYTHONPATH=$PWD/src TILEGRAPH_CACHE_DIR=/tmp/tg-t TRITON_CACHE_DIR=/tmp/tr-t timeout 200 python3 -m pytest -m gpu -n 8 -q -p no:cacheprovider tests/test_decode_attention.py; echo "rc=$?"; } > $OUT/1-gpu-tests.txt 2>&1
+{ command -v patch; PYTHONPATH=$PWD/src TILEGRAPH_CACHE_DIR=/tmp/tg-t TRITON_CACHE_DIR=/tmp/tr-t timeout 150 python3 -m pytest -m gpu -n 8 -q -p no:cacheprovider tests/test_decode_attention.py; echo "rc=$?"; } > $OUT/1-gpu-tests.txt 2>&1
 grid() {  # name, src, cache, args...
   local name=$1 src=$2 cache=$3; shift 3
   { echo "\$ tilegraph bench attention-grid $*"
-    COLUMNS=220 PYTHONPATH=$src TILEGRAPH_CACHE_DIR=$cache TRITON_CACHE_DIR=$cache-tr timeout 200 python3 -m tilegraph bench attention-grid "$@"; echo "rc=$?"; } > $OUT/$name.txt 2>&1
+    COLUMNS=220 PYTHONPATH=$src TILEGRAPH_CACHE_DIR=$cache TRITON_CACHE_DIR=$cache-tr timeout 250 python3 -m tilegraph bench attention-grid "$@"; echo "rc=$?"; } > $OUT/$name.txt 2>&1
 }
 grid 2-grid-bf16 $PWD/src /tmp/tg-g --dtype bf16 --rows 1,4 --contexts 8192
 rm -rf /tmp/B && mkdir -p /tmp/B && cp -r src /tmp/B/
