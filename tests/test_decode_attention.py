@@ -215,19 +215,6 @@ def test_candidates_start_with_the_rule_and_fit_the_merge(shape):
     # and q heads in blocks, wherever a group has more than one
     blocks = {c["HEAD_BLOCKS"] for c in candidates}
     assert {1, 2, 4} & set(range(1, shape[2] + 1)) <= blocks <= set(range(1, shape[2] + 1))
-    # the merge apart released at attention's exit, only where runs are merged apart
-    late = [c for c in candidates if c.get("RELEASE_AT_EXIT")]
-    assert all(c.get("MERGE_APART") for c in late)
-    assert bool(late) == any(c.get("MERGE_APART") for c in candidates)
-
-
-def test_the_release_at_exit_is_kept_only_with_a_merge_apart():
-    assert attention_config(1, 4, 7, 128, 8192, 132, merge_apart=True,
-                            release_at_exit=True)["RELEASE_AT_EXIT"] is True
-    assert "RELEASE_AT_EXIT" not in attention_config(1, 4, 7, 128, 8192, 132,
-                                                     release_at_exit=True)  # in the kernel
-    assert "RELEASE_AT_EXIT" not in attention_config(1, 4, 7, 128, 16, 132, merge_apart=True,
-                                                     release_at_exit=True)  # one run
 
 
 @pytest.mark.parametrize("splits, block_t, one_run_tiles, merge_runs, head_blocks, run_tiles", [
@@ -267,20 +254,16 @@ APART_LAUNCHES = [  # (splits, block_t, one_run_tiles, head_blocks, run_tiles)
 ]
 
 
-@pytest.mark.parametrize("launch, dtype, release_at_exit", [
-    *((launch, torch.float32, False) for launch in APART_LAUNCHES),
-    *((launch, dtype, False) for launch in APART_LAUNCHES[:2]
-      for dtype in (torch.bfloat16, torch.float16)),
-    *((launch, torch.bfloat16, True) for launch in APART_LAUNCHES[:2])])
-def test_runs_merged_apart_match_reference(launch, dtype, release_at_exit, device):
-    """The runs' partial results merged by a kernel of their own (merge_apart), released
-    past attention's wait or at its exit."""
+@pytest.mark.parametrize("launch, dtype", [
+    *((launch, torch.float32) for launch in APART_LAUNCHES),
+    *((launch, dtype) for launch in APART_LAUNCHES[:2]
+      for dtype in (torch.bfloat16, torch.float16))])
+def test_runs_merged_apart_match_reference(launch, dtype, device):
+    """The runs' partial results merged by a kernel of their own (merge_apart)."""
     splits, block_t, one_run_tiles, head_blocks, run_tiles = launch
     q, k, v = _case(3, 14, 2, 16, 150, dtype, device)
     lengths = torch.tensor([150, 0, 37], device=device)
-    base = attention_config(3, 2, 7, 16, 150, 132, head_blocks=head_blocks, merge_apart=True,
-                            release_at_exit=release_at_exit)
-    assert base.get("RELEASE_AT_EXIT", False) == release_at_exit
+    base = attention_config(3, 2, 7, 16, 150, 132, head_blocks=head_blocks, merge_apart=True)
     assert base["MERGE_APART"] and base["HEAD_BLOCKS"] == head_blocks
     config = {**base, "BLOCK_T": block_t, "SPLITS": splits,
               "BLOCK_SPLITS": triton.next_power_of_2(splits), "ONE_RUN_TILES": one_run_tiles,

@@ -218,8 +218,7 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
                              BLOCK_D: tl.constexpr, BLOCK_SPLITS: tl.constexpr,
                              MERGE_RUNS: tl.constexpr, MERGE_APART: tl.constexpr,
                              ROW_LINES: tl.constexpr, LINE_ELEMENTS: tl.constexpr,
-                             RUNS_PRELOADED: tl.constexpr = False,
-                             RELEASE_AT_EXIT: tl.constexpr = False):
+                             RUNS_PRELOADED: tl.constexpr = False):
     """Program ((b * KV + kv head) * HEAD_BLOCKS + block, run): o_h = sum_t softmax_t(q_h .
     k_t * scale) v_t for block `block` of GROUP_BLOCK of the GROUP q heads h of that kv head,
     over run `run` of the sequence's first lengths[b] positions (clamped to [0, max_seq]); a
@@ -236,8 +235,7 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
     kernel just before does not write them; _pdl.py), so they are read once.
 
     RUNS_PRELOADED (with PRELOAD): no run is longer than its preloaded tiles, and the loop
-    over further tiles is left out (COMPILE_PRELOADED_RUNS). RELEASE_AT_EXIT (with
-    MERGE_APART): the merge is released as this kernel's programs exit, not past their wait.
+    over further tiles is left out (COMPILE_PRELOADED_RUNS).
     """
     unit = tl.program_id(0)                    # (pair, block of its q heads)
     run = tl.program_id(1)
@@ -270,8 +268,7 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
         _prefetch_tile(v_ptr + kv_base, stride_cp, ahead, stop, HEAD_DIM, BLOCK_T, ROW_LINES,
                        LINE_ELEMENTS)
         tl.extra.cuda.gdc_wait()               # q and this layer's cache writes are final
-        if not RELEASE_AT_EXIT:
-            tl.extra.cuda.gdc_launch_dependents()  # the next kernel may prefetch its weights
+        tl.extra.cuda.gdc_launch_dependents()  # the next kernel may prefetch its weights
         if not LENGTHS_FINAL:
             # the kernel before may have written them: read again (one more round trip
             # before the first tile's address is known)
@@ -445,8 +442,7 @@ def attention_config(batch: int, n_kv_heads: int, group: int, head_dim: int, max
                      head_blocks: int | None = None, warps: int = 4, run_tiles: int = 1,
                      one_run_tiles: int | None = None,
                      longest: int | None = None, element_size: int = 2,
-                     shared_memory: int | None = None, merge_apart: bool = False,
-                     release_at_exit: bool = False) -> dict:
+                     shared_memory: int | None = None, merge_apart: bool = False) -> dict:
     """Launch shape: the group's q heads padded to a tensor-core tile of at least `query_rows` rows
     (16, an mma.sync tile; 64, a Hopper warpgroup's wgmma, which does four times the multiplies
     but reduces the softmax's rows within a warp and keeps the probabilities in registers: 2
@@ -470,12 +466,7 @@ def attention_config(batch: int, n_kv_heads: int, group: int, head_dim: int, max
     kernel before runs, where the next kernel's programs would load their weights (session
     74: with 16 runs a pair, of which a sequence of 384 positions used 2, TinyLlama's step
     lost what 2 runs won); `merge_apart`: the runs merged by a kernel of their own, launched
-    next, instead of by the last of them (no cap on the runs but APART_SPLITS);
-    `release_at_exit` (with merge_apart): that merge released only as attention's programs
-    exit, not as soon as each passes its wait: released early, the merge's programs crowd
-    onto the SMs attention leaves idle (32/8x128 at batch 1, 8192 positions: 12 SMs, up to 6
-    programs on one, 14.25 us a call against 12.75 released at exit), but elsewhere the early
-    release was 1-3 us faster (H200, session 110), so only the tuner tries it. The
+    next, instead of by the last of them (no cap on the runs but APART_SPLITS). The
     defaults are the rule for untuned shapes (research/sweep_decode_attention.py,
     notes/models.md)."""
     sms = sms or ASSUMED_SM_COUNT
@@ -503,8 +494,6 @@ def attention_config(batch: int, n_kv_heads: int, group: int, head_dim: int, max
             "MERGE_RUNS": min(merge_runs, block_splits), "HEAD_BLOCKS": head_blocks,
             "PRELOAD": preload > 0, "PRELOAD_TILES": max(1, int(preload)),
             **({"MERGE_APART": True} if merge_apart and splits > 1 else {}),
-            **({"RELEASE_AT_EXIT": True} if release_at_exit and merge_apart and splits > 1
-               else {}),
             "num_warps": warps, "num_stages": stages}
 
 
@@ -601,8 +590,7 @@ def attention_candidates(batch: int, n_kv_heads: int, group: int, head_dim: int,
     launch was the fastest at most shapes, and each was far slower than the best somewhere,
     so the tuner times a few that each won a kind of cache (notes/models.md):
     - the rule alone (its runs merged apart), then with 4 stages and 2 programs an SM: apart
-      beat the in-kernel merge at 14 of 15 caches of 2-64 MB (session 85); the rule and 2
-      programs an SM with the merge released at attention's exit (session 110);
+      beat the in-kernel merge at 14 of 15 caches of 2-64 MB (session 85);
     - the in-kernel merge (the layer's rule) 3 and 4 stages deep, and 4 stages at 2 programs
       an SM: more loads in flight on large caches, more programs where few pairs stream a
       long cache (sessions 47, 60);
@@ -615,8 +603,6 @@ def attention_candidates(batch: int, n_kv_heads: int, group: int, head_dim: int,
     apart = {"merge_apart": True}
     variants = (apart, {**apart, "stages": 4}, {**apart, "programs_per_sm": 2},
                 {**apart, "programs_per_sm": 2, "stages": 4},
-                {**apart, "release_at_exit": True},
-                {**apart, "programs_per_sm": 2, "release_at_exit": True},
                 {}, {"stages": 3}, {"stages": 4}, {"stages": 4, "programs_per_sm": 2},
                 {"tile": 2 * default_tile(head_dim)}, {"preload": True, "stages": 2},
                 {"preload": True, "stages": 4}, {"merge_chunks": 2, "head_blocks": 1},
@@ -672,9 +658,8 @@ def step_candidates(batch: int, n_kv_heads: int, group: int, head_dim: int, max_
 # run's first two tiles' positions preloaded over 8 warps in the step; session 70. 9: the same
 # in runs of at least two tiles; session 74. 10: those runs in half and twice the rule's
 # blocks of q heads; session 75. 11: runs of one tile, each preloaded; session 81. 12: runs
-# merged apart, the rule alone; session 85. 13: the merge apart released at attention's exit;
-# session 110).
-CANDIDATES_VERSION = 13
+# merged apart, the rule alone; session 85).
+CANDIDATES_VERSION = 12
 
 
 def device_facts(dtype: torch.dtype, device: torch.device) -> dict:
