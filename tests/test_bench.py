@@ -379,6 +379,7 @@ def test_attention_grid_summary_shows_the_plain_pass_where_tilegraph_reads_least
     (small,) = summary([row(8.0, 31.0, 52.0)])
     assert small["min_pct_floor_16mb"] is None and small["pass_pct_floor_there"] is None
 
+
 @pytest.mark.gpu
 def test_graph_timing_stays_on_one_side_stream(monkeypatch):
     """bench.measure(graph=True) and tg.capture capture on one side stream, made once: after
