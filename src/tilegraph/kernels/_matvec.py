@@ -180,10 +180,9 @@ def _gemv_inputs(x_ptr, norm_w_ptr, cols, k0, K, HAS_NORM: tl.constexpr,
     """x and the norm weights (ones without a norm; NORM_SCALAR: its one value,
     _norm_weight.py) at columns k0 + cols, in fp32. Loaded before any reduction of the tile:
     a cross-warp sum ends in a barrier that no load after it may pass, so a load placed
-    after one would cost a second round trip. The norm weights
-    are read after the wait although they are constant: read with the weight tile before
-    it, their registers cost more (fewer programs an SM) than the load saves
-    (notes/kernels.md)."""
+    after one would cost a second round trip. The norm weights are read after the wait
+    although they are constant: read with the weight tile before it, their registers cost
+    more (fewer programs an SM) than the load saves (notes/kernels.md)."""
     k_mask = cols < K - k0
     x = tl.load(x_ptr + k0 + cols, mask=k_mask, other=0.0).to(tl.float32)   # (1, S, C)
     g = tl.full(cols.shape, 1.0, tl.float32)
