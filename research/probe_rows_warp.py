@@ -17,7 +17,7 @@ weights rotated past L2) in one CUDA graph, us a link (median of 5 timings of 50
 every variant's first link checked against float64 first.
 
     PYTHONPATH=src python3 research/probe_rows_warp.py [--shapes 1024x1024,...]
-        [--rows 8] [--links 48] [--tiles 4:4,8:4,8:8]
+        [--rows 8] [--links 48] [--tiles 4:4,8:4,8:8] [--peers]
 """
 
 from __future__ import annotations
@@ -116,6 +116,7 @@ def main() -> None:
     parser.add_argument("--links", type=int, default=48)
     parser.add_argument("--tiles", default="2:4,4:4,8:4,8:8,16:8",
                         help="BLOCK_N:warps of the warp-row kernel")
+    parser.add_argument("--peers", action="store_true", help="F.linear's chain too")
     args = parser.parse_args()
     copy_gbps = ceilings()["copy_gbps"]
     tiles = [tuple(int(v) for v in t.split(":")) for t in args.tiles.split(",")]
@@ -125,11 +126,15 @@ def main() -> None:
         for rows in (int(r) for r in args.rows.split(",")):
             floor = n * k * 4 / copy_gbps / 1e3
             line = [f"{n}x{k} {rows} rows (floor {floor:.2f}):"]
-            line.append(f"tg.linear {chain(n, k, rows, args.links, lambda x, w, y: tg.linear(x, w, out=y)):.2f}")
+            runs = {"tg.linear": lambda x, w, y: tg.linear(x, w, out=y)}
+            if args.peers:
+                runs["F.linear"] = lambda x, w, y: torch.nn.functional.linear(x, w, out=y)
+            for name, run in runs.items():
+                line.append(f"{name} {chain(n, k, rows, args.links, run):.2f}")
             for block_n, warps in tiles:
                 check(n, k, rows, block_n, warps)
                 t = chain(n, k, rows, args.links,
-                          lambda x, w, y: rows_warp(x, w, y, block_n, warps))
+                          lambda x, w, y, b=block_n, v=warps: rows_warp(x, w, y, b, v))
                 line.append(f"{block_n}:{warps} {t:.2f}")
             print("  ".join(line), flush=True)
 
