@@ -12,7 +12,7 @@ S=results/2026-12-04-session111
 ROOT=$PWD
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > $OUT/0-gpu.txt 2>&1
 rm -rf /tmp/B && mkdir -p /tmp/B && cp -r src tests research /tmp/B/ && (cd /tmp/B && patch -s -p1 < $ROOT/$S/capture-spare-workspace.diff) || echo "patch failed" > $OUT/0-patch.txt
-(cd /tmp/B && PYTHONPATH=/tmp/B/src TILEGRAPH_CACHE_DIR=/tmp/tg-t TRITON_CACHE_DIR=/tmp/tr-t timeout 150 python3 -m pytest -m gpu -n 4 -q -p no:cacheprovider tests/test_decode_plan.py -k "split or spare or scope or chain" tests/test_capture.py tests/test_side_effects.py; echo "rc=$?") > $OUT/1-tests-B.txt 2>&1
+(cd /tmp/B && PYTHONPATH=/tmp/B/src TILEGRAPH_CACHE_DIR=/tmp/tg-t TRITON_CACHE_DIR=/tmp/tr-t timeout 150 python3 -m pytest -m gpu -n 4 -q -p no:cacheprovider tests/test_decode_plan.py tests/test_decode_attention.py tests/test_capture.py tests/test_side_effects.py -k "split or spare or scope or chain or another_stream"; echo "rc=$?") > $OUT/1-tests-B.txt 2>&1
 chain() {  # name, tree
   (echo "\$ research/probe_plain_chain.py --shapes 1280x1280,1536x1536,2048x2048 --rows 8 ($2)"
    cd $2 && PYTHONPATH=$2/src TILEGRAPH_CACHE_DIR=/tmp/tg-$1 TRITON_CACHE_DIR=/tmp/tr-$1 timeout 120 python3 research/probe_plain_chain.py --shapes 1280x1280,1536x1536,2048x2048 --rows 8; echo "rc=$?") > $OUT/$1.txt 2>&1
