@@ -1,13 +1,15 @@
-"""Does plain_plan's lone timing rank a shape's plans as a chain of them runs them?
+"""A shape's decode plans alone (as plain_plan times them) and in chains captured PyTorch's
+way, with plain_plan's pick.
 
 Why: session 111 (call 1, `probe_rows_warp.py`) timed plain tg.linear chains of fp32
 projections at 8 rows, each link reading the output of the one before: 1280^2 12.4 us a
-link and 1536^2 17.8, where a LayerStack's projections of the same widths (the rule's plan,
-a norm or a residual fused) cost about 6.6 and 7.4 us each (stack grid, session 105). A
-plain call runs what plain_plan picked: the rule's plan, the plan other_plan gives (here
-the CUDA-core row loop, K padded to 2048) and cuBLAS, each timed alone, over weights rotated
-past L2, on one x. If the lone order differs from the chained order, a user chaining plain
-projections runs the slower plan.
+link and 1536^2 17.8, where decode-grid timed 1280^2 alone at about 5.5 (session 107) and a
+LayerStack's projections of those widths cost about 6.6 and 7.4 us each (stack grid,
+session 105). Those chains were captured as PyTorch's recipe does (warm-up on one stream,
+torch.cuda.graph on its own), where split plans find no workspace and run unsplit; with
+`results/2026-12-04-session111/capture-spare-workspace.diff` they take a spare. Run on
+both trees, this says how much that costs and whether the lone order of the rule's plan,
+other_plan's (here the CUDA-core row loop, K padded to 2048) and cuBLAS holds in a chain.
 
 For each shape and row count: plain_plan's pick, then every candidate forced through
 decode_plan.launch, timed alone as plain_plan times it (autotune's graph replays, one x,

@@ -77,7 +77,9 @@ def share_launch(n, k, sms, per_sm, tile_bytes, ahead, early, warps):
 
 
 def captured(step) -> torch.cuda.CUDAGraph:
-    """step() run once more on a side stream, then captured."""
+    """step() run once more on a side stream, then captured, as PyTorch's recipe does: on
+    torch.cuda.graph's own stream, where no split-K workspace was made, so split plans run
+    unsplit there (session 111; capture-spare-workspace.diff gives such captures a spare)."""
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
