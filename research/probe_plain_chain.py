@@ -25,7 +25,7 @@ from __future__ import annotations
 import argparse
 
 import torch
-from probe_resident_share import captured  # research/ is the script's own folder
+from probe_rows_warp import chain  # research/ is the script's own folder
 
 from tilegraph.kernels import decode_plan as dp
 from tilegraph.kernels._launch import sm_count
@@ -50,27 +50,7 @@ def lone_us(plan: dp.Plan, x: torch.Tensor, w: torch.Tensor) -> float:
 
 
 def chain_us(plan: dp.Plan, n: int, rows: int, links: int, dtype: torch.dtype) -> float:
-    copies = max(2, -(-150 * 2**20 // (n * n * dtype.itemsize)))
-    weights = [torch.randn(n, n, device="cuda", dtype=dtype) * n**-0.5 for _ in range(copies)]
-    acts = [torch.randn(rows, n, device="cuda", dtype=dtype) for _ in range(links + 1)]
-
-    def step():
-        for i in range(links):
-            run_plan(plan, acts[i], weights[i % copies], acts[i + 1])
-
-    graph = captured(step)
-    for _ in range(10):
-        graph.replay()
-    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(5):
-        begin.record()
-        for _ in range(50):
-            graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(begin.elapsed_time(end) * 1e3 / 50 / links)
-    return sorted(times)[2]
+    return chain(n, n, rows, links, lambda x, w, y: run_plan(plan, x, w, y), dtype)
 
 
 def main() -> None:

@@ -27,7 +27,7 @@ import argparse
 import torch
 import triton
 import triton.language as tl
-from probe_resident_share import captured  # research/ is the script's own folder
+from probe_resident_share import captured, replayed_us  # research/: this folder
 
 import tilegraph as tg
 from tilegraph.bench.roofline import ceilings
@@ -84,11 +84,12 @@ def check(n: int, k: int, rows: int, block_n: int, warps: int) -> float:
     return err
 
 
-def chain(n: int, k: int, rows: int, links: int, run) -> float:
-    """us a link of `links` dependent rows x (n, k) projections (n == k), weights rotated."""
-    copies = max(2, -(-150 * 2**20 // (n * k * 4)))
-    weights = [torch.randn(n, k, device="cuda") * k**-0.5 for _ in range(copies)]
-    acts = [torch.randn(rows, k, device="cuda") for _ in range(links + 1)]
+def chain(n: int, k: int, rows: int, links: int, run, dtype=torch.float32) -> float:
+    """us a link of `links` dependent rows x (n, k) projections (n == k) run(x, w, y),
+    weights rotated past L2, captured by `captured`."""
+    copies = max(2, -(-150 * 2**20 // (n * k * dtype.itemsize)))
+    weights = [torch.randn(n, k, device="cuda", dtype=dtype) * k**-0.5 for _ in range(copies)]
+    acts = [torch.randn(rows, k, device="cuda", dtype=dtype) for _ in range(links + 1)]
 
     def step():
         for i in range(links):
@@ -97,16 +98,7 @@ def chain(n: int, k: int, rows: int, links: int, run) -> float:
     graph = captured(step)
     for _ in range(10):
         graph.replay()
-    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(5):
-        begin.record()
-        for _ in range(50):
-            graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(begin.elapsed_time(end) * 1e3 / 50 / links)
-    return sorted(times)[2]
+    return replayed_us(graph, links)
 
 
 def main() -> None:
