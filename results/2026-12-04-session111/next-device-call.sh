@@ -1,5 +1,8 @@
 #!/bin/bash
-# Written in session 111, not run (no device lent after call 1). (a) capture-spare-workspace.diff:
+# Written in session 111, not run (no device lent after call 1). (a) scope-scratch.diff: tg.scope
+# on a GPU refused the scratch a tilegraph op allocates inside itself (a norm's rows before the
+# tensor-core kernel, a two-kernel decode layer's q); its ops now reach the refusal as custom
+# ops. capture-spare-workspace.diff:
 # a capture on a stream with no split-K workspace (PyTorch's recipe: warm up on one stream,
 # torch.cuda.graph captures on another; tg.scope after a warm-up on the caller's stream) takes
 # a zeroed spare instead of running split-K plans unsplit. Its GPU tests, and
@@ -11,8 +14,8 @@ set -u
 S=results/2026-12-04-session111
 ROOT=$PWD
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > $OUT/0-gpu.txt 2>&1
-rm -rf /tmp/B && mkdir -p /tmp/B && cp -r src tests research /tmp/B/ && (cd /tmp/B && patch -s -p1 < $ROOT/$S/capture-spare-workspace.diff) || echo "patch failed" > $OUT/0-patch.txt
-(cd /tmp/B && PYTHONPATH=/tmp/B/src TILEGRAPH_CACHE_DIR=/tmp/tg-t TRITON_CACHE_DIR=/tmp/tr-t timeout 150 python3 -m pytest -m gpu -n 4 -q -p no:cacheprovider tests/test_decode_plan.py tests/test_decode_attention.py tests/test_capture.py tests/test_side_effects.py -k "split or spare or scope or chain or another_stream"; echo "rc=$?") > $OUT/1-tests-B.txt 2>&1
+rm -rf /tmp/B && mkdir -p /tmp/B && cp -r src tests research /tmp/B/ && (cd /tmp/B && patch -s -p1 < $ROOT/$S/scope-scratch.diff && patch -s -p1 < $ROOT/$S/capture-spare-workspace.diff) || echo "patch failed" > $OUT/0-patch.txt
+(cd /tmp/B && PYTHONPATH=/tmp/B/src TILEGRAPH_CACHE_DIR=/tmp/tg-t TRITON_CACHE_DIR=/tmp/tr-t timeout 150 python3 -m pytest -m gpu -n 4 -q -p no:cacheprovider tests/test_decode_plan.py tests/test_decode_attention.py tests/test_capture.py tests/test_side_effects.py -k "split or spare or scope or chain or another_stream or scratch"; echo "rc=$?") > $OUT/1-tests-B.txt 2>&1
 chain() {  # name, tree
   (echo "\$ research/probe_plain_chain.py --shapes 1280x1280,1536x1536,2048x2048 --rows 8 ($2)"
    cd $2 && PYTHONPATH=$2/src TILEGRAPH_CACHE_DIR=/tmp/tg-$1 TRITON_CACHE_DIR=/tmp/tr-$1 timeout 120 python3 research/probe_plain_chain.py --shapes 1280x1280,1536x1536,2048x2048 --rows 8; echo "rc=$?") > $OUT/$1.txt 2>&1
