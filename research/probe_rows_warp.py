@@ -9,12 +9,15 @@ row's sum over K crosses warps through shared memory. Here the tile is (BLOCK_N,
 K cut into KS steps of 4 x 32 columns, the steps kept in each thread, which puts the warps
 on the weight rows (Triton orders the layout's dimensions by contiguity, the step before the
 row); each x row is loaded broadcast over the rows, so it takes the same layout, and a row's
-sum is a thread's own adds and a warp's shuffles: 1 barrier (the final store's), 64-86
-registers at BLOCK_N 4, 128-145 at 8.
+sum is a thread's own adds and a warp's shuffles: 1 barrier (the final store's), 86
+registers at BLOCK_N 4 over 4 warps (and 8 over 8), 145 at 8 over 4.
 
 Chains of `--links` dependent projections y = W x (x the link before's y, `--rows` rows,
-weights rotated past L2) in one CUDA graph, us a link (median of 5 timings of 50 replays);
-every variant's first link checked against float64 first.
+weights rotated past L2) in one CUDA graph captured by probe_resident_share.captured (on
+another stream than the warm-up: split plans run unsplit there, session 111), us a link
+(median of 5 timings of 50 replays); the warp-row kernel checked against float64 on each
+shape first (poisoned output). Lost at 768^2 and 1024^2 (2x the row loop: x read row by
+row after the wait; notes/kernels.md, session 111).
 
     PYTHONPATH=src python3 research/probe_rows_warp.py [--shapes 1024x1024,...]
         [--rows 8] [--links 48] [--tiles 4:4,8:4,8:8] [--peers]
