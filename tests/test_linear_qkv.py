@@ -34,12 +34,14 @@ def _case(rows, heads, kv_heads, head_dim, k, dtype, device, *, bias=True, max_s
     return x, w, b, g, cache
 
 
-def _reference(x, w, b, g, cache):
+def _reference(x, w, b, g, cache, **head_norms):
     """q and the new keys and values (rows, kv_heads, head_dim) from the float64 reference,
     and the caches as they were."""
     k_ref, v_ref = cache["k_cache"].double(), cache["v_cache"].double()
+    head_norms = {name: t.double() for name, t in head_norms.items()}
     q = linear_qkv_ref(x.double(), w.double(), b.double() if b is not None else None,
-                       norm_weight=g.double(), **dict(cache, k_cache=k_ref, v_cache=v_ref))
+                       norm_weight=g.double(), **dict(cache, k_cache=k_ref, v_cache=v_ref),
+                       **head_norms)
     written = cache["slots"], slice(None), cache["positions"]
     return q, k_ref[written], v_ref[written], cache["k_cache"].clone(), cache["v_cache"].clone()
 
@@ -71,6 +73,52 @@ def test_matches_float64_reference(rows, heads, kv_heads, head_dim, k, dtype, de
     q = tg.linear_qkv(x, w, b, norm_weight=g, out=out, **cache)
     assert q.data_ptr() == out.data_ptr()
     _check(q, cache, expected, dtype)
+
+
+def _head_norms(head_dim, dtype, device):
+    return {name: (1 + randn(head_dim, scale=0.3)).to(dtype=dtype, device=device)
+            for name in ("q_norm_weight", "k_norm_weight")}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows, heads, kv_heads, head_dim, k", [
+    (1, 4, 2, 64, 96),     # one row
+    (3, 7, 1, 24, 40),     # GQA 7, head_dim not a power of two
+    (5, 3, 3, 10, 33),     # no GQA, a head of 10
+    (19, 2, 1, 32, 48),    # past 16 rows: the tiled GEMM
+])
+def test_head_norms_match_float64_reference(rows, heads, kv_heads, head_dim, k, dtype,
+                                            device):
+    """Qwen3's RMSNorm of every q and k head before its rotation: q and the cache writes
+    against the float64 reference; heads scaled far apart, so that a norm over the wrong
+    values (another head's, or the pairs misread) shows."""
+    x, w, b, g, cache = _case(rows, heads, kv_heads, head_dim, k, dtype, device)
+    n = (heads + 2 * kv_heads) * head_dim
+    head_scale = torch.logspace(-1, 1, n // head_dim).repeat_interleave(head_dim)
+    w = (w.float() * head_scale[:, None].to(device)).to(dtype)
+    norms = _head_norms(head_dim, dtype, device)
+    expected = _reference(x, w, b, g, cache, **norms)
+    out = poisoned((rows, heads, head_dim), dtype, device)
+    q = tg.linear_qkv(x, w, b, norm_weight=g, out=out, **cache, **norms)
+    assert q.data_ptr() == out.data_ptr()
+    _check(q, cache, expected, dtype)
+    # with unit weights every q head leaves the norm at RMS 1, which the rotation keeps
+    ones = {name: torch.ones_like(t) for name, t in norms.items()}
+    rms = tg.linear_qkv(x, w, b, norm_weight=g, **cache, **ones).float().pow(2).mean(-1)
+    torch.testing.assert_close(rms, torch.ones_like(rms), rtol=2e-2, atol=0)
+
+
+def test_head_norms_come_in_pairs_of_head_dim(device):
+    x, w, b, g, cache = _case(2, 4, 2, 8, 12, torch.float32, device)
+    norms = _head_norms(8, torch.float32, device)
+    with pytest.raises(ValueError, match="give both or neither"):
+        tg.linear_qkv(x, w, **cache, q_norm_weight=norms["q_norm_weight"])
+    with pytest.raises(ValueError, match="k_norm_weight has shape"):
+        tg.linear_qkv(x, w, **cache, **dict(norms, k_norm_weight=torch.ones(16,
+                                                                            device=device)))
+    with pytest.raises(TypeError, match="q_norm_weight has dtype"):
+        tg.linear_qkv(x, w, **cache, **dict(norms, q_norm_weight=norms["q_norm_weight"]
+                                            .double()))
 
 
 @pytest.mark.parametrize("plan", [

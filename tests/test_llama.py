@@ -11,7 +11,7 @@ from tilegraph.testing import MODEL_TOLERANCES, rel_error
 
 transformers = pytest.importorskip("transformers")
 
-TINY = ("tiny-llama3", "tiny-qwen2", "tiny-mistral")
+TINY = ("tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-mistral")
 
 
 def _load_through_directory(hf, tmp_path, device, **save):
@@ -209,6 +209,37 @@ def test_config_fields_from_each_family():
     assert qwen.sliding_window is None   # use_sliding_window=False
     mistral = LlamaConfig.from_hf(hf_config("tiny-mistral").to_dict())
     assert mistral.head_dim == 24 and mistral.q_dim == 48 and not mistral.qkv_bias
+    qwen3 = LlamaConfig.from_hf(hf_config("tiny-qwen3"))
+    assert qwen3.qk_norm and not qwen3.qkv_bias and not qwen3.o_bias
+    assert qwen3.q_dim == 48 != qwen3.dim and qwen3.sliding_window is None
+    biased = LlamaConfig.from_hf(hf_config("tiny-qwen3", attention_bias=True))
+    assert biased.qkv_bias and biased.o_bias and not biased.mlp_bias
+    assert not qwen.qk_norm and not llama3.qk_norm
+
+
+def test_qwen_sliding_layers_keep_their_window():
+    """A Qwen2/3 config whose layer_types name a sliding layer keeps sliding_window, so a
+    cache past it is refused (tilegraph attends to the whole context)."""
+    values = {**hf_config("tiny-qwen3").to_dict(), "sliding_window": 8,
+              "layer_types": ["full_attention", "sliding_attention"]}
+    assert LlamaConfig.from_hf(values).sliding_window == 8
+    values["layer_types"] = ["full_attention"] * 2
+    assert LlamaConfig.from_hf(values).sliding_window is None
+
+
+def test_qwen3_with_attention_bias_matches_hf(tmp_path, device):
+    """attention_bias gives Qwen3 a bias on q, k, v and o (Qwen2: q, k, v only): the
+    reference forward and the fused path's prefill and decode steps against HF."""
+    hf = random_hf_model("tiny-qwen3", scale=5.0, attention_bias=True)
+    assert hf.model.layers[0].self_attn.o_proj.bias is not None
+    model = _load_through_directory(hf, tmp_path, device)
+    assert model.layers[0].bo is not None and model.layers[0].q_norm is not None
+    ids = torch.randint(0, hf.config.vocab_size, (2, 12))
+    ref = _hf_logits(hf, ids)
+    with torch.no_grad():
+        ours = model(ids.to(device))
+    _assert_steps_close(ours, ref, MODEL_TOLERANCES[torch.float32], "qwen3 forward")
+    _assert_prefill_then_decode_close(model, ids.to(device), ref, 7, 16, "qwen3")
 
 
 def test_config_from_a_directory(tmp_path):

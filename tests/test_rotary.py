@@ -35,6 +35,30 @@ def test_matches_reference(rows, heads, kv_heads, head_dim, dtype, device):
     assert torch.equal(v, v_ref), "v is copied, not computed"
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("rows, heads, kv_heads, head_dim", [(1, 4, 2, 64), (3, 7, 1, 24)])
+def test_head_norms_match_reference(rows, heads, kv_heads, head_dim, dtype, device):
+    """q_norm_weight / k_norm_weight: each q and k head RMS-normalised and scaled before the
+    rotation (Qwen3), rounded where Hugging Face rounds; v as it was."""
+    qkv, cos, sin, positions, slots, cache = _case(rows, heads, kv_heads, head_dim, dtype,
+                                                   device)
+    qkv = qkv * torch.logspace(-1, 1, heads + 2 * kv_heads).repeat_interleave(head_dim).to(
+        dtype=dtype, device=device)   # heads far apart: a norm over another's values shows
+    norms = {name: (1 + torch.randn(head_dim) * 0.3).to(dtype=dtype, device=device)
+             for name in ("q_norm_weight", "k_norm_weight")}
+    k, v = cache.clone(), cache.clone() + 1
+    k_ref, v_ref = k.double(), v.double()   # against float64, which rounds nowhere
+    out = poisoned((rows, heads, head_dim), dtype, device)
+    q = tg.rotary_qkv(qkv, cos, sin, positions, slots, k, v, n_heads=heads, norm_eps=1e-5,
+                      out=out, **norms)
+    q_ref = rotary_qkv_ref(qkv.double(), cos.double(), sin.double(), positions, slots, k_ref,
+                           v_ref, n_heads=heads, norm_eps=1e-5,
+                           **{name: t.double() for name, t in norms.items()})
+    assert_close(q, q_ref, dtype, what="q")
+    assert_close(k, k_ref, dtype, what="k cache")
+    assert torch.equal(v.double(), v_ref), "v is copied, not computed"
+
+
 def test_rotation_keeps_norms_and_position_zero_is_identity(device):
     qkv, cos, sin, _, slots, cache = _case(2, 2, 1, 16, torch.float32, device)
     cos[0], sin[0] = 1.0, 0.0

@@ -231,6 +231,21 @@ def test_tp_loads_only_its_shard_from_a_checkpoint(tmp_path):
     _check_ranks(run_ranks(2, _compare_with_tp1, tmp_path, False), 2)
 
 
+def test_tp_qwen3_head_norms_equal_tp1(tmp_path):
+    """Qwen3 at TP=2: each rank's q and k heads normalised by the whole (replicated) head
+    norm weights, the output projection's bias added once: every path's logits equal TP=1's
+    (q wider than the residual, head_dim 12 over a width of 32)."""
+    _ranks_fit(2)
+    from tilegraph.models.hf_presets import random_hf_model
+
+    random_hf_model("tiny-qwen3", scale=4.0, attention_bias=True).save_pretrained(tmp_path)
+    for rank, result in enumerate(run_ranks(2, _compare_with_tp1, tmp_path, False)):
+        for path, error in result["errors"].items():
+            assert error < 1e-5, f"rank {rank}, {path}: relative error {error:.2e}"
+        assert result["shapes"]["layers.0.q_norm"] == (12,)
+        assert result["shapes"]["layers.0.wqkv"] == ((2 + 2 * 1) * 12, 32)
+
+
 def _stop_rank_1_after_prefill(timeout: float) -> str:
     """Rank 1 stops after its first token; rank 0 decoding on must get a CollectiveError
     within the timeout (gloo: its next all-reduce fails; GPUs: the replayed one-shot

@@ -441,7 +441,8 @@ def cmd_model_demo(args: argparse.Namespace) -> int:
         return 2
     if INTERPRET and parameters > model_demo.INTERPRETER_MAX_PARAMETERS:
         console.print(f"[red]{name} needs a CUDA GPU[/red]: through Triton's interpreter it "
-                      "would take hours; use --model tiny-llama3 (or tiny-qwen2, tiny-mistral)")
+                      "would take hours; use --model tiny-llama3 (or tiny-qwen2, tiny-qwen3, "
+                      "tiny-mistral)")
         return 2
     dtype = args.dtype or (torch.float32 if INTERPRET else torch.bfloat16)
     prompt = args.prompt_tokens or (9 if INTERPRET else 128)

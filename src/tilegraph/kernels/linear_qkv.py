@@ -32,7 +32,13 @@ from ._ops import custom_op
 from ._pdl import launched, use_pdl
 from ._rotary_store import rotary_args
 from .linear import linear, linear_ref, usable_handoff
-from .rotary import check_cache_inputs, rotary_qkv, rotary_qkv_ref
+from .rotary import (
+    check_cache_inputs,
+    check_head_norms,
+    launch_rotary_qkv,
+    rotary_qkv,
+    rotary_qkv_ref,
+)
 
 
 def interleave_rotary_pairs(t: torch.Tensor, head_dim: int) -> torch.Tensor:
@@ -58,12 +64,20 @@ def _launch_linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
                        norm_parts: torch.Tensor | None, norm_eps: float, cos: torch.Tensor,
                        sin: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor,
                        k_cache: torch.Tensor, v_cache: torch.Tensor, n_heads: int,
+                       q_norm_weight: torch.Tensor | None, k_norm_weight: torch.Tensor | None,
                        out: torch.Tensor) -> None:
     """x_next, norm_parts: the norm of x by norm_weight handed over (x_next = x * norm_weight;
     2-16 rows on the tensor-core path only, _norm_handoff.py)."""
     x_rows = as_rows(x)
     weight = weight if weight.stride(-1) == 1 else weight.contiguous()
     rows, k = x_rows.shape
+    if q_norm_weight is not None:
+        # A head's norm needs the whole head, which the projection's tiles do not hold: the
+        # projection, then one kernel for the head norms, the rotation and the cache writes.
+        qkv = linear(x_rows, weight, bias, norm_weight=norm_weight, norm_eps=norm_eps)
+        launch_rotary_qkv(qkv, cos, sin, positions, slots, k_cache, v_cache, n_heads,
+                          q_norm_weight, k_norm_weight, norm_eps, True, out)
+        return
     if rows > decode_plan.DECODE_MAX_ROWS:
         qkv = linear(x_rows, weight, bias, norm_weight=norm_weight, norm_eps=norm_eps)
         rotary_qkv(deinterleave_rotary_pairs(qkv, k_cache.shape[3]), cos, sin, positions,
@@ -88,7 +102,9 @@ def linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None 
                norm_weight: torch.Tensor | None = None, norm_eps: float = 1e-6,
                cos: torch.Tensor, sin: torch.Tensor, positions: torch.Tensor,
                slots: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-               n_heads: int, out: torch.Tensor | None = None) -> torch.Tensor:
+               n_heads: int, q_norm_weight: torch.Tensor | None = None,
+               k_norm_weight: torch.Tensor | None = None,
+               out: torch.Tensor | None = None) -> torch.Tensor:
     """q of rotary(rms_norm(x) * norm_weight @ weight.T + bias), with k and v written into
     the caches (see the module).
 
@@ -99,6 +115,9 @@ def linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None 
     (max_seq, head_dim / 2); row r is the token at position positions[r] of cache slot
     slots[r] (int tensors (rows,), read on the device: positions must be below max_seq and
     slots below max_batch). Returns q (rows, n_heads, head_dim) in the usual layout, rotated.
+    q_norm_weight, k_norm_weight (head_dim, in the usual order), given together: each q and
+    k head RMS-normalised (norm_eps) and scaled by them before its rotation (Qwen3); then
+    the projection and the rest are two kernels.
     """
     check_tensor("x", x)
     check_tensor("weight", weight)
@@ -122,24 +141,30 @@ def linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None 
             check_tensor(name, t)
             check_like(name, t, "x", x)
             check_shape(name, t, shape)
+    q_norm_weight, k_norm_weight = check_head_norms(q_norm_weight, k_norm_weight, x,
+                                                    head_dim)
     norm_eps = check_eps(norm_eps)
     out = prepare_out(out, (rows, n_heads, head_dim), x.dtype, x.device)
     if memory_overlaps(k_cache, v_cache):
         raise ValueError("k_cache and v_cache overlap in memory; they must be separate")
     for name, t in (("x", x), ("weight", weight), ("bias", bias), ("norm_weight", norm_weight),
-                    ("k_cache", k_cache), ("v_cache", v_cache)):
+                    ("k_cache", k_cache), ("v_cache", v_cache),
+                    ("q_norm_weight", q_norm_weight), ("k_norm_weight", k_norm_weight)):
         check_no_overlap(out, name, t)
     if rows:
         handed = usable_handoff(x, weight, norm_weight)
         _run_linear_qkv(x, weight, bias, norm_weight, handed.x_next if handed else None,
                         handed.parts if handed else None, norm_eps, cos, sin, positions, slots,
-                        k_cache, v_cache, n_heads, out)
+                        k_cache, v_cache, n_heads, q_norm_weight, k_norm_weight, out)
     return out
 
 
 def linear_qkv_ref(x, weight, bias=None, *, norm_weight=None, norm_eps: float = 1e-6, cos,
-                   sin, positions, slots, k_cache, v_cache, n_heads: int) -> torch.Tensor:
+                   sin, positions, slots, k_cache, v_cache, n_heads: int, q_norm_weight=None,
+                   k_norm_weight=None) -> torch.Tensor:
     """The same from linear_ref and rotary_qkv_ref; writes the caches, returns q."""
     qkv = linear_ref(x, weight, bias, norm_weight=norm_weight, norm_eps=norm_eps)
     return rotary_qkv_ref(deinterleave_rotary_pairs(qkv, k_cache.shape[3]), cos, sin,
-                          positions, slots, k_cache, v_cache, n_heads=n_heads)
+                          positions, slots, k_cache, v_cache, n_heads=n_heads,
+                          q_norm_weight=q_norm_weight, k_norm_weight=k_norm_weight,
+                          norm_eps=norm_eps)

@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._checks import check_tensor, prepare_out
+from ._checks import check_eps, check_like, check_shape, check_tensor, prepare_out
 from ._launch import supports_pdl
 from ._ops import custom_op
 from ._pdl import ENABLED as PDL_ENABLED
@@ -26,12 +26,18 @@ def _rotary_qkv_kernel(q_ptr, stride_qr, stride_qh,
                        cos_ptr, sin_ptr, stride_cs,
                        positions_ptr, slots_ptr,
                        k_ptr, v_ptr, stride_cb, stride_ch, stride_cp,
+                       q_norm_ptr, k_norm_ptr, eps,
                        N_HEADS: tl.constexpr, N_KV_HEADS: tl.constexpr,
-                       HEAD_DIM: tl.constexpr, PDL: tl.constexpr, BLOCK_HALF: tl.constexpr):
+                       HEAD_DIM: tl.constexpr, HEAD_NORM: tl.constexpr,
+                       INTERLEAVED: tl.constexpr, PDL: tl.constexpr, BLOCK_HALF: tl.constexpr):
     """Program (row, head) over heads q_0..q_{H-1}, k_0..k_{KV-1}: x of that head, rotated
     at the row's position p in the half-split layout, (x1, x2) -> (x1 c - x2 s, x2 c + x1 s)
     with c = cos[p], s = sin[p] (fp32); q heads go to q, k heads to k_cache[slot, head, p]
-    together with the same head of v. PDL: launched with programmatic dependent launch, it
+    together with the same head of v. HEAD_NORM: each q and k head first RMS-normalised over
+    its head_dim values and scaled by q_norm or k_norm (Qwen3), rounded where Hugging Face
+    rounds (the normalised head, then its product with the weight). INTERLEAVED: qkv's heads
+    hold their pairs side by side (x_0, x_{d/2}, x_1, ...: a projection by
+    interleave_rotary_pairs weights). PDL: launched with programmatic dependent launch, it
     starts while the projection before it finishes and reads nothing before that is done."""
     if PDL:
         tl.extra.cuda.gdc_wait()               # qkv is final
@@ -41,12 +47,26 @@ def _rotary_qkv_kernel(q_ptr, stride_qr, stride_qh,
     half: tl.constexpr = HEAD_DIM // 2
     offs = tl.arange(0, BLOCK_HALF)
     mask = offs < half
+    # where a head's x_i and x_{i + d/2} sit
+    first = 2 * offs if INTERLEAVED else offs
+    second = 2 * offs + 1 if INTERLEAVED else half + offs
     position = tl.load(positions_ptr + row).to(tl.int64)
     c = tl.load(cos_ptr + position * stride_cs + offs, mask=mask)
     s = tl.load(sin_ptr + position * stride_cs + offs, mask=mask)
     x_row = qkv_ptr + row * stride_xr + head * HEAD_DIM   # q heads, then k heads: contiguous
-    x1 = tl.load(x_row + offs, mask=mask).to(tl.float32)
-    x2 = tl.load(x_row + half + offs, mask=mask).to(tl.float32)
+    x1 = tl.load(x_row + first, mask=mask, other=0.0).to(tl.float32)
+    x2 = tl.load(x_row + second, mask=mask, other=0.0).to(tl.float32)
+    if HEAD_NORM:
+        dtype = qkv_ptr.dtype.element_ty
+        scale = tl.rsqrt((tl.sum(x1 * x1) + tl.sum(x2 * x2)) / HEAD_DIM + eps)
+        if head < N_HEADS:
+            g1 = tl.load(q_norm_ptr + offs, mask=mask).to(tl.float32)
+            g2 = tl.load(q_norm_ptr + half + offs, mask=mask).to(tl.float32)
+        else:
+            g1 = tl.load(k_norm_ptr + offs, mask=mask).to(tl.float32)
+            g2 = tl.load(k_norm_ptr + half + offs, mask=mask).to(tl.float32)
+        x1 = (g1 * (x1 * scale).to(dtype).to(tl.float32)).to(dtype).to(tl.float32)
+        x2 = (g2 * (x2 * scale).to(dtype).to(tl.float32)).to(dtype).to(tl.float32)
     out1 = x1 * c - x2 * s
     out2 = x2 * c + x1 * s
     if head < N_HEADS:
@@ -60,25 +80,41 @@ def _rotary_qkv_kernel(q_ptr, stride_qr, stride_qh,
         tl.store(k_ptr + cache + offs, out1.to(k_ptr.dtype.element_ty), mask=mask)
         tl.store(k_ptr + cache + half + offs, out2.to(k_ptr.dtype.element_ty), mask=mask)
         v_row = qkv_ptr + row * stride_xr + (N_HEADS + N_KV_HEADS + kv_head) * HEAD_DIM
-        v1 = tl.load(v_row + offs, mask=mask)
-        v2 = tl.load(v_row + half + offs, mask=mask)
+        v1 = tl.load(v_row + first, mask=mask)
+        v2 = tl.load(v_row + second, mask=mask)
         tl.store(v_ptr + cache + offs, v1, mask=mask)
         tl.store(v_ptr + cache + half + offs, v2, mask=mask)
 
 
-def _launch_rotary_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                       positions: torch.Tensor, slots: torch.Tensor, k_cache: torch.Tensor,
-                       v_cache: torch.Tensor, n_heads: int, out: torch.Tensor) -> None:
+def launch_rotary_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                      positions: torch.Tensor, slots: torch.Tensor, k_cache: torch.Tensor,
+                      v_cache: torch.Tensor, n_heads: int, q_norm_weight: torch.Tensor | None,
+                      k_norm_weight: torch.Tensor | None, norm_eps: float, interleaved: bool,
+                      out: torch.Tensor) -> None:
+    """The kernel on checked inputs; interleaved: qkv's heads in interleave_rotary_pairs
+    order (tg.linear_qkv's projection, which calls this for models with head norms)."""
     rows = qkv.shape[0]
     n_kv_heads, head_dim = k_cache.shape[1], k_cache.shape[3]
     pdl = PDL_ENABLED and supports_pdl(qkv.device)
+    head_norm = q_norm_weight is not None
     _rotary_qkv_kernel[(rows, n_heads + n_kv_heads)](
         out, out.stride(0), out.stride(1), qkv, qkv.stride(0), cos, sin, cos.stride(0),
         positions, slots, k_cache, v_cache, k_cache.stride(0), k_cache.stride(1),
-        k_cache.stride(2), N_HEADS=n_heads, N_KV_HEADS=n_kv_heads, HEAD_DIM=head_dim,
-        PDL=pdl, BLOCK_HALF=triton.next_power_of_2(head_dim // 2), num_warps=1,
-        **({"launch_pdl": True} if pdl else {}))
+        k_cache.stride(2), q_norm_weight if head_norm else qkv,
+        k_norm_weight if head_norm else qkv, norm_eps, N_HEADS=n_heads,
+        N_KV_HEADS=n_kv_heads, HEAD_DIM=head_dim, HEAD_NORM=head_norm,
+        INTERLEAVED=interleaved, PDL=pdl, BLOCK_HALF=triton.next_power_of_2(head_dim // 2),
+        num_warps=1, **({"launch_pdl": True} if pdl else {}))
     launched(qkv.device, pdl, (out, k_cache, v_cache), ((k_cache, v_cache), slots, positions))
+
+
+def _launch_rotary_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                       positions: torch.Tensor, slots: torch.Tensor, k_cache: torch.Tensor,
+                       v_cache: torch.Tensor, n_heads: int, q_norm_weight: torch.Tensor | None,
+                       k_norm_weight: torch.Tensor | None, norm_eps: float,
+                       out: torch.Tensor) -> None:
+    launch_rotary_qkv(qkv, cos, sin, positions, slots, k_cache, v_cache, n_heads,
+                      q_norm_weight, k_norm_weight, norm_eps, False, out)
 
 
 _run_rotary_qkv = custom_op("rotary_qkv", _launch_rotary_qkv,
@@ -87,13 +123,16 @@ _run_rotary_qkv = custom_op("rotary_qkv", _launch_rotary_qkv,
 
 def rotary_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                positions: torch.Tensor, slots: torch.Tensor, k_cache: torch.Tensor,
-               v_cache: torch.Tensor, *, n_heads: int, out: torch.Tensor | None = None
-               ) -> torch.Tensor:
+               v_cache: torch.Tensor, *, n_heads: int, q_norm_weight: torch.Tensor | None = None,
+               k_norm_weight: torch.Tensor | None = None, norm_eps: float = 1e-6,
+               out: torch.Tensor | None = None) -> torch.Tensor:
     """Rotate q and k of each row of `qkv` (rows, (H + 2 KV) * head_dim) at its position;
     write k and v into k_cache / v_cache (max_batch, KV, max_seq, head_dim) at [slot,
     :, position]; return q (rows, H, head_dim). cos, sin: fp32 (max_seq, head_dim / 2);
     positions, slots: int (rows,), on qkv's device. Positions must be below max_seq and
-    slots below max_batch (they are read on the device, unchecked)."""
+    slots below max_batch (they are read on the device, unchecked).
+    q_norm_weight, k_norm_weight (head_dim,), given together: each q and k head
+    RMS-normalised (norm_eps) and scaled by them before its rotation, as Qwen3 does."""
     check_tensor("qkv", qkv)
     n_kv_heads, head_dim = check_cache_inputs(qkv, cos, sin, positions, slots, k_cache,
                                               v_cache, rows=qkv.shape[0] if qkv.ndim else 0)
@@ -102,13 +141,33 @@ def rotary_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
         raise ValueError(f"qkv must be (rows, {(n_heads + 2 * n_kv_heads) * head_dim}) with "
                          f"unit column stride for {n_heads} heads, {n_kv_heads} kv heads of "
                          f"{head_dim}; got {tuple(qkv.shape)}")
+    q_norm_weight, k_norm_weight = check_head_norms(q_norm_weight, k_norm_weight, qkv,
+                                                    head_dim)
+    norm_eps = check_eps(norm_eps)
     rows = qkv.shape[0]
     out = prepare_out(out, (rows, n_heads, head_dim), qkv.dtype, qkv.device)
     if out.stride(2) != 1:
         raise ValueError("out must have a unit last stride")
     if rows:
-        _run_rotary_qkv(qkv, cos, sin, positions, slots, k_cache, v_cache, n_heads, out)
+        _run_rotary_qkv(qkv, cos, sin, positions, slots, k_cache, v_cache, n_heads,
+                        q_norm_weight, k_norm_weight, norm_eps, out)
     return out
+
+
+def check_head_norms(q_norm_weight, k_norm_weight, like: torch.Tensor, head_dim: int):
+    """Per-head norm weights (head_dim,) in like's dtype and on its device, both or neither;
+    returned contiguous."""
+    if (q_norm_weight is None) != (k_norm_weight is None):
+        raise ValueError("q_norm_weight and k_norm_weight go together: give both or neither")
+    if q_norm_weight is None:
+        return None, None
+    checked = []
+    for name, t in (("q_norm_weight", q_norm_weight), ("k_norm_weight", k_norm_weight)):
+        check_tensor(name, t)
+        check_like(name, t, "qkv", like)
+        check_shape(name, t, (head_dim,))
+        checked.append(t.contiguous())
+    return tuple(checked)
 
 
 def check_cache_inputs(like: torch.Tensor, cos, sin, positions, slots, k_cache, v_cache, *,
@@ -141,15 +200,30 @@ def check_cache_inputs(like: torch.Tensor, cos, sin, positions, slots, k_cache, 
     return k_cache.shape[1], head_dim
 
 
-def rotary_qkv_ref(qkv, cos, sin, positions, slots, k_cache, v_cache, *, n_heads: int):
-    """The same in PyTorch (fp32 rotation, cast back); writes the caches, returns q."""
+def rotary_qkv_ref(qkv, cos, sin, positions, slots, k_cache, v_cache, *, n_heads: int,
+                   q_norm_weight=None, k_norm_weight=None, norm_eps: float = 1e-6):
+    """The same in PyTorch (the rotation in fp32, float64 for float64, cast back; head norms
+    as Hugging Face rounds them); writes the caches, returns q."""
     n_kv, head_dim = k_cache.shape[1], k_cache.shape[3]
     rows = qkv.shape[0]
     heads = qkv.view(rows, n_heads + 2 * n_kv, head_dim)
-    x = heads[:, :n_heads + n_kv].float()
-    first, second = x.chunk(2, dim=-1)
-    c, s = cos[positions][:, None], sin[positions][:, None]
+    x = heads[:, :n_heads + n_kv]
+    if q_norm_weight is not None:
+        x = torch.cat((head_norm_ref(x[:, :n_heads], q_norm_weight, norm_eps),
+                       head_norm_ref(x[:, n_heads:], k_norm_weight, norm_eps)), dim=1)
+    compute = torch.float64 if qkv.dtype == torch.float64 else torch.float32
+    first, second = x.to(compute).chunk(2, dim=-1)
+    c, s = cos[positions][:, None].to(compute), sin[positions][:, None].to(compute)
     rotated = torch.cat((first * c - second * s, second * c + first * s), -1).to(qkv.dtype)
     k_cache[slots, :, positions] = rotated[:, n_heads:]
     v_cache[slots, :, positions] = heads[:, n_heads + n_kv:]
     return rotated[:, :n_heads]
+
+
+def head_norm_ref(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm over the last dim in Hugging Face's order: normalised in fp32 (float64 for
+    float64), cast back, then times the weight."""
+    compute = torch.float64 if x.dtype == torch.float64 else torch.float32
+    wide = x.to(compute)
+    normed = wide * torch.rsqrt(wide.pow(2).mean(-1, keepdim=True) + eps)
+    return weight.to(x.dtype) * normed.to(x.dtype)

@@ -5,8 +5,9 @@ random weights of a real model's shape, built without a download.
     model = Llama.from_hf(hf)
 
 The real shapes come from each model's published config.json; the tiny ones keep every
-feature of their family (grouped-query heads, biases, tied embeddings, Llama 3 rope scaling)
-at a size the Triton interpreter runs in seconds.
+feature of their family (grouped-query heads, biases, tied embeddings, Llama 3 rope scaling,
+Qwen3's head norms and head_dim apart from the width) at a size the Triton interpreter runs
+in seconds.
 """
 
 from __future__ import annotations
@@ -35,6 +36,12 @@ SHAPES: dict[str, dict] = {
                        num_key_value_heads=2, rms_norm_eps=1e-6, rope_theta=1000000.0,
                        tie_word_embeddings=True, max_position_embeddings=32768,
                        use_sliding_window=False),
+    # head_dim 128 with 16 heads over a width of 1024: q is twice as wide as the residual
+    "qwen3-0.6b": dict(model_type="qwen3", vocab_size=151936, hidden_size=1024,
+                       intermediate_size=3072, num_hidden_layers=28, num_attention_heads=16,
+                       num_key_value_heads=8, head_dim=128, rms_norm_eps=1e-6,
+                       rope_theta=1000000.0, tie_word_embeddings=True,
+                       max_position_embeddings=40960, use_sliding_window=False),
     "mistral-7b": dict(model_type="mistral", vocab_size=32768, hidden_size=4096,
                        intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
                        num_key_value_heads=8, rms_norm_eps=1e-5, rope_theta=1000000.0,
@@ -51,6 +58,11 @@ SHAPES: dict[str, dict] = {
                        num_key_value_heads=1, rms_norm_eps=1e-6, rope_theta=1000000.0,
                        tie_word_embeddings=True, max_position_embeddings=256,
                        use_sliding_window=False),
+    "tiny-qwen3": dict(model_type="qwen3", vocab_size=67, hidden_size=32,
+                       intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                       num_key_value_heads=2, head_dim=12, rms_norm_eps=1e-6,
+                       rope_theta=1000000.0, tie_word_embeddings=True,
+                       max_position_embeddings=256, use_sliding_window=False),
     "tiny-mistral": dict(model_type="mistral", vocab_size=67, hidden_size=32,
                          intermediate_size=48, num_hidden_layers=2, num_attention_heads=2,
                          num_key_value_heads=2, head_dim=24, rms_norm_eps=1e-5,

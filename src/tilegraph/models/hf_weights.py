@@ -111,6 +111,7 @@ def _our_name(name: str) -> tuple[str, str] | None:
         return f"{prefix}{letter}{'_' if target == 'gate_up' else ''}{target}", part
     plain = {("self_attn.o_proj", "weight"): "wo", ("self_attn.o_proj", "bias"): "bo",
              ("mlp.down_proj", "weight"): "w_down", ("mlp.down_proj", "bias"): "b_down",
+             ("self_attn.q_norm", "weight"): "q_norm", ("self_attn.k_norm", "weight"): "k_norm",
              ("input_layernorm", "weight"): "attn_norm",
              ("post_attention_layernorm", "weight"): "mlp_norm"}
     return (prefix + plain[module, kind], "") if (module, kind) in plain else None

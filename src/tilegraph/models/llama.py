@@ -1,4 +1,4 @@
-"""The Llama family (Llama 2/3.x, Mistral, Qwen2) in plain PyTorch, with a decode path on
+"""The Llama family (Llama 2/3.x, Mistral, Qwen2, Qwen3) in plain PyTorch, with a decode path on
 tilegraph's kernels.
 
     model = Llama.from_hf("path/to/checkpoint", dtype=torch.bfloat16, device="cuda")
@@ -80,7 +80,9 @@ class LlamaLayer(nn.Module):
     in tg.interleave_rotary_pairs order (tg.linear_qkv's layout); w_gate_up interleaves the
     rows of Wgate and Wup (gate_0, up_0, gate_1, ...), the layout of tg.linear's "swiglu".
     The norms' weights are folded into them (fold_norms): attn_norm and mlp_norm are ones,
-    one value expanded to the width (buffers, not in the state dict)."""
+    one value expanded to the width (buffers, not in the state dict). Qwen3's norms of each
+    q and k head, q_norm and k_norm (head_dim,), stay as they are: a head's values are
+    normalised before they are scaled."""
 
     def __init__(self, config: LlamaConfig, dtype: torch.dtype, device):
         super().__init__()
@@ -89,6 +91,8 @@ class LlamaLayer(nn.Module):
         self.register_buffer("attn_norm", _folded_norm(c.dim, **kw), persistent=False)
         self.wqkv = _parameter(qkv, c.dim, **kw)
         self.bqkv = _parameter(qkv, fill=0.0, **kw) if c.qkv_bias else None
+        self.q_norm = _parameter(c.head_dim, fill=1.0, **kw) if c.qk_norm else None
+        self.k_norm = _parameter(c.head_dim, fill=1.0, **kw) if c.qk_norm else None
         self.wo = _parameter(c.dim, c.q_dim, **kw)
         self.bo = _parameter(c.dim, fill=0.0, **kw) if c.o_bias else None
         self.register_buffer("mlp_norm", _folded_norm(c.dim, **kw), persistent=False)
@@ -218,7 +222,7 @@ class Llama(nn.Module):
         x = F.embedding(input_ids, self.embed)
         for index, layer in enumerate(self.layers):
             qkv = F.linear(_rms_norm(x, layer.attn_norm, c.norm_eps), layer.wqkv, layer.bqkv)
-            q, k, v = self._split_heads(qkv, cos, sin)   # (B, T, heads, head_dim)
+            q, k, v = self._split_heads(qkv, cos, sin, layer)   # (B, T, heads, head_dim)
             attn = F.scaled_dot_product_attention(
                 q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True,
                 enable_gqa=local.n_heads != local.n_kv_heads)   # (B, heads, T, head_dim)
@@ -252,17 +256,22 @@ class Llama(nn.Module):
                              rope_frequencies(self.config))
         return (angles.cos().float().to(self.device), angles.sin().float().to(self.device))
 
-    def _split_heads(self, qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
-        """(..., q_dim + 2 kv_dim) of interleaved heads -> q, k with rotary embeddings
-        applied, and v, each (..., heads, head_dim); cos and sin broadcast against the
-        leading dims."""
+    def _split_heads(self, qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                     layer: LlamaLayer):
+        """(..., q_dim + 2 kv_dim) of interleaved heads -> q, k (each head normalised first
+        where the model norms them) with rotary embeddings applied, and v, each (..., heads,
+        head_dim); cos and sin broadcast against the leading dims."""
         c = self.local
         qkv = _deinterleave_heads(qkv, c.head_dim)
         q, k, v = qkv.split((c.q_dim, c.kv_dim, c.kv_dim), dim=-1)
         lead = qkv.shape[:-1]
-        q = _rotate(q.reshape(*lead, c.n_heads, c.head_dim), cos, sin)
-        k = _rotate(k.reshape(*lead, c.n_kv_heads, c.head_dim), cos, sin)
-        return q, k, v.reshape(*lead, c.n_kv_heads, c.head_dim)
+        q = q.reshape(*lead, c.n_heads, c.head_dim)
+        k = k.reshape(*lead, c.n_kv_heads, c.head_dim)
+        if layer.q_norm is not None:
+            q = _rms_norm(q, layer.q_norm, c.norm_eps)
+            k = _rms_norm(k, layer.k_norm, c.norm_eps)
+        return (_rotate(q, cos, sin), _rotate(k, cos, sin),
+                v.reshape(*lead, c.n_kv_heads, c.head_dim))
 
     # -- the fast path: tilegraph kernels, a static cache ----------------------------------------
 
@@ -385,7 +394,7 @@ class Llama(nn.Module):
         x = F.embedding(tokens, self.embed)
         for index, layer in enumerate(self.layers):
             qkv = F.linear(_rms_norm(x, layer.attn_norm, c.norm_eps), layer.wqkv, layer.bqkv)
-            q, k, v = self._split_heads(qkv, cos, sin)   # (S, heads, head_dim)
+            q, k, v = self._split_heads(qkv, cos, sin, layer)   # (S, heads, head_dim)
             # one index_put on the whole cache: through a view of it (cache.k[index]),
             # torch.compile copied the whole cache back after every step
             at = (torch.full_like(slots, index), slots, slice(None), positions)
@@ -417,7 +426,8 @@ class Llama(nn.Module):
             q = tg.linear_qkv(x, layer.wqkv, layer.bqkv, norm_weight=layer.attn_norm,
                               norm_eps=c.norm_eps, cos=cache.cos, sin=cache.sin,
                               positions=positions, slots=slots, k_cache=k_layer,
-                              v_cache=v_layer, n_heads=self.local.n_heads)
+                              v_cache=v_layer, n_heads=self.local.n_heads,
+                              q_norm_weight=layer.q_norm, k_norm_weight=layer.k_norm)
             x = tg.linear(attend(q, k_layer, v_layer), layer.wo, self._once(layer.bo),
                           residual=self._once(x), out=self.all_reduce.output(0, rows),
                           next_norm_weight=layer.mlp_norm if self.tp.size == 1 else None,

@@ -4,8 +4,9 @@
 
 Supported: Llama 2 and 3.x (rope scaling "llama3", or "linear" as DeepSeek-Coder's
 checkpoints scale positions), Mistral without a sliding window that
-the cache could pass, and Qwen2 (bias on q, k and v). Anything else raises a ValueError that
-names the field, so a model is never run with a part silently ignored.
+the cache could pass, Qwen2 (bias on q, k and v) and Qwen3 (an RMSNorm on every q and k
+head). Anything else raises a ValueError that names the field, so a model is never run with
+a part silently ignored.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 import torch
 
-SUPPORTED_TYPES = ("llama", "mistral", "qwen2")
+SUPPORTED_TYPES = ("llama", "mistral", "qwen2", "qwen3")
 SUPPORTED_ROPE = ("default", "llama3", "linear")
 
 
@@ -42,6 +43,7 @@ class LlamaConfig:
     qkv_bias: bool = False
     o_bias: bool = False
     mlp_bias: bool = False
+    qk_norm: bool = False       # RMSNorm of each q and k head before rotary embedding (Qwen3)
     max_position_embeddings: int = 4096
     sliding_window: int | None = None   # attention window (Mistral); None: whole context
     model_type: str = "llama"
@@ -75,7 +77,8 @@ class LlamaConfig:
         per_layer = (self.dim * (self.q_dim + 2 * self.kv_dim) + self.q_dim * self.dim
                      + 3 * self.dim * self.ffn_dim + 2 * self.dim
                      + (self.q_dim + 2 * self.kv_dim) * self.qkv_bias + self.dim * self.o_bias
-                     + (2 * self.ffn_dim + self.dim) * self.mlp_bias)
+                     + (2 * self.ffn_dim + self.dim) * self.mlp_bias
+                     + 2 * self.head_dim * self.qk_norm)
         embeddings = self.vocab_size * self.dim * (1 if self.tie_embeddings else 2)
         return self.n_layers * per_layer + embeddings + self.dim
 
@@ -148,9 +151,9 @@ def _fields_from_hf(values: dict) -> dict:
     if values.get("pretraining_tp", 1) not in (None, 1):
         raise _unsupported("pretraining_tp", values["pretraining_tp"], "use 1")
     window = values.get("sliding_window")
-    if model_type == "qwen2" and not values.get("use_sliding_window", False):
+    if model_type in ("qwen2", "qwen3") and not _qwen_slides(values):
         window = None
-    if model_type == "llama":
+    if model_type in ("llama", "qwen3"):
         qkv_bias = o_bias = bool(values.get("attention_bias", False))
         mlp_bias = bool(values.get("mlp_bias", False))
     else:
@@ -163,9 +166,18 @@ def _fields_from_hf(values: dict) -> dict:
         ffn_dim=values["intermediate_size"], head_dim=values.get("head_dim") or 0,
         norm_eps=float(values.get("rms_norm_eps", 1e-6)),
         tie_embeddings=bool(values.get("tie_word_embeddings", False)),
-        qkv_bias=qkv_bias, o_bias=o_bias, mlp_bias=mlp_bias,
+        qkv_bias=qkv_bias, o_bias=o_bias, mlp_bias=mlp_bias, qk_norm=model_type == "qwen3",
         max_position_embeddings=values.get("max_position_embeddings", 4096),
         sliding_window=window, model_type=model_type, **_rope_fields(values))
+
+
+def _qwen_slides(values: dict) -> bool:
+    """Whether a Qwen2/3 config windows any layer's attention: its layer_types (transformers
+    5) name a sliding layer, or, without them, use_sliding_window is set."""
+    layer_types = values.get("layer_types")
+    if layer_types:
+        return "sliding_attention" in layer_types
+    return bool(values.get("use_sliding_window", False))
 
 
 def rope_frequencies(config: LlamaConfig) -> torch.Tensor:
