@@ -618,11 +618,23 @@ def test_requests_beyond_capacity_fail_before_any_work(generator):
         generator.generate([[1]], 2, temperature=1.0, top_p=1.5)
     with pytest.raises(TypeError, match="token ids"):
         generator.generate(torch.ones(1, 3), 2)
+    # score's continuation is read on the device: a wrong id would give NaN logits
+    with pytest.raises(ValueError, match=r"continuation ids must lie in \[0, 67\)"):
+        generator.score([[1, 2]], torch.tensor([[-1, 3]]))
+    with pytest.raises(ValueError, match="integer ids"):
+        generator.score([[1, 2]], torch.tensor([[1.5, 3.0]]))
 
 
 def test_generator_refuses_other_models():
     with pytest.raises(TypeError, match="Llama"):
         tg.Generator(torch.nn.Linear(2, 2))
+
+
+@pytest.mark.parametrize("sizes", [(2.5,), ("a",), (0, 2), (True,)])
+def test_generator_refuses_sizes_that_are_not_batch_sizes(hf, sizes):
+    model = Llama.from_hf(hf)
+    with pytest.raises(ValueError, match="sizes must be positive ints"):
+        tg.Generator(model, max_batch=2, max_seq=16, sizes=sizes)
 
 
 # -- sampling alone ------------------------------------------------------------------------

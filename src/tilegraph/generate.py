@@ -95,6 +95,10 @@ class Generator:
         if not isinstance(model, Llama):
             raise TypeError(f"Generator takes a tilegraph.models.llama.Llama, got "
                             f"{type(model).__name__} (load one with Llama.from_hf)")
+        if sizes and not all(isinstance(s, int) and not isinstance(s, bool) and s >= 1
+                             for s in sizes):
+            raise ValueError(f"sizes must be positive ints (batch sizes with a graph of their "
+                             f"own), got {tuple(sizes)!r}")
         sizes = tuple(sorted({s for s in sizes if s <= max_batch})) if sizes else ()
         if not sizes or sizes[-1] != max_batch:
             sizes = (*sizes, max_batch)  # every batch up to max_batch has a graph
@@ -526,8 +530,15 @@ class Generator:
         checking the graphs against a reference or computing log-likelihoods."""
         prompts = self._prompts(prompt_ids)
         if (not isinstance(continuation, torch.Tensor) or continuation.ndim != 2
-                or continuation.shape[0] != len(prompts)):
-            raise ValueError(f"continuation must be a ({len(prompts)}, n) tensor of ids")
+                or continuation.shape[0] != len(prompts) or continuation.is_floating_point()
+                or continuation.is_complex() or continuation.dtype == torch.bool):
+            raise ValueError(f"continuation must be a ({len(prompts)}, n) tensor of integer "
+                             "ids")
+        vocab = self.model.config.vocab_size
+        if continuation.numel() and not 0 <= int(continuation.min()) <= int(
+                continuation.max()) < vocab:
+            raise ValueError(f"continuation ids must lie in [0, {vocab}), got "
+                             f"{int(continuation.min())}..{int(continuation.max())}")
         continuation = continuation.to(device=self.model.device, dtype=torch.int64)
         steps = continuation.shape[1]
         self._check_request(prompts, steps, 0.0, None, None, 0)
