@@ -9,7 +9,7 @@ For decode (up to 16 rows) this is one kernel: RMSNorm in the prologue, the proj
 an epilogue that rotates q and k and writes k and v into the cache (_rotary_store.py). The
 weight's rows come with each head's halves interleaved so that every rotated pair lies in
 neighbouring columns of one tile. More rows (a prefill) run tg.linear's tiled GEMM, then
-tg.rotary_qkv.
+tg.rotary_qkv's kernel over its interleaved columns.
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ from .rotary import (
     check_cache_inputs,
     check_head_norms,
     launch_rotary_qkv,
-    rotary_qkv,
     rotary_qkv_ref,
 )
 
@@ -71,17 +70,13 @@ def _launch_linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
     x_rows = as_rows(x)
     weight = weight if weight.stride(-1) == 1 else weight.contiguous()
     rows, k = x_rows.shape
-    if q_norm_weight is not None:
-        # A head's norm needs the whole head, which the projection's tiles do not hold: the
-        # projection, then one kernel for the head norms, the rotation and the cache writes.
+    if q_norm_weight is not None or rows > decode_plan.DECODE_MAX_ROWS:
+        # The tiled GEMM (past 16 rows), or heads to normalise, which the projection's tiles
+        # do not hold whole: the projection, then one kernel for the head norms, the
+        # rotation and the cache writes, reading the interleaved columns in place.
         qkv = linear(x_rows, weight, bias, norm_weight=norm_weight, norm_eps=norm_eps)
         launch_rotary_qkv(qkv, cos, sin, positions, slots, k_cache, v_cache, n_heads,
                           q_norm_weight, k_norm_weight, norm_eps, True, out)
-        return
-    if rows > decode_plan.DECODE_MAX_ROWS:
-        qkv = linear(x_rows, weight, bias, norm_weight=norm_weight, norm_eps=norm_eps)
-        rotary_qkv(deinterleave_rotary_pairs(qkv, k_cache.shape[3]), cos, sin, positions,
-                   slots, k_cache, v_cache, n_heads=n_heads, out=out)
         return
     bias = bias.contiguous() if bias is not None else None
     norm_weight = kernel_norm_weight(norm_weight)
