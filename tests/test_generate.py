@@ -674,10 +674,12 @@ def test_noise_is_uniform_and_decorrelated():
     assert len(set(seeds.tolist())) == 4
 
 
-def test_qwen3_greedy_tokens_equal_hf():
-    """Qwen3's norms of each q and k head (a head_dim of 12 over a width of 32) through the
-    Generator's graphs: its greedy tokens are transformers' at batch 1 and 2."""
-    hf = random_hf_model("tiny-qwen3", scale=5.0, num_hidden_layers=1)
+@pytest.mark.parametrize("name", ["tiny-qwen3", "tiny-phi3"])
+def test_greedy_tokens_equal_hf_per_family(name):
+    """Qwen3's norms of each q and k head (a head_dim of 12 over a width of 32), Phi-3's
+    stacked checkpoint matrices and sliding window, through the Generator's graphs: its
+    greedy tokens are transformers' at batch 1 and 2."""
+    hf = random_hf_model(name, scale=5.0, num_hidden_layers=1)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     generator = tg.Generator(Llama.from_hf(hf, device=device), max_batch=2, max_seq=32,
                              sizes=(1, 2), sync_every=4)
@@ -688,10 +690,11 @@ def test_qwen3_greedy_tokens_equal_hf():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", ["qwen2-0.5b", "qwen3-0.6b"])
+@pytest.mark.parametrize("name", ["qwen2-0.5b", "qwen3-0.6b", "phi3-mini"])
 def test_real_shape_greedy_tokens_equal_hf_in_fp32(name):
-    """Qwen2-0.5B's and Qwen3-0.6B's shapes in fp32: the graphs' greedy tokens are
-    transformers' for 24 new tokens, at batch 1 and at batch 3 (a padded bucket of 4)."""
+    """Qwen2-0.5B's, Qwen3-0.6B's and Phi-3-mini's shapes (head_dim 64, 128, 96) in fp32:
+    the graphs' greedy tokens are transformers' for 24 new tokens, at batch 1 and at batch 3
+    (a padded bucket of 4)."""
     hf = random_hf_model(name, device="cuda", scale=3.0)
     generator = tg.Generator(Llama.from_hf(hf), max_batch=4, max_seq=64, sizes=(1, 4))
     prompts = torch.randint(0, hf.config.vocab_size, (3, 13), device="cuda")

@@ -11,7 +11,7 @@ from tilegraph.testing import MODEL_TOLERANCES, rel_error
 
 transformers = pytest.importorskip("transformers")
 
-TINY = ("tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-mistral")
+TINY = ("tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3")
 
 
 def _load_through_directory(hf, tmp_path, device, **save):
@@ -215,6 +215,17 @@ def test_config_fields_from_each_family():
     biased = LlamaConfig.from_hf(hf_config("tiny-qwen3", attention_bias=True))
     assert biased.qkv_bias and biased.o_bias and not biased.mlp_bias
     assert not qwen.qk_norm and not llama3.qk_norm
+    phi3 = LlamaConfig.from_hf(hf_config("tiny-phi3"))
+    assert phi3.sliding_window == 64 and phi3.n_kv_heads == 2 and phi3.head_dim == 12
+    assert not (phi3.qkv_bias or phi3.o_bias or phi3.mlp_bias or phi3.qk_norm)
+
+
+@pytest.mark.parametrize("name, published", [
+    ("tinyllama", 1_100_048_384), ("qwen3-0.6b", 596_049_920), ("phi3-mini", 3_821_079_552)])
+def test_real_shapes_have_their_published_parameter_counts(name, published):
+    """A preset's config read as tilegraph reads it counts the parameters its model card
+    publishes (Phi-3-mini's 3,821,079,552: q|k|v and gate|up stacked, nothing tied)."""
+    assert LlamaConfig.from_hf(hf_config(name)).parameter_count() == published
 
 
 def test_qwen_sliding_layers_keep_their_window():
@@ -264,12 +275,38 @@ def test_unsupported_fields_are_named(change, field):
         LlamaConfig.from_hf(values)
 
 
-def test_sliding_window_past_the_cache_is_refused():
-    values = {**hf_config("tiny-mistral").to_dict(), "sliding_window": 8}
+@pytest.mark.parametrize("name", ["tiny-mistral", "tiny-phi3"])
+def test_sliding_window_past_the_cache_is_refused(name):
+    values = {**hf_config(name).to_dict(), "sliding_window": 8}
     model = Llama(LlamaConfig.from_hf(values))
     with pytest.raises(ValueError, match="sliding_window=8"):
         model.new_cache(max_batch=1, max_seq=16)
     model.new_cache(max_batch=1, max_seq=8)
+    with pytest.raises(ValueError, match="sliding_window=8"):
+        model(torch.zeros(1, 9, dtype=torch.int64))   # 8 tokens attend alike with or without
+
+
+def test_phi3_longrope_is_refused_by_name():
+    """Phi-3's 128k checkpoints switch rotary frequencies with the sequence's length
+    (LongRoPE): refused, not run with plain rotary embeddings."""
+    values = hf_config("tiny-phi3").to_dict()
+    values["rope_parameters"] = {"rope_type": "longrope", "rope_theta": 10000.0,
+                                 "short_factor": [1.0] * 6, "long_factor": [2.0] * 6,
+                                 "original_max_position_embeddings": 64}
+    with pytest.raises(ValueError, match="rope_type='longrope'"):
+        LlamaConfig.from_hf(values)
+
+
+def test_phi3_stacked_matrices_of_the_wrong_size_are_refused(tmp_path):
+    """Phi-3 stores q|k|v in one matrix: a config whose heads do not add up to its rows is
+    refused by name, not read as a misaligned q, k and v."""
+    random_hf_model("tiny-phi3").save_pretrained(tmp_path)
+    values = json.loads((tmp_path / "config.json").read_text())
+    values["num_key_value_heads"] = 4
+    (tmp_path / "config.json").write_text(json.dumps(values))
+    with pytest.raises(ValueError, match=r"qkv_proj.weight: 96 rows, .* q_proj \+ k_proj "
+                                         r"\+ v_proj have 144"):
+        Llama.from_hf(tmp_path)
 
 
 def test_checkpoint_errors(tmp_path):

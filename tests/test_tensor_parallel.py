@@ -246,6 +246,20 @@ def test_tp_qwen3_head_norms_equal_tp1(tmp_path):
         assert result["shapes"]["layers.0.wqkv"] == ((2 + 2 * 1) * 12, 32)
 
 
+def test_tp_phi3_stacked_matrices_equal_tp1(tmp_path):
+    """Phi-3 at TP=2: each rank reads its q, k, v heads and gate, up columns as rows of the
+    checkpoint's stacked qkv_proj and gate_up_proj, so every path's logits equal TP=1's."""
+    _ranks_fit(2)
+    from tilegraph.models.hf_presets import random_hf_model
+
+    random_hf_model("tiny-phi3", scale=4.0).save_pretrained(tmp_path)
+    for rank, result in enumerate(run_ranks(2, _compare_with_tp1, tmp_path, False)):
+        for path, error in result["errors"].items():
+            assert error < 1e-5, f"rank {rank}, {path}: relative error {error:.2e}"
+        assert result["shapes"]["layers.0.wqkv"] == ((2 + 2 * 1) * 12, 32)
+        assert result["shapes"]["layers.0.w_gate_up"] == (48, 32)
+
+
 def _stop_rank_1_after_prefill(timeout: float) -> str:
     """Rank 1 stops after its first token; rank 0 decoding on must get a CollectiveError
     within the timeout (gloo: its next all-reduce fails; GPUs: the replayed one-shot

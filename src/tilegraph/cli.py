@@ -435,19 +435,21 @@ def cmd_model_demo(args: argparse.Namespace) -> int:
         console.print(f"[red]{problem}[/red]")
         return 2
     try:   # a config transformers cannot read, or a model our Llama does not take
-        parameters = demo_model.llama_config().parameter_count()
+        config = demo_model.llama_config()
     except (ValueError, OSError) as error:
         console.print(f"[red]{name}: {error}[/red]")
         return 2
-    if INTERPRET and parameters > model_demo.INTERPRETER_MAX_PARAMETERS:
+    if INTERPRET and config.parameter_count() > model_demo.INTERPRETER_MAX_PARAMETERS:
         console.print(f"[red]{name} needs a CUDA GPU[/red]: through Triton's interpreter it "
                       "would take hours; use --model tiny-llama3 (or tiny-qwen2, tiny-qwen3, "
-                      "tiny-mistral)")
+                      "tiny-mistral, tiny-phi3)")
         return 2
     dtype = args.dtype or (torch.float32 if INTERPRET else torch.bfloat16)
     prompt = args.prompt_tokens or (9 if INTERPRET else 128)
     new = args.new_tokens or (6 if INTERPRET else 256)
-    max_seq = args.max_seq or (32 if INTERPRET else 2048)
+    # by default no longer than a sliding window (Phi-3-mini's 2047), which the cache may not
+    # pass
+    max_seq = args.max_seq or min(32 if INTERPRET else 2048, config.sliding_window or 2048)
     if prompt + new > max_seq:
         console.print(f"[red]--prompt-tokens {prompt} + --new-tokens {new} exceed --max-seq "
                       f"{max_seq}[/red]")

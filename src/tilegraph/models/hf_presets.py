@@ -6,8 +6,8 @@ random weights of a real model's shape, built without a download.
 
 The real shapes come from each model's published config.json; the tiny ones keep every
 feature of their family (grouped-query heads, biases, tied embeddings, Llama 3 rope scaling,
-Qwen3's head norms and head_dim apart from the width) at a size the Triton interpreter runs
-in seconds.
+Qwen3's head norms and head_dim apart from the width, Phi-3's stacked matrices and sliding
+window) at a size the Triton interpreter runs in seconds.
 """
 
 from __future__ import annotations
@@ -46,6 +46,12 @@ SHAPES: dict[str, dict] = {
                        intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
                        num_key_value_heads=8, rms_norm_eps=1e-5, rope_theta=1000000.0,
                        max_position_embeddings=32768, sliding_window=None),
+    # q|k|v and gate|up each one matrix in the checkpoint; head_dim 96, 32 kv heads
+    "phi3-mini": dict(model_type="phi3", vocab_size=32064, hidden_size=3072,
+                      intermediate_size=8192, num_hidden_layers=32, num_attention_heads=32,
+                      num_key_value_heads=32, rms_norm_eps=1e-5, rope_theta=10000.0,
+                      max_position_embeddings=4096, original_max_position_embeddings=4096,
+                      sliding_window=2047, tie_word_embeddings=False),
     # CPU sizes: every feature of the family, small enough for the interpreter.
     "tiny-llama3": dict(model_type="llama", vocab_size=67, hidden_size=32,
                         intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
@@ -67,6 +73,12 @@ SHAPES: dict[str, dict] = {
                          intermediate_size=48, num_hidden_layers=2, num_attention_heads=2,
                          num_key_value_heads=2, head_dim=24, rms_norm_eps=1e-5,
                          max_position_embeddings=256, sliding_window=None),
+    # a window the 64-position tests reach exactly
+    "tiny-phi3": dict(model_type="phi3", vocab_size=67, hidden_size=32,
+                      intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, head_dim=12, rms_norm_eps=1e-5,
+                      max_position_embeddings=256, sliding_window=64,
+                      tie_word_embeddings=False, eos_token_id=2, pad_token_id=None),
 }
 
 

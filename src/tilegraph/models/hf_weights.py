@@ -3,14 +3,16 @@ checkpoint directory (config.json + *.safetensors, sharded or not). Nothing is d
 Under tensor parallelism each rank reads only its slice of each tensor from the files
 (safetensors' get_slice), never the whole checkpoint.
 
-Checkpoints keep q, k, v and gate, up as separate matrices; the model fuses them once here
-(the way gpt-fast converts a checkpoint), so a decode step runs one projection for each group:
-q|k|v stacked with each head's halves interleaved (tg.linear_qkv's layout), gate and up rows
-interleaved (the layout of tg.linear's "swiglu").
+Most checkpoints keep q, k, v and gate, up as separate matrices (Phi-3 stacks each group in
+one, read here as its parts); the model fuses them once here (the way gpt-fast converts a
+checkpoint), so a decode step runs one projection for each group: q|k|v stacked with each
+head's halves interleaved (tg.linear_qkv's layout), gate and up rows interleaved (the layout
+of tg.linear's "swiglu").
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -39,7 +41,7 @@ def _sliced(tensor_or_slice, split: Split):
     return tensor_or_slice[start:stop] if dim == 0 else tensor_or_slice[:, start:stop]
 
 
-def _tensors_from_directory(path: Path) -> Iterator[tuple[str, Reader]]:
+def _tensors_from_directory(path: Path) -> Iterator[tuple[str, Reader, tuple[int, ...]]]:
     try:
         from safetensors import safe_open
     except ImportError as error:
@@ -58,12 +60,13 @@ def _tensors_from_directory(path: Path) -> Iterator[tuple[str, Reader]]:
         with safe_open(str(file), framework="pt", device="cpu") as shard:
             for name in shard.keys():  # noqa: SIM118 (safe_open is not a dict)
                 yield name, lambda split, name=name, shard=shard: _sliced(
-                    shard.get_slice(name), split)
+                    shard.get_slice(name), split), tuple(shard.get_slice(name).get_shape())
 
 
-def _source(model_or_path) -> tuple[LlamaConfig, Iterator[tuple[str, Reader]], torch.dtype,
-                                   torch.device]:
-    """Config, (name, reader of a slice) pairs, and the checkpoint's own dtype and device."""
+def _source(model_or_path) -> tuple[LlamaConfig, Iterator[tuple[str, Reader, tuple[int, ...]]],
+                                   torch.dtype, torch.device]:
+    """Config, (name, reader of a slice, shape) of each tensor, and the checkpoint's own
+    dtype and device."""
     if isinstance(model_or_path, (str, Path)):
         path = Path(model_or_path)
         if not path.is_dir():
@@ -81,11 +84,54 @@ def _source(model_or_path) -> tuple[LlamaConfig, Iterator[tuple[str, Reader]], t
     if hasattr(model_or_path, "config") and hasattr(model_or_path, "state_dict"):
         state = model_or_path.state_dict()
         first = next(iter(state.values()))
-        readers = ((name, lambda split, t=tensor: _sliced(t, split))
+        readers = ((name, lambda split, t=tensor: _sliced(t, split), tuple(tensor.shape))
                    for name, tensor in state.items())
         return LlamaConfig.from_hf(model_or_path.config), readers, first.dtype, first.device
     raise TypeError(f"from_hf takes a transformers model or a checkpoint directory, got "
                     f"{type(model_or_path).__name__}")
+
+
+# Checkpoint matrices that stack several of the usual ones by rows (Phi-3):
+# module -> the modules they stack, each with what sets its number of rows.
+_STACKED = {"self_attn.qkv_proj": (("self_attn.q_proj", "q"), ("self_attn.k_proj", "kv"),
+                                   ("self_attn.v_proj", "kv")),
+            "mlp.gate_up_proj": (("mlp.gate_proj", "ffn"), ("mlp.up_proj", "ffn"))}
+
+
+def _unstacked(tensors: Iterator[tuple[str, Reader, tuple[int, ...]]], config: LlamaConfig
+               ) -> Iterator[tuple[str, Reader]]:
+    """(name, reader) of every checkpoint tensor, each stacked matrix as its parts under
+    their usual names, each part a reader of its own rows, so the rest of loading (and a
+    rank's slice) sees separate matrices."""
+    rows = {"q": config.q_dim, "kv": config.kv_dim, "ffn": config.ffn_dim}
+    for name, read, shape in tensors:
+        module, _, kind = name.rpartition(".")
+        suffix = next((suffix for suffix in _STACKED if module.endswith("." + suffix)), None)
+        if suffix is None:
+            yield name, read
+            continue
+        parts = _STACKED[suffix]
+        total = sum(rows[unit] for _, unit in parts)
+        if shape[0] != total:
+            raise ValueError(f"{name}: {shape[0]} rows, but the config's "
+                             f"{' + '.join(part.split('.')[-1] for part, _ in parts)} "
+                             f"have {total}")
+        prefix, start = module[:len(module) - len(suffix)], 0
+        for part, unit in parts:
+            yield f"{prefix}{part}.{kind}", functools.partial(_rows_of, read, start,
+                                                              rows[unit])
+            start += rows[unit]
+
+
+def _rows_of(read: Reader, start: int, count: int, split: Split) -> torch.Tensor:
+    """Rows start..start+count of what `read` reads, then `split` of those (a rank's
+    slice of a column-parallel part: rows too)."""
+    if split is None:
+        return read((0, start, start + count))
+    dim, first, stop = split
+    if dim != 0:
+        raise ValueError("a stacked checkpoint matrix is split by rows only")
+    return read((0, start + first, start + stop))
 
 
 def _our_name(name: str) -> tuple[str, str] | None:
@@ -133,7 +179,7 @@ def load_llama(cls, model_or_path, dtype: torch.dtype | None, device,
                   for norm in ("attn_norm", "mlp_norm")]
     pieces: dict[str, dict[str, torch.Tensor]] = {}
     unexpected = []
-    for name, read in tensors:
+    for name, read in _unstacked(tensors, config):
         if name.endswith(_IGNORED_SUFFIXES):
             continue
         mapped = _our_name(name)

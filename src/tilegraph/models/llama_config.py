@@ -3,10 +3,10 @@
     config = LlamaConfig.from_hf(hf_model.config)        # or a config.json dict, or a path
 
 Supported: Llama 2 and 3.x (rope scaling "llama3", or "linear" as DeepSeek-Coder's
-checkpoints scale positions), Mistral without a sliding window that
-the cache could pass, Qwen2 (bias on q, k and v) and Qwen3 (an RMSNorm on every q and k
-head). Anything else raises a ValueError that names the field, so a model is never run with
-a part silently ignored.
+checkpoints scale positions), Mistral and Phi-3 (q|k|v and gate|up stored fused; plain
+rotary embeddings, not LongRoPE) without a sliding window that the cache could pass, Qwen2
+(bias on q, k and v) and Qwen3 (an RMSNorm on every q and k head). Anything else raises a
+ValueError that names the field, so a model is never run with a part silently ignored.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-SUPPORTED_TYPES = ("llama", "mistral", "qwen2", "qwen3")
+SUPPORTED_TYPES = ("llama", "mistral", "phi3", "qwen2", "qwen3")
 SUPPORTED_ROPE = ("default", "llama3", "linear")
 
 
@@ -45,7 +45,7 @@ class LlamaConfig:
     mlp_bias: bool = False
     qk_norm: bool = False       # RMSNorm of each q and k head before rotary embedding (Qwen3)
     max_position_embeddings: int = 4096
-    sliding_window: int | None = None   # attention window (Mistral); None: whole context
+    sliding_window: int | None = None   # attention window (Mistral, Phi-3); None: whole context
     model_type: str = "llama"
 
     def __post_init__(self):
