@@ -11,7 +11,8 @@ from tilegraph.testing import MODEL_TOLERANCES, rel_error
 
 transformers = pytest.importorskip("transformers")
 
-TINY = ("tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3")
+TINY = ("tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3",
+        "tiny-granite", "tiny-ministral")
 
 
 def _load_through_directory(hf, tmp_path, device, **save):
@@ -228,29 +229,51 @@ def test_real_shapes_have_their_published_parameter_counts(name, published):
     assert LlamaConfig.from_hf(hf_config(name)).parameter_count() == published
 
 
-def test_qwen_sliding_layers_keep_their_window():
-    """A Qwen2/3 config whose layer_types name a sliding layer keeps sliding_window, so a
-    cache past it is refused (tilegraph attends to the whole context)."""
-    values = {**hf_config("tiny-qwen3").to_dict(), "sliding_window": 8,
+@pytest.mark.parametrize("name", ["tiny-qwen3", "tiny-ministral"])
+def test_sliding_layers_keep_their_window(name):
+    """A Qwen2/3 or Ministral config whose layer_types name a sliding layer keeps
+    sliding_window, so a cache past it is refused (tilegraph attends to the whole context);
+    without layer_types, Ministral slides every layer and Qwen only by use_sliding_window."""
+    values = {**hf_config(name).to_dict(), "sliding_window": 8,
               "layer_types": ["full_attention", "sliding_attention"]}
     assert LlamaConfig.from_hf(values).sliding_window == 8
     values["layer_types"] = ["full_attention"] * 2
     assert LlamaConfig.from_hf(values).sliding_window is None
+    del values["layer_types"]
+    assert LlamaConfig.from_hf(values).sliding_window == (8 if name == "tiny-ministral" else
+                                                          None)
 
 
-def test_qwen3_with_attention_bias_matches_hf(tmp_path, device):
-    """attention_bias gives Qwen3 a bias on q, k, v and o (Qwen2: q, k, v only): the
-    reference forward and the fused path's prefill and decode steps against HF."""
-    hf = random_hf_model("tiny-qwen3", scale=5.0, attention_bias=True)
-    assert hf.model.layers[0].self_attn.o_proj.bias is not None
+def test_granite_scalars_are_read_and_checked():
+    granite = LlamaConfig.from_hf(hf_config("tiny-granite"))
+    assert (granite.embedding_multiplier, granite.attention_multiplier,
+            granite.residual_multiplier, granite.logits_scaling) == (12.0, 0.0625, 0.22, 8.0)
+    assert granite.attention_scale == 0.0625 and granite.tie_embeddings
+    llama = LlamaConfig.from_hf(hf_config("tiny-llama3"))
+    assert llama.attention_multiplier is None and llama.attention_scale == 8 ** -0.5
+    with pytest.raises(ValueError, match="attention_multiplier must be a positive number"):
+        LlamaConfig.from_hf({**hf_config("tiny-granite").to_dict(), "attention_multiplier": 0})
+
+
+@pytest.mark.parametrize("name, overrides", [
+    ("tiny-qwen3", {"attention_bias": True}),
+    ("tiny-granite", {"attention_bias": True, "mlp_bias": True})])
+def test_biases_match_hf(name, overrides, tmp_path, device):
+    """attention_bias gives Qwen3 and Granite a bias on q, k, v and o (Qwen2: q, k, v only);
+    Granite's attention multiplier is folded into q's bias, its residual multiplier into the
+    output and down projections' biases: the reference forward and the fused path's prefill
+    and decode steps against HF."""
+    hf = random_hf_model(name, scale=5.0, **overrides)
     model = _load_through_directory(hf, tmp_path, device)
-    assert model.layers[0].bo is not None and model.layers[0].q_norm is not None
+    layer = model.layers[0]
+    assert layer.bqkv is not None and layer.bo is not None
+    assert (layer.b_down is not None) == overrides.get("mlp_bias", False)
     ids = torch.randint(0, hf.config.vocab_size, (2, 12))
     ref = _hf_logits(hf, ids)
     with torch.no_grad():
         ours = model(ids.to(device))
-    _assert_steps_close(ours, ref, MODEL_TOLERANCES[torch.float32], "qwen3 forward")
-    _assert_prefill_then_decode_close(model, ids.to(device), ref, 7, 16, "qwen3")
+    _assert_steps_close(ours, ref, MODEL_TOLERANCES[torch.float32], f"{name} forward")
+    _assert_prefill_then_decode_close(model, ids.to(device), ref, 7, 16, name)
 
 
 def test_config_from_a_directory(tmp_path):

@@ -260,6 +260,19 @@ def test_tp_phi3_stacked_matrices_equal_tp1(tmp_path):
         assert result["shapes"]["layers.0.w_gate_up"] == (48, 32)
 
 
+def test_tp_granite_scalars_equal_tp1(tmp_path):
+    """Granite at TP=2: the scalars folded into every rank's shard (q rows and bias, the
+    row-parallel projections and the bias rank 0 adds, the tied LM head's rows copied from
+    the scaled embedding), so every path's logits equal TP=1's."""
+    _ranks_fit(2)
+    from tilegraph.models.hf_presets import random_hf_model
+
+    random_hf_model("tiny-granite", scale=4.0, attention_bias=True).save_pretrained(tmp_path)
+    for rank, result in enumerate(run_ranks(2, _compare_with_tp1, tmp_path, False)):
+        for path, error in result["errors"].items():
+            assert error < 1e-5, f"rank {rank}, {path}: relative error {error:.2e}"
+
+
 def _stop_rank_1_after_prefill(timeout: float) -> str:
     """Rank 1 stops after its first token; rank 0 decoding on must get a CollectiveError
     within the timeout (gloo: its next all-reduce fails; GPUs: the replayed one-shot

@@ -425,6 +425,7 @@ def _needs_hf() -> str | None:
 
 def cmd_model_demo(args: argparse.Namespace) -> int:
     from . import model_demo
+    from .models.hf_presets import SHAPES
 
     if (missing := _needs_hf()) is not None:
         console.print(f"[red]{missing}[/red]")
@@ -441,8 +442,8 @@ def cmd_model_demo(args: argparse.Namespace) -> int:
         return 2
     if INTERPRET and config.parameter_count() > model_demo.INTERPRETER_MAX_PARAMETERS:
         console.print(f"[red]{name} needs a CUDA GPU[/red]: through Triton's interpreter it "
-                      "would take hours; use --model tiny-llama3 (or tiny-qwen2, tiny-qwen3, "
-                      "tiny-mistral, tiny-phi3)")
+                      "would take hours; use a tiny shape (--model "
+                      f"{'|'.join(n for n in SHAPES if n.startswith('tiny-'))})")
         return 2
     dtype = args.dtype or (torch.float32 if INTERPRET else torch.bfloat16)
     prompt = args.prompt_tokens or (9 if INTERPRET else 128)

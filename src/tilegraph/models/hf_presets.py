@@ -7,7 +7,7 @@ random weights of a real model's shape, built without a download.
 The real shapes come from each model's published config.json; the tiny ones keep every
 feature of their family (grouped-query heads, biases, tied embeddings, Llama 3 rope scaling,
 Qwen3's head norms and head_dim apart from the width, Phi-3's stacked matrices and sliding
-window) at a size the Triton interpreter runs in seconds.
+window, Granite's scalars) at a size the Triton interpreter runs in seconds.
 """
 
 from __future__ import annotations
@@ -79,6 +79,19 @@ SHAPES: dict[str, dict] = {
                       num_key_value_heads=2, head_dim=12, rms_norm_eps=1e-5,
                       max_position_embeddings=256, sliding_window=64,
                       tie_word_embeddings=False, eos_token_id=2, pad_token_id=None),
+    # Granite 3's scalars (embeddings, attention scores, layer outputs, logits), tied
+    "tiny-granite": dict(model_type="granite", vocab_size=67, hidden_size=32,
+                         intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                         num_key_value_heads=2, rms_norm_eps=1e-5, rope_theta=10000000.0,
+                         tie_word_embeddings=True, max_position_embeddings=256,
+                         embedding_multiplier=12.0, attention_multiplier=0.0625,
+                         residual_multiplier=0.22, logits_scaling=8.0),
+    # a sliding layer beside a full one, the window past what the tests reach
+    "tiny-ministral": dict(model_type="ministral", vocab_size=67, hidden_size=32,
+                           intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                           num_key_value_heads=1, head_dim=8, rms_norm_eps=1e-5,
+                           max_position_embeddings=256, sliding_window=96,
+                           layer_types=["sliding_attention", "full_attention"]),
 }
 
 

@@ -163,6 +163,25 @@ def _our_name(name: str) -> tuple[str, str] | None:
     return (prefix + plain[module, kind], "") if (module, kind) in plain else None
 
 
+@torch.no_grad()
+def _fold_scalars(model, config: LlamaConfig) -> None:
+    """Granite's scalars into the weights that produce what they scale: attention scores'
+    (for the 1/sqrt(head_dim) every attention path applies) into q, the layers' outputs'
+    into their last projections, the embeddings' into the table, the logits' (and, where
+    the LM head is the scaled table, the embeddings' undone) into the final norm."""
+    q_scale = 1.0
+    if config.attention_multiplier is not None:
+        q_scale = config.attention_scale * config.head_dim ** 0.5
+    for layer in model.layers:
+        layer.fold_scales(q_scale, config.residual_multiplier)
+    if config.embedding_multiplier != 1.0:
+        model.embed.mul_(config.embedding_multiplier)
+    logits_divisor = config.logits_scaling * (config.embedding_multiplier
+                                              if config.tie_embeddings else 1.0)
+    if logits_divisor != 1.0:
+        model.norm.div_(logits_divisor)
+
+
 _ORDER = {"q": 0, "k": 1, "v": 2, "gate": 0, "up": 1}
 
 
@@ -226,5 +245,6 @@ def load_llama(cls, model_or_path, dtype: torch.dtype | None, device,
         target.data.copy_(value)
     for i, layer in enumerate(model.layers):
         layer.fold_norms(norms[f"layers.{i}.attn_norm"], norms[f"layers.{i}.mlp_norm"])
+    _fold_scalars(model, config)
     model.tie_lm_head()
     return model.eval()

@@ -1,5 +1,5 @@
-"""The Llama family (Llama 2/3.x, Mistral, Qwen2, Qwen3) in plain PyTorch, with a decode path on
-tilegraph's kernels.
+"""The Llama family (Llama 2/3.x, Mistral, Phi-3, Qwen2, Qwen3, Granite 3) in plain PyTorch,
+with a decode path on tilegraph's kernels.
 
     model = Llama.from_hf("path/to/checkpoint", dtype=torch.bfloat16, device="cuda")
     logits = model(input_ids)                    # (B, T, vocab): plain PyTorch, the reference
@@ -116,6 +116,21 @@ class LlamaLayer(nn.Module):
         normalised rows: wqkv's and w_gate_up's columns times them, rounded once."""
         self.wqkv.mul_(attn_norm.to(self.wqkv.dtype))
         self.w_gate_up.mul_(mlp_norm.to(self.w_gate_up.dtype))
+
+    @torch.no_grad()
+    def fold_scales(self, q_scale: float, residual: float) -> None:
+        """Fold a checkpoint's scalars (Granite's) into the weights whose output they scale:
+        q times q_scale (by its head norm where it has one, which comes after the
+        projection), the output and down projections and their biases times residual."""
+        q_dim = self.wo.shape[1]
+        q_parts = ([self.q_norm] if self.q_norm is not None else
+                   [self.wqkv[:q_dim], *([self.bqkv[:q_dim]] if self.bqkv is not None else [])])
+        for scale, tensors in ((q_scale, q_parts),
+                               (residual, [self.wo, self.bo, self.w_down, self.b_down])):
+            if scale != 1.0:
+                for tensor in tensors:
+                    if tensor is not None:
+                        tensor.mul_(scale)
 
 
 @dataclass

@@ -3,10 +3,12 @@
     config = LlamaConfig.from_hf(hf_model.config)        # or a config.json dict, or a path
 
 Supported: Llama 2 and 3.x (rope scaling "llama3", or "linear" as DeepSeek-Coder's
-checkpoints scale positions), Mistral and Phi-3 (q|k|v and gate|up stored fused; plain
-rotary embeddings, not LongRoPE) without a sliding window that the cache could pass, Qwen2
-(bias on q, k and v) and Qwen3 (an RMSNorm on every q and k head). Anything else raises a
-ValueError that names the field, so a model is never run with a part silently ignored.
+checkpoints scale positions), Mistral, Ministral and Phi-3 (q|k|v and gate|up stored fused;
+plain rotary embeddings, not LongRoPE) without a sliding window that the cache could pass,
+Qwen2 (bias on q, k and v), Qwen3 (an RMSNorm on every q and k head) and Granite 3 (scalars
+on the embeddings, attention scores, layer outputs and logits, folded into the weights).
+Anything else raises a ValueError that names the field, so a model is never run with a part
+silently ignored.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 
 import torch
 
-SUPPORTED_TYPES = ("llama", "mistral", "phi3", "qwen2", "qwen3")
+SUPPORTED_TYPES = ("llama", "mistral", "ministral", "phi3", "qwen2", "qwen3", "granite")
 SUPPORTED_ROPE = ("default", "llama3", "linear")
 
 
@@ -47,6 +49,14 @@ class LlamaConfig:
     max_position_embeddings: int = 4096
     sliding_window: int | None = None   # attention window (Mistral, Phi-3); None: whole context
     model_type: str = "llama"
+    # Granite's scalars: embeddings times embedding_multiplier, attention scores times
+    # attention_multiplier (None: 1 / sqrt(head_dim)), each layer's attention and MLP outputs
+    # times residual_multiplier before the residual add, logits divided by logits_scaling.
+    # The modules never read them: loading (from_hf) folds them into the weights.
+    embedding_multiplier: float = 1.0
+    attention_multiplier: float | None = None
+    residual_multiplier: float = 1.0
+    logits_scaling: float = 1.0
 
     def __post_init__(self):
         if self.head_dim == 0:
@@ -64,6 +74,20 @@ class LlamaConfig:
                              f"num_key_value_heads ({self.n_kv_heads})")
         if self.head_dim % 2:
             raise ValueError(f"head_dim must be even for rotary embeddings, got {self.head_dim}")
+        for name in ("embedding_multiplier", "attention_multiplier", "residual_multiplier",
+                     "logits_scaling"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, (int, float)) and
+                                          0 < value < math.inf):
+                raise ValueError(f"LlamaConfig.{name} must be a positive number, got "
+                                 f"{value!r}")
+
+    @property
+    def attention_scale(self) -> float:
+        """What attention scores are multiplied by."""
+        if self.attention_multiplier is None:
+            return self.head_dim ** -0.5
+        return float(self.attention_multiplier)
 
     @property
     def q_dim(self) -> int:
@@ -151,9 +175,9 @@ def _fields_from_hf(values: dict) -> dict:
     if values.get("pretraining_tp", 1) not in (None, 1):
         raise _unsupported("pretraining_tp", values["pretraining_tp"], "use 1")
     window = values.get("sliding_window")
-    if model_type in ("qwen2", "qwen3") and not _qwen_slides(values):
+    if model_type in ("qwen2", "qwen3", "ministral") and not _any_layer_slides(values, model_type):
         window = None
-    if model_type in ("llama", "qwen3"):
+    if model_type in ("llama", "qwen3", "granite"):
         qkv_bias = o_bias = bool(values.get("attention_bias", False))
         mlp_bias = bool(values.get("mlp_bias", False))
     else:
@@ -168,16 +192,25 @@ def _fields_from_hf(values: dict) -> dict:
         tie_embeddings=bool(values.get("tie_word_embeddings", False)),
         qkv_bias=qkv_bias, o_bias=o_bias, mlp_bias=mlp_bias, qk_norm=model_type == "qwen3",
         max_position_embeddings=values.get("max_position_embeddings", 4096),
-        sliding_window=window, model_type=model_type, **_rope_fields(values))
+        sliding_window=window, model_type=model_type, **_rope_fields(values),
+        **(_granite_scalars(values) if model_type == "granite" else {}))
 
 
-def _qwen_slides(values: dict) -> bool:
-    """Whether a Qwen2/3 config windows any layer's attention: its layer_types (transformers
-    5) name a sliding layer, or, without them, use_sliding_window is set."""
+def _granite_scalars(values: dict) -> dict:
+    return {"embedding_multiplier": float(values.get("embedding_multiplier", 1.0)),
+            "attention_multiplier": float(values.get("attention_multiplier", 1.0)),
+            "residual_multiplier": float(values.get("residual_multiplier", 1.0)),
+            "logits_scaling": float(values.get("logits_scaling", 1.0))}
+
+
+def _any_layer_slides(values: dict, model_type: str) -> bool:
+    """Whether a Qwen2/3 or Ministral config windows any layer's attention: its layer_types
+    (transformers 5) name a sliding layer; without them, Qwen's use_sliding_window is set,
+    or (Ministral) every layer slides."""
     layer_types = values.get("layer_types")
     if layer_types:
         return "sliding_attention" in layer_types
-    return bool(values.get("use_sliding_window", False))
+    return model_type == "ministral" or bool(values.get("use_sliding_window", False))
 
 
 def rope_frequencies(config: LlamaConfig) -> torch.Tensor:
