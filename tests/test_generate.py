@@ -674,11 +674,12 @@ def test_noise_is_uniform_and_decorrelated():
     assert len(set(seeds.tolist())) == 4
 
 
-@pytest.mark.parametrize("name", ["tiny-qwen3", "tiny-phi3", "tiny-granite"])
+@pytest.mark.parametrize("name", ["tiny-qwen3", "tiny-phi3", "tiny-granite", "tiny-smollm3"])
 def test_greedy_tokens_equal_hf_per_family(name):
     """Qwen3's norms of each q and k head (a head_dim of 12 over a width of 32), Phi-3's
-    stacked checkpoint matrices and sliding window, Granite's scalars, through the
-    Generator's graphs: its greedy tokens are transformers' at batch 1 and 2."""
+    stacked checkpoint matrices and sliding window, Granite's scalars, SmolLM3's layer
+    without rotary embeddings, through the Generator's graphs: its greedy tokens are
+    transformers' at batch 1 and 2."""
     hf = random_hf_model(name, scale=5.0, num_hidden_layers=1)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     generator = tg.Generator(Llama.from_hf(hf, device=device), max_batch=2, max_seq=32,

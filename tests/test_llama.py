@@ -12,7 +12,7 @@ from tilegraph.testing import MODEL_TOLERANCES, rel_error
 transformers = pytest.importorskip("transformers")
 
 TINY = ("tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3",
-        "tiny-granite", "tiny-ministral")
+        "tiny-granite", "tiny-ministral", "tiny-smollm3")
 
 
 def _load_through_directory(hf, tmp_path, device, **save):
@@ -242,6 +242,22 @@ def test_sliding_layers_keep_their_window(name):
     del values["layer_types"]
     assert LlamaConfig.from_hf(values).sliding_window == (8 if name == "tiny-ministral" else
                                                           None)
+
+
+def test_smollm3_layers_without_rotary_embeddings():
+    """SmolLM3's no_rope_layers (1: rotates), or every no_rope_layer_interval-th layer
+    left out where the list is not given; a list of the wrong length is refused."""
+    values = hf_config("tiny-smollm3", num_hidden_layers=8, no_rope_layer_interval=4).to_dict()
+    config = LlamaConfig.from_hf(values)
+    assert config.rope_layers == (True, True, True, False) * 2
+    assert [config.rotates(i) for i in range(8)] == list(config.rope_layers)
+    values["no_rope_layers"] = None
+    assert LlamaConfig.from_hf(values).rope_layers == (True, True, True, False) * 2
+    values["no_rope_layers"] = [1] * 8
+    assert LlamaConfig.from_hf(values).rope_layers is None
+    with pytest.raises(ValueError, match="rope_layers names 3 layers; the model has 8"):
+        LlamaConfig.from_hf({**values, "no_rope_layers": [1, 0, 1]})
+    assert LlamaConfig.from_hf(hf_config("tiny-llama3")).rotates(1)
 
 
 def test_granite_scalars_are_read_and_checked():

@@ -246,31 +246,25 @@ def test_tp_qwen3_head_norms_equal_tp1(tmp_path):
         assert result["shapes"]["layers.0.wqkv"] == ((2 + 2 * 1) * 12, 32)
 
 
-def test_tp_phi3_stacked_matrices_equal_tp1(tmp_path):
-    """Phi-3 at TP=2: each rank reads its q, k, v heads and gate, up columns as rows of the
-    checkpoint's stacked qkv_proj and gate_up_proj, so every path's logits equal TP=1's."""
-    _ranks_fit(2)
-    from tilegraph.models.hf_presets import random_hf_model
-
-    random_hf_model("tiny-phi3", scale=4.0).save_pretrained(tmp_path)
-    for rank, result in enumerate(run_ranks(2, _compare_with_tp1, tmp_path, False)):
-        for path, error in result["errors"].items():
-            assert error < 1e-5, f"rank {rank}, {path}: relative error {error:.2e}"
-        assert result["shapes"]["layers.0.wqkv"] == ((2 + 2 * 1) * 12, 32)
-        assert result["shapes"]["layers.0.w_gate_up"] == (48, 32)
-
-
-def test_tp_granite_scalars_equal_tp1(tmp_path):
-    """Granite at TP=2: the scalars folded into every rank's shard (q rows and bias, the
+@pytest.mark.parametrize("name, overrides", [
+    ("tiny-phi3", {}), ("tiny-granite", {"attention_bias": True}), ("tiny-smollm3", {})])
+def test_tp_families_equal_tp1(name, overrides, tmp_path):
+    """Each family's own part at TP=2, every path's logits equal to TP=1's: Phi-3's ranks
+    read their q, k, v heads and gate, up columns as rows of the checkpoint's stacked
+    matrices; Granite's scalars are folded into every shard (q rows and bias, the
     row-parallel projections and the bias rank 0 adds, the tied LM head's rows copied from
-    the scaled embedding), so every path's logits equal TP=1's."""
+    the scaled embedding); SmolLM3's second layer does not rotate."""
     _ranks_fit(2)
     from tilegraph.models.hf_presets import random_hf_model
 
-    random_hf_model("tiny-granite", scale=4.0, attention_bias=True).save_pretrained(tmp_path)
+    hf = random_hf_model(name, scale=4.0, **overrides)
+    hf.save_pretrained(tmp_path)
+    config = LlamaConfig.from_hf(hf.config)
     for rank, result in enumerate(run_ranks(2, _compare_with_tp1, tmp_path, False)):
         for path, error in result["errors"].items():
             assert error < 1e-5, f"rank {rank}, {path}: relative error {error:.2e}"
+        assert result["shapes"]["layers.0.wqkv"] == ((config.q_dim + 2 * config.kv_dim) // 2,
+                                                     config.dim)
 
 
 def _stop_rank_1_after_prefill(timeout: float) -> str:

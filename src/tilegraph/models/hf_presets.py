@@ -7,7 +7,8 @@ random weights of a real model's shape, built without a download.
 The real shapes come from each model's published config.json; the tiny ones keep every
 feature of their family (grouped-query heads, biases, tied embeddings, Llama 3 rope scaling,
 Qwen3's head norms and head_dim apart from the width, Phi-3's stacked matrices and sliding
-window, Granite's scalars) at a size the Triton interpreter runs in seconds.
+window, SmolLM3's layers without rotary embeddings, Granite's scalars) at a size the Triton
+interpreter runs in seconds.
 """
 
 from __future__ import annotations
@@ -86,6 +87,13 @@ SHAPES: dict[str, dict] = {
                          tie_word_embeddings=True, max_position_embeddings=256,
                          embedding_multiplier=12.0, attention_multiplier=0.0625,
                          residual_multiplier=0.22, logits_scaling=8.0),
+    # the second layer without rotary embeddings (SmolLM3-3B: every fourth)
+    "tiny-smollm3": dict(model_type="smollm3", vocab_size=67, hidden_size=32,
+                         intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                         num_key_value_heads=2, rms_norm_eps=1e-6, rope_theta=5000000.0,
+                         tie_word_embeddings=True, max_position_embeddings=256,
+                         no_rope_layer_interval=2, eos_token_id=2, pad_token_id=None,
+                         bos_token_id=None),
     # a sliding layer beside a full one, the window past what the tests reach
     "tiny-ministral": dict(model_type="ministral", vocab_size=67, hidden_size=32,
                            intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,

@@ -1,5 +1,5 @@
-"""The Llama family (Llama 2/3.x, Mistral, Phi-3, Qwen2, Qwen3, Granite 3) in plain PyTorch,
-with a decode path on tilegraph's kernels.
+"""The Llama family (Llama 2/3.x, Mistral, Phi-3, Qwen2, Qwen3, SmolLM3, Granite 3) in plain
+PyTorch, with a decode path on tilegraph's kernels.
 
     model = Llama.from_hf("path/to/checkpoint", dtype=torch.bfloat16, device="cuda")
     logits = model(input_ids)                    # (B, T, vocab): plain PyTorch, the reference
@@ -144,6 +144,9 @@ class KVCache:
     cos: torch.Tensor
     sin: torch.Tensor
     slots: torch.Tensor      # arange(max_batch): row -> slot, for the cache writes
+    # cos = 1 and sin = 0 at every position: the tables of the layers that do not rotate q
+    # and k (SmolLM3's), so their fused projection runs unchanged; None if every layer does
+    identity: tuple[torch.Tensor, torch.Tensor] | None = None
 
     @property
     def max_batch(self) -> int:
@@ -160,8 +163,14 @@ class KVCache:
         if not 1 <= max_seq <= self.max_seq:
             raise ValueError(f"a window of {max_seq} positions does not fit a cache of "
                              f"{self.max_seq}")
+        identity = None if self.identity is None else tuple(t[:max_seq] for t in self.identity)
         return KVCache(self.k[..., :max_seq, :], self.v[..., :max_seq, :], self.cos[:max_seq],
-                       self.sin[:max_seq], self.slots)
+                       self.sin[:max_seq], self.slots, identity)
+
+    def tables(self, rotates: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """(cos, sin) for a layer that rotates q and k, or the identity's for one that does
+        not."""
+        return (self.cos, self.sin) if rotates or self.identity is None else self.identity
 
 
 class Llama(nn.Module):
@@ -237,7 +246,7 @@ class Llama(nn.Module):
         x = F.embedding(input_ids, self.embed)
         for index, layer in enumerate(self.layers):
             qkv = F.linear(_rms_norm(x, layer.attn_norm, c.norm_eps), layer.wqkv, layer.bqkv)
-            q, k, v = self._split_heads(qkv, cos, sin, layer)   # (B, T, heads, head_dim)
+            q, k, v = self._split_heads(qkv, index, cos, sin)   # (B, T, heads, head_dim)
             attn = F.scaled_dot_product_attention(
                 q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True,
                 enable_gqa=local.n_heads != local.n_kv_heads)   # (B, heads, T, head_dim)
@@ -271,11 +280,13 @@ class Llama(nn.Module):
                              rope_frequencies(self.config))
         return (angles.cos().float().to(self.device), angles.sin().float().to(self.device))
 
-    def _split_heads(self, qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                     layer: LlamaLayer):
-        """(..., q_dim + 2 kv_dim) of interleaved heads -> q, k (each head normalised first
-        where the model norms them) with rotary embeddings applied, and v, each (..., heads,
-        head_dim); cos and sin broadcast against the leading dims."""
+    def _split_heads(self, qkv: torch.Tensor, index: int, cos: torch.Tensor,
+                     sin: torch.Tensor):
+        """Layer `index`'s (..., q_dim + 2 kv_dim) of interleaved heads -> q, k (each head
+        normalised first where the model norms them) with rotary embeddings applied where
+        the layer rotates, and v, each (..., heads, head_dim); cos and sin broadcast against
+        the leading dims."""
+        layer = self.layers[index]
         c = self.local
         qkv = _deinterleave_heads(qkv, c.head_dim)
         q, k, v = qkv.split((c.q_dim, c.kv_dim, c.kv_dim), dim=-1)
@@ -285,8 +296,9 @@ class Llama(nn.Module):
         if layer.q_norm is not None:
             q = _rms_norm(q, layer.q_norm, c.norm_eps)
             k = _rms_norm(k, layer.k_norm, c.norm_eps)
-        return (_rotate(q, cos, sin), _rotate(k, cos, sin),
-                v.reshape(*lead, c.n_kv_heads, c.head_dim))
+        if self.config.rotates(index):
+            q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
+        return q, k, v.reshape(*lead, c.n_kv_heads, c.head_dim)
 
     # -- the fast path: tilegraph kernels, a static cache ----------------------------------------
 
@@ -303,8 +315,11 @@ class Llama(nn.Module):
         shape = (c.n_layers, max_batch, self.local.n_kv_heads, max_seq, c.head_dim)
         k = torch.zeros(shape, dtype=self.dtype, device=self.device)
         cos, sin = self._rope_table(max_seq)
+        identity = None
+        if not all(map(c.rotates, range(c.n_layers))):
+            identity = torch.ones_like(cos), torch.zeros_like(sin)
         return KVCache(k, torch.zeros_like(k), cos, sin,
-                       torch.arange(max_batch, device=self.device))
+                       torch.arange(max_batch, device=self.device), identity)
 
     @torch.no_grad()
     def prefill(self, input_ids: torch.Tensor, cache: KVCache, first_slot: int = 0,
@@ -409,7 +424,7 @@ class Llama(nn.Module):
         x = F.embedding(tokens, self.embed)
         for index, layer in enumerate(self.layers):
             qkv = F.linear(_rms_norm(x, layer.attn_norm, c.norm_eps), layer.wqkv, layer.bqkv)
-            q, k, v = self._split_heads(qkv, cos, sin, layer)   # (S, heads, head_dim)
+            q, k, v = self._split_heads(qkv, index, cos, sin)   # (S, heads, head_dim)
             # one index_put on the whole cache: through a view of it (cache.k[index]),
             # torch.compile copied the whole cache back after every step
             at = (torch.full_like(slots, index), slots, slice(None), positions)
@@ -438,8 +453,9 @@ class Llama(nn.Module):
         attn_norms = [layer.attn_norm for layer in self.layers[1:]] + [self.norm]
         for index, layer in enumerate(self.layers):
             k_layer, v_layer = cache.k[index], cache.v[index]
+            cos, sin = cache.tables(c.rotates(index))
             q = tg.linear_qkv(x, layer.wqkv, layer.bqkv, norm_weight=layer.attn_norm,
-                              norm_eps=c.norm_eps, cos=cache.cos, sin=cache.sin,
+                              norm_eps=c.norm_eps, cos=cos, sin=sin,
                               positions=positions, slots=slots, k_cache=k_layer,
                               v_cache=v_layer, n_heads=self.local.n_heads,
                               q_norm_weight=layer.q_norm, k_norm_weight=layer.k_norm)

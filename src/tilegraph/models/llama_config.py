@@ -5,8 +5,9 @@
 Supported: Llama 2 and 3.x (rope scaling "llama3", or "linear" as DeepSeek-Coder's
 checkpoints scale positions), Mistral, Ministral and Phi-3 (q|k|v and gate|up stored fused;
 plain rotary embeddings, not LongRoPE) without a sliding window that the cache could pass,
-Qwen2 (bias on q, k and v), Qwen3 (an RMSNorm on every q and k head) and Granite 3 (scalars
-on the embeddings, attention scores, layer outputs and logits, folded into the weights).
+Qwen2 (bias on q, k and v), Qwen3 (an RMSNorm on every q and k head), SmolLM3 (every fourth
+layer without rotary embeddings) and Granite 3 (scalars on the embeddings, attention scores,
+layer outputs and logits, folded into the weights).
 Anything else raises a ValueError that names the field, so a model is never run with a part
 silently ignored.
 """
@@ -21,7 +22,8 @@ from typing import Any
 
 import torch
 
-SUPPORTED_TYPES = ("llama", "mistral", "ministral", "phi3", "qwen2", "qwen3", "granite")
+SUPPORTED_TYPES = ("llama", "mistral", "ministral", "phi3", "qwen2", "qwen3", "smollm3",
+                   "granite")
 SUPPORTED_ROPE = ("default", "llama3", "linear")
 
 
@@ -49,6 +51,8 @@ class LlamaConfig:
     max_position_embeddings: int = 4096
     sliding_window: int | None = None   # attention window (Mistral, Phi-3); None: whole context
     model_type: str = "llama"
+    # Which layers rotate q and k (SmolLM3 leaves every fourth out); None: every layer.
+    rope_layers: tuple[bool, ...] | None = None
     # Granite's scalars: embeddings times embedding_multiplier, attention scores times
     # attention_multiplier (None: 1 / sqrt(head_dim)), each layer's attention and MLP outputs
     # times residual_multiplier before the residual add, logits divided by logits_scaling.
@@ -74,6 +78,11 @@ class LlamaConfig:
                              f"num_key_value_heads ({self.n_kv_heads})")
         if self.head_dim % 2:
             raise ValueError(f"head_dim must be even for rotary embeddings, got {self.head_dim}")
+        if self.rope_layers is not None:
+            object.__setattr__(self, "rope_layers", tuple(map(bool, self.rope_layers)))
+            if len(self.rope_layers) != self.n_layers:
+                raise ValueError(f"rope_layers names {len(self.rope_layers)} layers; the "
+                                 f"model has {self.n_layers}")
         for name in ("embedding_multiplier", "attention_multiplier", "residual_multiplier",
                      "logits_scaling"):
             value = getattr(self, name)
@@ -81,6 +90,10 @@ class LlamaConfig:
                                           0 < value < math.inf):
                 raise ValueError(f"LlamaConfig.{name} must be a positive number, got "
                                  f"{value!r}")
+
+    def rotates(self, layer: int) -> bool:
+        """Whether layer `layer` applies rotary embeddings to q and k."""
+        return self.rope_layers is None or self.rope_layers[layer]
 
     @property
     def attention_scale(self) -> float:
@@ -175,9 +188,10 @@ def _fields_from_hf(values: dict) -> dict:
     if values.get("pretraining_tp", 1) not in (None, 1):
         raise _unsupported("pretraining_tp", values["pretraining_tp"], "use 1")
     window = values.get("sliding_window")
-    if model_type in ("qwen2", "qwen3", "ministral") and not _any_layer_slides(values, model_type):
+    if (model_type in ("qwen2", "qwen3", "ministral", "smollm3")
+            and not _any_layer_slides(values, model_type)):
         window = None
-    if model_type in ("llama", "qwen3", "granite"):
+    if model_type in ("llama", "qwen3", "smollm3", "granite"):
         qkv_bias = o_bias = bool(values.get("attention_bias", False))
         mlp_bias = bool(values.get("mlp_bias", False))
     else:
@@ -193,7 +207,18 @@ def _fields_from_hf(values: dict) -> dict:
         qkv_bias=qkv_bias, o_bias=o_bias, mlp_bias=mlp_bias, qk_norm=model_type == "qwen3",
         max_position_embeddings=values.get("max_position_embeddings", 4096),
         sliding_window=window, model_type=model_type, **_rope_fields(values),
+        rope_layers=_rope_layers(values) if model_type == "smollm3" else None,
         **(_granite_scalars(values) if model_type == "granite" else {}))
+
+
+def _rope_layers(values: dict) -> tuple[bool, ...] | None:
+    """SmolLM3's no_rope_layers (1: the layer rotates, despite the name), or the
+    no_rope_layer_interval it is built from; None where every layer rotates."""
+    layers = values.get("no_rope_layers")
+    if layers is None:
+        interval = values.get("no_rope_layer_interval", 4)
+        layers = [(i + 1) % interval != 0 for i in range(values["num_hidden_layers"])]
+    return None if all(layers) else tuple(bool(x) for x in layers)
 
 
 def _granite_scalars(values: dict) -> dict:
@@ -204,9 +229,9 @@ def _granite_scalars(values: dict) -> dict:
 
 
 def _any_layer_slides(values: dict, model_type: str) -> bool:
-    """Whether a Qwen2/3 or Ministral config windows any layer's attention: its layer_types
-    (transformers 5) name a sliding layer; without them, Qwen's use_sliding_window is set,
-    or (Ministral) every layer slides."""
+    """Whether a Qwen2/3, SmolLM3 or Ministral config windows any layer's attention: its
+    layer_types (transformers 5) name a sliding layer; without them, use_sliding_window is
+    set, or (Ministral) every layer slides."""
     layer_types = values.get("layer_types")
     if layer_types:
         return "sliding_attention" in layer_types
