@@ -613,7 +613,8 @@ def test_bad_inputs_are_named(device):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("heads, kv_heads, head_dim", [(32, 4, 64), (32, 32, 128), (28, 4, 128),
-                                                       (14, 2, 64), (8, 1, 128), (1, 1, 64)])
+                                                       (14, 2, 64), (8, 1, 128), (1, 1, 64),
+                                                       (32, 32, 96), (16, 8, 256)])
 @pytest.mark.parametrize("batch", [1, 3, 8])
 def test_real_shapes_on_gpu(batch, heads, kv_heads, head_dim, dtype):
     max_seq = 4099

@@ -6,11 +6,11 @@
 # not rotate, through the fused kernels and the Generator's graphs), the real-shape greedy
 # test at Phi-3-mini's shape (head_dim 96) in fp32, and the demo at Phi-3-mini's shape
 # (3.8B, bf16; max_seq defaults to its sliding window, 2047) against the hand-captured HF
-# graph at batch 1 and 8. About seven minutes.
+# graph at batch 1 and 8; tg.decode_attention at head_dim 96 and 256 (test_real_shapes_on_gpu). About seven minutes.
 set -u
 ROOT=$PWD
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > $OUT/0-gpu.txt 2>&1
-(PYTHONPATH=$ROOT/src TILEGRAPH_CACHE_DIR=/tmp/tg-f TRITON_CACHE_DIR=/tmp/tr-f timeout 200 python3 -m pytest -n 8 -q -p no:cacheprovider tests/test_llama.py tests/test_generate.py tests/test_tensor_parallel.py -k "phi3 or granite or ministral or smollm3 or per_family or families or real_shape"; echo "rc=$?") > $OUT/4-family-tests.txt 2>&1
+(PYTHONPATH=$ROOT/src TILEGRAPH_CACHE_DIR=/tmp/tg-f TRITON_CACHE_DIR=/tmp/tr-f timeout 200 python3 -m pytest -n 8 -q -p no:cacheprovider tests/test_llama.py tests/test_generate.py tests/test_tensor_parallel.py tests/test_decode_attention.py -k "phi3 or granite or ministral or smollm3 or per_family or families or real_shape"; echo "rc=$?") > $OUT/4-family-tests.txt 2>&1
 { echo "\$ tilegraph demo --model phi3-mini --batch 1,8 --variants hf-eager,hf-graph,tilegraph --no-sweeps"
   COLUMNS=200 PYTHONPATH=$ROOT/src TILEGRAPH_CACHE_DIR=/tmp/tg-f TRITON_CACHE_DIR=/tmp/tr-f timeout 200 python3 -m tilegraph demo --model phi3-mini --batch 1,8 --variants hf-eager,hf-graph,tilegraph --no-sweeps --out $OUT/demo; echo "rc=$?"; } > $OUT/5-phi3-demo.txt 2>&1
 cp $OUT/demo/*.json $OUT/ 2>/dev/null
