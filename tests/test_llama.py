@@ -358,6 +358,45 @@ def test_checkpoint_errors(tmp_path):
         Llama.from_hf(42)
 
 
+@pytest.mark.parametrize("shards", [1, 3])
+def test_pytorch_bin_checkpoints_load_like_safetensors(shards, tmp_path):
+    """pytorch_model.bin (or shards named by pytorch_model.bin.index.json, as transformers 4
+    wrote them) gives the model the safetensors checkpoint gives it; a directory of neither
+    is refused naming both."""
+    from safetensors.torch import load_file
+
+    from tilegraph.model_demo import DemoModel
+
+    hf = random_hf_model("tiny-phi3", scale=3.0)
+    hf.save_pretrained(tmp_path / "st")
+    expected = Llama.from_hf(tmp_path / "st").state_dict()
+    state = load_file(tmp_path / "st" / "model.safetensors")
+    directory = tmp_path / "bin"
+    directory.mkdir()
+    (directory / "config.json").write_text((tmp_path / "st" / "config.json").read_text())
+    names = sorted(state)
+    if shards == 1:
+        torch.save(state, directory / "pytorch_model.bin")
+    else:
+        weight_map = {}
+        for i in range(shards):
+            file = f"pytorch_model-{i + 1:05d}-of-{shards:05d}.bin"
+            torch.save({name: state[name] for name in names[i::shards]}, directory / file)
+            weight_map.update({name: file for name in names[i::shards]})
+        (directory / "pytorch_model.bin.index.json").write_text(
+            json.dumps({"metadata": {}, "weight_map": weight_map}))
+    loaded = Llama.from_hf(directory).state_dict()
+    assert loaded.keys() == expected.keys()
+    for name, tensor in expected.items():
+        assert torch.equal(loaded[name], tensor), name
+    assert DemoModel(str(directory)).has_weights   # `tilegraph demo --model DIR` loads them
+    for file in directory.glob("pytorch_model*"):
+        file.unlink()
+    assert not DemoModel(str(directory)).has_weights
+    with pytest.raises(FileNotFoundError, match=r"\*.safetensors or pytorch_model\*.bin"):
+        Llama.from_hf(directory)
+
+
 def test_checkpoint_missing_a_weight_or_of_a_wrong_shape_is_refused(tmp_path):
     from safetensors.torch import load_file, save_file
 

@@ -623,7 +623,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     path = Path(args.model)
     if args.model not in SHAPES and not (path / "config.json").is_file():
         console.print(f"[red]{path} is not a checkpoint directory (config.json + "
-                      f"*.safetensors) nor a named shape ({', '.join(SHAPES)})[/red]")
+                      "*.safetensors or pytorch_model*.bin) nor a named shape "
+                      f"({', '.join(SHAPES)})[/red]")
         return 2
     group = None
     if args.tp > 1:
@@ -979,8 +980,8 @@ def build_parser() -> argparse.ArgumentParser:
     model_group.add_argument("--model", metavar="SHAPE_OR_DIR",
                              help=f"a shape with random weights ({', '.join(SHAPES)}; tiny-* "
                              "run on CPU through the interpreter), or a checkpoint directory: "
-                             "config.json, and *.safetensors for its weights (random weights "
-                             "of that config without them)")
+                             "config.json, and *.safetensors or pytorch_model*.bin for its "
+                             "weights (random weights of that config without them)")
     model_group.add_argument("--dtype", type=_dtype, help="default bf16 (fp32 on CPU)")
     model_group.add_argument("--prompt-tokens", type=_positive, help="default 128 (9 on CPU)")
     model_group.add_argument("--new-tokens", type=_positive, help="default 256 (6 on CPU)")
@@ -994,7 +995,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=cmd_demo)
 
     gen = sub.add_parser("generate", help="decode text with a Llama-family checkpoint "
-                         "(config.json + *.safetensors), one graph replay a token")
+                         "(config.json + *.safetensors or pytorch_model*.bin), one graph "
+                         "replay a token")
     gen.add_argument("--model", required=True,
                      help=f"checkpoint directory, or a shape with random weights: "
                      f"{', '.join(SHAPES)}")

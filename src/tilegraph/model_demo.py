@@ -40,6 +40,7 @@ from .bench import collectives as bench_collectives
 from .dist import TensorParallel, local_config
 from .generate import Generator
 from .models.hf_presets import SHAPES, hf_config, random_hf_model
+from .models.hf_weights import weight_files
 from .models.llama import Llama
 from .models.llama_config import LlamaConfig
 from .testing import MODEL_TOLERANCES, rel_error
@@ -272,8 +273,8 @@ INTERPRETER_MAX_PARAMETERS = 2_000_000
 @dataclass
 class DemoModel:
     """What `--model` names: a shape of hf_presets.SHAPES (random weights), or a checkpoint
-    directory: its config.json, and its *.safetensors weights where it has them (else random
-    weights of that config)."""
+    directory: its config.json, and its weights (*.safetensors or pytorch_model*.bin) where it
+    has them (else random weights of that config)."""
     spec: str
 
     @property
@@ -288,7 +289,7 @@ class DemoModel:
 
     @property
     def has_weights(self) -> bool:
-        return self.path is not None and any(self.path.glob("*.safetensors"))
+        return self.path is not None and bool(weight_files(self.path))
 
     @property
     def source(self) -> str:
@@ -302,7 +303,8 @@ class DemoModel:
         if self.path is None or (self.path / "config.json").is_file():
             return None
         return (f"{self.spec} is neither a named shape ({', '.join(SHAPES)}) nor a checkpoint "
-                "directory (config.json, and *.safetensors for its weights)")
+                "directory (config.json, and *.safetensors or pytorch_model*.bin for its "
+                "weights)")
 
     def config(self):
         """The transformers config."""

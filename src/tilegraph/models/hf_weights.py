@@ -1,7 +1,8 @@
 """Hugging Face weights into tilegraph's Llama: from a transformers model object or a local
-checkpoint directory (config.json + *.safetensors, sharded or not). Nothing is downloaded.
-Under tensor parallelism each rank reads only its slice of each tensor from the files
-(safetensors' get_slice), never the whole checkpoint.
+checkpoint directory (config.json + *.safetensors, or PyTorch's pytorch_model*.bin; sharded
+or not). Nothing is downloaded. Under tensor parallelism each rank reads only its slice of
+each tensor from the files (safetensors' get_slice; a .bin shard mapped into memory), never
+the whole checkpoint.
 
 Most checkpoints keep q, k, v and gate, up as separate matrices (Phi-3 stacks each group in
 one, read here as its parts); the model fuses them once here (the way gpt-fast converts a
@@ -41,26 +42,52 @@ def _sliced(tensor_or_slice, split: Split):
     return tensor_or_slice[start:stop] if dim == 0 else tensor_or_slice[:, start:stop]
 
 
+def weight_files(path: Path) -> list[Path]:
+    """A checkpoint directory's weight files: its safetensors shards (those its index names,
+    where it has one), else PyTorch's pytorch_model*.bin the same way; none where it has
+    neither."""
+    for index_name, pattern in (("model.safetensors.index.json", "*.safetensors"),
+                                ("pytorch_model.bin.index.json", "pytorch_model*.bin")):
+        index = path / index_name
+        if index.is_file():
+            shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+            return [path / name for name in shards]
+        files = sorted(path.glob(pattern))
+        if files:
+            return files
+    return []
+
+
 def _tensors_from_directory(path: Path) -> Iterator[tuple[str, Reader, tuple[int, ...]]]:
-    try:
-        from safetensors import safe_open
-    except ImportError as error:
-        raise ImportError("loading a checkpoint directory needs safetensors: "
-                          "pip install 'tilegraph[hf]'") from error
-    index = path / "model.safetensors.index.json"
-    if index.is_file():
-        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-        files = [path / name for name in shards]
-    else:
-        files = sorted(path.glob("*.safetensors"))
+    files = weight_files(path)
     if not files:
-        raise FileNotFoundError(f"no *.safetensors files in {path} (tilegraph reads "
-                                "safetensors checkpoints only)")
+        raise FileNotFoundError(f"no weights in {path}: tilegraph reads *.safetensors or "
+                                "pytorch_model*.bin")
     for file in files:
+        if file.suffix == ".bin":
+            yield from _tensors_from_pickle(file)
+            continue
+        try:
+            from safetensors import safe_open
+        except ImportError as error:
+            raise ImportError("loading a safetensors checkpoint needs safetensors: "
+                              "pip install 'tilegraph[hf]'") from error
         with safe_open(str(file), framework="pt", device="cpu") as shard:
             for name in shard.keys():  # noqa: SIM118 (safe_open is not a dict)
                 yield name, lambda split, name=name, shard=shard: _sliced(
                     shard.get_slice(name), split), tuple(shard.get_slice(name).get_shape())
+
+
+def _tensors_from_pickle(file: Path) -> Iterator[tuple[str, Reader, tuple[int, ...]]]:
+    """A pytorch_model*.bin shard's tensors, mapped from the file where torch.save wrote it
+    in its zip format (so a rank's slice copies only its rows), else read whole; tensors
+    only (weights_only: no code in the file runs)."""
+    try:
+        state = torch.load(file, map_location="cpu", weights_only=True, mmap=True)
+    except RuntimeError:   # the legacy format cannot be mapped
+        state = torch.load(file, map_location="cpu", weights_only=True)
+    for name, tensor in state.items():
+        yield name, lambda split, t=tensor: _sliced(t, split), tuple(tensor.shape)
 
 
 def _source(model_or_path) -> tuple[LlamaConfig, Iterator[tuple[str, Reader, tuple[int, ...]]],
@@ -71,7 +98,7 @@ def _source(model_or_path) -> tuple[LlamaConfig, Iterator[tuple[str, Reader, tup
         path = Path(model_or_path)
         if not path.is_dir():
             raise FileNotFoundError(f"{path} is not a checkpoint directory (config.json and "
-                                    "*.safetensors)")
+                                    "*.safetensors or pytorch_model*.bin)")
         if not (path / "config.json").is_file():
             raise FileNotFoundError(f"no config.json in {path}")
         config_values = json.loads((path / "config.json").read_text())

@@ -228,8 +228,9 @@ class Llama(nn.Module):
     def from_hf(cls, model_or_path, dtype: torch.dtype | None = None, device=None, *,
                 tp: TensorParallel | int | None = None) -> Llama:
         """Weights from a transformers model object or a local checkpoint directory
-        (config.json and *.safetensors, sharded or not); nothing is downloaded. With tp,
-        each rank reads only its shard of every tensor from the checkpoint files."""
+        (config.json and *.safetensors or pytorch_model*.bin, sharded or not); nothing is
+        downloaded. With tp, each rank reads only its shard of every tensor from the
+        checkpoint files."""
         from .hf_weights import load_llama
         return load_llama(cls, model_or_path, dtype, device, TensorParallel.resolve(tp))
 
