@@ -18,6 +18,7 @@ from tilegraph.kernels.decode_attention import (
     attention_candidates,
     attention_config,
     attention_key,
+    decode_attention_in_layer,
     decode_attention_ref,
     launch_decode_attention,
     step_candidates,
@@ -58,6 +59,44 @@ def test_matches_reference(batch, heads, kv_heads, head_dim, max_seq, dtype, dev
     lengths = torch.randint(1, max_seq + 1, (batch,), device=device)
     lengths[0] = max_seq
     _check(q, k, v, lengths)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("batch, heads, kv_heads, head_dim, max_seq, window", [
+    (3, 14, 2, 24, 130, 37),    # 7 q heads a kv head; the window not a multiple of a tile
+    (1, 2, 2, 64, 1100, 300),   # batch 1: the window cut into runs, merged
+    (2, 8, 1, 16, 33, 1),       # a window of one position: the newest token alone
+    (2, 4, 4, 64, 70, 69),      # one position short of the cache
+])
+@pytest.mark.parametrize("in_layer", [False, True])
+def test_sliding_window_matches_reference(batch, heads, kv_heads, head_dim, max_seq, window,
+                                          in_layer, dtype, device):
+    """A sliding window: each sequence attends to its last `window` positions (fewer where
+    it is shorter), split into runs from the window's first position, merged apart (alone)
+    or by the last run (in a model's layer)."""
+    q, k, v = _case(batch, heads, kv_heads, head_dim, max_seq, dtype, device)
+    lengths = torch.randint(1, max_seq + 1, (batch,), device=device)
+    lengths[0] = max_seq
+    lengths[-1] = min(window, max_seq) if batch > 1 else lengths[-1]
+    if in_layer:
+        result = decode_attention_in_layer(q, k, v, lengths, window)
+    else:
+        result = tg.decode_attention(q, k, v, lengths, window=window,
+                                     out=poisoned(q.shape, q.dtype, q.device))
+    ref = decode_attention_ref(q.double(), k.double(), v.double(), lengths, window=window)
+    assert_close(result, ref, dtype, what=f"window {window}, lengths {lengths.tolist()}")
+    whole = decode_attention_ref(q.double(), k.double(), v.double(), lengths)
+    assert not torch.allclose(ref[0], whole[0])   # the window hid positions of sequence 0
+
+
+def test_a_window_past_the_cache_attends_to_every_position(device):
+    q, k, v = _case(2, 4, 2, 16, 40, torch.float32, device)
+    lengths = torch.tensor([40, 17], device=device)
+    assert torch.equal(tg.decode_attention(q, k, v, lengths, window=40),
+                       tg.decode_attention(q, k, v, lengths))
+    for window in (0, -3, 2.5, True):
+        with pytest.raises(ValueError, match="window must be a positive int"):
+            tg.decode_attention(q, k, v, lengths, window=window)
 
 
 def test_lengths_of_zero_and_past_the_cache(device):

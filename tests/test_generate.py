@@ -690,6 +690,18 @@ def test_greedy_tokens_equal_hf_per_family(name):
     assert generator.generate(prompts, 12) == expected
 
 
+def test_greedy_tokens_past_a_sliding_window_equal_hf():
+    """Phi-3 with a window of 7 positions: prompts of 5 and 9 tokens and 20 new ones, so the
+    window slides past the prompt in every step after the first few; the Generator's greedy
+    tokens are transformers'."""
+    hf = random_hf_model("tiny-phi3", scale=5.0, num_hidden_layers=1, sliding_window=7)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    generator = tg.Generator(Llama.from_hf(hf, device=device), max_batch=2, max_seq=32,
+                             sizes=(2,), sync_every=4)
+    prompts = [torch.randint(0, 67, (n,)).tolist() for n in (5, 9)]
+    assert generator.generate(prompts, 20) == [_hf_greedy(hf, p, 20) for p in prompts]
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["qwen2-0.5b", "qwen3-0.6b", "phi3-mini"])
 def test_real_shape_greedy_tokens_equal_hf_in_fp32(name):

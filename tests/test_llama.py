@@ -229,19 +229,30 @@ def test_real_shapes_have_their_published_parameter_counts(name, published):
     assert LlamaConfig.from_hf(hf_config(name)).parameter_count() == published
 
 
-@pytest.mark.parametrize("name", ["tiny-qwen3", "tiny-ministral"])
-def test_sliding_layers_keep_their_window(name):
-    """A Qwen2/3 or Ministral config whose layer_types name a sliding layer keeps
-    sliding_window, so a cache past it is refused (tilegraph attends to the whole context);
-    without layer_types, Ministral slides every layer and Qwen only by use_sliding_window."""
-    values = {**hf_config(name).to_dict(), "sliding_window": 8,
-              "layer_types": ["full_attention", "sliding_attention"]}
-    assert LlamaConfig.from_hf(values).sliding_window == 8
-    values["layer_types"] = ["full_attention"] * 2
-    assert LlamaConfig.from_hf(values).sliding_window is None
-    del values["layer_types"]
-    assert LlamaConfig.from_hf(values).sliding_window == (8 if name == "tiny-ministral" else
-                                                          None)
+def test_sliding_layers_as_transformers_builds_them():
+    """Which layers slide: those layer_types names (Qwen2/3 only with use_sliding_window,
+    which transformers needs to keep the window), else Qwen's from max_window_layers on,
+    SmolLM3's without rotary embeddings, every Ministral, Mistral and Phi-3 layer; a window
+    no layer uses is dropped; Llama never slides."""
+    def read(name, **change):
+        config = LlamaConfig.from_hf({**hf_config(name).to_dict(), "sliding_window": 8,
+                                      **change})
+        return config.sliding_window, config.sliding_layers
+
+    mixed = ["full_attention", "sliding_attention"]
+    assert read("tiny-qwen3", use_sliding_window=True, layer_types=mixed) == (8, (False, True))
+    assert read("tiny-qwen3", use_sliding_window=False, layer_types=mixed) == (None, None)
+    assert read("tiny-qwen2", use_sliding_window=True, layer_types=None,
+                max_window_layers=1) == (8, (False, True))
+    assert read("tiny-ministral", layer_types=mixed) == (8, (False, True))
+    assert read("tiny-ministral", layer_types=["full_attention"] * 2) == (None, None)
+    assert read("tiny-ministral", layer_types=None) == (8, None)
+    assert read("tiny-smollm3", use_sliding_window=True, layer_types=None) == (8, (False, True))
+    assert read("tiny-mistral") == (8, None) and read("tiny-phi3") == (8, None)
+    assert read("tiny-llama3") == (None, None)
+    config = LlamaConfig.from_hf({**hf_config("tiny-ministral").to_dict(),
+                                  "sliding_window": 8, "layer_types": mixed})
+    assert [config.window(i) for i in range(2)] == [None, 8]
 
 
 def test_smollm3_layers_without_rotary_embeddings():
@@ -314,15 +325,35 @@ def test_unsupported_fields_are_named(change, field):
         LlamaConfig.from_hf(values)
 
 
-@pytest.mark.parametrize("name", ["tiny-mistral", "tiny-phi3"])
-def test_sliding_window_past_the_cache_is_refused(name):
-    values = {**hf_config(name).to_dict(), "sliding_window": 8}
-    model = Llama(LlamaConfig.from_hf(values))
-    with pytest.raises(ValueError, match="sliding_window=8"):
-        model.new_cache(max_batch=1, max_seq=16)
-    model.new_cache(max_batch=1, max_seq=8)
-    with pytest.raises(ValueError, match="sliding_window=8"):
-        model(torch.zeros(1, 9, dtype=torch.int64))   # 8 tokens attend alike with or without
+@pytest.mark.parametrize("name, overrides", [
+    ("tiny-mistral", {}), ("tiny-phi3", {}),
+    ("tiny-ministral", {"layer_types": ["sliding_attention", "full_attention"]}),
+    ("tiny-qwen2", {"use_sliding_window": True, "max_window_layers": 1}),
+])
+def test_sliding_windows_past_the_cache_match_hf(name, overrides, tmp_path, device):
+    """A window of 11 positions over 40 (every layer's, or the layers the config names):
+    the reference forward, the fused prefill of 17 tokens and its decode steps past the
+    window (tg.decode_attention's window), and the plain decode, against HF."""
+    hf = random_hf_model(name, scale=5.0, sliding_window=11, **overrides)
+    model = _load_through_directory(hf, tmp_path, device)
+    assert model.config.sliding_window == 11
+    ids = torch.randint(0, hf.config.vocab_size, (2, 40))
+    ref = _hf_logits(hf, ids)
+    unwindowed = _hf_logits(random_hf_model(name, scale=5.0, sliding_window=100,
+                                            **overrides), ids)
+    assert not torch.allclose(ref[:, -1], unwindowed[:, -1])   # the window matters
+    with torch.no_grad():
+        ours = model(ids.to(device))
+    _assert_steps_close(ours, ref, MODEL_TOLERANCES[torch.float32], f"{name} forward")
+    _assert_prefill_then_decode_close(model, ids.to(device), ref, 17, 48, name)
+    cache = model.new_cache(max_batch=2, max_seq=48)
+    model.prefill(ids[:, :17].to(device), cache)
+    positions = torch.full((2,), 17, device=device)
+    for t in range(17, 40):
+        logits = model.plain_decode(ids[:, t].to(device), positions, cache)
+        _assert_steps_close(logits[:, None], ref[:, t:t + 1], MODEL_TOLERANCES[torch.float32],
+                            f"{name} plain decode {t}")
+        positions += 1
 
 
 def test_phi3_longrope_is_refused_by_name():

@@ -448,9 +448,7 @@ def cmd_model_demo(args: argparse.Namespace) -> int:
     dtype = args.dtype or (torch.float32 if INTERPRET else torch.bfloat16)
     prompt = args.prompt_tokens or (9 if INTERPRET else 128)
     new = args.new_tokens or (6 if INTERPRET else 256)
-    # by default no longer than a sliding window (Phi-3-mini's 2047), which the cache may not
-    # pass
-    max_seq = args.max_seq or min(32 if INTERPRET else 2048, config.sliding_window or 2048)
+    max_seq = args.max_seq or (32 if INTERPRET else 2048)
     if prompt + new > max_seq:
         console.print(f"[red]--prompt-tokens {prompt} + --new-tokens {new} exceed --max-seq "
                       f"{max_seq}[/red]")

@@ -134,18 +134,21 @@ def _attend_run(q, k_ptrs, v_ptrs, d_mask, stride_cp, start, stop, qk_scale, m, 
 
 
 @triton.jit
-def _run_bounds(lengths_ptr, b, run, max_seq, SPLITS: tl.constexpr, BLOCK_T: tl.constexpr,
-                ONE_RUN_TILES: tl.constexpr, RUN_TILES: tl.constexpr):
+def _run_bounds(lengths_ptr, b, run, max_seq, window, SPLITS: tl.constexpr,
+                BLOCK_T: tl.constexpr, ONE_RUN_TILES: tl.constexpr, RUN_TILES: tl.constexpr,
+                WINDOWED: tl.constexpr):
     """Positions [start, stop) of run `run` of sequence b, its length clamped to [0,
-    max_seq]: runs of 1 / SPLITS of its tiles of BLOCK_T positions but at least RUN_TILES of
-    them, or one run of them all where they are at most ONE_RUN_TILES; and how many runs the
-    sequence uses (fewer than SPLITS when it has fewer tiles; at least one, which writes
+    max_seq]: the positions it attends to are its last `window` (WINDOWED) or all of them,
+    cut into runs of 1 / SPLITS of their tiles of BLOCK_T positions but at least RUN_TILES
+    of them, or one run of them all where they are at most ONE_RUN_TILES; and how many runs
+    the sequence uses (fewer than SPLITS when it has fewer tiles; at least one, which writes
     zeros for a length of 0)."""
     length = tl.minimum(tl.maximum(tl.load(lengths_ptr + b).to(tl.int32), 0), max_seq)
-    tiles = tl.cdiv(length, BLOCK_T)
+    first = tl.maximum(length - window, 0) if WINDOWED else 0
+    tiles = tl.cdiv(length - first, BLOCK_T)
     run_tiles = tl.where(tiles <= ONE_RUN_TILES, tl.maximum(tiles, 1),
                          tl.maximum(tl.cdiv(tiles, SPLITS), RUN_TILES))
-    start = run * run_tiles * BLOCK_T
+    start = first + run * run_tiles * BLOCK_T
     stop = tl.minimum(length, start + run_tiles * BLOCK_T)
     used = tl.maximum(tl.cdiv(tiles, run_tiles), 1)
     return start, stop, used
@@ -203,7 +206,7 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
                              k_ptr, v_ptr, stride_cb, stride_ch, stride_cp,
                              lengths_ptr, partial_ptr, count_ptr,
                              written_slots_ptr, written_positions_ptr,
-                             qk_scale, max_seq,
+                             qk_scale, max_seq, window,
                              N_KV_HEADS: tl.constexpr, GROUP: tl.constexpr,
                              HEAD_BLOCKS: tl.constexpr, GROUP_BLOCK: tl.constexpr,
                              HEAD_DIM: tl.constexpr, SPLITS: tl.constexpr,
@@ -218,11 +221,12 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
                              BLOCK_D: tl.constexpr, BLOCK_SPLITS: tl.constexpr,
                              MERGE_RUNS: tl.constexpr, MERGE_APART: tl.constexpr,
                              ROW_LINES: tl.constexpr, LINE_ELEMENTS: tl.constexpr,
-                             RUNS_PRELOADED: tl.constexpr = False):
+                             RUNS_PRELOADED: tl.constexpr = False,
+                             WINDOWED: tl.constexpr = False):
     """Program ((b * KV + kv head) * HEAD_BLOCKS + block, run): o_h = sum_t softmax_t(q_h .
     k_t * scale) v_t for block `block` of GROUP_BLOCK of the GROUP q heads h of that kv head,
-    over run `run` of the sequence's first lengths[b] positions (clamped to [0, max_seq]); a
-    length of 0 gives zeros.
+    over run `run` of the sequence's first lengths[b] positions (clamped to [0, max_seq]), or
+    with WINDOWED the last `window` of them (a sliding window); a length of 0 gives zeros.
 
     A sequence that fits one run is written by that run directly. Otherwise each run leaves
     (m, denom, acc) of its block's heads in the workspace (_split_workspace.py) and counts
@@ -244,8 +248,8 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
     b = pair // N_KV_HEADS
     kv_head = pair % N_KV_HEADS
     kv_base = b.to(tl.int64) * stride_cb + kv_head * stride_ch
-    start, stop, used = _run_bounds(lengths_ptr, b, run, max_seq, SPLITS, BLOCK_T,
-                                    ONE_RUN_TILES, RUN_TILES)
+    start, stop, used = _run_bounds(lengths_ptr, b, run, max_seq, window, SPLITS, BLOCK_T,
+                                    ONE_RUN_TILES, RUN_TILES, WINDOWED)
     offs_d = tl.arange(0, BLOCK_D)
     d_mask = offs_d < HEAD_DIM
     kv_offsets = kv_base + tl.arange(0, BLOCK_T)[:, None] * stride_cp + offs_d[None, :]
@@ -272,8 +276,8 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
         if not LENGTHS_FINAL:
             # the kernel before may have written them: read again (one more round trip
             # before the first tile's address is known)
-            start, stop, used = _run_bounds(lengths_ptr, b, run, max_seq, SPLITS, BLOCK_T,
-                                            ONE_RUN_TILES, RUN_TILES)
+            start, stop, used = _run_bounds(lengths_ptr, b, run, max_seq, window, SPLITS,
+                                            BLOCK_T, ONE_RUN_TILES, RUN_TILES, WINDOWED)
     if run < used:
         offs_g = tl.arange(0, BLOCK_G)
         g_mask = (offs_g < GROUP_BLOCK) & (head0 + offs_g < GROUP)
@@ -382,12 +386,13 @@ def _merge_runs(out_ptr, stride_ob, stride_oh, stats, outs, b, first_head, n_hea
 
 @triton.jit
 def _merge_apart_kernel(out_ptr, stride_ob, stride_oh, lengths_ptr, partial_ptr, max_seq,
-                        N_KV_HEADS: tl.constexpr, GROUP: tl.constexpr,
+                        window, N_KV_HEADS: tl.constexpr, GROUP: tl.constexpr,
                         HEAD_BLOCKS: tl.constexpr, GROUP_BLOCK: tl.constexpr,
                         HEAD_DIM: tl.constexpr, SPLITS: tl.constexpr, PDL: tl.constexpr,
                         ONE_RUN_TILES: tl.constexpr,
                         RUN_TILES: tl.constexpr, GROUP_P2: tl.constexpr, BLOCK_T: tl.constexpr,
-                        BLOCK_D: tl.constexpr, BLOCK_SPLITS: tl.constexpr):
+                        BLOCK_D: tl.constexpr, BLOCK_SPLITS: tl.constexpr,
+                        WINDOWED: tl.constexpr = False):
     """Program (unit, g): q head g of the unit's block, its runs' partial results (left by
     _decode_attention_kernel with MERGE_APART) merged as _merge_runs merges them, in run
     order. A program a head, each holding all its runs' outputs at once: no cap on the runs
@@ -401,8 +406,8 @@ def _merge_apart_kernel(out_ptr, stride_ob, stride_oh, lengths_ptr, partial_ptr,
     kv_head = pair % N_KV_HEADS
     # Final before the wait: attention releases this kernel after its own wait (every kernel
     # before it done) and writes no length.
-    _, _, used = _run_bounds(lengths_ptr, b, 0, max_seq, SPLITS, BLOCK_T, ONE_RUN_TILES,
-                             RUN_TILES)
+    _, _, used = _run_bounds(lengths_ptr, b, 0, max_seq, window, SPLITS, BLOCK_T,
+                             ONE_RUN_TILES, RUN_TILES, WINDOWED)
     if PDL:
         tl.extra.cuda.gdc_wait()               # every run's partials are out
         tl.extra.cuda.gdc_launch_dependents()
@@ -690,23 +695,29 @@ def layer_launch(key: tuple) -> dict | None:
 
 
 def _launch_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                             lengths: torch.Tensor, scale: float, out: torch.Tensor) -> None:
-    launch_decode_attention(q, k_cache, v_cache, lengths, scale, out)
+                             lengths: torch.Tensor, scale: float, window: int,
+                             out: torch.Tensor) -> None:
+    launch_decode_attention(q, k_cache, v_cache, lengths, scale, out, window=window)
 
 
 def _launch_in_layer(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                     lengths: torch.Tensor, scale: float, out: torch.Tensor) -> None:
-    launch_decode_attention(q, k_cache, v_cache, lengths, scale, out, in_layer=True)
+                     lengths: torch.Tensor, scale: float, window: int,
+                     out: torch.Tensor) -> None:
+    launch_decode_attention(q, k_cache, v_cache, lengths, scale, out, in_layer=True,
+                            window=window)
 
 
 def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
                             config: dict | None = None, *,
                             in_step: tuple[torch.Tensor, torch.Tensor] | None = None,
-                            compile_only: bool = False, in_layer: bool = False) -> None:
+                            compile_only: bool = False, in_layer: bool = False,
+                            window: int = 0) -> None:
     """Launch on checked inputs; config: attention_config's keys (when None: the one `tilegraph
     tune` chose for this shape, else the rule's: alone, the runs merged apart; in_layer, in
     a model's decode layer, merged in the kernel: layer_launch's, else the layer's rule).
-    in_step, (slots, positions): launch as a
+    window: a sequence attends to its last `window` positions (0, or as many as the cache
+    holds: all of them; the launch shape is chosen for the cache's length either way, and
+    the runs cut from the positions attended). in_step, (slots, positions): launch as a
     decode step does, right after the q|k|v projection wrote row positions[r] of slot
     slots[r] in both caches (its PDL noted as that projection notes it), so the kernel
     checked or compiled outside a step is the one the step runs. compile_only: compile the
@@ -716,6 +727,7 @@ def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
     batch, n_heads, head_dim = q.shape
     _, n_kv_heads, max_seq, _ = k_cache.shape
     group = n_heads // n_kv_heads
+    windowed = 0 < window < max_seq   # else the kernel compiled without the window's code
     if config is None:
         key = attention_key(batch, n_kv_heads, group, head_dim, max_seq, q.dtype)
         # a layer's five kernels (issue 20): its merge in the kernel
@@ -767,14 +779,14 @@ def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
         out, out.stride(0), out.stride(1), q, q.stride(0), q.stride(1),
         k_cache, v_cache, k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         lengths, partials, counters, written_slots, written_positions,
-        scale * math.log2(math.e), max_seq,
+        scale * math.log2(math.e), max_seq, window if windowed else max_seq,
         N_KV_HEADS=n_kv_heads, GROUP=group, GROUP_BLOCK=group_block, HEAD_DIM=head_dim,
         PDL=pdl, LENGTHS_FINAL=lengths_final, N_WRITTEN=n_written,
         BLOCK_WRITTEN=triton.next_power_of_2(max(n_written, 1)),
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         UPCAST_DOT=INTERPRET and q.dtype == torch.bfloat16,
         LINE_ELEMENTS=line_elements, ROW_LINES=row_lines, PRELOAD_T=preload_positions, **config,
-        **({"launch_pdl": True} if pdl else {}))
+        **({"WINDOWED": True} if windowed else {}), **({"launch_pdl": True} if pdl else {}))
     if not compile_only:
         launched(q.device, pdl, (out, partials, counters))
     if merge_apart:
@@ -782,13 +794,14 @@ def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
         merge = (functools.partial(_merge_apart_kernel.warmup, grid=grid) if compile_only
                  else _merge_apart_kernel[grid])
         merge(out, out.stride(0), out.stride(1), lengths, partials, max_seq,
-              N_KV_HEADS=n_kv_heads, GROUP=group, HEAD_BLOCKS=config["HEAD_BLOCKS"],
+              window if windowed else max_seq, N_KV_HEADS=n_kv_heads, GROUP=group,
+              HEAD_BLOCKS=config["HEAD_BLOCKS"],
               GROUP_BLOCK=group_block, HEAD_DIM=head_dim, SPLITS=config["SPLITS"], PDL=pdl,
               ONE_RUN_TILES=config["ONE_RUN_TILES"],
               RUN_TILES=config["RUN_TILES"], GROUP_P2=config["GROUP_P2"],
               BLOCK_T=config["BLOCK_T"], BLOCK_D=config["BLOCK_D"],
               BLOCK_SPLITS=config["BLOCK_SPLITS"], num_warps=4,
-              **({"launch_pdl": True} if pdl else {}))
+              **({"WINDOWED": True} if windowed else {}), **({"launch_pdl": True} if pdl else {}))
         if not compile_only:
             launched(q.device, pdl, (out,))
     if compile_only and in_step is not None:   # no q|k|v projection ran: nothing in flight
@@ -801,27 +814,31 @@ _run_in_layer = custom_op("decode_attention_in_layer", _launch_in_layer)
 
 def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                      lengths: torch.Tensor, scale: float | None = None, *,
-                     out: torch.Tensor | None = None) -> torch.Tensor:
+                     window: int | None = None, out: torch.Tensor | None = None
+                     ) -> torch.Tensor:
     """softmax(q k^T * scale) v for one query token per sequence over its cached positions.
 
     q (B, H, D): sequence b's query heads; k_cache, v_cache (max_batch, KV, max_seq, D) with
     B <= max_batch, sequence b in cache slot b, H a multiple of KV (q heads h * H / KV ..
     (h + 1) * H / KV - 1 share kv head h); lengths (B,) int: positions 0 .. lengths[b] - 1
-    of slot b are attended (read on the device: clamped to [0, max_seq], 0 gives zeros).
-    scale defaults to D ** -0.5. Softmax in fp32. Returns (B, H, D) in q's dtype.
+    of slot b are attended (read on the device: clamped to [0, max_seq], 0 gives zeros), or
+    with `window` (a sliding window, as Mistral's and Phi-3's) only the last `window` of
+    them: lengths[b] - window .. lengths[b] - 1. scale defaults to D ** -0.5. Softmax in
+    fp32. Returns (B, H, D) in q's dtype.
     """
-    return _attend(q, k_cache, v_cache, lengths, scale, out, _run_decode_attention)
+    return _attend(q, k_cache, v_cache, lengths, scale, window, out, _run_decode_attention)
 
 
 def decode_attention_in_layer(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                              lengths: torch.Tensor) -> torch.Tensor:
+                              lengths: torch.Tensor, window: int | None = None
+                              ) -> torch.Tensor:
     """decode_attention as a model's decode layer runs it: the runs of a split sequence
     merged by the last of them, so that the layer stays five kernels (issue 20); alone,
     tg.decode_attention merges them in a kernel of its own where that is faster."""
-    return _attend(q, k_cache, v_cache, lengths, None, None, _run_in_layer)
+    return _attend(q, k_cache, v_cache, lengths, None, window, None, _run_in_layer)
 
 
-def _attend(q, k_cache, v_cache, lengths, scale, out, run) -> torch.Tensor:
+def _attend(q, k_cache, v_cache, lengths, scale, window, out, run) -> torch.Tensor:
     """decode_attention's checks, then `run` (a custom op's runner) into out."""
     check_tensor("q", q)
     for name, t in (("k_cache", k_cache), ("v_cache", v_cache)):
@@ -857,14 +874,23 @@ def _attend(q, k_cache, v_cache, lengths, scale, out, run) -> torch.Tensor:
         scale = head_dim ** -0.5
     if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale):
         raise ValueError(f"scale must be a finite number, got {scale!r}")
+    check_window(window)
     out = prepare_out(out, (batch, n_heads, head_dim), q.dtype, q.device)
     if out.numel():
-        run(q, k_cache, v_cache, lengths.contiguous(), float(scale), out)
+        run(q, k_cache, v_cache, lengths.contiguous(), float(scale), window or 0, out)
     return out
 
 
+def check_window(window) -> None:
+    if window is not None and (isinstance(window, bool) or not isinstance(window, int)
+                               or window < 1):
+        raise ValueError(f"window must be a positive int (positions attended) or None, got "
+                         f"{window!r}")
+
+
 def decode_attention_ref(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                         lengths: torch.Tensor, scale: float | None = None) -> torch.Tensor:
+                         lengths: torch.Tensor, scale: float | None = None, *,
+                         window: int | None = None) -> torch.Tensor:
     """The same in PyTorch: float64 for float64 input, else fp32 cast back; a length of 0
     gives zeros."""
     compute = torch.float64 if q.dtype == torch.float64 else torch.float32
@@ -875,7 +901,10 @@ def decode_attention_ref(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.
     values = v_cache[:batch].to(compute).repeat_interleave(n_heads // n_kv_heads, dim=1)
     scores = torch.einsum("bhd,bhtd->bht", q.to(compute), keys) * scale
     lengths = lengths.clamp(0, max_seq).to(q.device)
-    hidden = torch.arange(max_seq, device=q.device)[None, :] >= lengths[:, None]   # (B, T)
+    positions = torch.arange(max_seq, device=q.device)[None, :]
+    hidden = positions >= lengths[:, None]   # (B, T)
+    if window is not None:
+        hidden |= positions < lengths[:, None] - window
     scores = scores.masked_fill(hidden[:, None, :], float("-inf"))
     weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)   # an empty row: zeros
     return torch.einsum("bht,bhtd->bhd", weights, values).to(q.dtype)

@@ -240,17 +240,13 @@ class Llama(nn.Module):
         """Logits (B, T, vocab) for input_ids (B, T), causal, positions 0..T-1."""
         c, local = self.config, self.local
         batch, length = _check_ids(input_ids, self.device, c.vocab_size)
-        if c.sliding_window is not None and length > c.sliding_window:
-            raise ValueError(f"{length} tokens exceed sliding_window={c.sliding_window}, "
-                             "which tilegraph does not implement")
         cos, sin = self._rope_table(length)
         x = F.embedding(input_ids, self.embed)
         for index, layer in enumerate(self.layers):
             qkv = F.linear(_rms_norm(x, layer.attn_norm, c.norm_eps), layer.wqkv, layer.bqkv)
             q, k, v = self._split_heads(qkv, index, cos, sin)   # (B, T, heads, head_dim)
-            attn = F.scaled_dot_product_attention(
-                q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True,
-                enable_gqa=local.n_heads != local.n_kv_heads)   # (B, heads, T, head_dim)
+            attn = _causal_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                     c.window(index))   # (B, heads, T, head_dim)
             attn = attn.transpose(1, 2).reshape(batch, length, local.q_dim)
             x = x + self._reduce(F.linear(attn, layer.wo, self._once(layer.bo)), 0, index)
             gate_up = F.linear(_rms_norm(x, layer.mlp_norm, c.norm_eps), layer.w_gate_up,
@@ -309,10 +305,6 @@ class Llama(nn.Module):
         for name, value in (("max_batch", max_batch), ("max_seq", max_seq)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
-        if c.sliding_window is not None and max_seq > c.sliding_window:
-            raise ValueError(f"max_seq={max_seq} passes the model's sliding_window="
-                             f"{c.sliding_window}, which tilegraph does not implement; use "
-                             f"max_seq <= {c.sliding_window}")
         shape = (c.n_layers, max_batch, self.local.n_kv_heads, max_seq, c.head_dim)
         k = torch.zeros(shape, dtype=self.dtype, device=self.device)
         cos, sin = self._rope_table(max_seq)
@@ -362,11 +354,11 @@ class Llama(nn.Module):
         positions = torch.arange(length, device=device).repeat(batch)
         rows_slots = slots.repeat_interleave(length)
 
-        def attend(q, k_layer, v_layer):  # q (B T, heads, head_dim); k, v already cached
+        def attend(q, k_layer, v_layer, window):  # q (B T, heads, head_dim); k, v cached
             keys, values = (t[:, :, :length].index_select(0, slots) for t in (k_layer, v_layer))
-            attn = F.scaled_dot_product_attention(
+            attn = _causal_attention(
                 q.view(batch, length, local.n_heads, c.head_dim).transpose(1, 2), keys,
-                values, is_causal=True, enable_gqa=local.n_heads != local.n_kv_heads)
+                values, window)
             return attn.transpose(1, 2).reshape(batch * length, local.q_dim)
 
         x = self._fused_layers(x, cache, positions, rows_slots, attend)
@@ -403,8 +395,9 @@ class Llama(nn.Module):
         start at the first projection. x and lengths are read, never written."""
         rows = x.shape[0]
 
-        def attend(q, k_layer, v_layer):  # q (S, heads, head_dim); k, v already cached
-            return decode_attention_in_layer(q, k_layer, v_layer, lengths).view(rows, -1)
+        def attend(q, k_layer, v_layer, window):  # q (S, heads, head_dim); k, v cached
+            attended = decode_attention_in_layer(q, k_layer, v_layer, lengths, window)
+            return attended.view(rows, -1)
 
         x = self._fused_layers(x, cache, positions.contiguous(), cache.slots[:rows], attend)
         return self._lm_head(x)
@@ -421,7 +414,8 @@ class Llama(nn.Module):
         rows, group = tokens.shape[0], local.n_heads // local.n_kv_heads
         slots = cache.slots[:rows]
         cos, sin = cache.cos[positions], cache.sin[positions]   # (S, head_dim / 2)
-        visible = torch.arange(cache.max_seq, device=tokens.device) <= positions[:, None]
+        cached = torch.arange(cache.max_seq, device=tokens.device)
+        visible = cached <= positions[:, None]   # (S, max_seq)
         x = F.embedding(tokens, self.embed)
         for index, layer in enumerate(self.layers):
             qkv = F.linear(_rms_norm(x, layer.attn_norm, c.norm_eps), layer.wqkv, layer.bqkv)
@@ -432,8 +426,11 @@ class Llama(nn.Module):
             cache.k[at], cache.v[at] = k, v
             keys, values = (t[index, :rows].repeat_interleave(group, dim=1)
                             for t in (cache.k, cache.v))   # (S, heads, max_seq, head_dim)
+            mask = visible
+            if (window := c.window(index)) is not None:
+                mask = visible & (cached > positions[:, None] - window)
             attn = F.scaled_dot_product_attention(q[:, :, None], keys, values,
-                                                  attn_mask=visible[:, None, None, :])
+                                                  attn_mask=mask[:, None, None, :])
             attn = attn.reshape(rows, local.q_dim)
             x = x + self._reduce(F.linear(attn, layer.wo, self._once(layer.bo)), 0, index)
             gate_up = F.linear(_rms_norm(x, layer.mlp_norm, c.norm_eps), layer.w_gate_up,
@@ -460,8 +457,9 @@ class Llama(nn.Module):
                               positions=positions, slots=slots, k_cache=k_layer,
                               v_cache=v_layer, n_heads=self.local.n_heads,
                               q_norm_weight=layer.q_norm, k_norm_weight=layer.k_norm)
-            x = tg.linear(attend(q, k_layer, v_layer), layer.wo, self._once(layer.bo),
-                          residual=self._once(x), out=self.all_reduce.output(0, rows),
+            attended = attend(q, k_layer, v_layer, c.window(index))
+            x = tg.linear(attended, layer.wo, self._once(layer.bo), residual=self._once(x),
+                          out=self.all_reduce.output(0, rows),
                           next_norm_weight=layer.mlp_norm if self.tp.size == 1 else None,
                           l2_ahead=self._gate_up_ahead(layer, cache, rows))
             x = self._reduce(x, 0, index)
@@ -483,6 +481,20 @@ class Llama(nn.Module):
             return None   # a strided gate/up's first bytes in memory are not its first rows
         weights = layer.w_gate_up.view(-1)
         return weights[:nbytes // weights.element_size()]
+
+
+def _causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                      window: int | None) -> torch.Tensor:
+    """SDPA of q (B, heads, T, head_dim) over k, v (B, kv_heads, T, head_dim) at positions
+    0..T-1, each query attending to itself and the positions before it, only the last
+    `window` of them where a window is given."""
+    length, grouped = q.shape[2], q.shape[1] != k.shape[1]
+    if window is None or window >= length:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=grouped)
+    positions = torch.arange(length, device=q.device)
+    apart = positions[:, None] - positions[None, :]   # query - key
+    band = (apart >= 0) & (apart < window)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=band, enable_gqa=grouped)
 
 
 def _deinterleave_heads(qkv: torch.Tensor, head_dim: int) -> torch.Tensor:

@@ -4,12 +4,11 @@
 
 Supported: Llama 2 and 3.x (rope scaling "llama3", or "linear" as DeepSeek-Coder's
 checkpoints scale positions), Mistral, Ministral and Phi-3 (q|k|v and gate|up stored fused;
-plain rotary embeddings, not LongRoPE) without a sliding window that the cache could pass,
-Qwen2 (bias on q, k and v), Qwen3 (an RMSNorm on every q and k head), SmolLM3 (every fourth
-layer without rotary embeddings) and Granite 3 (scalars on the embeddings, attention scores,
-layer outputs and logits, folded into the weights).
-Anything else raises a ValueError that names the field, so a model is never run with a part
-silently ignored.
+plain rotary embeddings, not LongRoPE), Qwen2 (bias on q, k and v), Qwen3 (an RMSNorm on
+every q and k head), SmolLM3 (every fourth layer without rotary embeddings) and Granite 3
+(scalars on the embeddings, attention scores, layer outputs and logits, folded into the
+weights); sliding windows in the layers each family's config names. Anything else raises a
+ValueError that names the field, so a model is never run with a part silently ignored.
 """
 
 from __future__ import annotations
@@ -49,7 +48,10 @@ class LlamaConfig:
     mlp_bias: bool = False
     qk_norm: bool = False       # RMSNorm of each q and k head before rotary embedding (Qwen3)
     max_position_embeddings: int = 4096
-    sliding_window: int | None = None   # attention window (Mistral, Phi-3); None: whole context
+    # A query attends to the last sliding_window positions (itself included) in the layers
+    # sliding_layers names (None: every layer); None: the whole context everywhere.
+    sliding_window: int | None = None
+    sliding_layers: tuple[bool, ...] | None = None
     model_type: str = "llama"
     # Which layers rotate q and k (SmolLM3 leaves every fourth out); None: every layer.
     rope_layers: tuple[bool, ...] | None = None
@@ -78,11 +80,18 @@ class LlamaConfig:
                              f"num_key_value_heads ({self.n_kv_heads})")
         if self.head_dim % 2:
             raise ValueError(f"head_dim must be even for rotary embeddings, got {self.head_dim}")
-        if self.rope_layers is not None:
-            object.__setattr__(self, "rope_layers", tuple(map(bool, self.rope_layers)))
-            if len(self.rope_layers) != self.n_layers:
-                raise ValueError(f"rope_layers names {len(self.rope_layers)} layers; the "
-                                 f"model has {self.n_layers}")
+        for name in ("rope_layers", "sliding_layers"):
+            layers = getattr(self, name)
+            if layers is not None:
+                object.__setattr__(self, name, tuple(map(bool, layers)))
+                if len(layers) != self.n_layers:
+                    raise ValueError(f"{name} names {len(layers)} layers; the model has "
+                                     f"{self.n_layers}")
+        window = self.sliding_window
+        if window is not None and (isinstance(window, bool) or not isinstance(window, int)
+                                   or window < 1):
+            raise ValueError(f"LlamaConfig.sliding_window must be a positive int or None, got "
+                             f"{window!r}")
         for name in ("embedding_multiplier", "attention_multiplier", "residual_multiplier",
                      "logits_scaling"):
             value = getattr(self, name)
@@ -94,6 +103,12 @@ class LlamaConfig:
     def rotates(self, layer: int) -> bool:
         """Whether layer `layer` applies rotary embeddings to q and k."""
         return self.rope_layers is None or self.rope_layers[layer]
+
+    def window(self, layer: int) -> int | None:
+        """How many of the latest positions layer `layer` attends to; None: all of them."""
+        if self.sliding_layers is not None and not self.sliding_layers[layer]:
+            return None
+        return self.sliding_window
 
     @property
     def attention_scale(self) -> float:
@@ -188,9 +203,9 @@ def _fields_from_hf(values: dict) -> dict:
     if values.get("pretraining_tp", 1) not in (None, 1):
         raise _unsupported("pretraining_tp", values["pretraining_tp"], "use 1")
     window = values.get("sliding_window")
-    if (model_type in ("qwen2", "qwen3", "ministral", "smollm3")
-            and not _any_layer_slides(values, model_type)):
-        window = None
+    sliding = _sliding_layers(values, model_type) if window is not None else None
+    if model_type in ("llama", "granite") or (sliding is not None and not any(sliding)):
+        window = sliding = None   # their attention is never windowed
     if model_type in ("llama", "qwen3", "smollm3", "granite"):
         qkv_bias = o_bias = bool(values.get("attention_bias", False))
         mlp_bias = bool(values.get("mlp_bias", False))
@@ -206,7 +221,8 @@ def _fields_from_hf(values: dict) -> dict:
         tie_embeddings=bool(values.get("tie_word_embeddings", False)),
         qkv_bias=qkv_bias, o_bias=o_bias, mlp_bias=mlp_bias, qk_norm=model_type == "qwen3",
         max_position_embeddings=values.get("max_position_embeddings", 4096),
-        sliding_window=window, model_type=model_type, **_rope_fields(values),
+        sliding_window=window, sliding_layers=sliding, model_type=model_type,
+        **_rope_fields(values),
         rope_layers=_rope_layers(values) if model_type == "smollm3" else None,
         **(_granite_scalars(values) if model_type == "granite" else {}))
 
@@ -228,14 +244,25 @@ def _granite_scalars(values: dict) -> dict:
             "logits_scaling": float(values.get("logits_scaling", 1.0))}
 
 
-def _any_layer_slides(values: dict, model_type: str) -> bool:
-    """Whether a Qwen2/3, SmolLM3 or Ministral config windows any layer's attention: its
-    layer_types (transformers 5) name a sliding layer; without them, use_sliding_window is
-    set, or (Ministral) every layer slides."""
+def _sliding_layers(values: dict, model_type: str) -> tuple[bool, ...] | None:
+    """Which layers a config's sliding window applies to, None for all (Mistral, Phi-3):
+    none of Qwen2/3's or SmolLM3's without use_sliding_window (transformers drops the window
+    then); else the layers its layer_types (transformers 5) name, or without them, as
+    transformers builds them: Qwen2/3's from max_window_layers on, SmolLM3's without rotary
+    embeddings, every Ministral layer."""
+    if model_type in ("mistral", "phi3"):
+        return None
+    layers = values["num_hidden_layers"]
+    if model_type != "ministral" and not values.get("use_sliding_window", False):
+        return (False,) * layers
     layer_types = values.get("layer_types")
     if layer_types:
-        return "sliding_attention" in layer_types
-    return model_type == "ministral" or bool(values.get("use_sliding_window", False))
+        return tuple(kind == "sliding_attention" for kind in layer_types)
+    if model_type == "ministral":
+        return None
+    if model_type == "smollm3":
+        return tuple(not rotates for rotates in (_rope_layers(values) or (True,) * layers))
+    return tuple(i >= values.get("max_window_layers", 28) for i in range(layers))
 
 
 def rope_frequencies(config: LlamaConfig) -> torch.Tensor:
