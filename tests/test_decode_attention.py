@@ -460,6 +460,30 @@ def test_runs_that_fit_the_preloaded_tiles_leave_the_run_loop_out(max_seq, split
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_window_under_every_launch_matches_reference(dtype, device):
+    """A window of 45 positions under every launch shape a step or the tuner may take (the
+    first tiles preloaded, q tiles of 64 rows, runs merged apart or by the last run, blocks
+    of heads, runs of at least two tiles): sequences of 150, 0, 46, 45 and 37 positions."""
+    q, k, v = _case(5, 6, 2, 16, 150, dtype, device)
+    lengths = torch.tensor([150, 0, 46, 45, 37], device=device)
+    ref = decode_attention_ref(q.double(), k.double(), v.double(), lengths, window=45)
+    rule = attention_config(5, 2, 3, 16, 150, 1)
+    launches = [{**config, "ONE_RUN_TILES": one_run_tiles, "SPLITS": 4, "BLOCK_SPLITS": 4}
+                for config in step_candidates(5, 2, 3, 16, 150, 1, rule)
+                for one_run_tiles in (0, 3)]
+    for splits, block_t, one_run_tiles, head_blocks, run_tiles in APART_LAUNCHES:
+        base = attention_config(5, 2, 3, 16, 150, 132, head_blocks=min(head_blocks, 3),
+                                merge_apart=True)
+        launches.append({**base, "BLOCK_T": block_t, "SPLITS": splits,
+                         "BLOCK_SPLITS": triton.next_power_of_2(splits),
+                         "ONE_RUN_TILES": one_run_tiles, "RUN_TILES": run_tiles})
+    for config in launches:
+        out = poisoned(q.shape, q.dtype, q.device)
+        launch_decode_attention(q, k, v, lengths, 16 ** -0.5, out, config, window=45)
+        assert_close(out, ref, q.dtype, what=f"config {config}")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_step_candidates_match_reference(dtype, device):
     """Every launch a step may choose (a q tile of 64 rows, tiles of twice the positions,
     the first tile preloaded), split and in one run, equals the float64 reference."""
@@ -661,6 +685,21 @@ def test_real_shapes_on_gpu(batch, heads, kv_heads, head_dim, dtype):
     lengths = torch.randint(1, max_seq + 1, (batch,), device="cuda")
     lengths[0] = max_seq
     _check(q, k, v, lengths)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("lengths, window", [([6000], 4096), ([8192, 4097, 4096, 100], 4096),
+                                             ([3000, 2048], 2047)])
+def test_sliding_windows_at_real_shapes_on_gpu(lengths, window, dtype):
+    """Mistral's layout (32 q heads on 8 kv heads of 128) over a cache of 8192 positions:
+    windows of 4096 (Mistral 7B v0.1) and 2047 (Phi-3-mini), alone and as a layer runs it."""
+    batch = len(lengths)
+    q, k, v = _case(batch, 32, 8, 128, 8192, dtype, "cuda")
+    lengths = torch.tensor(lengths, device="cuda")
+    ref = decode_attention_ref(q.double(), k.double(), v.double(), lengths, window=window)
+    assert_close(tg.decode_attention(q, k, v, lengths, window=window), ref, dtype)
+    assert_close(decode_attention_in_layer(q, k, v, lengths, window), ref, dtype)
 
 
 @pytest.mark.gpu
