@@ -253,6 +253,9 @@ def test_sliding_layers_as_transformers_builds_them():
     config = LlamaConfig.from_hf({**hf_config("tiny-ministral").to_dict(),
                                   "sliding_window": 8, "layer_types": mixed})
     assert [config.window(i) for i in range(2)] == [None, 8]
+    # a step's KV bytes: the full layer at 20 positions, the sliding one at its 8
+    assert config.kv_bytes(2, 20) == 2 * config.kv_dim * 2 * (20 + 8)
+    assert config.kv_bytes(2, 5) == 2 * config.kv_dim * 2 * (5 + 5)
 
 
 def test_smollm3_layers_without_rotary_embeddings():

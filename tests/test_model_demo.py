@@ -68,3 +68,20 @@ def test_demo_model_is_a_shape_or_a_checkpoint_directory(tmp_path):
     assert DemoModel("tiny-mistral").llama_config().parameter_count() < \
         INTERPRETER_MAX_PARAMETERS
     assert DemoModel("tinyllama").llama_config().parameter_count() > 1_000_000_000
+
+
+def test_the_floor_counts_each_layer_s_window_of_the_cache():
+    """% of the floor: the weights and the KV bytes a step reads, for a sliding layer only
+    its window's (a floor counting the whole context would flatter a windowed model)."""
+    from tilegraph.model_demo import ModelRun, summarize
+    from tilegraph.models import LlamaConfig
+
+    shape = dict(vocab_size=100, dim=64, n_layers=2, n_heads=4, n_kv_heads=2, ffn_dim=96)
+    whole, windowed = LlamaConfig(**shape), LlamaConfig(**shape, sliding_window=100)
+    runs = [ModelRun("tilegraph", ms_per_token=1.0)]
+    rows = {name: summarize("m", 2, runs, config, 2, 1000.0, 1.0)[0]["pct_floor"]
+            for name, config in (("whole", whole), ("windowed", windowed))}
+    weights = whole.decode_bytes(2)
+    kv_position = 2 * whole.kv_dim * 2 * 2 * whole.n_layers   # k and v, 2 bytes, batch 2
+    assert rows["whole"] == pytest.approx(100 * (weights + kv_position * 1000) / 1e6)
+    assert rows["windowed"] == pytest.approx(100 * (weights + kv_position * 100) / 1e6)

@@ -141,6 +141,13 @@ class LlamaConfig:
         embeddings = self.vocab_size * self.dim * (1 if self.tie_embeddings else 2)
         return (self.parameter_count() - embeddings + head + self.dim) * element_size
 
+    def kv_bytes(self, element_size: int, context: float) -> float:
+        """Key and value bytes one sequence's decode step reads at `context` cached
+        positions: every layer's, each only its window's where it slides."""
+        attended = sum(context if (window := self.window(layer)) is None
+                       else min(context, window) for layer in range(self.n_layers))
+        return 2 * self.kv_dim * element_size * attended
+
     @classmethod
     def from_hf(cls, config: Any) -> LlamaConfig:
         """From a transformers config object, a config.json dict, or a checkpoint directory
