@@ -79,6 +79,30 @@ def _assert_prefill_then_decode_close(model, ids, ref, prompt: int, max_seq: int
         positions += 1
 
 
+@pytest.mark.parametrize("name, rope", [
+    ("tiny-qwen3", {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16}),
+    ("tiny-mistral", {"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 8,
+                      "beta_fast": 16, "beta_slow": 2, "truncate": False}),
+    ("tiny-llama3", {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16,
+                     "mscale": 1.0, "mscale_all_dim": 0.5}),
+])
+def test_yarn_rope_scaling_matches_hf(name, rope, tmp_path, device):
+    """YaRN (Qwen3's and Qwen2.5's long-context setting): frequencies blended by wavelength
+    and cos, sin scaled by its attention factor (its default, or from mscale and
+    mscale_all_dim), over 40 positions, 2.5-5x the pretrained context: the reference
+    forward, the fused prefill and decode, against HF."""
+    hf = random_hf_model(name, scale=5.0, rope_scaling={"rope_theta": 10000.0, **rope})
+    model = _load_through_directory(hf, tmp_path, device)
+    assert model.config.rope_yarn["factor"] == rope["factor"]
+    assert model.config.rope_attention_factor > 1
+    ids = torch.randint(0, hf.config.vocab_size, (2, 40))
+    ref = _hf_logits(hf, ids)
+    with torch.no_grad():
+        ours = model(ids.to(device))
+    _assert_steps_close(ours, ref, MODEL_TOLERANCES[torch.float32], f"{name} forward")
+    _assert_prefill_then_decode_close(model, ids.to(device), ref, 33, 40, name)
+
+
 @pytest.mark.parametrize("name", ["tiny-llama3", "tiny-mistral"])
 def test_linear_rope_scaling_matches_hf(name, tmp_path, device):
     """Rotary positions scaled linearly (rope_scaling "linear", as DeepSeek-Coder's
@@ -314,7 +338,7 @@ def test_config_from_a_directory(tmp_path):
 @pytest.mark.parametrize("change, field", [
     ({"model_type": "mixtral"}, "model_type"),
     ({"num_local_experts": 8}, "num_local_experts"),
-    ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, "rope_type"),
+    ({"rope_scaling": {"rope_type": "dynamic", "factor": 4.0}}, "rope_type"),
     ({"rope_scaling": {"rope_type": "linear", "factor": 0.0}}, "factor"),
     ({"hidden_act": "gelu"}, "hidden_act"),
     ({"partial_rotary_factor": 0.5}, "partial_rotary_factor"),

@@ -273,9 +273,13 @@ class Llama(nn.Module):
                                           "the all-gather of the logits")
 
     def _rope_table(self, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and sin (length, head_dim / 2) fp32, both times YaRN's attention factor where
+        the model has one (so q . k is scaled by its square, as transformers scales it)."""
         angles = torch.outer(torch.arange(length, dtype=torch.float64),
                              rope_frequencies(self.config))
-        return (angles.cos().float().to(self.device), angles.sin().float().to(self.device))
+        factor = self.config.rope_attention_factor
+        return tuple((table * factor).float().to(self.device)
+                     for table in (angles.cos(), angles.sin()))
 
     def _split_heads(self, qkv: torch.Tensor, index: int, cos: torch.Tensor,
                      sin: torch.Tensor):

@@ -2,12 +2,13 @@
 
     config = LlamaConfig.from_hf(hf_model.config)        # or a config.json dict, or a path
 
-Supported: Llama 2 and 3.x (rope scaling "llama3", or "linear" as DeepSeek-Coder's
-checkpoints scale positions), Mistral, Ministral and Phi-3 (q|k|v and gate|up stored fused;
-plain rotary embeddings, not LongRoPE), Qwen2 (bias on q, k and v), Qwen3 (an RMSNorm on
-every q and k head), SmolLM3 (every fourth layer without rotary embeddings) and Granite 3
-(scalars on the embeddings, attention scores, layer outputs and logits, folded into the
-weights); sliding windows in the layers each family's config names. Anything else raises a
+Supported, with rotary scaling "llama3", "linear" (as DeepSeek-Coder's checkpoints scale
+positions) or "yarn" (Qwen's long-context setting): Llama 2 and 3.x, Mistral, Ministral and
+Phi-3 (q|k|v and gate|up stored fused; plain rotary embeddings, not LongRoPE), Qwen2 (bias
+on q, k and v), Qwen3 (an RMSNorm on every q and k head), SmolLM3 (every fourth layer
+without rotary embeddings) and Granite 3 (scalars on the embeddings, attention scores, layer
+outputs and logits, folded into the weights); sliding windows in the layers each family's
+config names. Anything else raises a
 ValueError that names the field, so a model is never run with a part silently ignored.
 """
 
@@ -23,7 +24,7 @@ import torch
 
 SUPPORTED_TYPES = ("llama", "mistral", "ministral", "phi3", "qwen2", "qwen3", "smollm3",
                    "granite")
-SUPPORTED_ROPE = ("default", "llama3", "linear")
+SUPPORTED_ROPE = ("default", "llama3", "linear", "yarn")
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,11 @@ class LlamaConfig:
     rope_llama3: dict | None = None
     # Linear scaling ("linear"): positions divided by this factor, so every frequency is.
     rope_linear_factor: float = 1.0
+    # YaRN ("yarn"): {"factor", "beta_fast", "beta_slow", "original_max_position_embeddings",
+    # "truncate"}: frequencies blended between interpolated and kept by wavelength; and the
+    # factor cos and sin are scaled by (YaRN's attention temperature; 1 elsewhere).
+    rope_yarn: dict | None = None
+    rope_attention_factor: float = 1.0
     tie_embeddings: bool = False
     qkv_bias: bool = False
     o_bias: bool = False
@@ -183,8 +189,10 @@ def _rope_fields(values: dict) -> dict:
         raise _unsupported("partial_rotary_factor", partial, "rotary embeddings must cover "
                            "the whole head")
     theta = merged.get("rope_theta", values.get("rope_theta", 10000.0))
-    llama3, linear = None, 1.0
-    if rope_type == "llama3":
+    llama3, linear, yarn, attention_factor = None, 1.0, None, 1.0
+    if rope_type == "yarn":
+        yarn, attention_factor = _yarn_fields(merged, values)
+    elif rope_type == "llama3":
         llama3 = {key: float(merged[key]) for key in
                   ("factor", "low_freq_factor", "high_freq_factor",
                    "original_max_position_embeddings")}
@@ -192,7 +200,34 @@ def _rope_fields(values: dict) -> dict:
         linear = float(merged["factor"])
         if not linear > 0:
             raise _unsupported("rope_scaling.factor", merged["factor"], "a positive number")
-    return {"rope_theta": float(theta), "rope_llama3": llama3, "rope_linear_factor": linear}
+    return {"rope_theta": float(theta), "rope_llama3": llama3, "rope_linear_factor": linear,
+            "rope_yarn": yarn, "rope_attention_factor": attention_factor}
+
+
+def _yarn_fields(rope: dict, values: dict) -> tuple[dict, float]:
+    """YaRN's settings with transformers' defaults, and its attention factor: given, or
+    0.1 ln(factor) + 1 (with mscale and mscale_all_dim, the ratio of two such terms)."""
+    original = rope.get("original_max_position_embeddings") or values.get(
+        "original_max_position_embeddings")
+    if not original:
+        raise _unsupported("rope_scaling.original_max_position_embeddings", original,
+                           "YaRN needs the pretrained context length")
+    factor = rope.get("factor") or values["max_position_embeddings"] / original
+    if not factor > 0:
+        raise _unsupported("rope_scaling.factor", factor, "a positive number")
+
+    def mscale(scale: float = 1.0) -> float:
+        return 1.0 if factor <= 1 else 0.1 * scale * math.log(factor) + 1.0
+
+    attention_factor = rope.get("attention_factor")
+    if attention_factor is None:
+        attention_factor = (mscale(rope["mscale"]) / mscale(rope["mscale_all_dim"])
+                            if rope.get("mscale") and rope.get("mscale_all_dim") else mscale())
+    yarn = {"factor": float(factor), "beta_fast": float(rope.get("beta_fast") or 32),
+            "beta_slow": float(rope.get("beta_slow") or 1),
+            "original_max_position_embeddings": float(original),
+            "truncate": bool(rope.get("truncate", True))}
+    return yarn, float(attention_factor)
 
 
 def _fields_from_hf(values: dict) -> dict:
@@ -279,6 +314,8 @@ def rope_frequencies(config: LlamaConfig) -> torch.Tensor:
     high_freq_factor) kept, a linear blend in between."""
     exponents = torch.arange(0, config.head_dim, 2, dtype=torch.float64) / config.head_dim
     inv_freq = config.rope_theta ** -exponents / config.rope_linear_factor
+    if config.rope_yarn is not None:
+        return _yarn_frequencies(inv_freq, config.rope_yarn, config.head_dim, config.rope_theta)
     scaling = config.rope_llama3
     if scaling is None:
         return inv_freq
@@ -288,3 +325,22 @@ def rope_frequencies(config: LlamaConfig) -> torch.Tensor:
     blend = ((context / wavelength - low) / (high - low)).clamp(0, 1)
     scaled = (1 - blend) * inv_freq / factor + blend * inv_freq
     return scaled
+
+
+def _yarn_frequencies(inv_freq: torch.Tensor, yarn: dict, head_dim: int,
+                      theta: float) -> torch.Tensor:
+    """YaRN's blend (as transformers computes it): the pairs that turn fewer than beta_slow
+    times over the pretrained context are interpolated (divided by the factor), those that
+    turn more than beta_fast times kept, a linear ramp over the pair index between."""
+    def pair_turning(turns: float) -> float:   # the pair index that turns `turns` times
+        context = yarn["original_max_position_embeddings"]
+        return head_dim * math.log(context / (turns * 2 * math.pi)) / (2 * math.log(theta))
+
+    low, high = pair_turning(yarn["beta_fast"]), pair_turning(yarn["beta_slow"])
+    if yarn["truncate"]:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, head_dim - 1)
+    if low == high:
+        high += 0.001   # transformers' guard against a zero-width ramp
+    ramp = ((torch.arange(head_dim // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
+    return inv_freq / yarn["factor"] * ramp + inv_freq * (1 - ramp)
