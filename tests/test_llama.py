@@ -79,44 +79,42 @@ def _assert_prefill_then_decode_close(model, ids, ref, prompt: int, max_seq: int
         positions += 1
 
 
+def _assert_forward_and_steps_match_hf(hf, model, ids, prompt: int, max_seq: int, what: str):
+    """The reference forward over ids (on the model's device), then the fused path's
+    prefill of `prompt` tokens and its decode steps, against HF's forward."""
+    ref = _hf_logits(hf, ids)
+    ids = ids.to(model.device)
+    with torch.no_grad():
+        ours = model(ids)
+    _assert_steps_close(ours, ref, MODEL_TOLERANCES[torch.float32], f"{what} forward")
+    _assert_prefill_then_decode_close(model, ids, ref, prompt, max_seq, what)
+    return ref
+
+
 @pytest.mark.parametrize("name, rope", [
+    ("tiny-llama3", {"rope_type": "linear", "factor": 4.0}),
+    ("tiny-mistral", {"rope_type": "linear", "factor": 4.0}),
     ("tiny-qwen3", {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16}),
     ("tiny-mistral", {"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 8,
                       "beta_fast": 16, "beta_slow": 2, "truncate": False}),
     ("tiny-llama3", {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16,
                      "mscale": 1.0, "mscale_all_dim": 0.5}),
 ])
-def test_yarn_rope_scaling_matches_hf(name, rope, tmp_path, device):
-    """YaRN (Qwen3's and Qwen2.5's long-context setting): frequencies blended by wavelength
-    and cos, sin scaled by its attention factor (its default, or from mscale and
-    mscale_all_dim), over 40 positions, 2.5-5x the pretrained context: the reference
-    forward, the fused prefill and decode, against HF."""
+def test_rope_scaling_matches_hf(name, rope, tmp_path, device):
+    """Rotary positions scaled linearly (as DeepSeek-Coder's checkpoints give it), or by
+    YaRN (Qwen3's and Qwen2.5's long-context setting: frequencies blended by wavelength, cos
+    and sin scaled by its attention factor, its default or from mscale and mscale_all_dim),
+    over 40 positions, 2.5-5x YaRN's pretrained context: the reference forward, the fused
+    prefill and decode, against HF."""
     hf = random_hf_model(name, scale=5.0, rope_scaling={"rope_theta": 10000.0, **rope})
     model = _load_through_directory(hf, tmp_path, device)
-    assert model.config.rope_yarn["factor"] == rope["factor"]
-    assert model.config.rope_attention_factor > 1
+    config = model.config
+    if rope["rope_type"] == "yarn":
+        assert config.rope_yarn["factor"] == rope["factor"] and config.rope_attention_factor > 1
+    else:
+        assert config.rope_linear_factor == 4.0 and config.rope_yarn is config.rope_llama3 is None
     ids = torch.randint(0, hf.config.vocab_size, (2, 40))
-    ref = _hf_logits(hf, ids)
-    with torch.no_grad():
-        ours = model(ids.to(device))
-    _assert_steps_close(ours, ref, MODEL_TOLERANCES[torch.float32], f"{name} forward")
-    _assert_prefill_then_decode_close(model, ids.to(device), ref, 33, 40, name)
-
-
-@pytest.mark.parametrize("name", ["tiny-llama3", "tiny-mistral"])
-def test_linear_rope_scaling_matches_hf(name, tmp_path, device):
-    """Rotary positions scaled linearly (rope_scaling "linear", as DeepSeek-Coder's
-    checkpoints give it), on a Llama and a Mistral: the reference forward over 40 positions,
-    then the fused path's prefill and decode steps, against HF's forward."""
-    hf = random_hf_model(name, scale=5.0, rope_scaling={"rope_type": "linear", "factor": 4.0})
-    model = _load_through_directory(hf, tmp_path, device)
-    assert model.config.rope_linear_factor == 4.0 and model.config.rope_llama3 is None
-    ids = torch.randint(0, hf.config.vocab_size, (2, 40))
-    ref = _hf_logits(hf, ids)
-    with torch.no_grad():
-        ours = model(ids.to(device))
-    _assert_steps_close(ours, ref, MODEL_TOLERANCES[torch.float32], f"{name} forward")
-    _assert_prefill_then_decode_close(model, ids.to(device), ref, 33, 40, name)
+    _assert_forward_and_steps_match_hf(hf, model, ids, 33, 40, name)
 
 
 @pytest.mark.parametrize("name", TINY)
@@ -323,11 +321,7 @@ def test_biases_match_hf(name, overrides, tmp_path, device):
     assert layer.bqkv is not None and layer.bo is not None
     assert (layer.b_down is not None) == overrides.get("mlp_bias", False)
     ids = torch.randint(0, hf.config.vocab_size, (2, 12))
-    ref = _hf_logits(hf, ids)
-    with torch.no_grad():
-        ours = model(ids.to(device))
-    _assert_steps_close(ours, ref, MODEL_TOLERANCES[torch.float32], f"{name} forward")
-    _assert_prefill_then_decode_close(model, ids.to(device), ref, 7, 16, name)
+    _assert_forward_and_steps_match_hf(hf, model, ids, 7, 16, name)
 
 
 def test_config_from_a_directory(tmp_path):
@@ -365,14 +359,10 @@ def test_sliding_windows_past_the_cache_match_hf(name, overrides, tmp_path, devi
     model = _load_through_directory(hf, tmp_path, device)
     assert model.config.sliding_window == 11
     ids = torch.randint(0, hf.config.vocab_size, (2, 40))
-    ref = _hf_logits(hf, ids)
+    ref = _assert_forward_and_steps_match_hf(hf, model, ids, 17, 48, name)
     unwindowed = _hf_logits(random_hf_model(name, scale=5.0, sliding_window=100,
                                             **overrides), ids)
     assert not torch.allclose(ref[:, -1], unwindowed[:, -1])   # the window matters
-    with torch.no_grad():
-        ours = model(ids.to(device))
-    _assert_steps_close(ours, ref, MODEL_TOLERANCES[torch.float32], f"{name} forward")
-    _assert_prefill_then_decode_close(model, ids.to(device), ref, 17, 48, name)
     cache = model.new_cache(max_batch=2, max_seq=48)
     model.prefill(ids[:, :17].to(device), cache)
     positions = torch.full((2,), 17, device=device)
