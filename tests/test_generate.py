@@ -702,6 +702,29 @@ def test_greedy_tokens_past_a_sliding_window_equal_hf():
     assert generator.generate(prompts, 20) == [_hf_greedy(hf, p, 20) for p in prompts]
 
 
+def test_greedy_tokens_with_longrope_equal_hf_through_its_cache():
+    """LongRoPE at a pretrained context of 16 (Phi-3's 128k checkpoints): prompts of 9 and
+    18 tokens (short and long factors), 20 new tokens each, so the first crosses the context
+    while it decodes; the Generator's greedy tokens are transformers' model's, decoding a
+    token at a time through its cache. (transformers' generate() instead drops its cache the
+    first time a sequence passes the context and recomputes it by the long factors.)"""
+    from test_llama import LONGROPE
+
+    hf = random_hf_model("tiny-phi3", scale=5.0, num_hidden_layers=1, **LONGROPE)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    generator = tg.Generator(Llama.from_hf(hf, device=device), max_batch=1, max_seq=48,
+                             sizes=(1,), sync_every=4)
+    for length in (9, 18):
+        prompt = torch.randint(0, 67, (length,)).tolist()
+        with torch.no_grad():
+            out = hf(torch.tensor([prompt]), use_cache=True)
+            expected = [int(out.logits[0, -1].argmax())]
+            for _ in range(19):
+                out = hf(torch.tensor([expected[-1:]]), cache=out.cache, use_cache=True)
+                expected.append(int(out.logits[0, -1].argmax()))
+        assert generator.generate([prompt], 20) == [expected], length
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["qwen2-0.5b", "qwen3-0.6b", "phi3-mini"])
 def test_real_shape_greedy_tokens_equal_hf_in_fp32(name):

@@ -373,14 +373,58 @@ def test_sliding_windows_past_the_cache_match_hf(name, overrides, tmp_path, devi
         positions += 1
 
 
-def test_phi3_longrope_is_refused_by_name():
-    """Phi-3's 128k checkpoints switch rotary frequencies with the sequence's length
-    (LongRoPE): refused, not run with plain rotary embeddings."""
-    values = hf_config("tiny-phi3").to_dict()
-    values["rope_parameters"] = {"rope_type": "longrope", "rope_theta": 10000.0,
-                                 "short_factor": [1.0] * 6, "long_factor": [2.0] * 6,
-                                 "original_max_position_embeddings": 64}
-    with pytest.raises(ValueError, match="rope_type='longrope'"):
+# LongRoPE as Phi-3's 128k checkpoints set it, at a pretrained context of 16 positions
+# (head_dim 8: transformers' Phi-3 counts the factors by hidden_size / heads)
+LONGROPE = dict(rope_scaling={"rope_type": "longrope", "rope_theta": 10000.0,
+                              "short_factor": [1.0, 1.3, 2.0, 2.5],
+                              "long_factor": [1.0, 4.0, 16.0, 32.0],
+                              "original_max_position_embeddings": 16},
+                original_max_position_embeddings=16, max_position_embeddings=256, head_dim=8)
+
+
+def _hf_step_by_step(hf, ids, prompt: int) -> torch.Tensor:
+    """transformers' logits (B, T - prompt, vocab) for tokens prompt.. of ids, each decoded
+    after the ones before through its cache, the prompt in one forward."""
+    with torch.no_grad():
+        out = hf(ids[:, :prompt], use_cache=True)
+        steps = []
+        for t in range(prompt, ids.shape[1]):
+            out = hf(ids[:, t:t + 1], cache=out.cache, use_cache=True)
+            steps.append(out.logits[:, -1])
+    return torch.stack(steps, dim=1)
+
+
+@pytest.mark.parametrize("prompt", [9, 20])
+def test_longrope_switches_factors_as_transformers_does(prompt, tmp_path, device):
+    """LongRoPE: transformers rotates a forward by the short factors while its longest
+    position is within the pretrained context, by the long ones past it, and sqrt(1 + ln 16 /
+    ln 16) scales cos and sin. The forward over 12 and 40 tokens (short, long throughout);
+    then a prefill of 9 tokens (short) or 20 (long throughout) and steps one token at a
+    time past 16, against transformers decoding through its cache (whose earlier keys keep
+    the factors they were rotated by)."""
+    hf = random_hf_model("tiny-phi3", scale=5.0, **LONGROPE)
+    model = _load_through_directory(hf, tmp_path, device)
+    assert model.config.rope_attention_factor == pytest.approx(2 ** 0.5)
+    ids = torch.randint(0, hf.config.vocab_size, (2, 40))
+    tol = MODEL_TOLERANCES[torch.float32]
+    for length in (12, 40):
+        with torch.no_grad():
+            ours = model(ids[:, :length].to(device))
+        _assert_steps_close(ours, _hf_logits(hf, ids[:, :length]), tol, f"forward {length}")
+    ref = _hf_step_by_step(hf, ids, prompt)
+    cache = model.new_cache(max_batch=2, max_seq=48)
+    model.prefill(ids[:, :prompt].to(device), cache)
+    positions = torch.full((2,), prompt, device=device)
+    for t in range(prompt, 40):
+        logits = model.decode(ids[:, t].to(device), positions, cache)
+        _assert_steps_close(logits[:, None], ref[:, t - prompt:t - prompt + 1], tol,
+                            f"decode {t}")
+        positions += 1
+
+
+def test_longrope_factors_must_cover_the_head():
+    values = {**hf_config("tiny-phi3", **LONGROPE).to_dict(), "head_dim": 12}
+    with pytest.raises(ValueError, match="short_factor has 4 values; head_dim 12 has 6"):
         LlamaConfig.from_hf(values)
 
 

@@ -147,6 +147,9 @@ class KVCache:
     # cos = 1 and sin = 0 at every position: the tables of the layers that do not rotate q
     # and k (SmolLM3's), so their fused projection runs unchanged; None if every layer does
     identity: tuple[torch.Tensor, torch.Tensor] | None = None
+    # LongRoPE's long factors at every position (cos and sin hold the short ones below the
+    # pretrained context): a prefill past that context rotates all its tokens by them
+    long: tuple[torch.Tensor, torch.Tensor] | None = None
 
     @property
     def max_batch(self) -> int:
@@ -163,14 +166,18 @@ class KVCache:
         if not 1 <= max_seq <= self.max_seq:
             raise ValueError(f"a window of {max_seq} positions does not fit a cache of "
                              f"{self.max_seq}")
-        identity = None if self.identity is None else tuple(t[:max_seq] for t in self.identity)
+        identity, long = (None if pair is None else tuple(t[:max_seq] for t in pair)
+                          for pair in (self.identity, self.long))
         return KVCache(self.k[..., :max_seq, :], self.v[..., :max_seq, :], self.cos[:max_seq],
-                       self.sin[:max_seq], self.slots, identity)
+                       self.sin[:max_seq], self.slots, identity, long)
 
-    def tables(self, rotates: bool) -> tuple[torch.Tensor, torch.Tensor]:
-        """(cos, sin) for a layer that rotates q and k, or the identity's for one that does
-        not."""
-        return (self.cos, self.sin) if rotates or self.identity is None else self.identity
+    def tables(self, rotates: bool, rotation: tuple[torch.Tensor, torch.Tensor] | None = None
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(cos, sin) for a layer that rotates q and k (`rotation`'s where given), or the
+        identity's for one that does not."""
+        if not rotates and self.identity is not None:
+            return self.identity
+        return rotation or (self.cos, self.sin)
 
 
 class Llama(nn.Module):
@@ -240,7 +247,8 @@ class Llama(nn.Module):
         """Logits (B, T, vocab) for input_ids (B, T), causal, positions 0..T-1."""
         c, local = self.config, self.local
         batch, length = _check_ids(input_ids, self.device, c.vocab_size)
-        cos, sin = self._rope_table(length)
+        # LongRoPE: a sequence past the pretrained context rotated by the long factors alone
+        cos, sin = self._rope_table(length, long=self._past_original(length))
         x = F.embedding(input_ids, self.embed)
         for index, layer in enumerate(self.layers):
             qkv = F.linear(_rms_norm(x, layer.attn_norm, c.norm_eps), layer.wqkv, layer.bqkv)
@@ -272,14 +280,27 @@ class Llama(nn.Module):
         return self.tp.all_gather_columns(logits, self.config.vocab_size,
                                           "the all-gather of the logits")
 
-    def _rope_table(self, length: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos and sin (length, head_dim / 2) fp32, both times YaRN's attention factor where
-        the model has one (so q . k is scaled by its square, as transformers scales it)."""
-        angles = torch.outer(torch.arange(length, dtype=torch.float64),
-                             rope_frequencies(self.config))
-        factor = self.config.rope_attention_factor
+    def _rope_table(self, length: int, long: bool | None = None
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and sin (length, head_dim / 2) fp32, both times YaRN's or LongRoPE's attention
+        factor where the model has one (so q . k is scaled by its square, as transformers
+        scales it). LongRoPE's frequencies: the long ones (long), the short ones (not long),
+        or by position (None): short below the pretrained context, long from it, as
+        transformers rotates a token decoded at that position."""
+        config = self.config
+        positions = torch.arange(length, dtype=torch.float64)[:, None]
+        angles = positions * rope_frequencies(config, long=bool(long))
+        if config.rope_longrope is not None and long is None:
+            past = positions >= config.rope_longrope["original_max_position_embeddings"]
+            angles = torch.where(past, positions * rope_frequencies(config, long=True), angles)
+        factor = config.rope_attention_factor
         return tuple((table * factor).float().to(self.device)
                      for table in (angles.cos(), angles.sin()))
+
+    def _past_original(self, length: int) -> bool:
+        """Whether `length` tokens pass LongRoPE's pretrained context (False without it)."""
+        rope = self.config.rope_longrope
+        return rope is not None and length > rope["original_max_position_embeddings"]
 
     def _split_heads(self, qkv: torch.Tensor, index: int, cos: torch.Tensor,
                      sin: torch.Tensor):
@@ -312,11 +333,13 @@ class Llama(nn.Module):
         shape = (c.n_layers, max_batch, self.local.n_kv_heads, max_seq, c.head_dim)
         k = torch.zeros(shape, dtype=self.dtype, device=self.device)
         cos, sin = self._rope_table(max_seq)
-        identity = None
+        identity = long = None
         if not all(map(c.rotates, range(c.n_layers))):
             identity = torch.ones_like(cos), torch.zeros_like(sin)
+        if c.rope_longrope is not None:
+            long = self._rope_table(max_seq, long=True)
         return KVCache(k, torch.zeros_like(k), cos, sin,
-                       torch.arange(max_batch, device=self.device), identity)
+                       torch.arange(max_batch, device=self.device), identity, long)
 
     @torch.no_grad()
     def prefill(self, input_ids: torch.Tensor, cache: KVCache, first_slot: int = 0,
@@ -365,7 +388,15 @@ class Llama(nn.Module):
                 values, window)
             return attn.transpose(1, 2).reshape(batch * length, local.q_dim)
 
-        x = self._fused_layers(x, cache, positions, rows_slots, attend)
+        rotation = None
+        if cache.long is not None:
+            # LongRoPE: prompts whose longest passes the pretrained context are rotated by the
+            # long factors alone, as transformers' forward over them rotates them (chosen on
+            # the device, so a graph holds it)
+            past = ends.max() >= c.rope_longrope["original_max_position_embeddings"]
+            rotation = tuple(torch.where(past, long, table) for long, table
+                             in zip(cache.long, (cache.cos, cache.sin), strict=True))
+        x = self._fused_layers(x, cache, positions, rows_slots, attend, rotation)
         last = x.view(batch, length, c.dim)[torch.arange(batch, device=device), ends]
         return self._lm_head(last)
 
@@ -444,9 +475,12 @@ class Llama(nn.Module):
         return self._gather_vocab(F.linear(_rms_norm(x, self.norm, c.norm_eps), self.lm_head))
 
     def _fused_layers(self, x: torch.Tensor, cache: KVCache, positions: torch.Tensor,
-                      slots: torch.Tensor, attend) -> torch.Tensor:
+                      slots: torch.Tensor, attend,
+                      rotation: tuple[torch.Tensor, torch.Tensor] | None = None
+                      ) -> torch.Tensor:
         """x (rows, dim) through every layer: tg.linear_qkv (which writes the layer's keys
-        and values at each row's slot and position), `attend` and three tg.linear calls. Under
+        and values at each row's slot and position; rotated by the cache's tables, or
+        `rotation`'s), `attend` and three tg.linear calls. Under
         tensor parallelism rank 0 adds the residual and bias in the row-parallel projections'
         epilogues, and one all-reduce sums the ranks' partial results."""
         c, rows = self.config, x.shape[0]
@@ -455,7 +489,7 @@ class Llama(nn.Module):
         attn_norms = [layer.attn_norm for layer in self.layers[1:]] + [self.norm]
         for index, layer in enumerate(self.layers):
             k_layer, v_layer = cache.k[index], cache.v[index]
-            cos, sin = cache.tables(c.rotates(index))
+            cos, sin = cache.tables(c.rotates(index), rotation)
             q = tg.linear_qkv(x, layer.wqkv, layer.bqkv, norm_weight=layer.attn_norm,
                               norm_eps=c.norm_eps, cos=cos, sin=sin,
                               positions=positions, slots=slots, k_cache=k_layer,

@@ -4,12 +4,12 @@
 
 Supported, with rotary scaling "llama3", "linear" (as DeepSeek-Coder's checkpoints scale
 positions) or "yarn" (Qwen's long-context setting): Llama 2 and 3.x, Mistral, Ministral and
-Phi-3 (q|k|v and gate|up stored fused; plain rotary embeddings, not LongRoPE), Qwen2 (bias
-on q, k and v), Qwen3 (an RMSNorm on every q and k head), SmolLM3 (every fourth layer
-without rotary embeddings) and Granite 3 (scalars on the embeddings, attention scores, layer
-outputs and logits, folded into the weights); sliding windows in the layers each family's
-config names. Anything else raises a
-ValueError that names the field, so a model is never run with a part silently ignored.
+Phi-3 (q|k|v and gate|up stored fused; LongRoPE too), Qwen2 (bias on q, k and v), Qwen3
+(an RMSNorm on every q and k head), SmolLM3 (every fourth layer without rotary embeddings)
+and Granite 3 (scalars on the embeddings, attention scores, layer outputs and logits, folded
+into the weights); sliding windows in the layers each family's config names. Anything else
+raises a ValueError that names the field, so a model is never run with a part silently
+ignored.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import torch
 
 SUPPORTED_TYPES = ("llama", "mistral", "ministral", "phi3", "qwen2", "qwen3", "smollm3",
                    "granite")
-SUPPORTED_ROPE = ("default", "llama3", "linear", "yarn")
+SUPPORTED_ROPE = ("default", "llama3", "linear", "yarn", "longrope")
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,10 @@ class LlamaConfig:
     # "truncate"}: frequencies blended between interpolated and kept by wavelength; and the
     # factor cos and sin are scaled by (YaRN's attention temperature; 1 elsewhere).
     rope_yarn: dict | None = None
+    # LongRoPE ("longrope", Phi-3's 128k checkpoints): {"short_factor", "long_factor" (one
+    # divisor a frequency each), "original_max_position_embeddings"}: the short factors below
+    # the pretrained context, the long ones past it (see rope_frequencies).
+    rope_longrope: dict | None = None
     rope_attention_factor: float = 1.0
     tie_embeddings: bool = False
     qkv_bias: bool = False
@@ -93,6 +97,12 @@ class LlamaConfig:
                 if len(layers) != self.n_layers:
                     raise ValueError(f"{name} names {len(layers)} layers; the model has "
                                      f"{self.n_layers}")
+        if self.rope_longrope is not None:
+            for name in ("short_factor", "long_factor"):
+                if len(self.rope_longrope[name]) != self.head_dim // 2:
+                    raise ValueError(f"LongRoPE's {name} has {len(self.rope_longrope[name])} "
+                                     f"values; head_dim {self.head_dim} has "
+                                     f"{self.head_dim // 2} frequencies")
         window = self.sliding_window
         if window is not None and (isinstance(window, bool) or not isinstance(window, int)
                                    or window < 1):
@@ -189,9 +199,11 @@ def _rope_fields(values: dict) -> dict:
         raise _unsupported("partial_rotary_factor", partial, "rotary embeddings must cover "
                            "the whole head")
     theta = merged.get("rope_theta", values.get("rope_theta", 10000.0))
-    llama3, linear, yarn, attention_factor = None, 1.0, None, 1.0
+    llama3, linear, yarn, longrope, attention_factor = None, 1.0, None, None, 1.0
     if rope_type == "yarn":
         yarn, attention_factor = _yarn_fields(merged, values)
+    elif rope_type == "longrope":
+        longrope, attention_factor = _longrope_fields(merged, values)
     elif rope_type == "llama3":
         llama3 = {key: float(merged[key]) for key in
                   ("factor", "low_freq_factor", "high_freq_factor",
@@ -201,20 +213,43 @@ def _rope_fields(values: dict) -> dict:
         if not linear > 0:
             raise _unsupported("rope_scaling.factor", merged["factor"], "a positive number")
     return {"rope_theta": float(theta), "rope_llama3": llama3, "rope_linear_factor": linear,
-            "rope_yarn": yarn, "rope_attention_factor": attention_factor}
+            "rope_yarn": yarn, "rope_longrope": longrope,
+            "rope_attention_factor": attention_factor}
+
+
+def _context_growth(rope: dict, values: dict, what: str) -> tuple[int, float]:
+    """The pretrained context and the factor a scaling grows it by: given, or
+    max_position_embeddings over the pretrained context, as transformers reads them."""
+    original = rope.get("original_max_position_embeddings") or values.get(
+        "original_max_position_embeddings")
+    if not original:
+        raise _unsupported("rope_scaling.original_max_position_embeddings", original,
+                           f"{what} needs the pretrained context length")
+    factor = rope.get("factor") or values["max_position_embeddings"] / original
+    if not factor > 0:
+        raise _unsupported("rope_scaling.factor", factor, "a positive number")
+    return int(original), float(factor)
+
+
+def _longrope_fields(rope: dict, values: dict) -> tuple[dict, float]:
+    """LongRoPE's factors and its attention factor: given, or sqrt(1 + ln(factor) /
+    ln(original context)), factor the context's growth (max_position_embeddings over the
+    original where not given)."""
+    original, factor = _context_growth(rope, values, "LongRoPE")
+    attention_factor = rope.get("attention_factor")
+    if attention_factor is None:
+        attention_factor = (1.0 if factor <= 1 else
+                            math.sqrt(1 + math.log(factor) / math.log(original)))
+    longrope = {"short_factor": tuple(map(float, rope["short_factor"])),
+                "long_factor": tuple(map(float, rope["long_factor"])),
+                "original_max_position_embeddings": int(original)}
+    return longrope, float(attention_factor)
 
 
 def _yarn_fields(rope: dict, values: dict) -> tuple[dict, float]:
     """YaRN's settings with transformers' defaults, and its attention factor: given, or
     0.1 ln(factor) + 1 (with mscale and mscale_all_dim, the ratio of two such terms)."""
-    original = rope.get("original_max_position_embeddings") or values.get(
-        "original_max_position_embeddings")
-    if not original:
-        raise _unsupported("rope_scaling.original_max_position_embeddings", original,
-                           "YaRN needs the pretrained context length")
-    factor = rope.get("factor") or values["max_position_embeddings"] / original
-    if not factor > 0:
-        raise _unsupported("rope_scaling.factor", factor, "a positive number")
+    original, factor = _context_growth(rope, values, "YaRN")
 
     def mscale(scale: float = 1.0) -> float:
         return 1.0 if factor <= 1 else 0.1 * scale * math.log(factor) + 1.0
@@ -307,13 +342,17 @@ def _sliding_layers(values: dict, model_type: str) -> tuple[bool, ...] | None:
     return tuple(i >= values.get("max_window_layers", 28) for i in range(layers))
 
 
-def rope_frequencies(config: LlamaConfig) -> torch.Tensor:
+def rope_frequencies(config: LlamaConfig, long: bool = False) -> torch.Tensor:
     """Inverse frequencies theta^(-2i/d) of the rotary embedding, divided by the linear
     scaling's factor, or with Llama 3's scaling: long wavelengths (beyond original context /
     low_freq_factor) divided by `factor`, short ones (below original context /
-    high_freq_factor) kept, a linear blend in between."""
+    high_freq_factor) kept, a linear blend in between; YaRN's blend; or LongRoPE's, each
+    divided by its short factor, or (long) its long one."""
     exponents = torch.arange(0, config.head_dim, 2, dtype=torch.float64) / config.head_dim
     inv_freq = config.rope_theta ** -exponents / config.rope_linear_factor
+    if config.rope_longrope is not None:
+        factors = config.rope_longrope["long_factor" if long else "short_factor"]
+        return inv_freq / torch.tensor(factors, dtype=torch.float64)
     if config.rope_yarn is not None:
         return _yarn_frequencies(inv_freq, config.rope_yarn, config.head_dim, config.rope_theta)
     scaling = config.rope_llama3
