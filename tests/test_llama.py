@@ -422,9 +422,37 @@ def test_longrope_switches_factors_as_transformers_does(prompt, tmp_path, device
         positions += 1
 
 
+@pytest.mark.parametrize("overrides", [
+    {"partial_rotary_factor": 0.5},   # 6 of a head's 12 dims turn
+    {**LONGROPE, "partial_rotary_factor": 0.5,   # Phi-4-mini's: partial and LongRoPE
+     "rope_scaling": {**LONGROPE["rope_scaling"], "short_factor": [1.0, 1.5],
+                      "long_factor": [2.0, 8.0], "partial_rotary_factor": 0.5}},
+])
+def test_partial_rotary_embeddings_match_hf(overrides, tmp_path, device):
+    """Phi-3's partial_rotary_factor (Phi-4-mini turns 96 of 128 dims): each q and k head's
+    dims reordered at load so the turned pairs and the unturned dims pair as the kernels
+    pair them, the unturned ones by cos 1, sin 0; the reference forward over 40 positions
+    and the fused prefill and decode against HF."""
+    hf = random_hf_model("tiny-phi3", scale=5.0, **overrides)
+    model = _load_through_directory(hf, tmp_path, device)
+    assert model.config.rotary_dim == model.config.head_dim // 2
+    ids = torch.randint(0, hf.config.vocab_size, (2, 40))
+    _assert_forward_and_steps_match_hf(hf, model, ids, 33, 40, "partial rotary")
+
+
+def test_rotary_order_pairs_the_turned_dims_then_the_rest():
+    from tilegraph.models.hf_weights import rotary_order
+
+    order = rotary_order(128, 96)   # new dim -> transformers' dim
+    assert sorted(order.tolist()) == list(range(128))
+    pairs = list(zip(order[:64].tolist(), order[64:].tolist(), strict=True))
+    assert pairs[:48] == [(i, i + 48) for i in range(48)]        # the turned pairs
+    assert pairs[48:] == [(96 + i, 112 + i) for i in range(16)]  # the unturned dims
+
+
 def test_longrope_factors_must_cover_the_head():
     values = {**hf_config("tiny-phi3", **LONGROPE).to_dict(), "head_dim": 12}
-    with pytest.raises(ValueError, match="short_factor has 4 values; head_dim 12 has 6"):
+    with pytest.raises(ValueError, match="short_factor has 4 values; 12 rotated dims have 6"):
         LlamaConfig.from_hf(values)
 
 

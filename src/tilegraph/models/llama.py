@@ -286,7 +286,9 @@ class Llama(nn.Module):
         factor where the model has one (so q . k is scaled by its square, as transformers
         scales it). LongRoPE's frequencies: the long ones (long), the short ones (not long),
         or by position (None): short below the pretrained context, long from it, as
-        transformers rotates a token decoded at that position."""
+        transformers rotates a token decoded at that position. With partial rotary
+        embeddings the pairs past rotary_dim / 2 turn by nothing: cos 1, sin 0 (the load
+        puts a head's unturned dims there, hf_weights.rotary_order)."""
         config = self.config
         positions = torch.arange(length, dtype=torch.float64)[:, None]
         angles = positions * rope_frequencies(config, long=bool(long))
@@ -294,8 +296,10 @@ class Llama(nn.Module):
             past = positions >= config.rope_longrope["original_max_position_embeddings"]
             angles = torch.where(past, positions * rope_frequencies(config, long=True), angles)
         factor = config.rope_attention_factor
-        return tuple((table * factor).float().to(self.device)
-                     for table in (angles.cos(), angles.sin()))
+        unturned = (config.head_dim - config.rotary_dim) // 2
+        cos, sin = (F.pad(table * factor, (0, unturned), value=fill)
+                    for table, fill in ((angles.cos(), 1.0), (angles.sin(), 0.0)))
+        return cos.float().to(self.device), sin.float().to(self.device)
 
     def _past_original(self, length: int) -> bool:
         """Whether `length` tokens pass LongRoPE's pretrained context (False without it)."""

@@ -4,12 +4,12 @@
 
 Supported, with rotary scaling "llama3", "linear" (as DeepSeek-Coder's checkpoints scale
 positions) or "yarn" (Qwen's long-context setting): Llama 2 and 3.x, Mistral, Ministral and
-Phi-3 (q|k|v and gate|up stored fused; LongRoPE too), Qwen2 (bias on q, k and v), Qwen3
-(an RMSNorm on every q and k head), SmolLM3 (every fourth layer without rotary embeddings)
-and Granite 3 (scalars on the embeddings, attention scores, layer outputs and logits, folded
-into the weights); sliding windows in the layers each family's config names. Anything else
-raises a ValueError that names the field, so a model is never run with a part silently
-ignored.
+Phi-3 (q|k|v and gate|up stored fused; LongRoPE and partial rotary embeddings too), Qwen2
+(bias on q, k and v), Qwen3 (an RMSNorm on every q and k head), SmolLM3 (every fourth layer
+without rotary embeddings) and Granite 3 (scalars on the embeddings, attention scores, layer
+outputs and logits, folded into the weights); sliding windows in the layers each family's
+config names. Anything else raises a ValueError that names the field, so a model is never
+run with a part silently ignored.
 """
 
 from __future__ import annotations
@@ -52,6 +52,9 @@ class LlamaConfig:
     # the pretrained context, the long ones past it (see rope_frequencies).
     rope_longrope: dict | None = None
     rope_attention_factor: float = 1.0
+    # The leading dims of a head that rotary embeddings turn (Phi-4-mini: 96 of 128, its
+    # partial_rotary_factor); 0: all of them.
+    rotary_dim: int = 0
     tie_embeddings: bool = False
     qkv_bias: bool = False
     o_bias: bool = False
@@ -97,12 +100,18 @@ class LlamaConfig:
                 if len(layers) != self.n_layers:
                     raise ValueError(f"{name} names {len(layers)} layers; the model has "
                                      f"{self.n_layers}")
+        if self.rotary_dim == 0:
+            object.__setattr__(self, "rotary_dim", self.head_dim)
+        if not (isinstance(self.rotary_dim, int) and 2 <= self.rotary_dim <= self.head_dim
+                and self.rotary_dim % 2 == 0):
+            raise ValueError(f"rotary_dim must be an even int in 2..head_dim ({self.head_dim}), "
+                             f"got {self.rotary_dim!r}")
         if self.rope_longrope is not None:
             for name in ("short_factor", "long_factor"):
-                if len(self.rope_longrope[name]) != self.head_dim // 2:
+                if len(self.rope_longrope[name]) != self.rotary_dim // 2:
                     raise ValueError(f"LongRoPE's {name} has {len(self.rope_longrope[name])} "
-                                     f"values; head_dim {self.head_dim} has "
-                                     f"{self.head_dim // 2} frequencies")
+                                     f"values; {self.rotary_dim} rotated dims have "
+                                     f"{self.rotary_dim // 2} frequencies")
         window = self.sliding_window
         if window is not None and (isinstance(window, bool) or not isinstance(window, int)
                                    or window < 1):
@@ -194,10 +203,6 @@ def _rope_fields(values: dict) -> dict:
     if rope_type not in SUPPORTED_ROPE:
         raise _unsupported("rope_scaling.rope_type", rope_type,
                            f"tilegraph implements {', '.join(SUPPORTED_ROPE)}")
-    partial = merged.get("partial_rotary_factor", values.get("partial_rotary_factor", 1.0))
-    if partial not in (None, 1, 1.0):
-        raise _unsupported("partial_rotary_factor", partial, "rotary embeddings must cover "
-                           "the whole head")
     theta = merged.get("rope_theta", values.get("rope_theta", 10000.0))
     llama3, linear, yarn, longrope, attention_factor = None, 1.0, None, None, 1.0
     if rope_type == "yarn":
@@ -214,7 +219,21 @@ def _rope_fields(values: dict) -> dict:
             raise _unsupported("rope_scaling.factor", merged["factor"], "a positive number")
     return {"rope_theta": float(theta), "rope_llama3": llama3, "rope_linear_factor": linear,
             "rope_yarn": yarn, "rope_longrope": longrope,
-            "rope_attention_factor": attention_factor}
+            "rope_attention_factor": attention_factor, "rotary_dim": _rotary_dim(merged, values)}
+
+
+def _rotary_dim(rope: dict, values: dict) -> int:
+    """The dims of a head rotary embeddings turn: head_dim times partial_rotary_factor,
+    where transformers' model honours it (Phi-3's; Llama's, Qwen's and Mistral's rotate whole
+    heads); 0 for all of them."""
+    partial = rope.get("partial_rotary_factor", values.get("partial_rotary_factor", 1.0))
+    if partial in (None, 1, 1.0):
+        return 0
+    if values.get("model_type") != "phi3":
+        raise _unsupported("partial_rotary_factor", partial, "rotary embeddings must cover "
+                           "the whole head but in Phi-3's")
+    head_dim = values.get("head_dim") or values["hidden_size"] // values["num_attention_heads"]
+    return int(head_dim * partial)
 
 
 def _context_growth(rope: dict, values: dict, what: str) -> tuple[int, float]:
@@ -343,18 +362,19 @@ def _sliding_layers(values: dict, model_type: str) -> tuple[bool, ...] | None:
 
 
 def rope_frequencies(config: LlamaConfig, long: bool = False) -> torch.Tensor:
-    """Inverse frequencies theta^(-2i/d) of the rotary embedding, divided by the linear
-    scaling's factor, or with Llama 3's scaling: long wavelengths (beyond original context /
-    low_freq_factor) divided by `factor`, short ones (below original context /
-    high_freq_factor) kept, a linear blend in between; YaRN's blend; or LongRoPE's, each
-    divided by its short factor, or (long) its long one."""
-    exponents = torch.arange(0, config.head_dim, 2, dtype=torch.float64) / config.head_dim
+    """Inverse frequencies theta^(-2i/d) of the rotary embedding (d its rotary_dim), divided
+    by the linear scaling's factor, or with Llama 3's scaling: long wavelengths (beyond
+    original context / low_freq_factor) divided by `factor`, short ones (below original
+    context / high_freq_factor) kept, a linear blend in between; YaRN's blend; or
+    LongRoPE's, each divided by its short factor, or (long) its long one."""
+    dims = config.rotary_dim   # the rotated dims' frequencies, rotary_dim / 2 of them
+    exponents = torch.arange(0, dims, 2, dtype=torch.float64) / dims
     inv_freq = config.rope_theta ** -exponents / config.rope_linear_factor
     if config.rope_longrope is not None:
         factors = config.rope_longrope["long_factor" if long else "short_factor"]
         return inv_freq / torch.tensor(factors, dtype=torch.float64)
     if config.rope_yarn is not None:
-        return _yarn_frequencies(inv_freq, config.rope_yarn, config.head_dim, config.rope_theta)
+        return _yarn_frequencies(inv_freq, config.rope_yarn, dims, config.rope_theta)
     scaling = config.rope_llama3
     if scaling is None:
         return inv_freq
