@@ -324,6 +324,30 @@ def test_biases_match_hf(name, overrides, tmp_path, device):
     _assert_forward_and_steps_match_hf(hf, model, ids, 7, 16, name)
 
 
+@pytest.mark.parametrize("name", ["tiny-exaone", "tiny-internlm3"])
+def test_llama_under_other_names_matches_hf(name, tmp_path, device):
+    """EXAONE 3 (its config's num_layers, layer_norm_epsilon and activation_function; its
+    checkpoints' transformer.h.N.attn.attention... tensors, which transformers writes back on
+    save) and InternLM3 (qkv_bias and bias for Llama's bias flags), from a directory and from
+    the model object: the reference forward and the fused steps against HF."""
+    hf = random_hf_model(name, scale=5.0)
+    config = json.loads(json.dumps(hf_config(name).to_dict()))
+    if name == "tiny-exaone":   # as the hub's config.json spells them
+        for theirs, ours in (("num_layers", "num_hidden_layers"),
+                             ("layer_norm_epsilon", "rms_norm_eps")):
+            config[theirs] = config.pop(ours)
+    model = _load_through_directory(hf, tmp_path, device)
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    assert LlamaConfig.from_hf(tmp_path) == model.config
+    if name == "tiny-internlm3":
+        assert model.config.qkv_bias and model.config.o_bias and model.config.mlp_bias
+    ids = torch.randint(0, hf.config.vocab_size, (2, 12))
+    _assert_forward_and_steps_match_hf(hf, model, ids, 7, 16, name)
+    from_object = Llama.from_hf(hf, device=device)
+    assert all(torch.equal(a, b) for a, b in zip(from_object.state_dict().values(),
+                                                  model.state_dict().values(), strict=True))
+
+
 def test_config_from_a_directory(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(hf_config("tiny-qwen2").to_dict()))
     assert LlamaConfig.from_hf(tmp_path).model_type == "qwen2"

@@ -94,6 +94,18 @@ SHAPES: dict[str, dict] = {
                          tie_word_embeddings=True, max_position_embeddings=256,
                          no_rope_layer_interval=2, eos_token_id=2, pad_token_id=None,
                          bos_token_id=None),
+    # Llama under other names: EXAONE's config fields and checkpoint tensors, InternLM3's
+    # bias flags
+    "tiny-exaone": dict(model_type="exaone", vocab_size=67, hidden_size=32,
+                        intermediate_size=48, num_layers=2, num_attention_heads=4,
+                        num_key_value_heads=2, layer_norm_epsilon=1e-5,
+                        max_position_embeddings=256, eos_token_id=2, pad_token_id=0,
+                        bos_token_id=1),
+    "tiny-internlm3": dict(model_type="internlm3", vocab_size=67, hidden_size=32,
+                           intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                           num_key_value_heads=2, head_dim=8, qkv_bias=True, bias=True,
+                           max_position_embeddings=256, eos_token_id=2, pad_token_id=0,
+                           bos_token_id=1),
     # a sliding layer beside a full one, the window past what the tests reach
     "tiny-ministral": dict(model_type="ministral", vocab_size=67, hidden_size=32,
                            intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -116,6 +117,30 @@ def _source(model_or_path) -> tuple[LlamaConfig, Iterator[tuple[str, Reader, tup
         return LlamaConfig.from_hf(model_or_path.config), readers, first.dtype, first.device
     raise TypeError(f"from_hf takes a transformers model or a checkpoint directory, got "
                     f"{type(model_or_path).__name__}")
+
+
+# Families whose checkpoints name Llama's tensors their own way: (pattern, Llama's name),
+# applied in order (as transformers converts them when it loads one).
+_RENAMES = {"exaone": [(r"^transformer\.wte\.", "model.embed_tokens."),
+                       (r"^transformer\.h\.", "model.layers."),
+                       (r"^transformer\.ln_f\.", "model.norm."),
+                       (r"\.attn\.attention\.", ".self_attn."),
+                       (r"\.self_attn\.out_proj\.", ".self_attn.o_proj."),
+                       (r"\.ln_1\.", ".input_layernorm."),
+                       (r"\.ln_2\.", ".post_attention_layernorm."),
+                       (r"\.mlp\.c_fc_0\.", ".mlp.gate_proj."),
+                       (r"\.mlp\.c_fc_1\.", ".mlp.up_proj."),
+                       (r"\.mlp\.c_proj\.", ".mlp.down_proj.")]}
+
+
+def _renamed(tensors: Iterator[tuple[str, Reader, tuple[int, ...]]], model_type: str
+             ) -> Iterator[tuple[str, Reader, tuple[int, ...]]]:
+    """Each tensor under Llama's name for it (names already Llama's pass unchanged)."""
+    renames = _RENAMES.get(model_type, [])
+    for name, read, shape in tensors:
+        for pattern, replacement in renames:
+            name = re.sub(pattern, replacement, name)
+        yield name, read, shape
 
 
 # Checkpoint matrices that stack several of the usual ones by rows (Phi-3):
@@ -238,7 +263,7 @@ def load_llama(cls, model_or_path, dtype: torch.dtype | None, device,
                   for norm in ("attn_norm", "mlp_norm")]
     pieces: dict[str, dict[str, torch.Tensor]] = {}
     unexpected = []
-    for name, read in _unstacked(tensors, config):
+    for name, read in _unstacked(_renamed(tensors, config.model_type), config):
         if name.endswith(_IGNORED_SUFFIXES):
             continue
         mapped = _our_name(name)

@@ -6,10 +6,10 @@ Supported, with rotary scaling "llama3", "linear" (as DeepSeek-Coder's checkpoin
 positions) or "yarn" (Qwen's long-context setting): Llama 2 and 3.x, Mistral, Ministral and
 Phi-3 (q|k|v and gate|up stored fused; LongRoPE and partial rotary embeddings too), Qwen2
 (bias on q, k and v), Qwen3 (an RMSNorm on every q and k head), SmolLM3 (every fourth layer
-without rotary embeddings) and Granite 3 (scalars on the embeddings, attention scores, layer
-outputs and logits, folded into the weights); sliding windows in the layers each family's
-config names. Anything else raises a ValueError that names the field, so a model is never
-run with a part silently ignored.
+without rotary embeddings), Granite 3 (scalars on the embeddings, attention scores, layer
+outputs and logits, folded into the weights), and EXAONE 3 and InternLM3 (Llama under other
+names); sliding windows in the layers each family's config names. Anything else raises a
+ValueError that names the field, so a model is never run with a part silently ignored.
 """
 
 from __future__ import annotations
@@ -23,7 +23,14 @@ from typing import Any
 import torch
 
 SUPPORTED_TYPES = ("llama", "mistral", "ministral", "phi3", "qwen2", "qwen3", "smollm3",
-                   "granite")
+                   "granite", "exaone", "internlm3")
+# Families whose config.json spells some of Llama's fields their own way (transformers'
+# attribute_map): their name -> Llama's.
+_FIELD_ALIASES = {
+    "exaone": {"num_layers": "num_hidden_layers", "layer_norm_epsilon": "rms_norm_eps",
+               "activation_function": "hidden_act"},
+    "internlm3": {"qkv_bias": "attention_bias", "bias": "mlp_bias"},
+}
 SUPPORTED_ROPE = ("default", "llama3", "linear", "yarn", "longrope")
 
 
@@ -289,6 +296,9 @@ def _fields_from_hf(values: dict) -> dict:
     if model_type not in SUPPORTED_TYPES:
         raise _unsupported("model_type", model_type,
                            f"tilegraph runs {', '.join(SUPPORTED_TYPES)} models")
+    aliases = _FIELD_ALIASES.get(model_type, {})
+    values = {**{ours: values[theirs] for theirs, ours in aliases.items() if theirs in values},
+              **values}
     for name in ("num_local_experts", "num_experts", "n_routed_experts"):
         if values.get(name):
             raise _unsupported(name, values[name], "mixture-of-experts layers are not "
@@ -300,9 +310,10 @@ def _fields_from_hf(values: dict) -> dict:
         raise _unsupported("pretraining_tp", values["pretraining_tp"], "use 1")
     window = values.get("sliding_window")
     sliding = _sliding_layers(values, model_type) if window is not None else None
-    if model_type in ("llama", "granite") or (sliding is not None and not any(sliding)):
+    if (model_type in ("llama", "granite", "exaone", "internlm3")
+            or (sliding is not None and not any(sliding))):
         window = sliding = None   # their attention is never windowed
-    if model_type in ("llama", "qwen3", "smollm3", "granite"):
+    if model_type in ("llama", "qwen3", "smollm3", "granite", "exaone", "internlm3"):
         qkv_bias = o_bias = bool(values.get("attention_bias", False))
         mlp_bias = bool(values.get("mlp_bias", False))
     else:
