@@ -9,7 +9,7 @@ import torch
 import tilegraph as tg
 from _shapes import DTYPES
 from tilegraph.kernels import _activation_grad
-from tilegraph.kernels._activation import activation_ref
+from tilegraph.kernels._activation import GLU_ACTIVATIONS, activation_ref
 from tilegraph.kernels._activation_grad import activation_bias_grads, column_sums
 from tilegraph.kernels.gelu import gelu_ref
 from tilegraph.kernels.linear import linear_ref
@@ -68,11 +68,12 @@ def test_rms_norm_long_rows_and_many_rows(device):
         _check_grads(tg.rms_norm, rms_norm_ref, [x, w], torch.float32, f"rms_norm {shape}")
 
 
-@pytest.mark.parametrize("activation", [None, "relu", "gelu", "gelu_tanh", "swiglu"])
+@pytest.mark.parametrize("activation", [None, "relu", "gelu", "gelu_tanh", "swiglu", "geglu",
+                                        "geglu_tanh"])
 @pytest.mark.parametrize("fused", [True, False])
 def test_linear(activation, fused, device):
     rows, k, n = (2, 9), 40, 38
-    n_out = n // 2 if activation == "swiglu" else n
+    n_out = n // 2 if activation in GLU_ACTIVATIONS else n
     x, w, b, g, r = _leaves([(*rows, k), (n, k), (n,), (k,), (*rows, n_out)], torch.float32,
                             device)
     if not fused:
@@ -101,7 +102,7 @@ def test_linear_dtypes_and_row_counts(rows, dtype, device):
 # single: one program down whole columns writes the gradient; slices: row slices leave
 # partial sums that a second kernel adds up
 @pytest.mark.parametrize("plan_bytes", [1 << 40, 0], ids=["single", "slices"])
-@pytest.mark.parametrize("activation", ["none", "relu", "gelu_tanh", "swiglu"])
+@pytest.mark.parametrize("activation", ["none", "relu", "gelu_tanh", "swiglu", "geglu_tanh"])
 @pytest.mark.parametrize("shape", [(1, 3), (37, 300), (300, 37), (1000, 20)])
 def test_bias_gradient_pass(shape, activation, plan_bytes, device, monkeypatch):
     """dz and its column sums (the bias gradient) from one pass: whole columns or row slices
@@ -109,7 +110,7 @@ def test_bias_gradient_pass(shape, activation, plan_bytes, device, monkeypatch):
     monkeypatch.setattr(_activation_grad, "SINGLE_PASS_BYTES", plan_bytes)
     rows, n = shape
     dy = randn(rows, n, device=device)
-    z = randn(rows, 2 * n if activation == "swiglu" else n, device=device, scale=2.0)
+    z = randn(rows, 2 * n if activation in GLU_ACTIVATIONS else n, device=device, scale=2.0)
     z64 = z.double().requires_grad_()
     if activation == "none":
         dz64, db = dy.double(), column_sums(dy)

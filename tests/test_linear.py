@@ -11,6 +11,7 @@ import tilegraph.kernels._matvec as matvec_module
 from _launches import record_launches
 from _shapes import DTYPES
 from tilegraph.kernels import _dot_rows, decode_plan
+from tilegraph.kernels._activation import GLU_ACTIVATIONS
 from tilegraph.kernels._launch import (
     ASSUMED_SM_COUNT,
     _resident,
@@ -698,26 +699,32 @@ def test_matvec_block_shapes_and_prefetch(dtype, prefetch_weight):
     assert_close(out, ref, dtype)
 
 
-def _swiglu_case(rows, ffn, k, dtype, device):
+def _glu_case(rows, ffn, k, dtype, device, activation="swiglu"):
     x, _, b, g, r = _make((rows,), 2 * ffn, k, dtype, device, True, True, False)
     w = interleave_gate_up(randn(ffn, k, scale=k**-0.5), randn(ffn, k, scale=k**-0.5))
     w = w.to(device=device, dtype=dtype)
     r = randn(rows, ffn, dtype=dtype, device=device)
     ref = linear_ref(x.double(), w.double(), b.double(), norm_weight=g.double(),
-                     activation="swiglu", residual=r.double())
+                     activation=activation, residual=r.double())
     return x, w, b, g, r, ref
 
 
+# torch's own functions, apart from activation_ref (the reference the other tests use)
+GATES = {"swiglu": torch.nn.functional.silu, "geglu": torch.nn.functional.gelu,
+         "geglu_tanh": lambda t: torch.nn.functional.gelu(t, approximate="tanh")}
+
+
+@pytest.mark.parametrize("activation", GLU_ACTIVATIONS)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("rows", [1, 3, 9, 17])  # gemv/matvec, dot, dot, tiled GEMM
-def test_swiglu_halves_the_width(rows, dtype, device):
-    x, w, b, g, r, ref = _swiglu_case(rows, 38, 75, dtype, device)
-    out = tg.linear(x, w, b, norm_weight=g, activation="swiglu", residual=r,
+def test_glu_halves_the_width(rows, dtype, activation, device):
+    x, w, b, g, r, ref = _glu_case(rows, 38, 75, dtype, device, activation)
+    out = tg.linear(x, w, b, norm_weight=g, activation=activation, residual=r,
                     out=poisoned((rows, 38), dtype, device))
     assert_close(out, ref, dtype)
     gate, up = (x.double() @ w.double().T).unflatten(-1, (-1, 2)).unbind(-1)
-    plain = tg.linear(x, w, activation="swiglu")
-    assert_close(plain, torch.nn.functional.silu(gate) * up, dtype, what="no other parts")
+    plain = tg.linear(x, w, activation=activation)
+    assert_close(plain, GATES[activation](gate) * up, dtype, what="no other parts")
 
 
 @pytest.mark.parametrize("plan", [
@@ -727,11 +734,12 @@ def test_swiglu_halves_the_width(rows, dtype, device):
     Plan("dot", {"BLOCK_N": 16, "BLOCK_K": 32, "num_warps": 4, "num_stages": 2}),
     Plan("dot", {"BLOCK_N": 32, "BLOCK_K": 32, "num_warps": 4, "num_stages": 2, "SPLIT_K": 3}),
 ])
-def test_swiglu_in_every_decode_kernel(plan, device):
+@pytest.mark.parametrize("activation", GLU_ACTIVATIONS)
+def test_glu_in_every_decode_kernel(plan, activation, device):
     rows = 1 if plan.kind == "gemv" else 3
-    x, w, b, g, r, ref = _swiglu_case(rows, 37, 150, torch.bfloat16, device)
+    x, w, b, g, r, ref = _glu_case(rows, 37, 150, torch.bfloat16, device, activation)
     out = poisoned((rows, 37), torch.bfloat16, device)
-    decode_plan.launch(plan, x, w, out, g, 1e-6, b, "swiglu", r, False)
+    decode_plan.launch(plan, x, w, out, g, 1e-6, b, activation, r, False)
     assert_close(out, ref, torch.bfloat16, what=str(plan))
 
 
@@ -740,20 +748,21 @@ GEMV_TILE = {"BLOCK_N": 2, "SPLIT": 2, "CHUNK": 32, "num_warps": 1, "num_stages"
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("rows", [2, 3, 4])
-@pytest.mark.parametrize("part", ["plain", "norm and bias", "residual", "swiglu"])
+@pytest.mark.parametrize("part", ["plain", "norm and bias", "residual", "swiglu", "geglu_tanh"])
 def test_gemv_split_tile_on_several_rows(part, rows, dtype, device):
     """_gemv_rows_kernel: the one-row GEMV's tile applied to 2-4 rows (3 padded to 4), K of
     150 over two passes of 64 columns and a masked rest, N not a multiple of the tile, x
     and the residual rows strided apart."""
-    n, k = (38 if part == "swiglu" else 37), 150
+    gated = part in GLU_ACTIVATIONS
+    n, k = (38 if gated else 37), 150
     x = randn(rows, k + 9, dtype=dtype, device=device)[:, :k]       # row stride 159
     w = randn(n, k, dtype=dtype, device=device, scale=k**-0.5)
-    g = randn(k, dtype=dtype, device=device) if part in ("norm and bias", "swiglu") else None
+    g = randn(k, dtype=dtype, device=device) if part == "norm and bias" or gated else None
     b = randn(n, dtype=dtype, device=device) if part == "norm and bias" else None
-    width = n // 2 if part == "swiglu" else n
+    width = n // 2 if gated else n
     r = (randn(rows, width + 5, dtype=dtype, device=device)[:, :width]
-         if part in ("residual", "swiglu") else None)
-    activation = "swiglu" if part == "swiglu" else "none"
+         if part == "residual" or gated else None)
+    activation = part if gated else "none"
     out = poisoned((rows, width), dtype, device)
     decode_plan.launch(Plan("gemv", GEMV_TILE), x, w, out, g, 1e-6, b, activation, r, False)
     double = lambda t: None if t is None else t.double()  # noqa: E731
@@ -785,11 +794,13 @@ def test_swiglu_needs_pairs(device):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("rows", [1, 2, 4, 8, 16, 129])
-def test_swiglu_real_shapes_gpu(rows, dtype):
-    # 8960 x 1536 (Qwen2-1.5B's): 280 weight-left blocks, the two-stage tile at 3-16 rows
-    for ffn, k in ((5632, 2048), (4864, 896), (1000, 1531), (8960, 1536)):
-        x, w, b, g, r, ref = _swiglu_case(rows, ffn, k, dtype, "cuda")
-        out = tg.linear(x, w, None, norm_weight=g, activation="swiglu",
+@pytest.mark.parametrize("activation", ["swiglu", "geglu_tanh"])
+def test_glu_real_shapes_gpu(activation, rows, dtype):
+    # 8960 x 1536 (Qwen2-1.5B's): 280 weight-left blocks, the two-stage tile at 3-16 rows;
+    # 6912 x 1152 (Gemma 3 1B's)
+    for ffn, k in ((5632, 2048), (4864, 896), (1000, 1531), (8960, 1536), (6912, 1152)):
+        x, w, b, g, r, ref = _glu_case(rows, ffn, k, dtype, "cuda")
+        out = tg.linear(x, w, None, norm_weight=g, activation=activation,
                         out=poisoned((rows, ffn), dtype, "cuda"))
-        ref = linear_ref(x.double(), w.double(), norm_weight=g.double(), activation="swiglu")
+        ref = linear_ref(x.double(), w.double(), norm_weight=g.double(), activation=activation)
         assert_close(out, ref, dtype, what=f"{ffn}x{k}")

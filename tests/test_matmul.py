@@ -11,6 +11,7 @@ import tilegraph as tg
 import tilegraph.kernels.matmul as matmul_module
 from _shapes import DTYPES
 from tilegraph.kernels import autotune
+from tilegraph.kernels._activation import GLU_ACTIVATIONS
 from tilegraph.kernels._gemm_tf32x3 import split_rows
 from tilegraph.kernels.linear import linear_ref
 from tilegraph.kernels.matmul import matmul_ref
@@ -296,7 +297,7 @@ def test_3xtf32_is_as_accurate_as_cublas_exact_fp32(monkeypatch):
 
 FUSED = [  # (bias, norm, activation, residual) of tg.linear's many-row path
     (True, True, "gelu_tanh", True), (False, True, None, True), (True, False, "relu", False),
-    (False, False, "swiglu", True),
+    (False, False, "swiglu", True), (True, True, "geglu_tanh", False),
 ]
 
 
@@ -313,7 +314,7 @@ def test_every_way_of_a_fused_product_is_correct(fused, dtype, device, monkeypat
     w = randn(n, k, dtype=dtype, device=device, scale=k**-0.5)
     b = randn(n, dtype=dtype, device=device) if bias else None
     g = randn(k, dtype=dtype, device=device) if norm else None
-    r = randn(rows, n // 2 if activation == "swiglu" else n, dtype=dtype, device=device) \
+    r = randn(rows, n // 2 if activation in GLU_ACTIVATIONS else n, dtype=dtype, device=device) \
         if residual else None
     d = lambda t: None if t is None else t.double()  # noqa: E731
     ref = linear_ref(d(x), d(w), d(b), norm_weight=d(g), activation=activation, residual=d(r))
@@ -329,7 +330,7 @@ def test_every_way_of_a_fused_product_is_correct(fused, dtype, device, monkeypat
                 else "split tf32, split K" if config.get("SPLIT_K")
                 else "split tf32" if config.get("SPLIT_TF32") else "pointer")
         kinds[kind] = kinds[kind] or config
-    tma_expected = activation != "swiglu" and matmul_module._tma_ready(x)
+    tma_expected = activation not in GLU_ACTIVATIONS and matmul_module._tma_ready(x)
     assert (kinds["tma"] is not None) == tma_expected
     assert (kinds["split tf32"] is not None) == (dtype == torch.float32)
     assert (kinds["split tf32, split K"] is not None) == (dtype == torch.float32)

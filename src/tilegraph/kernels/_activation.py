@@ -1,8 +1,10 @@
 """Activations shared by kernel bodies and epilogues (fp32 in, fp32 out).
 
 ACTIVATIONS names what `activation=` accepts across ops; "none" means identity.
-GLU_ACTIVATIONS halve the width and only tg.linear takes them: "swiglu" reads the
-projection's columns as interleaved pairs (gate_i, up_i) and gives silu(gate_i) * up_i.
+GLU_ACTIVATIONS halve the width and only tg.linear takes them: each reads the projection's
+columns as interleaved pairs (gate_i, up_i) and gives act(gate_i) * up_i, act silu for
+"swiglu" (Llama's MLP), gelu for "geglu" and its tanh approximation for "geglu_tanh"
+(Gemma's).
 """
 
 import torch
@@ -10,7 +12,7 @@ import triton
 import triton.language as tl
 
 ACTIVATIONS = ("none", "relu", "gelu", "gelu_tanh")
-GLU_ACTIVATIONS = ("swiglu",)
+GLU_ACTIVATIONS = ("swiglu", "geglu", "geglu_tanh")
 
 # Globals read inside @triton.jit must be constexpr.
 _SQRT_2_OVER_PI = tl.constexpr(0.7978845608028654)
@@ -64,28 +66,46 @@ def activation_derivative(z, ACTIVATION: tl.constexpr):
     return d
 
 
+@triton.constexpr_function
+def is_glu(activation) -> bool:
+    """Whether an ACTIVATION pairs columns (a GLU_ACTIVATIONS one): usable in kernels."""
+    return activation in GLU_ACTIVATIONS
+
+
 @triton.jit
-def swiglu_pairs(acc, cols, ROWS: tl.constexpr, COLS: tl.constexpr):
+def glu_pairs(acc, cols, ROWS: tl.constexpr, COLS: tl.constexpr, ACTIVATION: tl.constexpr):
     """Columns (2i, 2i + 1) of acc (ROWS, COLS) hold (gate_i, up_i): returns
-    silu(gate) * up (ROWS, COLS // 2) and its output columns cols[2i] // 2 (COLS // 2,).
+    act(gate) * up (ROWS, COLS // 2) and its output columns cols[2i] // 2 (COLS // 2,).
     Pairs sit side by side so that any tile of an even width holds whole pairs."""
     gate, up = tl.split(tl.reshape(acc, (ROWS, COLS // 2, 2)))
     out_cols, _ = tl.split(tl.reshape(cols, (COLS // 2, 2)))
-    return swiglu(gate, up), out_cols // 2
+    return glu(gate, up, ACTIVATION), out_cols // 2
 
 
 @triton.jit
-def swiglu(gate, up):
-    """silu(gate) * up = gate * sigmoid(gate) * up."""
-    return gate / (1.0 + tl.exp(-gate)) * up
+def glu(gate, up, ACTIVATION: tl.constexpr):
+    """act(gate) * up for a GLU ACTIVATION; silu(gate) = gate * sigmoid(gate)."""
+    if ACTIVATION == "swiglu":
+        gated = gate / (1.0 + tl.exp(-gate))
+    elif ACTIVATION == "geglu":
+        gated = gelu_erf(gate)
+    else:
+        gated = gelu_tanh(gate)
+    return gated * up
 
 
 @triton.jit
-def swiglu_grads(dy, gate, up):
-    """(d gate, d up) of y = silu(g) u: dg = dy u silu'(g), du = dy silu(g), with
-    silu'(g) = s (1 + g (1 - s)), s = sigmoid(g)."""
-    s = 1.0 / (1.0 + tl.exp(-gate))
-    return dy * up * s * (1.0 + gate * (1.0 - s)), dy * gate * s
+def glu_grads(dy, gate, up, ACTIVATION: tl.constexpr):
+    """(d gate, d up) of y = act(g) u: dg = dy u act'(g), du = dy act(g); for silu,
+    act'(g) = s (1 + g (1 - s)) with s = sigmoid(g)."""
+    if ACTIVATION == "swiglu":
+        s = 1.0 / (1.0 + tl.exp(-gate))
+        d_gate, d_up = dy * up * s * (1.0 + gate * (1.0 - s)), dy * gate * s
+    elif ACTIVATION == "geglu":
+        d_gate, d_up = dy * up * activation_derivative(gate, "gelu"), dy * gelu_erf(gate)
+    else:
+        d_gate, d_up = dy * up * activation_derivative(gate, "gelu_tanh"), dy * gelu_tanh(gate)
+    return d_gate, d_up
 
 
 def activation_code(activation, glu: bool = False) -> str:
@@ -107,7 +127,9 @@ def activation_ref(y: torch.Tensor, activation: str | None) -> torch.Tensor:
         return torch.nn.functional.gelu(y)
     if activation == "gelu_tanh":
         return torch.nn.functional.gelu(y, approximate="tanh")
-    if activation == "swiglu":
+    if activation in GLU_ACTIVATIONS:
         gate, up = y.unflatten(-1, (-1, 2)).unbind(-1)
-        return torch.nn.functional.silu(gate) * up
+        if activation == "swiglu":
+            return torch.nn.functional.silu(gate) * up
+        return activation_ref(gate, "gelu" if activation == "geglu" else "gelu_tanh") * up
     return y

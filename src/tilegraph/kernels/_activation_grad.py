@@ -1,7 +1,7 @@
 """Backward of the activations: dz = dy * act'(z), one pass over dy and z.
 
 Used by tg.gelu's backward (z is its input) and by the backward of tg.linear and tg.matmul
-(z is the pre-activation their forward kept). "swiglu" reads z as interleaved (gate, up)
+(z is the pre-activation their forward kept). A GLU reads z as interleaved (gate, up)
 pairs, as the forward does, and writes both halves of each pair.
 
 activation_bias_grads also sums dz over rows (the bias gradient) in the same pass: a separate
@@ -16,7 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._activation import activation_derivative, swiglu_grads
+from ._activation import GLU_ACTIVATIONS, activation_derivative, glu_grads, is_glu
 from ._checks import as_rows
 from ._launch import elementwise_shape, grid_1d, sm_count
 from ._ops import functional_op
@@ -36,15 +36,16 @@ def _activation_grad_kernel(dz_ptr, dy_ptr, z_ptr, n_elements, ACTIVATION: tl.co
 
 
 @triton.jit
-def _swiglu_grad_kernel(dz_ptr, dy_ptr, z_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
-    """y_i = silu(g_i) u_i with (g_i, u_i) = (z_2i, z_2i+1); n_elements counts dy's
+def _glu_grad_kernel(dz_ptr, dy_ptr, z_ptr, n_elements, ACTIVATION: tl.constexpr,
+                     BLOCK_SIZE: tl.constexpr):
+    """y_i = act(g_i) u_i with (g_i, u_i) = (z_2i, z_2i+1); n_elements counts dy's
     elements."""
     offsets = tl.program_id(0).to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
     mask = offsets < n_elements
     dy = tl.load(dy_ptr + offsets, mask=mask).to(tl.float32)
     gate = tl.load(z_ptr + 2 * offsets, mask=mask).to(tl.float32)
     up = tl.load(z_ptr + 2 * offsets + 1, mask=mask).to(tl.float32)
-    d_gate, d_up = swiglu_grads(dy, gate, up)
+    d_gate, d_up = glu_grads(dy, gate, up, ACTIVATION)
     tl.store(dz_ptr + 2 * offsets, d_gate.to(dz_ptr.dtype.element_ty), mask=mask)
     tl.store(dz_ptr + 2 * offsets + 1, d_up.to(dz_ptr.dtype.element_ty), mask=mask)
 
@@ -56,16 +57,16 @@ def _activation_grad(dy: torch.Tensor, z: torch.Tensor, activation: str) -> torc
     if n == 0:
         return dz
     block, num_warps = elementwise_shape(n, dz.element_size())
-    if activation == "swiglu":
-        _swiglu_grad_kernel[grid_1d(n, block)](dz, dy, z, n, BLOCK_SIZE=block,
-                                               num_warps=num_warps)
+    if activation in GLU_ACTIVATIONS:
+        _glu_grad_kernel[grid_1d(n, block)](dz, dy, z, n, ACTIVATION=activation,
+                                             BLOCK_SIZE=block, num_warps=num_warps)
     else:
         _activation_grad_kernel[grid_1d(n, block)](dz, dy, z, n, ACTIVATION=activation,
                                                    BLOCK_SIZE=block, num_warps=num_warps)
     return dz
 
 
-# dz has z's shape (for "swiglu" twice dy's width) and dtype.
+# dz has z's shape (for a GLU twice dy's width) and dtype.
 activation_grad = functional_op("activation_grad", _activation_grad,
                                 lambda dy, z, activation: torch.empty_like(z))
 
@@ -75,7 +76,7 @@ def _bias_grad_kernel(dz_ptr, stride_dzm, partial_ptr, dy_ptr, stride_dym, z_ptr
                       M, N, rows_per_program, ACTIVATION: tl.constexpr, STORE_DZ: tl.constexpr,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """dz = dy * act'(z) over rows [pid_m * rows_per_program, ...) and columns of block pid_n of
-    dy (M, N), and partial[pid_m, j] = sum of those rows of dz_:j in fp32. "swiglu": z and dz
+    dy (M, N), and partial[pid_m, j] = sum of those rows of dz_:j in fp32. A GLU: z and dz
     are (M, 2N) (gate, up) pairs and partial sums both columns of each pair. STORE_DZ=False
     (activation "none", dz = dy) only sums."""
     pid_m = tl.program_id(0)
@@ -85,7 +86,7 @@ def _bias_grad_kernel(dz_ptr, stride_dzm, partial_ptr, dy_ptr, stride_dym, z_ptr
     row_end = tl.minimum(M, row_start + rows_per_program)
     # Sums stay per (row, column) of the tile until the end: reducing across the tile's
     # rows at every step would cost a shared-memory round trip and a barrier a step.
-    if ACTIVATION == "swiglu":
+    if is_glu(ACTIVATION):
         sum_gate = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
         sum_up = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
     else:
@@ -95,11 +96,11 @@ def _bias_grad_kernel(dz_ptr, stride_dzm, partial_ptr, dy_ptr, stride_dym, z_ptr
         mask = (rows < row_end)[:, None] & col_mask[None, :]
         dy = tl.load(dy_ptr + rows[:, None] * stride_dym + cols[None, :], mask=mask,
                      other=0.0).to(tl.float32)
-        if ACTIVATION == "swiglu":
+        if is_glu(ACTIVATION):
             z_rows = z_ptr + rows[:, None] * stride_zm
             gate = tl.load(z_rows + 2 * cols[None, :], mask=mask, other=0.0).to(tl.float32)
             up = tl.load(z_rows + 2 * cols[None, :] + 1, mask=mask, other=0.0).to(tl.float32)
-            d_gate, d_up = swiglu_grads(dy, gate, up)
+            d_gate, d_up = glu_grads(dy, gate, up, ACTIVATION)
             dz_rows = dz_ptr + rows[:, None] * stride_dzm
             tl.store(dz_rows + 2 * cols[None, :], d_gate.to(dz_ptr.dtype.element_ty), mask=mask)
             tl.store(dz_rows + 2 * cols[None, :] + 1, d_up.to(dz_ptr.dtype.element_ty),
@@ -116,9 +117,9 @@ def _bias_grad_kernel(dz_ptr, stride_dzm, partial_ptr, dy_ptr, stride_dym, z_ptr
                          dz.to(dz_ptr.dtype.element_ty), mask=mask)
             col_sum += dz
     # (partial is the bias gradient itself, in its dtype, where one slice covers all rows)
-    partial_row = partial_ptr + pid_m.to(tl.int64) * (2 * N if ACTIVATION == "swiglu" else N)
+    partial_row = partial_ptr + pid_m.to(tl.int64) * (2 * N if is_glu(ACTIVATION) else N)
     out_dtype = partial_ptr.dtype.element_ty
-    if ACTIVATION == "swiglu":
+    if is_glu(ACTIVATION):
         tl.store(partial_row + 2 * cols, tl.sum(sum_gate, axis=0).to(out_dtype), mask=col_mask)
         tl.store(partial_row + 2 * cols + 1, tl.sum(sum_up, axis=0).to(out_dtype),
                  mask=col_mask)
@@ -151,7 +152,8 @@ def bias_grad_plan(M: int, N: int, element_size: int, activation: str,
     else row slices."""
     tensors = 1 if activation == "none" else 3
     # swiglu's interleaved columns ran slower in whole-column programs at every size tried
-    if activation != "swiglu" and M and M * N * element_size * tensors <= SINGLE_PASS_BYTES:
+    gated = activation in GLU_ACTIVATIONS
+    if not gated and M and M * N * element_size * tensors <= SINGLE_PASS_BYTES:
         # Columns 16 (or, for narrow outputs, 8) a program: at least one program an SM
         # where N allows. Tiles of up to 256 rows keep four warps' loads in flight.
         block_n = 16 if N >= 16 * sms else 8
@@ -170,7 +172,7 @@ def launch_bias_grad(dy: torch.Tensor, z: torch.Tensor | None, dz: torch.Tensor 
                      activation: str, plan: BiasGradPlan | None = None) -> torch.Tensor:
     """Launch _bias_grad_kernel over rows dy (M, N); returns the bias gradient (dz's width,)."""
     M, N = dy.shape
-    width = 2 * N if activation == "swiglu" else N
+    width = 2 * N if activation in GLU_ACTIVATIONS else N
     if plan is None:
         plan = bias_grad_plan(M, N, dy.element_size(), activation,
                               sm_count(dy.device) or 1)

@@ -15,7 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._activation import apply_activation, swiglu
+from ._activation import apply_activation, glu, is_glu
 
 
 @triton.jit
@@ -23,20 +23,20 @@ def _epilogue_kernel(c_ptr, stride_cm, stride_cn, z_ptr, stride_zm, stride_zn, b
                      res_ptr, stride_rm, stride_rn, M, N, HAS_BIAS: tl.constexpr,
                      HAS_RESIDUAL: tl.constexpr, ACTIVATION: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """c = act(z + bias) + residual for c (M, N); "swiglu" reads z (M, 2N) and bias (2N,) as
-    (gate, up) column pairs: c_mj = silu(z_m,2j + bias_2j) * (z_m,2j+1 + bias_2j+1)."""
+    """c = act(z + bias) + residual for c (M, N); a GLU reads z (M, 2N) and bias (2N,) as
+    (gate, up) column pairs: c_mj = act(z_m,2j + bias_2j) * (z_m,2j+1 + bias_2j+1)."""
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     col_mask = cols < N
     mask = (rows < M)[:, None] & col_mask[None, :]
     z_rows = z_ptr + rows.to(tl.int64)[:, None] * stride_zm
-    if ACTIVATION == "swiglu":
+    if is_glu(ACTIVATION):
         gate = tl.load(z_rows + (2 * cols)[None, :] * stride_zn, mask=mask).to(tl.float32)
         up = tl.load(z_rows + (2 * cols + 1)[None, :] * stride_zn, mask=mask).to(tl.float32)
         if HAS_BIAS:
             gate += tl.load(bias_ptr + 2 * cols, mask=col_mask).to(tl.float32)[None, :]
             up += tl.load(bias_ptr + 2 * cols + 1, mask=col_mask).to(tl.float32)[None, :]
-        y = swiglu(gate, up)
+        y = glu(gate, up, ACTIVATION)
     else:
         z = tl.load(z_rows + cols[None, :] * stride_zn, mask=mask).to(tl.float32)
         if HAS_BIAS:

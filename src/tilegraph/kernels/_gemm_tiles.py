@@ -6,7 +6,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ._activation import apply_activation, swiglu_pairs
+from ._activation import apply_activation, glu_pairs, is_glu
 
 
 @triton.jit
@@ -29,7 +29,7 @@ def store_tile(acc, row0, col0, M, N, c_ptr, stride_cm, stride_cn, bias_ptr, res
                STORE_PREACT: tl.constexpr, ACTIVATION: tl.constexpr,
                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """The pointer kernels' epilogue for the (BLOCK_M, BLOCK_N) tile at (row0, col0): bias,
-    the pre-activation where asked, activation ("swiglu" pairs columns 2j, 2j + 1 and stores
+    the pre-activation where asked, activation (a GLU pairs columns 2j, 2j + 1 and stores
     N // 2 columns), residual, store; any strides."""
     offs_m = row0 + tl.arange(0, BLOCK_M)
     offs_n = col0 + tl.arange(0, BLOCK_N)
@@ -41,8 +41,8 @@ def store_tile(acc, row0, col0, M, N, c_ptr, stride_cm, stride_cn, bias_ptr, res
                        + local_m * stride_pm + tl.arange(0, BLOCK_N)[None, :] * stride_pn)
         tl.store(preact_ptrs, acc.to(preact_ptr.dtype.element_ty),
                  mask=(offs_m < M)[:, None] & (offs_n < N)[None, :])
-    if ACTIVATION == "swiglu":
-        acc, local_n = swiglu_pairs(acc, tl.arange(0, BLOCK_N), BLOCK_M, BLOCK_N)
+    if is_glu(ACTIVATION):
+        acc, local_n = glu_pairs(acc, tl.arange(0, BLOCK_N), BLOCK_M, BLOCK_N, ACTIVATION)
         col0 = col0 // 2
         c_mask = (offs_m < M)[:, None] & (col0 + local_n < N // 2)[None, :]
         local_n = local_n[None, :]

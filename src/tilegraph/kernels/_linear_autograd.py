@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import torch
 
+from ._activation import GLU_ACTIVATIONS
 from ._activation_grad import activation_bias_grads, activation_grad, column_sums
 from ._ops import functional_op
 from .matmul import launch_gemm
@@ -38,7 +39,7 @@ product = functional_op("product", _product,
 
 
 def _out_width(weight: torch.Tensor, activation: str) -> int:
-    return weight.shape[0] // 2 if activation == "swiglu" else weight.shape[0]
+    return weight.shape[0] // 2 if activation in GLU_ACTIVATIONS else weight.shape[0]
 
 
 def _forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,

@@ -14,7 +14,7 @@ import triton
 import triton.language as tl
 
 from .._runtime import INTERPRET
-from ._activation import apply_activation, swiglu_pairs
+from ._activation import GLU_ACTIVATIONS, apply_activation, glu_pairs, is_glu
 from ._l2_prefetch import prefetch_lines
 from ._launch import ASSUMED_SM_COUNT, launch, resident_launch, sm_count, weight_alignment
 from ._norm_weight import is_one_value, norm_weight_at
@@ -82,7 +82,7 @@ def rows_epilogue(acc, sum_sq, y_ptr, stride_ym, bias_ptr, res_ptr, stride_rm, r
                   HAS_RESIDUAL: tl.constexpr, ACTIVATION: tl.constexpr,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """Finish and store a (BLOCK_M, BLOCK_N) accumulator of the few-row kernels: the RMSNorm
-    scale rstd_m (it factors out of the sum over k), bias, activation, residual. "swiglu"
+    scale rstd_m (it factors out of the sum over k), bias, activation, residual. A GLU
     halves it: the output has N // 2 columns. "rotary" hands it to rotary_store (q to y,
     k and v to the caches named by the `rotary` tuple; no residual). Returns the values
     stored, in fp32 before their rounding to y's dtype (the accumulator for "rotary")."""
@@ -105,8 +105,8 @@ def _store_rows(acc, y_ptr, stride_ym, res_ptr, stride_rm, offs_m, offs_n, M, N,
                 HAS_RESIDUAL: tl.constexpr, ACTIVATION: tl.constexpr,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """rows_epilogue's activation, residual and store into y's rows; returns what it stored."""
-    if ACTIVATION == "swiglu":
-        acc, offs_n = swiglu_pairs(acc, offs_n, BLOCK_M, BLOCK_N)
+    if is_glu(ACTIVATION):
+        acc, offs_n = glu_pairs(acc, offs_n, BLOCK_M, BLOCK_N, ACTIVATION)
         N = N // 2
     else:
         acc = apply_activation(acc, ACTIVATION)
@@ -275,7 +275,7 @@ def _gemv_epilogue_inputs(offs_n, bias_ptr, res_ptr, rotary, N, HAS_BIAS: tl.con
         bias = tl.load(bias_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)
     residual = tl.zeros([BLOCK_N], tl.float32)
     if HAS_RESIDUAL:
-        if ACTIVATION != "swiglu":
+        if not is_glu(ACTIVATION):
             residual = tl.load(res_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)
     position, slot, c, s = bias, bias, bias, bias   # none without rotary
     if ACTIVATION == "rotary":
@@ -294,15 +294,15 @@ def _gemv_finish(acc, offs_n, y_ptr, res_ptr, rotary, N, bias, residual, positio
     if ACTIVATION == "rotary":
         rotary_store(tl.reshape(acc, (1, BLOCK_N)), tl.arange(0, 1), offs_n, 1, N, y_ptr, 0,
                      rotary, position, slot, c, s, 1, BLOCK_N)
-    elif ACTIVATION == "swiglu":
-        pairs, offs_n = swiglu_pairs(tl.reshape(acc, (1, BLOCK_N)), offs_n, 1, BLOCK_N)
+    elif is_glu(ACTIVATION):
+        pairs, offs_n = glu_pairs(tl.reshape(acc, (1, BLOCK_N)), offs_n, 1, BLOCK_N, ACTIVATION)
         acc = tl.reshape(pairs, (BLOCK_N // 2,))
         n_mask = offs_n < N // 2
     else:
         acc = apply_activation(acc, ACTIVATION)
     if ACTIVATION != "rotary":
         if HAS_RESIDUAL:
-            if ACTIVATION == "swiglu":
+            if is_glu(ACTIVATION):
                 residual = tl.load(res_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)
             acc += residual
         tl.store(y_ptr + offs_n, acc.to(y_ptr.dtype.element_ty), mask=n_mask)
@@ -500,7 +500,7 @@ def _gemv_rows_epilogue_inputs(offs_m, offs_n, bias_ptr, res_ptr, stride_rm, rot
         bias = tl.load(bias_ptr + offs_n, mask=n_mask, other=0.0).to(tl.float32)
     residual = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
     if HAS_RESIDUAL:
-        if ACTIVATION != "swiglu":
+        if not is_glu(ACTIVATION):
             residual = tl.load(res_ptr + offs_m[:, None] * stride_rm + offs_n[None, :],
                                mask=(offs_m < M)[:, None] & n_mask[None, :],
                                other=0.0).to(tl.float32)
@@ -533,8 +533,8 @@ def _gemv_rows_finish(acc0, acc1, acc2, acc3, ss0, ss1, ss2, ss3, offs_m, offs_n
                      s, BLOCK_M, BLOCK_N)
     else:
         y_mask = (offs_m < M)[:, None] & (offs_n < N)[None, :]
-        if ACTIVATION == "swiglu":  # the residual's columns are known only now
-            acc, offs_n = swiglu_pairs(acc, offs_n, BLOCK_M, BLOCK_N)
+        if is_glu(ACTIVATION):  # the residual's columns are known only now
+            acc, offs_n = glu_pairs(acc, offs_n, BLOCK_M, BLOCK_N, ACTIVATION)
             y_mask = (offs_m < M)[:, None] & (offs_n < N // 2)[None, :]
             if HAS_RESIDUAL:
                 acc += tl.load(res_ptr + offs_m[:, None] * stride_rm + offs_n[None, :],
@@ -1029,7 +1029,8 @@ def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
                   and weight.element_size() == 2 and not INTERPRET)
         # the one-row persistent tile widened where used (PTX too): by default where it won,
         # SwiGLU rows of WIDEN_ROW_COLUMNS
-        widen = (config.pop("WIDEN", activation == "swiglu" and covered == WIDEN_ROW_COLUMNS)
+        widen = (config.pop("WIDEN", activation in GLU_ACTIVATIONS
+                                       and covered == WIDEN_ROW_COLUMNS)
                  and M == 1 and bool(per_sm) and not INTERPRET)
         prefetch = (M == 1 and not INTERPRET and l2_ahead is not None
                     and l2_ahead.numel() > 0)

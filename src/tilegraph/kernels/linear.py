@@ -16,7 +16,7 @@ import triton
 
 from . import _norm_handoff as norm_handoff
 from . import decode_plan
-from ._activation import activation_code, activation_ref
+from ._activation import GLU_ACTIVATIONS, activation_code, activation_ref
 from ._checks import (
     as_rows,
     check_eps,
@@ -131,7 +131,7 @@ def usable_handoff(x: torch.Tensor, weight: torch.Tensor,
 def _next_buffers(x: torch.Tensor, weight: torch.Tensor, activation: str, out: torch.Tensor,
                   next_norm_weight: torch.Tensor | None) -> tuple | None:
     """(x_next, parts) where this call can hand the next norm over; else None."""
-    if next_norm_weight is None or activation == "swiglu":
+    if next_norm_weight is None or activation in GLU_ACTIVATIONS:
         return None
     chosen = _tensor_core_plan(x, weight)
     if chosen is None:
@@ -156,9 +156,10 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     weight expanded from one value (stride 0: `g.expand(K)` of a one-element g, such as the
     ones a norm leaves where its weight is folded into `weight`'s columns) is read as that
     one value on the decode path (kernels/_norm_weight.py).
-    activation: None, "relu", "gelu", "gelu_tanh", or "swiglu": the rows of weight (and
-    bias) interleave gate and up, (gate_0, up_0, gate_1, up_1, ...) (interleave_gate_up
-    makes that layout), and the result silu(gate) * up has N // 2 columns, as has residual.
+    activation: None, "relu", "gelu", "gelu_tanh", or a gated one, "swiglu", "geglu" or
+    "geglu_tanh": the rows of weight (and bias) interleave gate and up, (gate_0, up_0,
+    gate_1, up_1, ...) (interleave_gate_up makes that layout), and the result act(gate) * up
+    has N // 2 columns, as has residual; act is silu, gelu, or gelu's tanh approximation.
 
     Few rows (decode) on Hopper or newer launch with programmatic dependent launch: the
     kernel starts streaming `weight` while the previous kernel in the stream is still
@@ -187,9 +188,10 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
                          f"{tuple(weight.shape)}")
     code = activation_code(activation, glu=True)
     n_rows, k = weight.shape
-    n_out = n_rows // 2 if code == "swiglu" else n_rows
-    if code == "swiglu" and n_rows % 2:
-        raise ValueError(f"activation='swiglu' takes a weight of interleaved (gate, up) rows, "
+    gated = code in GLU_ACTIVATIONS
+    n_out = n_rows // 2 if gated else n_rows
+    if gated and n_rows % 2:
+        raise ValueError(f"activation={code!r} takes a weight of interleaved (gate, up) rows, "
                          f"an even count; got {n_rows}")
     if x.shape[-1] != k:
         raise ValueError(f"x has {x.shape[-1]} features but weight expects {k} "
@@ -239,7 +241,8 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
 
 def interleave_gate_up(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     """Rows (gate_0, up_0, gate_1, up_1, ...) of two (F, ...) tensors: the weight (or bias)
-    layout of activation="swiglu", where any even tile of the projection holds whole pairs."""
+    layout of the gated activations ("swiglu", "geglu", "geglu_tanh"), where any even tile
+    of the projection holds whole pairs."""
     if gate.shape != up.shape:
         raise ValueError(f"gate {tuple(gate.shape)} and up {tuple(up.shape)} differ in shape")
     return torch.stack((gate, up), dim=1).flatten(0, 1)

@@ -4,8 +4,9 @@
 tg.matmul uses the plain product; tg.linear's many-row path uses the fused one. Several ways
 compete in the tuner: tiles loaded through pointers (any strides, every prologue and
 epilogue fused), a persistent kernel fed by TMA (Hopper's tensor-memory copy engine; 16-bit,
-row-major A and C, B row-major or a row-major weight's transpose; every epilogue but swiglu),
-which one program an SM keeps busy across tiles, cuBLAS followed by one element-wise pass,
+row-major A and C, B row-major or a row-major weight's transpose; every epilogue but the
+gated ones), which one program an SM keeps busy across tiles, cuBLAS followed by one
+element-wise pass,
 and for exact fp32 three tf32 products over operands split first (_gemm_tf32x3.py). The last
 three run the norm first as a row pass of its own, and so does every fp16 product: fused,
 the pointer kernel multiplies A * norm_w unnormalised in A's dtype, past fp16's 65504
@@ -22,7 +23,7 @@ import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from .._runtime import INTERPRET
-from ._activation import activation_code, activation_ref, apply_activation
+from ._activation import GLU_ACTIVATIONS, activation_code, activation_ref, apply_activation
 from ._checks import (
     check_like,
     check_no_out_for_grad,
@@ -55,7 +56,7 @@ def _gemm_kernel(c_ptr, stride_cm, stride_cn,
     """C = act(rms_norm(A) * norm_w @ B + bias) + residual, fp32 accumulation.
 
     rms_norm(A)_mk = A_mk / sqrt(mean_k A_mk^2 + eps); the per-row scale is applied to the
-    accumulator after the K loop, since it factors out of the sum over k. "swiglu" pairs
+    accumulator after the K loop, since it factors out of the sum over k. A GLU pairs
     columns (2j, 2j + 1) of the product: C has N // 2 columns. STORE_PREACT also writes the
     (M, N) value before the activation to preact, for the backward pass.
     """
@@ -341,7 +342,7 @@ def launch_gemm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, norm_wei
         DOT_PRECISION=_dot_precision(dtype), UPCAST_DOT=INTERPRET and dtype == torch.bfloat16)
     preact_strides = preact.stride() if preact is not None else (0, 0)
     # The norm pass writes a fresh row-major copy of a, which TMA can always read.
-    tma = (activation != "swiglu" and _b_for_tma(b) is not None
+    tma = (activation not in GLU_ACTIVATIONS and _b_for_tma(b) is not None
            and _tma_ready(out, *(() if norm_weight is not None else (a,))))
 
     def run(config, operands, c, c_preact, warmup=False):
