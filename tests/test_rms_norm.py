@@ -64,6 +64,38 @@ def test_out_may_be_x_but_not_overlap_it_shifted(device):
     assert_close(x, expected, torch.float32)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(1, 7), (5, 1152), (3, 20000)])  # one tile; two passes
+def test_residual_added_to_the_norm(shape, dtype, device):
+    """residual + rms_norm(x) * w in one kernel (a residual row strided apart), in place
+    too; the norm rounded to the dtype before the add, as the reference rounds it."""
+    x = randn(*shape, dtype=dtype, device=device)
+    w = randn(shape[-1], dtype=dtype, device=device)
+    residual = randn(shape[0], shape[-1] + 3, dtype=dtype, device=device, scale=3.0)
+    residual = residual[:, :shape[-1]]
+    out = tg.rms_norm(x, w, residual=residual, out=poisoned(shape, dtype, device))
+    assert_close(out, rms_norm_ref(x.double(), w.double(), residual=residual.double()), dtype)
+    assert_close(out, rms_norm_ref(x, w, residual=residual).double(), dtype,
+                 what="against the norm rounded first")
+    in_place = residual.clone()
+    assert tg.rms_norm(x, w, residual=in_place, out=in_place) is in_place
+    torch.testing.assert_close(in_place, out, rtol=0, atol=0)
+    with pytest.raises(ValueError, match=r"residual has shape \(\d+, 1\), expected"):
+        tg.rms_norm(x, w, residual=residual[:, :1])
+
+
+def test_residual_gradients(device):
+    x, w, r = (randn(*shape, device=device).requires_grad_() for shape in
+               ((4, 24), (24,), (4, 24)))
+    out = tg.rms_norm(x, w, residual=r)
+    out.backward(torch.ones_like(out))
+    assert torch.equal(r.grad, torch.ones_like(r))
+    x2, w2 = x.detach().requires_grad_(), w.detach().requires_grad_()
+    tg.rms_norm(x2, w2).backward(torch.ones_like(out))
+    torch.testing.assert_close(x.grad, x2.grad)
+    torch.testing.assert_close(w.grad, w2.grad)
+
+
 @settings(max_examples=25, deadline=None)
 @given(rows=st.integers(1, 9), cols=st.integers(1, 300), dtype=st.sampled_from(DTYPES))
 def test_any_shape(rows, cols, dtype):

@@ -23,11 +23,14 @@ from ._partials import sum_partials
 
 
 @triton.jit
-def _rms_norm_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, n_rows, n_cols, eps,
-                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SINGLE_PASS: tl.constexpr,
+def _rms_norm_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, res_ptr, stride_rm, n_rows,
+                     n_cols, eps, HAS_RESIDUAL: tl.constexpr, BLOCK_M: tl.constexpr,
+                     BLOCK_N: tl.constexpr, SINGLE_PASS: tl.constexpr,
                      LOAD_POLICY: tl.constexpr):
     """y_ij = x_ij / sqrt(mean_j x_ij^2 + eps) * w_j (Zhang & Sennrich 2019), BLOCK_M rows a
     program; rows longer than one tile are read twice (sum of squares, then scale).
+    HAS_RESIDUAL: y_ij = r_ij + that, the norm rounded to y's dtype before the add (as a
+    decoder's residual stream adds a normalised output, Gemma's sandwich norms).
     LOAD_POLICY: eviction policy of the one-tile path's x load ("" or "evict_last")."""
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_mask = rows < n_rows
@@ -41,7 +44,8 @@ def _rms_norm_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, n_rows, n_cols, 
                     eviction_policy=LOAD_POLICY).to(tl.float32)
         rstd = tl.rsqrt(tl.sum(x * x, axis=1) / n_cols + eps)
         w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
-        y = x * rstd[:, None] * w[None, :]
+        y = _plus_residual(x * rstd[:, None] * w[None, :], res_ptr, stride_rm, rows, cols,
+                           mask, y_ptr.dtype.element_ty, HAS_RESIDUAL)
         tl.store(y_rows + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
     else:
         sum_sq = tl.zeros([BLOCK_M], tl.float32)
@@ -55,8 +59,19 @@ def _rms_norm_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, n_rows, n_cols, 
             mask = row_mask[:, None] & col_mask[None, :]
             x = tl.load(x_rows + start + cols[None, :], mask=mask, other=0.0).to(tl.float32)
             w = tl.load(w_ptr + start + cols, mask=col_mask, other=0.0).to(tl.float32)
-            y = x * rstd[:, None] * w[None, :]
+            y = _plus_residual(x * rstd[:, None] * w[None, :], res_ptr, stride_rm, rows,
+                               start + cols, mask, y_ptr.dtype.element_ty, HAS_RESIDUAL)
             tl.store(y_rows + start + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _plus_residual(y, res_ptr, stride_rm, rows, cols, mask, dtype: tl.constexpr,
+                   HAS_RESIDUAL: tl.constexpr):
+    """y (rows, cols), or y rounded to dtype plus the residual's values there (fp32)."""
+    if HAS_RESIDUAL:
+        res = tl.load(res_ptr + rows[:, None] * stride_rm + cols[None, :], mask=mask, other=0.0)
+        y = y.to(dtype).to(tl.float32) + res.to(tl.float32)
+    return y
 
 
 @triton.jit
@@ -126,13 +141,15 @@ def _rms_norm_backward_kernel(dx_ptr, stride_dxm, dw_partial_ptr, dy_ptr, stride
 
 
 def _launch_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float,
-                     out: torch.Tensor) -> None:
+                     residual: torch.Tensor | None, out: torch.Tensor) -> None:
     x_rows, y_rows = as_rows(x), out.view(-1, x.shape[-1])
+    res_rows = as_rows(residual) if residual is not None else None
     n_rows, n_cols = x_rows.shape
     config = row_config(n_rows, n_cols, x.element_size())
     _rms_norm_kernel[(triton.cdiv(n_rows, config["BLOCK_M"]),)](
-        y_rows, y_rows.stride(0), x_rows, x_rows.stride(0), weight.contiguous(),
-        n_rows, n_cols, eps, **config)
+        y_rows, y_rows.stride(0), x_rows, x_rows.stride(0), weight.contiguous(), res_rows,
+        res_rows.stride(0) if res_rows is not None else 0, n_rows, n_cols, eps,
+        HAS_RESIDUAL=residual is not None, **config)
 
 
 _run_rms_norm = custom_op("rms_norm", _launch_rms_norm)
@@ -142,7 +159,7 @@ def rms_norm_rows(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Te
     """rms_norm(x) * weight into a fresh contiguous tensor (no checks, no autograd)."""
     out = torch.empty_like(x, memory_format=torch.contiguous_format)
     if out.numel():
-        _launch_rms_norm(x, weight, eps, out)
+        _launch_rms_norm(x, weight, eps, None, out)
     return out
 
 
@@ -191,29 +208,46 @@ rms_norm_autograd.register_autograd(_rms_norm_backward, setup_context=_save_inpu
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, *,
+             residual: torch.Tensor | None = None,
              out: torch.Tensor | None = None) -> torch.Tensor:
-    """x / sqrt(mean(x^2, last dim) + eps) * weight; weight has shape (x.shape[-1],)."""
+    """x / sqrt(mean(x^2, last dim) + eps) * weight; weight has shape (x.shape[-1],).
+
+    residual (x's shape): returns residual + that, the norm rounded to x's dtype before the
+    add, in one kernel (a residual stream adding a normalised output, as Gemma's norms after
+    attention and the MLP do)."""
     check_tensor("x", x, min_ndim=1, differentiable=True)
     check_tensor("weight", weight, differentiable=True)
     check_like("weight", weight, "x", x)
     check_shape("weight", weight, (x.shape[-1],))
+    if residual is not None:
+        check_tensor("residual", residual, differentiable=True)
+        check_like("residual", residual, "x", x)
+        check_shape("residual", residual, tuple(x.shape))
     eps = check_eps(eps)
-    if wants_grad(x, weight):
+    if wants_grad(x, weight, *([residual] if residual is not None else [])):
         check_no_out_for_grad(out)
-        return rms_norm_autograd(x, weight, eps)
+        normed = rms_norm_autograd(x, weight, eps)
+        return normed if residual is None else residual + normed
     out = prepare_out(out, x.shape, x.dtype, x.device)
-    # In place (out is x) is fine: a program reads each element before writing it, and
-    # reads no other program's rows.
+    # In place (out is x, or the residual) is fine: a program reads each element before
+    # writing it, and reads no other program's rows.
     check_no_overlap(out, "x", x, allow_identical=True)
     check_no_overlap(out, "weight", weight)
+    if residual is not None:
+        check_no_overlap(out, "residual", residual, allow_identical=True)
     if out.numel():
-        _run_rms_norm(x, weight, eps, out)
+        _run_rms_norm(x, weight, eps, residual, out)
     return out
 
 
-def rms_norm_ref(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
-    """Reference, float64 for float64 input, else fp32 cast back."""
+def rms_norm_ref(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6,
+                 residual: torch.Tensor | None = None) -> torch.Tensor:
+    """Reference, float64 for float64 input, else fp32 cast back (the norm rounded to x's
+    dtype before a residual's add)."""
     compute = torch.float64 if x.dtype == torch.float64 else torch.float32
     v = x.to(compute)
     rstd = torch.rsqrt(v.pow(2).mean(dim=-1, keepdim=True) + eps)
-    return (v * rstd * weight.to(compute)).to(x.dtype)
+    normed = (v * rstd * weight.to(compute)).to(x.dtype)
+    if residual is None:
+        return normed
+    return (normed.to(compute) + residual.to(compute)).to(x.dtype)

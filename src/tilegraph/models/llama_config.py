@@ -7,8 +7,10 @@ positions) or "yarn" (Qwen's long-context setting): Llama 2 and 3.x, Mistral, Mi
 Phi-3 (q|k|v and gate|up stored fused; LongRoPE and partial rotary embeddings too), Qwen2
 (bias on q, k and v), Qwen3 (an RMSNorm on every q and k head), SmolLM3 (every fourth layer
 without rotary embeddings), Granite 3 (scalars on the embeddings, attention scores, layer
-outputs and logits, folded into the weights), and EXAONE 3 and InternLM3 (Llama under other
-names); sliding windows in the layers each family's config names. Anything else raises a
+outputs and logits, folded into the weights), EXAONE 3 and InternLM3 (Llama under other
+names), and Gemma 3's text models (gated GELU, a norm after attention and after the MLP as
+well as before, norms scaling by 1 + weight, local layers rotating by their own base);
+sliding windows in the layers each family's config names. Anything else raises a
 ValueError that names the field, so a model is never run with a part silently ignored.
 """
 
@@ -22,8 +24,10 @@ from typing import Any
 
 import torch
 
+from ..kernels._activation import GLU_ACTIVATIONS as _GATED
+
 SUPPORTED_TYPES = ("llama", "mistral", "ministral", "phi3", "qwen2", "qwen3", "smollm3",
-                   "granite", "exaone", "internlm3")
+                   "granite", "exaone", "internlm3", "gemma3_text")
 # Families whose config.json spells some of Llama's fields their own way (transformers'
 # attribute_map): their name -> Llama's.
 _FIELD_ALIASES = {
@@ -32,6 +36,9 @@ _FIELD_ALIASES = {
     "internlm3": {"qkv_bias": "attention_bias", "bias": "mlp_bias"},
 }
 SUPPORTED_ROPE = ("default", "llama3", "linear", "yarn", "longrope")
+# hidden_act (Gemma: hidden_activation) -> the gated activation of tg.linear the MLP runs
+_MLP_ACTIVATIONS = {"silu": "swiglu", "swish": "swiglu", "gelu": "geglu",
+                    "gelu_pytorch_tanh": "geglu_tanh", "gelu_new": "geglu_tanh"}
 
 
 @dataclass(frozen=True)
@@ -41,7 +48,7 @@ class LlamaConfig:
     n_layers: int
     n_heads: int
     n_kv_heads: int             # fewer than n_heads: grouped-query attention
-    ffn_dim: int                # SwiGLU inner size
+    ffn_dim: int                # the gated MLP's inner size
     head_dim: int = 0           # 0: dim // n_heads
     norm_eps: float = 1e-5
     rope_theta: float = 10000.0
@@ -67,6 +74,17 @@ class LlamaConfig:
     o_bias: bool = False
     mlp_bias: bool = False
     qk_norm: bool = False       # RMSNorm of each q and k head before rotary embedding (Qwen3)
+    # The MLP's gated activation, as tg.linear names it: "swiglu" (silu(gate) * up),
+    # "geglu" or "geglu_tanh" (gelu(gate) * up, exact or its tanh approximation: Gemma's).
+    mlp_activation: str = "swiglu"
+    # Gemma 3's "sandwich": the attention and MLP outputs each RMS-normalised (weights
+    # post_attn_norm, post_mlp_norm) before their residual add, besides the norms before.
+    post_norms: bool = False
+    # Gemma's norms scale by 1 + weight: loading (from_hf) adds the one to every norm weight.
+    norm_plus_one: bool = False
+    # The base that layers with a sliding window rotate by (plain rotary embeddings, Gemma 3's
+    # local layers); None: they rotate as the others do.
+    rope_local_theta: float | None = None
     max_position_embeddings: int = 4096
     # A query attends to the last sliding_window positions (itself included) in the layers
     # sliding_layers names (None: every layer); None: the whole context everywhere.
@@ -100,6 +118,9 @@ class LlamaConfig:
                              f"num_key_value_heads ({self.n_kv_heads})")
         if self.head_dim % 2:
             raise ValueError(f"head_dim must be even for rotary embeddings, got {self.head_dim}")
+        if self.mlp_activation not in _GATED:
+            raise ValueError(f"LlamaConfig.mlp_activation must be one of {_GATED}, got "
+                             f"{self.mlp_activation!r}")
         for name in ("rope_layers", "sliding_layers"):
             layers = getattr(self, name)
             if layers is not None:
@@ -136,6 +157,11 @@ class LlamaConfig:
         """Whether layer `layer` applies rotary embeddings to q and k."""
         return self.rope_layers is None or self.rope_layers[layer]
 
+    def rotates_locally(self, layer: int) -> bool:
+        """Whether layer `layer` rotates by rope_local_theta (a sliding layer where it is
+        set) rather than the model's own rotary embedding."""
+        return self.rope_local_theta is not None and self.window(layer) is not None
+
     def window(self, layer: int) -> int | None:
         """How many of the latest positions layer `layer` attends to; None: all of them."""
         if self.sliding_layers is not None and not self.sliding_layers[layer]:
@@ -162,7 +188,7 @@ class LlamaConfig:
                      + 3 * self.dim * self.ffn_dim + 2 * self.dim
                      + (self.q_dim + 2 * self.kv_dim) * self.qkv_bias + self.dim * self.o_bias
                      + (2 * self.ffn_dim + self.dim) * self.mlp_bias
-                     + 2 * self.head_dim * self.qk_norm)
+                     + 2 * self.head_dim * self.qk_norm + 2 * self.dim * self.post_norms)
         embeddings = self.vocab_size * self.dim * (1 if self.tie_embeddings else 2)
         return self.n_layers * per_layer + embeddings + self.dim
 
@@ -303,17 +329,25 @@ def _fields_from_hf(values: dict) -> dict:
         if values.get(name):
             raise _unsupported(name, values[name], "mixture-of-experts layers are not "
                                "implemented")
-    activation = values.get("hidden_act", "silu")
-    if activation != "silu":
-        raise _unsupported("hidden_act", activation, "the MLP is SwiGLU (silu)")
+    activation = values.get("hidden_activation") or values.get("hidden_act") or "silu"
+    if activation not in _MLP_ACTIVATIONS:
+        raise _unsupported("hidden_act", activation, "the MLP's gate is silu or gelu ("
+                           f"{', '.join(_MLP_ACTIVATIONS)})")
+    for name in ("attn_logit_softcapping", "final_logit_softcapping"):
+        if values.get(name) is not None:
+            raise _unsupported(name, values[name], "softcapping is not implemented")
+    if values.get("use_bidirectional_attention"):
+        raise _unsupported("use_bidirectional_attention", True, "attention is causal")
     if values.get("pretraining_tp", 1) not in (None, 1):
         raise _unsupported("pretraining_tp", values["pretraining_tp"], "use 1")
-    window = values.get("sliding_window")
+    gemma = model_type == "gemma3_text"
+    window = values.get("sliding_window", 4096 if gemma else None)   # Gemma 3's default
     sliding = _sliding_layers(values, model_type) if window is not None else None
     if (model_type in ("llama", "granite", "exaone", "internlm3")
             or (sliding is not None and not any(sliding))):
         window = sliding = None   # their attention is never windowed
-    if model_type in ("llama", "qwen3", "smollm3", "granite", "exaone", "internlm3"):
+    if model_type in ("llama", "qwen3", "smollm3", "granite", "exaone", "internlm3",
+                      "gemma3_text"):
         qkv_bias = o_bias = bool(values.get("attention_bias", False))
         mlp_bias = bool(values.get("mlp_bias", False))
     else:
@@ -325,13 +359,40 @@ def _fields_from_hf(values: dict) -> dict:
         n_kv_heads=values.get("num_key_value_heads") or heads,
         ffn_dim=values["intermediate_size"], head_dim=values.get("head_dim") or 0,
         norm_eps=float(values.get("rms_norm_eps", 1e-6)),
-        tie_embeddings=bool(values.get("tie_word_embeddings", False)),
-        qkv_bias=qkv_bias, o_bias=o_bias, mlp_bias=mlp_bias, qk_norm=model_type == "qwen3",
+        # Gemma's config classes tie by default (a config.json may leave the key out)
+        tie_embeddings=bool(values.get("tie_word_embeddings", gemma)),
+        qkv_bias=qkv_bias, o_bias=o_bias, mlp_bias=mlp_bias,
+        qk_norm=model_type in ("qwen3", "gemma3_text"),
+        mlp_activation=_MLP_ACTIVATIONS[activation],
         max_position_embeddings=values.get("max_position_embeddings", 4096),
         sliding_window=window, sliding_layers=sliding, model_type=model_type,
-        **_rope_fields(values),
+        **(_gemma_fields(values) if gemma else _rope_fields(values)),
         rope_layers=_rope_layers(values) if model_type == "smollm3" else None,
         **(_granite_scalars(values) if model_type == "granite" else {}))
+
+
+def _gemma_fields(values: dict) -> dict:
+    """Gemma 3's rotary embeddings (the global layers' from rope_parameters'
+    "full_attention", or transformers 4's rope_theta and rope_scaling; the local layers'
+    base from "sliding_attention", or rope_local_base_freq), its norms and scalars: the
+    embeddings times sqrt(hidden size), attention scores times query_pre_attn_scalar^-1/2."""
+    params = values.get("rope_parameters") or {}
+    if "full_attention" in params:
+        full, local = params["full_attention"] or {}, params.get("sliding_attention") or {}
+    else:
+        full = {**(values.get("rope_scaling") or {}),
+                "rope_theta": values.get("rope_theta", 1_000_000.0)}
+        local = {"rope_theta": values.get("rope_local_base_freq", 10_000.0)}
+    local_type = local.get("rope_type", local.get("type", "default"))
+    if local_type != "default":
+        raise _unsupported("rope_parameters.sliding_attention.rope_type", local_type,
+                           "the local layers rotate by plain rotary embeddings")
+    rope = _rope_fields({**values, "rope_parameters": {"rope_theta": 1_000_000.0, **full},
+                         "rope_scaling": None})
+    return {**rope, "rope_local_theta": float(local.get("rope_theta", 10_000.0)),
+            "post_norms": True, "norm_plus_one": True,
+            "embedding_multiplier": float(values["hidden_size"]) ** 0.5,
+            "attention_multiplier": float(values.get("query_pre_attn_scalar", 256)) ** -0.5}
 
 
 def _rope_layers(values: dict) -> tuple[bool, ...] | None:
@@ -356,17 +417,21 @@ def _sliding_layers(values: dict, model_type: str) -> tuple[bool, ...] | None:
     none of Qwen2/3's or SmolLM3's without use_sliding_window (transformers drops the window
     then); else the layers its layer_types (transformers 5) name, or without them, as
     transformers builds them: Qwen2/3's from max_window_layers on, SmolLM3's without rotary
-    embeddings, every Ministral layer."""
+    embeddings, every Ministral layer, Gemma 3's but every sliding_window_pattern-th."""
     if model_type in ("mistral", "phi3"):
         return None
     layers = values["num_hidden_layers"]
-    if model_type != "ministral" and not values.get("use_sliding_window", False):
+    if (model_type not in ("ministral", "gemma3_text")
+            and not values.get("use_sliding_window", False)):
         return (False,) * layers
     layer_types = values.get("layer_types")
     if layer_types:
         return tuple(kind == "sliding_attention" for kind in layer_types)
     if model_type == "ministral":
         return None
+    if model_type == "gemma3_text":   # every sliding_window_pattern-th layer global
+        pattern = values.get("sliding_window_pattern", 6)
+        return tuple((i + 1) % pattern != 0 for i in range(layers))
     if model_type == "smollm3":
         return tuple(not rotates for rotates in (_rope_layers(values) or (True,) * layers))
     return tuple(i >= values.get("max_window_layers", 28) for i in range(layers))
