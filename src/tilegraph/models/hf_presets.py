@@ -7,8 +7,9 @@ random weights of a real model's shape, built without a download.
 The real shapes come from each model's published config.json; the tiny ones keep every
 feature of their family (grouped-query heads, biases, tied embeddings, Llama 3 rope scaling,
 Qwen3's head norms and head_dim apart from the width, Phi-3's stacked matrices and sliding
-window, SmolLM3's layers without rotary embeddings, Granite's scalars) at a size the Triton
-interpreter runs in seconds.
+window, SmolLM3's layers without rotary embeddings, Granite's scalars, Gemma 3's gated GELU,
+norms after attention and the MLP and local layers) at a size the Triton interpreter runs in
+seconds.
 """
 
 from __future__ import annotations
@@ -53,6 +54,14 @@ SHAPES: dict[str, dict] = {
                       num_key_value_heads=32, rms_norm_eps=1e-5, rope_theta=10000.0,
                       max_position_embeddings=4096, original_max_position_embeddings=4096,
                       sliding_window=2047, tie_word_embeddings=False),
+    # five sliding layers of 512 positions to a global one; one kv head of 256; gated GELU
+    "gemma3-1b": dict(model_type="gemma3_text", vocab_size=262144, hidden_size=1152,
+                      intermediate_size=6912, num_hidden_layers=26, num_attention_heads=4,
+                      num_key_value_heads=1, head_dim=256, rms_norm_eps=1e-6,
+                      rope_theta=1000000.0, rope_local_base_freq=10000.0, sliding_window=512,
+                      sliding_window_pattern=6, query_pre_attn_scalar=256,
+                      hidden_activation="gelu_pytorch_tanh", max_position_embeddings=32768,
+                      tie_word_embeddings=True),
     # CPU sizes: every feature of the family, small enough for the interpreter.
     "tiny-llama3": dict(model_type="llama", vocab_size=67, hidden_size=32,
                         intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
@@ -112,6 +121,17 @@ SHAPES: dict[str, dict] = {
                            num_key_value_heads=1, head_dim=8, rms_norm_eps=1e-5,
                            max_position_embeddings=256, sliding_window=96,
                            layer_types=["sliding_attention", "full_attention"]),
+    # a local layer (its own base, a window the tests pass) beside a global one (linear
+    # scaling); q wider than the residual, scores scaled by query_pre_attn_scalar's root
+    "tiny-gemma3": dict(model_type="gemma3_text", vocab_size=67, hidden_size=32,
+                        intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                        num_key_value_heads=2, head_dim=16, rms_norm_eps=1e-6,
+                        rope_theta=1000000.0, rope_local_base_freq=10000.0,
+                        rope_scaling={"rope_type": "linear", "factor": 2.0},
+                        sliding_window=24, query_pre_attn_scalar=12,
+                        hidden_activation="gelu_pytorch_tanh", max_position_embeddings=256,
+                        layer_types=["sliding_attention", "full_attention"], eos_token_id=2,
+                        pad_token_id=0, bos_token_id=1),
 }
 
 

@@ -130,7 +130,12 @@ _RENAMES = {"exaone": [(r"^transformer\.wte\.", "model.embed_tokens."),
                        (r"\.ln_2\.", ".post_attention_layernorm."),
                        (r"\.mlp\.c_fc_0\.", ".mlp.gate_proj."),
                        (r"\.mlp\.c_fc_1\.", ".mlp.up_proj."),
-                       (r"\.mlp\.c_proj\.", ".mlp.down_proj.")]}
+                       (r"\.mlp\.c_proj\.", ".mlp.down_proj.")],
+            # Gemma 3: the norm before the MLP is Llama's post_attention_layernorm; its own
+            # post_attention_layernorm normalises the attention output (first, to free the name)
+            "gemma3_text": [(r"\.post_attention_layernorm\.", ".post_attn_norm."),
+                            (r"\.pre_feedforward_layernorm\.", ".post_attention_layernorm."),
+                            (r"\.post_feedforward_layernorm\.", ".post_mlp_norm.")]}
 
 
 def _renamed(tensors: Iterator[tuple[str, Reader, tuple[int, ...]]], model_type: str
@@ -211,25 +216,30 @@ def _our_name(name: str) -> tuple[str, str] | None:
              ("mlp.down_proj", "weight"): "w_down", ("mlp.down_proj", "bias"): "b_down",
              ("self_attn.q_norm", "weight"): "q_norm", ("self_attn.k_norm", "weight"): "k_norm",
              ("input_layernorm", "weight"): "attn_norm",
-             ("post_attention_layernorm", "weight"): "mlp_norm"}
+             ("post_attention_layernorm", "weight"): "mlp_norm",
+             ("post_attn_norm", "weight"): "post_attn_norm",
+             ("post_mlp_norm", "weight"): "post_mlp_norm"}
     return (prefix + plain[module, kind], "") if (module, kind) in plain else None
 
 
 @torch.no_grad()
 def _fold_scalars(model, config: LlamaConfig) -> None:
-    """Granite's scalars into the weights that produce what they scale: attention scores'
-    (for the 1/sqrt(head_dim) every attention path applies) into q, the layers' outputs'
-    into their last projections, the embeddings' into the table, the logits' (and, where
-    the LM head is the scaled table, the embeddings' undone) into the final norm."""
+    """Granite's and Gemma's scalars into the weights that produce what they scale:
+    attention scores' (for the 1/sqrt(head_dim) every attention path applies) into q, the
+    layers' outputs' into their last projections, the embeddings' into the table, the
+    logits' (and, where the LM head is the scaled table, the embeddings' undone) into the
+    final norm."""
     q_scale = 1.0
     if config.attention_multiplier is not None:
         q_scale = config.attention_scale * config.head_dim ** 0.5
     for layer in model.layers:
         layer.fold_scales(q_scale, config.residual_multiplier)
-    if config.embedding_multiplier != 1.0:
-        model.embed.mul_(config.embedding_multiplier)
-    logits_divisor = config.logits_scaling * (config.embedding_multiplier
-                                              if config.tie_embeddings else 1.0)
+    embedding = config.embedding_multiplier
+    if config.model_type == "gemma3_text":   # Gemma's sqrt(hidden size), in the model's dtype
+        embedding = torch.tensor(embedding, dtype=model.dtype).item()
+    if embedding != 1.0:
+        model.embed.mul_(embedding)
+    logits_divisor = config.logits_scaling * (embedding if config.tie_embeddings else 1.0)
     if logits_divisor != 1.0:
         model.norm.div_(logits_divisor)
 
@@ -274,7 +284,10 @@ def load_llama(cls, model_or_path, dtype: torch.dtype | None, device,
         if target == "lm_head" and config.tie_embeddings:
             continue   # the embedding's rows serve
         split = split_of(target, part, config, tp.rank, tp.size)
-        pieces.setdefault(target, {})[part] = read(split).to(device=device, dtype=dtype)
+        value = read(split)
+        if config.norm_plus_one and (target == "norm" or target.endswith("_norm")):
+            value = value.float() + 1.0   # Gemma's norms scale by 1 + weight
+        pieces.setdefault(target, {})[part] = value.to(device=device, dtype=dtype)
     if unexpected:
         raise ValueError(f"checkpoint tensors tilegraph's Llama has no place for: "
                          f"{unexpected[:8]}{' ...' if len(unexpected) > 8 else ''}")

@@ -1,5 +1,5 @@
-"""The Llama family (Llama 2/3.x, Mistral, Ministral, Phi-3, Qwen2, Qwen3, SmolLM3, Granite 3)
-in plain PyTorch, with a decode path on tilegraph's kernels.
+"""The Llama family (Llama 2/3.x, Mistral, Ministral, Phi-3, Qwen2, Qwen3, SmolLM3, Granite 3,
+Gemma 3) in plain PyTorch, with a decode path on tilegraph's kernels.
 
     model = Llama.from_hf("path/to/checkpoint", dtype=torch.bfloat16, device="cuda")
     logits = model(input_ids)                    # (B, T, vocab): plain PyTorch, the reference
@@ -17,7 +17,9 @@ in the prologue of the QKV projection, rotary embedding of q and k and both cach
 its epilogue), tg.decode_attention over each sequence's own length, the output projection with
 the residual add in its epilogue, the gate/up projection with RMSNorm in its prologue and
 SiLU(gate) * up in its epilogue, and the down projection with the residual add. A decode step
-has fixed shapes: one captured graph serves every position.
+has fixed shapes: one captured graph serves every position. Gemma 3 gates by GELU instead,
+and normalises the attention and MLP outputs before their residual adds: there the two
+residual projections write their outputs alone and tg.rms_norm(residual=) adds them.
 
 Tensor parallel (tp=N under torchrun, tilegraph.dist): each rank holds its heads and its
 share of the MLP, and the output and down projections' partial results are summed by one
@@ -78,11 +80,13 @@ def _folded_norm(dim: int, *, dtype, device) -> torch.Tensor:
 class LlamaLayer(nn.Module):
     """One decoder layer's weights, fused: wqkv = [Wq; Wk; Wv] with the rows of every head
     in tg.interleave_rotary_pairs order (tg.linear_qkv's layout); w_gate_up interleaves the
-    rows of Wgate and Wup (gate_0, up_0, gate_1, ...), the layout of tg.linear's "swiglu".
+    rows of Wgate and Wup (gate_0, up_0, gate_1, ...), the layout of tg.linear's gated
+    activations.
     The norms' weights are folded into them (fold_norms): attn_norm and mlp_norm are ones,
     one value expanded to the width (buffers, not in the state dict). Qwen3's norms of each
     q and k head, q_norm and k_norm (head_dim,), stay as they are: a head's values are
-    normalised before they are scaled."""
+    normalised before they are scaled; so do Gemma's norms of the attention and MLP outputs,
+    post_attn_norm and post_mlp_norm (dim,)."""
 
     def __init__(self, config: LlamaConfig, dtype: torch.dtype, device):
         super().__init__()
@@ -100,6 +104,8 @@ class LlamaLayer(nn.Module):
         self.b_gate_up = _parameter(2 * c.ffn_dim, fill=0.0, **kw) if c.mlp_bias else None
         self.w_down = _parameter(c.dim, c.ffn_dim, **kw)
         self.b_down = _parameter(c.dim, fill=0.0, **kw) if c.mlp_bias else None
+        self.post_attn_norm = _parameter(c.dim, fill=1.0, **kw) if c.post_norms else None
+        self.post_mlp_norm = _parameter(c.dim, fill=1.0, **kw) if c.post_norms else None
 
     def _apply(self, fn, recurse: bool = True):
         """As nn.Module's (.to(), .cuda(), .half() ...), the norms again ones expanded from one
@@ -150,6 +156,9 @@ class KVCache:
     # LongRoPE's long factors at every position (cos and sin hold the short ones below the
     # pretrained context): a prefill past that context rotates all its tokens by them
     long: tuple[torch.Tensor, torch.Tensor] | None = None
+    # The sliding layers' own tables where they rotate by another base (Gemma 3's local
+    # layers: LlamaConfig.rope_local_theta)
+    local: tuple[torch.Tensor, torch.Tensor] | None = None
 
     @property
     def max_batch(self) -> int:
@@ -166,17 +175,21 @@ class KVCache:
         if not 1 <= max_seq <= self.max_seq:
             raise ValueError(f"a window of {max_seq} positions does not fit a cache of "
                              f"{self.max_seq}")
-        identity, long = (None if pair is None else tuple(t[:max_seq] for t in pair)
-                          for pair in (self.identity, self.long))
+        identity, long, local = (None if pair is None else tuple(t[:max_seq] for t in pair)
+                                 for pair in (self.identity, self.long, self.local))
         return KVCache(self.k[..., :max_seq, :], self.v[..., :max_seq, :], self.cos[:max_seq],
-                       self.sin[:max_seq], self.slots, identity, long)
+                       self.sin[:max_seq], self.slots, identity, long, local)
 
-    def tables(self, rotates: bool, rotation: tuple[torch.Tensor, torch.Tensor] | None = None
+    def tables(self, config: LlamaConfig, layer: int,
+               rotation: tuple[torch.Tensor, torch.Tensor] | None = None
                ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(cos, sin) for a layer that rotates q and k (`rotation`'s where given), or the
-        identity's for one that does not."""
-        if not rotates and self.identity is not None:
+        """(cos, sin) for layer `layer` of `config`'s model: the identity's where it does
+        not rotate q and k, the local tables where it rotates by its own base, else
+        `rotation`'s where given, else the cache's own."""
+        if not config.rotates(layer) and self.identity is not None:
             return self.identity
+        if config.rotates_locally(layer) and self.local is not None:
+            return self.local
         return rotation or (self.cos, self.sin)
 
 
@@ -248,19 +261,22 @@ class Llama(nn.Module):
         c, local = self.config, self.local
         batch, length = _check_ids(input_ids, self.device, c.vocab_size)
         # LongRoPE: a sequence past the pretrained context rotated by the long factors alone
-        cos, sin = self._rope_table(length, long=self._past_original(length))
+        tables = self._rope_table(length, long=self._past_original(length))
+        local_tables = (self._rope_table(length, local=True)
+                        if c.rope_local_theta is not None else None)
         x = F.embedding(input_ids, self.embed)
         for index, layer in enumerate(self.layers):
             qkv = F.linear(_rms_norm(x, layer.attn_norm, c.norm_eps), layer.wqkv, layer.bqkv)
-            q, k, v = self._split_heads(qkv, index, cos, sin)   # (B, T, heads, head_dim)
+            q, k, v = self._split_heads(qkv, index, *(local_tables if c.rotates_locally(index)
+                                                      else tables))   # (B, T, heads, head_dim)
             attn = _causal_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
                                      c.window(index))   # (B, heads, T, head_dim)
             attn = attn.transpose(1, 2).reshape(batch, length, local.q_dim)
-            x = x + self._reduce(F.linear(attn, layer.wo, self._once(layer.bo)), 0, index)
+            x = self._add_output(x, F.linear(attn, layer.wo, self._once(layer.bo)), 0, index)
             gate_up = F.linear(_rms_norm(x, layer.mlp_norm, c.norm_eps), layer.w_gate_up,
                                layer.b_gate_up)
-            x = x + self._reduce(F.linear(_swiglu(gate_up), layer.w_down,
-                                          self._once(layer.b_down)), 1, index)
+            x = self._add_output(x, F.linear(_gated(gate_up, c.mlp_activation), layer.w_down,
+                                             self._once(layer.b_down)), 1, index)
         logits = F.linear(_rms_norm(x, self.norm, c.norm_eps), self.lm_head)
         return self._gather_vocab(logits.view(batch * length, -1)).view(batch, length, -1)
 
@@ -268,6 +284,14 @@ class Llama(nn.Module):
         """A row-parallel projection's bias (or residual), added by rank 0 alone: the
         all-reduce after it sums every rank's partial product."""
         return bias if self.tp.rank == 0 else None
+
+    def _add_output(self, x: torch.Tensor, output: torch.Tensor, site: int, layer: int
+                    ) -> torch.Tensor:
+        """x plus a row-parallel projection's output (site as _reduce's): summed over the
+        ranks, then normalised first where the layer norms it (Gemma's post norms)."""
+        output = self._reduce(output, site, layer)
+        norm = (self.layers[layer].post_attn_norm, self.layers[layer].post_mlp_norm)[site]
+        return x + (output if norm is None else _post_norm(output, norm, self.config.norm_eps))
 
     def _reduce(self, x: torch.Tensor, site: int, layer: int) -> torch.Tensor:
         """The sum over the ranks of a row-parallel projection's partial result x (site 0:
@@ -280,7 +304,7 @@ class Llama(nn.Module):
         return self.tp.all_gather_columns(logits, self.config.vocab_size,
                                           "the all-gather of the logits")
 
-    def _rope_table(self, length: int, long: bool | None = None
+    def _rope_table(self, length: int, long: bool | None = None, local: bool = False
                     ) -> tuple[torch.Tensor, torch.Tensor]:
         """cos and sin (length, head_dim / 2) fp32, both times YaRN's or LongRoPE's attention
         factor where the model has one (so q . k is scaled by its square, as transformers
@@ -288,9 +312,13 @@ class Llama(nn.Module):
         or by position (None): short below the pretrained context, long from it, as
         transformers rotates a token decoded at that position. With partial rotary
         embeddings the pairs past rotary_dim / 2 turn by nothing: cos 1, sin 0 (the load
-        puts a head's unturned dims there, hf_weights.rotary_order)."""
+        puts a head's unturned dims there, hf_weights.rotary_order). local: the tables of
+        the layers that rotate by rope_local_theta, plain and unscaled."""
         config = self.config
         positions = torch.arange(length, dtype=torch.float64)[:, None]
+        if local:
+            angles = positions * rope_frequencies(config, local=True)
+            return angles.cos().float().to(self.device), angles.sin().float().to(self.device)
         angles = positions * rope_frequencies(config, long=bool(long))
         if config.rope_longrope is not None and long is None:
             past = positions >= config.rope_longrope["original_max_position_embeddings"]
@@ -337,13 +365,15 @@ class Llama(nn.Module):
         shape = (c.n_layers, max_batch, self.local.n_kv_heads, max_seq, c.head_dim)
         k = torch.zeros(shape, dtype=self.dtype, device=self.device)
         cos, sin = self._rope_table(max_seq)
-        identity = long = None
+        identity = long = local = None
         if not all(map(c.rotates, range(c.n_layers))):
             identity = torch.ones_like(cos), torch.zeros_like(sin)
         if c.rope_longrope is not None:
             long = self._rope_table(max_seq, long=True)
+        if c.rope_local_theta is not None:
+            local = self._rope_table(max_seq, local=True)
         return KVCache(k, torch.zeros_like(k), cos, sin,
-                       torch.arange(max_batch, device=self.device), identity, long)
+                       torch.arange(max_batch, device=self.device), identity, long, local)
 
     @torch.no_grad()
     def prefill(self, input_ids: torch.Tensor, cache: KVCache, first_slot: int = 0,
@@ -452,12 +482,12 @@ class Llama(nn.Module):
         c, local = self.config, self.local
         rows, group = tokens.shape[0], local.n_heads // local.n_kv_heads
         slots = cache.slots[:rows]
-        cos, sin = cache.cos[positions], cache.sin[positions]   # (S, head_dim / 2)
         cached = torch.arange(cache.max_seq, device=tokens.device)
         visible = cached <= positions[:, None]   # (S, max_seq)
         x = F.embedding(tokens, self.embed)
         for index, layer in enumerate(self.layers):
             qkv = F.linear(_rms_norm(x, layer.attn_norm, c.norm_eps), layer.wqkv, layer.bqkv)
+            cos, sin = (t[positions] for t in cache.tables(c, index))   # (S, head_dim / 2)
             q, k, v = self._split_heads(qkv, index, cos, sin)   # (S, heads, head_dim)
             # one index_put on the whole cache: through a view of it (cache.k[index]),
             # torch.compile copied the whole cache back after every step
@@ -471,11 +501,11 @@ class Llama(nn.Module):
             attn = F.scaled_dot_product_attention(q[:, :, None], keys, values,
                                                   attn_mask=mask[:, None, None, :])
             attn = attn.reshape(rows, local.q_dim)
-            x = x + self._reduce(F.linear(attn, layer.wo, self._once(layer.bo)), 0, index)
+            x = self._add_output(x, F.linear(attn, layer.wo, self._once(layer.bo)), 0, index)
             gate_up = F.linear(_rms_norm(x, layer.mlp_norm, c.norm_eps), layer.w_gate_up,
                                layer.b_gate_up)
-            x = x + self._reduce(F.linear(_swiglu(gate_up), layer.w_down,
-                                          self._once(layer.b_down)), 1, index)
+            x = self._add_output(x, F.linear(_gated(gate_up, c.mlp_activation), layer.w_down,
+                                             self._once(layer.b_down)), 1, index)
         return self._gather_vocab(F.linear(_rms_norm(x, self.norm, c.norm_eps), self.lm_head))
 
     def _fused_layers(self, x: torch.Tensor, cache: KVCache, positions: torch.Tensor,
@@ -486,32 +516,45 @@ class Llama(nn.Module):
         and values at each row's slot and position; rotated by the cache's tables, or
         `rotation`'s), `attend` and three tg.linear calls. Under
         tensor parallelism rank 0 adds the residual and bias in the row-parallel projections'
-        epilogues, and one all-reduce sums the ranks' partial results."""
+        epilogues, and one all-reduce sums the ranks' partial results. Where the layer norms
+        those results (Gemma's post norms) tg.rms_norm adds them to the residual instead."""
         c, rows = self.config, x.shape[0]
         # The norm after each residual projection, which its kernel hands over (on the
-        # tensor-core path); a rank's partial sum before the all-reduce cannot.
+        # tensor-core path); a rank's partial sum before the all-reduce cannot, nor an
+        # output normalised before its add.
+        hand_over = self.tp.size == 1 and not c.post_norms
         attn_norms = [layer.attn_norm for layer in self.layers[1:]] + [self.norm]
         for index, layer in enumerate(self.layers):
             k_layer, v_layer = cache.k[index], cache.v[index]
-            cos, sin = cache.tables(c.rotates(index), rotation)
+            cos, sin = cache.tables(c, index, rotation)
             q = tg.linear_qkv(x, layer.wqkv, layer.bqkv, norm_weight=layer.attn_norm,
                               norm_eps=c.norm_eps, cos=cos, sin=sin,
                               positions=positions, slots=slots, k_cache=k_layer,
                               v_cache=v_layer, n_heads=self.local.n_heads,
                               q_norm_weight=layer.q_norm, k_norm_weight=layer.k_norm)
             attended = attend(q, k_layer, v_layer, c.window(index))
-            x = tg.linear(attended, layer.wo, self._once(layer.bo), residual=self._once(x),
-                          out=self.all_reduce.output(0, rows),
-                          next_norm_weight=layer.mlp_norm if self.tp.size == 1 else None,
-                          l2_ahead=self._gate_up_ahead(layer, cache, rows))
-            x = self._reduce(x, 0, index)
+            output = tg.linear(attended, layer.wo, self._once(layer.bo),
+                               residual=self._once(x) if not c.post_norms else None,
+                               out=self.all_reduce.output(0, rows),
+                               next_norm_weight=layer.mlp_norm if hand_over else None,
+                               l2_ahead=self._gate_up_ahead(layer, cache, rows))
+            x = self._fused_add(x, self._reduce(output, 0, index), layer.post_attn_norm)
             hidden = tg.linear(x, layer.w_gate_up, layer.b_gate_up, norm_weight=layer.mlp_norm,
-                               norm_eps=c.norm_eps, activation="swiglu")
-            x = tg.linear(hidden, layer.w_down, self._once(layer.b_down),
-                          residual=self._once(x), out=self.all_reduce.output(1, rows),
-                          next_norm_weight=attn_norms[index] if self.tp.size == 1 else None)
-            x = self._reduce(x, 1, index)
+                               norm_eps=c.norm_eps, activation=c.mlp_activation)
+            output = tg.linear(hidden, layer.w_down, self._once(layer.b_down),
+                               residual=self._once(x) if not c.post_norms else None,
+                               out=self.all_reduce.output(1, rows),
+                               next_norm_weight=attn_norms[index] if hand_over else None)
+            x = self._fused_add(x, self._reduce(output, 1, index), layer.post_mlp_norm)
         return x
+
+    def _fused_add(self, x: torch.Tensor, output: torch.Tensor, norm: torch.Tensor | None
+                   ) -> torch.Tensor:
+        """The residual stream after a projection's (reduced) output: the output itself
+        where the projection added x in its epilogue, else x + rms_norm(output) * norm."""
+        if norm is None:
+            return output
+        return tg.rms_norm(output, norm, self.config.norm_eps, residual=x)
 
     def _gate_up_ahead(self, layer: LlamaLayer, cache: KVCache, rows: int
                        ) -> torch.Tensor | None:
@@ -545,11 +588,20 @@ def _deinterleave_heads(qkv: torch.Tensor, head_dim: int) -> torch.Tensor:
     return qkv.unflatten(-1, (-1, head_dim // 2, 2)).transpose(-1, -2).flatten(-3)
 
 
-def _swiglu(gate_up: torch.Tensor) -> torch.Tensor:
-    """silu(gate) * up of interleaved (gate, up) columns, rounded in between as transformers'
-    MLP rounds them."""
+def _gated(gate_up: torch.Tensor, activation: str) -> torch.Tensor:
+    """act(gate) * up of interleaved (gate, up) columns (act as tg.linear's gated
+    `activation` names it), rounded in between as transformers' MLP rounds them."""
     gate, up = gate_up.unflatten(-1, (-1, 2)).unbind(-1)
-    return F.silu(gate) * up
+    if activation == "swiglu":
+        return F.silu(gate) * up
+    return F.gelu(gate, approximate="tanh" if activation == "geglu_tanh" else "none") * up
+
+
+def _post_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """Gemma's order of operations: normalise and scale in fp32, then cast back."""
+    x32 = x.float()
+    return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps) * weight.float()
+            ).to(x.dtype)
 
 
 def _check_ids(input_ids, device: torch.device, vocab_size: int) -> tuple[int, int]:

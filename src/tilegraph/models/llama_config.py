@@ -437,14 +437,18 @@ def _sliding_layers(values: dict, model_type: str) -> tuple[bool, ...] | None:
     return tuple(i >= values.get("max_window_layers", 28) for i in range(layers))
 
 
-def rope_frequencies(config: LlamaConfig, long: bool = False) -> torch.Tensor:
+def rope_frequencies(config: LlamaConfig, long: bool = False, local: bool = False
+                     ) -> torch.Tensor:
     """Inverse frequencies theta^(-2i/d) of the rotary embedding (d its rotary_dim), divided
     by the linear scaling's factor, or with Llama 3's scaling: long wavelengths (beyond
     original context / low_freq_factor) divided by `factor`, short ones (below original
     context / high_freq_factor) kept, a linear blend in between; YaRN's blend; or
-    LongRoPE's, each divided by its short factor, or (long) its long one."""
+    LongRoPE's, each divided by its short factor, or (long) its long one. local: the plain
+    frequencies of base rope_local_theta (the layers that rotate by it)."""
     dims = config.rotary_dim   # the rotated dims' frequencies, rotary_dim / 2 of them
     exponents = torch.arange(0, dims, 2, dtype=torch.float64) / dims
+    if local:
+        return config.rope_local_theta ** -exponents
     inv_freq = config.rope_theta ** -exponents / config.rope_linear_factor
     if config.rope_longrope is not None:
         factors = config.rope_longrope["long_factor" if long else "short_factor"]
