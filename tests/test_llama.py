@@ -340,6 +340,60 @@ def test_gemma3_config_as_transformers_4_and_5_write_it():
         LlamaConfig.from_hf(scaled_local)
 
 
+def _tiny_gemma3_with_images():
+    """A multimodal Gemma 3 (a one-layer SigLIP tower beside tiny-gemma3) with random weights,
+    every norm and bias away from its initial value."""
+    from transformers import Gemma3Config, Gemma3ForConditionalGeneration
+
+    vision = dict(model_type="siglip_vision_model", hidden_size=16, intermediate_size=32,
+                  num_hidden_layers=1, num_attention_heads=2, image_size=28, patch_size=14)
+    config = Gemma3Config(text_config=hf_config("tiny-gemma3").to_dict(), vision_config=vision,
+                          mm_tokens_per_image=4, image_token_index=66, boi_token_index=64,
+                          eoi_token_index=65)
+    torch.manual_seed(0)
+    hf = Gemma3ForConditionalGeneration(config).eval()
+    with torch.no_grad():
+        for param in hf.parameters():
+            if param.ndim == 2:
+                param.mul_(5.0)
+            else:
+                param.add_(torch.randn_like(param), alpha=0.1)
+    return hf
+
+
+def test_gemma3_multimodal_checkpoint_runs_its_language_model(tmp_path, device):
+    """Gemma 3 4B and larger ship a vision tower beside the decoder: its text_config and
+    language model's tensors are read (as transformers 5 names them, and as transformers 4
+    saved them), the image side left out; on text the model is transformers' (the
+    reference forward, the fused prefill and decode steps)."""
+    from safetensors.torch import load_file, save_file
+
+    hf = _tiny_gemma3_with_images()
+    hf.save_pretrained(tmp_path / "new")
+    model = Llama.from_hf(tmp_path / "new", dtype=torch.float32, device=device)
+    assert model.config.model_type == "gemma3_text" and model.config.post_norms
+    ids = torch.randint(0, 64, (2, 30))   # no image tokens
+    _assert_forward_and_steps_match_hf(hf, model, ids, 17, 32, "gemma3 multimodal")
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "config.json").write_text((tmp_path / "new" / "config.json").read_text())
+    renames = (("model.language_model.", "language_model.model."),
+               ("lm_head.", "language_model.lm_head."), ("model.", ""))
+    tensors = {}
+    for name, tensor in load_file(tmp_path / "new" / "model.safetensors").items():
+        for new, before in renames:
+            if name.startswith(new):
+                name = before + name.removeprefix(new)
+                break
+        tensors[name] = tensor
+    assert any(name.startswith("vision_tower.") for name in tensors)
+    save_file(tensors, old / "model.safetensors")
+    reloaded = Llama.from_hf(old, dtype=torch.float32, device=device)
+    for (name, ours), theirs in zip(model.state_dict().items(),
+                                    reloaded.state_dict().values(), strict=True):
+        assert torch.equal(ours, theirs), name
+
+
 def test_granite_scalars_are_read_and_checked():
     granite = LlamaConfig.from_hf(hf_config("tiny-granite"))
     assert (granite.embedding_multiplier, granite.attention_multiplier,

@@ -33,6 +33,9 @@ Reader = Callable[[Split], torch.Tensor]
 
 # Buffers some checkpoints carry that the model recomputes.
 _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
+# The image side of a multimodal checkpoint (Gemma 3's): tilegraph decodes text.
+_IGNORED_PREFIXES = ("model.vision_tower.", "vision_tower.", "model.multi_modal_projector.",
+                     "multi_modal_projector.")
 
 
 def _sliced(tensor_or_slice, split: Split):
@@ -131,9 +134,14 @@ _RENAMES = {"exaone": [(r"^transformer\.wte\.", "model.embed_tokens."),
                        (r"\.mlp\.c_fc_0\.", ".mlp.gate_proj."),
                        (r"\.mlp\.c_fc_1\.", ".mlp.up_proj."),
                        (r"\.mlp\.c_proj\.", ".mlp.down_proj.")],
-            # Gemma 3: the norm before the MLP is Llama's post_attention_layernorm; its own
-            # post_attention_layernorm normalises the attention output (first, to free the name)
-            "gemma3_text": [(r"\.post_attention_layernorm\.", ".post_attn_norm."),
+            # Gemma 3: a multimodal checkpoint's language model under its prefix (as
+            # transformers 5 and 4 save it); the norm before the MLP is Llama's
+            # post_attention_layernorm, its own normalises the attention output (renamed
+            # first, to free the name)
+            "gemma3_text": [(r"^model\.language_model\.", "model."),
+                            (r"^language_model\.model\.", "model."),
+                            (r"^language_model\.lm_head\.", "lm_head."),
+                            (r"\.post_attention_layernorm\.", ".post_attn_norm."),
                             (r"\.pre_feedforward_layernorm\.", ".post_attention_layernorm."),
                             (r"\.post_feedforward_layernorm\.", ".post_mlp_norm.")]}
 
@@ -274,7 +282,7 @@ def load_llama(cls, model_or_path, dtype: torch.dtype | None, device,
     pieces: dict[str, dict[str, torch.Tensor]] = {}
     unexpected = []
     for name, read in _unstacked(_renamed(tensors, config.model_type), config):
-        if name.endswith(_IGNORED_SUFFIXES):
+        if name.endswith(_IGNORED_SUFFIXES) or name.startswith(_IGNORED_PREFIXES):
             continue
         mapped = _our_name(name)
         if mapped is None or (mapped[0] not in params and mapped[0] not in norm_names):

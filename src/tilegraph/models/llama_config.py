@@ -8,8 +8,9 @@ Phi-3 (q|k|v and gate|up stored fused; LongRoPE and partial rotary embeddings to
 (bias on q, k and v), Qwen3 (an RMSNorm on every q and k head), SmolLM3 (every fourth layer
 without rotary embeddings), Granite 3 (scalars on the embeddings, attention scores, layer
 outputs and logits, folded into the weights), EXAONE 3 and InternLM3 (Llama under other
-names), and Gemma 3's text models (gated GELU, a norm after attention and after the MLP as
-well as before, norms scaling by 1 + weight, local layers rotating by their own base);
+names), and Gemma 3 (gated GELU, a norm after attention and after the MLP as well as before,
+norms scaling by 1 + weight, local layers rotating by their own base; of its multimodal
+checkpoints, the language model);
 sliding windows in the layers each family's config names. Anything else raises a
 ValueError that names the field, so a model is never run with a part silently ignored.
 """
@@ -28,6 +29,9 @@ from ..kernels._activation import GLU_ACTIVATIONS as _GATED
 
 SUPPORTED_TYPES = ("llama", "mistral", "ministral", "phi3", "qwen2", "qwen3", "smollm3",
                    "granite", "exaone", "internlm3", "gemma3_text")
+# Multimodal checkpoints whose language model tilegraph runs (on text): their type -> the
+# type of the text_config they hold
+_LANGUAGE_MODELS = {"gemma3": "gemma3_text"}
 # Families whose config.json spells some of Llama's fields their own way (transformers'
 # attribute_map): their name -> Llama's.
 _FIELD_ALIASES = {
@@ -319,6 +323,12 @@ def _yarn_fields(rope: dict, values: dict) -> tuple[dict, float]:
 
 def _fields_from_hf(values: dict) -> dict:
     model_type = values.get("model_type", "llama")
+    if model_type in _LANGUAGE_MODELS:   # the decoder's own config, tied as the whole model is
+        text = values.get("text_config") or {}
+        values = {**text, "model_type": text.get("model_type") or _LANGUAGE_MODELS[model_type],
+                  "tie_word_embeddings": values.get("tie_word_embeddings",
+                                                    text.get("tie_word_embeddings", True))}
+        model_type = values["model_type"]
     if model_type not in SUPPORTED_TYPES:
         raise _unsupported("model_type", model_type,
                            f"tilegraph runs {', '.join(SUPPORTED_TYPES)} models")
