@@ -2,6 +2,7 @@
 lengths (0 and past the cache included), splits merged in one kernel, graph replays."""
 
 import itertools
+import math
 
 import pytest
 import torch
@@ -24,7 +25,7 @@ from tilegraph.kernels.decode_attention import (
     step_candidates,
 )
 from tilegraph.kernels.greedy import greedy_step
-from tilegraph.testing import assert_close, poisoned
+from tilegraph.testing import assert_close, poisoned, rel_error
 from tilegraph.tune import tune_attention, tune_attention_in_step_once
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
@@ -87,6 +88,39 @@ def test_sliding_window_matches_reference(batch, heads, kv_heads, head_dim, max_
     assert_close(result, ref, dtype, what=f"window {window}, lengths {lengths.tolist()}")
     whole = decode_attention_ref(q.double(), k.double(), v.double(), lengths)
     assert not torch.allclose(ref[0], whole[0])   # the window hid positions of sequence 0
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("batch, heads, kv_heads, head_dim, max_seq, window", [
+    (3, 14, 2, 24, 130, None),   # 7 q heads a kv head
+    (1, 2, 2, 64, 1100, 300),    # batch 1: runs merged; a window too (Gemma 2's layers)
+])
+@pytest.mark.parametrize("in_layer", [False, True])
+def test_softcapped_scores_match_reference(batch, heads, kv_heads, head_dim, max_seq, window,
+                                           in_layer, dtype, device):
+    """Scores capped by softcap tanh(s / softcap) before the softmax (Gemma 2's 50; here 4
+    over scores of up to about 10, so the cap changes the result)."""
+    q, k, v = _case(batch, heads, kv_heads, head_dim, max_seq, dtype, device)
+    q = (q.float() * 3.0).to(dtype)
+    lengths = torch.randint(1, max_seq + 1, (batch,), device=device)
+    lengths[0] = max_seq
+    if in_layer:
+        result = decode_attention_in_layer(q, k, v, lengths, window, 4.0)
+    else:
+        result = tg.decode_attention(q, k, v, lengths, window=window, softcap=4.0,
+                                     out=poisoned(q.shape, q.dtype, q.device))
+    args = (q.double(), k.double(), v.double(), lengths)
+    ref = decode_attention_ref(*args, window=window, softcap=4.0)
+    assert_close(result, ref, dtype, what=f"lengths {lengths.tolist()}")
+    assert rel_error(ref, decode_attention_ref(*args, window=window)) > 0.05
+
+
+def test_softcap_must_be_positive(device):
+    q, k, v = _case(1, 2, 2, 16, 20, torch.float32, device)
+    lengths = torch.tensor([20], device=device)
+    for softcap in (0, -1.0, math.inf, True, "50"):
+        with pytest.raises(ValueError, match="softcap must be a positive number"):
+            tg.decode_attention(q, k, v, lengths, softcap=softcap)
 
 
 def test_a_window_past_the_cache_attends_to_every_position(device):
@@ -460,13 +494,16 @@ def test_runs_that_fit_the_preloaded_tiles_leave_the_run_loop_out(max_seq, split
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_a_window_under_every_launch_matches_reference(dtype, device):
+@pytest.mark.parametrize("softcap", [None, 2.0])
+def test_a_window_under_every_launch_matches_reference(softcap, dtype, device):
     """A window of 45 positions under every launch shape a step or the tuner may take (the
     first tiles preloaded, q tiles of 64 rows, runs merged apart or by the last run, blocks
-    of heads, runs of at least two tiles): sequences of 150, 0, 46, 45 and 37 positions."""
+    of heads, runs of at least two tiles): sequences of 150, 0, 46, 45 and 37 positions;
+    with the scores softcapped too."""
     q, k, v = _case(5, 6, 2, 16, 150, dtype, device)
     lengths = torch.tensor([150, 0, 46, 45, 37], device=device)
-    ref = decode_attention_ref(q.double(), k.double(), v.double(), lengths, window=45)
+    ref = decode_attention_ref(q.double(), k.double(), v.double(), lengths, window=45,
+                               softcap=softcap)
     rule = attention_config(5, 2, 3, 16, 150, 1)
     launches = [{**config, "ONE_RUN_TILES": one_run_tiles, "SPLITS": 4, "BLOCK_SPLITS": 4}
                 for config in step_candidates(5, 2, 3, 16, 150, 1, rule)
@@ -479,7 +516,8 @@ def test_a_window_under_every_launch_matches_reference(dtype, device):
                          "ONE_RUN_TILES": one_run_tiles, "RUN_TILES": run_tiles})
     for config in launches:
         out = poisoned(q.shape, q.dtype, q.device)
-        launch_decode_attention(q, k, v, lengths, 16 ** -0.5, out, config, window=45)
+        launch_decode_attention(q, k, v, lengths, 16 ** -0.5, out, config, window=45,
+                                softcap=softcap or 0.0)
         assert_close(out, ref, q.dtype, what=f"config {config}")
 
 
@@ -700,6 +738,23 @@ def test_sliding_windows_at_real_shapes_on_gpu(lengths, window, dtype):
     ref = decode_attention_ref(q.double(), k.double(), v.double(), lengths, window=window)
     assert_close(tg.decode_attention(q, k, v, lengths, window=window), ref, dtype)
     assert_close(decode_attention_in_layer(q, k, v, lengths, window), ref, dtype)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("lengths, window", [([8192], None), ([6000, 4097, 300], 4096)])
+def test_softcapped_gemma2_layout_on_gpu(lengths, window, dtype):
+    """Gemma 2 2B's layout (8 q heads on 4 kv heads of 256), its softcap of 50 over scores
+    scaled up to reach it, its window of 4096 over a cache of 8192, alone and in a layer."""
+    q, k, v = _case(len(lengths), 8, 4, 256, 8192, dtype, "cuda")
+    q = (q.float() * 40.0).to(dtype)
+    lengths = torch.tensor(lengths, device="cuda")
+    args = (q.double(), k.double(), v.double(), lengths)
+    ref = decode_attention_ref(*args, window=window, softcap=50.0)
+    assert rel_error(ref, decode_attention_ref(*args, window=window)) > 0.05
+    assert_close(tg.decode_attention(q, k, v, lengths, window=window, softcap=50.0), ref,
+                 dtype)
+    assert_close(decode_attention_in_layer(q, k, v, lengths, window, 50.0), ref, dtype)
 
 
 @pytest.mark.gpu

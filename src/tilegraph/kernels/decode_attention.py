@@ -95,14 +95,21 @@ SPARE_SHARED_MEMORY = 32 * 1024
 
 
 @triton.jit
-def _attend_tile(q, k, v, t_mask, m, denom, acc, qk_scale, DOT_PRECISION: tl.constexpr,
-                 UPCAST_DOT: tl.constexpr):
+def _attend_tile(q, k, v, t_mask, m, denom, acc, qk_scale, softcap,
+                 DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr,
+                 SOFTCAPPED: tl.constexpr):
     """One tile of the online softmax: (m, denom, acc) updated by keys k and values v
-    (BLOCK_T, BLOCK_D) at the positions t_mask admits (at least one), scores in log2 units."""
+    (BLOCK_T, BLOCK_D) at the positions t_mask admits (at least one), scores in log2 units;
+    SOFTCAPPED: each score s first becomes softcap tanh(s / softcap) (softcap in log2 units
+    too: the cap commutes with the change of base)."""
     if UPCAST_DOT:  # the interpreter mis-multiplies bf16 dots; fp32 is exact for them
         k = k.to(tl.float32)
         v = v.to(tl.float32)
     scores = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale  # (BG, BT)
+    if SOFTCAPPED:
+        # tanh(x) = 1 - 2 / (exp(2x) + 1): exp2 overflows to inf (tanh 1) or underflows to
+        # 0 (tanh -1) at the ends, never to NaN
+        scores = softcap * (1.0 - 2.0 / (tl.exp2(scores * (2.0 * _LOG2E) / softcap) + 1.0))
     scores = tl.where(t_mask[None, :], scores, float("-inf"))
     m_new = tl.maximum(m, tl.max(scores, axis=1))  # finite: t_mask admits a position
     alpha = tl.exp2(m - m_new)
@@ -115,9 +122,10 @@ def _attend_tile(q, k, v, t_mask, m, denom, acc, qk_scale, DOT_PRECISION: tl.con
 
 
 @triton.jit
-def _attend_run(q, k_ptrs, v_ptrs, d_mask, stride_cp, start, stop, qk_scale, m, denom, acc,
-                BLOCK_T: tl.constexpr, EVEN_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
-                UPCAST_DOT: tl.constexpr):
+def _attend_run(q, k_ptrs, v_ptrs, d_mask, stride_cp, start, stop, qk_scale, softcap, m,
+                denom, acc, BLOCK_T: tl.constexpr, EVEN_D: tl.constexpr,
+                DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr,
+                SOFTCAPPED: tl.constexpr):
     """Online softmax over positions [start, stop) from the state (running max m, sum denom,
     unnormalised output acc) of the BLOCK_G query heads in q. k_ptrs, v_ptrs (BLOCK_T,
     BLOCK_D) point at position 0; d_mask: the real head_dim columns (all of them when
@@ -128,8 +136,8 @@ def _attend_run(q, k_ptrs, v_ptrs, d_mask, stride_cp, start, stop, qk_scale, m, 
         kv_mask = t_mask[:, None] if EVEN_D else t_mask[:, None] & d_mask[None, :]
         k = tl.load(k_ptrs + t0 * stride_cp, mask=kv_mask, other=0.0)  # (BT, BD)
         v = tl.load(v_ptrs + t0 * stride_cp, mask=kv_mask, other=0.0)
-        m, denom, acc = _attend_tile(q, k, v, t_mask, m, denom, acc, qk_scale, DOT_PRECISION,
-                                     UPCAST_DOT)
+        m, denom, acc = _attend_tile(q, k, v, t_mask, m, denom, acc, qk_scale, softcap,
+                                     DOT_PRECISION, UPCAST_DOT, SOFTCAPPED)
     return m, denom, acc
 
 
@@ -206,7 +214,7 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
                              k_ptr, v_ptr, stride_cb, stride_ch, stride_cp,
                              lengths_ptr, partial_ptr, count_ptr,
                              written_slots_ptr, written_positions_ptr,
-                             qk_scale, max_seq, window,
+                             qk_scale, max_seq, window, softcap,
                              N_KV_HEADS: tl.constexpr, GROUP: tl.constexpr,
                              HEAD_BLOCKS: tl.constexpr, GROUP_BLOCK: tl.constexpr,
                              HEAD_DIM: tl.constexpr, SPLITS: tl.constexpr,
@@ -222,11 +230,13 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
                              MERGE_RUNS: tl.constexpr, MERGE_APART: tl.constexpr,
                              ROW_LINES: tl.constexpr, LINE_ELEMENTS: tl.constexpr,
                              RUNS_PRELOADED: tl.constexpr = False,
-                             WINDOWED: tl.constexpr = False):
+                             WINDOWED: tl.constexpr = False,
+                             SOFTCAPPED: tl.constexpr = False):
     """Program ((b * KV + kv head) * HEAD_BLOCKS + block, run): o_h = sum_t softmax_t(q_h .
     k_t * scale) v_t for block `block` of GROUP_BLOCK of the GROUP q heads h of that kv head,
     over run `run` of the sequence's first lengths[b] positions (clamped to [0, max_seq]), or
     with WINDOWED the last `window` of them (a sliding window); a length of 0 gives zeros.
+    SOFTCAPPED: the scores capped by softcap tanh(s / softcap) before the softmax.
 
     A sequence that fits one run is written by that run directly. Otherwise each run leaves
     (m, denom, acc) of its block's heads in the workspace (_split_workspace.py) and counts
@@ -295,12 +305,14 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
                                                PRELOAD_T)
             m, denom, acc = _attend_tile(q, k_first, v_first,
                                          start + tl.arange(0, PRELOAD_T) < stop, m, denom,
-                                         acc, qk_scale, DOT_PRECISION, UPCAST_DOT)
+                                         acc, qk_scale, softcap, DOT_PRECISION, UPCAST_DOT,
+                                         SOFTCAPPED)
             start += PRELOAD_T
         if not RUNS_PRELOADED:  # a loop never run still holds its registers
             m, denom, acc = _attend_run(q, k_ptr + kv_offsets, v_ptr + kv_offsets, d_mask,
-                                        stride_cp, start, stop, qk_scale, m, denom, acc,
-                                        BLOCK_T, HEAD_DIM == BLOCK_D, DOT_PRECISION, UPCAST_DOT)
+                                        stride_cp, start, stop, qk_scale, softcap, m, denom,
+                                        acc, BLOCK_T, HEAD_DIM == BLOCK_D, DOT_PRECISION,
+                                        UPCAST_DOT, SOFTCAPPED)
         if used == 1:
             out_ptrs = (out_ptr + b.to(tl.int64) * stride_ob + heads[:, None] * stride_oh
                         + offs_d[None, :])
@@ -695,29 +707,32 @@ def layer_launch(key: tuple) -> dict | None:
 
 
 def _launch_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                             lengths: torch.Tensor, scale: float, window: int,
+                             lengths: torch.Tensor, scale: float, window: int, softcap: float,
                              out: torch.Tensor) -> None:
-    launch_decode_attention(q, k_cache, v_cache, lengths, scale, out, window=window)
+    launch_decode_attention(q, k_cache, v_cache, lengths, scale, out, window=window,
+                            softcap=softcap)
 
 
 def _launch_in_layer(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                     lengths: torch.Tensor, scale: float, window: int,
+                     lengths: torch.Tensor, scale: float, window: int, softcap: float,
                      out: torch.Tensor) -> None:
     launch_decode_attention(q, k_cache, v_cache, lengths, scale, out, in_layer=True,
-                            window=window)
+                            window=window, softcap=softcap)
 
 
 def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
                             config: dict | None = None, *,
                             in_step: tuple[torch.Tensor, torch.Tensor] | None = None,
                             compile_only: bool = False, in_layer: bool = False,
-                            window: int = 0) -> None:
+                            window: int = 0, softcap: float = 0.0) -> None:
     """Launch on checked inputs; config: attention_config's keys (when None: the one `tilegraph
     tune` chose for this shape, else the rule's: alone, the runs merged apart; in_layer, in
     a model's decode layer, merged in the kernel: layer_launch's, else the layer's rule).
     window: a sequence attends to its last `window` positions (0, or as many as the cache
     holds: all of them; the launch shape is chosen for the cache's length either way, and
-    the runs cut from the positions attended). in_step, (slots, positions): launch as a
+    the runs cut from the positions attended). softcap > 0: scores capped by softcap
+    tanh(s / softcap) before the softmax (Gemma 2's; 0: none, and the kernel compiled
+    without the cap's code). in_step, (slots, positions): launch as a
     decode step does, right after the q|k|v projection wrote row positions[r] of slot
     slots[r] in both caches (its PDL noted as that projection notes it), so the kernel
     checked or compiled outside a step is the one the step runs. compile_only: compile the
@@ -780,13 +795,15 @@ def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
         k_cache, v_cache, k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         lengths, partials, counters, written_slots, written_positions,
         scale * math.log2(math.e), max_seq, window if windowed else max_seq,
+        softcap * math.log2(math.e) if softcap > 0 else 1.0,
         N_KV_HEADS=n_kv_heads, GROUP=group, GROUP_BLOCK=group_block, HEAD_DIM=head_dim,
         PDL=pdl, LENGTHS_FINAL=lengths_final, N_WRITTEN=n_written,
         BLOCK_WRITTEN=triton.next_power_of_2(max(n_written, 1)),
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         UPCAST_DOT=INTERPRET and q.dtype == torch.bfloat16,
         LINE_ELEMENTS=line_elements, ROW_LINES=row_lines, PRELOAD_T=preload_positions, **config,
-        **({"WINDOWED": True} if windowed else {}), **({"launch_pdl": True} if pdl else {}))
+        **({"WINDOWED": True} if windowed else {}),
+        **({"SOFTCAPPED": True} if softcap > 0 else {}), **({"launch_pdl": True} if pdl else {}))
     if not compile_only:
         launched(q.device, pdl, (out, partials, counters))
     if merge_apart:
@@ -814,8 +831,8 @@ _run_in_layer = custom_op("decode_attention_in_layer", _launch_in_layer)
 
 def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                      lengths: torch.Tensor, scale: float | None = None, *,
-                     window: int | None = None, out: torch.Tensor | None = None
-                     ) -> torch.Tensor:
+                     window: int | None = None, softcap: float | None = None,
+                     out: torch.Tensor | None = None) -> torch.Tensor:
     """softmax(q k^T * scale) v for one query token per sequence over its cached positions.
 
     q (B, H, D): sequence b's query heads; k_cache, v_cache (max_batch, KV, max_seq, D) with
@@ -823,22 +840,24 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     (h + 1) * H / KV - 1 share kv head h); lengths (B,) int: positions 0 .. lengths[b] - 1
     of slot b are attended (read on the device: clamped to [0, max_seq], 0 gives zeros), or
     with `window` (a sliding window, as Mistral's and Phi-3's) only the last `window` of
-    them: lengths[b] - window .. lengths[b] - 1. scale defaults to D ** -0.5. Softmax in
-    fp32. Returns (B, H, D) in q's dtype.
+    them: lengths[b] - window .. lengths[b] - 1. scale defaults to D ** -0.5. softcap (a
+    positive number, Gemma 2's 50): each score s = q . k * scale becomes softcap *
+    tanh(s / softcap) before the softmax. Softmax in fp32. Returns (B, H, D) in q's dtype.
     """
-    return _attend(q, k_cache, v_cache, lengths, scale, window, out, _run_decode_attention)
+    return _attend(q, k_cache, v_cache, lengths, scale, window, softcap, out,
+                   _run_decode_attention)
 
 
 def decode_attention_in_layer(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                              lengths: torch.Tensor, window: int | None = None
-                              ) -> torch.Tensor:
+                              lengths: torch.Tensor, window: int | None = None,
+                              softcap: float | None = None) -> torch.Tensor:
     """decode_attention as a model's decode layer runs it: the runs of a split sequence
     merged by the last of them, so that the layer stays five kernels (issue 20); alone,
     tg.decode_attention merges them in a kernel of its own where that is faster."""
-    return _attend(q, k_cache, v_cache, lengths, None, window, None, _run_in_layer)
+    return _attend(q, k_cache, v_cache, lengths, None, window, softcap, None, _run_in_layer)
 
 
-def _attend(q, k_cache, v_cache, lengths, scale, window, out, run) -> torch.Tensor:
+def _attend(q, k_cache, v_cache, lengths, scale, window, softcap, out, run) -> torch.Tensor:
     """decode_attention's checks, then `run` (a custom op's runner) into out."""
     check_tensor("q", q)
     for name, t in (("k_cache", k_cache), ("v_cache", v_cache)):
@@ -875,9 +894,13 @@ def _attend(q, k_cache, v_cache, lengths, scale, window, out, run) -> torch.Tens
     if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale):
         raise ValueError(f"scale must be a finite number, got {scale!r}")
     check_window(window)
+    if softcap is not None and (isinstance(softcap, bool) or not isinstance(softcap, (int, float))
+                                or not 0 < softcap < math.inf):
+        raise ValueError(f"softcap must be a positive number or None, got {softcap!r}")
     out = prepare_out(out, (batch, n_heads, head_dim), q.dtype, q.device)
     if out.numel():
-        run(q, k_cache, v_cache, lengths.contiguous(), float(scale), window or 0, out)
+        run(q, k_cache, v_cache, lengths.contiguous(), float(scale), window or 0,
+            float(softcap or 0.0), out)
     return out
 
 
@@ -890,7 +913,8 @@ def check_window(window) -> None:
 
 def decode_attention_ref(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                          lengths: torch.Tensor, scale: float | None = None, *,
-                         window: int | None = None) -> torch.Tensor:
+                         window: int | None = None, softcap: float | None = None
+                         ) -> torch.Tensor:
     """The same in PyTorch: float64 for float64 input, else fp32 cast back; a length of 0
     gives zeros."""
     compute = torch.float64 if q.dtype == torch.float64 else torch.float32
@@ -900,6 +924,8 @@ def decode_attention_ref(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.
     keys = k_cache[:batch].to(compute).repeat_interleave(n_heads // n_kv_heads, dim=1)
     values = v_cache[:batch].to(compute).repeat_interleave(n_heads // n_kv_heads, dim=1)
     scores = torch.einsum("bhd,bhtd->bht", q.to(compute), keys) * scale
+    if softcap is not None:
+        scores = softcap * torch.tanh(scores / softcap)
     lengths = lengths.clamp(0, max_seq).to(q.device)
     positions = torch.arange(max_seq, device=q.device)[None, :]
     hidden = positions >= lengths[:, None]   # (B, T)
