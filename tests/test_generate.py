@@ -675,21 +675,23 @@ def test_noise_is_uniform_and_decorrelated():
 
 
 @pytest.mark.parametrize("name", ["tiny-qwen3", "tiny-phi3", "tiny-granite", "tiny-smollm3",
-                                  "tiny-gemma3"])
+                                  "tiny-gemma2", "tiny-gemma3"])
 def test_greedy_tokens_equal_hf_per_family(name):
     """Qwen3's norms of each q and k head (a head_dim of 12 over a width of 32), Phi-3's
     stacked checkpoint matrices and sliding window, Granite's scalars, SmolLM3's layer
-    without rotary embeddings, Gemma 3's gated GELU, norms after attention and the MLP and
-    local layer (its own rotary base, a window of 24 the 21 new tokens of the longer prompt
-    pass), through the Generator's graphs: its greedy tokens are transformers' at batch 1
-    and 2 (Gemma's two layers, the local one and the global one; the others' first)."""
-    layers = {} if name == "tiny-gemma3" else {"num_hidden_layers": 1}
+    without rotary embeddings, Gemma's gated GELU, norms after attention and the MLP and
+    sliding layer (a window of 24 the 21 new tokens of the longer prompt pass), Gemma 2's
+    softcapped scores and logits, Gemma 3's local rotary base, through the Generator's
+    graphs: its greedy tokens are transformers' at batch 1 and 2 (Gemma's two layers, the
+    sliding one and the global one; the others' first)."""
+    gemma = name.startswith("tiny-gemma")
+    layers = {} if gemma else {"num_hidden_layers": 1}
     hf = random_hf_model(name, scale=5.0, **layers)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     generator = tg.Generator(Llama.from_hf(hf, device=device), max_batch=2, max_seq=32,
                              sizes=(1, 2), sync_every=4)
     prompts = [torch.randint(0, 67, (n,)).tolist() for n in (6, 9)]
-    new = 21 if name == "tiny-gemma3" else 12
+    new = 21 if gemma else 12
     expected = [_hf_greedy(hf, p, new) for p in prompts]
     assert generator.generate(prompts[:1], new) == expected[:1]
     assert generator.generate(prompts, new) == expected
@@ -731,10 +733,11 @@ def test_greedy_tokens_with_longrope_equal_hf_through_its_cache():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", ["qwen2-0.5b", "qwen3-0.6b", "phi3-mini", "gemma3-1b"])
+@pytest.mark.parametrize("name", ["qwen2-0.5b", "qwen3-0.6b", "phi3-mini", "gemma3-1b",
+                                  "gemma2-2b"])
 def test_real_shape_greedy_tokens_equal_hf_in_fp32(name):
-    """Qwen2-0.5B's, Qwen3-0.6B's, Phi-3-mini's and Gemma 3 1B's shapes (head_dim 64, 128,
-    96, 256) in fp32:
+    """Qwen2-0.5B's, Qwen3-0.6B's, Phi-3-mini's, Gemma 3 1B's and Gemma 2 2B's shapes
+    (head_dim 64, 128, 96, 256, 256; Gemma 2's scores and logits softcapped) in fp32:
     the graphs' greedy tokens are transformers' for 24 new tokens, at batch 1 and at batch 3
     (a padded bucket of 4)."""
     hf = random_hf_model(name, device="cuda", scale=3.0)

@@ -13,7 +13,7 @@ from tilegraph.testing import MODEL_TOLERANCES, rel_error
 transformers = pytest.importorskip("transformers")
 
 TINY = ("tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3",
-        "tiny-granite", "tiny-ministral", "tiny-smollm3", "tiny-gemma3")
+        "tiny-granite", "tiny-ministral", "tiny-smollm3", "tiny-gemma2", "tiny-gemma3")
 
 
 def _load_through_directory(hf, tmp_path, device, **save):
@@ -309,7 +309,8 @@ def test_gemma3_config_as_transformers_4_and_5_write_it():
     """Gemma 3's text config: transformers 5's (rope_parameters per layer type, layer_types)
     and a config.json as transformers 4 wrote it (rope_theta, rope_local_base_freq,
     rope_scaling, sliding_window_pattern; tie_word_embeddings left out: tied) read alike;
-    softcapping (Gemma 2's), bidirectional attention and scaled local layers refused."""
+    the logits' softcap read, the attention scores' left out as transformers' Gemma 3 leaves
+    it; bidirectional attention, scaled local layers and Gemma 1 refused."""
     new = LlamaConfig.from_hf(hf_config("tiny-gemma3"))
     assert (new.rope_theta, new.rope_local_theta, new.rope_linear_factor) == (1e6, 1e4, 2.0)
     assert new.sliding_window == 24 and new.sliding_layers == (True, False)
@@ -327,10 +328,11 @@ def test_gemma3_config_as_transformers_4_and_5_write_it():
     assert config.attention_multiplier == 256 ** -0.5 == config.head_dim ** -0.5
     assert LlamaConfig.from_hf(hf_config("gemma3-1b").to_dict()) == dataclasses.replace(
         config, rope_linear_factor=1.0)
-    for change, field in (({"attn_logit_softcapping": 50.0}, "attn_logit_softcapping"),
-                          ({"final_logit_softcapping": 30.0}, "final_logit_softcapping"),
-                          ({"use_bidirectional_attention": True}, "bidirectional"),
-                          ({"model_type": "gemma2"}, "model_type")):
+    capped = LlamaConfig.from_hf({**old, "attn_logit_softcapping": 50.0,
+                                  "final_logit_softcapping": 30.0})
+    assert capped.attn_softcap is None and capped.logits_softcap == 30.0
+    for change, field in (({"use_bidirectional_attention": True}, "bidirectional"),
+                          ({"model_type": "gemma"}, "model_type")):
         with pytest.raises(ValueError, match=field):
             LlamaConfig.from_hf({**old, **change})
     scaled_local = hf_config("tiny-gemma3").to_dict()
@@ -338,6 +340,29 @@ def test_gemma3_config_as_transformers_4_and_5_write_it():
                                                             "factor": 2.0, "rope_theta": 1e4}
     with pytest.raises(ValueError, match="sliding_attention.rope_type"):
         LlamaConfig.from_hf(scaled_local)
+
+
+def test_gemma2_config_softcaps_and_alternate_layers():
+    """Gemma 2: attention scores and logits softcapped (Gemma2Config's 50 and 30 where a
+    config.json leaves them out, none where it says null), every other layer sliding from
+    the first, one rotary base; softcaps refused in other families."""
+    config = LlamaConfig.from_hf(hf_config("gemma2-2b", num_hidden_layers=5))
+    assert (config.attn_softcap, config.logits_softcap) == (50.0, 30.0)
+    assert config.sliding_window == 4096 and config.sliding_layers == (True, False) * 2 + (True,)
+    assert config.rope_local_theta is None and not config.qk_norm and config.post_norms
+    assert config.mlp_activation == "geglu_tanh" and config.tie_embeddings
+    raw = {key: value for key, value in SHAPES["gemma2-2b"].items()
+           if not key.endswith("softcapping")}
+    assert (LlamaConfig.from_hf(raw).attn_softcap, LlamaConfig.from_hf(raw).logits_softcap) == (
+        50.0, 30.0)
+    uncapped = LlamaConfig.from_hf({**raw, "attn_logit_softcapping": None,
+                                    "final_logit_softcapping": None})
+    assert uncapped.attn_softcap is uncapped.logits_softcap is None
+    with pytest.raises(ValueError, match="final_logit_softcapping"):
+        LlamaConfig.from_hf({**hf_config("tiny-llama3").to_dict(),
+                             "final_logit_softcapping": 30.0})
+    with pytest.raises(ValueError, match="attn_softcap must be a positive number"):
+        LlamaConfig.from_hf({**raw, "attn_logit_softcapping": 0.0})
 
 
 def _tiny_gemma3_with_images():
@@ -471,7 +496,7 @@ def test_unsupported_fields_are_named(change, field):
 @pytest.mark.parametrize("name, overrides", [
     ("tiny-mistral", {}), ("tiny-phi3", {}),
     ("tiny-ministral", {"layer_types": ["sliding_attention", "full_attention"]}),
-    ("tiny-gemma3", {}),
+    ("tiny-gemma2", {}), ("tiny-gemma3", {}),
     ("tiny-qwen2", {"use_sliding_window": True, "max_window_layers": 1}),
 ])
 def test_sliding_windows_past_the_cache_match_hf(name, overrides, tmp_path, device):
@@ -708,7 +733,8 @@ def test_bad_token_ids_are_refused():
                                                 ("qwen2-0.5b", torch.bfloat16, 3),
                                                 ("llama3.2-1b", torch.bfloat16, 3),
                                                 ("qwen2-0.5b", torch.float32, 3),
-                                                ("gemma3-1b", torch.bfloat16, 2)])
+                                                ("gemma3-1b", torch.bfloat16, 2),
+                                                ("gemma2-2b", torch.bfloat16, 2)])
 def test_real_shapes_teacher_forced_over_64_positions(name, dtype, batch):
     """Against fp32 transformers: within the dtype's tolerance, or 1.5x transformers' own
     error in that dtype at the same step (random weights make bf16 logits flat enough for

@@ -7,9 +7,9 @@ random weights of a real model's shape, built without a download.
 The real shapes come from each model's published config.json; the tiny ones keep every
 feature of their family (grouped-query heads, biases, tied embeddings, Llama 3 rope scaling,
 Qwen3's head norms and head_dim apart from the width, Phi-3's stacked matrices and sliding
-window, SmolLM3's layers without rotary embeddings, Granite's scalars, Gemma 3's gated GELU,
-norms after attention and the MLP and local layers) at a size the Triton interpreter runs in
-seconds.
+window, SmolLM3's layers without rotary embeddings, Granite's scalars, Gemma's gated GELU and
+norms after attention and the MLP, Gemma 2's softcaps, Gemma 3's local layers) at a size the
+Triton interpreter runs in seconds.
 """
 
 from __future__ import annotations
@@ -61,6 +61,14 @@ SHAPES: dict[str, dict] = {
                       rope_theta=1000000.0, rope_local_base_freq=10000.0, sliding_window=512,
                       sliding_window_pattern=6, query_pre_attn_scalar=256,
                       hidden_activation="gelu_pytorch_tanh", max_position_embeddings=32768,
+                      tie_word_embeddings=True),
+    # every other layer sliding over 4096; attention scores capped at 50, logits at 30
+    "gemma2-2b": dict(model_type="gemma2", vocab_size=256000, hidden_size=2304,
+                      intermediate_size=9216, num_hidden_layers=26, num_attention_heads=8,
+                      num_key_value_heads=4, head_dim=256, rms_norm_eps=1e-6,
+                      rope_theta=10000.0, sliding_window=4096, query_pre_attn_scalar=256,
+                      attn_logit_softcapping=50.0, final_logit_softcapping=30.0,
+                      hidden_activation="gelu_pytorch_tanh", max_position_embeddings=8192,
                       tie_word_embeddings=True),
     # CPU sizes: every feature of the family, small enough for the interpreter.
     "tiny-llama3": dict(model_type="llama", vocab_size=67, hidden_size=32,
@@ -132,6 +140,14 @@ SHAPES: dict[str, dict] = {
                         hidden_activation="gelu_pytorch_tanh", max_position_embeddings=256,
                         layer_types=["sliding_attention", "full_attention"], eos_token_id=2,
                         pad_token_id=0, bos_token_id=1),
+    # caps low enough that tiny random weights' scores and logits reach them
+    "tiny-gemma2": dict(model_type="gemma2", vocab_size=67, hidden_size=32,
+                        intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                        num_key_value_heads=2, head_dim=16, rms_norm_eps=1e-6,
+                        rope_theta=10000.0, sliding_window=24, query_pre_attn_scalar=12,
+                        attn_logit_softcapping=3.0, final_logit_softcapping=4.0,
+                        hidden_activation="gelu_pytorch_tanh", max_position_embeddings=256,
+                        eos_token_id=2, pad_token_id=0, bos_token_id=1),
 }
 
 

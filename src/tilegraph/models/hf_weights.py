@@ -25,7 +25,7 @@ import tilegraph as tg
 
 from ..dist.group import TensorParallel
 from ..dist.sharding import split_of
-from .llama_config import LlamaConfig
+from .llama_config import GEMMA_TYPES, LlamaConfig
 
 # (dimension, start, stop) of a tensor to read, or None for all of it
 Split = tuple[int, int, int] | None
@@ -122,6 +122,12 @@ def _source(model_or_path) -> tuple[LlamaConfig, Iterator[tuple[str, Reader, tup
                     f"{type(model_or_path).__name__}")
 
 
+# Gemma's four norms a layer: the one before the MLP is Llama's post_attention_layernorm, its
+# own post_attention_layernorm normalises the attention output (renamed first, to free the
+# name).
+_GEMMA_NORMS = [(r"\.post_attention_layernorm\.", ".post_attn_norm."),
+                (r"\.pre_feedforward_layernorm\.", ".post_attention_layernorm."),
+                (r"\.post_feedforward_layernorm\.", ".post_mlp_norm.")]
 # Families whose checkpoints name Llama's tensors their own way: (pattern, Llama's name),
 # applied in order (as transformers converts them when it loads one).
 _RENAMES = {"exaone": [(r"^transformer\.wte\.", "model.embed_tokens."),
@@ -134,16 +140,13 @@ _RENAMES = {"exaone": [(r"^transformer\.wte\.", "model.embed_tokens."),
                        (r"\.mlp\.c_fc_0\.", ".mlp.gate_proj."),
                        (r"\.mlp\.c_fc_1\.", ".mlp.up_proj."),
                        (r"\.mlp\.c_proj\.", ".mlp.down_proj.")],
+            "gemma2": _GEMMA_NORMS,
             # Gemma 3: a multimodal checkpoint's language model under its prefix (as
-            # transformers 5 and 4 save it); the norm before the MLP is Llama's
-            # post_attention_layernorm, its own normalises the attention output (renamed
-            # first, to free the name)
+            # transformers 5 and 4 save it)
             "gemma3_text": [(r"^model\.language_model\.", "model."),
                             (r"^language_model\.model\.", "model."),
                             (r"^language_model\.lm_head\.", "lm_head."),
-                            (r"\.post_attention_layernorm\.", ".post_attn_norm."),
-                            (r"\.pre_feedforward_layernorm\.", ".post_attention_layernorm."),
-                            (r"\.post_feedforward_layernorm\.", ".post_mlp_norm.")]}
+                            *_GEMMA_NORMS]}
 
 
 def _renamed(tensors: Iterator[tuple[str, Reader, tuple[int, ...]]], model_type: str
@@ -243,7 +246,7 @@ def _fold_scalars(model, config: LlamaConfig) -> None:
     for layer in model.layers:
         layer.fold_scales(q_scale, config.residual_multiplier)
     embedding = config.embedding_multiplier
-    if config.model_type == "gemma3_text":   # Gemma's sqrt(hidden size), in the model's dtype
+    if config.model_type in GEMMA_TYPES:   # Gemma's sqrt(hidden size), in the model's dtype
         embedding = torch.tensor(embedding, dtype=model.dtype).item()
     if embedding != 1.0:
         model.embed.mul_(embedding)

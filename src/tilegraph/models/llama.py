@@ -270,7 +270,7 @@ class Llama(nn.Module):
             q, k, v = self._split_heads(qkv, index, *(local_tables if c.rotates_locally(index)
                                                       else tables))   # (B, T, heads, head_dim)
             attn = _causal_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                                     c.window(index))   # (B, heads, T, head_dim)
+                                     c.window(index), c.attn_softcap)   # (B, heads, T, D)
             attn = attn.transpose(1, 2).reshape(batch, length, local.q_dim)
             x = self._add_output(x, F.linear(attn, layer.wo, self._once(layer.bo)), 0, index)
             gate_up = F.linear(_rms_norm(x, layer.mlp_norm, c.norm_eps), layer.w_gate_up,
@@ -300,9 +300,13 @@ class Llama(nn.Module):
         return self.all_reduce(x, site, f"the all-reduce of layer {layer}'s {what}")
 
     def _gather_vocab(self, logits: torch.Tensor) -> torch.Tensor:
-        """(rows, this rank's LM head rows) -> (rows, vocab): every rank's logits."""
-        return self.tp.all_gather_columns(logits, self.config.vocab_size,
-                                          "the all-gather of the logits")
+        """(rows, this rank's LM head rows) -> (rows, vocab): every rank's logits, capped
+        by cap tanh(logits / cap) in their dtype where the model caps them (Gemma 2)."""
+        logits = self.tp.all_gather_columns(logits, self.config.vocab_size,
+                                            "the all-gather of the logits")
+        if (cap := self.config.logits_softcap) is not None:
+            logits = torch.tanh(logits / cap) * cap
+        return logits
 
     def _rope_table(self, length: int, long: bool | None = None, local: bool = False
                     ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -419,7 +423,7 @@ class Llama(nn.Module):
             keys, values = (t[:, :, :length].index_select(0, slots) for t in (k_layer, v_layer))
             attn = _causal_attention(
                 q.view(batch, length, local.n_heads, c.head_dim).transpose(1, 2), keys,
-                values, window)
+                values, window, c.attn_softcap)
             return attn.transpose(1, 2).reshape(batch * length, local.q_dim)
 
         rotation = None
@@ -465,7 +469,8 @@ class Llama(nn.Module):
         rows = x.shape[0]
 
         def attend(q, k_layer, v_layer, window):  # q (S, heads, head_dim); k, v cached
-            attended = decode_attention_in_layer(q, k_layer, v_layer, lengths, window)
+            attended = decode_attention_in_layer(q, k_layer, v_layer, lengths, window,
+                                                 self.config.attn_softcap)
             return attended.view(rows, -1)
 
         x = self._fused_layers(x, cache, positions.contiguous(), cache.slots[:rows], attend)
@@ -498,8 +503,8 @@ class Llama(nn.Module):
             mask = visible
             if (window := c.window(index)) is not None:
                 mask = visible & (cached > positions[:, None] - window)
-            attn = F.scaled_dot_product_attention(q[:, :, None], keys, values,
-                                                  attn_mask=mask[:, None, None, :])
+            attn = _attention(q[:, :, None], keys, values, mask[:, None, None, :],
+                              c.attn_softcap)
             attn = attn.reshape(rows, local.q_dim)
             x = self._add_output(x, F.linear(attn, layer.wo, self._once(layer.bo)), 0, index)
             gate_up = F.linear(_rms_norm(x, layer.mlp_norm, c.norm_eps), layer.w_gate_up,
@@ -569,17 +574,34 @@ class Llama(nn.Module):
 
 
 def _causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                      window: int | None) -> torch.Tensor:
-    """SDPA of q (B, heads, T, head_dim) over k, v (B, kv_heads, T, head_dim) at positions
-    0..T-1, each query attending to itself and the positions before it, only the last
-    `window` of them where a window is given."""
-    length, grouped = q.shape[2], q.shape[1] != k.shape[1]
-    if window is None or window >= length:
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=grouped)
+                      window: int | None, softcap: float | None = None) -> torch.Tensor:
+    """Attention of q (B, heads, T, head_dim) over k, v (B, kv_heads, T, head_dim) at
+    positions 0..T-1, each query attending to itself and the positions before it, only the
+    last `window` of them where a window is given (scores softcapped: _attention)."""
+    length = q.shape[2]
+    if softcap is None and (window is None or window >= length):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                              enable_gqa=q.shape[1] != k.shape[1])
     positions = torch.arange(length, device=q.device)
     apart = positions[:, None] - positions[None, :]   # query - key
-    band = (apart >= 0) & (apart < window)
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=band, enable_gqa=grouped)
+    band = (apart >= 0) & (apart < (window or length))
+    return _attention(q, k, v, band, softcap)
+
+
+def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
+               softcap: float | None) -> torch.Tensor:
+    """SDPA of q (B, heads, Tq, D) over k, v (B, kv_heads, Tk, D) where the boolean mask
+    (broadcast to (B, heads, Tq, Tk)) is True. With a softcap the scores s become softcap
+    tanh(s / softcap) first, which SDPA cannot do: written out, in fp32, the probabilities
+    rounded to q's dtype as transformers' eager attention rounds them."""
+    grouped = q.shape[1] != k.shape[1]
+    if softcap is None:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=grouped)
+    group = q.shape[1] // k.shape[1]
+    k, v = (t.repeat_interleave(group, dim=1) for t in (k, v))
+    scores = q.float() @ k.float().transpose(-1, -2) * q.shape[-1] ** -0.5
+    scores = (torch.tanh(scores / softcap) * softcap).masked_fill(~mask, float("-inf"))
+    return torch.softmax(scores, dim=-1).to(q.dtype) @ v
 
 
 def _deinterleave_heads(qkv: torch.Tensor, head_dim: int) -> torch.Tensor:

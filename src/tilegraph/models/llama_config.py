@@ -8,9 +8,9 @@ Phi-3 (q|k|v and gate|up stored fused; LongRoPE and partial rotary embeddings to
 (bias on q, k and v), Qwen3 (an RMSNorm on every q and k head), SmolLM3 (every fourth layer
 without rotary embeddings), Granite 3 (scalars on the embeddings, attention scores, layer
 outputs and logits, folded into the weights), EXAONE 3 and InternLM3 (Llama under other
-names), and Gemma 3 (gated GELU, a norm after attention and after the MLP as well as before,
-norms scaling by 1 + weight, local layers rotating by their own base; of its multimodal
-checkpoints, the language model);
+names), Gemma 2 and 3 (gated GELU, a norm after attention and after the MLP as well as before,
+norms scaling by 1 + weight; Gemma 2's attention scores and logits softcapped, Gemma 3's local
+layers rotating by their own base; of its multimodal checkpoints, the language model);
 sliding windows in the layers each family's config names. Anything else raises a
 ValueError that names the field, so a model is never run with a part silently ignored.
 """
@@ -28,7 +28,8 @@ import torch
 from ..kernels._activation import GLU_ACTIVATIONS as _GATED
 
 SUPPORTED_TYPES = ("llama", "mistral", "ministral", "phi3", "qwen2", "qwen3", "smollm3",
-                   "granite", "exaone", "internlm3", "gemma3_text")
+                   "granite", "exaone", "internlm3", "gemma2", "gemma3_text")
+GEMMA_TYPES = ("gemma2", "gemma3_text")
 # Multimodal checkpoints whose language model tilegraph runs (on text): their type -> the
 # type of the text_config they hold
 _LANGUAGE_MODELS = {"gemma3": "gemma3_text"}
@@ -89,6 +90,10 @@ class LlamaConfig:
     # The base that layers with a sliding window rotate by (plain rotary embeddings, Gemma 3's
     # local layers); None: they rotate as the others do.
     rope_local_theta: float | None = None
+    # Gemma 2's softcaps: attention scores s become cap tanh(s / cap) before the softmax
+    # (attn_softcap), the logits likewise (logits_softcap); None: uncapped.
+    attn_softcap: float | None = None
+    logits_softcap: float | None = None
     max_position_embeddings: int = 4096
     # A query attends to the last sliding_window positions (itself included) in the layers
     # sliding_layers names (None: every layer); None: the whole context everywhere.
@@ -150,7 +155,7 @@ class LlamaConfig:
             raise ValueError(f"LlamaConfig.sliding_window must be a positive int or None, got "
                              f"{window!r}")
         for name in ("embedding_multiplier", "attention_multiplier", "residual_multiplier",
-                     "logits_scaling"):
+                     "logits_scaling", "attn_softcap", "logits_softcap"):
             value = getattr(self, name)
             if value is not None and not (isinstance(value, (int, float)) and
                                           0 < value < math.inf):
@@ -343,21 +348,21 @@ def _fields_from_hf(values: dict) -> dict:
     if activation not in _MLP_ACTIVATIONS:
         raise _unsupported("hidden_act", activation, "the MLP's gate is silu or gelu ("
                            f"{', '.join(_MLP_ACTIVATIONS)})")
+    gemma = model_type in GEMMA_TYPES
     for name in ("attn_logit_softcapping", "final_logit_softcapping"):
-        if values.get(name) is not None:
-            raise _unsupported(name, values[name], "softcapping is not implemented")
+        if values.get(name) is not None and not gemma:
+            raise _unsupported(name, values[name], f"{model_type} models are not softcapped")
     if values.get("use_bidirectional_attention"):
         raise _unsupported("use_bidirectional_attention", True, "attention is causal")
     if values.get("pretraining_tp", 1) not in (None, 1):
         raise _unsupported("pretraining_tp", values["pretraining_tp"], "use 1")
-    gemma = model_type == "gemma3_text"
-    window = values.get("sliding_window", 4096 if gemma else None)   # Gemma 3's default
+    window = values.get("sliding_window", 4096 if gemma else None)   # Gemma's default
     sliding = _sliding_layers(values, model_type) if window is not None else None
     if (model_type in ("llama", "granite", "exaone", "internlm3")
             or (sliding is not None and not any(sliding))):
         window = sliding = None   # their attention is never windowed
     if model_type in ("llama", "qwen3", "smollm3", "granite", "exaone", "internlm3",
-                      "gemma3_text"):
+                      *GEMMA_TYPES):
         qkv_bias = o_bias = bool(values.get("attention_bias", False))
         mlp_bias = bool(values.get("mlp_bias", False))
     else:
@@ -376,16 +381,31 @@ def _fields_from_hf(values: dict) -> dict:
         mlp_activation=_MLP_ACTIVATIONS[activation],
         max_position_embeddings=values.get("max_position_embeddings", 4096),
         sliding_window=window, sliding_layers=sliding, model_type=model_type,
-        **(_gemma_fields(values) if gemma else _rope_fields(values)),
+        **(_gemma_fields(values, model_type) if gemma else _rope_fields(values)),
         rope_layers=_rope_layers(values) if model_type == "smollm3" else None,
         **(_granite_scalars(values) if model_type == "granite" else {}))
 
 
-def _gemma_fields(values: dict) -> dict:
-    """Gemma 3's rotary embeddings (the global layers' from rope_parameters'
+def _gemma_fields(values: dict, model_type: str) -> dict:
+    """Gemma's norms and scalars (the embeddings times sqrt(hidden size), attention scores
+    times query_pre_attn_scalar^-1/2, the logits' softcap; Gemma 2's attention scores' too:
+    transformers' Gemma 3 does not cap them) and rotary embeddings: Gemma 2's as Llama's,
+    Gemma 3's _gemma3_rope."""
+    rope = _rope_fields(values) if model_type == "gemma2" else _gemma3_rope(values)
+    return {**rope, "post_norms": True, "norm_plus_one": True,
+            "embedding_multiplier": float(values["hidden_size"]) ** 0.5,
+            "attention_multiplier": float(values.get("query_pre_attn_scalar", 256)) ** -0.5,
+            # (Gemma2Config's defaults where a config.json leaves them out)
+            "attn_softcap": (values.get("attn_logit_softcapping", 50.0)
+                             if model_type == "gemma2" else None),
+            "logits_softcap": values.get("final_logit_softcapping",
+                                         30.0 if model_type == "gemma2" else None)}
+
+
+def _gemma3_rope(values: dict) -> dict:
+    """Gemma 3's rotary embeddings: the global layers' from rope_parameters'
     "full_attention", or transformers 4's rope_theta and rope_scaling; the local layers'
-    base from "sliding_attention", or rope_local_base_freq), its norms and scalars: the
-    embeddings times sqrt(hidden size), attention scores times query_pre_attn_scalar^-1/2."""
+    base from "sliding_attention", or rope_local_base_freq."""
     params = values.get("rope_parameters") or {}
     if "full_attention" in params:
         full, local = params["full_attention"] or {}, params.get("sliding_attention") or {}
@@ -399,10 +419,7 @@ def _gemma_fields(values: dict) -> dict:
                            "the local layers rotate by plain rotary embeddings")
     rope = _rope_fields({**values, "rope_parameters": {"rope_theta": 1_000_000.0, **full},
                          "rope_scaling": None})
-    return {**rope, "rope_local_theta": float(local.get("rope_theta", 10_000.0)),
-            "post_norms": True, "norm_plus_one": True,
-            "embedding_multiplier": float(values["hidden_size"]) ** 0.5,
-            "attention_multiplier": float(values.get("query_pre_attn_scalar", 256)) ** -0.5}
+    return {**rope, "rope_local_theta": float(local.get("rope_theta", 10_000.0))}
 
 
 def _rope_layers(values: dict) -> tuple[bool, ...] | None:
@@ -427,11 +444,11 @@ def _sliding_layers(values: dict, model_type: str) -> tuple[bool, ...] | None:
     none of Qwen2/3's or SmolLM3's without use_sliding_window (transformers drops the window
     then); else the layers its layer_types (transformers 5) name, or without them, as
     transformers builds them: Qwen2/3's from max_window_layers on, SmolLM3's without rotary
-    embeddings, every Ministral layer, Gemma 3's but every sliding_window_pattern-th."""
+    embeddings, every Ministral layer, Gemma's but every sliding_window_pattern-th."""
     if model_type in ("mistral", "phi3"):
         return None
     layers = values["num_hidden_layers"]
-    if (model_type not in ("ministral", "gemma3_text")
+    if (model_type not in ("ministral", *GEMMA_TYPES)
             and not values.get("use_sliding_window", False)):
         return (False,) * layers
     layer_types = values.get("layer_types")
@@ -439,8 +456,8 @@ def _sliding_layers(values: dict, model_type: str) -> tuple[bool, ...] | None:
         return tuple(kind == "sliding_attention" for kind in layer_types)
     if model_type == "ministral":
         return None
-    if model_type == "gemma3_text":   # every sliding_window_pattern-th layer global
-        pattern = values.get("sliding_window_pattern", 6)
+    if model_type in GEMMA_TYPES:   # every sliding_window_pattern-th layer global (Gemma 2: 2)
+        pattern = values.get("sliding_window_pattern", 2 if model_type == "gemma2" else 6)
         return tuple((i + 1) % pattern != 0 for i in range(layers))
     if model_type == "smollm3":
         return tuple(not rotates for rotates in (_rope_layers(values) or (True,) * layers))
