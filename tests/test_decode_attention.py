@@ -248,6 +248,25 @@ def test_rule_keeps_more_loads_in_flight_on_long_runs(shape, element_size, share
     assert _pipeline(attention_config(*shape, 132, tile=32)) == (32, 3)
 
 
+@pytest.mark.parametrize("head_dim, element_size, shared, pipeline", [
+    (256, 4, H100_SHARED, (32, 3)),   # fp32 heads of 256 (Gemma's in fp32): half the tile
+    (256, 2, H100_SHARED, (64, 3)),   # in 16 bits the default fits
+    (256, 4, SM86_SHARED, (16, 3)),
+    (512, 4, SM86_SHARED, (16, 2)),   # the smallest tile, then fewer stages
+])
+def test_tiles_in_flight_fit_shared_memory(head_dim, element_size, shared, pipeline):
+    """The rule's tile (and, past the smallest tile, its stages) halved until the keys and
+    values Triton keeps in flight (stages - 1 tiles) fit a program's shared memory: an
+    untuned shape must launch (the tuner skips a candidate that does not)."""
+    for stages in (None, 4):
+        config = attention_config(4, 1, 4, head_dim, 2048, 132, stages=stages,
+                                  element_size=element_size, shared_memory=shared)
+        tile, depth = _pipeline(config)
+        assert (depth - 1) * 2 * tile * config["BLOCK_D"] * element_size + 32 * 1024 <= shared
+        if stages is None:
+            assert (tile, depth) == pipeline
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("batch, heads, kv_heads, head_dim, max_seq, pipeline", [

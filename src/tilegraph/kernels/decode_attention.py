@@ -494,8 +494,10 @@ def attention_config(batch: int, n_kv_heads: int, group: int, head_dim: int, max
     if tile is None and stages is None:
         tile, stages = pipeline_rule(shape, head_blocks, element_size,
                                      shared_memory or ASSUMED_SHARED_MEMORY)
-        shape = (*shape[:6], tile, *shape[7:])
-    stages = stages or 3
+    tile, stages = _fitting(shape[6] if tile is None else tile, stages or 3,
+                            _block_d(head_dim) * element_size,
+                            shared_memory or ASSUMED_SHARED_MEMORY)
+    shape = (*shape[:6], tile, *shape[7:])
     head_blocks, splits, group_p2, merge_runs = _grid(*shape, head_blocks)
     if run_tiles > 1 or one_run_tiles is not None:
         splits = min(splits, triton.cdiv(triton.cdiv(longest or max_seq, shape[6]), run_tiles))
@@ -512,6 +514,21 @@ def attention_config(batch: int, n_kv_heads: int, group: int, head_dim: int, max
             "PRELOAD": preload > 0, "PRELOAD_TILES": max(1, int(preload)),
             **({"MERGE_APART": True} if merge_apart and splits > 1 else {}),
             "num_warps": warps, "num_stages": stages}
+
+
+def _fitting(tile: int, stages: int, row_bytes: int, shared_memory: int) -> tuple[int, int]:
+    """(tile, stages) as given, or halved (tiles first, down to 16 positions) until the
+    tiles of keys and values in flight fit a program's shared memory beside the rest:
+    Triton keeps stages - 1 of them (rows of row_bytes). At head_dim 256 in fp32 the default
+    tile of 64 positions 3 deep needs 276 KB (an H200 gives a program 227 KB)."""
+    def needed(tile: int, stages: int) -> int:
+        return (stages - 1) * 2 * tile * row_bytes + SPARE_SHARED_MEMORY
+
+    while needed(tile, stages) > shared_memory and tile > 16:
+        tile //= 2
+    while needed(tile, stages) > shared_memory and stages > 2:
+        stages -= 1
+    return tile, stages
 
 
 def _grid(batch: int, n_kv_heads: int, group: int, head_dim: int, max_seq: int, sms: int,

@@ -176,8 +176,12 @@ def random_hf_model(name, dtype: torch.dtype = torch.float32, device="cpu",
     else:
         config = name
     torch.manual_seed(seed)
+    # SDPA cannot softcap scores: transformers runs Gemma 2 eagerly by default, but not every
+    # version does (5.17 took SDPA and left the cap out)
+    eager = ({"attn_implementation": "eager"}
+             if getattr(config, "attn_logit_softcapping", None) is not None else {})
     with torch.device(device):
-        model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype, **eager)
     # transformers starts biases at 0 and norm weights at 1, which would hide a bias or a
     # norm weight applied wrongly: give them random values too.
     with torch.no_grad():
