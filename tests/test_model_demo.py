@@ -85,3 +85,25 @@ def test_the_floor_counts_each_layer_s_window_of_the_cache():
     kv_position = 2 * whole.kv_dim * 2 * 2 * whole.n_layers   # k and v, 2 bytes, batch 2
     assert rows["whole"] == pytest.approx(100 * (weights + kv_position * 1000) / 1e6)
     assert rows["windowed"] == pytest.approx(100 * (weights + kv_position * 100) / 1e6)
+
+
+@pytest.mark.parametrize("window, full", [(64, True), (8, False)])
+def test_hf_peers_cache_every_position_where_the_windows_hold_them(window, full):
+    """transformers' peers decode over a StaticCache of full layers where every sliding
+    window holds the cache's positions (its sliding layers count on the host, which a
+    captured step freezes), over the model's own layers where a window is smaller; either
+    way teacher-forced logits equal transformers' forward (Gemma 2, window past and within
+    the 40 positions decoded)."""
+    from tilegraph.model_demo import HFDecoder
+    from tilegraph.testing import rel_error
+
+    hf = random_hf_model("tiny-gemma2", scale=3.0, sliding_window=window)
+    decoder = HFDecoder(hf, 2, 48)
+    kinds = {type(layer).__name__ for layer in decoder.cache.layers}
+    assert kinds == ({"StaticLayer"} if full else {"StaticLayer", "StaticSlidingWindowLayer"})
+    assert hf.config.layer_types == ["sliding_attention", "full_attention"]   # untouched
+    prompts, continuation = torch.randint(3, 67, (2, 10)), torch.randint(3, 67, (2, 30))
+    logits = decoder.score(prompts, continuation, decoder.step)
+    with torch.no_grad():
+        ref = hf(torch.cat([prompts, continuation], dim=1)).logits[:, 9:39]
+    assert max(rel_error(logits[:, t], ref[:, t]) for t in range(30)) < 1e-5
