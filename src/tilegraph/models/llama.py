@@ -1,5 +1,5 @@
 """The Llama family (Llama 2/3.x, Mistral, Ministral, Phi-3, Qwen2, Qwen3, SmolLM3, Granite 3,
-Gemma 3) in plain PyTorch, with a decode path on tilegraph's kernels.
+Gemma 2 and 3) in plain PyTorch, with a decode path on tilegraph's kernels.
 
     model = Llama.from_hf("path/to/checkpoint", dtype=torch.bfloat16, device="cuda")
     logits = model(input_ids)                    # (B, T, vocab): plain PyTorch, the reference
@@ -17,7 +17,7 @@ in the prologue of the QKV projection, rotary embedding of q and k and both cach
 its epilogue), tg.decode_attention over each sequence's own length, the output projection with
 the residual add in its epilogue, the gate/up projection with RMSNorm in its prologue and
 SiLU(gate) * up in its epilogue, and the down projection with the residual add. A decode step
-has fixed shapes: one captured graph serves every position. Gemma 3 gates by GELU instead,
+has fixed shapes: one captured graph serves every position. Gemma gates by GELU instead,
 and normalises the attention and MLP outputs before their residual adds: there the two
 residual projections write their outputs alone and tg.rms_norm(residual=) adds them.
 
@@ -487,13 +487,17 @@ class Llama(nn.Module):
         c, local = self.config, self.local
         rows, group = tokens.shape[0], local.n_heads // local.n_kv_heads
         slots = cache.slots[:rows]
+        # each table at the rows' positions, once: (S, head_dim / 2)
+        tables = (cache.cos[positions], cache.sin[positions])
+        local_tables = (tuple(t[positions] for t in cache.local) if cache.local is not None
+                        else None)
         cached = torch.arange(cache.max_seq, device=tokens.device)
         visible = cached <= positions[:, None]   # (S, max_seq)
         x = F.embedding(tokens, self.embed)
         for index, layer in enumerate(self.layers):
             qkv = F.linear(_rms_norm(x, layer.attn_norm, c.norm_eps), layer.wqkv, layer.bqkv)
-            cos, sin = (t[positions] for t in cache.tables(c, index))   # (S, head_dim / 2)
-            q, k, v = self._split_heads(qkv, index, cos, sin)   # (S, heads, head_dim)
+            q, k, v = self._split_heads(qkv, index, *(local_tables if c.rotates_locally(index)
+                                                      else tables))   # (S, heads, head_dim)
             # one index_put on the whole cache: through a view of it (cache.k[index]),
             # torch.compile copied the whole cache back after every step
             at = (torch.full_like(slots, index), slots, slice(None), positions)
