@@ -3,16 +3,16 @@
 # built eager: 5.17 took SDPA and left the softcap out; decode attention's rule fitting fp32
 # heads of 256 in shared memory; transformers' peers over full cache layers where every
 # window holds max_seq) with the Gemma tests again, the real shapes among them; Gemma 3 1B's
-# demo at batch 1 alone, Gemma 2 2B's again (its hand graph); session 112's Qwen3 tests.
+# demo at batch 1 alone, Gemma 2 2B's again (its hand graph). (Session 112's Qwen3 tests
+# left out: the device time left would not hold them.)
 set -u
 ROOT=$PWD
 run() { PYTHONPATH=$ROOT/src TILEGRAPH_CACHE_DIR=/tmp/tg-g TRITON_CACHE_DIR=/tmp/tr-g "$@"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > $OUT/0-gpu.txt 2>&1
-(run timeout 150 python3 -m pytest -n 8 -q -p no:cacheprovider tests/test_llama.py tests/test_generate.py tests/test_decode_attention.py tests/test_model_demo.py -k "gemma or fit or softcap or hf_peers"; echo "rc=$?") > $OUT/1-gemma-tests.txt 2>&1
+(run timeout 140 python3 -m pytest -n 8 -q -p no:cacheprovider tests/test_llama.py tests/test_generate.py tests/test_decode_attention.py tests/test_model_demo.py -k "gemma or fit or softcap or hf_peers"; echo "rc=$?") > $OUT/1-gemma-tests.txt 2>&1
 { echo "\$ tilegraph demo --model gemma3-1b --batch 1 --variants hf-eager,hf-graph,tilegraph --no-sweeps"
-  COLUMNS=200 run timeout 135 python3 -m tilegraph demo --model gemma3-1b --batch 1 --variants hf-eager,hf-graph,tilegraph --no-sweeps --out $OUT/demo; echo "rc=$?"; } > $OUT/2-demo-gemma3-1b.txt 2>&1
+  COLUMNS=200 run timeout 130 python3 -m tilegraph demo --model gemma3-1b --batch 1 --variants hf-eager,hf-graph,tilegraph --no-sweeps --out $OUT/demo; echo "rc=$?"; } > $OUT/2-demo-gemma3-1b.txt 2>&1
 cp $OUT/demo/*.json $OUT/ 2>/dev/null; rm -rf $OUT/demo   # at most 8 files come back
 { echo "\$ tilegraph demo --model gemma2-2b --batch 1 --variants hf-eager,hf-graph,tilegraph --no-sweeps"
-  COLUMNS=200 run timeout 115 python3 -m tilegraph demo --model gemma2-2b --batch 1 --variants hf-eager,hf-graph,tilegraph --no-sweeps --out $OUT/demo2; echo "rc=$?"; } > $OUT/2-demo-gemma2-2b.txt 2>&1
+  COLUMNS=200 run timeout 110 python3 -m tilegraph demo --model gemma2-2b --batch 1 --variants hf-eager,hf-graph,tilegraph --no-sweeps --out $OUT/demo2; echo "rc=$?"; } > $OUT/2-demo-gemma2-2b.txt 2>&1
 cp $OUT/demo2/*.json $OUT/ 2>/dev/null; rm -rf $OUT/demo2
-(run timeout 80 python3 -m pytest -n 8 -q -p no:cacheprovider tests/test_rotary.py tests/test_linear_qkv.py tests/test_llama.py tests/test_generate.py -k "qwen3 or head_norm or interleaved or rotary_qkv"; echo "rc=$?") > $OUT/3-qwen3-tests.txt 2>&1
