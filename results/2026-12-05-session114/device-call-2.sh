@@ -9,9 +9,9 @@ set -u
 ROOT=$PWD
 run() { PYTHONPATH=$ROOT/src TILEGRAPH_CACHE_DIR=/tmp/tg-g TRITON_CACHE_DIR=/tmp/tr-g "$@"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > $OUT/0-gpu.txt 2>&1
-(run timeout 150 python3 -m pytest -n 8 -q -p no:cacheprovider tests/test_llama.py tests/test_generate.py tests/test_decode_attention.py tests/test_model_demo.py -k "gemma or fit or softcap or hf_peers"; echo "rc=$?") > $OUT/1-gemma-tests.txt 2>&1
+(run timeout 140 python3 -m pytest -n 8 -q -p no:cacheprovider tests/test_llama.py tests/test_generate.py tests/test_decode_attention.py tests/test_model_demo.py -k "gemma or fit or softcap or hf_peers"; echo "rc=$?") > $OUT/1-gemma-tests.txt 2>&1
 { echo "\$ tilegraph demo --model gemma3-1b --batch 1 --variants hf-eager,hf-graph,tilegraph --no-sweeps"
-  COLUMNS=200 run timeout 125 python3 -m tilegraph demo --model gemma3-1b --batch 1 --variants hf-eager,hf-graph,tilegraph --no-sweeps --out $OUT/demo; echo "rc=$?"; } > $OUT/2-demo-gemma3-1b.txt 2>&1
+  COLUMNS=200 run timeout 135 python3 -m tilegraph demo --model gemma3-1b --batch 1 --variants hf-eager,hf-graph,tilegraph --no-sweeps --out $OUT/demo; echo "rc=$?"; } > $OUT/2-demo-gemma3-1b.txt 2>&1
 cp $OUT/demo/*.json $OUT/ 2>/dev/null; rm -rf $OUT/demo   # at most 8 files come back
 { echo "\$ tilegraph demo --model gemma2-2b --batch 1 --variants hf-eager,hf-graph,tilegraph --no-sweeps"
   COLUMNS=200 run timeout 105 python3 -m tilegraph demo --model gemma2-2b --batch 1 --variants hf-eager,hf-graph,tilegraph --no-sweeps --out $OUT/demo2; echo "rc=$?"; } > $OUT/2-demo-gemma2-2b.txt 2>&1
