@@ -13,7 +13,8 @@ from tilegraph.testing import MODEL_TOLERANCES, rel_error
 transformers = pytest.importorskip("transformers")
 
 TINY = ("tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3",
-        "tiny-granite", "tiny-ministral", "tiny-smollm3", "tiny-gemma2", "tiny-gemma3")
+        "tiny-granite", "tiny-ministral", "tiny-smollm3", "tiny-gemma", "tiny-gemma2",
+        "tiny-gemma3")
 
 
 def _load_through_directory(hf, tmp_path, device, **save):
@@ -363,6 +364,19 @@ def test_gemma2_config_softcaps_and_alternate_layers():
                              "final_logit_softcapping": 30.0})
     with pytest.raises(ValueError, match="attn_softcap must be a positive number"):
         LlamaConfig.from_hf({**raw, "attn_logit_softcapping": 0.0})
+
+
+def test_gemma1_config_as_transformers_reads_it():
+    """Gemma 1: Llama's layout with Gemma's norms and embeddings; its config's legacy
+    hidden_act "gelu" means the tanh approximation (transformers reads it so); no window,
+    no post norms, scores scaled by head_dim^-1/2, no softcap."""
+    raw = {**{key: value for key, value in hf_config("tiny-gemma").to_dict().items()
+              if key not in ("hidden_activation", "sliding_window")}, "hidden_act": "gelu"}
+    config = LlamaConfig.from_hf(raw)
+    assert config.mlp_activation == "geglu_tanh" and config.norm_plus_one
+    assert not config.post_norms and config.sliding_window is None
+    assert config.attention_multiplier is None and config.embedding_multiplier == 32 ** 0.5
+    assert config.attn_softcap is config.logits_softcap is None and config.tie_embeddings
 
 
 def _tiny_gemma3_with_images():

@@ -140,6 +140,13 @@ SHAPES: dict[str, dict] = {
                         hidden_activation="gelu_pytorch_tanh", max_position_embeddings=256,
                         layer_types=["sliding_attention", "full_attention"], eos_token_id=2,
                         pad_token_id=0, bos_token_id=1),
+    # Gemma 1: Llama's layout, gated GELU (its config's legacy "gelu"), 1 + weight norms,
+    # scaled embeddings; one kv head
+    "tiny-gemma": dict(model_type="gemma", vocab_size=67, hidden_size=32, intermediate_size=48,
+                       num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=1,
+                       head_dim=16, rms_norm_eps=1e-6, rope_theta=10000.0, hidden_act="gelu",
+                       max_position_embeddings=256, eos_token_id=2, pad_token_id=0,
+                       bos_token_id=1),
     # caps low enough that tiny random weights' scores and logits reach them
     "tiny-gemma2": dict(model_type="gemma2", vocab_size=67, hidden_size=32,
                         intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,

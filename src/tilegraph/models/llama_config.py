@@ -8,9 +8,10 @@ Phi-3 (q|k|v and gate|up stored fused; LongRoPE and partial rotary embeddings to
 (bias on q, k and v), Qwen3 (an RMSNorm on every q and k head), SmolLM3 (every fourth layer
 without rotary embeddings), Granite 3 (scalars on the embeddings, attention scores, layer
 outputs and logits, folded into the weights), EXAONE 3 and InternLM3 (Llama under other
-names), Gemma 2 and 3 (gated GELU, a norm after attention and after the MLP as well as before,
-norms scaling by 1 + weight; Gemma 2's attention scores and logits softcapped, Gemma 3's local
-layers rotating by their own base; of its multimodal checkpoints, the language model);
+names), Gemma (gated GELU, norms scaling by 1 + weight, scaled embeddings; Gemma 2 and 3: a
+norm after attention and after the MLP as well as before; Gemma 2's attention scores and
+logits softcapped, Gemma 3's local layers rotating by their own base; of its multimodal
+checkpoints, the language model);
 sliding windows in the layers each family's config names. Anything else raises a
 ValueError that names the field, so a model is never run with a part silently ignored.
 """
@@ -28,8 +29,8 @@ import torch
 from ..kernels._activation import GLU_ACTIVATIONS as _GATED
 
 SUPPORTED_TYPES = ("llama", "mistral", "ministral", "phi3", "qwen2", "qwen3", "smollm3",
-                   "granite", "exaone", "internlm3", "gemma2", "gemma3_text")
-GEMMA_TYPES = ("gemma2", "gemma3_text")
+                   "granite", "exaone", "internlm3", "gemma", "gemma2", "gemma3_text")
+GEMMA_TYPES = ("gemma", "gemma2", "gemma3_text")
 # Multimodal checkpoints whose language model tilegraph runs (on text): their type -> the
 # type of the text_config they hold
 _LANGUAGE_MODELS = {"gemma3": "gemma3_text"}
@@ -345,6 +346,8 @@ def _fields_from_hf(values: dict) -> dict:
             raise _unsupported(name, values[name], "mixture-of-experts layers are not "
                                "implemented")
     activation = values.get("hidden_activation") or values.get("hidden_act") or "silu"
+    if model_type == "gemma" and activation == "gelu":
+        activation = "gelu_pytorch_tanh"   # as transformers reads Gemma 1's legacy value
     if activation not in _MLP_ACTIVATIONS:
         raise _unsupported("hidden_act", activation, "the MLP's gate is silu or gelu ("
                            f"{', '.join(_MLP_ACTIVATIONS)})")
@@ -356,9 +359,10 @@ def _fields_from_hf(values: dict) -> dict:
         raise _unsupported("use_bidirectional_attention", True, "attention is causal")
     if values.get("pretraining_tp", 1) not in (None, 1):
         raise _unsupported("pretraining_tp", values["pretraining_tp"], "use 1")
-    window = values.get("sliding_window", 4096 if gemma else None)   # Gemma's default
+    # Gemma 2's and 3's default (Gemma 1 never slides)
+    window = values.get("sliding_window", 4096 if gemma and model_type != "gemma" else None)
     sliding = _sliding_layers(values, model_type) if window is not None else None
-    if (model_type in ("llama", "granite", "exaone", "internlm3")
+    if (model_type in ("llama", "granite", "exaone", "internlm3", "gemma")
             or (sliding is not None and not any(sliding))):
         window = sliding = None   # their attention is never windowed
     if model_type in ("llama", "qwen3", "smollm3", "granite", "exaone", "internlm3",
@@ -387,14 +391,16 @@ def _fields_from_hf(values: dict) -> dict:
 
 
 def _gemma_fields(values: dict, model_type: str) -> dict:
-    """Gemma's norms and scalars (the embeddings times sqrt(hidden size), attention scores
-    times query_pre_attn_scalar^-1/2, the logits' softcap; Gemma 2's attention scores' too:
-    transformers' Gemma 3 does not cap them) and rotary embeddings: Gemma 2's as Llama's,
-    Gemma 3's _gemma3_rope."""
-    rope = _rope_fields(values) if model_type == "gemma2" else _gemma3_rope(values)
-    return {**rope, "post_norms": True, "norm_plus_one": True,
+    """Gemma's norms and scalars (the embeddings times sqrt(hidden size); Gemma 2's and 3's
+    norms after attention and the MLP, attention scores times query_pre_attn_scalar^-1/2,
+    the logits' softcap; Gemma 2's attention scores' too: transformers' Gemma 3 does not cap
+    them) and rotary embeddings: Gemma 1's and 2's as Llama's, Gemma 3's _gemma3_rope."""
+    rope = _gemma3_rope(values) if model_type == "gemma3_text" else _rope_fields(values)
+    later = model_type != "gemma"   # Gemma 2 and 3
+    return {**rope, "post_norms": later, "norm_plus_one": True,
             "embedding_multiplier": float(values["hidden_size"]) ** 0.5,
-            "attention_multiplier": float(values.get("query_pre_attn_scalar", 256)) ** -0.5,
+            "attention_multiplier": (float(values.get("query_pre_attn_scalar", 256)) ** -0.5
+                                     if later else None),
             # (Gemma2Config's defaults where a config.json leaves them out)
             "attn_softcap": (values.get("attn_logit_softcapping", 50.0)
                              if model_type == "gemma2" else None),
