@@ -1,5 +1,5 @@
 """The Llama family (Llama 2/3.x, Mistral, Ministral, Phi-3, Qwen2, Qwen3, SmolLM3, Granite 3,
-Gemma 2 and 3) in plain PyTorch, with a decode path on tilegraph's kernels.
+Gemma 1-3) in plain PyTorch, with a decode path on tilegraph's kernels.
 
     model = Llama.from_hf("path/to/checkpoint", dtype=torch.bfloat16, device="cuda")
     logits = model(input_ids)                    # (B, T, vocab): plain PyTorch, the reference
