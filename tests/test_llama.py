@@ -311,7 +311,7 @@ def test_gemma3_config_as_transformers_4_and_5_write_it():
     and a config.json as transformers 4 wrote it (rope_theta, rope_local_base_freq,
     rope_scaling, sliding_window_pattern; tie_word_embeddings left out: tied) read alike;
     the logits' softcap read, the attention scores' left out as transformers' Gemma 3 leaves
-    it; bidirectional attention, scaled local layers and Gemma 1 refused."""
+    it; bidirectional attention, scaled local layers and Gemma 3n refused."""
     new = LlamaConfig.from_hf(hf_config("tiny-gemma3"))
     assert (new.rope_theta, new.rope_local_theta, new.rope_linear_factor) == (1e6, 1e4, 2.0)
     assert new.sliding_window == 24 and new.sliding_layers == (True, False)
@@ -333,7 +333,7 @@ def test_gemma3_config_as_transformers_4_and_5_write_it():
                                   "final_logit_softcapping": 30.0})
     assert capped.attn_softcap is None and capped.logits_softcap == 30.0
     for change, field in (({"use_bidirectional_attention": True}, "bidirectional"),
-                          ({"model_type": "gemma"}, "model_type")):
+                          ({"model_type": "gemma3n_text"}, "model_type")):
         with pytest.raises(ValueError, match=field):
             LlamaConfig.from_hf({**old, **change})
     scaled_local = hf_config("tiny-gemma3").to_dict()
