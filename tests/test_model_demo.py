@@ -87,20 +87,22 @@ def test_the_floor_counts_each_layer_s_window_of_the_cache():
     assert rows["windowed"] == pytest.approx(100 * (weights + kv_position * 100) / 1e6)
 
 
-@pytest.mark.parametrize("window, full", [(64, True), (8, False)])
-def test_hf_peers_cache_every_position_where_the_windows_hold_them(window, full):
-    """transformers' peers decode over a StaticCache of full layers where every sliding
-    window holds the cache's positions (its sliding layers count on the host, which a
-    captured step freezes), over the model's own layers where a window is smaller; either
-    way teacher-forced logits equal transformers' forward (Gemma 2, window past and within
-    the 40 positions decoded)."""
+@pytest.mark.parametrize("window", [64, 8])
+@pytest.mark.parametrize("masks_on_device", [False, True])
+def test_hf_peers_cache_every_position_in_full_layers(window, masks_on_device):
+    """transformers' peers decode over a StaticCache of full layers (its sliding layers
+    count on the host, which a captured step freezes), with transformers' masks or the
+    step's own computed on the device (transformers' eager ones cannot be captured); either
+    way teacher-forced logits equal transformers' forward (Gemma 2, eager attention, window
+    past and within the 40 positions decoded)."""
     from tilegraph.model_demo import HFDecoder
     from tilegraph.testing import rel_error
 
     hf = random_hf_model("tiny-gemma2", scale=3.0, sliding_window=window)
+    assert hf.config._attn_implementation == "eager"
     decoder = HFDecoder(hf, 2, 48)
-    kinds = {type(layer).__name__ for layer in decoder.cache.layers}
-    assert kinds == ({"StaticLayer"} if full else {"StaticLayer", "StaticSlidingWindowLayer"})
+    decoder.masks_on_device = masks_on_device
+    assert {type(layer).__name__ for layer in decoder.cache.layers} == {"StaticLayer"}
     assert hf.config.layer_types == ["sliding_attention", "full_attention"]   # untouched
     prompts, continuation = torch.randint(3, 67, (2, 10)), torch.randint(3, 67, (2, 30))
     logits = decoder.score(prompts, continuation, decoder.step)

@@ -110,7 +110,9 @@ class GreedyDecoder:
 
 
 class HFDecoder(GreedyDecoder):
-    """transformers' model over a StaticCache."""
+    """transformers' model over a StaticCache. With masks_on_device, the step passes
+    attention masks it computes on the GPU from position, in place of transformers' own
+    where those cannot be captured (below)."""
 
     def __init__(self, hf, batch: int, max_seq: int):
         from transformers import StaticCache
@@ -123,12 +125,32 @@ class HFDecoder(GreedyDecoder):
         name = "cache" if "cache" in inspect.signature(hf.forward).parameters \
             else "past_key_values"
         self.cache_arg = {name: self.cache}
+        self.masks_on_device = False
+        text = hf.config.get_text_config(decoder=True)
+        self._layer_types = getattr(text, "layer_types", None)
+        self._window = getattr(text, "sliding_window", None)
+        self._kv_index = torch.arange(max_seq, device=hf.device)
+        self._blocked = torch.full((1, 1, 1, max_seq), torch.finfo(hf.dtype).min,
+                                   dtype=hf.dtype, device=hf.device)
 
     @torch.no_grad()
     def step(self) -> torch.Tensor:
+        masks = {"attention_mask": self._device_masks()} if self.masks_on_device else {}
         out = self.forward(input_ids=self.ids, **self.cache_arg, cache_position=self.position,
-                           use_cache=True)
+                           use_cache=True, **masks)
         return out.logits[:, -1]
+
+    def _device_masks(self) -> torch.Tensor | dict[str, torch.Tensor]:
+        """Additive masks (1, 1, 1, max_seq) over the cache for the token at position, the
+        same as transformers' (0 where attended, the dtype's min elsewhere; a sliding layer
+        sees its last `window` positions): a dict by layer type where the model has them."""
+        seen = self._kv_index <= self.position
+        full = self._blocked.masked_fill(seen, 0.0)
+        if not self._layer_types:
+            return full
+        recent = seen & (self._kv_index > self.position - self._window)
+        return {"full_attention": full,
+                "sliding_attention": self._blocked.masked_fill(recent, 0.0)}
 
     def _prefill(self, prompts: torch.Tensor) -> torch.Tensor:
         self.cache.reset()
@@ -140,15 +162,14 @@ class HFDecoder(GreedyDecoder):
 
 
 def _cache_config(config, max_seq: int):
-    """The config transformers' StaticCache is built from: the model's, or where every
-    sliding window holds max_seq positions (Gemma 2's 4096), a copy whose layers are all
-    full ones, of the same size. transformers' sliding-window cache layers count positions
-    on the host, which a captured step freezes (Gemma 2 2B's hand graph was 46% off at its
-    first replay, transformers 5.17); a full layer under the sliding mask attends as the
-    window does. Smaller windows keep their layers, whose caches are smaller."""
+    """The config transformers' StaticCache is built from: the model's, or where it has
+    sliding-window layers, a copy whose cache layers are all full ones of max_seq positions.
+    transformers' sliding-window cache layers count positions on the host, which a captured
+    step freezes (its first replay was 46% off at Gemma 2 2B's shape and 51% at Gemma 3
+    1B's, transformers 5.17); a full layer under the sliding mask attends as the window
+    does."""
     text = config.get_text_config(decoder=True)
-    window = getattr(text, "sliding_window", None)
-    if not getattr(text, "layer_types", None) or window is None or window < max_seq:
+    if not getattr(text, "layer_types", None) or getattr(text, "sliding_window", None) is None:
         return config
     config = copy.deepcopy(config)
     text = config.get_text_config(decoder=True)
@@ -185,6 +206,9 @@ class PlainDecoder(GreedyDecoder):
 
 def _hand_graph(decoder: HFDecoder, prompts: torch.Tensor) -> Callable[[], torch.Tensor]:
     """The step captured in a torch.cuda.CUDAGraph the way PyTorch's docs teach it."""
+    # transformers' eager masks copy a host scalar to the GPU each step, which capture
+    # refuses (Gemma 2, whose softcapped attention is eager alone; transformers 5.17)
+    decoder.masks_on_device = decoder.hf.config._attn_implementation == "eager"
     decoder.run(prompts, 2, decoder.step)   # allocates the cache's tensors
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
