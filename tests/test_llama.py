@@ -368,7 +368,7 @@ def test_gemma2_config_softcaps_and_alternate_layers():
 
 def test_gemma1_config_as_transformers_reads_it():
     """Gemma 1: Llama's layout with Gemma's norms and embeddings; its config's legacy
-    hidden_act "gelu" means the tanh approximation (transformers reads it so); no window,
+    hidden_act "gelu" means the tanh approximation (transformers 5.25 reads it so); no window,
     no post norms, scores scaled by head_dim^-1/2, no softcap."""
     raw = {**{key: value for key, value in hf_config("tiny-gemma").to_dict().items()
               if key not in ("hidden_activation", "sliding_window")}, "hidden_act": "gelu"}

@@ -347,7 +347,9 @@ def _fields_from_hf(values: dict) -> dict:
                                "implemented")
     activation = values.get("hidden_activation") or values.get("hidden_act") or "silu"
     if model_type == "gemma" and activation == "gelu":
-        activation = "gelu_pytorch_tanh"   # as transformers reads Gemma 1's legacy value
+        # Gemma 1's legacy value: Google's models run the tanh approximation (transformers
+        # 5.25 reads it so; 5.17 ran the exact GELU)
+        activation = "gelu_pytorch_tanh"
     if activation not in _MLP_ACTIVATIONS:
         raise _unsupported("hidden_act", activation, "the MLP's gate is silu or gelu ("
                            f"{', '.join(_MLP_ACTIVATIONS)})")
