@@ -1,14 +1,13 @@
 #!/bin/bash
-# Session 115, first call of two: Qwen3 (session 112's tests), the fp32 reference error by
-# preset, transformers' hand-captured graph at Gemma 2 2B's and Gemma 3 1B's shapes, session
-# 111's prepared fixes on a patched copy.
+# Session 115, first call of two: Qwen3 (session 112's tests), transformers' hand-captured
+# graph at Gemma 2 2B's and Gemma 3 1B's shapes, session 111's prepared fixes on a patched
+# copy.
 set -u
 # DEADLINE (epoch seconds, optional): parts that would start after it are skipped
 left() { [ "$(date +%s)" -lt "${DEADLINE:-9999999999}" ] || { echo "skipped: $1" >> $OUT/skipped.txt; return 1; }; }
 ROOT=$PWD S=results/2026-12-05-session115 S111=results/2026-12-04-session111
 run() { PYTHONPATH=$ROOT/src TILEGRAPH_CACHE_DIR=/tmp/tg-a TRITON_CACHE_DIR=/tmp/tr-a "$@"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > $OUT/0-gpu.txt 2>&1
-left fp32-error && (run timeout 60 python3 $S/fp32_reference_error.py; echo "rc=$?") > $OUT/1-fp32-error.txt 2>&1
 for spec in "gemma2-2b 1" "gemma3-1b 1" "gemma3-1b 8"; do set -- $spec
   left "hf-graph $1 $2" && { echo "\$ tilegraph demo --model $1 --batch $2 --variants hf-eager,hf-graph --no-sweeps"
     COLUMNS=200 run timeout 60 python3 -m tilegraph demo --model $1 --batch $2 --variants hf-eager,hf-graph --no-sweeps --out /tmp/demo-$1-$2 | tail -12; echo "rc=$?"; } >> $OUT/2-hf-graph.txt 2>&1
