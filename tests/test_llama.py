@@ -780,17 +780,27 @@ def test_real_shapes_teacher_forced_over_64_positions(name, dtype, batch):
 
 
 @pytest.mark.gpu
-def test_decode_graph_replays_equal_eager_decode_over_200_positions():
+@pytest.mark.parametrize("name, overrides", [("qwen2-0.5b", {}),
+                                             ("gemma2-2b", {"sliding_window": 64})])
+def test_decode_graph_replays_equal_eager_decode_over_200_positions(name, overrides):
     """The decode chain (kernels launched with programmatic dependent launch, split runs
-    merged through per-stream counters) replayed 200 times from one graph gives the same
-    logits, bit for bit, as the same steps launched eagerly; both stay within tolerance of
-    the plain PyTorch forward over the whole sequence."""
+    merged through per-stream counters; Gemma 2's norms after attention and the MLP
+    between its projections, its softcaps and windows) replayed 200 times from one graph
+    gives the same logits, bit for bit, as the same steps launched eagerly; both stay
+    within tolerance of the plain PyTorch forward in fp32 over the whole sequence (or 1.5x
+    the plain forward's own error in bf16)."""
     import tilegraph as tg
 
-    config = LlamaConfig.from_hf(hf_config("qwen2-0.5b", num_hidden_layers=3))
+    config = LlamaConfig.from_hf(hf_config(name, num_hidden_layers=3, **overrides))
     model = Llama(config, dtype=torch.bfloat16, device="cuda")
     steps, prompt = 200, 7
     ids = torch.randint(0, config.vocab_size, (2, prompt + steps), device="cuda")
+    with torch.no_grad():
+        own = model(ids).float()
+        twin = Llama(config, dtype=torch.float32, device="cuda")
+        twin.load_state_dict(model.state_dict())
+        reference = twin(ids).float()
+        del twin
     eager_cache, graph_cache = model.new_cache(2, 256), model.new_cache(2, 256)
     model.prefill(ids[:, :prompt], eager_cache)
     model.prefill(ids[:, :prompt], graph_cache)
@@ -798,8 +808,6 @@ def test_decode_graph_replays_equal_eager_decode_over_200_positions():
     positions = torch.full((2,), prompt, device="cuda")
     graph = tg.capture(model.decode, tokens, positions, graph_cache)
     model.prefill(ids[:, :prompt], graph_cache)   # undo the warm-up's cache writes
-    with torch.no_grad():
-        reference = model(ids).float()
     for t in range(prompt, prompt + steps):
         tokens.copy_(ids[:, t])
         positions.fill_(t)
@@ -807,4 +815,6 @@ def test_decode_graph_replays_equal_eager_decode_over_200_positions():
         eager = model.decode(ids[:, t], torch.full((2,), t, device="cuda"), eager_cache)
         assert torch.equal(replayed, eager.float()), f"position {t}: replay != eager"
         err = rel_error(replayed, reference[:, t])
-        assert err <= MODEL_TOLERANCES[torch.bfloat16], f"position {t}: {err:.3g}"
+        bound = max(MODEL_TOLERANCES[torch.bfloat16],
+                    1.5 * rel_error(own[:, t], reference[:, t]))
+        assert err <= bound, f"position {t}: {err:.3g} > {bound:.3g}"

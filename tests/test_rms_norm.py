@@ -5,6 +5,8 @@ from hypothesis import strategies as st
 
 import tilegraph as tg
 from _shapes import DTYPES, ROW_SHAPES
+from tilegraph.kernels import _pdl
+from tilegraph.kernels.linear import linear_ref
 from tilegraph.kernels.rms_norm import rms_norm_ref
 from tilegraph.testing import assert_close, poisoned, randn
 
@@ -114,6 +116,52 @@ def test_large_gpu(shape, dtype):
     w = randn(shape[-1], dtype=dtype, device="cuda")
     out = tg.rms_norm(x, w, out=poisoned(shape, dtype, "cuda"))
     assert_close(out, rms_norm_ref(x.double(), w.double()), dtype)
+
+
+@pytest.mark.gpu
+def test_a_decode_norm_launches_with_pdl_and_records_its_writes():
+    """A grid of one wave launches with programmatic dependent launch (Hopper on): what it
+    writes is then in flight, so the next kernel may not prefetch it; a grid of more
+    waves launches without, and leaves nothing in flight."""
+    if not _pdl.supports_pdl(torch.device("cuda")):
+        pytest.skip("programmatic dependent launch needs Hopper or newer")
+    x, other = randn(4, 1152, device="cuda"), randn(4, 1152, device="cuda")
+    w = randn(1152, device="cuda")
+    out = tg.rms_norm(x, w, residual=other)
+    assert not _pdl.use_pdl(x.device, (out,)) and _pdl.use_pdl(x.device, (other,))
+    many = randn(100_000, 64, device="cuda")
+    out = tg.rms_norm(many, w[:64])
+    assert _pdl.use_pdl(x.device, (out,))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("rows", [1, 8])
+def test_norm_between_projections_in_a_graph_equals_eager_over_replays(rows, dtype):
+    """Gemma's order, projection -> norm and residual add -> normed projection, each
+    kernel launched with PDL: 50 replays with fresh inputs equal the same calls run
+    eagerly, bit for bit, and the float64 reference within tolerance."""
+    d = 1152
+    w0, w1 = (randn(d, d, dtype=dtype, device="cuda", scale=d**-0.5) for _ in range(2))
+    post, g = randn(d, dtype=dtype, device="cuda"), randn(d, dtype=dtype, device="cuda")
+
+    def chain(x):
+        x = tg.rms_norm(tg.linear(x, w0), post, residual=x)
+        return tg.linear(x, w1, norm_weight=g, residual=x)
+
+    def reference(x):
+        # rounded to the dtype where the kernels round: the projection's output, the sum
+        h = linear_ref(x.double(), w0.double()).to(dtype)
+        x = rms_norm_ref(h, post, residual=x).double()
+        return linear_ref(x, w1.double(), norm_weight=g.double(), residual=x)
+
+    graph = tg.capture(chain, randn(rows, d, dtype=dtype, device="cuda"))
+    for _ in range(50):
+        x = randn(rows, d, dtype=dtype, device="cuda")
+        graph.inputs[0].copy_(x)
+        replayed = graph.replay()
+        assert torch.equal(replayed, chain(x))
+        assert_close(replayed, reference(x), dtype)
 
 
 @pytest.mark.parametrize("n_cols", [1, 7, 100, 781, 1024, 2048, 4096, 8192, 16384, 20000])

@@ -17,21 +17,29 @@ from ._checks import (
     prepare_out,
     wants_grad,
 )
-from ._launch import MAX_ROW_TILE, row_config, sm_count
+from ._launch import MAX_ROW_TILE, row_config, sm_count, supports_pdl
 from ._ops import custom_op, functional_op
 from ._partials import sum_partials
+from ._pdl import ENABLED as PDL_ENABLED
+from ._pdl import launched
 
 
 @triton.jit
 def _rms_norm_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, res_ptr, stride_rm, n_rows,
                      n_cols, eps, HAS_RESIDUAL: tl.constexpr, BLOCK_M: tl.constexpr,
                      BLOCK_N: tl.constexpr, SINGLE_PASS: tl.constexpr,
-                     LOAD_POLICY: tl.constexpr):
+                     LOAD_POLICY: tl.constexpr, PDL: tl.constexpr = False):
     """y_ij = x_ij / sqrt(mean_j x_ij^2 + eps) * w_j (Zhang & Sennrich 2019), BLOCK_M rows a
     program; rows longer than one tile are read twice (sum of squares, then scale).
     HAS_RESIDUAL: y_ij = r_ij + that, the norm rounded to y's dtype before the add (as a
     decoder's residual stream adds a normalised output, Gemma's sandwich norms).
-    LOAD_POLICY: eviction policy of the one-tile path's x load ("" or "evict_last")."""
+    LOAD_POLICY: eviction policy of the one-tile path's x load ("" or "evict_last").
+    PDL: launched with programmatic dependent launch (a decode step's norm between two
+    projections), it starts while the kernel before it finishes, reads nothing before that
+    is done, and then releases the next one, whose weights stream in meanwhile."""
+    if PDL:
+        tl.extra.cuda.gdc_wait()               # x and the residual are final
+        tl.extra.cuda.gdc_launch_dependents()  # the next kernel may start; it waits for us
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_mask = rows < n_rows
     x_rows = x_ptr + rows[:, None] * stride_xm
@@ -146,10 +154,16 @@ def _launch_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float,
     res_rows = as_rows(residual) if residual is not None else None
     n_rows, n_cols = x_rows.shape
     config = row_config(n_rows, n_cols, x.element_size())
-    _rms_norm_kernel[(triton.cdiv(n_rows, config["BLOCK_M"]),)](
+    programs = triton.cdiv(n_rows, config["BLOCK_M"])
+    # Only a grid of one wave: programs of the next kernel started early could otherwise
+    # hold the SMs that this grid's later waves need.
+    pdl = PDL_ENABLED and supports_pdl(x.device) and programs <= (sm_count(x.device) or 0)
+    _rms_norm_kernel[(programs,)](
         y_rows, y_rows.stride(0), x_rows, x_rows.stride(0), weight.contiguous(), res_rows,
         res_rows.stride(0) if res_rows is not None else 0, n_rows, n_cols, eps,
-        HAS_RESIDUAL=residual is not None, **config)
+        HAS_RESIDUAL=residual is not None, PDL=pdl, **config,
+        **({"launch_pdl": True} if pdl else {}))
+    launched(x.device, pdl, (out,))
 
 
 _run_rms_norm = custom_op("rms_norm", _launch_rms_norm)
