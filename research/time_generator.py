@@ -30,7 +30,9 @@ compiled out where the row fits one tile: _matvec.COMPILE_ONE_TILE on) and "prel
 (bands, attention's run loop compiled out where every run fits its preloaded tiles:
 decode_attention.COMPILE_PRELOADED_RUNS on) and "loops-out" (all three) and "loop-kept"
 (bands, every whole-slice tile keeping its K loop where the step tuner chose to leave it out,
-as before session 96: decode_plan.runs_one_step read as False).
+as before session 96: decode_plan.runs_one_step read as False) and "norm-no-pdl" (bands,
+tg.rms_norm launched without programmatic dependent launch, as before session 116: Gemma's
+norms after attention and the MLP).
 Each part of the build is printed as it starts, with the seconds since the start.
 """
 
@@ -44,7 +46,7 @@ from time_steps import OFF_LIST
 
 import tilegraph as tg
 from tilegraph import generate, tune
-from tilegraph.kernels import _dot_rows, _matvec, decode_plan
+from tilegraph.kernels import _dot_rows, _matvec, decode_plan, rms_norm
 from tilegraph.kernels import decode_attention as attention
 from tilegraph.kernels.greedy import greedy_step
 from tilegraph.models.hf_presets import hf_config
@@ -147,6 +149,9 @@ def main() -> None:
         _dot_rows.COMPILE_ONE_STEP = variant in ("one-step", "loops-out")
         _matvec.COMPILE_ONE_TILE = variant in ("one-tile", "loops-out")
         attention.COMPILE_PRELOADED_RUNS = variant in ("preloaded-runs", "loops-out")
+        norm_pdl = getattr(rms_norm, "PDL_ENABLED", None)  # trees before session 116: none
+        if variant == "norm-no-pdl" and norm_pdl is not None:
+            rms_norm.PDL_ENABLED = False
         runs_one_step = getattr(decode_plan, "runs_one_step", None)  # trees before s96: none
         if variant == "loop-kept" and runs_one_step is not None:
             decode_plan.runs_one_step = lambda *args: False
@@ -176,6 +181,8 @@ def main() -> None:
         _dot_rows.COMPILE_ONE_STEP = False
         _matvec.COMPILE_ONE_TILE = False
         attention.COMPILE_PRELOADED_RUNS = False
+        if norm_pdl is not None:
+            rms_norm.PDL_ENABLED = norm_pdl
         store = getattr(tune, "gemv_rows_in_step", None)  # trees before session 57: none
         step = (c.n_heads, c.n_kv_heads, c.head_dim, max_seq, str(model.dtype), c.dim,
                 c.ffn_dim, c.n_layers, c.vocab_size)
