@@ -4,6 +4,7 @@ import pytest
 import torch
 
 import tilegraph as tg
+from _hf_cache import hf_next
 from tilegraph import generate, sampling, tune
 from tilegraph.kernels import _matvec, autotune, decode_plan, matmul
 from tilegraph.kernels import decode_attention as attention
@@ -727,7 +728,7 @@ def test_greedy_tokens_with_longrope_equal_hf_through_its_cache():
             out = hf(torch.tensor([prompt]), use_cache=True)
             expected = [int(out.logits[0, -1].argmax())]
             for _ in range(19):
-                out = hf(torch.tensor([expected[-1:]]), cache=out.cache, use_cache=True)
+                out = hf_next(hf, torch.tensor([expected[-1:]]), out)
                 expected.append(int(out.logits[0, -1].argmax()))
         assert generator.generate([prompt], 20) == [expected], length
 

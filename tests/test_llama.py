@@ -6,6 +6,7 @@ import json
 import pytest
 import torch
 
+from _hf_cache import hf_next
 from tilegraph.models import Llama, LlamaConfig
 from tilegraph.models.hf_presets import SHAPES, hf_config, random_hf_model
 from tilegraph.testing import MODEL_TOLERANCES, rel_error
@@ -551,7 +552,7 @@ def _hf_step_by_step(hf, ids, prompt: int) -> torch.Tensor:
         out = hf(ids[:, :prompt], use_cache=True)
         steps = []
         for t in range(prompt, ids.shape[1]):
-            out = hf(ids[:, t:t + 1], cache=out.cache, use_cache=True)
+            out = hf_next(hf, ids[:, t:t + 1], out)
             steps.append(out.logits[:, -1])
     return torch.stack(steps, dim=1)
 
