@@ -234,6 +234,50 @@ def test_gpu_garbage_is_not_collected_while_a_graph_is_recorded():
 
 
 @pytest.mark.gpu
+def test_gpu_scope_allows_the_scratch_a_tilegraph_op_makes(monkeypatch):
+    """A scope refuses what the caller's code allocates, not the scratch inside a tilegraph
+    op: a norm run as a kernel of its own before the tensor-core projection (its rows in a
+    buffer the launcher makes), a decode layer of two kernels (its q), a softmax over a
+    dimension not the last (the rows moved last). All replay right with fresh inputs."""
+    from tilegraph.kernels import decode_plan
+    from tilegraph.kernels.decode_layer import decode_layer_ref
+
+    split = decode_plan.Plan("dot", {"BLOCK_N": 32, "BLOCK_K": 32, "num_warps": 4,
+                                     "num_stages": 2, "SPLIT_K": 4})
+    monkeypatch.setattr(decode_plan, "plan", lambda *a, **k: split)  # the norm not in its loop
+    x = randn(4, 1000, dtype=torch.bfloat16, device="cuda")
+    w = randn(300, 1000, dtype=torch.bfloat16, device="cuda", scale=1000**-0.5)
+    g = randn(1000, dtype=torch.bfloat16, device="cuda")
+    y = torch.empty(4, 300, dtype=torch.bfloat16, device="cuda")
+    h = randn(4, 256, device="cuda")
+    gh = randn(256, device="cuda")
+    wq, wo = (randn(256, 256, device="cuda", scale=1 / 16) for _ in range(2))
+    out = torch.empty(4, 256, device="cuda")
+    z = randn(5, 3, 7, device="cuda")
+    probs = torch.empty_like(z)
+
+    def block():
+        tg.linear(x, w, norm_weight=g, out=y)
+        tg.decode_layer(h, gh, wq, wo, out=out)
+        tg.softmax(z, dim=0, out=probs)
+
+    block()  # warm-up
+    with tg.scope() as s:
+        block()
+    for _ in range(5):
+        for t in (x, h, z):
+            t.copy_(torch.randn_like(t))
+        for t in (y, out, probs):
+            t.fill_(float("nan"))
+        s.graph.replay()
+        assert_close(y, linear_ref(x.double(), w.double(), norm_weight=g.double()),
+                     torch.bfloat16)
+        assert_close(out, decode_layer_ref(h.double(), gh.double(), wq.double(),
+                                           wo.double()), torch.float32)
+        assert_close(probs, softmax_ref(z.double(), dim=0), torch.float32)
+
+
+@pytest.mark.gpu
 def test_gpu_scope_allocation_raises():
     x = torch.randn(4, device="cuda")
     with pytest.raises(tg.CaptureError, match="allocates a new tensor"):  # noqa: SIM117

@@ -816,6 +816,34 @@ def test_runs_merged_apart_in_one_graph_serve_every_length():
 
 
 @pytest.mark.gpu
+def test_runs_captured_on_another_stream_stay_split(monkeypatch):
+    """PyTorch's recipe: warmed up on one stream, captured by torch.cuda.graph on a stream
+    that never ran a split launch. The capture takes the spare workspace the warm-up left,
+    so the runs stay split, and every replay equals the reference at every length."""
+    from tilegraph.kernels import _split_workspace
+
+    monkeypatch.setattr(_split_workspace, "_workspaces", {})
+    monkeypatch.setattr(_split_workspace, "_spares", {})
+    q, k, v = _case(2, 28, 4, 128, 4096, torch.bfloat16, "cuda")
+    lengths = torch.tensor([4096, 1000], device="cuda")
+    config = attention_config(2, 4, 7, 128, 4096, sm_count(q.device), merge_apart=True)
+    assert config["SPLITS"] > 1
+    out = torch.empty_like(q)
+    launch_decode_attention(q, k, v, lengths, 128 ** -0.5, out, dict(config))  # warm-up
+    stream = torch.cuda.Stream()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        launch_decode_attention(q, k, v, lengths, 128 ** -0.5, out, dict(config))
+    assert (torch.cuda.current_device(), stream.cuda_stream) in _split_workspace._workspaces
+    for length in (1, 65, 4096, 700):
+        lengths.copy_(torch.tensor([length, max(1, 4096 - length)]))
+        out.fill_(float("nan"))
+        graph.replay()
+        ref = decode_attention_ref(q.double(), k.double(), v.double(), lengths)
+        assert_close(out, ref, torch.bfloat16, what=f"length {length} after a replay")
+
+
+@pytest.mark.gpu
 def test_lengths_written_by_the_kernel_just_before():
     """Lengths written by a PyTorch kernel just before, inside the same graph (launched
     without PDL, it ends before the attention starts): every replay reads the new ones."""

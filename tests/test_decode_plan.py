@@ -3,6 +3,7 @@ programmatic dependent launch on by default: every plan against a float64 refere
 
 import itertools
 import math
+import warnings
 
 import pytest
 import torch
@@ -657,23 +658,84 @@ def test_split_k_chains_in_a_graph_equal_eager_and_leave_counters_zero(monkeypat
         assert not counters.any()
 
 
-@pytest.mark.gpu
-def test_split_k_captured_without_a_workspace_runs_unsplit():
-    """A raw torch.cuda.graph on a stream that never ran a split launch: no workspace can
-    be made during capture, so the captured kernel is not split, and it is still right."""
+def _fresh_split_workspaces(monkeypatch):
+    """No stream has a split-K workspace and the device has no spare, as in a new process."""
     from tilegraph.kernels import _split_workspace
 
-    x, w, b, g, r, ref = _parts(4, 300, 1000, torch.bfloat16, "cuda")
+    monkeypatch.setattr(_split_workspace, "_workspaces", {})
+    monkeypatch.setattr(_split_workspace, "_spares", {})
+    return _split_workspace
+
+
+def _replays_right(graph, out, x, w, b, g, r, replays=20):
+    """Fresh x and residual before each replay, out poisoned: every replay against float64
+    (g None: no norm)."""
+    for _ in range(replays):
+        x.copy_(randn(*x.shape, dtype=x.dtype, device=x.device))
+        r.copy_(randn(*r.shape, dtype=r.dtype, device=r.device))
+        ref = linear_ref(x.double(), w.double(), b.double(),
+                         norm_weight=None if g is None else g.double(), activation="gelu",
+                         residual=r.double())
+        out.fill_(float("nan"))
+        graph.replay()
+        assert_close(out, ref, x.dtype)
+
+
+@pytest.mark.gpu
+def test_split_k_captured_on_another_stream_takes_the_spare(monkeypatch):
+    """PyTorch's recipe: warmed up eagerly on one stream, captured by torch.cuda.graph on a
+    stream that never ran a split launch. The eager launch left a zeroed spare workspace
+    beside its own; the capture takes it, so the captured kernel is split, right at every
+    replay with fresh inputs, its counters back at zero after. A second capture on yet
+    another stream finds no spare left: its kernel runs unsplit, says so once, and is
+    right too."""
+    workspaces = _fresh_split_workspaces(monkeypatch)
+    monkeypatch.setattr(workspaces, "_warned_unsplit", False)
+    x, w, b, g, r, _ = _parts(4, 300, 1000, torch.bfloat16, "cuda")
     out = poisoned((4, 300), torch.bfloat16, "cuda")
-    stream = torch.cuda.Stream()
-    graph = torch.cuda.CUDAGraph()
-    decode_plan.launch(_split_plan(4), x, w, out, g, 1e-6, b, "gelu", r, False)  # compiled
-    with torch.cuda.graph(graph, stream=stream):
-        decode_plan.launch(_split_plan(4), x, w, out, g, 1e-6, b, "gelu", r, False)
-    assert (torch.cuda.current_device(), stream.cuda_stream) not in _split_workspace._workspaces
-    out.fill_(float("nan"))
-    graph.replay()
-    assert_close(out, ref, torch.bfloat16)
+    decode_plan.launch(_split_plan(4), x, w, out, g, 1e-6, b, "gelu", r, False)  # warm-up
+    assert len(workspaces._spares) == 1
+    keys = []
+    for _ in range(2):
+        stream = torch.cuda.Stream()
+        graph = torch.cuda.CUDAGraph()
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            with torch.cuda.graph(graph, stream=stream):
+                decode_plan.launch(_split_plan(4), x, w, out, g, 1e-6, b, "gelu", r, False)
+        unsplit = [warning for warning in said
+                   if "split-K kernel captured" in str(warning.message)]
+        assert len(unsplit) == (1 if keys else 0)  # the second capture's, not the first
+        keys.append((torch.cuda.current_device(), stream.cuda_stream))
+        _replays_right(graph, out, x, w, b, g, r)
+    assert keys[0] in workspaces._workspaces      # the spare, now that stream's
+    assert keys[1] not in workspaces._workspaces  # none left: unsplit
+    assert not workspaces._spares
+    torch.cuda.synchronize()
+    assert not workspaces._workspaces[keys[0]][1].any()
+
+
+@pytest.mark.gpu
+def test_split_k_in_a_scope_warmed_up_on_the_callers_stream_is_split(monkeypatch):
+    """tg.scope captures on tilegraph's side stream; a tg.linear warmed up on the caller's
+    stream in a new process (no workspace on the side stream) takes the spare there, so its
+    split launch stays split, and replays right. (No norm: at this tile it runs as a kernel
+    of its own, which another test puts in a scope.)"""
+    from tilegraph._runtime import side_stream
+
+    workspaces = _fresh_split_workspaces(monkeypatch)
+    monkeypatch.setattr(decode_plan, "plan", lambda *a, **k: _split_plan(4))
+    x, w, b, _, r, _ = _parts(4, 300, 1000, torch.bfloat16, "cuda")
+    out = poisoned((4, 300), torch.bfloat16, "cuda")
+
+    def block():
+        tg.linear(x, w, b, activation="gelu", residual=r, out=out)
+
+    block()  # the warm-up tg.scope asks for, on the caller's stream
+    with tg.scope() as captured:
+        block()
+    assert (torch.cuda.current_device(), side_stream().cuda_stream) in workspaces._workspaces
+    _replays_right(captured.graph, out, x, w, b, None, r)
 
 
 @pytest.mark.gpu

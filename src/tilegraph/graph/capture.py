@@ -385,7 +385,10 @@ class scope:
         self._marked.__enter__()
         self._start = time.perf_counter()
         recording = self._cuda_graph is None
-        self._routed = ops_through_dispatcher() if recording else contextlib.nullcontext()
+        # tilegraph's ops reach the refusal below as custom ops: what a launcher allocates
+        # for itself (a norm's rows before the tensor-core kernel, a decode layer's q) is
+        # scratch the graph keeps, not a tensor the caller would find overwritten
+        self._routed = ops_through_dispatcher()
         self._routed.__enter__()
         self._no_alloc = _RefuseAllocation(record=recording)
         self._no_alloc.__enter__()
