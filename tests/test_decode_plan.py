@@ -13,6 +13,7 @@ from _shapes import DTYPES
 from tilegraph import tune
 from tilegraph.bench import timing
 from tilegraph.kernels import _dot_rows, _pdl, decode_plan
+from tilegraph.kernels._added_norm import added_args
 from tilegraph.kernels._launch import weight_alignment
 from tilegraph.kernels._matvec import (
     FIT,
@@ -22,6 +23,7 @@ from tilegraph.kernels._matvec import (
 )
 from tilegraph.kernels.autotune import Tuner
 from tilegraph.kernels.linear import linear_ref
+from tilegraph.kernels.rms_norm import rms_norm_ref
 from tilegraph.testing import assert_close, poisoned, randn
 
 
@@ -70,6 +72,40 @@ def test_whole_slice_tile_with_a_short_last_slice(tile, rows, dtype, device, mon
         (tile["BLOCK_K"], slices, 1)
     x, w, b, g, r, ref = _parts(rows, 70, 1100, dtype, device)
     assert_close(_run(plan, x, w, b, g, r, pdl=_pdl.use_pdl(x.device, ())), ref, dtype)
+
+
+@pytest.mark.parametrize("rows, k, dtype", [
+    (1, 300, torch.bfloat16), (1, 2560, torch.bfloat16), (1, 6000, torch.float16),
+    (1, 300, torch.float32), (3, 300, torch.float32), (3, 1100, torch.bfloat16)])
+def test_plans_add_a_normed_stream_in_their_prologue(rows, k, dtype, device):
+    """Every candidate that takes `added` (the one-row GEMV's split tile with and without a
+    tail or a second pass, persistent; _matvec_kernel's one row and row loop): the row it
+    reads is x + rms_norm(h) * w rounded as tg.rms_norm rounds it, which it also writes."""
+    x, w, b, g, r, _ = _parts(rows, 70, k, dtype, device)
+    h = randn(rows, k, dtype=dtype, device=device, scale=3.0)
+    post = randn(k, dtype=dtype, device=device)
+    stream = rms_norm_ref(h, post, residual=x)
+    ref = linear_ref(stream.double(), w.double(), b.double(), norm_weight=g.double(),
+                     activation="gelu", residual=r.double())
+    plans = [p for p in decode_plan.candidates(rows, 70, k, dtype, None)
+             if decode_plan.takes_added(p, rows)]
+    assert plans
+    for plan in {repr(p): p for p in plans}.values():
+        out = poisoned((rows, 70), dtype, device)
+        written = poisoned((rows, k), dtype, device)
+        decode_plan.launch(plan, x, w, out, g, 1e-6, b, "gelu", r, False,
+                           added=added_args(h, post, written))
+        assert_close(out, ref, dtype, what=str(plan))
+        assert_close(written, stream.double(), dtype, what=f"{plan}: the stream")
+
+
+def test_the_several_row_gemv_refuses_a_normed_stream(device):
+    x, w, b, g, r, _ = _parts(3, 70, 300, torch.bfloat16, device)
+    plan = decode_plan.Plan("gemv", gemv_config(70, 300))
+    assert not decode_plan.takes_added(plan, 3) and decode_plan.takes_added(plan, 1)
+    with pytest.raises(ValueError, match="no normed stream"):
+        decode_plan.launch(plan, x, w, torch.empty(3, 70, dtype=x.dtype, device=device), g,
+                           1e-6, b, "gelu", r, False, added=added_args(x, g, x.clone()))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -15,6 +15,7 @@ import triton.language as tl
 
 from .._runtime import INTERPRET
 from ._activation import GLU_ACTIVATIONS, apply_activation, glu_pairs, is_glu
+from ._added_norm import NO_ADDED, add_normed, added_rstd
 from ._l2_prefetch import prefetch_lines
 from ._launch import ASSUMED_SM_COUNT, launch, resident_launch, sm_count, weight_alignment
 from ._norm_weight import is_one_value, norm_weight_at
@@ -25,7 +26,8 @@ from ._rotary_store import NO_ROTARY, rotary_inputs, rotary_store
 def _matvec_step(acc, sum_sq, x_ptr, stride_xm, w, norm_w_ptr, offs_m, offs_k, M, k0, K,
                  HAS_NORM: tl.constexpr, BLOCK_M: tl.constexpr, ROW_LOOP: tl.constexpr,
                  GATHER_ROWS: tl.constexpr, X_CACHE: tl.constexpr,
-                 NORM_SCALAR: tl.constexpr = False):
+                 NORM_SCALAR: tl.constexpr, added, rstd_h, write,
+                 ADD_NORMED: tl.constexpr):
     """Fold one (BLOCK_N, BLOCK_K) weight tile into the (BLOCK_M, BLOCK_N) accumulator.
 
     One row (BLOCK_M == 1) is applied as a vector in the tile's own layout: a 2-D x tile and
@@ -37,7 +39,9 @@ def _matvec_step(acc, sum_sq, x_ptr, stride_xm, w, norm_w_ptr, offs_m, offs_k, M
     over K leave them in, and turned to the accumulator's layout once a step; else each row's
     sum is turned on its own (shared memory and barriers each). X_CACHE is the cache
     modifier of the x loads (".cg" reads x from L2 when other programs of a running grid
-    wrote it). NORM_SCALAR: the norm weight is one value (_norm_weight.py).
+    wrote it). NORM_SCALAR: the norm weight is one value (_norm_weight.py). ADD_NORMED: x
+    is the stream s = x + rms_norm(h) * w of `added` (rstd_h each row's 1 / rms of h), which
+    the program stores where `write` (_added_norm.py).
     """
     k_mask = offs_k < K - k0
     if HAS_NORM:
@@ -45,6 +49,8 @@ def _matvec_step(acc, sum_sq, x_ptr, stride_xm, w, norm_w_ptr, offs_m, offs_k, M
     if BLOCK_M == 1:  # one vector in the weight tile's own layout: no 2-D detour
         x1 = tl.load(x_ptr + k0 + offs_k, mask=k_mask, other=0.0,
                      cache_modifier=X_CACHE).to(tl.float32)                   # (BK,)
+        if ADD_NORMED:
+            x1 = add_normed(x1, added, 0, k0 + offs_k, k_mask, rstd_h, write)
         if HAS_NORM:
             sum_sq += tl.sum(x1 * x1)
             x1 = x1 * g
@@ -56,6 +62,9 @@ def _matvec_step(acc, sum_sq, x_ptr, stride_xm, w, norm_w_ptr, offs_m, offs_k, M
                     mask=(offs_m < M)[:, None] & k_mask[None, :], other=0.0,
                     cache_modifier=X_CACHE)
         x = x.to(tl.float32)                                                  # (BM, BK)
+        if ADD_NORMED:
+            x = add_normed(x, added, offs_m[:, None], k0 + offs_k[None, :],
+                           (offs_m < M)[:, None] & k_mask[None, :], rstd_h[:, None], write)
         if HAS_NORM:
             sum_sq += tl.sum(x * x, axis=1)
             x = x * g[None, :]
@@ -122,13 +131,14 @@ def _store_rows(acc, y_ptr, stride_ym, res_ptr, stride_rm, offs_m, offs_n, M, N,
 
 @triton.jit
 def _matvec_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
-                   norm_w_ptr, bias_ptr, res_ptr, stride_rm, rotary,
+                   norm_w_ptr, bias_ptr, res_ptr, stride_rm, rotary, added,
                    M, N, K, eps,
                    HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
                    ACTIVATION: tl.constexpr, PREFETCH_WEIGHT: tl.constexpr,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                    ROW_LOOP: tl.constexpr, GATHER_ROWS: tl.constexpr = False,
-                   ALIGN: tl.constexpr = 1, NORM_SCALAR: tl.constexpr = False):
+                   ALIGN: tl.constexpr = 1, NORM_SCALAR: tl.constexpr = False,
+                   ADD_NORMED: tl.constexpr = False):
     """y_mn = act(rstd_m * sum_k x_mk g_k W_nk + b_n) + r_mn for BLOCK_N outputs a program,
     with rstd_m = 1 / sqrt(mean_k x_mk^2 + eps) gathered in the same pass over K.
 
@@ -143,7 +153,8 @@ def _matvec_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
 
     ALIGN: K and stride_wn arrive divided by it (_launch.weight_alignment; not under
     ROW_LOOP, launch_matvec says why). NORM_SCALAR: the norm weight is one value
-    (_norm_weight.py).
+    (_norm_weight.py). ADD_NORMED: each x row is first the stream x + rms_norm(h) * w of
+    `added`, which program 0 writes (_added_norm.py).
     """
     K = K * ALIGN
     stride_wn = stride_wn * ALIGN
@@ -160,14 +171,18 @@ def _matvec_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
     if PREFETCH_WEIGHT:
         tl.extra.cuda.gdc_wait()               # x and the epilogue inputs are now final
         tl.extra.cuda.gdc_launch_dependents()  # only now may the next kernel prefetch
+    rstd_h = 1.0
+    if ADD_NORMED:
+        rstd_h = added_rstd(added, offs_m, M, K, eps, BLOCK_M)
+    write = pid_n == 0
     acc, sum_sq = _matvec_step(acc, sum_sq, x_ptr, stride_xm, w_first, norm_w_ptr, offs_m,
                                offs_k, M, 0, K, HAS_NORM, BLOCK_M, ROW_LOOP, GATHER_ROWS, "",
-                               NORM_SCALAR)
+                               NORM_SCALAR, added, rstd_h, write, ADD_NORMED)
     for k0 in range(BLOCK_K, K, BLOCK_K):
         w = tl.load(w_ptrs + k0, mask=n_mask[:, None] & (offs_k < K - k0)[None, :], other=0.0)
         acc, sum_sq = _matvec_step(acc, sum_sq, x_ptr, stride_xm, w, norm_w_ptr, offs_m,
                                    offs_k, M, k0, K, HAS_NORM, BLOCK_M, ROW_LOOP, GATHER_ROWS,
-                                   "", NORM_SCALAR)
+                                   "", NORM_SCALAR, added, rstd_h, write, ADD_NORMED)
 
     rows_epilogue(acc, sum_sq, y_ptr, stride_ym, bias_ptr, res_ptr, stride_rm, rotary, offs_m,
                   offs_n, M, N, K, eps, HAS_NORM, HAS_BIAS, HAS_RESIDUAL, ACTIVATION, BLOCK_M,
@@ -222,19 +237,26 @@ def _gemv_tiles(w_ptr, stride_wn, block, N, K, cols, BLOCK_N: tl.constexpr,
 
 @triton.jit
 def _gemv_block(w, w_tail, block, y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr,
-                res_ptr, rotary, N, K, eps, cols,
+                res_ptr, rotary, added, N, K, eps, cols,
                 HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
                 ACTIVATION: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT: tl.constexpr,
                 CHUNK: tl.constexpr, TAIL: tl.constexpr, RELEASE_AFTER_INPUTS: tl.constexpr,
-                ONE_TILE: tl.constexpr = False, NORM_SCALAR: tl.constexpr = False):
+                ONE_TILE: tl.constexpr = False, NORM_SCALAR: tl.constexpr = False,
+                ADD_NORMED: tl.constexpr = False):
     """Row block `block` of _gemv_kernel from its tiles already loaded (_gemv_tiles): the rest
     of its row (none where ONE_TILE: the row fits the first tile), the reduction, the
-    epilogue and the store."""
+    epilogue and the store. ADD_NORMED: x is the stream of `added` (_added_norm.py), which
+    block 0 writes."""
     offs_n = block * BLOCK_N + tl.arange(0, BLOCK_N)
     n_mask = offs_n < N
     acc = tl.zeros([BLOCK_N], tl.float32)
     sum_sq = 0.0
+    write = block == 0
+    if ADD_NORMED:  # h's norm first: the sum below needs it from the first column on
+        rstd_h = tl.sum(added_rstd(added, tl.arange(0, 1), 1, K, eps, 1))
     x, g = _gemv_inputs(x_ptr, norm_w_ptr, cols, 0, K, HAS_NORM, NORM_SCALAR)
+    if ADD_NORMED:
+        x = add_normed(x, added, 0, cols, cols < K, rstd_h, write)
     # The epilogue's inputs as well, before the first reduction's barrier (as _gemv_inputs).
     bias, residual, position, slot, c, s = _gemv_epilogue_inputs(
         offs_n, bias_ptr, res_ptr, rotary, N, HAS_BIAS, HAS_RESIDUAL, ACTIVATION, BLOCK_N)
@@ -243,6 +265,8 @@ def _gemv_block(w, w_tail, block, y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bi
                                      + tl.arange(0, CHUNK)[None, None, :])   # (1, T, C)
         x_tail, g_tail = _gemv_inputs(x_ptr, norm_w_ptr, tail_cols, 0, K, HAS_NORM,
                                       NORM_SCALAR)
+        if ADD_NORMED:
+            x_tail = add_normed(x_tail, added, 0, tail_cols, tail_cols < K, rstd_h, write)
         acc, sum_sq = _gemv_fold(acc, sum_sq, w, x, g, HAS_NORM)
         acc, sum_sq = _gemv_fold(acc, sum_sq, w_tail, x_tail, g_tail, HAS_NORM)
     else:
@@ -254,6 +278,8 @@ def _gemv_block(w, w_tail, block, y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bi
         for k0 in range(SPLIT * CHUNK, K, SPLIT * CHUNK):
             w = tl.load(w_ptrs + k0, mask=n_mask[:, None, None] & (cols < K - k0), other=0.0)
             x, g = _gemv_inputs(x_ptr, norm_w_ptr, cols, k0, K, HAS_NORM, NORM_SCALAR)
+            if ADD_NORMED:
+                x = add_normed(x, added, 0, k0 + cols, cols < K - k0, rstd_h, write)
             acc, sum_sq = _gemv_fold(acc, sum_sq, w, x, g, HAS_NORM)
 
     if HAS_NORM:
@@ -350,7 +376,7 @@ def _gemv_resident_block(w, w_tail, block, x, x_tail, rstd, y_ptr, bias_ptr, res
 
 @triton.jit
 def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, rotary,
-                 N, K, eps, ahead_ptr, ahead_lines,
+                 added, N, K, eps, ahead_ptr, ahead_lines,
                  HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
                  ACTIVATION: tl.constexpr, PREFETCH_WEIGHT: tl.constexpr,
                  BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, CHUNK: tl.constexpr,
@@ -358,7 +384,8 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
                  RELEASE_AFTER_INPUTS: tl.constexpr = False,
                  PERSISTENT: tl.constexpr = False, WIDEN: tl.constexpr = False,
                  AHEAD: tl.constexpr = 0, AHEAD_LINE: tl.constexpr = 64,
-                 ONE_TILE: tl.constexpr = False, NORM_SCALAR: tl.constexpr = False):
+                 ONE_TILE: tl.constexpr = False, NORM_SCALAR: tl.constexpr = False,
+                 ADD_NORMED: tl.constexpr = False):
     """One row: y_n = act(rstd * sum_k x_k g_k W_nk + b_n) + r_n, BLOCK_N outputs a block,
     rstd = 1 / sqrt(mean_k x_k^2 + eps) gathered in the same pass over K.
 
@@ -393,6 +420,9 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
 
     NORM_SCALAR: the norm weight is one value, read once (_norm_weight.py).
 
+    ADD_NORMED: x is first the stream x + rms_norm(h) * w of `added` (Gemma's norm after a
+    residual projection), which block 0 writes (_added_norm.py).
+
     AHEAD > 0: before its wait each program also asks L2 for AHEAD lines (of AHEAD_LINE
     elements) of the first ahead_lines lines at ahead_ptr, weights of a kernel after this one:
     an output projection runs beside attention, which reads little memory, and what it
@@ -426,6 +456,11 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
         if TAIL > 0:
             x_tail, g_tail = _gemv_inputs(x_ptr, norm_w_ptr, offs_t, 0, K, HAS_NORM,
                                           NORM_SCALAR)
+        if ADD_NORMED:
+            rstd_h = tl.sum(added_rstd(added, tl.arange(0, 1), 1, K, eps, 1))
+            x = add_normed(x, added, 0, offs_k, offs_k < K, rstd_h, block == 0)
+            if TAIL > 0:
+                x_tail = add_normed(x_tail, added, 0, offs_t, offs_t < K, rstd_h, block == 0)
         rstd = 1.0
         if HAS_NORM:
             sum_sq = tl.sum(x * x)
@@ -448,9 +483,10 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
                                  TAIL, WIDEN)
     else:
         _gemv_block(w, w_tail, block, y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr,
-                    res_ptr, rotary, N, K, eps, cols, HAS_NORM, HAS_BIAS, HAS_RESIDUAL,
+                    res_ptr, rotary, added, N, K, eps, cols, HAS_NORM, HAS_BIAS, HAS_RESIDUAL,
                     ACTIVATION, BLOCK_N, SPLIT, CHUNK, TAIL,
-                    PREFETCH_WEIGHT and RELEASE_AFTER_INPUTS, ONE_TILE, NORM_SCALAR)
+                    PREFETCH_WEIGHT and RELEASE_AFTER_INPUTS, ONE_TILE, NORM_SCALAR,
+                    ADD_NORMED)
 
 
 @triton.jit
@@ -994,18 +1030,24 @@ def matvec_config(M: int, N: int, K: int, element_size: int = 4) -> dict:
 
 
 def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
-                  config: dict, pdl: bool, rotary: tuple = NO_ROTARY, l2_ahead=None):
+                  config: dict, pdl: bool, rotary: tuple = NO_ROTARY, l2_ahead=None,
+                  added: tuple = NO_ADDED):
     """y = linear(x) for few rows; a config with SPLIT runs _gemv_kernel (one row) or
     _gemv_rows_kernel (2-4 rows, no TAIL), one with BLOCK_K _matvec_kernel. pdl: launch with
     programmatic dependent launch, W's first tile read before the previous kernel in the
     stream has finished. rotary: the epilogue's tuple (_rotary_store.py) where activation is
     "rotary". l2_ahead (contiguous): the one-row GEMV also prefetches its bytes into L2
-    before its wait; a hint, ignored by the other kernels and by the interpreter."""
+    before its wait; a hint, ignored by the other kernels and by the interpreter. added: x
+    is first the stream x + rms_norm(h) * w (_added_norm.py; not on _gemv_rows_kernel,
+    takes_added)."""
     M, K = x.shape
     N = weight.shape[0]
     parts = dict(HAS_NORM=norm_weight is not None, HAS_BIAS=bias is not None,
                  HAS_RESIDUAL=residual is not None, ACTIVATION=activation,
-                 PREFETCH_WEIGHT=pdl, NORM_SCALAR=is_one_value(norm_weight))
+                 PREFETCH_WEIGHT=pdl, NORM_SCALAR=is_one_value(norm_weight),
+                 ADD_NORMED=bool(added))
+    if added and not takes_added(M, config):
+        raise ValueError(f"the several-row GEMV does not add a normed stream ({M} rows)")
     pdl_option = {"launch_pdl": True} if pdl else {}
     grid = (triton.cdiv(N, config["BLOCK_N"]),)
     # Not under ROW_LOOP: there 16-byte weight loads took 3 rows 3-33% longer than loads an
@@ -1039,7 +1081,8 @@ def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
         if M == 1:
             kernel = _gemv_kernel
             args = (out, x, weight, weight.stride(0) // align, norm_weight, bias, residual,
-                    rotary, N, K // align, eps, l2_ahead if prefetch else weight, ahead_lines)
+                    rotary, added, N, K // align, eps, l2_ahead if prefetch else weight,
+                    ahead_lines)
             if widen:
                 parts["WIDEN"] = True
         else:
@@ -1052,6 +1095,7 @@ def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
                     residual.stride(0) if residual is not None else 0, rotary, M, N,
                     K // align, eps)
             parts["BLOCK_M"] = triton.next_power_of_2(M)
+            del parts["ADD_NORMED"]
             if narrow:
                 parts["NARROW"] = True
         kwargs = dict(**parts, **config, ALIGN=align, PERSISTENT=bool(per_sm), **pdl_option)
@@ -1078,5 +1122,12 @@ def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
     return launch(
         _matvec_kernel, grid, out, out.stride(0), x, x.stride(0), weight,
         weight.stride(0) // align, norm_weight, bias, residual,
-        residual.stride(0) if residual is not None else 0, rotary, M, N, K // align, eps,
-        **parts, BLOCK_M=triton.next_power_of_2(M), **config, ALIGN=align, **pdl_option)
+        residual.stride(0) if residual is not None else 0, rotary, added, M, N, K // align,
+        eps, **parts, BLOCK_M=triton.next_power_of_2(M), **config, ALIGN=align, **pdl_option)
+
+
+def takes_added(rows: int, config: dict) -> bool:
+    """Whether launch_matvec's kernel for `rows` rows under `config` adds a normed stream in
+    its prologue (added): the one-row GEMV and _matvec_kernel do, the several-row GEMV
+    does not."""
+    return rows == 1 or "SPLIT" not in config

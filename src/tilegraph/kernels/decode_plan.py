@@ -22,6 +22,7 @@ import torch
 import triton
 
 from .._runtime import is_capturing
+from ._added_norm import NO_ADDED
 from ._dot_rows import DOT_ROWS, launch_dot_rows, one_step_a_slice
 from ._launch import ASSUMED_SM_COUNT, is_compiling_only, sm_count
 from ._matvec import (
@@ -37,6 +38,7 @@ from ._matvec import (
     split_gemv_config,
     two_row_gemv_config,
 )
+from ._matvec import takes_added as launch_takes_added
 from ._pdl import use_pdl
 from ._rotary_store import NO_ROTARY
 from ._split_workspace import deals_differ
@@ -816,17 +818,27 @@ def record(rows: int, N: int, K: int, dtype: torch.dtype, chosen: Plan) -> None:
     _tuned.record(tuned_key(rows, N, K, dtype), chosen.as_dict())
 
 
+def takes_added(chosen: Plan, rows: int) -> bool:
+    """Whether `chosen` at `rows` rows adds a normed stream in its prologue (launch's
+    `added`, _added_norm.py): the CUDA-core kernels but the several-row GEMV."""
+    return chosen.kind in ("gemv", "matvec") and launch_takes_added(rows, chosen.config)
+
+
 def launch(chosen: Plan, x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
            norm_weight, eps: float, bias, activation: str, residual, pdl: bool,
            rotary: tuple = NO_ROTARY, handed: tuple | None = None,
-           hand_over: tuple | None = None, l2_ahead: torch.Tensor | None = None):
+           hand_over: tuple | None = None, l2_ahead: torch.Tensor | None = None,
+           added: tuple = NO_ADDED):
     """Run `chosen` on x (rows, K) into out (rows, N), unit column strides; activation
     "rotary" (with its `rotary` tuple) writes q to out and k, v to the caches instead.
     handed and hand_over (a norm handed over to or by this call, _norm_handoff.py,
     launch_dot_rows) are the tensor-core kernel's alone; l2_ahead (bytes the one-row GEMV
-    prefetches into L2, launch_matvec) the GEMV's."""
+    prefetches into L2, launch_matvec) the GEMV's; added (x first made the stream x +
+    rms_norm(h) * w, _added_norm.py) where takes_added."""
     if (handed is not None or hand_over is not None) and chosen.kind != "dot":
         raise ValueError(f"a norm is handed over only on the tensor-core path, not {chosen.kind}")
+    if added and not takes_added(chosen, x.shape[0]):
+        raise ValueError(f"{chosen.kind} at {x.shape[0]} rows adds no normed stream")
     if chosen.kind == "cublas":  # tuned where it beat every plan; no norm, no activation
         if norm_weight is not None or activation != "none":
             raise ValueError("cuBLAS runs plain projections only; plan(fused=True) says what "
@@ -846,4 +858,4 @@ def launch(chosen: Plan, x: torch.Tensor, weight: torch.Tensor, out: torch.Tenso
         return launch_dot_rows(x, weight, out, norm_weight, eps, bias, activation, residual,
                                chosen.config, pdl, rotary, handed, hand_over)
     return launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
-                         chosen.config, pdl, rotary, l2_ahead)
+                         chosen.config, pdl, rotary, l2_ahead, added)
