@@ -21,6 +21,7 @@ from tilegraph.kernels._launch import (
 )
 from tilegraph.kernels.decode_plan import Plan
 from tilegraph.kernels.linear import interleave_gate_up, linear_ref
+from tilegraph.kernels.rms_norm import rms_norm_ref
 from tilegraph.testing import assert_close, poisoned, randn
 
 PARTS = [  # (bias, norm, activation, residual): every part optional
@@ -94,6 +95,73 @@ def test_bad_input(device, kwargs, error, match):
     bias = kwargs.pop("bias", None)
     with pytest.raises(error, match=match):
         tg.linear(x, w, bias, **kwargs)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows", [1, 2, 3, 8, 17])
+@pytest.mark.parametrize("activation", [None, "geglu_tanh"])
+def test_a_normed_output_added_to_the_stream_before_the_projection(rows, activation, dtype,
+                                                                  device):
+    """add_normed=(h, w): the projection of s = x + rms_norm(h) * w (rounded as tg.rms_norm
+    rounds it), s written to sum_out; in the prologue (one row, fp32's CUDA-core rows) or
+    by tg.rms_norm's kernel before the others (2-16 rows of 16-bit weights, the GEMM of
+    more); the handoff of the next norm beside it."""
+    x = randn(rows, 300, dtype=dtype, device=device)
+    h = randn(rows, 300, dtype=dtype, device=device, scale=4.0)
+    post, g = randn(300, dtype=dtype, device=device), randn(300, dtype=dtype, device=device)
+    w = randn(140, 300, dtype=dtype, device=device, scale=300**-0.5)
+    stream = rms_norm_ref(h, post, 1e-5, residual=x)
+    written = poisoned((rows, 300), dtype, device)
+    n_out = 70 if activation else 140
+    out = tg.linear(x, w, norm_weight=g, norm_eps=1e-5, activation=activation,
+                    add_normed=(h, post), sum_out=written,
+                    out=poisoned((rows, n_out), dtype, device))
+    assert_close(written, stream.double(), dtype, what="the stream")
+    # against the stream written (the interpreter rounds bf16 by truncation, the reference
+    # to nearest: their streams differ by an ulp here and there)
+    assert_close(out, linear_ref(written.double(), w.double(), norm_weight=g.double(),
+                                 norm_eps=1e-5, activation=activation), dtype)
+    handed = tg.linear(x, w, norm_weight=g, norm_eps=1e-5, add_normed=(h, post),
+                       sum_out=written, next_norm_weight=randn(140, dtype=dtype, device=device))
+    assert_close(handed, linear_ref(stream.double(), w.double(), norm_weight=g.double(),
+                                    norm_eps=1e-5), dtype)
+
+
+@pytest.mark.parametrize("change, error, match", [
+    ("no sum_out", ValueError, "add_normed needs sum_out"),
+    ("sum_out alone", ValueError, "sum_out is written only with add_normed"),
+    ("not a pair", TypeError, r"add_normed must be a pair \(h, w\)"),
+    ("h's shape", ValueError, r"add_normed's h has shape \(3, 5\), expected \(3, 6\)"),
+    ("w's dtype", TypeError, "add_normed's w has dtype torch.float16"),
+    ("sum_out is x", ValueError, "sum_out overlaps x in memory"),
+    ("sum_out is h", ValueError, "sum_out overlaps add_normed's h in memory"),
+    ("sum_out's shape", ValueError, r"out has shape \(6,\), expected \(3, 6\)"),
+    ("grad", ValueError, "autograd cannot follow"),
+])
+def test_bad_add_normed(change, error, match, device):
+    x, h = torch.ones(3, 6, device=device), torch.ones(3, 6, device=device)
+    w, post = torch.ones(8, 6, device=device), torch.ones(6, device=device)
+    kwargs = dict(add_normed=(h, post), sum_out=torch.empty(3, 6, device=device))
+    if change == "no sum_out":
+        kwargs.pop("sum_out")
+    elif change == "sum_out alone":
+        kwargs.pop("add_normed")
+    elif change == "not a pair":
+        kwargs["add_normed"] = (h,)
+    elif change == "h's shape":
+        kwargs["add_normed"] = (torch.ones(3, 5, device=device), post)
+    elif change == "w's dtype":
+        kwargs["add_normed"] = (h, post.half())
+    elif change == "sum_out is x":
+        kwargs["sum_out"] = x
+    elif change == "sum_out is h":
+        kwargs["sum_out"] = h[:, :]
+    elif change == "sum_out's shape":
+        kwargs["sum_out"] = torch.empty(6, device=device)
+    elif change == "grad":
+        w.requires_grad_(True)
+    with pytest.raises(error, match=match):
+        tg.linear(x, w, **kwargs)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])

@@ -17,6 +17,7 @@ import triton
 from . import _norm_handoff as norm_handoff
 from . import decode_plan
 from ._activation import GLU_ACTIVATIONS, activation_code, activation_ref
+from ._added_norm import added_args
 from ._checks import (
     as_rows,
     check_eps,
@@ -25,6 +26,7 @@ from ._checks import (
     check_no_overlap,
     check_shape,
     check_tensor,
+    memory_overlaps,
     prepare_out,
     wants_grad,
 )
@@ -35,7 +37,7 @@ from ._norm_weight import kernel_norm_weight
 from ._ops import custom_op
 from ._pdl import launched, use_pdl
 from .matmul import launch_gemm
-from .rms_norm import rms_norm_ref
+from .rms_norm import launch_rms_norm, rms_norm, rms_norm_ref
 
 
 def _launch_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
@@ -74,6 +76,39 @@ def _launch_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
 
 
 _run_linear = custom_op("linear", _launch_linear)
+
+
+def _launch_linear_added(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                         norm_weight: torch.Tensor | None, norm_eps: float, activation: str,
+                         residual: torch.Tensor | None, prefetch_weight: bool | None,
+                         addend: torch.Tensor, addend_weight: torch.Tensor,
+                         sum_out: torch.Tensor, out: torch.Tensor,
+                         l2_ahead: torch.Tensor | None = None) -> None:
+    """_launch_linear of s = x + rms_norm(addend) * addend_weight, s written to sum_out: in
+    the projection's prologue where the decode plan's kernel takes it (_added_norm.py),
+    else tg.rms_norm's kernel first."""
+    x_rows = as_rows(x)
+    rows, k = x_rows.shape
+    if rows <= decode_plan.DECODE_MAX_ROWS:
+        weight = weight if weight.stride(-1) == 1 else weight.contiguous()
+        chosen = decode_plan.plan(rows, weight.shape[0], k, weight.dtype, x.device, fused=True)
+        if decode_plan.takes_added(chosen, rows):
+            y_rows, sum_rows = out.view(-1, out.shape[-1]), sum_out.view(-1, k)
+            pdl = use_pdl(x.device, (weight,), prefetch_weight)
+            decode_plan.launch(
+                chosen, x_rows, weight, y_rows, kernel_norm_weight(norm_weight), norm_eps,
+                bias.contiguous() if bias is not None else None, activation,
+                as_rows(residual) if residual is not None else None, pdl, l2_ahead=l2_ahead,
+                added=added_args(as_rows(addend), addend_weight.contiguous(), sum_rows))
+            launched(x.device, pdl, (y_rows, sum_rows))
+            return
+    launch_rms_norm(addend, addend_weight, norm_eps, x, sum_out)
+    _launch_linear(sum_out, weight, bias, norm_weight, norm_eps, activation, residual,
+                   prefetch_weight, out, False, l2_ahead)
+
+
+_run_linear_added = custom_op("linear_added", _launch_linear_added,
+                              mutates=("sum_out", "out"))
 
 
 def _launch_linear_handoff(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
@@ -148,7 +183,9 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
            activation: str | None = None, residual: torch.Tensor | None = None,
            out: torch.Tensor | None = None, prefetch_weight: bool | None = None,
            next_norm_weight: torch.Tensor | None = None,
-           l2_ahead: torch.Tensor | None = None) -> torch.Tensor:
+           l2_ahead: torch.Tensor | None = None,
+           add_normed: tuple[torch.Tensor, torch.Tensor] | None = None,
+           sum_out: torch.Tensor | None = None) -> torch.Tensor:
     """act(rms_norm(x) * norm_weight @ weight.T + bias) + residual, fused (see the module).
 
     x (..., K); weight (N, K); bias (N,); norm_weight (K,) turns the RMSNorm prologue on;
@@ -179,6 +216,14 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     output projection beside attention, which reads little memory, can stream for gate/up
     (tg.Generator chooses how much by timing its batch-1 steps). Other calls ignore it; the
     result is the same with or without it.
+
+    add_normed (h, w), with sum_out: the projection reads s = x + rms_norm(h) * w instead
+    of x (h of x's shape, w (K,); the norm by norm_eps, rounded to x's dtype before the
+    add, as tg.rms_norm(h, w, norm_eps, residual=x) makes s) and writes s to sum_out (x's
+    shape, contiguous, apart from every other argument): a residual stream whose
+    projection outputs are normalised before they are added (Gemma's norms after attention
+    and the MLP). The decode kernels that stream one row (or rows of fp32 weights) form s
+    in their prologue; the others run tg.rms_norm's kernel first. No autograd.
     """
     check_tensor("x", x, min_ndim=1, differentiable=True)
     check_tensor("weight", weight, differentiable=True)
@@ -207,24 +252,43 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
             check_like(name, t, "x", x)
             check_shape(name, t, shape)
     norm_eps = check_eps(norm_eps)
+    if add_normed is not None:
+        _check_add_normed(add_normed, sum_out, x, out, ("weight", weight), ("bias", bias),
+                          ("norm_weight", norm_weight), ("residual", residual))
+    elif sum_out is not None:
+        raise ValueError("sum_out is written only with add_normed=(h, w)")
     if l2_ahead is not None and (not isinstance(l2_ahead, torch.Tensor)
                                  or l2_ahead.device != x.device
                                  or not l2_ahead.is_contiguous()):
         raise ValueError("l2_ahead must be a contiguous tensor on x's device")
-    if wants_grad(x, weight, bias, norm_weight, residual):
+    if wants_grad(x, weight, bias, norm_weight, residual,
+                  *(add_normed if add_normed is not None else ())):
         # Training: the tiled GEMM at every row count, keeping what the backward needs.
         check_no_out_for_grad(out)
+        if add_normed is not None:
+            raise ValueError("add_normed writes sum_out, which autograd cannot follow: "
+                             "call tg.rms_norm(h, w, residual=x) and tg.linear apart")
         return linear_autograd(x, weight, bias, norm_weight, norm_eps, code, residual)[0]
     out = prepare_out(out, out_shape, x.dtype, x.device)
     for name, t in (("x", x), ("weight", weight), ("bias", bias), ("norm_weight", norm_weight),
                     ("next_norm_weight", next_norm_weight)):
         check_no_overlap(out, name, t)
     check_no_overlap(out, "residual", residual, allow_identical=True)
+    for name, t in zip(("add_normed's h", "add_normed's w"), add_normed or (), strict=False):
+        check_no_overlap(out, name, t)
     if not out.numel():
+        if add_normed is not None and sum_out.numel():   # no outputs, but the sum
+            rms_norm(add_normed[0], add_normed[1], norm_eps, residual=x, out=sum_out)
         return out
     requested = None if prefetch_weight is None else bool(prefetch_weight)
-    handed = usable_handoff(x, weight, norm_weight)
     buffers = _next_buffers(x, weight, code, out, next_norm_weight)
+    if add_normed is not None:
+        if buffers is None:
+            _run_linear_added(x, weight, bias, norm_weight, norm_eps, code, residual,
+                              requested, *add_normed, sum_out, out, l2_ahead)
+            return out
+        x = rms_norm(add_normed[0], add_normed[1], norm_eps, residual=x, out=sum_out)
+    handed = usable_handoff(x, weight, norm_weight)
     if handed is None and buffers is None:
         _run_linear(x, weight, bias, norm_weight, norm_eps, code, residual, requested, out,
                     False, l2_ahead)
@@ -237,6 +301,30 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     if buffers is not None:
         norm_handoff.attach(out, next_norm_weight, x_next, next_parts)
     return out
+
+
+def _check_add_normed(add_normed, sum_out, x: torch.Tensor, out, *others) -> None:
+    """add_normed = (h, w) and sum_out as tg.linear takes them, or a ValueError/TypeError
+    naming what is wrong."""
+    if not isinstance(add_normed, tuple | list) or len(add_normed) != 2:
+        raise TypeError("add_normed must be a pair (h, w): the output to normalise and add, "
+                        "and its norm weight")
+    h, w = add_normed
+    for name, t, shape in (("add_normed's h", h, tuple(x.shape)),
+                           ("add_normed's w", w, (x.shape[-1],))):
+        check_tensor(name, t)
+        check_like(name, t, "x", x)
+        check_shape(name, t, shape)
+    if sum_out is None:
+        raise ValueError("add_normed needs sum_out, where the sum x + rms_norm(h) * w goes")
+    if not isinstance(sum_out, torch.Tensor):
+        raise TypeError(f"sum_out must be a torch.Tensor, got {type(sum_out).__name__}")
+    prepare_out(sum_out, tuple(x.shape), x.dtype, x.device)
+    # every program reads x, h and w while one of them writes the sum
+    for name, t in (("x", x), ("add_normed's h", h), ("add_normed's w", w), ("out", out),
+                    *others):
+        if t is not None and not torch.compiler.is_compiling() and memory_overlaps(sum_out, t):
+            raise ValueError(f"sum_out overlaps {name} in memory; pass a separate tensor")
 
 
 def interleave_gate_up(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:

@@ -148,7 +148,7 @@ def _rms_norm_backward_kernel(dx_ptr, stride_dxm, dw_partial_ptr, dy_ptr, stride
             dx_ptr += stride_dxm
 
 
-def _launch_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float,
+def launch_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float,
                      residual: torch.Tensor | None, out: torch.Tensor) -> None:
     x_rows, y_rows = as_rows(x), out.view(-1, x.shape[-1])
     res_rows = as_rows(residual) if residual is not None else None
@@ -166,14 +166,14 @@ def _launch_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float,
     launched(x.device, pdl, (out,))
 
 
-_run_rms_norm = custom_op("rms_norm", _launch_rms_norm)
+_run_rms_norm = custom_op("rms_norm", launch_rms_norm)
 
 
 def rms_norm_rows(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """rms_norm(x) * weight into a fresh contiguous tensor (no checks, no autograd)."""
     out = torch.empty_like(x, memory_format=torch.contiguous_format)
     if out.numel():
-        _launch_rms_norm(x, weight, eps, None, out)
+        launch_rms_norm(x, weight, eps, None, out)
     return out
 
 
