@@ -9,6 +9,7 @@ from tilegraph.kernels import decode_plan
 from tilegraph.kernels._rotary_store import rotary_args
 from tilegraph.kernels.decode_plan import Plan
 from tilegraph.kernels.linear_qkv import deinterleave_rotary_pairs, linear_qkv_ref
+from tilegraph.kernels.rms_norm import rms_norm_ref
 from tilegraph.testing import assert_close, poisoned, randn
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
@@ -73,6 +74,28 @@ def test_matches_float64_reference(rows, heads, kv_heads, head_dim, k, dtype, de
     q = tg.linear_qkv(x, w, b, norm_weight=g, out=out, **cache)
     assert q.data_ptr() == out.data_ptr()
     _check(q, cache, expected, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("head_norms", [False, True], ids=["rotated", "head-normed"])
+@pytest.mark.parametrize("rows, heads, kv_heads, head_dim, k", [
+    (1, 4, 2, 64, 96), (3, 7, 1, 24, 40), (8, 8, 8, 16, 33), (19, 2, 1, 32, 48)])
+def test_a_normed_output_added_before_the_projection(rows, heads, kv_heads, head_dim, k,
+                                                     head_norms, dtype, device):
+    """add_normed=(h, w) as in tg.linear: the projection of s = x + rms_norm(h) * w (in the
+    prologue of the one-row GEMV and the CUDA-core kernel, tg.rms_norm's kernel before the
+    others), s in sum_out; with Qwen3's head norms too."""
+    x, w, b, g, cache = _case(rows, heads, kv_heads, head_dim, k, dtype, device)
+    h = randn(rows, k, dtype=dtype, device=device, scale=3.0)
+    post = randn(k, dtype=dtype, device=device)
+    norms = _head_norms(head_dim, dtype, device) if head_norms else {}
+    written = poisoned((rows, k), dtype, device)
+    before = dict(cache, k_cache=cache["k_cache"].clone(), v_cache=cache["v_cache"].clone())
+    q = tg.linear_qkv(x, w, b, norm_weight=g, add_normed=(h, post), sum_out=written,
+                      **norms, **cache)
+    assert_close(written, rms_norm_ref(h, post, residual=x).double(), dtype, what="stream")
+    # against the stream written (rounded to bf16 by truncation in the interpreter)
+    _check(q, cache, _reference(written, w, b, g, before, **norms), dtype)
 
 
 def _head_norms(head_dim, dtype, device):

@@ -253,7 +253,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
             check_shape(name, t, shape)
     norm_eps = check_eps(norm_eps)
     if add_normed is not None:
-        _check_add_normed(add_normed, sum_out, x, out, ("weight", weight), ("bias", bias),
+        check_add_normed(add_normed, sum_out, x, out, ("weight", weight), ("bias", bias),
                           ("norm_weight", norm_weight), ("residual", residual))
     elif sum_out is not None:
         raise ValueError("sum_out is written only with add_normed=(h, w)")
@@ -303,7 +303,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     return out
 
 
-def _check_add_normed(add_normed, sum_out, x: torch.Tensor, out, *others) -> None:
+def check_add_normed(add_normed, sum_out, x: torch.Tensor, out, *others) -> None:
     """add_normed = (h, w) and sum_out as tg.linear takes them, or a ValueError/TypeError
     naming what is wrong."""
     if not isinstance(add_normed, tuple | list) or len(add_normed) != 2:

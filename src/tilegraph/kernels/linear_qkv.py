@@ -17,6 +17,7 @@ from __future__ import annotations
 import torch
 
 from . import decode_plan
+from ._added_norm import NO_ADDED, added_args
 from ._checks import (
     as_rows,
     check_eps,
@@ -31,7 +32,8 @@ from ._norm_weight import kernel_norm_weight
 from ._ops import custom_op
 from ._pdl import launched, use_pdl
 from ._rotary_store import rotary_args
-from .linear import linear, linear_ref, usable_handoff
+from .linear import check_add_normed, linear, linear_ref, usable_handoff
+from .rms_norm import launch_rms_norm
 from .rotary import (
     check_cache_inputs,
     check_head_norms,
@@ -64,33 +66,45 @@ def _launch_linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
                        sin: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor,
                        k_cache: torch.Tensor, v_cache: torch.Tensor, n_heads: int,
                        q_norm_weight: torch.Tensor | None, k_norm_weight: torch.Tensor | None,
-                       out: torch.Tensor) -> None:
+                       addend: torch.Tensor | None, addend_weight: torch.Tensor | None,
+                       sum_out: torch.Tensor | None, out: torch.Tensor) -> None:
     """x_next, norm_parts: the norm of x by norm_weight handed over (x_next = x * norm_weight;
-    2-16 rows on the tensor-core path only, _norm_handoff.py)."""
+    2-16 rows on the tensor-core path only, _norm_handoff.py). addend, addend_weight,
+    sum_out: tg.linear's add_normed and sum_out."""
     x_rows = as_rows(x)
     weight = weight if weight.stride(-1) == 1 else weight.contiguous()
     rows, k = x_rows.shape
+    added = (addend, addend_weight) if addend is not None else None
     if q_norm_weight is not None or rows > decode_plan.DECODE_MAX_ROWS:
         # The tiled GEMM (past 16 rows), or heads to normalise, which the projection's tiles
         # do not hold whole: the projection, then one kernel for the head norms, the
         # rotation and the cache writes, reading the interleaved columns in place.
-        qkv = linear(x_rows, weight, bias, norm_weight=norm_weight, norm_eps=norm_eps)
+        qkv = linear(x_rows, weight, bias, norm_weight=norm_weight, norm_eps=norm_eps,
+                     add_normed=added, sum_out=sum_out.view(-1, k) if added else None)
         launch_rotary_qkv(qkv, cos, sin, positions, slots, k_cache, v_cache, n_heads,
                           q_norm_weight, k_norm_weight, norm_eps, True, out)
         return
     bias = bias.contiguous() if bias is not None else None
     norm_weight = kernel_norm_weight(norm_weight)
     chosen = decode_plan.plan(rows, weight.shape[0], k, weight.dtype, x.device, fused=True)
+    writes = (out, k_cache, v_cache)
+    if added and not decode_plan.takes_added(chosen, rows):
+        launch_rms_norm(addend, addend_weight, norm_eps, x, sum_out)  # the sum first
+        x_rows, added = as_rows(sum_out), None
+    elif added:
+        added = added_args(as_rows(addend), addend_weight.contiguous(), sum_out.view(-1, k))
+        writes += (sum_out,)
     pdl = use_pdl(x.device, (weight,))
     decode_plan.launch(chosen, x_rows, weight, out.view(rows, -1), norm_weight, norm_eps, bias,
                        "rotary", None, pdl,
                        rotary_args(k_cache, v_cache, cos, sin, positions, slots, n_heads),
-                       handed=(x_next, norm_parts) if norm_parts is not None else None)
-    launched(x.device, pdl, (out, k_cache, v_cache), ((k_cache, v_cache), slots, positions))
+                       handed=(x_next, norm_parts) if norm_parts is not None else None,
+                       added=added or NO_ADDED)
+    launched(x.device, pdl, writes, ((k_cache, v_cache), slots, positions))
 
 
 _run_linear_qkv = custom_op("linear_qkv", _launch_linear_qkv,
-                            mutates=("k_cache", "v_cache", "out"))
+                            mutates=("k_cache", "v_cache", "sum_out", "out"))
 
 
 def linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, *,
@@ -99,7 +113,9 @@ def linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None 
                slots: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                n_heads: int, q_norm_weight: torch.Tensor | None = None,
                k_norm_weight: torch.Tensor | None = None,
-               out: torch.Tensor | None = None) -> torch.Tensor:
+               out: torch.Tensor | None = None,
+               add_normed: tuple[torch.Tensor, torch.Tensor] | None = None,
+               sum_out: torch.Tensor | None = None) -> torch.Tensor:
     """q of rotary(rms_norm(x) * norm_weight @ weight.T + bias), with k and v written into
     the caches (see the module).
 
@@ -112,7 +128,8 @@ def linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None 
     slots below max_batch). Returns q (rows, n_heads, head_dim) in the usual layout, rotated.
     q_norm_weight, k_norm_weight (head_dim, in the usual order), given together: each q and
     k head RMS-normalised (norm_eps) and scaled by them before its rotation (Qwen3); then
-    the projection and the rest are two kernels.
+    the projection and the rest are two kernels. add_normed (h, w) and sum_out as in
+    tg.linear: the projection of x + rms_norm(h) * w, which goes to sum_out.
     """
     check_tensor("x", x)
     check_tensor("weight", weight)
@@ -139,18 +156,28 @@ def linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None 
     q_norm_weight, k_norm_weight = check_head_norms(q_norm_weight, k_norm_weight, x,
                                                     head_dim)
     norm_eps = check_eps(norm_eps)
+    if add_normed is not None:
+        check_add_normed(add_normed, sum_out, x, out, ("weight", weight), ("bias", bias),
+                         ("norm_weight", norm_weight), ("k_cache", k_cache),
+                         ("v_cache", v_cache))
+    elif sum_out is not None:
+        raise ValueError("sum_out is written only with add_normed=(h, w)")
     out = prepare_out(out, (rows, n_heads, head_dim), x.dtype, x.device)
     if memory_overlaps(k_cache, v_cache):
         raise ValueError("k_cache and v_cache overlap in memory; they must be separate")
     for name, t in (("x", x), ("weight", weight), ("bias", bias), ("norm_weight", norm_weight),
                     ("k_cache", k_cache), ("v_cache", v_cache),
-                    ("q_norm_weight", q_norm_weight), ("k_norm_weight", k_norm_weight)):
+                    ("q_norm_weight", q_norm_weight), ("k_norm_weight", k_norm_weight),
+                    *zip(("add_normed's h", "add_normed's w"), add_normed or (),
+                         strict=False)):
         check_no_overlap(out, name, t)
     if rows:
-        handed = usable_handoff(x, weight, norm_weight)
+        # a norm handed over with x is not the norm of x + rms_norm(h) * w
+        handed = usable_handoff(x, weight, norm_weight) if add_normed is None else None
         _run_linear_qkv(x, weight, bias, norm_weight, handed.x_next if handed else None,
                         handed.parts if handed else None, norm_eps, cos, sin, positions, slots,
-                        k_cache, v_cache, n_heads, q_norm_weight, k_norm_weight, out)
+                        k_cache, v_cache, n_heads, q_norm_weight, k_norm_weight,
+                        *(add_normed or (None, None)), sum_out, out)
     return out
 
 

@@ -434,14 +434,19 @@ class Llama(nn.Module):
             past = ends.max() >= c.rope_longrope["original_max_position_embeddings"]
             rotation = tuple(torch.where(past, long, table) for long, table
                              in zip(cache.long, (cache.cos, cache.sin), strict=True))
-        x = self._fused_layers(x, cache, positions, rows_slots, attend, rotation)
+        x, pending = self._fused_layers(x, cache, positions, rows_slots, attend, rotation)
+        if pending is not None:   # added here: only the rows below reach the LM head
+            x = self._fused_add(x, *pending)
         last = x.view(batch, length, c.dim)[torch.arange(batch, device=device), ends]
         return self._lm_head(last)
 
-    def _lm_head(self, x: torch.Tensor) -> torch.Tensor:
-        """Final norm and LM head (rows, dim) -> logits (rows, vocab)."""
+    def _lm_head(self, x: torch.Tensor,
+                 pending: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+        """Final norm and LM head (rows, dim) -> logits (rows, vocab); `pending` (the last
+        layer's normed output, _fused_layers) added to x in its prologue."""
+        _, added = self._pending_sum(x, pending)
         logits = tg.linear(x, self.lm_head, norm_weight=self.norm,
-                           norm_eps=self.config.norm_eps)
+                           norm_eps=self.config.norm_eps, **added)
         return self._gather_vocab(logits)
 
     @torch.no_grad()
@@ -473,8 +478,9 @@ class Llama(nn.Module):
                                                  self.config.attn_softcap)
             return attended.view(rows, -1)
 
-        x = self._fused_layers(x, cache, positions.contiguous(), cache.slots[:rows], attend)
-        return self._lm_head(x)
+        x, pending = self._fused_layers(x, cache, positions.contiguous(), cache.slots[:rows],
+                                        attend)
+        return self._lm_head(x, pending)
 
     @torch.no_grad()
     def plain_decode(self, tokens: torch.Tensor, positions: torch.Tensor, cache: KVCache
@@ -520,49 +526,77 @@ class Llama(nn.Module):
     def _fused_layers(self, x: torch.Tensor, cache: KVCache, positions: torch.Tensor,
                       slots: torch.Tensor, attend,
                       rotation: tuple[torch.Tensor, torch.Tensor] | None = None
-                      ) -> torch.Tensor:
+                      ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
         """x (rows, dim) through every layer: tg.linear_qkv (which writes the layer's keys
         and values at each row's slot and position; rotated by the cache's tables, or
         `rotation`'s), `attend` and three tg.linear calls. Under
         tensor parallelism rank 0 adds the residual and bias in the row-parallel projections'
         epilogues, and one all-reduce sums the ranks' partial results. Where the layer norms
-        those results (Gemma's post norms) tg.rms_norm adds them to the residual instead."""
+        those results (Gemma's post norms) the next projection adds the normed output to the
+        stream in its prologue (tg.linear's add_normed). Returns the stream and what is
+        still to be added to it that way: (the last output, its norm) or None."""
         c, rows = self.config, x.shape[0]
         # The norm after each residual projection, which its kernel hands over (on the
         # tensor-core path); a rank's partial sum before the all-reduce cannot, nor an
         # output normalised before its add.
         hand_over = self.tp.size == 1 and not c.post_norms
         attn_norms = [layer.attn_norm for layer in self.layers[1:]] + [self.norm]
+        pending = None
         for index, layer in enumerate(self.layers):
             k_layer, v_layer = cache.k[index], cache.v[index]
             cos, sin = cache.tables(c, index, rotation)
+            stream, added = self._pending_sum(x, pending)
             q = tg.linear_qkv(x, layer.wqkv, layer.bqkv, norm_weight=layer.attn_norm,
                               norm_eps=c.norm_eps, cos=cos, sin=sin,
                               positions=positions, slots=slots, k_cache=k_layer,
                               v_cache=v_layer, n_heads=self.local.n_heads,
-                              q_norm_weight=layer.q_norm, k_norm_weight=layer.k_norm)
+                              q_norm_weight=layer.q_norm, k_norm_weight=layer.k_norm, **added)
+            x = stream
             attended = attend(q, k_layer, v_layer, c.window(index))
             output = tg.linear(attended, layer.wo, self._once(layer.bo),
                                residual=self._once(x) if not c.post_norms else None,
                                out=self.all_reduce.output(0, rows),
                                next_norm_weight=layer.mlp_norm if hand_over else None,
                                l2_ahead=self._gate_up_ahead(layer, cache, rows))
-            x = self._fused_add(x, self._reduce(output, 0, index), layer.post_attn_norm)
+            x, pending = self._stream_after(x, self._reduce(output, 0, index),
+                                            layer.post_attn_norm)
+            stream, added = self._pending_sum(x, pending)
             hidden = tg.linear(x, layer.w_gate_up, layer.b_gate_up, norm_weight=layer.mlp_norm,
-                               norm_eps=c.norm_eps, activation=c.mlp_activation)
+                               norm_eps=c.norm_eps, activation=c.mlp_activation, **added)
+            x = stream
             output = tg.linear(hidden, layer.w_down, self._once(layer.b_down),
                                residual=self._once(x) if not c.post_norms else None,
                                out=self.all_reduce.output(1, rows),
                                next_norm_weight=attn_norms[index] if hand_over else None)
-            x = self._fused_add(x, self._reduce(output, 1, index), layer.post_mlp_norm)
-        return x
+            x, pending = self._stream_after(x, self._reduce(output, 1, index),
+                                            layer.post_mlp_norm)
+        return x, pending
 
-    def _fused_add(self, x: torch.Tensor, output: torch.Tensor, norm: torch.Tensor | None
-                   ) -> torch.Tensor:
-        """The residual stream after a projection's (reduced) output: the output itself
-        where the projection added x in its epilogue, else x + rms_norm(output) * norm."""
+    def _stream_after(self, x: torch.Tensor, output: torch.Tensor, norm: torch.Tensor | None
+                      ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
+        """The residual stream after a projection's (reduced) output, and what is left to
+        add to it: the output itself where the projection added x in its epilogue, else x
+        and (output, norm), for the next projection to add normed (_pending_sum)."""
         if norm is None:
-            return output
+            return output, None
+        if not ADD_NORMED_IN_PROLOGUE:
+            return self._fused_add(x, output, norm), None
+        return x, (output, norm)
+
+    @staticmethod
+    def _pending_sum(x: torch.Tensor, pending: tuple[torch.Tensor, torch.Tensor] | None
+                     ) -> tuple[torch.Tensor, dict]:
+        """(the stream after the next projection, that projection's extra arguments): where
+        an output is pending, a new buffer for x + rms_norm(output) * norm, which the
+        projection fills (add_normed, sum_out); else x, nothing."""
+        if pending is None:
+            return x, {}
+        stream = torch.empty_like(x)
+        return stream, {"add_normed": pending, "sum_out": stream}
+
+    def _fused_add(self, x: torch.Tensor, output: torch.Tensor, norm: torch.Tensor
+                   ) -> torch.Tensor:
+        """x + rms_norm(output) * norm as a kernel of its own."""
         return tg.rms_norm(output, norm, self.config.norm_eps, residual=x)
 
     def _gate_up_ahead(self, layer: LlamaLayer, cache: KVCache, rows: int
@@ -575,6 +609,12 @@ class Llama(nn.Module):
             return None   # a strided gate/up's first bytes in memory are not its first rows
         weights = layer.w_gate_up.view(-1)
         return weights[:nbytes // weights.element_size()]
+
+
+# Gemma's normed outputs added to the stream in the next projection's prologue (tg.linear's
+# add_normed) rather than by a kernel of their own; a module setting, so that
+# research/time_generator.py can time a Generator without it.
+ADD_NORMED_IN_PROLOGUE = True
 
 
 def _causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
