@@ -32,7 +32,9 @@ decode_attention.COMPILE_PRELOADED_RUNS on) and "loops-out" (all three) and "loo
 (bands, every whole-slice tile keeping its K loop where the step tuner chose to leave it out,
 as before session 96: decode_plan.runs_one_step read as False) and "norm-no-pdl" (bands,
 tg.rms_norm launched without programmatic dependent launch, as before session 116: Gemma's
-norms after attention and the MLP).
+norms after attention and the MLP) and "norms-apart" (bands, Gemma's normed outputs added to
+the stream by tg.rms_norm's kernel, not in the next projection's prologue: as before session
+116's llama.ADD_NORMED_IN_PROLOGUE).
 Each part of the build is printed as it starts, with the seconds since the start.
 """
 
@@ -49,6 +51,7 @@ from tilegraph import generate, tune
 from tilegraph.kernels import _dot_rows, _matvec, decode_plan, rms_norm
 from tilegraph.kernels import decode_attention as attention
 from tilegraph.kernels.greedy import greedy_step
+from tilegraph.models import llama
 from tilegraph.models.hf_presets import hf_config
 from tilegraph.models.llama import Llama, LlamaConfig
 
@@ -152,6 +155,9 @@ def main() -> None:
         norm_pdl = getattr(rms_norm, "PDL_ENABLED", None)  # trees before session 116: none
         if variant == "norm-no-pdl" and norm_pdl is not None:
             rms_norm.PDL_ENABLED = False
+        in_prologue = getattr(llama, "ADD_NORMED_IN_PROLOGUE", None)  # before s116: none
+        if variant == "norms-apart" and in_prologue is not None:
+            llama.ADD_NORMED_IN_PROLOGUE = False
         runs_one_step = getattr(decode_plan, "runs_one_step", None)  # trees before s96: none
         if variant == "loop-kept" and runs_one_step is not None:
             decode_plan.runs_one_step = lambda *args: False
@@ -183,6 +189,8 @@ def main() -> None:
         attention.COMPILE_PRELOADED_RUNS = False
         if norm_pdl is not None:
             rms_norm.PDL_ENABLED = norm_pdl
+        if in_prologue is not None:
+            llama.ADD_NORMED_IN_PROLOGUE = in_prologue
         store = getattr(tune, "gemv_rows_in_step", None)  # trees before session 57: none
         step = (c.n_heads, c.n_kv_heads, c.head_dim, max_seq, str(model.dtype), c.dim,
                 c.ffn_dim, c.n_layers, c.vocab_size)
