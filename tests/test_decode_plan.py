@@ -76,36 +76,43 @@ def test_whole_slice_tile_with_a_short_last_slice(tile, rows, dtype, device, mon
 
 @pytest.mark.parametrize("rows, k, dtype", [
     (1, 300, torch.bfloat16), (1, 2560, torch.bfloat16), (1, 6000, torch.float16),
-    (1, 300, torch.float32), (3, 300, torch.float32), (3, 1100, torch.bfloat16)])
-def test_plans_add_a_normed_stream_in_their_prologue(rows, k, dtype, device):
-    """Every candidate that takes `added` (the one-row GEMV's split tile with and without a
-    tail or a second pass, persistent; _matvec_kernel's one row and row loop): the row it
-    reads is x + rms_norm(h) * w rounded as tg.rms_norm rounds it, which it also writes."""
+    (1, 300, torch.float32), (3, 300, torch.float32), (3, 1100, torch.bfloat16),
+    (2, 2560, torch.bfloat16), (8, 300, torch.bfloat16), (16, 1100, torch.float16)])
+@pytest.mark.parametrize("norm", [True, False])
+def test_plans_add_a_normed_stream(rows, k, norm, dtype, device):
+    """Every candidate plan with `added`: the row it projects is x + rms_norm(h) * w rounded
+    as tg.rms_norm rounds it, which it also writes (the one-row GEMV's split tile with and
+    without a tail or a second pass, persistent; the several-row GEMV; _matvec_kernel's one
+    row and row loop, in their prologues; the tensor-core kernel in its norm's kernel, or
+    tg.rms_norm's where it has no norm)."""
     x, w, b, g, r, _ = _parts(rows, 70, k, dtype, device)
+    g = g if norm else None
     h = randn(rows, k, dtype=dtype, device=device, scale=3.0)
     post = randn(k, dtype=dtype, device=device)
     stream = rms_norm_ref(h, post, residual=x)
-    ref = linear_ref(stream.double(), w.double(), b.double(), norm_weight=g.double(),
-                     activation="gelu", residual=r.double())
-    plans = [p for p in decode_plan.candidates(rows, 70, k, dtype, None)
-             if decode_plan.takes_added(p, rows)]
-    assert plans
+    plans = decode_plan.candidates(rows, 70, k, dtype, None)
+    assert all(decode_plan.takes_added(p) for p in plans)
     for plan in {repr(p): p for p in plans}.values():
         out = poisoned((rows, 70), dtype, device)
         written = poisoned((rows, k), dtype, device)
         decode_plan.launch(plan, x, w, out, g, 1e-6, b, "gelu", r, False,
                            added=added_args(h, post, written))
-        assert_close(out, ref, dtype, what=str(plan))
         assert_close(written, stream.double(), dtype, what=f"{plan}: the stream")
+        # against the stream written (the interpreter rounds bf16 by truncation)
+        ref = linear_ref(written.double(), w.double(), b.double(),
+                         norm_weight=g.double() if norm else None, activation="gelu",
+                         residual=r.double())
+        assert_close(out, ref, dtype, what=str(plan))
 
 
-def test_the_several_row_gemv_refuses_a_normed_stream(device):
+def test_cublas_refuses_a_normed_stream(device):
     x, w, b, g, r, _ = _parts(3, 70, 300, torch.bfloat16, device)
-    plan = decode_plan.Plan("gemv", gemv_config(70, 300))
-    assert not decode_plan.takes_added(plan, 3) and decode_plan.takes_added(plan, 1)
-    with pytest.raises(ValueError, match="no normed stream"):
-        decode_plan.launch(plan, x, w, torch.empty(3, 70, dtype=x.dtype, device=device), g,
-                           1e-6, b, "gelu", r, False, added=added_args(x, g, x.clone()))
+    plan = decode_plan.Plan("cublas", {"fused": decode_plan.rule(3, 70, 300, x.dtype,
+                                                                 None).as_dict()})
+    assert not decode_plan.takes_added(plan)
+    with pytest.raises(ValueError, match="adds no normed stream"):
+        decode_plan.launch(plan, x, w, torch.empty(3, 70, dtype=x.dtype, device=device), None,
+                           1e-6, b, "none", None, False, added=added_args(x, g, x.clone()))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -103,12 +103,12 @@ def test_bad_input(device, kwargs, error, match):
 def test_a_normed_output_added_to_the_stream_before_the_projection(rows, activation, dtype,
                                                                   device):
     """add_normed=(h, w): the projection of s = x + rms_norm(h) * w (rounded as tg.rms_norm
-    rounds it), s written to sum_out; in the prologue (one row, fp32's CUDA-core rows) or
-    by tg.rms_norm's kernel before the others (2-16 rows of 16-bit weights, the GEMM of
-    more); the handoff of the next norm beside it."""
+    rounds it), s written to sum_out; by the decode kernels up to 16 rows, by tg.rms_norm's
+    kernel before the GEMM of more; the handoff of the next norm beside it."""
     x = randn(rows, 300, dtype=dtype, device=device)
     h = randn(rows, 300, dtype=dtype, device=device, scale=4.0)
-    post, g = randn(300, dtype=dtype, device=device), randn(300, dtype=dtype, device=device)
+    # norm weights about 1, as models' are
+    post, g = ((1 + randn(300, scale=0.2)).to(dtype=dtype, device=device) for _ in range(2))
     w = randn(140, 300, dtype=dtype, device=device, scale=300**-0.5)
     stream = rms_norm_ref(h, post, 1e-5, residual=x)
     written = poisoned((rows, 300), dtype, device)

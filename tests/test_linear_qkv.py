@@ -82,9 +82,9 @@ def test_matches_float64_reference(rows, heads, kv_heads, head_dim, k, dtype, de
     (1, 4, 2, 64, 96), (3, 7, 1, 24, 40), (8, 8, 8, 16, 33), (19, 2, 1, 32, 48)])
 def test_a_normed_output_added_before_the_projection(rows, heads, kv_heads, head_dim, k,
                                                      head_norms, dtype, device):
-    """add_normed=(h, w) as in tg.linear: the projection of s = x + rms_norm(h) * w (in the
-    prologue of the one-row GEMV and the CUDA-core kernel, tg.rms_norm's kernel before the
-    others), s in sum_out; with Qwen3's head norms too."""
+    """add_normed=(h, w) as in tg.linear: the projection of s = x + rms_norm(h) * w (by the
+    decode kernels up to 16 rows, by tg.rms_norm's kernel before the GEMM of more), s in
+    sum_out; with Qwen3's head norms too."""
     x, w, b, g, cache = _case(rows, heads, kv_heads, head_dim, k, dtype, device)
     h = randn(rows, k, dtype=dtype, device=device, scale=3.0)
     post = randn(k, dtype=dtype, device=device)

@@ -20,6 +20,7 @@ import triton
 import triton.language as tl
 
 from .._runtime import INTERPRET
+from ._added_norm import NO_ADDED, add_normed, added_rstd
 from ._l2_prefetch import prefetch_lines
 from ._launch import ASSUMED_SM_COUNT, sm_count, weight_alignment
 from ._matvec import rows_epilogue
@@ -27,6 +28,7 @@ from ._norm_handoff import parts_block
 from ._norm_weight import is_one_value, norm_weight_at
 from ._rotary_store import NO_ROTARY
 from ._split_workspace import plan_split
+from .rms_norm import launch_rms_norm
 
 DOT_ROWS = 16  # the tile's rows: an mma operand needs at least 16
 # 16-bit split-K plans deal K's steps out evenly unless their config says "EVEN_SPLIT": False
@@ -98,37 +100,47 @@ def _dot_rows_step(acc, sum_sq, w, x_ptrs, norm_w_ptr, offs_m, offs_k, M, k0, k_
 
 
 @triton.jit
-def _norm_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, norm_w_ptr, K, eps,
+def _norm_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, norm_w_ptr, added, K, eps,
                       PDL: tl.constexpr, BLOCK_K: tl.constexpr,
-                      NORM_SCALAR: tl.constexpr = False):
+                      NORM_SCALAR: tl.constexpr = False, ADD_NORMED: tl.constexpr = False):
     """y_m = x_m / sqrt(mean_k x_mk^2 + eps) * g in y's dtype, one program a row: the input
     of the tensor-core kernel where a norm prologue is asked for. Scaling x inside that
     kernel's K loop keeps Triton from pipelining x's loads into the mma (a norm prologue
     there made a 2048 x 2048 bf16 linear 1.7x slower in a chain on H100); this kernel costs
     a launch, which PDL overlaps with the previous one. NORM_SCALAR: g is one value
-    (_norm_weight.py)."""
+    (_norm_weight.py). ADD_NORMED: x_m is first the stream x_m + rms_norm(h_m) * w of
+    `added`, which the program writes (_added_norm.py)."""
     if PDL:
         tl.extra.cuda.gdc_wait()               # x is final
         tl.extra.cuda.gdc_launch_dependents()  # the projection may start streaming weights
-    x_row = x_ptr + tl.program_id(0).to(tl.int64) * stride_xm
-    y_row = y_ptr + tl.program_id(0).to(tl.int64) * stride_ym
+    row = tl.program_id(0).to(tl.int64)
+    x_row = x_ptr + row * stride_xm
+    y_row = y_ptr + row * stride_ym
     offs_k = tl.arange(0, BLOCK_K)
+    if ADD_NORMED:
+        rstd_h = tl.sum(added_rstd(added, row + tl.arange(0, 1), row + 1, K, eps, 1))
     if BLOCK_K >= K:  # the row in registers: one read of x
         k_mask = offs_k < K
         x = tl.load(x_row + offs_k, mask=k_mask, other=0.0).to(tl.float32)
         # with x, before the sum's cross-warp barrier, which a load after it cannot pass
         g = norm_weight_at(norm_w_ptr, offs_k, k_mask, NORM_SCALAR)
+        if ADD_NORMED:
+            x = add_normed(x, added, row, offs_k, k_mask, rstd_h, True)
         rstd = tl.rsqrt(tl.sum(x * x) / K + eps)
         tl.store(y_row + offs_k, (x * rstd * g).to(y_ptr.dtype.element_ty), mask=k_mask)
     else:
         sum_sq = tl.zeros([BLOCK_K], tl.float32)
         for k0 in range(0, K, BLOCK_K):
             x = tl.load(x_row + k0 + offs_k, mask=offs_k < K - k0, other=0.0).to(tl.float32)
+            if ADD_NORMED:  # written here, made again below (this program's own writes)
+                x = add_normed(x, added, row, k0 + offs_k, offs_k < K - k0, rstd_h, True)
             sum_sq += x * x
         rstd = tl.rsqrt(tl.sum(sum_sq) / K + eps)
         for k0 in range(0, K, BLOCK_K):
             k_mask = offs_k < K - k0
             x = tl.load(x_row + k0 + offs_k, mask=k_mask, other=0.0).to(tl.float32)
+            if ADD_NORMED:
+                x = add_normed(x, added, row, k0 + offs_k, k_mask, rstd_h, False)
             g = norm_weight_at(norm_w_ptr, k0 + offs_k, k_mask, NORM_SCALAR)
             tl.store(y_row + k0 + offs_k, (x * rstd * g).to(y_ptr.dtype.element_ty),
                      mask=k_mask)
@@ -390,7 +402,8 @@ def l2_ahead_tiles(asked: int | None, K: int, block_k: int, split: int, pdl: boo
 def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
                     norm_weight, eps: float, bias, activation: str, residual,
                     config: dict, pdl: bool, rotary: tuple = NO_ROTARY,
-                    handed: tuple | None = None, hand_over: tuple | None = None):
+                    handed: tuple | None = None, hand_over: tuple | None = None,
+                    added: tuple = NO_ADDED):
     """out = linear(x) for 1 to DOT_ROWS rows of x (M, K), x and out with unit column
     stride; config: BLOCK_N, BLOCK_K, num_warps, num_stages, optionally SPLIT_K (default 1),
     W_LHS (default False), L2_TILES (default L2_AHEAD_TILES where split, under PDL) and for
@@ -400,23 +413,32 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
     rows' rstd, and in fp16, where x_next may have overflowed, x and norm_weight are read
     again by a program whose products are not finite;
     hand_over: (g, x_next, parts) to hand the next projection's norm over (_norm_handoff.py),
-    parts of shape (column blocks of this launch, DOT_ROWS)."""
+    parts of shape (column blocks of this launch, DOT_ROWS).
+    added: x is first the stream x + rms_norm(h) * w (_added_norm.py), made by the norm's
+    kernel before this one (a kernel of its own where there is no norm); not with handed."""
     M, K = x.shape
     N = weight.shape[0]
     if not 1 <= M <= DOT_ROWS:
         raise ValueError(f"the tensor-core decode kernel takes 1 to {DOT_ROWS} rows, got {M}")
+    if added and handed is not None:
+        raise ValueError("a norm handed over with x is not the norm of the stream added to it")
     config = dict(config)
     in_loop = config.pop("NORM_IN_LOOP", None)
-    if norm_weight is None or handed is not None:
+    if norm_weight is None or handed is not None or added:
         in_loop = False
     elif in_loop is None:
         in_loop = norm_in_loop(config, N, K, sm_count(x.device))
-    if norm_weight is not None and handed is None and not in_loop:
+    if added and norm_weight is None:   # the stream alone, as tg.rms_norm makes it
+        h, h_stride, w, sum_out, sum_stride = added
+        launch_rms_norm(h, w, eps, x, sum_out)
+        x = sum_out
+    elif norm_weight is not None and handed is None and not in_loop:
         x_normed = torch.empty((M, K), dtype=weight.dtype, device=x.device)
         block_k, warps = norm_rows_config(K)
-        _norm_rows_kernel[(M,)](x_normed, x_normed.stride(0), x, x.stride(0), norm_weight, K,
-                                eps, PDL=pdl, BLOCK_K=block_k,
-                                NORM_SCALAR=is_one_value(norm_weight), num_warps=warps,
+        _norm_rows_kernel[(M,)](x_normed, x_normed.stride(0), x, x.stride(0), norm_weight,
+                                added, K, eps, PDL=pdl, BLOCK_K=block_k,
+                                NORM_SCALAR=is_one_value(norm_weight),
+                                ADD_NORMED=bool(added), num_warps=warps,
                                 **({"launch_pdl": True} if pdl else {}))
         x, norm_weight = x_normed, None
     precision = config.pop("DOT_PRECISION", "tf32x3")

@@ -512,6 +512,25 @@ def _gemv_rows_inputs(x_ptr, stride_xm, norm_w_ptr, cols, k0, K, M, HAS_NORM: tl
 
 
 @triton.jit
+def _gemv_rows_added(x0, x1, x2, x3, added, cols, k0, K, M, rstd_h, write,
+                     BLOCK_M: tl.constexpr):
+    """_gemv_rows_inputs' rows made the stream x + rms_norm(h) * w of `added`
+    (_added_norm.py), rstd_h (BLOCK_M,) the rows' 1 / rms of h; stored where `write`."""
+    k_mask = cols < K - k0
+    rows = tl.arange(0, BLOCK_M)
+    x0 = add_normed(x0, added, 0, k0 + cols, k_mask, tl.sum(tl.where(rows == 0, rstd_h, 0.0)),
+                    write)
+    x1 = add_normed(x1, added, 1, k0 + cols, tl.where(M > 1, k_mask, False),
+                    tl.sum(tl.where(rows == 1, rstd_h, 0.0)), write)
+    if BLOCK_M > 2:
+        x2 = add_normed(x2, added, 2, k0 + cols, tl.where(M > 2, k_mask, False),
+                        tl.sum(tl.where(rows == 2, rstd_h, 0.0)), write)
+        x3 = add_normed(x3, added, 3, k0 + cols, tl.where(M > 3, k_mask, False),
+                        tl.sum(tl.where(rows == 3, rstd_h, 0.0)), write)
+    return x0, x1, x2, x3
+
+
+@triton.jit
 def _gemv_rows_fold(acc0, acc1, acc2, acc3, ss0, ss1, ss2, ss3, w, x0, x1, x2, x3, g,
                     HAS_NORM: tl.constexpr, BLOCK_M: tl.constexpr):
     """_gemv_fold for each of 2 or 4 rows (BLOCK_M) over the same weight tile w."""
@@ -648,14 +667,14 @@ def _gemv_rows_resident_block(w, block, x0, x1, x2, x3, ss0, ss1, ss2, ss3, y_pt
 
 @triton.jit
 def _gemv_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm_w_ptr,
-                      bias_ptr, res_ptr, stride_rm, rotary, M, N, K, eps,
+                      bias_ptr, res_ptr, stride_rm, rotary, added, M, N, K, eps,
                       HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr,
                       HAS_RESIDUAL: tl.constexpr, ACTIVATION: tl.constexpr,
                       PREFETCH_WEIGHT: tl.constexpr, BLOCK_M: tl.constexpr,
                       BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, CHUNK: tl.constexpr,
                       ALIGN: tl.constexpr = 1, PERSISTENT: tl.constexpr = False,
                       NARROW: tl.constexpr = False, ONE_TILE: tl.constexpr = False,
-                      NORM_SCALAR: tl.constexpr = False):
+                      NORM_SCALAR: tl.constexpr = False, ADD_NORMED: tl.constexpr = False):
     """_gemv_kernel's split tile applied to 2-4 rows (BLOCK_M 2 or 4, rows past M masked):
     y_mn = act(rstd_m * sum_k x_mk g_k W_nk + b_n) + r_mn.
 
@@ -669,10 +688,14 @@ def _gemv_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm
     PERSISTENT as in _gemv_kernel: programs that stay resident take row blocks p, p + G,
     ..., whole rows in one flat tile (K <= SPLIT * CHUNK), every x row and its sum of
     squares read once a program.
+
+    ADD_NORMED as in _gemv_kernel, for each row (not with NARROW: x is then scaled).
     """
     K = K * ALIGN
     stride_wn = stride_wn * ALIGN
     block = tl.program_id(0)
+    if ADD_NORMED:  # the rows' norms of h first: the sums below need them from the start
+        rstd_h = added_rstd(added, tl.arange(0, BLOCK_M), M, K, eps, BLOCK_M)
     if PERSISTENT:  # whole rows (launch_matvec checks), one flat tile of SPLIT * CHUNK columns
         offs_k = tl.arange(0, SPLIT * CHUNK)
         w = _gemv_flat_tile(w_ptr, stride_wn, block, N, K, offs_k, BLOCK_N)
@@ -681,6 +704,9 @@ def _gemv_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm
             tl.extra.cuda.gdc_launch_dependents()  # only now may the next kernel prefetch
         x0, x1, x2, x3, g = _gemv_rows_inputs(x_ptr, stride_xm, norm_w_ptr, offs_k, 0, K, M,
                                               HAS_NORM, BLOCK_M, NORM_SCALAR)
+        if ADD_NORMED:
+            x0, x1, x2, x3 = _gemv_rows_added(x0, x1, x2, x3, added, offs_k, 0, K, M, rstd_h,
+                                              block == 0, BLOCK_M)
         ss0, ss1, ss2, ss3 = 0.0, 0.0, 0.0, 0.0
         if HAS_NORM:
             ss0, ss1 = tl.sum(x0 * x0), tl.sum(x1 * x1)
@@ -714,6 +740,9 @@ def _gemv_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm
             tl.extra.cuda.gdc_launch_dependents()  # only now may the next kernel prefetch
         x0, x1, x2, x3, g = _gemv_rows_inputs(x_ptr, stride_xm, norm_w_ptr, cols, 0, K, M,
                                               HAS_NORM, BLOCK_M, NORM_SCALAR)
+        if ADD_NORMED:
+            x0, x1, x2, x3 = _gemv_rows_added(x0, x1, x2, x3, added, cols, 0, K, M, rstd_h,
+                                              block == 0, BLOCK_M)
         bias, residual, position, slot, c, s = _gemv_rows_epilogue_inputs(
             offs_m, offs_n, bias_ptr, res_ptr, stride_rm, rotary, M, N, HAS_BIAS,
             HAS_RESIDUAL, ACTIVATION, BLOCK_M, BLOCK_N)
@@ -728,6 +757,9 @@ def _gemv_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm
                 w = tl.load(w_ptrs + k0, mask=w_mask & (cols < K - k0), other=0.0)
                 x0, x1, x2, x3, g = _gemv_rows_inputs(x_ptr, stride_xm, norm_w_ptr, cols, k0,
                                                       K, M, HAS_NORM, BLOCK_M, NORM_SCALAR)
+                if ADD_NORMED:
+                    x0, x1, x2, x3 = _gemv_rows_added(x0, x1, x2, x3, added, cols, k0, K, M,
+                                                      rstd_h, block == 0, BLOCK_M)
                 acc0, acc1, acc2, acc3, ss0, ss1, ss2, ss3 = _gemv_rows_fold(
                     acc0, acc1, acc2, acc3, ss0, ss1, ss2, ss3, w, x0, x1, x2, x3, g,
                     HAS_NORM, BLOCK_M)
@@ -1038,16 +1070,13 @@ def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
     stream has finished. rotary: the epilogue's tuple (_rotary_store.py) where activation is
     "rotary". l2_ahead (contiguous): the one-row GEMV also prefetches its bytes into L2
     before its wait; a hint, ignored by the other kernels and by the interpreter. added: x
-    is first the stream x + rms_norm(h) * w (_added_norm.py; not on _gemv_rows_kernel,
-    takes_added)."""
+    is first the stream x + rms_norm(h) * w (_added_norm.py)."""
     M, K = x.shape
     N = weight.shape[0]
     parts = dict(HAS_NORM=norm_weight is not None, HAS_BIAS=bias is not None,
                  HAS_RESIDUAL=residual is not None, ACTIVATION=activation,
                  PREFETCH_WEIGHT=pdl, NORM_SCALAR=is_one_value(norm_weight),
                  ADD_NORMED=bool(added))
-    if added and not takes_added(M, config):
-        raise ValueError(f"the several-row GEMV does not add a normed stream ({M} rows)")
     pdl_option = {"launch_pdl": True} if pdl else {}
     grid = (triton.cdiv(N, config["BLOCK_N"]),)
     # Not under ROW_LOOP: there 16-byte weight loads took 3 rows 3-33% longer than loads an
@@ -1066,7 +1095,7 @@ def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
         per_sm = config.pop("PROGRAMS_PER_SM", None)
         most_per_sm = config.pop("MOST_PROGRAMS_PER_SM", MAX_PROGRAMS_PER_SM)
         # exact only where x is of the weights' 16-bit dtype and no norm scales it; PTX
-        narrow = (config.pop("NARROW", False) and M > 1 and bool(per_sm)
+        narrow = (config.pop("NARROW", False) and M > 1 and bool(per_sm) and not added
                   and norm_weight is None and x.dtype == weight.dtype
                   and weight.element_size() == 2 and not INTERPRET)
         # the one-row persistent tile widened where used (PTX too): by default where it won,
@@ -1092,10 +1121,9 @@ def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
             kernel = _gemv_rows_kernel
             args = (out, out.stride(0), x, x.stride(0), weight, weight.stride(0) // align,
                     norm_weight, bias, residual,
-                    residual.stride(0) if residual is not None else 0, rotary, M, N,
+                    residual.stride(0) if residual is not None else 0, rotary, added, M, N,
                     K // align, eps)
             parts["BLOCK_M"] = triton.next_power_of_2(M)
-            del parts["ADD_NORMED"]
             if narrow:
                 parts["NARROW"] = True
         kwargs = dict(**parts, **config, ALIGN=align, PERSISTENT=bool(per_sm), **pdl_option)
@@ -1125,9 +1153,3 @@ def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
         residual.stride(0) if residual is not None else 0, rotary, added, M, N, K // align,
         eps, **parts, BLOCK_M=triton.next_power_of_2(M), **config, ALIGN=align, **pdl_option)
 
-
-def takes_added(rows: int, config: dict) -> bool:
-    """Whether launch_matvec's kernel for `rows` rows under `config` adds a normed stream in
-    its prologue (added): the one-row GEMV and _matvec_kernel do, the several-row GEMV
-    does not."""
-    return rows == 1 or "SPLIT" not in config

@@ -38,7 +38,6 @@ from ._matvec import (
     split_gemv_config,
     two_row_gemv_config,
 )
-from ._matvec import takes_added as launch_takes_added
 from ._pdl import use_pdl
 from ._rotary_store import NO_ROTARY
 from ._split_workspace import deals_differ
@@ -818,10 +817,11 @@ def record(rows: int, N: int, K: int, dtype: torch.dtype, chosen: Plan) -> None:
     _tuned.record(tuned_key(rows, N, K, dtype), chosen.as_dict())
 
 
-def takes_added(chosen: Plan, rows: int) -> bool:
-    """Whether `chosen` at `rows` rows adds a normed stream in its prologue (launch's
-    `added`, _added_norm.py): the CUDA-core kernels but the several-row GEMV."""
-    return chosen.kind in ("gemv", "matvec") and launch_takes_added(rows, chosen.config)
+def takes_added(chosen: Plan) -> bool:
+    """Whether `chosen` adds a normed stream to x before its projection (launch's `added`,
+    _added_norm.py): the CUDA-core kernels in their prologue, the tensor-core kernel in the
+    norm's kernel before it; cuBLAS (plain projections) does not."""
+    return chosen.kind != "cublas"
 
 
 def launch(chosen: Plan, x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
@@ -837,8 +837,8 @@ def launch(chosen: Plan, x: torch.Tensor, weight: torch.Tensor, out: torch.Tenso
     rms_norm(h) * w, _added_norm.py) where takes_added."""
     if (handed is not None or hand_over is not None) and chosen.kind != "dot":
         raise ValueError(f"a norm is handed over only on the tensor-core path, not {chosen.kind}")
-    if added and not takes_added(chosen, x.shape[0]):
-        raise ValueError(f"{chosen.kind} at {x.shape[0]} rows adds no normed stream")
+    if added and not takes_added(chosen):
+        raise ValueError(f"{chosen.kind} adds no normed stream")
     if chosen.kind == "cublas":  # tuned where it beat every plan; no norm, no activation
         if norm_weight is not None or activation != "none":
             raise ValueError("cuBLAS runs plain projections only; plan(fused=True) says what "
@@ -856,6 +856,6 @@ def launch(chosen: Plan, x: torch.Tensor, weight: torch.Tensor, out: torch.Tenso
         return None
     if chosen.kind == "dot":
         return launch_dot_rows(x, weight, out, norm_weight, eps, bias, activation, residual,
-                               chosen.config, pdl, rotary, handed, hand_over)
+                               chosen.config, pdl, rotary, handed, hand_over, added)
     return launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
                          chosen.config, pdl, rotary, l2_ahead, added)

@@ -84,15 +84,15 @@ def _launch_linear_added(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tens
                          addend: torch.Tensor, addend_weight: torch.Tensor,
                          sum_out: torch.Tensor, out: torch.Tensor,
                          l2_ahead: torch.Tensor | None = None) -> None:
-    """_launch_linear of s = x + rms_norm(addend) * addend_weight, s written to sum_out: in
-    the projection's prologue where the decode plan's kernel takes it (_added_norm.py),
-    else tg.rms_norm's kernel first."""
+    """_launch_linear of s = x + rms_norm(addend) * addend_weight, s written to sum_out: by
+    the decode kernels (_added_norm.py), or tg.rms_norm's kernel before the tiled GEMM or
+    a cuBLAS plan."""
     x_rows = as_rows(x)
     rows, k = x_rows.shape
     if rows <= decode_plan.DECODE_MAX_ROWS:
         weight = weight if weight.stride(-1) == 1 else weight.contiguous()
         chosen = decode_plan.plan(rows, weight.shape[0], k, weight.dtype, x.device, fused=True)
-        if decode_plan.takes_added(chosen, rows):
+        if decode_plan.takes_added(chosen):
             y_rows, sum_rows = out.view(-1, out.shape[-1]), sum_out.view(-1, k)
             pdl = use_pdl(x.device, (weight,), prefetch_weight)
             decode_plan.launch(
@@ -222,8 +222,9 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     add, as tg.rms_norm(h, w, norm_eps, residual=x) makes s) and writes s to sum_out (x's
     shape, contiguous, apart from every other argument): a residual stream whose
     projection outputs are normalised before they are added (Gemma's norms after attention
-    and the MLP). The decode kernels that stream one row (or rows of fp32 weights) form s
-    in their prologue; the others run tg.rms_norm's kernel first. No autograd.
+    and the MLP). Up to 16 rows the decode kernels form s in their prologue (the
+    tensor-core kernel in its norm's kernel before it); more rows (the tiled GEMM) run
+    tg.rms_norm's kernel first. No autograd.
     """
     check_tensor("x", x, min_ndim=1, differentiable=True)
     check_tensor("weight", weight, differentiable=True)

@@ -88,7 +88,7 @@ def _launch_linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
     norm_weight = kernel_norm_weight(norm_weight)
     chosen = decode_plan.plan(rows, weight.shape[0], k, weight.dtype, x.device, fused=True)
     writes = (out, k_cache, v_cache)
-    if added and not decode_plan.takes_added(chosen, rows):
+    if added and not decode_plan.takes_added(chosen):
         launch_rms_norm(addend, addend_weight, norm_eps, x, sum_out)  # the sum first
         x_rows, added = as_rows(sum_out), None
     elif added:
