@@ -16,8 +16,15 @@ import triton
 import triton.language as tl
 
 NO_ADDED = ()  # the `added` argument of a projection that reads x as it is
-# Columns of h a step of added_rstd's pass
-RSTD_BLOCK_K = tl.constexpr(1024)
+# The widest step of added_rstd's pass over h in the one-row and several-row GEMVs (a
+# 1-D vector over the program's threads, live beside the weight tile they prefetched):
+# one step up to 2048 columns (rstd_block_k)
+MAX_RSTD_BLOCK_K = 2048
+
+
+def rstd_block_k(K: int) -> int:
+    """The GEMVs' step of added_rstd over rows of K columns."""
+    return min(MAX_RSTD_BLOCK_K, triton.next_power_of_2(K))
 
 
 def added_args(h: torch.Tensor, w: torch.Tensor, sum_out: torch.Tensor) -> tuple:
@@ -26,12 +33,14 @@ def added_args(h: torch.Tensor, w: torch.Tensor, sum_out: torch.Tensor) -> tuple
 
 
 @triton.jit
-def added_rstd(added, offs_m, M, K, eps, BLOCK_M: tl.constexpr):
-    """1 / sqrt(mean_k h_mk^2 + eps) of rows offs_m of h, (BLOCK_M,) (rows past M: any)."""
+def added_rstd(added, offs_m, M, K, eps, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    """1 / sqrt(mean_k h_mk^2 + eps) of rows offs_m of h, (BLOCK_M,) (rows past M: any), in
+    steps of BLOCK_K columns: a step a round trip to L2 before the projection can start, so
+    as wide as the caller can hold."""
     h_ptr, stride_hm, w_ptr, sum_ptr, stride_sm = added
-    cols = tl.arange(0, RSTD_BLOCK_K)
+    cols = tl.arange(0, BLOCK_K)
     sum_sq = tl.zeros([BLOCK_M], tl.float32)
-    for k0 in range(0, K, RSTD_BLOCK_K):
+    for k0 in range(0, K, BLOCK_K):
         mask = (offs_m < M)[:, None] & (cols < K - k0)[None, :]
         h = tl.load(h_ptr + offs_m[:, None] * stride_hm + k0 + cols[None, :], mask=mask,
                     other=0.0).to(tl.float32)

@@ -118,7 +118,8 @@ def _norm_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, norm_w_ptr, added, K, 
     y_row = y_ptr + row * stride_ym
     offs_k = tl.arange(0, BLOCK_K)
     if ADD_NORMED:
-        rstd_h = tl.sum(added_rstd(added, row + tl.arange(0, 1), row + 1, K, eps, 1))
+        rstd_h = tl.sum(added_rstd(added, row + tl.arange(0, 1), row + 1, K, eps, 1,
+                                    BLOCK_K))
     if BLOCK_K >= K:  # the row in registers: one read of x
         k_mask = offs_k < K
         x = tl.load(x_row + offs_k, mask=k_mask, other=0.0).to(tl.float32)

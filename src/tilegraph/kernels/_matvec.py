@@ -15,7 +15,7 @@ import triton.language as tl
 
 from .._runtime import INTERPRET
 from ._activation import GLU_ACTIVATIONS, apply_activation, glu_pairs, is_glu
-from ._added_norm import NO_ADDED, add_normed, added_rstd
+from ._added_norm import NO_ADDED, add_normed, added_rstd, rstd_block_k
 from ._l2_prefetch import prefetch_lines
 from ._launch import ASSUMED_SM_COUNT, launch, resident_launch, sm_count, weight_alignment
 from ._norm_weight import is_one_value, norm_weight_at
@@ -173,7 +173,7 @@ def _matvec_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
         tl.extra.cuda.gdc_launch_dependents()  # only now may the next kernel prefetch
     rstd_h = 1.0
     if ADD_NORMED:
-        rstd_h = added_rstd(added, offs_m, M, K, eps, BLOCK_M)
+        rstd_h = added_rstd(added, offs_m, M, K, eps, BLOCK_M, BLOCK_K)
     write = pid_n == 0
     acc, sum_sq = _matvec_step(acc, sum_sq, x_ptr, stride_xm, w_first, norm_w_ptr, offs_m,
                                offs_k, M, 0, K, HAS_NORM, BLOCK_M, ROW_LOOP, GATHER_ROWS, "",
@@ -242,7 +242,7 @@ def _gemv_block(w, w_tail, block, y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bi
                 ACTIVATION: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT: tl.constexpr,
                 CHUNK: tl.constexpr, TAIL: tl.constexpr, RELEASE_AFTER_INPUTS: tl.constexpr,
                 ONE_TILE: tl.constexpr = False, NORM_SCALAR: tl.constexpr = False,
-                ADD_NORMED: tl.constexpr = False):
+                ADD_NORMED: tl.constexpr = False, ADD_BLOCK_K: tl.constexpr = 1024):
     """Row block `block` of _gemv_kernel from its tiles already loaded (_gemv_tiles): the rest
     of its row (none where ONE_TILE: the row fits the first tile), the reduction, the
     epilogue and the store. ADD_NORMED: x is the stream of `added` (_added_norm.py), which
@@ -253,7 +253,7 @@ def _gemv_block(w, w_tail, block, y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bi
     sum_sq = 0.0
     write = block == 0
     if ADD_NORMED:  # h's norm first: the sum below needs it from the first column on
-        rstd_h = tl.sum(added_rstd(added, tl.arange(0, 1), 1, K, eps, 1))
+        rstd_h = tl.sum(added_rstd(added, tl.arange(0, 1), 1, K, eps, 1, ADD_BLOCK_K))
     x, g = _gemv_inputs(x_ptr, norm_w_ptr, cols, 0, K, HAS_NORM, NORM_SCALAR)
     if ADD_NORMED:
         x = add_normed(x, added, 0, cols, cols < K, rstd_h, write)
@@ -385,7 +385,7 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
                  PERSISTENT: tl.constexpr = False, WIDEN: tl.constexpr = False,
                  AHEAD: tl.constexpr = 0, AHEAD_LINE: tl.constexpr = 64,
                  ONE_TILE: tl.constexpr = False, NORM_SCALAR: tl.constexpr = False,
-                 ADD_NORMED: tl.constexpr = False):
+                 ADD_NORMED: tl.constexpr = False, ADD_BLOCK_K: tl.constexpr = 1024):
     """One row: y_n = act(rstd * sum_k x_k g_k W_nk + b_n) + r_n, BLOCK_N outputs a block,
     rstd = 1 / sqrt(mean_k x_k^2 + eps) gathered in the same pass over K.
 
@@ -421,7 +421,8 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
     NORM_SCALAR: the norm weight is one value, read once (_norm_weight.py).
 
     ADD_NORMED: x is first the stream x + rms_norm(h) * w of `added` (Gemma's norm after a
-    residual projection), which block 0 writes (_added_norm.py).
+    residual projection), which block 0 writes, h's norm from steps of ADD_BLOCK_K columns
+    (_added_norm.py).
 
     AHEAD > 0: before its wait each program also asks L2 for AHEAD lines (of AHEAD_LINE
     elements) of the first ahead_lines lines at ahead_ptr, weights of a kernel after this one:
@@ -457,7 +458,7 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
             x_tail, g_tail = _gemv_inputs(x_ptr, norm_w_ptr, offs_t, 0, K, HAS_NORM,
                                           NORM_SCALAR)
         if ADD_NORMED:
-            rstd_h = tl.sum(added_rstd(added, tl.arange(0, 1), 1, K, eps, 1))
+            rstd_h = tl.sum(added_rstd(added, tl.arange(0, 1), 1, K, eps, 1, ADD_BLOCK_K))
             x = add_normed(x, added, 0, offs_k, offs_k < K, rstd_h, block == 0)
             if TAIL > 0:
                 x_tail = add_normed(x_tail, added, 0, offs_t, offs_t < K, rstd_h, block == 0)
@@ -486,7 +487,7 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
                     res_ptr, rotary, added, N, K, eps, cols, HAS_NORM, HAS_BIAS, HAS_RESIDUAL,
                     ACTIVATION, BLOCK_N, SPLIT, CHUNK, TAIL,
                     PREFETCH_WEIGHT and RELEASE_AFTER_INPUTS, ONE_TILE, NORM_SCALAR,
-                    ADD_NORMED)
+                    ADD_NORMED, ADD_BLOCK_K)
 
 
 @triton.jit
@@ -674,7 +675,8 @@ def _gemv_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm
                       BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, CHUNK: tl.constexpr,
                       ALIGN: tl.constexpr = 1, PERSISTENT: tl.constexpr = False,
                       NARROW: tl.constexpr = False, ONE_TILE: tl.constexpr = False,
-                      NORM_SCALAR: tl.constexpr = False, ADD_NORMED: tl.constexpr = False):
+                      NORM_SCALAR: tl.constexpr = False, ADD_NORMED: tl.constexpr = False,
+                      ADD_BLOCK_K: tl.constexpr = 1024):
     """_gemv_kernel's split tile applied to 2-4 rows (BLOCK_M 2 or 4, rows past M masked):
     y_mn = act(rstd_m * sum_k x_mk g_k W_nk + b_n) + r_mn.
 
@@ -695,7 +697,7 @@ def _gemv_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm
     stride_wn = stride_wn * ALIGN
     block = tl.program_id(0)
     if ADD_NORMED:  # the rows' norms of h first: the sums below need them from the start
-        rstd_h = added_rstd(added, tl.arange(0, BLOCK_M), M, K, eps, BLOCK_M)
+        rstd_h = added_rstd(added, tl.arange(0, BLOCK_M), M, K, eps, BLOCK_M, ADD_BLOCK_K)
     if PERSISTENT:  # whole rows (launch_matvec checks), one flat tile of SPLIT * CHUNK columns
         offs_k = tl.arange(0, SPLIT * CHUNK)
         w = _gemv_flat_tile(w_ptr, stride_wn, block, N, K, offs_k, BLOCK_N)
@@ -1077,6 +1079,7 @@ def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
                  HAS_RESIDUAL=residual is not None, ACTIVATION=activation,
                  PREFETCH_WEIGHT=pdl, NORM_SCALAR=is_one_value(norm_weight),
                  ADD_NORMED=bool(added))
+    gemv_parts = {"ADD_BLOCK_K": rstd_block_k(K)} if added else {}
     pdl_option = {"launch_pdl": True} if pdl else {}
     grid = (triton.cdiv(N, config["BLOCK_N"]),)
     # Not under ROW_LOOP: there 16-byte weight loads took 3 rows 3-33% longer than loads an
@@ -1126,7 +1129,8 @@ def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
             parts["BLOCK_M"] = triton.next_power_of_2(M)
             if narrow:
                 parts["NARROW"] = True
-        kwargs = dict(**parts, **config, ALIGN=align, PERSISTENT=bool(per_sm), **pdl_option)
+        kwargs = dict(**parts, **gemv_parts, **config, ALIGN=align, PERSISTENT=bool(per_sm),
+                      **pdl_option)
         if COMPILE_ONE_TILE and not per_sm and K <= config["SPLIT"] * config["CHUNK"]:
             kwargs["ONE_TILE"] = True  # the split tile's K loop left out: the row fits a tile
         if per_sm:  # persistent: a few programs an SM take every G-th block of rows
