@@ -179,7 +179,8 @@ def test_normed_adds_chained_in_a_graph_equal_eager_over_replays(rows):
     ("w's dtype", TypeError, "add_normed's w has dtype torch.float16"),
     ("sum_out is x", ValueError, "sum_out overlaps x in memory"),
     ("sum_out is h", ValueError, "sum_out overlaps add_normed's h in memory"),
-    ("sum_out's shape", ValueError, r"out has shape \(6,\), expected \(3, 6\)"),
+    ("sum_out's shape", ValueError, r"sum_out has shape \(6,\), expected \(3, 6\)"),
+    ("sum_out's dtype", TypeError, "sum_out has dtype torch.float16 but x has"),
     ("grad", ValueError, "autograd cannot follow"),
 ])
 def test_bad_add_normed(change, error, match, device):
@@ -202,6 +203,8 @@ def test_bad_add_normed(change, error, match, device):
         kwargs["sum_out"] = h[:, :]
     elif change == "sum_out's shape":
         kwargs["sum_out"] = torch.empty(6, device=device)
+    elif change == "sum_out's dtype":
+        kwargs["sum_out"] = torch.empty(3, 6, dtype=torch.float16, device=device)
     elif change == "grad":
         w.requires_grad_(True)
     with pytest.raises(error, match=match):

@@ -320,7 +320,9 @@ def check_add_normed(add_normed, sum_out, x: torch.Tensor, out, *others) -> None
         raise ValueError("add_normed needs sum_out, where the sum x + rms_norm(h) * w goes")
     if not isinstance(sum_out, torch.Tensor):
         raise TypeError(f"sum_out must be a torch.Tensor, got {type(sum_out).__name__}")
-    prepare_out(sum_out, tuple(x.shape), x.dtype, x.device)
+    check_shape("sum_out", sum_out, tuple(x.shape))
+    check_like("sum_out", sum_out, "x", x)
+    prepare_out(sum_out, tuple(x.shape), x.dtype, x.device)   # contiguous, no grad
     # every program reads x, h and w while one of them writes the sum
     for name, t in (("x", x), ("add_normed's h", h), ("add_normed's w", w), ("out", out),
                     *others):
