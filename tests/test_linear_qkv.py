@@ -98,6 +98,17 @@ def test_a_normed_output_added_before_the_projection(rows, heads, kv_heads, head
     _check(q, cache, _reference(written, w, b, g, before, **norms), dtype)
 
 
+def test_add_normed_inputs_are_checked(device):
+    x, w, b, g, cache = _case(2, 4, 2, 16, 24, torch.float32, device)
+    h = randn(2, 24, device=device)
+    with pytest.raises(ValueError, match="sum_out is written only with add_normed"):
+        tg.linear_qkv(x, w, b, sum_out=torch.empty_like(x), **cache)
+    with pytest.raises(ValueError, match="add_normed needs sum_out"):
+        tg.linear_qkv(x, w, b, add_normed=(h, g), **cache)
+    with pytest.raises(ValueError, match="sum_out overlaps add_normed's h"):
+        tg.linear_qkv(x, w, b, add_normed=(h, g), sum_out=h, **cache)
+
+
 def _head_norms(head_dim, dtype, device):
     return {name: (1 + randn(head_dim, scale=0.3)).to(dtype=dtype, device=device)
             for name in ("q_norm_weight", "k_norm_weight")}
