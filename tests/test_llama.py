@@ -785,8 +785,8 @@ def test_real_shapes_teacher_forced_over_64_positions(name, dtype, batch):
                                              ("gemma2-2b", {"sliding_window": 64})])
 def test_decode_graph_replays_equal_eager_decode_over_200_positions(name, overrides):
     """The decode chain (kernels launched with programmatic dependent launch, split runs
-    merged through per-stream counters; Gemma 2's norms after attention and the MLP
-    between its projections, its softcaps and windows) replayed 200 times from one graph
+    merged through per-stream counters; Gemma 2's normed outputs added to the stream in
+    the projections after them, its softcaps and windows) replayed 200 times from one graph
     gives the same logits, bit for bit, as the same steps launched eagerly; both stay
     within tolerance of the plain PyTorch forward in fp32 over the whole sequence (or 1.5x
     the plain forward's own error in bf16)."""
