@@ -83,8 +83,9 @@ def byte_range(t: torch.Tensor) -> tuple[int, int]:
 
 
 def check_no_overlap(out: torch.Tensor, name: str, t: torch.Tensor | None, *,
-                     allow_identical: bool = False) -> None:
-    """Refuse an `out` that shares memory with an input the kernel still has to read.
+                     allow_identical: bool = False, out_name: str = "out") -> None:
+    """Refuse an `out` (an output called `out_name`) that shares memory with an input the
+    kernel still has to read.
 
     Element-wise kernels may write in place (`allow_identical`): each element is read before
     the same program writes it. A shifted overlap would read already-written values.
@@ -95,8 +96,8 @@ def check_no_overlap(out: torch.Tensor, name: str, t: torch.Tensor | None, *,
             and out.stride() == t.stride():
         return
     if memory_overlaps(out, t):
-        raise ValueError(f"out overlaps {name} in memory; this kernel cannot work in place, "
-                         f"pass a separate out tensor")
+        raise ValueError(f"{out_name} overlaps {name} in memory; this kernel cannot work in "
+                         f"place, pass a separate {out_name} tensor")
 
 
 def memory_overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:

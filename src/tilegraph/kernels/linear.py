@@ -26,7 +26,6 @@ from ._checks import (
     check_no_overlap,
     check_shape,
     check_tensor,
-    memory_overlaps,
     prepare_out,
     wants_grad,
 )
@@ -85,23 +84,22 @@ def _launch_linear_added(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tens
                          sum_out: torch.Tensor, out: torch.Tensor,
                          l2_ahead: torch.Tensor | None = None) -> None:
     """_launch_linear of s = x + rms_norm(addend) * addend_weight, s written to sum_out: by
-    the decode kernels (_added_norm.py), or tg.rms_norm's kernel before the tiled GEMM or
-    a cuBLAS plan."""
+    the decode kernels (_added_norm.py; a fused plan, never cuBLAS), or tg.rms_norm's kernel
+    before the tiled GEMM."""
     x_rows = as_rows(x)
     rows, k = x_rows.shape
     if rows <= decode_plan.DECODE_MAX_ROWS:
         weight = weight if weight.stride(-1) == 1 else weight.contiguous()
         chosen = decode_plan.plan(rows, weight.shape[0], k, weight.dtype, x.device, fused=True)
-        if decode_plan.takes_added(chosen):
-            y_rows, sum_rows = out.view(-1, out.shape[-1]), sum_out.view(-1, k)
-            pdl = use_pdl(x.device, (weight,), prefetch_weight)
-            decode_plan.launch(
-                chosen, x_rows, weight, y_rows, kernel_norm_weight(norm_weight), norm_eps,
-                bias.contiguous() if bias is not None else None, activation,
-                as_rows(residual) if residual is not None else None, pdl, l2_ahead=l2_ahead,
-                added=added_args(as_rows(addend), addend_weight.contiguous(), sum_rows))
-            launched(x.device, pdl, (y_rows, sum_rows))
-            return
+        y_rows, sum_rows = out.view(-1, out.shape[-1]), sum_out.view(-1, k)
+        pdl = use_pdl(x.device, (weight,), prefetch_weight)
+        decode_plan.launch(
+            chosen, x_rows, weight, y_rows, kernel_norm_weight(norm_weight), norm_eps,
+            bias.contiguous() if bias is not None else None, activation,
+            as_rows(residual) if residual is not None else None, pdl, l2_ahead=l2_ahead,
+            added=added_args(as_rows(addend), addend_weight.contiguous(), sum_rows))
+        launched(x.device, pdl, (y_rows, sum_rows))
+        return
     launch_rms_norm(addend, addend_weight, norm_eps, x, sum_out)
     _launch_linear(sum_out, weight, bias, norm_weight, norm_eps, activation, residual,
                    prefetch_weight, out, False, l2_ahead)
@@ -326,8 +324,7 @@ def check_add_normed(add_normed, sum_out, x: torch.Tensor, out, *others) -> None
     # every program reads x, h and w while one of them writes the sum
     for name, t in (("x", x), ("add_normed's h", h), ("add_normed's w", w), ("out", out),
                     *others):
-        if t is not None and not torch.compiler.is_compiling() and memory_overlaps(sum_out, t):
-            raise ValueError(f"sum_out overlaps {name} in memory; pass a separate tensor")
+        check_no_overlap(sum_out, name, t, out_name="sum_out")
 
 
 def interleave_gate_up(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:

@@ -33,7 +33,6 @@ from ._ops import custom_op
 from ._pdl import launched, use_pdl
 from ._rotary_store import rotary_args
 from .linear import check_add_normed, linear, linear_ref, usable_handoff
-from .rms_norm import launch_rms_norm
 from .rotary import (
     check_cache_inputs,
     check_head_norms,
@@ -88,10 +87,7 @@ def _launch_linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
     norm_weight = kernel_norm_weight(norm_weight)
     chosen = decode_plan.plan(rows, weight.shape[0], k, weight.dtype, x.device, fused=True)
     writes = (out, k_cache, v_cache)
-    if added and not decode_plan.takes_added(chosen):
-        launch_rms_norm(addend, addend_weight, norm_eps, x, sum_out)  # the sum first
-        x_rows, added = as_rows(sum_out), None
-    elif added:
+    if added:  # a fused plan takes it (never cuBLAS)
         added = added_args(as_rows(addend), addend_weight.contiguous(), sum_out.view(-1, k))
         writes += (sum_out,)
     pdl = use_pdl(x.device, (weight,))
