@@ -34,7 +34,9 @@ as before session 96: decode_plan.runs_one_step read as False) and "norm-no-pdl"
 tg.rms_norm launched without programmatic dependent launch, as before session 116: Gemma's
 norms after attention and the MLP) and "norms-apart" (bands, Gemma's normed outputs added to
 the stream by tg.rms_norm's kernel, not in the next projection's prologue: as before session
-116's llama.ADD_NORMED_IN_PROLOGUE).
+116's llama.ADD_NORMED_IN_PROLOGUE) and "head-norms-apart" (bands, Qwen3's and Gemma 3's
+head norms in tg.rotary_qkv's kernel after the one-row q|k|v projection, as before session
+117's linear_qkv.HEAD_NORM_IN_EPILOGUE).
 Each part of the build is printed as it starts, with the seconds since the start.
 """
 
@@ -48,7 +50,7 @@ from time_steps import OFF_LIST
 
 import tilegraph as tg
 from tilegraph import generate, tune
-from tilegraph.kernels import _dot_rows, _matvec, decode_plan, rms_norm
+from tilegraph.kernels import _dot_rows, _matvec, decode_plan, linear_qkv, rms_norm
 from tilegraph.kernels import decode_attention as attention
 from tilegraph.kernels.greedy import greedy_step
 from tilegraph.models import llama
@@ -158,6 +160,9 @@ def main() -> None:
         in_prologue = getattr(llama, "ADD_NORMED_IN_PROLOGUE", None)  # before s116: none
         if variant == "norms-apart" and in_prologue is not None:
             llama.ADD_NORMED_IN_PROLOGUE = False
+        head_norms = getattr(linear_qkv, "HEAD_NORM_IN_EPILOGUE", None)  # before s117: none
+        if variant == "head-norms-apart" and head_norms is not None:
+            linear_qkv.HEAD_NORM_IN_EPILOGUE = False
         runs_one_step = getattr(decode_plan, "runs_one_step", None)  # trees before s96: none
         if variant == "loop-kept" and runs_one_step is not None:
             decode_plan.runs_one_step = lambda *args: False
@@ -191,6 +196,8 @@ def main() -> None:
             rms_norm.PDL_ENABLED = norm_pdl
         if in_prologue is not None:
             llama.ADD_NORMED_IN_PROLOGUE = in_prologue
+        if head_norms is not None:
+            linear_qkv.HEAD_NORM_IN_EPILOGUE = head_norms
         store = getattr(tune, "gemv_rows_in_step", None)  # trees before session 57: none
         step = (c.n_heads, c.n_kv_heads, c.head_dim, max_seq, str(model.dtype), c.dim,
                 c.ffn_dim, c.n_layers, c.vocab_size)

@@ -155,6 +155,128 @@ def test_head_norms_come_in_pairs_of_head_dim(device):
                                             .double()))
 
 
+# One-row GEMV launches whose column blocks lie inside a head of 16: several blocks a head
+# (the last to arrive normalises it) or one, a tile and a tail, persistent programs taking
+# several blocks each (with and without a tail)
+HEAD_NORM_PLANS = [
+    Plan("gemv", {"BLOCK_N": 4, "SPLIT": 4, "CHUNK": 16, "num_warps": 1, "num_stages": 1}),
+    Plan("gemv", {"BLOCK_N": 16, "SPLIT": 2, "CHUNK": 32, "num_warps": 2, "num_stages": 1}),
+    Plan("gemv", {"BLOCK_N": 8, "SPLIT": 4, "CHUNK": 32, "TAIL": 1, "num_warps": 1,
+                  "num_stages": 1}),
+    Plan("gemv", {"BLOCK_N": 2, "SPLIT": 8, "CHUNK": 32, "num_warps": 1, "num_stages": 1,
+                  "PROGRAMS_PER_SM": 1}),
+    Plan("gemv", {"BLOCK_N": 8, "SPLIT": 4, "CHUNK": 32, "TAIL": 1, "num_warps": 1,
+                  "num_stages": 1, "PROGRAMS_PER_SM": 1}),
+]
+
+
+def _head_norms_case(dtype, device, head_dim=16, heads=6, kv_heads=2, k=150):
+    """A one-row case with head norms, heads scaled far apart (a norm over the wrong values
+    shows)."""
+    x, w, b, g, cache = _case(1, heads, kv_heads, head_dim, k, dtype, device)
+    head_scale = torch.logspace(-1, 1, heads + 2 * kv_heads).repeat_interleave(head_dim)
+    w = (w.float() * head_scale[:, None].to(device)).to(dtype)
+    return x, w, b, g, cache, _head_norms(head_dim, dtype, device)
+
+
+def _forbid_the_head_norm_kernel(monkeypatch):
+    from tilegraph.kernels import linear_qkv as module
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("tg.rotary_qkv's kernel ran: the heads were not normalised in "
+                             "the projection's epilogue")
+    monkeypatch.setattr(module, "launch_rotary_qkv", refuse)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("plan", HEAD_NORM_PLANS, ids=str)
+def test_head_norms_in_the_one_row_gemv_epilogue(plan, dtype, device, monkeypatch):
+    """One row whose plan is a GEMV with column blocks dividing head_dim: one kernel, the
+    last block of each q or k head to finish normalising it before its rotation."""
+    x, w, b, g, cache, norms = _head_norms_case(dtype, device)
+    expected = _reference(x, w, b, g, cache, **norms)
+    monkeypatch.setattr(decode_plan, "plan", lambda *args, **kwargs: plan)
+    _forbid_the_head_norm_kernel(monkeypatch)
+    q = tg.linear_qkv(x, w, b, norm_weight=g, out=poisoned((1, 6, 16), dtype, device),
+                      **cache, **norms)
+    _check(q, cache, expected, dtype, what=str(plan))
+
+
+@pytest.mark.parametrize("head_dim", [24, 10])
+def test_head_norms_of_heads_not_a_power_of_two(head_dim, device, monkeypatch):
+    """head_dim 24 in blocks of 8 (half a head, 12, rounded up to 16 lanes) in the epilogue;
+    10, which no block of a power of two divides but 2, in blocks of 2."""
+    dtype = torch.bfloat16
+    x, w, b, g, cache, norms = _head_norms_case(dtype, device, head_dim=head_dim, heads=3,
+                                                kv_heads=1, k=40)
+    expected = _reference(x, w, b, g, cache, **norms)
+    block_n = 8 if head_dim == 24 else 2
+    plan = Plan("gemv", {"BLOCK_N": block_n, "SPLIT": 2, "CHUNK": 32, "num_warps": 1,
+                         "num_stages": 1})
+    monkeypatch.setattr(decode_plan, "plan", lambda *args, **kwargs: plan)
+    _forbid_the_head_norm_kernel(monkeypatch)
+    q = tg.linear_qkv(x, w, b, norm_weight=g, out=poisoned((1, 3, head_dim), dtype, device),
+                      **cache, **norms)
+    _check(q, cache, expected, dtype, what=str(plan))
+
+
+@pytest.mark.parametrize("plan", [
+    Plan("gemv", {"BLOCK_N": 32, "SPLIT": 2, "CHUNK": 32, "num_warps": 2, "num_stages": 1}),
+    Plan("matvec", {"BLOCK_N": 8, "BLOCK_K": 64, "num_warps": 4, "num_stages": 1,
+                    "ROW_LOOP": False}),
+], ids=["blocks of two heads", "matvec"])
+def test_head_norms_apart_where_the_epilogue_cannot(plan, device, monkeypatch):
+    """A block wider than a head, or a kernel without the head-norm epilogue: the projection,
+    then tg.rotary_qkv's kernel, as at more rows."""
+    from tilegraph.kernels import linear_qkv as module
+
+    dtype = torch.bfloat16
+    x, w, b, g, cache, norms = _head_norms_case(dtype, device)
+    expected = _reference(x, w, b, g, cache, **norms)
+    monkeypatch.setattr(decode_plan, "plan", lambda *args, **kwargs: plan)
+    ran = []
+    apart = module.launch_rotary_qkv
+    monkeypatch.setattr(module, "launch_rotary_qkv", lambda *a: ran.append(1) or apart(*a))
+    q = tg.linear_qkv(x, w, b, norm_weight=g, **cache, **norms)
+    _check(q, cache, expected, dtype, what=str(plan))
+    assert ran, "the heads were normalised in an epilogue that cannot hold them"
+
+
+def test_gemma3_layer_input_one_kernel(device, monkeypatch):
+    """Gemma 3's q|k|v at one row: the stream's normed add in the prologue and the head norms
+    in the epilogue of the one kernel."""
+    dtype = torch.bfloat16
+    x, w, b, g, cache, norms = _head_norms_case(dtype, device)
+    h = randn(1, x.shape[1], dtype=dtype, device=device, scale=3.0)
+    post = randn(x.shape[1], dtype=dtype, device=device)
+    before = dict(cache, k_cache=cache["k_cache"].clone(), v_cache=cache["v_cache"].clone())
+    monkeypatch.setattr(decode_plan, "plan", lambda *args, **kwargs: HEAD_NORM_PLANS[0])
+    _forbid_the_head_norm_kernel(monkeypatch)
+    written = poisoned(x.shape, dtype, device)
+    q = tg.linear_qkv(x, w, b, norm_weight=g, add_normed=(h, post), sum_out=written,
+                      **norms, **cache)
+    assert_close(written, rms_norm_ref(h, post, residual=x).double(), dtype, what="stream")
+    _check(q, cache, _reference(written, w, b, g, before, **norms), dtype)
+
+
+def test_head_norms_only_in_a_one_row_gemv_launch(device):
+    x, w, b, g, cache, norms = _head_norms_case(torch.bfloat16, device)
+    from tilegraph.kernels._head_norm_store import head_norm_args
+
+    head_norm = head_norm_args(torch.zeros(128, device=device),
+                               torch.zeros(8, dtype=torch.int32, device=device), *norms.values(),
+                               1e-6)
+    q = torch.empty(1, 96, dtype=x.dtype, device=device)
+    args = (x, w, q, g, 1e-6, b, "rotary", None, False, rotary_args(**cache))
+    with pytest.raises(ValueError, match="dot normalises no heads"):
+        decode_plan.launch(Plan("dot", {"BLOCK_N": 16, "BLOCK_K": 32, "num_warps": 4,
+                                        "num_stages": 2}), *args, head_norm=head_norm)
+    with pytest.raises(ValueError, match="column blocks dividing head_dim"):
+        decode_plan.launch(Plan("gemv", {"BLOCK_N": 32, "SPLIT": 2, "CHUNK": 32,
+                                         "num_warps": 1, "num_stages": 1}), *args,
+                           head_norm=head_norm)
+
+
 @pytest.mark.parametrize("plan", [
     Plan("gemv", {"BLOCK_N": 2, "SPLIT": 2, "CHUNK": 32, "num_warps": 1, "num_stages": 1}),
     Plan("gemv", {"BLOCK_N": 4, "SPLIT": 4, "CHUNK": 16, "num_warps": 1, "num_stages": 1}),

@@ -16,6 +16,7 @@ import triton.language as tl
 from .._runtime import INTERPRET
 from ._activation import GLU_ACTIVATIONS, apply_activation, glu_pairs, is_glu
 from ._added_norm import NO_ADDED, add_normed, added_rstd, rstd_block_k
+from ._head_norm_store import NO_HEAD_NORM, head_normed_store
 from ._l2_prefetch import prefetch_lines
 from ._launch import ASSUMED_SM_COUNT, launch, resident_launch, sm_count, weight_alignment
 from ._norm_weight import is_one_value, norm_weight_at
@@ -237,16 +238,17 @@ def _gemv_tiles(w_ptr, stride_wn, block, N, K, cols, BLOCK_N: tl.constexpr,
 
 @triton.jit
 def _gemv_block(w, w_tail, block, y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr,
-                res_ptr, rotary, added, N, K, eps, cols,
+                res_ptr, rotary, added, head_norm, N, K, eps, cols,
                 HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
                 ACTIVATION: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT: tl.constexpr,
                 CHUNK: tl.constexpr, TAIL: tl.constexpr, RELEASE_AFTER_INPUTS: tl.constexpr,
                 ONE_TILE: tl.constexpr = False, NORM_SCALAR: tl.constexpr = False,
-                ADD_NORMED: tl.constexpr = False, ADD_BLOCK_K: tl.constexpr = 1024):
+                ADD_NORMED: tl.constexpr = False, ADD_BLOCK_K: tl.constexpr = 1024,
+                HEAD_HALF: tl.constexpr = 0):
     """Row block `block` of _gemv_kernel from its tiles already loaded (_gemv_tiles): the rest
     of its row (none where ONE_TILE: the row fits the first tile), the reduction, the
     epilogue and the store. ADD_NORMED: x is the stream of `added` (_added_norm.py), which
-    block 0 writes."""
+    block 0 writes. HEAD_HALF > 0: head norms in the rotary epilogue (_head_norm_store.py)."""
     offs_n = block * BLOCK_N + tl.arange(0, BLOCK_N)
     n_mask = offs_n < N
     acc = tl.zeros([BLOCK_N], tl.float32)
@@ -284,8 +286,8 @@ def _gemv_block(w, w_tail, block, y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bi
 
     if HAS_NORM:
         acc = acc * tl.rsqrt(sum_sq / K + eps)
-    _gemv_finish(acc, offs_n, y_ptr, res_ptr, rotary, N, bias, residual, position, slot, c, s,
-                 HAS_RESIDUAL, ACTIVATION, BLOCK_N)
+    _gemv_finish(acc, block, offs_n, y_ptr, res_ptr, rotary, head_norm, N, bias, residual,
+                 position, slot, c, s, HAS_RESIDUAL, ACTIVATION, BLOCK_N, HEAD_HALF)
 
 
 @triton.jit
@@ -310,14 +312,18 @@ def _gemv_epilogue_inputs(offs_n, bias_ptr, res_ptr, rotary, N, HAS_BIAS: tl.con
 
 
 @triton.jit
-def _gemv_finish(acc, offs_n, y_ptr, res_ptr, rotary, N, bias, residual, position, slot, c,
-                 s, HAS_RESIDUAL: tl.constexpr, ACTIVATION: tl.constexpr,
-                 BLOCK_N: tl.constexpr):
-    """The bias, the activation (rotary: the rotated store into q and the caches) and the
-    residual on outputs offs_n of a GEMV, and the store."""
+def _gemv_finish(acc, block, offs_n, y_ptr, res_ptr, rotary, head_norm, N, bias, residual,
+                 position, slot, c, s, HAS_RESIDUAL: tl.constexpr, ACTIVATION: tl.constexpr,
+                 BLOCK_N: tl.constexpr, HEAD_HALF: tl.constexpr = 0):
+    """The bias, the activation (rotary: the rotated store into q and the caches, with head
+    norms where HEAD_HALF > 0) and the residual on outputs offs_n (row block `block`) of a
+    GEMV, and the store."""
     n_mask = offs_n < N
     acc += bias
-    if ACTIVATION == "rotary":
+    if ACTIVATION == "rotary" and HEAD_HALF > 0:
+        head_normed_store(acc, block, offs_n, N, y_ptr, rotary, head_norm, position, slot, c, s,
+                          BLOCK_N, HEAD_HALF)
+    elif ACTIVATION == "rotary":
         rotary_store(tl.reshape(acc, (1, BLOCK_N)), tl.arange(0, 1), offs_n, 1, N, y_ptr, 0,
                      rotary, position, slot, c, s, 1, BLOCK_N)
     elif is_glu(ACTIVATION):
@@ -357,9 +363,9 @@ def _gemv_flat_tiles(w_ptr, stride_wn, block, N, K, offs_k, offs_t, BLOCK_N: tl.
 
 @triton.jit
 def _gemv_resident_block(w, w_tail, block, x, x_tail, rstd, y_ptr, bias_ptr, res_ptr, rotary,
-                         N, HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
+                         head_norm, N, HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
                          ACTIVATION: tl.constexpr, BLOCK_N: tl.constexpr, TAIL: tl.constexpr,
-                         WIDEN: tl.constexpr = False):
+                         WIDEN: tl.constexpr = False, HEAD_HALF: tl.constexpr = 0):
     """Row block `block` of a persistent _gemv_kernel: its whole rows in the tiles w (and
     w_tail where TAIL > 0), x (x_tail) already scaled by the norm weights, rstd the norm's
     (1 without one)."""
@@ -370,13 +376,13 @@ def _gemv_resident_block(w, w_tail, block, x, x_tail, rstd, y_ptr, bias_ptr, res
     if TAIL > 0:
         acc += tl.sum(_in_fp32(w_tail, WIDEN) * x_tail[None, :], axis=1)
     acc = acc * rstd
-    _gemv_finish(acc, offs_n, y_ptr, res_ptr, rotary, N, bias, residual, position, slot, c, s,
-                 HAS_RESIDUAL, ACTIVATION, BLOCK_N)
+    _gemv_finish(acc, block, offs_n, y_ptr, res_ptr, rotary, head_norm, N, bias, residual,
+                 position, slot, c, s, HAS_RESIDUAL, ACTIVATION, BLOCK_N, HEAD_HALF)
 
 
 @triton.jit
 def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, rotary,
-                 added, N, K, eps, ahead_ptr, ahead_lines,
+                 added, head_norm, N, K, eps, ahead_ptr, ahead_lines,
                  HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
                  ACTIVATION: tl.constexpr, PREFETCH_WEIGHT: tl.constexpr,
                  BLOCK_N: tl.constexpr, SPLIT: tl.constexpr, CHUNK: tl.constexpr,
@@ -385,7 +391,8 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
                  PERSISTENT: tl.constexpr = False, WIDEN: tl.constexpr = False,
                  AHEAD: tl.constexpr = 0, AHEAD_LINE: tl.constexpr = 64,
                  ONE_TILE: tl.constexpr = False, NORM_SCALAR: tl.constexpr = False,
-                 ADD_NORMED: tl.constexpr = False, ADD_BLOCK_K: tl.constexpr = 1024):
+                 ADD_NORMED: tl.constexpr = False, ADD_BLOCK_K: tl.constexpr = 1024,
+                 HEAD_HALF: tl.constexpr = 0):
     """One row: y_n = act(rstd * sum_k x_k g_k W_nk + b_n) + r_n, BLOCK_N outputs a block,
     rstd = 1 / sqrt(mean_k x_k^2 + eps) gathered in the same pass over K.
 
@@ -423,6 +430,9 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
     ADD_NORMED: x is first the stream x + rms_norm(h) * w of `added` (Gemma's norm after a
     residual projection), which block 0 writes, h's norm from steps of ADD_BLOCK_K columns
     (_added_norm.py).
+
+    HEAD_HALF > 0 (activation "rotary"): q and k heads RMS-normalised before their rotation,
+    the last block of a head to finish doing it (`head_norm`, _head_norm_store.py).
 
     AHEAD > 0: before its wait each program also asks L2 for AHEAD lines (of AHEAD_LINE
     elements) of the first ahead_lines lines at ahead_ptr, weights of a kernel after this one:
@@ -473,21 +483,21 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
         if PREFETCH_WEIGHT and RELEASE_AFTER_INPUTS:
             tl.extra.cuda.gdc_launch_dependents()
         _gemv_resident_block(w, w_tail, block, x, x_tail, rstd, y_ptr, bias_ptr, res_ptr,
-                             rotary, N, HAS_BIAS, HAS_RESIDUAL, ACTIVATION, BLOCK_N, TAIL,
-                             WIDEN)
+                             rotary, head_norm, N, HAS_BIAS, HAS_RESIDUAL, ACTIVATION,
+                             BLOCK_N, TAIL, WIDEN, HEAD_HALF)
         programs = tl.num_programs(0)
         for later in range(block + programs, tl.cdiv(N, BLOCK_N), programs):
             w, w_tail = _gemv_flat_tiles(w_ptr, stride_wn, later, N, K, offs_k, offs_t,
                                          BLOCK_N, TAIL)
             _gemv_resident_block(w, w_tail, later, x, x_tail, rstd, y_ptr, bias_ptr, res_ptr,
-                                 rotary, N, HAS_BIAS, HAS_RESIDUAL, ACTIVATION, BLOCK_N,
-                                 TAIL, WIDEN)
+                                 rotary, head_norm, N, HAS_BIAS, HAS_RESIDUAL, ACTIVATION,
+                                 BLOCK_N, TAIL, WIDEN, HEAD_HALF)
     else:
         _gemv_block(w, w_tail, block, y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr,
-                    res_ptr, rotary, added, N, K, eps, cols, HAS_NORM, HAS_BIAS, HAS_RESIDUAL,
-                    ACTIVATION, BLOCK_N, SPLIT, CHUNK, TAIL,
+                    res_ptr, rotary, added, head_norm, N, K, eps, cols, HAS_NORM, HAS_BIAS,
+                    HAS_RESIDUAL, ACTIVATION, BLOCK_N, SPLIT, CHUNK, TAIL,
                     PREFETCH_WEIGHT and RELEASE_AFTER_INPUTS, ONE_TILE, NORM_SCALAR,
-                    ADD_NORMED, ADD_BLOCK_K)
+                    ADD_NORMED, ADD_BLOCK_K, HEAD_HALF)
 
 
 @triton.jit
@@ -1065,16 +1075,22 @@ def matvec_config(M: int, N: int, K: int, element_size: int = 4) -> dict:
 
 def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
                   config: dict, pdl: bool, rotary: tuple = NO_ROTARY, l2_ahead=None,
-                  added: tuple = NO_ADDED):
+                  added: tuple = NO_ADDED, head_norm: tuple = NO_HEAD_NORM):
     """y = linear(x) for few rows; a config with SPLIT runs _gemv_kernel (one row) or
     _gemv_rows_kernel (2-4 rows, no TAIL), one with BLOCK_K _matvec_kernel. pdl: launch with
     programmatic dependent launch, W's first tile read before the previous kernel in the
     stream has finished. rotary: the epilogue's tuple (_rotary_store.py) where activation is
     "rotary". l2_ahead (contiguous): the one-row GEMV also prefetches its bytes into L2
     before its wait; a hint, ignored by the other kernels and by the interpreter. added: x
-    is first the stream x + rms_norm(h) * w (_added_norm.py)."""
+    is first the stream x + rms_norm(h) * w (_added_norm.py). head_norm (the one-row GEMV's,
+    with rotary; head_norm_args): q and k heads normalised in the epilogue, column blocks
+    dividing head_dim."""
     M, K = x.shape
     N = weight.shape[0]
+    if head_norm and (M != 1 or "SPLIT" not in config or activation != "rotary"
+                      or rotary[-1] % config["BLOCK_N"]):
+        raise ValueError(f"head norms run in the one-row GEMV's rotary epilogue with column "
+                         f"blocks dividing head_dim, not {M} rows of {config}")
     parts = dict(HAS_NORM=norm_weight is not None, HAS_BIAS=bias is not None,
                  HAS_RESIDUAL=residual is not None, ACTIVATION=activation,
                  PREFETCH_WEIGHT=pdl, NORM_SCALAR=is_one_value(norm_weight),
@@ -1113,10 +1129,12 @@ def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
         if M == 1:
             kernel = _gemv_kernel
             args = (out, x, weight, weight.stride(0) // align, norm_weight, bias, residual,
-                    rotary, added, N, K // align, eps, l2_ahead if prefetch else weight,
-                    ahead_lines)
+                    rotary, added, head_norm, N, K // align, eps,
+                    l2_ahead if prefetch else weight, ahead_lines)
             if widen:
                 parts["WIDEN"] = True
+            if head_norm:
+                parts["HEAD_HALF"] = triton.next_power_of_2(rotary[-1] // 2)
         else:
             if config.get("TAIL") or config.get("RELEASE_AFTER_INPUTS"):
                 raise ValueError("the several-row GEMV takes neither TAIL nor "

@@ -24,6 +24,7 @@ import triton
 from .._runtime import is_capturing
 from ._added_norm import NO_ADDED
 from ._dot_rows import DOT_ROWS, launch_dot_rows, one_step_a_slice
+from ._head_norm_store import NO_HEAD_NORM
 from ._launch import ASSUMED_SM_COUNT, is_compiling_only, sm_count
 from ._matvec import (
     GEMV_MAX_ROWS,
@@ -817,6 +818,14 @@ def record(rows: int, N: int, K: int, dtype: torch.dtype, chosen: Plan) -> None:
     _tuned.record(tuned_key(rows, N, K, dtype), chosen.as_dict())
 
 
+def takes_head_norm(chosen: Plan, rows: int, head_dim: int) -> bool:
+    """Whether `chosen` can normalise q and k heads of head_dim in its rotary epilogue
+    (launch's `head_norm`, _head_norm_store.py): the one-row GEMV, whose column blocks each
+    lie inside one head."""
+    return (chosen.kind == "gemv" and rows == 1 and "SPLIT" in chosen.config
+            and head_dim % chosen.config["BLOCK_N"] == 0)
+
+
 def takes_added(chosen: Plan) -> bool:
     """Whether `chosen` adds a normed stream to x before its projection (launch's `added`,
     _added_norm.py): the CUDA-core kernels in their prologue, the tensor-core kernel in the
@@ -828,17 +837,20 @@ def launch(chosen: Plan, x: torch.Tensor, weight: torch.Tensor, out: torch.Tenso
            norm_weight, eps: float, bias, activation: str, residual, pdl: bool,
            rotary: tuple = NO_ROTARY, handed: tuple | None = None,
            hand_over: tuple | None = None, l2_ahead: torch.Tensor | None = None,
-           added: tuple = NO_ADDED):
+           added: tuple = NO_ADDED, head_norm: tuple = NO_HEAD_NORM):
     """Run `chosen` on x (rows, K) into out (rows, N), unit column strides; activation
     "rotary" (with its `rotary` tuple) writes q to out and k, v to the caches instead.
     handed and hand_over (a norm handed over to or by this call, _norm_handoff.py,
     launch_dot_rows) are the tensor-core kernel's alone; l2_ahead (bytes the one-row GEMV
     prefetches into L2, launch_matvec) the GEMV's; added (x first made the stream x +
-    rms_norm(h) * w, _added_norm.py) where takes_added."""
+    rms_norm(h) * w, _added_norm.py) where takes_added; head_norm (q and k heads normalised
+    in the rotary epilogue, _head_norm_store.py) the one-row GEMV's (takes_head_norm)."""
     if (handed is not None or hand_over is not None) and chosen.kind != "dot":
         raise ValueError(f"a norm is handed over only on the tensor-core path, not {chosen.kind}")
     if added and not takes_added(chosen):
         raise ValueError(f"{chosen.kind} adds no normed stream")
+    if head_norm and chosen.kind != "gemv":
+        raise ValueError(f"{chosen.kind} normalises no heads in its epilogue")
     if chosen.kind == "cublas":  # tuned where it beat every plan; no norm, no activation
         if norm_weight is not None or activation != "none":
             raise ValueError("cuBLAS runs plain projections only; plan(fused=True) says what "
@@ -858,4 +870,4 @@ def launch(chosen: Plan, x: torch.Tensor, weight: torch.Tensor, out: torch.Tenso
         return launch_dot_rows(x, weight, out, norm_weight, eps, bias, activation, residual,
                                chosen.config, pdl, rotary, handed, hand_over, added)
     return launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
-                         chosen.config, pdl, rotary, l2_ahead, added)
+                         chosen.config, pdl, rotary, l2_ahead, added, head_norm)

@@ -9,7 +9,9 @@ For decode (up to 16 rows) this is one kernel: RMSNorm in the prologue, the proj
 an epilogue that rotates q and k and writes k and v into the cache (_rotary_store.py). The
 weight's rows come with each head's halves interleaved so that every rotated pair lies in
 neighbouring columns of one tile. More rows (a prefill) run tg.linear's tiled GEMM, then
-tg.rotary_qkv's kernel over its interleaved columns.
+tg.rotary_qkv's kernel over its interleaved columns. Heads normalised before their rotation
+(Qwen3, Gemma 3) stay one kernel at one row, where the GEMV's column blocks lie inside a
+head (_head_norm_store.py), and are otherwise the projection and that kernel.
 """
 
 from __future__ import annotations
@@ -28,10 +30,12 @@ from ._checks import (
     memory_overlaps,
     prepare_out,
 )
+from ._head_norm_store import NO_HEAD_NORM, head_norm_args
 from ._norm_weight import kernel_norm_weight
 from ._ops import custom_op
 from ._pdl import launched, use_pdl
 from ._rotary_store import rotary_args
+from ._split_workspace import split_workspace
 from .linear import check_add_normed, linear, linear_ref, usable_handoff
 from .rotary import (
     check_cache_inputs,
@@ -39,6 +43,11 @@ from .rotary import (
     launch_rotary_qkv,
     rotary_qkv_ref,
 )
+
+# Heads normalised in the one-row q|k|v GEMV's epilogue where its plan allows; False: the
+# projection, then tg.rotary_qkv's kernel for them (research/time_generator.py's
+# `head-norms-apart`)
+HEAD_NORM_IN_EPILOGUE = True
 
 
 def interleave_rotary_pairs(t: torch.Tensor, head_dim: int) -> torch.Tensor:
@@ -74,9 +83,15 @@ def _launch_linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
     weight = weight if weight.stride(-1) == 1 else weight.contiguous()
     rows, k = x_rows.shape
     added = (addend, addend_weight) if addend is not None else None
-    if q_norm_weight is not None or rows > decode_plan.DECODE_MAX_ROWS:
-        # The tiled GEMM (past 16 rows), or heads to normalise, which the projection's tiles
-        # do not hold whole: the projection, then one kernel for the head norms, the
+    chosen = head_norm = None
+    if rows <= decode_plan.DECODE_MAX_ROWS:
+        chosen = decode_plan.plan(rows, weight.shape[0], k, weight.dtype, x.device, fused=True)
+        if q_norm_weight is not None:
+            head_norm = _epilogue_head_norm(chosen, rows, k_cache, n_heads, q_norm_weight,
+                                            k_norm_weight, norm_eps, norm_parts is not None)
+    if chosen is None or (q_norm_weight is not None and head_norm is None):
+        # The tiled GEMM (past 16 rows), or heads to normalise that the projection's
+        # epilogue cannot: the projection, then one kernel for the head norms, the
         # rotation and the cache writes, reading the interleaved columns in place.
         qkv = linear(x_rows, weight, bias, norm_weight=norm_weight, norm_eps=norm_eps,
                      add_normed=added, sum_out=sum_out.view(-1, k) if added else None)
@@ -85,8 +100,7 @@ def _launch_linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
         return
     bias = bias.contiguous() if bias is not None else None
     norm_weight = kernel_norm_weight(norm_weight)
-    chosen = decode_plan.plan(rows, weight.shape[0], k, weight.dtype, x.device, fused=True)
-    writes = (out, k_cache, v_cache)
+    writes = (out, k_cache, v_cache, *(head_norm or ())[:2])
     if added:  # a fused plan takes it (never cuBLAS)
         added = added_args(as_rows(addend), addend_weight.contiguous(), sum_out.view(-1, k))
         writes += (sum_out,)
@@ -95,8 +109,26 @@ def _launch_linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
                        "rotary", None, pdl,
                        rotary_args(k_cache, v_cache, cos, sin, positions, slots, n_heads),
                        handed=(x_next, norm_parts) if norm_parts is not None else None,
-                       added=added or NO_ADDED)
+                       added=added or NO_ADDED, head_norm=head_norm or NO_HEAD_NORM)
     launched(x.device, pdl, writes, ((k_cache, v_cache), slots, positions))
+
+
+def _epilogue_head_norm(chosen: decode_plan.Plan, rows: int, k_cache: torch.Tensor,
+                        n_heads: int, q_norm_weight: torch.Tensor, k_norm_weight: torch.Tensor,
+                        norm_eps: float, handed: bool) -> tuple | None:
+    """The projection's `head_norm` argument where `chosen` normalises the heads in its
+    epilogue (the one-row GEMV, _head_norm_store.py) and the stream has a split workspace
+    for it (a capture may find none); else None, and a kernel of its own does it."""
+    kv_heads, head_dim = k_cache.shape[1], k_cache.shape[3]
+    if (not HEAD_NORM_IN_EPILOGUE or handed
+            or not decode_plan.takes_head_norm(chosen, rows, head_dim)):
+        return None
+    heads = n_heads + kv_heads  # q and k
+    workspace = split_workspace(k_cache.device, heads * head_dim, heads)
+    if workspace is None:
+        return None
+    return head_norm_args(*workspace, q_norm_weight.contiguous(), k_norm_weight.contiguous(),
+                          norm_eps)
 
 
 _run_linear_qkv = custom_op("linear_qkv", _launch_linear_qkv,
@@ -123,9 +155,10 @@ def linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None 
     slots[r] (int tensors (rows,), read on the device: positions must be below max_seq and
     slots below max_batch). Returns q (rows, n_heads, head_dim) in the usual layout, rotated.
     q_norm_weight, k_norm_weight (head_dim, in the usual order), given together: each q and
-    k head RMS-normalised (norm_eps) and scaled by them before its rotation (Qwen3); then
-    the projection and the rest are two kernels. add_normed (h, w) and sum_out as in
-    tg.linear: the projection of x + rms_norm(h) * w, which goes to sum_out.
+    k head RMS-normalised (norm_eps) and scaled by them before its rotation (Qwen3): in the
+    one-row projection's epilogue where its plan allows, else in a second kernel.
+    add_normed (h, w) and sum_out as in tg.linear: the projection of x + rms_norm(h) * w,
+    which goes to sum_out.
     """
     check_tensor("x", x)
     check_tensor("weight", weight)

@@ -14,6 +14,7 @@ import triton
 import triton.language as tl
 
 from ._checks import check_eps, check_like, check_shape, check_tensor, prepare_out
+from ._head_norm_store import normed_head
 from ._launch import supports_pdl
 from ._ops import custom_op
 from ._pdl import ENABLED as PDL_ENABLED
@@ -57,16 +58,13 @@ def _rotary_qkv_kernel(q_ptr, stride_qr, stride_qh,
     x1 = tl.load(x_row + first, mask=mask, other=0.0).to(tl.float32)
     x2 = tl.load(x_row + second, mask=mask, other=0.0).to(tl.float32)
     if HEAD_NORM:
-        dtype = qkv_ptr.dtype.element_ty
-        scale = tl.rsqrt((tl.sum(x1 * x1) + tl.sum(x2 * x2)) / HEAD_DIM + eps)
         if head < N_HEADS:
             g1 = tl.load(q_norm_ptr + offs, mask=mask).to(tl.float32)
             g2 = tl.load(q_norm_ptr + half + offs, mask=mask).to(tl.float32)
         else:
             g1 = tl.load(k_norm_ptr + offs, mask=mask).to(tl.float32)
             g2 = tl.load(k_norm_ptr + half + offs, mask=mask).to(tl.float32)
-        x1 = (g1 * (x1 * scale).to(dtype).to(tl.float32)).to(dtype).to(tl.float32)
-        x2 = (g2 * (x2 * scale).to(dtype).to(tl.float32)).to(dtype).to(tl.float32)
+        x1, x2 = normed_head(x1, x2, g1, g2, eps, HEAD_DIM, qkv_ptr.dtype.element_ty)
     out1 = x1 * c - x2 * s
     out2 = x2 * c + x1 * s
     if head < N_HEADS:
