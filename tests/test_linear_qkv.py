@@ -185,6 +185,7 @@ def _forbid_the_head_norm_kernel(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("tg.rotary_qkv's kernel ran: the heads were not normalised in "
                              "the projection's epilogue")
+    monkeypatch.setattr(module, "HEAD_NORM_IN_EPILOGUE", True)
     monkeypatch.setattr(module, "launch_rotary_qkv", refuse)
 
 
@@ -220,19 +221,22 @@ def test_head_norms_of_heads_not_a_power_of_two(head_dim, device, monkeypatch):
     _check(q, cache, expected, dtype, what=str(plan))
 
 
-@pytest.mark.parametrize("plan", [
-    Plan("gemv", {"BLOCK_N": 32, "SPLIT": 2, "CHUNK": 32, "num_warps": 2, "num_stages": 1}),
-    Plan("matvec", {"BLOCK_N": 8, "BLOCK_K": 64, "num_warps": 4, "num_stages": 1,
-                    "ROW_LOOP": False}),
-], ids=["blocks of two heads", "matvec"])
-def test_head_norms_apart_where_the_epilogue_cannot(plan, device, monkeypatch):
-    """A block wider than a head, or a kernel without the head-norm epilogue: the projection,
-    then tg.rotary_qkv's kernel, as at more rows."""
+@pytest.mark.parametrize("plan, switched_on", [
+    (Plan("gemv", {"BLOCK_N": 32, "SPLIT": 2, "CHUNK": 32, "num_warps": 2, "num_stages": 1}),
+     True),
+    (Plan("matvec", {"BLOCK_N": 8, "BLOCK_K": 64, "num_warps": 4, "num_stages": 1,
+                     "ROW_LOOP": False}), True),
+    (HEAD_NORM_PLANS[0], False),
+], ids=["blocks of two heads", "matvec", "switched off"])
+def test_head_norms_apart_where_the_epilogue_cannot(plan, switched_on, device, monkeypatch):
+    """A block wider than a head, a kernel without the head-norm epilogue, or the epilogue
+    switched off: the projection, then tg.rotary_qkv's kernel, as at more rows."""
     from tilegraph.kernels import linear_qkv as module
 
     dtype = torch.bfloat16
     x, w, b, g, cache, norms = _head_norms_case(dtype, device)
     expected = _reference(x, w, b, g, cache, **norms)
+    monkeypatch.setattr(module, "HEAD_NORM_IN_EPILOGUE", switched_on)
     monkeypatch.setattr(decode_plan, "plan", lambda *args, **kwargs: plan)
     ran = []
     apart = module.launch_rotary_qkv
@@ -411,6 +415,34 @@ def test_graph_replays_follow_positions_and_slots():
         cache["slots"].copy_(torch.randperm(5)[:3])
         x.copy_(randn(3, 512, dtype=dtype))
         expected = _reference(x, w, b, g, cache)
+        q = graph.replay()
+        _check(q, cache, expected, dtype, what=f"replay {step}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("heads, kv_heads, head_dim, k", [
+    (16, 8, 128, 1024),    # Qwen3-0.6B
+    (4, 1, 256, 1152),     # Gemma 3 1B
+])
+def test_head_norms_in_the_epilogue_over_graph_replays_gpu(heads, kv_heads, head_dim, k,
+                                                           monkeypatch):
+    """One row through the rule's GEMV with the head norms in its epilogue, captured once and
+    replayed as the position, slot and x move: every replay equals the reference (the
+    heads' arrival counters are back at zero for each)."""
+    dtype = torch.bfloat16
+    x, w, b, g, cache = _case(1, heads, kv_heads, head_dim, k, dtype, "cuda", max_seq=300)
+    norms = _head_norms(head_dim, dtype, "cuda")
+    rule = decode_plan.rule(1, w.shape[0], k, dtype, torch.cuda.get_device_properties(0)
+                            .multi_processor_count)
+    assert decode_plan.takes_head_norm(rule, 1, head_dim), rule
+    monkeypatch.setattr(decode_plan, "plan", lambda *args, **kwargs: rule)
+    _forbid_the_head_norm_kernel(monkeypatch)
+    graph = tg.capture(lambda: tg.linear_qkv(x, w, b, norm_weight=g, **cache, **norms))
+    for step in range(5):
+        cache["positions"].copy_(torch.randint(0, 300, (1,)))
+        cache["slots"].copy_(torch.randint(0, 3, (1,)))
+        x.copy_(randn(1, k, dtype=dtype))
+        expected = _reference(x, w, b, g, cache, **norms)
         q = graph.replay()
         _check(q, cache, expected, dtype, what=f"replay {step}")
 

@@ -19,9 +19,10 @@ left() { [ "$(date +%s)" -lt "$DEADLINE" ] || { echo "skipped: $1" >> $OUT/skipp
 ROOT=$PWD S=results/2026-12-05-session117
 run() { PYTHONPATH=$ROOT/src TILEGRAPH_CACHE_DIR=/tmp/tg-n TRITON_CACHE_DIR=/tmp/tr-n "$@"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > $OUT/0-gpu.txt 2>&1
-left tests && (run timeout 170 python3 -m pytest -n 3 -q -rf --tb=short -p no:cacheprovider tests/test_decode_plan.py tests/test_linear.py tests/test_linear_qkv.py tests/test_rotary.py tests/test_llama.py tests/test_generate.py -k "normed or replays or gemma or longrope or head_norm or qwen3"; echo "rc=$?") > $OUT/1-tests.txt 2>&1
-left head-norms && (run timeout 170 python3 research/time_generator.py s117 gemma3-1b,qwen3-0.6b 128 2048 1 bands,head-norms-apart; echo "rc=$?") > $OUT/2-head-norms.txt 2>&1
-left norms-apart && (run timeout 130 python3 research/time_generator.py s117 gemma3-1b,gemma2-2b 128 2048 1 bands,norms-apart; echo "rc=$?") > $OUT/3-norms-apart.txt 2>&1
+left kernel-tests && (run timeout 100 python3 -m pytest -n 3 -q -rf --tb=short -p no:cacheprovider tests/test_linear_qkv.py tests/test_rotary.py tests/test_decode_plan.py tests/test_linear.py -k "normed or head_norm or qwen3 or linear_qkv or rotary"; echo "rc=$?") > $OUT/1a-kernel-tests.txt 2>&1
+left head-norms && (run timeout 150 python3 research/time_generator.py s117 gemma3-1b,qwen3-0.6b 128 2048 1 bands,head-norms-apart; echo "rc=$?") > $OUT/2-head-norms.txt 2>&1
+left model-tests && (run timeout 160 python3 -m pytest -n 3 -q -rf --tb=short -p no:cacheprovider tests/test_llama.py tests/test_generate.py -k "replays or gemma or longrope or qwen3"; echo "rc=$?") > $OUT/1b-model-tests.txt 2>&1
+left norms-apart && (run timeout 110 python3 research/time_generator.py s117 gemma3-1b,gemma2-2b 128 2048 1 bands,norms-apart; echo "rc=$?") > $OUT/3-norms-apart.txt 2>&1
 if left trees; then
   rm -rf /tmp/A && mkdir -p /tmp/A && cp -r src research /tmp/A/ && (cd /tmp/A && patch -R -s -p1 < $ROOT/$S/src-since-session-115.diff) || echo "patch failed" >> $OUT/4-trees.txt
   for tree in $ROOT /tmp/A; do
