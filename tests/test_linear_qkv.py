@@ -156,8 +156,8 @@ def test_head_norms_come_in_pairs_of_head_dim(device):
 
 
 # One-row GEMV launches whose column blocks lie inside a head of 16: several blocks a head
-# (the last to arrive normalises it) or one, a tile and a tail, persistent programs taking
-# several blocks each (with and without a tail)
+# (the last to arrive normalises it) or one, a tile and a tail, the persistent launch's flat
+# tiles (with and without a tail)
 HEAD_NORM_PLANS = [
     Plan("gemv", {"BLOCK_N": 4, "SPLIT": 4, "CHUNK": 16, "num_warps": 1, "num_stages": 1}),
     Plan("gemv", {"BLOCK_N": 16, "SPLIT": 2, "CHUNK": 32, "num_warps": 2, "num_stages": 1}),
