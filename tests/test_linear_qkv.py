@@ -170,10 +170,27 @@ HEAD_NORM_PLANS = [
 ]
 
 
-def _head_norms_case(dtype, device, head_dim=16, heads=6, kv_heads=2, k=150):
-    """A one-row case with head norms, heads scaled far apart (a norm over the wrong values
+# Several-row launches (and the CUDA-core row kernel at one row) whose column blocks lie
+# inside a head of 32: the row kernel unrolled over rows or not; the tensor-core kernel
+# unsplit, split (the last split program of a block finishing it, then counting it at its
+# head) and with the weight on the mma's left, a block a head
+SEVERAL_ROW_HEAD_NORM_PLANS = [
+    (1, Plan("matvec", {"BLOCK_N": 8, "BLOCK_K": 64, "num_warps": 4, "num_stages": 1,
+                        "ROW_LOOP": False})),
+    (3, Plan("matvec", {"BLOCK_N": 8, "BLOCK_K": 64, "num_warps": 4, "num_stages": 1,
+                        "ROW_LOOP": True, "GATHER_ROWS": True})),
+    (2, Plan("dot", {"BLOCK_N": 16, "BLOCK_K": 32, "num_warps": 4, "num_stages": 2})),
+    (5, Plan("dot", {"BLOCK_N": 16, "BLOCK_K": 32, "num_warps": 4, "num_stages": 1,
+                     "SPLIT_K": 3})),
+    (16, Plan("dot", {"BLOCK_N": 32, "BLOCK_K": 64, "num_warps": 4, "num_stages": 1,
+                      "W_LHS": True, "SPLIT_K": 2})),
+]
+
+
+def _head_norms_case(dtype, device, head_dim=16, heads=6, kv_heads=2, k=150, rows=1):
+    """A case with head norms, heads scaled far apart (a norm over the wrong values
     shows)."""
-    x, w, b, g, cache = _case(1, heads, kv_heads, head_dim, k, dtype, device)
+    x, w, b, g, cache = _case(rows, heads, kv_heads, head_dim, k, dtype, device)
     head_scale = torch.logspace(-1, 1, heads + 2 * kv_heads).repeat_interleave(head_dim)
     w = (w.float() * head_scale[:, None].to(device)).to(dtype)
     return x, w, b, g, cache, _head_norms(head_dim, dtype, device)
@@ -203,6 +220,22 @@ def test_head_norms_in_the_one_row_gemv_epilogue(plan, dtype, device, monkeypatc
     _check(q, cache, expected, dtype, what=str(plan))
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows, plan", SEVERAL_ROW_HEAD_NORM_PLANS, ids=str)
+def test_head_norms_in_the_several_row_epilogue(rows, plan, dtype, device, monkeypatch):
+    """Rows through the CUDA-core row kernel or the tensor-core kernel with column blocks
+    dividing head_dim: one kernel, every row's heads normalised by the last block of each
+    head to finish, at each row's own position and slot."""
+    x, w, b, g, cache, norms = _head_norms_case(dtype, device, head_dim=32, heads=5,
+                                                kv_heads=1, k=150, rows=rows)
+    expected = _reference(x, w, b, g, cache, **norms)
+    monkeypatch.setattr(decode_plan, "plan", lambda *args, **kwargs: plan)
+    _forbid_the_head_norm_kernel(monkeypatch)
+    q = tg.linear_qkv(x, w, b, norm_weight=g, out=poisoned((rows, 5, 32), dtype, device),
+                      **cache, **norms)
+    _check(q, cache, expected, dtype, what=str(plan))
+
+
 @pytest.mark.parametrize("head_dim", [24, 10])
 def test_head_norms_of_heads_not_a_power_of_two(head_dim, device, monkeypatch):
     """head_dim 24 in blocks of 8 (half a head, 12, rounded up to 16 lanes) in the epilogue;
@@ -221,20 +254,26 @@ def test_head_norms_of_heads_not_a_power_of_two(head_dim, device, monkeypatch):
     _check(q, cache, expected, dtype, what=str(plan))
 
 
-@pytest.mark.parametrize("plan, switched_on", [
-    (Plan("gemv", {"BLOCK_N": 32, "SPLIT": 2, "CHUNK": 32, "num_warps": 2, "num_stages": 1}),
-     True),
-    (Plan("matvec", {"BLOCK_N": 8, "BLOCK_K": 64, "num_warps": 4, "num_stages": 1,
-                     "ROW_LOOP": False}), True),
-    (HEAD_NORM_PLANS[0], False),
-], ids=["blocks of two heads", "matvec", "switched off"])
-def test_head_norms_apart_where_the_epilogue_cannot(plan, switched_on, device, monkeypatch):
-    """A block wider than a head, a kernel without the head-norm epilogue, or the epilogue
-    switched off: the projection, then tg.rotary_qkv's kernel, as at more rows."""
+@pytest.mark.parametrize("rows, plan, switched_on", [
+    (1, Plan("gemv", {"BLOCK_N": 32, "SPLIT": 2, "CHUNK": 32, "num_warps": 2,
+                      "num_stages": 1}), True),
+    (3, Plan("dot", {"BLOCK_N": 32, "BLOCK_K": 32, "num_warps": 4, "num_stages": 1,
+                     "SPLIT_K": 2}), True),
+    (2, Plan("gemv", {"BLOCK_N": 4, "SPLIT": 4, "CHUNK": 16, "num_warps": 1,
+                      "num_stages": 1}), True),
+    (1, HEAD_NORM_PLANS[0], False),
+    (4, SEVERAL_ROW_HEAD_NORM_PLANS[3][1], False),
+], ids=["blocks of two heads", "dot blocks of two heads", "several-row gemv",
+        "switched off", "dot switched off"])
+def test_head_norms_apart_where_the_epilogue_cannot(rows, plan, switched_on, device,
+                                                     monkeypatch):
+    """A block wider than a head, a kernel without the head-norm epilogue (the several-row
+    GEMV, its rows' sums apart), or the epilogue switched off: the projection, then
+    tg.rotary_qkv's kernel, as past 16 rows."""
     from tilegraph.kernels import linear_qkv as module
 
     dtype = torch.bfloat16
-    x, w, b, g, cache, norms = _head_norms_case(dtype, device)
+    x, w, b, g, cache, norms = _head_norms_case(dtype, device, rows=rows)
     expected = _reference(x, w, b, g, cache, **norms)
     monkeypatch.setattr(module, "HEAD_NORM_IN_EPILOGUE", switched_on)
     monkeypatch.setattr(decode_plan, "plan", lambda *args, **kwargs: plan)
@@ -263,22 +302,36 @@ def test_gemma3_layer_input_one_kernel(device, monkeypatch):
     _check(q, cache, _reference(written, w, b, g, before, **norms), dtype)
 
 
-def test_head_norms_only_in_a_one_row_gemv_launch(device):
-    x, w, b, g, cache, norms = _head_norms_case(torch.bfloat16, device)
+def test_head_norms_only_where_a_launch_holds_them(device):
+    """Launches refuse head norms their column blocks or rows cannot hold, and outside the
+    rotary epilogue."""
+    x, w, b, g, cache, norms = _head_norms_case(torch.bfloat16, device, rows=2)
     from tilegraph.kernels._head_norm_store import head_norm_args
 
-    head_norm = head_norm_args(torch.zeros(128, device=device),
-                               torch.zeros(8, dtype=torch.int32, device=device), *norms.values(),
-                               1e-6)
-    q = torch.empty(1, 96, dtype=x.dtype, device=device)
+    head_norm = head_norm_args(torch.zeros(8, dtype=torch.int32, device=device),
+                               *norms.values(), 1e-6)
+    q = torch.empty(2, 96, dtype=x.dtype, device=device)
     args = (x, w, q, g, 1e-6, b, "rotary", None, False, rotary_args(**cache))
-    with pytest.raises(ValueError, match="dot normalises no heads"):
-        decode_plan.launch(Plan("dot", {"BLOCK_N": 16, "BLOCK_K": 32, "num_warps": 4,
-                                        "num_stages": 2}), *args, head_norm=head_norm)
+    for plan in (Plan("dot", {"BLOCK_N": 32, "BLOCK_K": 32, "num_warps": 4, "num_stages": 2}),
+                 Plan("gemv", {"BLOCK_N": 4, "SPLIT": 2, "CHUNK": 32, "num_warps": 1,
+                               "num_stages": 1}),
+                 Plan("cublas", {})):
+        with pytest.raises(ValueError, match="normalises no heads"):
+            decode_plan.launch(plan, *args, head_norm=head_norm)
+    with pytest.raises(ValueError, match="normalises no heads in the epilogue of 'none'"):
+        decode_plan.launch(SEVERAL_ROW_HEAD_NORM_PLANS[2][1], x, w, q, g, 1e-6, b, "none",
+                           None, False, head_norm=head_norm)
+    from tilegraph.kernels._dot_rows import launch_dot_rows
+    from tilegraph.kernels._matvec import launch_matvec
+
     with pytest.raises(ValueError, match="column blocks dividing head_dim"):
-        decode_plan.launch(Plan("gemv", {"BLOCK_N": 32, "SPLIT": 2, "CHUNK": 32,
-                                         "num_warps": 1, "num_stages": 1}), *args,
-                           head_norm=head_norm)
+        launch_dot_rows(x, w, q, g, 1e-6, b, "rotary", None, {"BLOCK_N": 32, "BLOCK_K": 32,
+                                                              "num_warps": 4},
+                        False, rotary_args(**cache), head_norm=head_norm)
+    with pytest.raises(ValueError, match="not in the several-row GEMV"):
+        launch_matvec(x, w, q, g, 1e-6, b, "rotary", None, {"BLOCK_N": 4, "SPLIT": 2,
+                                                            "CHUNK": 32, "num_warps": 1},
+                      False, rotary_args(**cache), head_norm=head_norm)
 
 
 @pytest.mark.parametrize("plan", [
@@ -420,28 +473,32 @@ def test_graph_replays_follow_positions_and_slots():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("rows", [1, 2, 5, 8, 16])
 @pytest.mark.parametrize("heads, kv_heads, head_dim, k", [
     (16, 8, 128, 1024),    # Qwen3-0.6B
     (4, 1, 256, 1152),     # Gemma 3 1B
 ])
-def test_head_norms_in_the_epilogue_over_graph_replays_gpu(heads, kv_heads, head_dim, k,
-                                                           monkeypatch):
-    """One row through the rule's GEMV with the head norms in its epilogue, captured once and
-    replayed as the position, slot and x move: every replay equals the reference (the
+def test_head_norms_in_the_epilogue_over_graph_replays_gpu(rows, heads, kv_heads, head_dim,
+                                                           k, monkeypatch):
+    """Rows through the rule's plan with the head norms in its epilogue where it takes them
+    (every one of these but Qwen3's two rows, the several-row GEMV), captured once and
+    replayed as the positions, slots and x move: every replay equals the reference (the
     heads' arrival counters are back at zero for each)."""
     dtype = torch.bfloat16
-    x, w, b, g, cache = _case(1, heads, kv_heads, head_dim, k, dtype, "cuda", max_seq=300)
+    x, w, b, g, cache = _case(rows, heads, kv_heads, head_dim, k, dtype, "cuda", max_seq=300)
     norms = _head_norms(head_dim, dtype, "cuda")
-    rule = decode_plan.rule(1, w.shape[0], k, dtype, torch.cuda.get_device_properties(0)
+    rule = decode_plan.rule(rows, w.shape[0], k, dtype, torch.cuda.get_device_properties(0)
                             .multi_processor_count)
-    assert decode_plan.takes_head_norm(rule, 1, head_dim), rule
+    if decode_plan.takes_head_norm(rule, rows, head_dim):
+        _forbid_the_head_norm_kernel(monkeypatch)
+    else:
+        assert rule.kind == "gemv" and rows > 1, rule
     monkeypatch.setattr(decode_plan, "plan", lambda *args, **kwargs: rule)
-    _forbid_the_head_norm_kernel(monkeypatch)
     graph = tg.capture(lambda: tg.linear_qkv(x, w, b, norm_weight=g, **cache, **norms))
     for step in range(5):
-        cache["positions"].copy_(torch.randint(0, 300, (1,)))
-        cache["slots"].copy_(torch.randint(0, 3, (1,)))
-        x.copy_(randn(1, k, dtype=dtype))
+        cache["positions"].copy_(torch.randint(0, 300, (rows,)))
+        cache["slots"].copy_(torch.randperm(rows + 2)[:rows])
+        x.copy_(randn(rows, k, dtype=dtype))
         expected = _reference(x, w, b, g, cache, **norms)
         q = graph.replay()
         _check(q, cache, expected, dtype, what=f"replay {step}")

@@ -21,6 +21,7 @@ import triton.language as tl
 
 from .._runtime import INTERPRET
 from ._added_norm import NO_ADDED, add_normed, added_rstd
+from ._head_norm_store import NO_HEAD_NORM, head_half_block
 from ._l2_prefetch import prefetch_lines
 from ._launch import ASSUMED_SM_COUNT, sm_count, weight_alignment
 from ._matvec import rows_epilogue
@@ -220,7 +221,8 @@ def _slice_into_l2(w_ptr, offs_n, n_mask, stride_wn, k_first, k_stop, loaded_ptr
 
 @triton.jit
 def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, h_ptr, stride_hm, w_ptr, stride_wn,
-                     norm_w_ptr, bias_ptr, res_ptr, stride_rm, rotary, partial_ptr, count_ptr,
+                     norm_w_ptr, bias_ptr, res_ptr, stride_rm, rotary, head_norm,
+                     partial_ptr, count_ptr,
                      norm_parts_ptr, n_norm_parts, eps,
                      next_norm_w_ptr, x_next_ptr, stride_xnm, next_parts_ptr,
                      M, N, K, K_SPLIT,
@@ -233,7 +235,7 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, h_ptr, stride_hm, w_ptr
                      W_LHS: tl.constexpr = False, ALIGN: tl.constexpr = 1,
                      EVEN_SPLIT: tl.constexpr = True, ONE_STEP: tl.constexpr = False,
                      L2_TILES: tl.constexpr = 0, NORM_SCALAR: tl.constexpr = False,
-                     NEXT_NORM_SCALAR: tl.constexpr = False):
+                     NEXT_NORM_SCALAR: tl.constexpr = False, HEAD_HALF: tl.constexpr = 0):
     """y_mn = act(rstd_m sum_k x_mk W_nk + b_n) + r_mn for M <= BLOCK_M rows and BLOCK_N
     outputs a program, rstd_m = 1 where no norm is asked for. A norm prologue comes from
     _norm_rows_kernel, launched just before (x is then normalised, rstd_m = 1), or is
@@ -268,6 +270,10 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, h_ptr, stride_hm, w_ptr
     "ONE_STEP", COMPILE_ONE_STEP).
 
     NORM_SCALAR, NEXT_NORM_SCALAR: g, g_next is one value (_norm_weight.py).
+
+    HEAD_HALF > 0 (activation "rotary"): q and k heads RMS-normalised before their rotation,
+    the last column block of a head to be finished doing it (`head_norm`,
+    _head_norm_store.py).
 
     ALIGN: K, K_SPLIT and stride_wn arrive divided by it (_launch.weight_alignment).
 
@@ -375,16 +381,17 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, h_ptr, stride_hm, w_ptr
                     sum_sq += tl.load(sums_ptr + s * BLOCK_M, cache_modifier=".cg")
             tl.store(count_ptr + pid_n, 0)  # zero for the next launch on this stream
             y = rows_epilogue(acc, sum_sq, y_ptr, stride_ym, bias_ptr, res_ptr, stride_rm,
-                              rotary, offs_m, offs_n, M, N, K, eps,
+                              rotary, head_norm, pid_n, offs_m, offs_n, M, N, K, eps,
                               NORM_PARTS > 0 or NORM_IN_LOOP, HAS_BIAS, HAS_RESIDUAL,
-                              ACTIVATION, BLOCK_M, BLOCK_N)
+                              ACTIVATION, BLOCK_M, BLOCK_N, HEAD_HALF)
             if HAND_OVER:
                 _hand_over_norm(y, y_ptr, next_g, x_next_ptr, stride_xnm, next_parts_ptr,
                                 pid_n, offs_m, offs_n, M, N, BLOCK_M)
     else:
         y = rows_epilogue(acc, sum_sq, y_ptr, stride_ym, bias_ptr, res_ptr, stride_rm, rotary,
-                          offs_m, offs_n, M, N, K, eps, NORM_PARTS > 0 or NORM_IN_LOOP,
-                          HAS_BIAS, HAS_RESIDUAL, ACTIVATION, BLOCK_M, BLOCK_N)
+                          head_norm, pid_n, offs_m, offs_n, M, N, K, eps,
+                          NORM_PARTS > 0 or NORM_IN_LOOP, HAS_BIAS, HAS_RESIDUAL, ACTIVATION,
+                          BLOCK_M, BLOCK_N, HEAD_HALF)
         if HAND_OVER:
             _hand_over_norm(y, y_ptr, next_g, x_next_ptr, stride_xnm, next_parts_ptr,
                             pid_n, offs_m, offs_n, M, N, BLOCK_M)
@@ -404,7 +411,7 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
                     norm_weight, eps: float, bias, activation: str, residual,
                     config: dict, pdl: bool, rotary: tuple = NO_ROTARY,
                     handed: tuple | None = None, hand_over: tuple | None = None,
-                    added: tuple = NO_ADDED):
+                    added: tuple = NO_ADDED, head_norm: tuple = NO_HEAD_NORM):
     """out = linear(x) for 1 to DOT_ROWS rows of x (M, K), x and out with unit column
     stride; config: BLOCK_N, BLOCK_K, num_warps, num_stages, optionally SPLIT_K (default 1),
     W_LHS (default False), L2_TILES (default L2_AHEAD_TILES where split, under PDL) and for
@@ -416,11 +423,16 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
     hand_over: (g, x_next, parts) to hand the next projection's norm over (_norm_handoff.py),
     parts of shape (column blocks of this launch, DOT_ROWS).
     added: x is first the stream x + rms_norm(h) * w (_added_norm.py), made by the norm's
-    kernel before this one (a kernel of its own where there is no norm); not with handed."""
+    kernel before this one (a kernel of its own where there is no norm); not with handed.
+    head_norm (with rotary; head_norm_args): q and k heads normalised in the epilogue,
+    column blocks dividing head_dim."""
     M, K = x.shape
     N = weight.shape[0]
     if not 1 <= M <= DOT_ROWS:
         raise ValueError(f"the tensor-core decode kernel takes 1 to {DOT_ROWS} rows, got {M}")
+    if head_norm and (activation != "rotary" or rotary[-1] % config["BLOCK_N"]):
+        raise ValueError(f"head norms run in a rotary epilogue with column blocks dividing "
+                         f"head_dim, not {config}")
     if added and handed is not None:
         raise ValueError("a norm handed over with x is not the norm of the stream added to it")
     config = dict(config)
@@ -463,7 +475,8 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
     return _dot_rows_kernel[(n_blocks, split)](
         out, out.stride(0), x_mma, x_mma.stride(0), x, x.stride(0), weight,
         weight.stride(0) // align, norm_weight,
-        bias, residual, residual.stride(0) if residual is not None else 0, rotary, partials,
+        bias, residual, residual.stride(0) if residual is not None else 0, rotary, head_norm,
+        partials,
         counters, norm_parts if norm_parts is not None else out,
         norm_parts.shape[0] if norm_parts is not None else 0, eps,
         next_norm_weight, x_next, x_next.stride(0), next_parts,
@@ -476,5 +489,6 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
         REDO_OVERFLOW=handed is not None and weight.dtype == torch.float16,
         BLOCK_M=DOT_ROWS, ALIGN=align, EVEN_SPLIT=even, ONE_STEP=one_step, L2_TILES=l2_tiles,
         NORM_SCALAR=is_one_value(norm_weight),
-        NEXT_NORM_SCALAR=hand_over is not None and is_one_value(next_norm_weight), **config,
+        NEXT_NORM_SCALAR=hand_over is not None and is_one_value(next_norm_weight),
+        HEAD_HALF=head_half_block(rotary[-1]) if head_norm else 0, **config,
         **({"launch_pdl": True} if pdl else {}))

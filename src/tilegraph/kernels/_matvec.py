@@ -16,7 +16,7 @@ import triton.language as tl
 from .._runtime import INTERPRET
 from ._activation import GLU_ACTIVATIONS, apply_activation, glu_pairs, is_glu
 from ._added_norm import NO_ADDED, add_normed, added_rstd, rstd_block_k
-from ._head_norm_store import NO_HEAD_NORM, head_normed_store
+from ._head_norm_store import NO_HEAD_NORM, head_half_block, head_normed_store
 from ._l2_prefetch import prefetch_lines
 from ._launch import ASSUMED_SM_COUNT, launch, resident_launch, sm_count, weight_alignment
 from ._norm_weight import is_one_value, norm_weight_at
@@ -88,22 +88,29 @@ def _matvec_step(acc, sum_sq, x_ptr, stride_xm, w, norm_w_ptr, offs_m, offs_k, M
 
 @triton.jit
 def rows_epilogue(acc, sum_sq, y_ptr, stride_ym, bias_ptr, res_ptr, stride_rm, rotary,
-                  offs_m, offs_n, M, N, K, eps, HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr,
-                  HAS_RESIDUAL: tl.constexpr, ACTIVATION: tl.constexpr,
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """Finish and store a (BLOCK_M, BLOCK_N) accumulator of the few-row kernels: the RMSNorm
-    scale rstd_m (it factors out of the sum over k), bias, activation, residual. A GLU
-    halves it: the output has N // 2 columns. "rotary" hands it to rotary_store (q to y,
-    k and v to the caches named by the `rotary` tuple; no residual). Returns the values
-    stored, in fp32 before their rounding to y's dtype (the accumulator for "rotary")."""
+                  head_norm, block, offs_m, offs_n, M, N, K, eps, HAS_NORM: tl.constexpr,
+                  HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
+                  ACTIVATION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                  HEAD_HALF: tl.constexpr = 0):
+    """Finish and store a (BLOCK_M, BLOCK_N) accumulator of the few-row kernels, column
+    block `block`: the RMSNorm scale rstd_m (it factors out of the sum over k), bias,
+    activation, residual. A GLU halves it: the output has N // 2 columns. "rotary" hands it
+    to rotary_store (q to y, k and v to the caches named by the `rotary` tuple; no
+    residual), or with HEAD_HALF > 0 to head_normed_store (q and k heads normalised first,
+    `head_norm`, _head_norm_store.py). Returns the values stored, in fp32 before their
+    rounding to y's dtype (the accumulator for "rotary")."""
     if HAS_NORM:
         acc = acc * tl.rsqrt(sum_sq / K + eps)[:, None]
     if HAS_BIAS:
         acc += tl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0).to(tl.float32)[None, :]
     if ACTIVATION == "rotary":
         position, slot, c, s = rotary_inputs(offs_m, offs_n, M, rotary, BLOCK_M, BLOCK_N)
-        rotary_store(acc, offs_m, offs_n, M, N, y_ptr, stride_ym, rotary, position, slot, c,
-                     s, BLOCK_M, BLOCK_N)
+        if HEAD_HALF > 0:   # c and s unused: the heads are rotated once normalised
+            head_normed_store(acc, block, offs_m, offs_n, M, N, y_ptr, stride_ym, rotary,
+                              head_norm, position, slot, BLOCK_M, BLOCK_N, HEAD_HALF)
+        else:
+            rotary_store(acc, offs_m, offs_n, M, N, y_ptr, stride_ym, rotary, position, slot,
+                         c, s, BLOCK_M, BLOCK_N)
     else:
         acc = _store_rows(acc, y_ptr, stride_ym, res_ptr, stride_rm, offs_m, offs_n, M, N,
                           HAS_RESIDUAL, ACTIVATION, BLOCK_M, BLOCK_N)
@@ -132,14 +139,14 @@ def _store_rows(acc, y_ptr, stride_ym, res_ptr, stride_rm, offs_m, offs_n, M, N,
 
 @triton.jit
 def _matvec_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
-                   norm_w_ptr, bias_ptr, res_ptr, stride_rm, rotary, added,
+                   norm_w_ptr, bias_ptr, res_ptr, stride_rm, rotary, added, head_norm,
                    M, N, K, eps,
                    HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
                    ACTIVATION: tl.constexpr, PREFETCH_WEIGHT: tl.constexpr,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                    ROW_LOOP: tl.constexpr, GATHER_ROWS: tl.constexpr = False,
                    ALIGN: tl.constexpr = 1, NORM_SCALAR: tl.constexpr = False,
-                   ADD_NORMED: tl.constexpr = False):
+                   ADD_NORMED: tl.constexpr = False, HEAD_HALF: tl.constexpr = 0):
     """y_mn = act(rstd_m * sum_k x_mk g_k W_nk + b_n) + r_mn for BLOCK_N outputs a program,
     with rstd_m = 1 / sqrt(mean_k x_mk^2 + eps) gathered in the same pass over K.
 
@@ -155,7 +162,8 @@ def _matvec_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
     ALIGN: K and stride_wn arrive divided by it (_launch.weight_alignment; not under
     ROW_LOOP, launch_matvec says why). NORM_SCALAR: the norm weight is one value
     (_norm_weight.py). ADD_NORMED: each x row is first the stream x + rms_norm(h) * w of
-    `added`, which program 0 writes (_added_norm.py).
+    `added`, which program 0 writes (_added_norm.py). HEAD_HALF > 0 (activation "rotary"):
+    q and k heads RMS-normalised before their rotation (`head_norm`, _head_norm_store.py).
     """
     K = K * ALIGN
     stride_wn = stride_wn * ALIGN
@@ -185,9 +193,9 @@ def _matvec_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
                                    offs_k, M, k0, K, HAS_NORM, BLOCK_M, ROW_LOOP, GATHER_ROWS,
                                    "", NORM_SCALAR, added, rstd_h, write, ADD_NORMED)
 
-    rows_epilogue(acc, sum_sq, y_ptr, stride_ym, bias_ptr, res_ptr, stride_rm, rotary, offs_m,
-                  offs_n, M, N, K, eps, HAS_NORM, HAS_BIAS, HAS_RESIDUAL, ACTIVATION, BLOCK_M,
-                  BLOCK_N)
+    rows_epilogue(acc, sum_sq, y_ptr, stride_ym, bias_ptr, res_ptr, stride_rm, rotary,
+                  head_norm, pid_n, offs_m, offs_n, M, N, K, eps, HAS_NORM, HAS_BIAS,
+                  HAS_RESIDUAL, ACTIVATION, BLOCK_M, BLOCK_N, HEAD_HALF)
 
 
 @triton.jit
@@ -321,8 +329,8 @@ def _gemv_finish(acc, block, offs_n, y_ptr, res_ptr, rotary, head_norm, N, bias,
     n_mask = offs_n < N
     acc += bias
     if ACTIVATION == "rotary" and HEAD_HALF > 0:
-        head_normed_store(acc, block, offs_n, N, y_ptr, rotary, head_norm, position, slot, c, s,
-                          BLOCK_N, HEAD_HALF)
+        head_normed_store(tl.reshape(acc, (1, BLOCK_N)), block, tl.arange(0, 1), offs_n, 1, N,
+                          y_ptr, 0, rotary, head_norm, position, slot, 1, BLOCK_N, HEAD_HALF)
     elif ACTIVATION == "rotary":
         rotary_store(tl.reshape(acc, (1, BLOCK_N)), tl.arange(0, 1), offs_n, 1, N, y_ptr, 0,
                      rotary, position, slot, c, s, 1, BLOCK_N)
@@ -1082,19 +1090,21 @@ def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
     stream has finished. rotary: the epilogue's tuple (_rotary_store.py) where activation is
     "rotary". l2_ahead (contiguous): the one-row GEMV also prefetches its bytes into L2
     before its wait; a hint, ignored by the other kernels and by the interpreter. added: x
-    is first the stream x + rms_norm(h) * w (_added_norm.py). head_norm (the one-row GEMV's,
-    with rotary; head_norm_args): q and k heads normalised in the epilogue, column blocks
-    dividing head_dim."""
+    is first the stream x + rms_norm(h) * w (_added_norm.py). head_norm (with rotary;
+    head_norm_args): q and k heads normalised in the epilogue, column blocks dividing
+    head_dim; not in the several-row GEMV."""
     M, K = x.shape
     N = weight.shape[0]
-    if head_norm and (M != 1 or "SPLIT" not in config or activation != "rotary"
+    if head_norm and (("SPLIT" in config and M != 1) or activation != "rotary"
                       or rotary[-1] % config["BLOCK_N"]):
-        raise ValueError(f"head norms run in the one-row GEMV's rotary epilogue with column "
-                         f"blocks dividing head_dim, not {M} rows of {config}")
+        raise ValueError(f"head norms run in a rotary epilogue with column blocks dividing "
+                         f"head_dim, and not in the several-row GEMV: not {M} rows of {config}")
     parts = dict(HAS_NORM=norm_weight is not None, HAS_BIAS=bias is not None,
                  HAS_RESIDUAL=residual is not None, ACTIVATION=activation,
                  PREFETCH_WEIGHT=pdl, NORM_SCALAR=is_one_value(norm_weight),
                  ADD_NORMED=bool(added))
+    if head_norm:
+        parts["HEAD_HALF"] = head_half_block(rotary[-1])
     gemv_parts = {"ADD_BLOCK_K": rstd_block_k(K)} if added else {}
     pdl_option = {"launch_pdl": True} if pdl else {}
     grid = (triton.cdiv(N, config["BLOCK_N"]),)
@@ -1133,8 +1143,6 @@ def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
                     l2_ahead if prefetch else weight, ahead_lines)
             if widen:
                 parts["WIDEN"] = True
-            if head_norm:
-                parts["HEAD_HALF"] = triton.next_power_of_2(rotary[-1] // 2)
         else:
             if config.get("TAIL") or config.get("RELEASE_AFTER_INPUTS"):
                 raise ValueError("the several-row GEMV takes neither TAIL nor "
@@ -1172,6 +1180,7 @@ def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
     return launch(
         _matvec_kernel, grid, out, out.stride(0), x, x.stride(0), weight,
         weight.stride(0) // align, norm_weight, bias, residual,
-        residual.stride(0) if residual is not None else 0, rotary, added, M, N, K // align,
-        eps, **parts, BLOCK_M=triton.next_power_of_2(M), **config, ALIGN=align, **pdl_option)
+        residual.stride(0) if residual is not None else 0, rotary, added, head_norm, M, N,
+        K // align, eps, **parts, BLOCK_M=triton.next_power_of_2(M), **config, ALIGN=align,
+        **pdl_option)
 

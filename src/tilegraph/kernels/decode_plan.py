@@ -820,10 +820,14 @@ def record(rows: int, N: int, K: int, dtype: torch.dtype, chosen: Plan) -> None:
 
 def takes_head_norm(chosen: Plan, rows: int, head_dim: int) -> bool:
     """Whether `chosen` can normalise q and k heads of head_dim in its rotary epilogue
-    (launch's `head_norm`, _head_norm_store.py): the one-row GEMV, whose column blocks each
-    lie inside one head."""
-    return (chosen.kind == "gemv" and rows == 1 and "SPLIT" in chosen.config
-            and head_dim % chosen.config["BLOCK_N"] == 0)
+    (launch's `head_norm`, _head_norm_store.py): the one-row GEMV, the CUDA-core row kernel
+    and the tensor-core kernel, where each of their column blocks lies inside one head; not
+    the several-row GEMV (its rows' accumulators apart) or cuBLAS."""
+    if chosen.kind == "gemv":
+        fits = rows == 1 and "SPLIT" in chosen.config
+    else:
+        fits = chosen.kind in ("matvec", "dot")
+    return fits and head_dim % chosen.config["BLOCK_N"] == 0
 
 
 def takes_added(chosen: Plan) -> bool:
@@ -844,13 +848,15 @@ def launch(chosen: Plan, x: torch.Tensor, weight: torch.Tensor, out: torch.Tenso
     launch_dot_rows) are the tensor-core kernel's alone; l2_ahead (bytes the one-row GEMV
     prefetches into L2, launch_matvec) the GEMV's; added (x first made the stream x +
     rms_norm(h) * w, _added_norm.py) where takes_added; head_norm (q and k heads normalised
-    in the rotary epilogue, _head_norm_store.py) the one-row GEMV's (takes_head_norm)."""
+    in the rotary epilogue, _head_norm_store.py) where takes_head_norm."""
     if (handed is not None or hand_over is not None) and chosen.kind != "dot":
         raise ValueError(f"a norm is handed over only on the tensor-core path, not {chosen.kind}")
     if added and not takes_added(chosen):
         raise ValueError(f"{chosen.kind} adds no normed stream")
-    if head_norm and chosen.kind != "gemv":
-        raise ValueError(f"{chosen.kind} normalises no heads in its epilogue")
+    if head_norm and (activation != "rotary"
+                      or not takes_head_norm(chosen, x.shape[0], rotary[-1])):
+        raise ValueError(f"{chosen.kind} {chosen.config} normalises no heads in the epilogue "
+                         f"of {activation!r} at {x.shape[0]} rows")
     if chosen.kind == "cublas":  # tuned where it beat every plan; no norm, no activation
         if norm_weight is not None or activation != "none":
             raise ValueError("cuBLAS runs plain projections only; plan(fused=True) says what "
@@ -868,6 +874,7 @@ def launch(chosen: Plan, x: torch.Tensor, weight: torch.Tensor, out: torch.Tenso
         return None
     if chosen.kind == "dot":
         return launch_dot_rows(x, weight, out, norm_weight, eps, bias, activation, residual,
-                               chosen.config, pdl, rotary, handed, hand_over, added)
+                               chosen.config, pdl, rotary, handed, hand_over, added,
+                               head_norm)
     return launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
                          chosen.config, pdl, rotary, l2_ahead, added, head_norm)

@@ -10,13 +10,15 @@ an epilogue that rotates q and k and writes k and v into the cache (_rotary_stor
 weight's rows come with each head's halves interleaved so that every rotated pair lies in
 neighbouring columns of one tile. More rows (a prefill) run tg.linear's tiled GEMM, then
 tg.rotary_qkv's kernel over its interleaved columns. Heads normalised before their rotation
-(Qwen3, Gemma 3) stay one kernel at one row, where the GEMV's column blocks lie inside a
-head (_head_norm_store.py), and are otherwise the projection and that kernel.
+(Qwen3, Gemma 3) stay one kernel where the plan's column blocks lie inside a head
+(_head_norm_store.py; every kernel but the several-row GEMV and cuBLAS), and are otherwise
+the projection and that kernel.
 """
 
 from __future__ import annotations
 
 import torch
+import triton
 
 from . import decode_plan
 from ._added_norm import NO_ADDED, added_args
@@ -44,7 +46,7 @@ from .rotary import (
     rotary_qkv_ref,
 )
 
-# Heads normalised in the one-row q|k|v GEMV's epilogue where its plan allows; False: the
+# Heads normalised in the q|k|v projection's epilogue where its plan allows; False: the
 # projection, then tg.rotary_qkv's kernel for them (research/time_generator.py's
 # `head-norms-apart`)
 HEAD_NORM_IN_EPILOGUE = True
@@ -88,7 +90,7 @@ def _launch_linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
         chosen = decode_plan.plan(rows, weight.shape[0], k, weight.dtype, x.device, fused=True)
         if q_norm_weight is not None:
             head_norm = _epilogue_head_norm(chosen, rows, k_cache, n_heads, q_norm_weight,
-                                            k_norm_weight, norm_eps, norm_parts is not None)
+                                            k_norm_weight, norm_eps)
     if chosen is None or (q_norm_weight is not None and head_norm is None):
         # The tiled GEMM (past 16 rows), or heads to normalise that the projection's
         # epilogue cannot: the projection, then one kernel for the head norms, the
@@ -100,7 +102,7 @@ def _launch_linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
         return
     bias = bias.contiguous() if bias is not None else None
     norm_weight = kernel_norm_weight(norm_weight)
-    writes = (out, k_cache, v_cache, *(head_norm or ())[:2])
+    writes = (out, k_cache, v_cache, *(head_norm or ())[:1])
     if added:  # a fused plan takes it (never cuBLAS)
         added = added_args(as_rows(addend), addend_weight.contiguous(), sum_out.view(-1, k))
         writes += (sum_out,)
@@ -115,20 +117,22 @@ def _launch_linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
 
 def _epilogue_head_norm(chosen: decode_plan.Plan, rows: int, k_cache: torch.Tensor,
                         n_heads: int, q_norm_weight: torch.Tensor, k_norm_weight: torch.Tensor,
-                        norm_eps: float, handed: bool) -> tuple | None:
+                        norm_eps: float) -> tuple | None:
     """The projection's `head_norm` argument where `chosen` normalises the heads in its
-    epilogue (the one-row GEMV, _head_norm_store.py) and the stream has a split workspace
-    for it (a capture may find none); else None, and a kernel of its own does it."""
+    epilogue (decode_plan.takes_head_norm, _head_norm_store.py) and the stream has a split
+    workspace for their counters (a capture may find none); else None, and a kernel of its
+    own does it."""
     kv_heads, head_dim = k_cache.shape[1], k_cache.shape[3]
-    if (not HEAD_NORM_IN_EPILOGUE or handed
-            or not decode_plan.takes_head_norm(chosen, rows, head_dim)):
+    if not HEAD_NORM_IN_EPILOGUE or not decode_plan.takes_head_norm(chosen, rows, head_dim):
         return None
     heads = n_heads + kv_heads  # q and k
-    workspace = split_workspace(k_cache.device, heads * head_dim, heads)
+    # past the counters of the launch's own column blocks (a split-K launch counts there)
+    blocks = triton.cdiv((n_heads + 2 * kv_heads) * head_dim, chosen.config["BLOCK_N"])
+    workspace = split_workspace(k_cache.device, 0, blocks + heads)
     if workspace is None:
         return None
-    return head_norm_args(*workspace, q_norm_weight.contiguous(), k_norm_weight.contiguous(),
-                          norm_eps)
+    return head_norm_args(workspace[1][blocks:blocks + heads], q_norm_weight.contiguous(),
+                          k_norm_weight.contiguous(), norm_eps)
 
 
 _run_linear_qkv = custom_op("linear_qkv", _launch_linear_qkv,
