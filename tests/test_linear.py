@@ -128,13 +128,23 @@ def test_a_normed_output_added_to_the_stream_before_the_projection(rows, activat
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("rows", [1, 3, 8])
-def test_normed_adds_chained_in_a_graph_equal_eager_over_replays(rows):
+@pytest.mark.parametrize("rows, split_tile", [(1, False), (2, False), (2, True), (3, False),
+                                              (8, False)])
+def test_normed_adds_chained_in_a_graph_equal_eager_over_replays(rows, split_tile,
+                                                                  monkeypatch):
     """Gemma's order in bf16 (the output projection; gate/up adding its normed output to the
     stream; down; the next projection adding that), captured with PDL between the kernels
     and replayed 50 times with fresh inputs: equal to the same calls run eagerly, bit for
-    bit, and to the float64 reference rounded where the kernels round."""
+    bit, and to the float64 reference rounded where the kernels round. At two rows gate/up
+    runs the several-row GEMV, persistent by the rule or its split tile (split_tile), whose
+    norm of h must wait for the kernel that wrote h."""
     bf16, d, f = torch.bfloat16, 1152, 3072
+    if split_tile:
+        rule = decode_plan.plan
+        split = Plan("gemv", {"BLOCK_N": 4, "SPLIT": 8, "CHUNK": 128,
+                              "num_warps": 4, "num_stages": 1})
+        monkeypatch.setattr(decode_plan, "plan", lambda rows_, n, *args, **kwargs:
+                            split if n == 2 * f else rule(rows_, n, *args, **kwargs))
     w_o = randn(d, d, dtype=bf16, device="cuda", scale=d**-0.5)
     w_up = randn(2 * f, d, dtype=bf16, device="cuda", scale=d**-0.5)
     w_down = randn(d, f, dtype=bf16, device="cuda", scale=f**-0.5)

@@ -714,14 +714,14 @@ def _gemv_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm
     K = K * ALIGN
     stride_wn = stride_wn * ALIGN
     block = tl.program_id(0)
-    if ADD_NORMED:  # the rows' norms of h first: the sums below need them from the start
-        rstd_h = added_rstd(added, tl.arange(0, BLOCK_M), M, K, eps, BLOCK_M, ADD_BLOCK_K)
     if PERSISTENT:  # whole rows (launch_matvec checks), one flat tile of SPLIT * CHUNK columns
         offs_k = tl.arange(0, SPLIT * CHUNK)
         w = _gemv_flat_tile(w_ptr, stride_wn, block, N, K, offs_k, BLOCK_N)
         if PREFETCH_WEIGHT:
             tl.extra.cuda.gdc_wait()               # x and the epilogue inputs are now final
             tl.extra.cuda.gdc_launch_dependents()  # only now may the next kernel prefetch
+        if ADD_NORMED:  # h is final only now (the kernel before may have written it)
+            rstd_h = added_rstd(added, tl.arange(0, BLOCK_M), M, K, eps, BLOCK_M, ADD_BLOCK_K)
         x0, x1, x2, x3, g = _gemv_rows_inputs(x_ptr, stride_xm, norm_w_ptr, offs_k, 0, K, M,
                                               HAS_NORM, BLOCK_M, NORM_SCALAR)
         if ADD_NORMED:
@@ -758,6 +758,8 @@ def _gemv_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm
         if PREFETCH_WEIGHT:
             tl.extra.cuda.gdc_wait()               # x and the epilogue inputs are now final
             tl.extra.cuda.gdc_launch_dependents()  # only now may the next kernel prefetch
+        if ADD_NORMED:  # the rows' norms of h first: the sums below need them from the start
+            rstd_h = added_rstd(added, tl.arange(0, BLOCK_M), M, K, eps, BLOCK_M, ADD_BLOCK_K)
         x0, x1, x2, x3, g = _gemv_rows_inputs(x_ptr, stride_xm, norm_w_ptr, cols, 0, K, M,
                                               HAS_NORM, BLOCK_M, NORM_SCALAR)
         if ADD_NORMED:
