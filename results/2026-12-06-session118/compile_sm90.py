@@ -73,3 +73,11 @@ for head in (False, True):
                       HEAD_HALF=half)
         print("dot split", split, "w_lhs" if w_lhs else "-", "in-loop" if in_loop else "-",
               "head" if head else "-", build(_dot_rows_kernel, consts, t, 4), flush=True)
+
+# the several-row GEMV with session 116's added norm, its norm of h now after PDL's wait
+for persistent in (False, True):
+    consts = dict(HAS_NORM=True, HAS_BIAS=False, HAS_RESIDUAL=False, PREFETCH_WEIGHT=True,
+                  ACTIVATION="geglu_tanh", BLOCK_M=2, BLOCK_N=4, SPLIT=16, CHUNK=128,
+                  PERSISTENT=persistent, ADD_NORMED=True, ADD_BLOCK_K=2048)
+    print("gemv rows added", "persistent" if persistent else "-",
+          build(_gemv_rows_kernel, consts, {"added": ADDED}, 4), flush=True)
