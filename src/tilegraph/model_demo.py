@@ -146,11 +146,13 @@ class HFDecoder(GreedyDecoder):
         sees its last `window` positions): a dict by layer type where the model has them."""
         seen = self._kv_index <= self.position
         full = self._blocked.masked_fill(seen, 0.0)
-        if not self._layer_types:
+        if self._window is None:
             return full
         recent = seen & (self._kv_index > self.position - self._window)
-        return {"full_attention": full,
-                "sliding_attention": self._blocked.masked_fill(recent, 0.0)}
+        sliding = self._blocked.masked_fill(recent, 0.0)
+        if not self._layer_types:   # a window on every layer (Phi-3, Mistral)
+            return sliding
+        return {"full_attention": full, "sliding_attention": sliding}
 
     def _prefill(self, prompts: torch.Tensor) -> torch.Tensor:
         self.cache.reset()
@@ -162,18 +164,19 @@ class HFDecoder(GreedyDecoder):
 
 
 def _cache_config(config, max_seq: int):
-    """The config transformers' StaticCache is built from: the model's, or where it has
-    sliding-window layers, a copy whose cache layers are all full ones of max_seq positions.
-    transformers' sliding-window cache layers count positions on the host, which a captured
-    step freezes (its first replay was 46% off at Gemma 2 2B's shape and 51% at Gemma 3
-    1B's, transformers 5.17); a full layer under the sliding mask attends as the window
-    does."""
+    """The config transformers' StaticCache is built from: the model's, or where it has a
+    sliding window (on the layers its layer_types name, or on every layer where it names
+    none: transformers then makes every cache layer a sliding one), a copy whose cache
+    layers are all full ones of max_seq positions. transformers' sliding-window cache layers
+    count positions on the host, which a captured step freezes (its first replay was 46%
+    off at Gemma 2 2B's shape, 51% at Gemma 3 1B's and 132% at Phi-3-mini's, transformers
+    5.17); a full layer under the sliding mask attends as the window does."""
     text = config.get_text_config(decoder=True)
-    if not getattr(text, "layer_types", None) or getattr(text, "sliding_window", None) is None:
+    if getattr(text, "sliding_window", None) is None:
         return config
     config = copy.deepcopy(config)
     text = config.get_text_config(decoder=True)
-    text.layer_types = ["full_attention"] * len(text.layer_types)
+    text.layer_types = ["full_attention"] * text.num_hidden_layers
     return config
 
 
