@@ -143,7 +143,9 @@ class HFDecoder(GreedyDecoder):
     def _device_masks(self) -> torch.Tensor | dict[str, torch.Tensor]:
         """Additive masks (1, 1, 1, max_seq) over the cache for the token at position, the
         same as transformers' (0 where attended, the dtype's min elsewhere; a sliding layer
-        sees its last `window` positions): a dict by layer type where the model has them."""
+        sees its last `window` positions): a dict by layer type where the model has them and
+        a window; the sliding mask alone where a window names no layer types (every layer
+        slides)."""
         seen = self._kv_index <= self.position
         full = self._blocked.masked_fill(seen, 0.0)
         if self._window is None:
