@@ -619,11 +619,23 @@ def test_requests_beyond_capacity_fail_before_any_work(generator):
         generator.generate([[1]], 2, temperature=1.0, top_p=1.5)
     with pytest.raises(TypeError, match="token ids"):
         generator.generate(torch.ones(1, 3), 2)
+    with pytest.raises(TypeError, match="token ids must be integers, got 1.5"):
+        generator.generate([[2, 1.5]], 2)   # not cut to 1
+    with pytest.raises(TypeError, match="token ids"):
+        generator.generate([torch.tensor([2.0, 3.0])], 2)
+    with pytest.raises(ValueError, match="at least one prompt"):
+        generator.generate([], 2)
     # score's continuation is read on the device: a wrong id would give NaN logits
     with pytest.raises(ValueError, match=r"continuation ids must lie in \[0, 67\)"):
         generator.score([[1, 2]], torch.tensor([[-1, 3]]))
     with pytest.raises(ValueError, match="integer ids"):
         generator.score([[1, 2]], torch.tensor([[1.5, 3.0]]))
+
+
+def test_prompts_as_tensors_of_their_own_lengths_decode_as_lists(generator):
+    prompts = [[5, 9, 2, 11], [7, 3]]
+    as_tensors = [torch.tensor(prompts[0]), torch.tensor(prompts[1], dtype=torch.int32)]
+    assert generator.generate(as_tensors, 4) == generator.generate(prompts, 4)
 
 
 def test_generator_refuses_other_models():

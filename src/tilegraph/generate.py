@@ -26,6 +26,7 @@ and every prefill under tensor parallelism, run eagerly.
 from __future__ import annotations
 
 import functools
+import operator
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -384,7 +385,7 @@ class Generator:
                  eos_token_id: int | Sequence[int] | None = None) -> list[list[int]]:
         """New token ids per sequence: max_new_tokens of them, or fewer ending with the
         first end-of-sequence token. prompt_ids: (B, T) tensor, one sequence (T,), or a
-        list of B lists of ids (lengths may differ)."""
+        list of B prompts, each a list of ids or a (T,) tensor (lengths may differ)."""
         rows: list[list[int]] | None = None
         stop = _stop_set(eos_token_id)
         done: list[bool] = []
@@ -635,8 +636,7 @@ class Generator:
     def _prompts(self, prompt_ids) -> list[torch.Tensor]:
         device = self.model.device
         if isinstance(prompt_ids, torch.Tensor):
-            if prompt_ids.dtype not in (torch.int64, torch.int32):
-                raise TypeError(f"prompt_ids must hold integer token ids, got {prompt_ids.dtype}")
+            _check_integer_ids(prompt_ids)
             if prompt_ids.ndim == 1:
                 prompt_ids = prompt_ids[None]
             if prompt_ids.ndim != 2:
@@ -644,13 +644,15 @@ class Generator:
                                  f"{tuple(prompt_ids.shape)}")
             rows = list(prompt_ids.to(device=device, dtype=torch.int64))
         elif isinstance(prompt_ids, (list, tuple)) and prompt_ids and all(
-                isinstance(p, (list, tuple)) for p in prompt_ids):
-            rows = [torch.tensor(p, dtype=torch.int64, device=device) for p in prompt_ids]
-        elif isinstance(prompt_ids, (list, tuple)) and all(isinstance(t, int) for t in prompt_ids):
-            rows = [torch.tensor(prompt_ids, dtype=torch.int64, device=device)]
+                isinstance(p, (list, tuple, torch.Tensor)) for p in prompt_ids):
+            rows = [_prompt_row(p, device) for p in prompt_ids]
+        elif isinstance(prompt_ids, (list, tuple)) and prompt_ids:
+            rows = [_prompt_row(prompt_ids, device)]
+        elif isinstance(prompt_ids, (list, tuple)):
+            raise ValueError("prompt_ids is empty: give at least one prompt")
         else:
             raise TypeError("prompt_ids must be a (B, T) tensor, a (T,) tensor, a list of "
-                            "ids or a list of B lists of ids")
+                            "ids or a list of B prompts (lists of ids or (T,) tensors)")
         if not rows or any(r.numel() == 0 for r in rows):
             raise ValueError("every prompt needs at least one token")
         vocab = self.model.config.vocab_size
@@ -759,6 +761,29 @@ def _recorded_event(device: torch.device) -> torch.cuda.Event | None:
     event = torch.cuda.Event()
     event.record()
     return event
+
+
+def _check_integer_ids(ids: torch.Tensor) -> None:
+    if ids.dtype not in (torch.int64, torch.int32):
+        raise TypeError(f"prompt_ids must hold integer token ids, got {ids.dtype}")
+
+
+def _prompt_row(prompt, device: torch.device) -> torch.Tensor:
+    """One prompt, a list of ids or a (T,) tensor, as int64 ids on `device`. Ids must be
+    integers: a float would be cut to one silently."""
+    if isinstance(prompt, torch.Tensor):
+        _check_integer_ids(prompt)
+        if prompt.ndim != 1:
+            raise ValueError(f"a prompt given as a tensor must be (T,), got shape "
+                             f"{tuple(prompt.shape)}")
+        return prompt.to(device=device, dtype=torch.int64)
+    ids = []
+    for token in prompt:
+        try:
+            ids.append(operator.index(token))
+        except TypeError:
+            raise TypeError(f"token ids must be integers, got {token!r}") from None
+    return torch.tensor(ids, dtype=torch.int64, device=device)
 
 
 def _stop_set(eos_token_id) -> frozenset[int]:
