@@ -49,17 +49,34 @@ def added_rstd(added, offs_m, M, K, eps, BLOCK_M: tl.constexpr, BLOCK_K: tl.cons
 
 
 @triton.jit
+def added_inputs(added, rows, cols, mask):
+    """h and w of `added` at rows `rows` and columns `cols` (fp32, 0 where `mask` is False),
+    the values add_normed reads: loaded apart so that a kernel issues them with its other
+    loads, before added_rstd's sum, whose barrier a load after it cannot pass (one round
+    trip to L2 after PDL's wait rather than two)."""
+    h_ptr, stride_hm, w_ptr, sum_ptr, stride_sm = added
+    h = tl.load(h_ptr + rows * stride_hm + cols, mask=mask, other=0.0).to(tl.float32)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    return h, w
+
+
+@triton.jit
+def add_loaded(x, h, w, added, rows, cols, mask, rstd, write):
+    """add_normed from h and w already loaded by added_inputs (same arguments)."""
+    h_ptr, stride_hm, w_ptr, sum_ptr, stride_sm = added
+    dtype = h_ptr.dtype.element_ty
+    s = (x + (h * rstd * w).to(dtype).to(tl.float32)).to(dtype)
+    # tl.where, not mask & write: the interpreter cannot mask by a tensor & a scalar
+    tl.store(sum_ptr + rows * stride_sm + cols, s, mask=tl.where(write, mask, False))
+    return s.to(tl.float32)
+
+
+@triton.jit
 def add_normed(x, added, rows, cols, mask, rstd, write):
     """s = x + rms_norm(h) * w at rows `rows` (broadcast to x's shape; row indices) and
     columns `cols` of x (fp32, masked to 0 where `mask` is False), rstd each row's
     (broadcast like rows): the norm rounded to x's dtype before the add, the sum after it,
     as tg.rms_norm(h, w, residual=x) rounds them. Where `write` (a program's flag), s is
     stored to sum's rows too. Returns s in fp32."""
-    h_ptr, stride_hm, w_ptr, sum_ptr, stride_sm = added
-    dtype = h_ptr.dtype.element_ty
-    h = tl.load(h_ptr + rows * stride_hm + cols, mask=mask, other=0.0).to(tl.float32)
-    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-    s = (x + (h * rstd * w).to(dtype).to(tl.float32)).to(dtype)
-    # tl.where, not mask & write: the interpreter cannot mask by a tensor & a scalar
-    tl.store(sum_ptr + rows * stride_sm + cols, s, mask=tl.where(write, mask, False))
-    return s.to(tl.float32)
+    h, w = added_inputs(added, rows, cols, mask)
+    return add_loaded(x, h, w, added, rows, cols, mask, rstd, write)

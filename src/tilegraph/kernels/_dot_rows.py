@@ -20,7 +20,7 @@ import triton
 import triton.language as tl
 
 from .._runtime import INTERPRET
-from ._added_norm import NO_ADDED, add_normed, added_rstd
+from ._added_norm import NO_ADDED, add_loaded, add_normed, added_inputs, added_rstd
 from ._head_norm_store import NO_HEAD_NORM, head_half_block
 from ._l2_prefetch import prefetch_lines
 from ._launch import ASSUMED_SM_COUNT, sm_count, weight_alignment
@@ -118,19 +118,21 @@ def _norm_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, norm_w_ptr, added, K, 
     x_row = x_ptr + row * stride_xm
     y_row = y_ptr + row * stride_ym
     offs_k = tl.arange(0, BLOCK_K)
-    if ADD_NORMED:
-        rstd_h = tl.sum(added_rstd(added, row + tl.arange(0, 1), row + 1, K, eps, 1,
-                                    BLOCK_K))
-    if BLOCK_K >= K:  # the row in registers: one read of x
+    if BLOCK_K >= K:  # the row in registers: one read of x (and of h)
         k_mask = offs_k < K
         x = tl.load(x_row + offs_k, mask=k_mask, other=0.0).to(tl.float32)
         # with x, before the sum's cross-warp barrier, which a load after it cannot pass
         g = norm_weight_at(norm_w_ptr, offs_k, k_mask, NORM_SCALAR)
-        if ADD_NORMED:
-            x = add_normed(x, added, row, offs_k, k_mask, rstd_h, True)
+        if ADD_NORMED:  # h and its weight with x, so one round trip to L2; h's norm from h
+            h, h_weight = added_inputs(added, row, offs_k, k_mask)
+            rstd_h = tl.rsqrt(tl.sum(h * h) / K + eps)
+            x = add_loaded(x, h, h_weight, added, row, offs_k, k_mask, rstd_h, True)
         rstd = tl.rsqrt(tl.sum(x * x) / K + eps)
         tl.store(y_row + offs_k, (x * rstd * g).to(y_ptr.dtype.element_ty), mask=k_mask)
     else:
+        if ADD_NORMED:
+            rstd_h = tl.sum(added_rstd(added, row + tl.arange(0, 1), row + 1, K, eps, 1,
+                                        BLOCK_K))
         sum_sq = tl.zeros([BLOCK_K], tl.float32)
         for k0 in range(0, K, BLOCK_K):
             x = tl.load(x_row + k0 + offs_k, mask=offs_k < K - k0, other=0.0).to(tl.float32)

@@ -15,7 +15,14 @@ import triton.language as tl
 
 from .._runtime import INTERPRET
 from ._activation import GLU_ACTIVATIONS, apply_activation, glu_pairs, is_glu
-from ._added_norm import NO_ADDED, add_normed, added_rstd, rstd_block_k
+from ._added_norm import (
+    NO_ADDED,
+    add_loaded,
+    add_normed,
+    added_inputs,
+    added_rstd,
+    rstd_block_k,
+)
 from ._head_norm_store import NO_HEAD_NORM, head_half_block, head_normed_store
 from ._l2_prefetch import prefetch_lines
 from ._launch import ASSUMED_SM_COUNT, launch, resident_launch, sm_count, weight_alignment
@@ -262,25 +269,32 @@ def _gemv_block(w, w_tail, block, y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bi
     acc = tl.zeros([BLOCK_N], tl.float32)
     sum_sq = 0.0
     write = block == 0
-    if ADD_NORMED:  # h's norm first: the sum below needs it from the first column on
-        rstd_h = tl.sum(added_rstd(added, tl.arange(0, 1), 1, K, eps, 1, ADD_BLOCK_K))
+    # Every load before the first reduction's barrier, which a load after it cannot pass
+    # (_gemv_inputs): x, the norm weights, the epilogue's inputs and, with an added norm, h
+    # and its weight at these columns, in flight beside added_rstd's pass over h.
     x, g = _gemv_inputs(x_ptr, norm_w_ptr, cols, 0, K, HAS_NORM, NORM_SCALAR)
-    if ADD_NORMED:
-        x = add_normed(x, added, 0, cols, cols < K, rstd_h, write)
-    # The epilogue's inputs as well, before the first reduction's barrier (as _gemv_inputs).
     bias, residual, position, slot, c, s = _gemv_epilogue_inputs(
         offs_n, bias_ptr, res_ptr, rotary, N, HAS_BIAS, HAS_RESIDUAL, ACTIVATION, BLOCK_N)
+    tail_cols = cols
+    x_tail, g_tail = x, g
     if TAIL > 0:
         tail_cols = SPLIT * CHUNK + (tl.arange(0, TAIL)[None, :, None] * CHUNK
                                      + tl.arange(0, CHUNK)[None, None, :])   # (1, T, C)
         x_tail, g_tail = _gemv_inputs(x_ptr, norm_w_ptr, tail_cols, 0, K, HAS_NORM,
                                       NORM_SCALAR)
-        if ADD_NORMED:
-            x_tail = add_normed(x_tail, added, 0, tail_cols, tail_cols < K, rstd_h, write)
-        acc, sum_sq = _gemv_fold(acc, sum_sq, w, x, g, HAS_NORM)
+    if ADD_NORMED:  # h's norm before the sum below, which needs it from the first column on
+        h, h_weight = added_inputs(added, 0, cols, cols < K)
+        h_tail, h_weight_tail = h, h_weight
+        if TAIL > 0:
+            h_tail, h_weight_tail = added_inputs(added, 0, tail_cols, tail_cols < K)
+        rstd_h = tl.sum(added_rstd(added, tl.arange(0, 1), 1, K, eps, 1, ADD_BLOCK_K))
+        x = add_loaded(x, h, h_weight, added, 0, cols, cols < K, rstd_h, write)
+        if TAIL > 0:
+            x_tail = add_loaded(x_tail, h_tail, h_weight_tail, added, 0, tail_cols,
+                                tail_cols < K, rstd_h, write)
+    acc, sum_sq = _gemv_fold(acc, sum_sq, w, x, g, HAS_NORM)
+    if TAIL > 0:
         acc, sum_sq = _gemv_fold(acc, sum_sq, w_tail, x_tail, g_tail, HAS_NORM)
-    else:
-        acc, sum_sq = _gemv_fold(acc, sum_sq, w, x, g, HAS_NORM)
     if RELEASE_AFTER_INPUTS:  # x has arrived: the next kernel can no longer delay it
         tl.extra.cuda.gdc_launch_dependents()
     if TAIL == 0 and not ONE_TILE:  # a loop never run still holds its registers
@@ -475,11 +489,19 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
         if TAIL > 0:
             x_tail, g_tail = _gemv_inputs(x_ptr, norm_w_ptr, offs_t, 0, K, HAS_NORM,
                                           NORM_SCALAR)
-        if ADD_NORMED:
-            rstd_h = tl.sum(added_rstd(added, tl.arange(0, 1), 1, K, eps, 1, ADD_BLOCK_K))
-            x = add_normed(x, added, 0, offs_k, offs_k < K, rstd_h, block == 0)
+        if ADD_NORMED:  # h's whole row with x, before the sums: its norm from it
+            h, h_weight = added_inputs(added, 0, offs_k, offs_k < K)
+            h_tail, h_weight_tail = h, h_weight
             if TAIL > 0:
-                x_tail = add_normed(x_tail, added, 0, offs_t, offs_t < K, rstd_h, block == 0)
+                h_tail, h_weight_tail = added_inputs(added, 0, offs_t, offs_t < K)
+            sum_sq_h = tl.sum(h * h)
+            if TAIL > 0:
+                sum_sq_h += tl.sum(h_tail * h_tail)
+            rstd_h = tl.rsqrt(sum_sq_h / K + eps)
+            x = add_loaded(x, h, h_weight, added, 0, offs_k, offs_k < K, rstd_h, block == 0)
+            if TAIL > 0:
+                x_tail = add_loaded(x_tail, h_tail, h_weight_tail, added, 0, offs_t,
+                                    offs_t < K, rstd_h, block == 0)
         rstd = 1.0
         if HAS_NORM:
             sum_sq = tl.sum(x * x)
@@ -531,22 +553,47 @@ def _gemv_rows_inputs(x_ptr, stride_xm, norm_w_ptr, cols, k0, K, M, HAS_NORM: tl
 
 
 @triton.jit
-def _gemv_rows_added(x0, x1, x2, x3, added, cols, k0, K, M, rstd_h, write,
+def _gemv_rows_added_inputs(added, cols, k0, K, M, BLOCK_M: tl.constexpr):
+    """(h of rows 0-3, w) of `added` at columns k0 + cols (added_inputs; h2 and h3 repeat h1
+    at two rows, unused), for _gemv_rows_added: loaded with the rows' x, before any
+    reduction."""
+    k_mask = cols < K - k0
+    h0, w = added_inputs(added, 0, k0 + cols, k_mask)
+    h1, _ = added_inputs(added, 1, k0 + cols, tl.where(M > 1, k_mask, False))
+    h2, h3 = h1, h1
+    if BLOCK_M > 2:
+        h2, _ = added_inputs(added, 2, k0 + cols, tl.where(M > 2, k_mask, False))
+        h3, _ = added_inputs(added, 3, k0 + cols, tl.where(M > 3, k_mask, False))
+    return h0, h1, h2, h3, w
+
+
+@triton.jit
+def _gemv_rows_added(x0, x1, x2, x3, hs, added, cols, k0, K, M, rstds, write,
                      BLOCK_M: tl.constexpr):
     """_gemv_rows_inputs' rows made the stream x + rms_norm(h) * w of `added`
-    (_added_norm.py), rstd_h (BLOCK_M,) the rows' 1 / rms of h; stored where `write`."""
+    (_added_norm.py) from hs, _gemv_rows_added_inputs' loads; rstds the rows' 1 / rms of h
+    (four values, as the rows); stored where `write`."""
+    h0, h1, h2, h3, w = hs
+    rstd0, rstd1, rstd2, rstd3 = rstds
     k_mask = cols < K - k0
-    rows = tl.arange(0, BLOCK_M)
-    x0 = add_normed(x0, added, 0, k0 + cols, k_mask, tl.sum(tl.where(rows == 0, rstd_h, 0.0)),
+    x0 = add_loaded(x0, h0, w, added, 0, k0 + cols, k_mask, rstd0, write)
+    x1 = add_loaded(x1, h1, w, added, 1, k0 + cols, tl.where(M > 1, k_mask, False), rstd1,
                     write)
-    x1 = add_normed(x1, added, 1, k0 + cols, tl.where(M > 1, k_mask, False),
-                    tl.sum(tl.where(rows == 1, rstd_h, 0.0)), write)
     if BLOCK_M > 2:
-        x2 = add_normed(x2, added, 2, k0 + cols, tl.where(M > 2, k_mask, False),
-                        tl.sum(tl.where(rows == 2, rstd_h, 0.0)), write)
-        x3 = add_normed(x3, added, 3, k0 + cols, tl.where(M > 3, k_mask, False),
-                        tl.sum(tl.where(rows == 3, rstd_h, 0.0)), write)
+        x2 = add_loaded(x2, h2, w, added, 2, k0 + cols, tl.where(M > 2, k_mask, False),
+                        rstd2, write)
+        x3 = add_loaded(x3, h3, w, added, 3, k0 + cols, tl.where(M > 3, k_mask, False),
+                        rstd3, write)
     return x0, x1, x2, x3
+
+
+@triton.jit
+def _gemv_rows_rstds(added, M, K, eps, BLOCK_M: tl.constexpr, ADD_BLOCK_K: tl.constexpr):
+    """The rows' 1 / rms of h (added_rstd's pass over h), as four values."""
+    rstd_h = added_rstd(added, tl.arange(0, BLOCK_M), M, K, eps, BLOCK_M, ADD_BLOCK_K)
+    rows = tl.arange(0, BLOCK_M)
+    return (tl.sum(tl.where(rows == 0, rstd_h, 0.0)), tl.sum(tl.where(rows == 1, rstd_h, 0.0)),
+            tl.sum(tl.where(rows == 2, rstd_h, 0.0)), tl.sum(tl.where(rows == 3, rstd_h, 0.0)))
 
 
 @triton.jit
@@ -720,13 +767,16 @@ def _gemv_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm
         if PREFETCH_WEIGHT:
             tl.extra.cuda.gdc_wait()               # x and the epilogue inputs are now final
             tl.extra.cuda.gdc_launch_dependents()  # only now may the next kernel prefetch
-        if ADD_NORMED:  # h is final only now (the kernel before may have written it)
-            rstd_h = added_rstd(added, tl.arange(0, BLOCK_M), M, K, eps, BLOCK_M, ADD_BLOCK_K)
         x0, x1, x2, x3, g = _gemv_rows_inputs(x_ptr, stride_xm, norm_w_ptr, offs_k, 0, K, M,
                                               HAS_NORM, BLOCK_M, NORM_SCALAR)
-        if ADD_NORMED:
-            x0, x1, x2, x3 = _gemv_rows_added(x0, x1, x2, x3, added, offs_k, 0, K, M, rstd_h,
-                                              block == 0, BLOCK_M)
+        if ADD_NORMED:  # h is final only now; its whole rows with x, their norms from them
+            hs = _gemv_rows_added_inputs(added, offs_k, 0, K, M, BLOCK_M)
+            rstds = (tl.rsqrt(tl.sum(hs[0] * hs[0]) / K + eps),
+                     tl.rsqrt(tl.sum(hs[1] * hs[1]) / K + eps),
+                     tl.rsqrt(tl.sum(hs[2] * hs[2]) / K + eps),
+                     tl.rsqrt(tl.sum(hs[3] * hs[3]) / K + eps))
+            x0, x1, x2, x3 = _gemv_rows_added(x0, x1, x2, x3, hs, added, offs_k, 0, K, M,
+                                              rstds, block == 0, BLOCK_M)
         ss0, ss1, ss2, ss3 = 0.0, 0.0, 0.0, 0.0
         if HAS_NORM:
             ss0, ss1 = tl.sum(x0 * x0), tl.sum(x1 * x1)
@@ -758,16 +808,18 @@ def _gemv_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm
         if PREFETCH_WEIGHT:
             tl.extra.cuda.gdc_wait()               # x and the epilogue inputs are now final
             tl.extra.cuda.gdc_launch_dependents()  # only now may the next kernel prefetch
-        if ADD_NORMED:  # the rows' norms of h first: the sums below need them from the start
-            rstd_h = added_rstd(added, tl.arange(0, BLOCK_M), M, K, eps, BLOCK_M, ADD_BLOCK_K)
+        # Every load before the first reduction's barrier (_gemv_inputs says why): the rows'
+        # x, the epilogue's inputs and, with an added norm, h beside added_rstd's pass.
         x0, x1, x2, x3, g = _gemv_rows_inputs(x_ptr, stride_xm, norm_w_ptr, cols, 0, K, M,
                                               HAS_NORM, BLOCK_M, NORM_SCALAR)
-        if ADD_NORMED:
-            x0, x1, x2, x3 = _gemv_rows_added(x0, x1, x2, x3, added, cols, 0, K, M, rstd_h,
-                                              block == 0, BLOCK_M)
         bias, residual, position, slot, c, s = _gemv_rows_epilogue_inputs(
             offs_m, offs_n, bias_ptr, res_ptr, stride_rm, rotary, M, N, HAS_BIAS,
             HAS_RESIDUAL, ACTIVATION, BLOCK_M, BLOCK_N)
+        if ADD_NORMED:  # the rows' norms of h before the sums below, which need them
+            hs = _gemv_rows_added_inputs(added, cols, 0, K, M, BLOCK_M)
+            rstds = _gemv_rows_rstds(added, M, K, eps, BLOCK_M, ADD_BLOCK_K)
+            x0, x1, x2, x3 = _gemv_rows_added(x0, x1, x2, x3, hs, added, cols, 0, K, M,
+                                              rstds, block == 0, BLOCK_M)
         acc0 = tl.zeros([BLOCK_N], tl.float32)
         acc1, acc2, acc3 = acc0, acc0, acc0
         ss0, ss1, ss2, ss3 = 0.0, 0.0, 0.0, 0.0
@@ -780,8 +832,9 @@ def _gemv_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm
                 x0, x1, x2, x3, g = _gemv_rows_inputs(x_ptr, stride_xm, norm_w_ptr, cols, k0,
                                                       K, M, HAS_NORM, BLOCK_M, NORM_SCALAR)
                 if ADD_NORMED:
-                    x0, x1, x2, x3 = _gemv_rows_added(x0, x1, x2, x3, added, cols, k0, K, M,
-                                                      rstd_h, block == 0, BLOCK_M)
+                    x0, x1, x2, x3 = _gemv_rows_added(
+                        x0, x1, x2, x3, _gemv_rows_added_inputs(added, cols, k0, K, M, BLOCK_M),
+                        added, cols, k0, K, M, rstds, block == 0, BLOCK_M)
                 acc0, acc1, acc2, acc3, ss0, ss1, ss2, ss3 = _gemv_rows_fold(
                     acc0, acc1, acc2, acc3, ss0, ss1, ss2, ss3, w, x0, x1, x2, x3, g,
                     HAS_NORM, BLOCK_M)
