@@ -76,15 +76,17 @@ def test_whole_slice_tile_with_a_short_last_slice(tile, rows, dtype, device, mon
 
 @pytest.mark.parametrize("rows, k, dtype", [
     (1, 300, torch.bfloat16), (1, 2560, torch.bfloat16), (1, 6000, torch.float16),
-    (1, 300, torch.float32), (3, 300, torch.float32), (3, 1100, torch.bfloat16),
+    (1, 300, torch.float32), (1, 3000, torch.float32), (3, 300, torch.float32),
+    (3, 1100, torch.bfloat16),
     (2, 2560, torch.bfloat16), (8, 300, torch.bfloat16), (16, 1100, torch.float16)])
 @pytest.mark.parametrize("norm", [True, False])
 def test_plans_add_a_normed_stream(rows, k, norm, dtype, device):
     """Every candidate plan with `added`: the row it projects is x + rms_norm(h) * w rounded
     as tg.rms_norm rounds it, which it also writes (the one-row GEMV's split tile with and
     without a tail or a second pass, persistent; the several-row GEMV; _matvec_kernel's one
-    row and row loop, in their prologues; the tensor-core kernel in its norm's kernel, or
-    tg.rms_norm's where it has no norm)."""
+    row and row loop, in their prologues, h's norm from the row as loaded where its first
+    step holds it whole, else from a pass of its own; the tensor-core kernel in its norm's
+    kernel, or tg.rms_norm's where it has no norm)."""
     x, w, b, g, r, _ = _parts(rows, 70, k, dtype, device)
     g = g if norm else None
     h = randn(rows, k, dtype=dtype, device=device, scale=3.0)
@@ -92,7 +94,7 @@ def test_plans_add_a_normed_stream(rows, k, norm, dtype, device):
     stream = rms_norm_ref(h, post, residual=x)
     plans = decode_plan.candidates(rows, 70, k, dtype, None)
     assert all(decode_plan.takes_added(p) for p in plans)
-    for plan in _one_of_each_path(plans):
+    for plan in _one_of_each_path(plans, k):
         out = poisoned((rows, 70), dtype, device)
         written = poisoned((rows, k), dtype, device)
         decode_plan.launch(plan, x, w, out, g, 1e-6, b, "gelu", r, False,
@@ -105,14 +107,17 @@ def test_plans_add_a_normed_stream(rows, k, norm, dtype, device):
         assert_close(out, ref, dtype, what=str(plan))
 
 
-def _one_of_each_path(plans):
+def _one_of_each_path(plans, k):
     """A plan of each code path among `plans` (the interpreter is slow): kernel, persistent
-    or not, tail, row loop and its gathering, split K, weight on the left."""
+    or not, tail, row loop and its gathering, split K, weight on the left, and whether the
+    CUDA-core kernels' first tile or step holds a whole row of k columns."""
     paths = {}
     for plan in plans:
         c = plan.config
+        first = ((c["SPLIT"] + c.get("TAIL", 0)) * c["CHUNK"] if "SPLIT" in c
+                 else c.get("BLOCK_K", k))
         key = (plan.kind, "PROGRAMS_PER_SM" in c, bool(c.get("TAIL")), c.get("ROW_LOOP"),
-               c.get("GATHER_ROWS"), c.get("SPLIT_K", 1) > 1, c.get("W_LHS"))
+               c.get("GATHER_ROWS"), c.get("SPLIT_K", 1) > 1, c.get("W_LHS"), k <= first)
         paths.setdefault(key, plan)
     return paths.values()
 

@@ -31,12 +31,44 @@ from ._rotary_store import NO_ROTARY, rotary_inputs, rotary_store
 
 
 @triton.jit
-def _matvec_step(acc, sum_sq, x_ptr, stride_xm, w, norm_w_ptr, offs_m, offs_k, M, k0, K,
-                 HAS_NORM: tl.constexpr, BLOCK_M: tl.constexpr, ROW_LOOP: tl.constexpr,
-                 GATHER_ROWS: tl.constexpr, X_CACHE: tl.constexpr,
-                 NORM_SCALAR: tl.constexpr, added, rstd_h, write,
+def _matvec_inputs(x_ptr, stride_xm, norm_w_ptr, added, offs_m, offs_k, M, k0, K,
+                   HAS_NORM: tl.constexpr, BLOCK_M: tl.constexpr, NORM_SCALAR: tl.constexpr,
+                   ADD_NORMED: tl.constexpr):
+    """A step's loads at columns k0 + offs_k: the x rows in fp32 ((BK,) at one row, (BM, BK)
+    else), the norm weights (ones without a norm) and, ADD_NORMED, h and its weight
+    (added_inputs; x where none). All are issued before the step's reductions, whose
+    barriers a load after them cannot pass (_gemv_inputs)."""
+    k_mask = offs_k < K - k0
+    g = offs_k  # unused without a norm
+    if HAS_NORM:
+        g = norm_weight_at(norm_w_ptr, k0 + offs_k, k_mask, NORM_SCALAR)
+    # (the addresses as written here: other forms of the same sums took the fp32 8-row loop
+    # 168 -> 210 registers a thread, sm_90, Triton 3.6; session 120)
+    if BLOCK_M == 1:  # one vector in the weight tile's own layout: no 2-D detour
+        x = tl.load(x_ptr + k0 + offs_k, mask=k_mask, other=0.0).to(tl.float32)   # (BK,)
+        h, h_weight = x, x
+        if ADD_NORMED:
+            h, h_weight = added_inputs(added, 0, k0 + offs_k, k_mask)
+    else:
+        # All rows in one load: loaded row by row, each load would wait behind the previous
+        # row's reduction (a round trip to L2 per row).
+        x = tl.load(x_ptr + offs_m[:, None] * stride_xm + k0 + offs_k[None, :],
+                    mask=(offs_m < M)[:, None] & k_mask[None, :], other=0.0)
+        x = x.to(tl.float32)                                                  # (BM, BK)
+        h, h_weight = x, x
+        if ADD_NORMED:
+            h, h_weight = added_inputs(added, offs_m[:, None], k0 + offs_k[None, :],
+                                       (offs_m < M)[:, None] & k_mask[None, :])
+    return x, g, h, h_weight
+
+
+@triton.jit
+def _matvec_fold(acc, sum_sq, w, x, g, h, h_weight, added, rstd_h, write, offs_m, offs_k, M,
+                 k0, K, HAS_NORM: tl.constexpr, BLOCK_M: tl.constexpr,
+                 ROW_LOOP: tl.constexpr, GATHER_ROWS: tl.constexpr,
                  ADD_NORMED: tl.constexpr):
-    """Fold one (BLOCK_N, BLOCK_K) weight tile into the (BLOCK_M, BLOCK_N) accumulator.
+    """Fold one (BLOCK_N, BLOCK_K) weight tile and its step's inputs (_matvec_inputs) into
+    the (BLOCK_M, BLOCK_N) accumulator.
 
     One row (BLOCK_M == 1) is applied as a vector in the tile's own layout: a 2-D x tile and
     the broadcast product cost layout shuffles through shared memory (notes/decode.md). For
@@ -45,33 +77,21 @@ def _matvec_step(acc, sum_sq, x_ptr, stride_xm, w, norm_w_ptr, offs_m, offs_k, M
     does all rows, whose size limits the weight tile to 1 / BM of that. GATHER_ROWS (with
     ROW_LOOP): the rows' (BN,) sums are gathered as one (BN, BM) tile in the layout the sums
     over K leave them in, and turned to the accumulator's layout once a step; else each row's
-    sum is turned on its own (shared memory and barriers each). X_CACHE is the cache
-    modifier of the x loads (".cg" reads x from L2 when other programs of a running grid
-    wrote it). NORM_SCALAR: the norm weight is one value (_norm_weight.py). ADD_NORMED: x
-    is the stream s = x + rms_norm(h) * w of `added` (rstd_h each row's 1 / rms of h), which
-    the program stores where `write` (_added_norm.py).
+    sum is turned on its own (shared memory and barriers each). ADD_NORMED: x is made the
+    stream s = x + rms_norm(h) * w of `added` (rstd_h each row's 1 / rms of h), which the
+    program stores where `write` (_added_norm.py).
     """
     k_mask = offs_k < K - k0
-    if HAS_NORM:
-        g = norm_weight_at(norm_w_ptr, k0 + offs_k, k_mask, NORM_SCALAR)
-    if BLOCK_M == 1:  # one vector in the weight tile's own layout: no 2-D detour
-        x1 = tl.load(x_ptr + k0 + offs_k, mask=k_mask, other=0.0,
-                     cache_modifier=X_CACHE).to(tl.float32)                   # (BK,)
+    if BLOCK_M == 1:
         if ADD_NORMED:
-            x1 = add_normed(x1, added, 0, k0 + offs_k, k_mask, rstd_h, write)
+            x = add_loaded(x, h, h_weight, added, 0, k0 + offs_k, k_mask, rstd_h, write)
         if HAS_NORM:
-            sum_sq += tl.sum(x1 * x1)
-            x1 = x1 * g
-        acc += tl.sum(w.to(tl.float32) * x1[None, :], axis=1)[None, :]
+            sum_sq += tl.sum(x * x)
+            x = x * g
+        acc += tl.sum(w.to(tl.float32) * x[None, :], axis=1)[None, :]
     else:
-        # All rows in one load: loaded row by row, each load would wait behind the previous
-        # row's reduction (a round trip to L2 per row).
-        x = tl.load(x_ptr + offs_m[:, None] * stride_xm + k0 + offs_k[None, :],
-                    mask=(offs_m < M)[:, None] & k_mask[None, :], other=0.0,
-                    cache_modifier=X_CACHE)
-        x = x.to(tl.float32)                                                  # (BM, BK)
         if ADD_NORMED:
-            x = add_normed(x, added, offs_m[:, None], k0 + offs_k[None, :],
+            x = add_loaded(x, h, h_weight, added, offs_m[:, None], k0 + offs_k[None, :],
                            (offs_m < M)[:, None] & k_mask[None, :], rstd_h[:, None], write)
         if HAS_NORM:
             sum_sq += tl.sum(x * x, axis=1)
@@ -153,7 +173,8 @@ def _matvec_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                    ROW_LOOP: tl.constexpr, GATHER_ROWS: tl.constexpr = False,
                    ALIGN: tl.constexpr = 1, NORM_SCALAR: tl.constexpr = False,
-                   ADD_NORMED: tl.constexpr = False, HEAD_HALF: tl.constexpr = 0):
+                   ADD_NORMED: tl.constexpr = False, ADD_ROW_LOADED: tl.constexpr = False,
+                   HEAD_HALF: tl.constexpr = 0):
     """y_mn = act(rstd_m * sum_k x_mk g_k W_nk + b_n) + r_mn for BLOCK_N outputs a program,
     with rstd_m = 1 / sqrt(mean_k x_mk^2 + eps) gathered in the same pass over K.
 
@@ -169,8 +190,10 @@ def _matvec_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
     ALIGN: K and stride_wn arrive divided by it (_launch.weight_alignment; not under
     ROW_LOOP, launch_matvec says why). NORM_SCALAR: the norm weight is one value
     (_norm_weight.py). ADD_NORMED: each x row is first the stream x + rms_norm(h) * w of
-    `added`, which program 0 writes (_added_norm.py). HEAD_HALF > 0 (activation "rotary"):
-    q and k heads RMS-normalised before their rotation (`head_norm`, _head_norm_store.py).
+    `added`, which program 0 writes (_added_norm.py); ADD_ROW_LOADED (with it, K <= BLOCK_K):
+    h's rows are loaded whole with x and their norms taken from them. HEAD_HALF > 0
+    (activation "rotary"): q and k heads RMS-normalised before their rotation (`head_norm`,
+    _head_norm_store.py).
     """
     K = K * ALIGN
     stride_wn = stride_wn * ALIGN
@@ -187,18 +210,36 @@ def _matvec_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
     if PREFETCH_WEIGHT:
         tl.extra.cuda.gdc_wait()               # x and the epilogue inputs are now final
         tl.extra.cuda.gdc_launch_dependents()  # only now may the next kernel prefetch
-    rstd_h = 1.0
-    if ADD_NORMED:
-        rstd_h = added_rstd(added, offs_m, M, K, eps, BLOCK_M, BLOCK_K)
     write = pid_n == 0
-    acc, sum_sq = _matvec_step(acc, sum_sq, x_ptr, stride_xm, w_first, norm_w_ptr, offs_m,
-                               offs_k, M, 0, K, HAS_NORM, BLOCK_M, ROW_LOOP, GATHER_ROWS, "",
-                               NORM_SCALAR, added, rstd_h, write, ADD_NORMED)
+    if ADD_ROW_LOADED:
+        # h's whole rows loaded with x and their norms taken from them: one round trip to
+        # L2 after the wait, where a pass over h first makes two (its sum's barrier holds
+        # back every load after it)
+        x, g, h, h_weight = _matvec_inputs(x_ptr, stride_xm, norm_w_ptr, added, offs_m,
+                                           offs_k, M, 0, K, HAS_NORM, BLOCK_M, NORM_SCALAR,
+                                           ADD_NORMED)
+        if BLOCK_M == 1:
+            rstd_h = tl.rsqrt(tl.sum(h * h) / K + eps)
+        else:
+            rstd_h = tl.rsqrt(tl.sum(h * h, axis=1) / K + eps)
+    else:
+        rstd_h = 1.0
+        if ADD_NORMED:
+            rstd_h = added_rstd(added, offs_m, M, K, eps, BLOCK_M, BLOCK_K)
+        x, g, h, h_weight = _matvec_inputs(x_ptr, stride_xm, norm_w_ptr, added, offs_m,
+                                           offs_k, M, 0, K, HAS_NORM, BLOCK_M, NORM_SCALAR,
+                                           ADD_NORMED)
+    acc, sum_sq = _matvec_fold(acc, sum_sq, w_first, x, g, h, h_weight, added, rstd_h, write,
+                               offs_m, offs_k, M, 0, K, HAS_NORM, BLOCK_M, ROW_LOOP,
+                               GATHER_ROWS, ADD_NORMED)
     for k0 in range(BLOCK_K, K, BLOCK_K):
         w = tl.load(w_ptrs + k0, mask=n_mask[:, None] & (offs_k < K - k0)[None, :], other=0.0)
-        acc, sum_sq = _matvec_step(acc, sum_sq, x_ptr, stride_xm, w, norm_w_ptr, offs_m,
-                                   offs_k, M, k0, K, HAS_NORM, BLOCK_M, ROW_LOOP, GATHER_ROWS,
-                                   "", NORM_SCALAR, added, rstd_h, write, ADD_NORMED)
+        x, g, h, h_weight = _matvec_inputs(x_ptr, stride_xm, norm_w_ptr, added, offs_m,
+                                           offs_k, M, k0, K, HAS_NORM, BLOCK_M, NORM_SCALAR,
+                                           ADD_NORMED)
+        acc, sum_sq = _matvec_fold(acc, sum_sq, w, x, g, h, h_weight, added, rstd_h, write,
+                                   offs_m, offs_k, M, k0, K, HAS_NORM, BLOCK_M, ROW_LOOP,
+                                   GATHER_ROWS, ADD_NORMED)
 
     rows_epilogue(acc, sum_sq, y_ptr, stride_ym, bias_ptr, res_ptr, stride_rm, rotary,
                   head_norm, pid_n, offs_m, offs_n, M, N, K, eps, HAS_NORM, HAS_BIAS,
@@ -235,6 +276,16 @@ def _gemv_fold(acc, sum_sq, w, x, g, HAS_NORM: tl.constexpr):
 
 
 @triton.jit
+def _loaded_rstd(h, h_tail, K, eps, TAIL: tl.constexpr):
+    """1 / rms of one row of h loaded whole: h in the first tile and, where TAIL > 0, the
+    rest in h_tail (h again where none)."""
+    sum_sq = tl.sum(h * h)
+    if TAIL > 0:
+        sum_sq += tl.sum(h_tail * h_tail)
+    return tl.rsqrt(sum_sq / K + eps)
+
+
+@triton.jit
 def _gemv_tiles(w_ptr, stride_wn, block, N, K, cols, BLOCK_N: tl.constexpr,
                 SPLIT: tl.constexpr, CHUNK: tl.constexpr, TAIL: tl.constexpr):
     """Row block `block`'s first weight tile (BLOCK_N, SPLIT, CHUNK) and, where TAIL > 0, the
@@ -259,11 +310,12 @@ def _gemv_block(w, w_tail, block, y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bi
                 CHUNK: tl.constexpr, TAIL: tl.constexpr, RELEASE_AFTER_INPUTS: tl.constexpr,
                 ONE_TILE: tl.constexpr = False, NORM_SCALAR: tl.constexpr = False,
                 ADD_NORMED: tl.constexpr = False, ADD_BLOCK_K: tl.constexpr = 1024,
-                HEAD_HALF: tl.constexpr = 0):
+                ADD_ROW_LOADED: tl.constexpr = False, HEAD_HALF: tl.constexpr = 0):
     """Row block `block` of _gemv_kernel from its tiles already loaded (_gemv_tiles): the rest
     of its row (none where ONE_TILE: the row fits the first tile), the reduction, the
     epilogue and the store. ADD_NORMED: x is the stream of `added` (_added_norm.py), which
-    block 0 writes. HEAD_HALF > 0: head norms in the rotary epilogue (_head_norm_store.py)."""
+    block 0 writes (ADD_ROW_LOADED as in _gemv_kernel). HEAD_HALF > 0: head norms in the
+    rotary epilogue (_head_norm_store.py)."""
     offs_n = block * BLOCK_N + tl.arange(0, BLOCK_N)
     n_mask = offs_n < N
     acc = tl.zeros([BLOCK_N], tl.float32)
@@ -287,7 +339,10 @@ def _gemv_block(w, w_tail, block, y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bi
         h_tail, h_weight_tail = h, h_weight
         if TAIL > 0:
             h_tail, h_weight_tail = added_inputs(added, 0, tail_cols, tail_cols < K)
-        rstd_h = tl.sum(added_rstd(added, tl.arange(0, 1), 1, K, eps, 1, ADD_BLOCK_K))
+        if ADD_ROW_LOADED:
+            rstd_h = _loaded_rstd(h, h_tail, K, eps, TAIL)
+        else:
+            rstd_h = tl.sum(added_rstd(added, tl.arange(0, 1), 1, K, eps, 1, ADD_BLOCK_K))
         x = add_loaded(x, h, h_weight, added, 0, cols, cols < K, rstd_h, write)
         if TAIL > 0:
             x_tail = add_loaded(x_tail, h_tail, h_weight_tail, added, 0, tail_cols,
@@ -414,7 +469,7 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
                  AHEAD: tl.constexpr = 0, AHEAD_LINE: tl.constexpr = 64,
                  ONE_TILE: tl.constexpr = False, NORM_SCALAR: tl.constexpr = False,
                  ADD_NORMED: tl.constexpr = False, ADD_BLOCK_K: tl.constexpr = 1024,
-                 HEAD_HALF: tl.constexpr = 0):
+                 ADD_ROW_LOADED: tl.constexpr = False, HEAD_HALF: tl.constexpr = 0):
     """One row: y_n = act(rstd * sum_k x_k g_k W_nk + b_n) + r_n, BLOCK_N outputs a block,
     rstd = 1 / sqrt(mean_k x_k^2 + eps) gathered in the same pass over K.
 
@@ -450,8 +505,10 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
     NORM_SCALAR: the norm weight is one value, read once (_norm_weight.py).
 
     ADD_NORMED: x is first the stream x + rms_norm(h) * w of `added` (Gemma's norm after a
-    residual projection), which block 0 writes, h's norm from steps of ADD_BLOCK_K columns
-    (_added_norm.py).
+    residual projection), which block 0 writes (_added_norm.py). h's norm comes from its
+    row as loaded with x where the tiles hold it whole (persistent, or the split tile with
+    ADD_ROW_LOADED: K <= (SPLIT + TAIL) * CHUNK), else from a pass over h in steps of
+    ADD_BLOCK_K columns.
 
     HEAD_HALF > 0 (activation "rotary"): q and k heads RMS-normalised before their rotation,
     the last block of a head to finish doing it (`head_norm`, _head_norm_store.py).
@@ -494,10 +551,7 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
             h_tail, h_weight_tail = h, h_weight
             if TAIL > 0:
                 h_tail, h_weight_tail = added_inputs(added, 0, offs_t, offs_t < K)
-            sum_sq_h = tl.sum(h * h)
-            if TAIL > 0:
-                sum_sq_h += tl.sum(h_tail * h_tail)
-            rstd_h = tl.rsqrt(sum_sq_h / K + eps)
+            rstd_h = _loaded_rstd(h, h_tail, K, eps, TAIL)
             x = add_loaded(x, h, h_weight, added, 0, offs_k, offs_k < K, rstd_h, block == 0)
             if TAIL > 0:
                 x_tail = add_loaded(x_tail, h_tail, h_weight_tail, added, 0, offs_t,
@@ -527,7 +581,7 @@ def _gemv_kernel(y_ptr, x_ptr, w_ptr, stride_wn, norm_w_ptr, bias_ptr, res_ptr, 
                     res_ptr, rotary, added, head_norm, N, K, eps, cols, HAS_NORM, HAS_BIAS,
                     HAS_RESIDUAL, ACTIVATION, BLOCK_N, SPLIT, CHUNK, TAIL,
                     PREFETCH_WEIGHT and RELEASE_AFTER_INPUTS, ONE_TILE, NORM_SCALAR,
-                    ADD_NORMED, ADD_BLOCK_K, HEAD_HALF)
+                    ADD_NORMED, ADD_BLOCK_K, ADD_ROW_LOADED, HEAD_HALF)
 
 
 @triton.jit
@@ -594,6 +648,13 @@ def _gemv_rows_rstds(added, M, K, eps, BLOCK_M: tl.constexpr, ADD_BLOCK_K: tl.co
     rows = tl.arange(0, BLOCK_M)
     return (tl.sum(tl.where(rows == 0, rstd_h, 0.0)), tl.sum(tl.where(rows == 1, rstd_h, 0.0)),
             tl.sum(tl.where(rows == 2, rstd_h, 0.0)), tl.sum(tl.where(rows == 3, rstd_h, 0.0)))
+
+
+@triton.jit
+def _gemv_rows_loaded_rstds(hs, K, eps):
+    """The rows' 1 / rms of h from _gemv_rows_added_inputs' loads where they are whole rows."""
+    return (tl.rsqrt(tl.sum(hs[0] * hs[0]) / K + eps), tl.rsqrt(tl.sum(hs[1] * hs[1]) / K + eps),
+            tl.rsqrt(tl.sum(hs[2] * hs[2]) / K + eps), tl.rsqrt(tl.sum(hs[3] * hs[3]) / K + eps))
 
 
 @triton.jit
@@ -741,7 +802,7 @@ def _gemv_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm
                       ALIGN: tl.constexpr = 1, PERSISTENT: tl.constexpr = False,
                       NARROW: tl.constexpr = False, ONE_TILE: tl.constexpr = False,
                       NORM_SCALAR: tl.constexpr = False, ADD_NORMED: tl.constexpr = False,
-                      ADD_BLOCK_K: tl.constexpr = 1024):
+                      ADD_BLOCK_K: tl.constexpr = 1024, ADD_ROW_LOADED: tl.constexpr = False):
     """_gemv_kernel's split tile applied to 2-4 rows (BLOCK_M 2 or 4, rows past M masked):
     y_mn = act(rstd_m * sum_k x_mk g_k W_nk + b_n) + r_mn.
 
@@ -756,7 +817,8 @@ def _gemv_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm
     ..., whole rows in one flat tile (K <= SPLIT * CHUNK), every x row and its sum of
     squares read once a program.
 
-    ADD_NORMED as in _gemv_kernel, for each row (not with NARROW: x is then scaled).
+    ADD_NORMED and ADD_ROW_LOADED as in _gemv_kernel, for each row (not with NARROW: x is
+    then scaled).
     """
     K = K * ALIGN
     stride_wn = stride_wn * ALIGN
@@ -771,10 +833,7 @@ def _gemv_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm
                                               HAS_NORM, BLOCK_M, NORM_SCALAR)
         if ADD_NORMED:  # h is final only now; its whole rows with x, their norms from them
             hs = _gemv_rows_added_inputs(added, offs_k, 0, K, M, BLOCK_M)
-            rstds = (tl.rsqrt(tl.sum(hs[0] * hs[0]) / K + eps),
-                     tl.rsqrt(tl.sum(hs[1] * hs[1]) / K + eps),
-                     tl.rsqrt(tl.sum(hs[2] * hs[2]) / K + eps),
-                     tl.rsqrt(tl.sum(hs[3] * hs[3]) / K + eps))
+            rstds = _gemv_rows_loaded_rstds(hs, K, eps)
             x0, x1, x2, x3 = _gemv_rows_added(x0, x1, x2, x3, hs, added, offs_k, 0, K, M,
                                               rstds, block == 0, BLOCK_M)
         ss0, ss1, ss2, ss3 = 0.0, 0.0, 0.0, 0.0
@@ -817,7 +876,10 @@ def _gemv_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn, norm
             HAS_RESIDUAL, ACTIVATION, BLOCK_M, BLOCK_N)
         if ADD_NORMED:  # the rows' norms of h before the sums below, which need them
             hs = _gemv_rows_added_inputs(added, cols, 0, K, M, BLOCK_M)
-            rstds = _gemv_rows_rstds(added, M, K, eps, BLOCK_M, ADD_BLOCK_K)
+            if ADD_ROW_LOADED:
+                rstds = _gemv_rows_loaded_rstds(hs, K, eps)
+            else:
+                rstds = _gemv_rows_rstds(added, M, K, eps, BLOCK_M, ADD_BLOCK_K)
             x0, x1, x2, x3 = _gemv_rows_added(x0, x1, x2, x3, hs, added, cols, 0, K, M,
                                               rstds, block == 0, BLOCK_M)
         acc0 = tl.zeros([BLOCK_N], tl.float32)
@@ -856,6 +918,11 @@ GEMV_MAX_BLOCK_K = 4096
 # 1.5% (H200, notes/kernels.md, session 96). A module setting, so that
 # research/time_generator.py can build a Generator with it.
 COMPILE_ONE_TILE = False
+# _matvec_kernel loads h's rows (an added norm's) whole with x where one step holds them, up
+# to this many rows. Against a pass over h before x that holds more registers a thread
+# (sm_90, Triton 3.6, bf16; session 120): at 2 rows 235 -> 248 (2048-column steps) and 142
+# -> 155 (1024), as many programs an SM; at 4 rows 168 -> 214, 3 programs an SM -> 2.
+ROW_LOADED_MAX_ROWS = 2
 # _gemv_rows_kernel holds each row's x and accumulator in variables of its own: up to four.
 GEMV_MAX_ROWS = 4
 # What one prefetch.global.L2 asks for (an L2 line): l2_ahead's bytes are prefetched in these.
@@ -1160,7 +1227,6 @@ def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
                  ADD_NORMED=bool(added))
     if head_norm:
         parts["HEAD_HALF"] = head_half_block(rotary[-1])
-    gemv_parts = {"ADD_BLOCK_K": rstd_block_k(K)} if added else {}
     pdl_option = {"launch_pdl": True} if pdl else {}
     grid = (triton.cdiv(N, config["BLOCK_N"]),)
     # Not under ROW_LOOP: there 16-byte weight loads took 3 rows 3-33% longer than loads an
@@ -1176,6 +1242,9 @@ def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
             raise ValueError(f"a tile of {config['SPLIT']} + {config['TAIL']} chunks of "
                              f"{config['CHUNK']} columns does not cover K = {K}")
         config = dict(config)
+        if added:  # h's norm from its row as loaded where the tiles hold it whole
+            parts.update({"ADD_ROW_LOADED": True} if K <= covered
+                         else {"ADD_BLOCK_K": rstd_block_k(K)})
         per_sm = config.pop("PROGRAMS_PER_SM", None)
         most_per_sm = config.pop("MOST_PROGRAMS_PER_SM", MAX_PROGRAMS_PER_SM)
         # exact only where x is of the weights' 16-bit dtype and no norm scales it; PTX
@@ -1210,7 +1279,7 @@ def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
             parts["BLOCK_M"] = triton.next_power_of_2(M)
             if narrow:
                 parts["NARROW"] = True
-        kwargs = dict(**parts, **gemv_parts, **config, ALIGN=align, PERSISTENT=bool(per_sm),
+        kwargs = dict(**parts, **config, ALIGN=align, PERSISTENT=bool(per_sm),
                       **pdl_option)
         if COMPILE_ONE_TILE and not per_sm and K <= config["SPLIT"] * config["CHUNK"]:
             kwargs["ONE_TILE"] = True  # the split tile's K loop left out: the row fits a tile
@@ -1232,6 +1301,8 @@ def launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
             kwargs["AHEAD"] = triton.next_power_of_2(triton.cdiv(ahead_lines, grid[0]))
             kwargs["AHEAD_LINE"] = L2_LINE_BYTES // l2_ahead.element_size()
         return launch(kernel, grid, *args, **kwargs)
+    if added and K <= config["BLOCK_K"] and M <= ROW_LOADED_MAX_ROWS:
+        parts["ADD_ROW_LOADED"] = True
     return launch(
         _matvec_kernel, grid, out, out.stride(0), x, x.stride(0), weight,
         weight.stride(0) // align, norm_weight, bias, residual,
