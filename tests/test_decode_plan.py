@@ -78,7 +78,8 @@ def test_whole_slice_tile_with_a_short_last_slice(tile, rows, dtype, device, mon
     (1, 300, torch.bfloat16), (1, 2560, torch.bfloat16), (1, 6000, torch.float16),
     (1, 300, torch.float32), (1, 3000, torch.float32), (3, 300, torch.float32),
     (3, 1100, torch.bfloat16),
-    (2, 2560, torch.bfloat16), (8, 300, torch.bfloat16), (16, 1100, torch.float16)])
+    (2, 1100, torch.bfloat16), (2, 2560, torch.bfloat16), (8, 300, torch.bfloat16),
+    (16, 1100, torch.float16)])
 @pytest.mark.parametrize("norm", [True, False])
 def test_plans_add_a_normed_stream(rows, k, norm, dtype, device):
     """Every candidate plan with `added`: the row it projects is x + rms_norm(h) * w rounded
