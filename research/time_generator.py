@@ -11,8 +11,11 @@ Random weights, bf16, batch 1 (or the fifth argument's, one prompt a sequence), 
 three generate() calls after one to warm up; after the time, the build's seconds, the one-row
 projections' rows a program the step chose (where the tree chooses them) and the attention
 launch chosen for each context band. Shapes: tilegraph's named ones and time_steps.OFF_LIST's.
-Give each run its own TILEGRAPH_CACHE_DIR, so each tree tunes for itself. VARIANTS, a comma
-list, each timed in turn in the same process (later ones reuse the choices the first made):
+Give each run its own TILEGRAPH_CACHE_DIR, so each tree tunes for itself; or, where only
+kernels changed, one for all runs of a model and batch, so the first run tunes and the others
+replay its choices (the tuners' own spread is then out of the comparison; run the first tree
+again last to see the drift; session 120). VARIANTS, a comma list, each timed in turn in the
+same process (later ones reuse the choices the first made):
 "bands" (the default, tg.Generator as it is), "one-band" (every length replayed from one
 band's graphs) and "strict-check" (bands, the step tuner checking each candidate against the
 first by MODEL_TOLERANCES alone, as before session 72; attention's choices, alone and in the
