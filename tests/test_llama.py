@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from _hf_cache import hf_next
+from tilegraph.kernels import decode_plan
 from tilegraph.models import Llama, LlamaConfig
 from tilegraph.models.hf_presets import SHAPES, hf_config, random_hf_model
 from tilegraph.testing import MODEL_TOLERANCES, rel_error
@@ -534,6 +535,27 @@ def test_sliding_windows_past_the_cache_match_hf(name, overrides, tmp_path, devi
         _assert_steps_close(logits[:, None], ref[:, t:t + 1], MODEL_TOLERANCES[torch.float32],
                             f"{name} plain decode {t}")
         positions += 1
+
+
+@pytest.mark.parametrize("name", ["tiny-gemma2", "tiny-gemma3"])
+def test_post_norm_sums_handed_over_at_a_batch_of_nine_match_hf(name, tmp_path, device,
+                                                                monkeypatch):
+    """On the tensor-core kernel (fp32 from 9 rows) a residual projection whose output Gemma
+    normalises hands that output's sums of squares to the projection that adds it to the
+    stream, which makes the stream in its K loop from them: the fused prefill and decode at
+    batch 9 still match HF, and the handoff was taken."""
+    taken = []
+    launch = decode_plan.launch
+
+    def spy(chosen, *args, **kwargs):
+        taken.append(chosen.kind == "dot" and kwargs.get("added_parts") is not None)
+        return launch(chosen, *args, **kwargs)
+    monkeypatch.setattr(decode_plan, "launch", spy)
+    hf = random_hf_model(name, scale=5.0)
+    model = _load_through_directory(hf, tmp_path, device)
+    ids = torch.randint(0, hf.config.vocab_size, (9, 24))
+    _assert_forward_and_steps_match_hf(hf, model, ids, 17, 32, name)
+    assert any(taken)
 
 
 # LongRoPE as Phi-3's 128k checkpoints set it, at a pretrained context of 16 positions
