@@ -62,10 +62,10 @@ REDO_K = tl.constexpr(32)
 
 @triton.jit
 def _dot_rows_step(acc, sum_sq, w, x_ptrs, norm_w_ptr, offs_m, offs_k, M, k0, k_stop,
+                   added, h_sums, K, eps, write,
                    DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr, W_LHS: tl.constexpr,
-                   NORM_IN_LOOP: tl.constexpr, NORM_SCALAR: tl.constexpr = False,
-                   added=NO_ADDED, h_sums=None, K=1, eps=0.0, write=False,
-                   ADD_NORMED: tl.constexpr = False):
+                   NORM_IN_LOOP: tl.constexpr, NORM_SCALAR: tl.constexpr,
+                   ADD_NORMED: tl.constexpr):
     """Fold weight tile w (BLOCK_N, BLOCK_K), columns k0 + offs_k (those below k_stop), into
     acc (BLOCK_M, BLOCK_N), or into acc (BLOCK_N, BLOCK_M) with the weight as the mma's
     left operand (W_LHS). NORM_IN_LOOP: x * g goes to the mma, and the rows' sums of x^2
@@ -238,7 +238,7 @@ def _slice_into_l2(w_ptr, offs_n, n_mask, stride_wn, k_first, k_stop, loaded_ptr
 
 @triton.jit
 def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, h_ptr, stride_hm, w_ptr, stride_wn,
-                     norm_w_ptr, bias_ptr, res_ptr, stride_rm, rotary, head_norm,
+                     norm_w_ptr, bias_ptr, res_ptr, stride_rm, rotary, head_norm, added,
                      partial_ptr, count_ptr,
                      norm_parts_ptr, n_norm_parts, eps,
                      next_norm_w_ptr, x_next_ptr, stride_xnm, next_parts_ptr,
@@ -253,7 +253,7 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, h_ptr, stride_hm, w_ptr
                      EVEN_SPLIT: tl.constexpr = True, ONE_STEP: tl.constexpr = False,
                      L2_TILES: tl.constexpr = 0, NORM_SCALAR: tl.constexpr = False,
                      NEXT_NORM_SCALAR: tl.constexpr = False, HEAD_HALF: tl.constexpr = 0,
-                     added=NO_ADDED, ADD_NORMED: tl.constexpr = False):
+                     ADD_NORMED: tl.constexpr = False):
     """y_mn = act(rstd_m sum_k x_mk W_nk + b_n) + r_mn for M <= BLOCK_M rows and BLOCK_N
     outputs a program, rstd_m = 1 where no norm is asked for. A norm prologue comes from
     _norm_rows_kernel, launched just before (x is then normalised, rstd_m = 1), or is
@@ -350,20 +350,22 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, h_ptr, stride_hm, w_ptr
         parts = tl.load(norm_parts_ptr + offs_p[:, None] * BLOCK_M + offs_m[None, :],
                         mask=(offs_p < n_norm_parts)[:, None] & (offs_m < M)[None, :],
                         other=0.0)
-    h_sums = parts if ADD_NORMED else None
+    h_sums = offs_m  # unused without an added norm
+    if ADD_NORMED:   # the parts are h's sums of squares
+        h_sums = parts
     sum_sq = tl.zeros([BLOCK_M], tl.float32)
     acc, sum_sq = _dot_rows_step(acc, sum_sq, w, x_ptrs, norm_w_ptr, offs_m, offs_k, M,
-                                 k_start, k_stop, DOT_PRECISION, UPCAST_DOT, W_LHS,
-                                 NORM_IN_LOOP, NORM_SCALAR, added, h_sums, K, eps, pid_n == 0,
+                                 k_start, k_stop, added, h_sums, K, eps, pid_n == 0,
+                                 DOT_PRECISION, UPCAST_DOT, W_LHS, NORM_IN_LOOP, NORM_SCALAR,
                                  ADD_NORMED)
     if not ONE_STEP:  # a loop never run still holds its registers (COMPILE_ONE_STEP)
         for k0 in range(k_start + BLOCK_K, k_stop, BLOCK_K):
             w = tl.load(w_ptrs + k0, mask=n_mask[:, None] & (offs_k < k_stop - k0)[None, :],
                         other=0.0)
             acc, sum_sq = _dot_rows_step(acc, sum_sq, w, x_ptrs, norm_w_ptr, offs_m, offs_k,
-                                         M, k0, k_stop, DOT_PRECISION, UPCAST_DOT, W_LHS,
-                                         NORM_IN_LOOP, NORM_SCALAR, added, h_sums, K, eps,
-                                         pid_n == 0, ADD_NORMED)
+                                         M, k0, k_stop, added, h_sums, K, eps, pid_n == 0,
+                                         DOT_PRECISION, UPCAST_DOT, W_LHS, NORM_IN_LOOP,
+                                         NORM_SCALAR, ADD_NORMED)
     if REDO_OVERFLOW:
         # NaN fails the comparison as inf does; finite products cost only this count.
         not_finite = tl.sum(tl.sum(tl.where(tl.abs(acc) < float("inf"), 0, 1), axis=1), axis=0)
@@ -376,8 +378,9 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, h_ptr, stride_hm, w_ptr
                 w_part = tl.load(w_redo + k0,
                                  mask=n_mask[:, None] & (offs_r < k_stop - k0)[None, :], other=0.0)
                 acc, sum_sq = _dot_rows_step(acc, sum_sq, w_part, h_ptrs, norm_w_ptr, offs_m,
-                                             offs_r, M, k0, k_stop, DOT_PRECISION, UPCAST_DOT,
-                                             W_LHS, True, NORM_SCALAR)
+                                             offs_r, M, k0, k_stop, added, h_sums, K, eps,
+                                             False, DOT_PRECISION, UPCAST_DOT, W_LHS, True,
+                                             NORM_SCALAR, False)
     if W_LHS:
         acc = tl.trans(acc)
 
@@ -510,7 +513,7 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
         out, out.stride(0), x_mma, x_mma.stride(0), x, x.stride(0), weight,
         weight.stride(0) // align, norm_weight,
         bias, residual, residual.stride(0) if residual is not None else 0, rotary, head_norm,
-        partials,
+        added, partials,
         counters, norm_parts if norm_parts is not None else out,
         norm_parts.shape[0] if norm_parts is not None else 0, eps,
         next_norm_weight, x_next, x_next.stride(0), next_parts,
@@ -525,5 +528,5 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
         BLOCK_M=DOT_ROWS, ALIGN=align, EVEN_SPLIT=even, ONE_STEP=one_step, L2_TILES=l2_tiles,
         NORM_SCALAR=is_one_value(norm_weight),
         NEXT_NORM_SCALAR=hand_over is not None and is_one_value(next_norm_weight),
-        HEAD_HALF=head_half_block(rotary[-1]) if head_norm else 0, added=added,
-        ADD_NORMED=add_in_loop, **config, **({"launch_pdl": True} if pdl else {}))
+        HEAD_HALF=head_half_block(rotary[-1]) if head_norm else 0, ADD_NORMED=add_in_loop,
+        **config, **({"launch_pdl": True} if pdl else {}))
