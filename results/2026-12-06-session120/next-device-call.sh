@@ -1,39 +1,42 @@
 #!/bin/bash
-# For session 121's first device call (timeout 560): where Gemma 3 1B's decode steps go on
-# this tree (research/profile_llama_decode.py: kernels of an eager step, a graph replay's
-# timeline, tg.Generator's graph), batch 1 and 8. The question for batch 8 (3-16 rows take the
-# tensor-core kernel): what the norm kernels that make Gemma's added norms before q|k|v and
-# gate/up cost a layer now (session 118: 2.2-2.4 us each, two a layer), which a handoff of
-# h's sums of squares from the projection that writes h, and the norm in the q|k|v kernel's
-# loop, would take out of the chain (notes/models.md, session 120). PART=b: Gemma 2 2B at
-# batch 1 and 2 on this tree against session 119's kernels (kernels-since-session-119.diff
-# reversed), one tuning replayed by both.
+# For session 121's first device call (timeout 560). Session 120 (last, CPU only): at 3-16
+# rows Gemma's residual projections hand their outputs' sums of squares to the projection
+# that adds them normed, which makes the stream in its K loop instead of after a norm kernel
+# (llama.POST_NORM_SUMS_HANDED_OVER). First the GPU tests of that path and Gemma's model
+# tests; then tg.Generator with it ("bands") and without ("post-sums-apart"), in one process a
+# model and batch (the second replays the first's choices): Gemma 3 1B at batch 8 and Gemma 2
+# 2B at batch 4 (PART=b, with Gemma 3 1B's profile at batch 8; PART=c its profile at batch
+# 1). If it loses or fails, set POST_NORM_SUMS_HANDED_OVER = False or revert the commits.
 set -u
 DEADLINE=$(( $(date +%s) + 500 ))
 left() { [ "$(date +%s)" -lt "$DEADLINE" ] || { echo "skipped: $1" >> $OUT/skipped.txt; return 1; }; }
-ROOT=$PWD S=results/2026-12-06-session120 PART=${PART:-a}
+ROOT=$PWD PART=${PART:-a}
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > $OUT/0-gpu.txt 2>&1
+variants() {  # model batch: with and without the handoff, one process
+  left "$1 b$2" || return
+  (PYTHONPATH=$ROOT/src TILEGRAPH_CACHE_DIR=/tmp/tg-$1-$2 TRITON_CACHE_DIR=/tmp/tr \
+     timeout 200 python3 research/time_generator.py s120 $1 128 2048 $2 \
+     bands,post-sums-apart,bands; echo "rc=$?") 2>&1 | grep "ms a token\|rc=\|Error" \
+     | cut -c1-200 >> $OUT/2-variants.txt
+}
+profile() {  # batch
+  left "profile b$1" || return
+  (PYTHONPATH=$ROOT/src TILEGRAPH_CACHE_DIR=/tmp/tg-p TRITON_CACHE_DIR=/tmp/tr-p timeout 230 \
+     python3 research/profile_llama_decode.py --model gemma3-1b --batch $1; echo "rc=$?") \
+    > $OUT/3-profile-gemma3-1b-b$1.txt 2>&1
+}
 if [ "$PART" = a ]; then
-  for batch in 8 1; do
-    left "profile b$batch" || continue
-    (PYTHONPATH=$ROOT/src TILEGRAPH_CACHE_DIR=/tmp/tg-p TRITON_CACHE_DIR=/tmp/tr-p timeout 230 \
-       python3 research/profile_llama_decode.py --model gemma3-1b --batch $batch; echo "rc=$?") \
-      > $OUT/1-profile-gemma3-1b-b$batch.txt 2>&1
-  done
-  exit 0
+  (PYTHONPATH=$ROOT/src TILEGRAPH_CACHE_DIR=/tmp/tg-t TRITON_CACHE_DIR=/tmp/tr-t timeout 300 \
+     python3 -m pytest -n 3 -q -rf --tb=short -p no:cacheprovider tests/test_decode_plan.py \
+     tests/test_linear.py tests/test_linear_qkv.py tests/test_norm_handoff.py \
+     tests/test_llama.py tests/test_generate.py \
+     -k "normed or added or gemma or post_norm or made_in_the_loop"; echo "rc=$?") \
+    > $OUT/1-tests.txt 2>&1
+  variants gemma3-1b 8
+elif [ "$PART" = b ]; then
+  variants gemma2-2b 4
+  profile 8
+else
+  profile 1
 fi
-rm -rf /tmp/A && mkdir -p /tmp/A && cp -r src research /tmp/A/ \
-  && (cd /tmp/A && patch -R -s -p1 < $ROOT/$S/kernels-since-session-119.diff) \
-  || echo "patch failed" >> $OUT/2-trees.txt
-for run in gemma2-2b:1 gemma2-2b:2; do
-  model=${run%:*} batch=${run#*:}
-  for tree in $ROOT /tmp/A $ROOT; do
-    left "$model b$batch $tree" || continue
-    name=$( [ $tree = $ROOT ] && echo s120 || echo s119 )
-    (cd $tree && PYTHONPATH=$tree/src TILEGRAPH_CACHE_DIR=/tmp/tg-$run \
-       TRITON_CACHE_DIR=/tmp/tr-$name timeout 150 python3 research/time_generator.py $name \
-       $model 128 2048 $batch; echo "rc=$?") 2>&1 | grep "ms a token\|rc=\|Error" \
-       | cut -c1-200 >> $OUT/2-trees.txt
-  done
-done
 true

@@ -542,7 +542,8 @@ class Llama(nn.Module):
         # output normalised before its add. That output's own norm instead (Gemma's post
         # norms), where the next projection makes the stream in its K loop from it.
         hand_over = self.tp.size == 1 and not c.post_norms
-        post_hand_over = self.tp.size == 1 and c.post_norms and ADD_NORMED_IN_PROLOGUE
+        post_hand_over = (self.tp.size == 1 and c.post_norms and ADD_NORMED_IN_PROLOGUE
+                          and POST_NORM_SUMS_HANDED_OVER)
         attn_norms = [layer.attn_norm for layer in self.layers[1:]] + [self.norm]
         next_qkv = [layer.wqkv for layer in self.layers[1:]] + [None]
         pending = None
@@ -633,6 +634,11 @@ class Llama(nn.Module):
 # add_normed) rather than by a kernel of their own; a module setting, so that
 # research/time_generator.py can time a Generator without it.
 ADD_NORMED_IN_PROLOGUE = True
+# At 3-16 rows (the tensor-core kernel), the residual projections hand their outputs' sums of
+# squares to the projection that adds those outputs normed, which then makes the stream in its
+# K loop where it can (tg.linear's makes_stream_in_loop) instead of after a norm kernel of its
+# own; a module setting, so that research/time_generator.py can time a Generator without it.
+POST_NORM_SUMS_HANDED_OVER = True
 
 
 def _causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
