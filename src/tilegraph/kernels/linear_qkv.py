@@ -207,10 +207,11 @@ def linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None 
                          strict=False)):
         check_no_overlap(out, name, t)
     if rows:
-        # a norm handed over with x is not the norm of x + rms_norm(h) * w; h's sums may be
-        handed = usable_handoff(x, weight, norm_weight) if add_normed is None else None
-        parts = (handed.parts if handed else None) if add_normed is None else (
-            added_parts(x, weight, add_normed))
+        if add_normed is None:
+            handed = usable_handoff(x, weight, norm_weight)
+            parts = handed.parts if handed else None
+        else:  # a norm handed over with x is not the norm of x + rms_norm(h) * w; h's is
+            handed, parts = None, added_parts(x, weight, add_normed)
         _run_linear_qkv(x, weight, bias, norm_weight, handed.x_next if handed else None,
                         parts, norm_eps, cos, sin, positions, slots,
                         k_cache, v_cache, n_heads, q_norm_weight, k_norm_weight,
