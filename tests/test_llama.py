@@ -805,13 +805,15 @@ def test_real_shapes_teacher_forced_over_64_positions(name, dtype, batch):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name, overrides", [("qwen2-0.5b", {}),
-                                             ("gemma2-2b", {"sliding_window": 64})])
-def test_decode_graph_replays_equal_eager_decode_over_200_positions(name, overrides):
+@pytest.mark.parametrize("name, overrides, batch", [("qwen2-0.5b", {}, 2),
+                                                    ("gemma2-2b", {"sliding_window": 64}, 2),
+                                                    ("gemma3-1b", {}, 8)])
+def test_decode_graph_replays_equal_eager_decode_over_200_positions(name, overrides, batch):
     """The decode chain (kernels launched with programmatic dependent launch, split runs
     merged through per-stream counters; Gemma 2's normed outputs added to the stream in
-    the projections after them, its softcaps and windows) replayed 200 times from one graph
-    gives the same logits, bit for bit, as the same steps launched eagerly; both stay
+    the projections after them, its softcaps and windows; Gemma 3's at batch 8 made in
+    q|k|v's loop from the sums the down projection hands over) replayed 200 times from one
+    graph gives the same logits, bit for bit, as the same steps launched eagerly; both stay
     within tolerance of the plain PyTorch forward in fp32 over the whole sequence (or 1.5x
     the plain forward's own error in bf16)."""
     import tilegraph as tg
@@ -819,25 +821,25 @@ def test_decode_graph_replays_equal_eager_decode_over_200_positions(name, overri
     config = LlamaConfig.from_hf(hf_config(name, num_hidden_layers=3, **overrides))
     model = Llama(config, dtype=torch.bfloat16, device="cuda")
     steps, prompt = 200, 7
-    ids = torch.randint(0, config.vocab_size, (2, prompt + steps), device="cuda")
+    ids = torch.randint(0, config.vocab_size, (batch, prompt + steps), device="cuda")
     with torch.no_grad():
         own = model(ids).float()
         twin = Llama(config, dtype=torch.float32, device="cuda")
         twin.load_state_dict(model.state_dict())
         reference = twin(ids).float()
         del twin
-    eager_cache, graph_cache = model.new_cache(2, 256), model.new_cache(2, 256)
+    eager_cache, graph_cache = model.new_cache(batch, 256), model.new_cache(batch, 256)
     model.prefill(ids[:, :prompt], eager_cache)
     model.prefill(ids[:, :prompt], graph_cache)
     tokens = ids[:, prompt].clone()
-    positions = torch.full((2,), prompt, device="cuda")
+    positions = torch.full((batch,), prompt, device="cuda")
     graph = tg.capture(model.decode, tokens, positions, graph_cache)
     model.prefill(ids[:, :prompt], graph_cache)   # undo the warm-up's cache writes
     for t in range(prompt, prompt + steps):
         tokens.copy_(ids[:, t])
         positions.fill_(t)
         replayed = graph.replay().float()
-        eager = model.decode(ids[:, t], torch.full((2,), t, device="cuda"), eager_cache)
+        eager = model.decode(ids[:, t], torch.full((batch,), t, device="cuda"), eager_cache)
         assert torch.equal(replayed, eager.float()), f"position {t}: replay != eager"
         err = rel_error(replayed, reference[:, t])
         bound = max(MODEL_TOLERANCES[torch.bfloat16],
