@@ -9,8 +9,10 @@ each program streams a (BLOCK_N, K) strip of W exactly once, and mma does all ro
 keeps enough programs to fill every SM when N is a few thousand, and split-K where N is
 narrow for its K. A norm prologue runs in the K loop where each program reads its slice in
 one step (norm_in_loop), else as a small kernel of its own just before (_norm_rows_kernel),
-unless the kernel that wrote x handed it over (_norm_handoff.py); bias, activation and
-residual stay in the epilogue.
+unless the kernel that wrote x handed it over (_norm_handoff.py); a stream with a normed
+output added to it (Gemma's, _added_norm.py) is made in the loop too where the kernel that
+wrote that output handed its sums of squares over; bias, activation and residual stay in
+the epilogue.
 """
 
 from __future__ import annotations
