@@ -146,14 +146,18 @@ _run_linear_handoff = custom_op("linear_handoff", _launch_linear_handoff,
                                 mutates=("out", "next_x_next", "next_parts"))
 
 
-def _tensor_core_plan(x: torch.Tensor, weight: torch.Tensor):
-    """The decode plan of a call whose norm may be handed over, where it is the tensor-core
-    kernel's (the only one that takes a handoff); else None."""
-    rows, k = x.numel() // x.shape[-1], x.shape[-1]
+def _tensor_core_plan(rows: int, weight: torch.Tensor):
+    """The decode plan of a call of `rows` rows by weight whose norm may be handed over, where
+    it is the tensor-core kernel's (the only one that takes a handoff); else None."""
     if torch.compiler.is_compiling() or not 2 <= rows <= decode_plan.DECODE_MAX_ROWS:
         return None
-    chosen = decode_plan.plan(rows, weight.shape[0], k, weight.dtype, x.device, fused=True)
+    n, k = weight.shape
+    chosen = decode_plan.plan(rows, n, k, weight.dtype, weight.device, fused=True)
     return chosen if chosen.kind == "dot" else None
+
+
+def _rows(x: torch.Tensor) -> int:
+    return x.numel() // x.shape[-1]
 
 
 def usable_handoff(x: torch.Tensor, weight: torch.Tensor,
@@ -162,7 +166,7 @@ def usable_handoff(x: torch.Tensor, weight: torch.Tensor,
     if norm_weight is None:
         return None
     handed = norm_handoff.take(x, norm_weight)
-    return handed if handed is not None and _tensor_core_plan(x, weight) else None
+    return handed if handed is not None and _tensor_core_plan(_rows(x), weight) else None
 
 
 def added_parts(x: torch.Tensor, weight: torch.Tensor,
@@ -171,20 +175,19 @@ def added_parts(x: torch.Tensor, weight: torch.Tensor,
     (as the norm by add_normed's w, _norm_handoff.py), where x by weight takes them: on the
     tensor-core path, which then makes the stream in its K loop (launch_dot_rows)."""
     handed = norm_handoff.take(*add_normed)
-    return handed.parts if handed is not None and _tensor_core_plan(x, weight) else None
+    return (handed.parts if handed is not None and _tensor_core_plan(_rows(x), weight)
+            else None)
 
 
 def makes_stream_in_loop(rows: int, weight: torch.Tensor) -> bool:
     """Whether a call of `rows` rows by weight with a norm makes an added stream in its K
     loop where h's sums are handed over to it (launch_dot_rows), so that h's producer should
     hand them over (its next_norm_weight: add_normed's w)."""
-    if torch.compiler.is_compiling() or not 2 <= rows <= decode_plan.DECODE_MAX_ROWS:
-        return False
-    n, k = weight.shape
-    chosen = decode_plan.plan(rows, n, k, weight.dtype, weight.device, fused=True)
-    if chosen.kind != "dot":
+    chosen = _tensor_core_plan(rows, weight)
+    if chosen is None:
         return False
     asked = chosen.config.get("NORM_IN_LOOP")
+    n, k = weight.shape
     return asked if asked is not None else norm_in_loop(chosen.config, n, k,
                                                          sm_count(weight.device))
 
@@ -194,7 +197,7 @@ def _next_buffers(x: torch.Tensor, weight: torch.Tensor, activation: str, out: t
     """(x_next, parts) where this call can hand the next norm over; else None."""
     if next_norm_weight is None or activation in GLU_ACTIVATIONS:
         return None
-    chosen = _tensor_core_plan(x, weight)
+    chosen = _tensor_core_plan(_rows(x), weight)
     if chosen is None:
         return None
     n_blocks = triton.cdiv(weight.shape[0], chosen.config["BLOCK_N"])
