@@ -39,9 +39,7 @@ norms after attention and the MLP) and "norms-apart" (bands, Gemma's normed outp
 the stream by tg.rms_norm's kernel, not in the next projection's prologue: as before session
 116's llama.ADD_NORMED_IN_PROLOGUE) and "head-norms-apart" (bands, Qwen3's and Gemma 3's
 head norms in tg.rotary_qkv's kernel after the one-row q|k|v projection, as before session
-117's linear_qkv.HEAD_NORM_IN_EPILOGUE) and "post-sums-apart" (bands, Gemma's residual
-projections at 3-16 rows handing over no sums of squares, so a norm kernel makes the stream
-before the next projection, as before session 120: llama.POST_NORM_SUMS_HANDED_OVER off).
+117's linear_qkv.HEAD_NORM_IN_EPILOGUE).
 Each part of the build is printed as it starts, with the seconds since the start.
 """
 
@@ -162,9 +160,6 @@ def main() -> None:
         norm_pdl = getattr(rms_norm, "PDL_ENABLED", None)  # trees before session 116: none
         if variant == "norm-no-pdl" and norm_pdl is not None:
             rms_norm.PDL_ENABLED = False
-        post_sums = getattr(llama, "POST_NORM_SUMS_HANDED_OVER", None)  # before s120: none
-        if variant == "post-sums-apart" and post_sums is not None:
-            llama.POST_NORM_SUMS_HANDED_OVER = False
         in_prologue = getattr(llama, "ADD_NORMED_IN_PROLOGUE", None)  # before s116: none
         if variant == "norms-apart" and in_prologue is not None:
             llama.ADD_NORMED_IN_PROLOGUE = False
@@ -204,8 +199,6 @@ def main() -> None:
             rms_norm.PDL_ENABLED = norm_pdl
         if in_prologue is not None:
             llama.ADD_NORMED_IN_PROLOGUE = in_prologue
-        if post_sums is not None:
-            llama.POST_NORM_SUMS_HANDED_OVER = post_sums
         if head_norms is not None:
             linear_qkv.HEAD_NORM_IN_EPILOGUE = head_norms
         store = getattr(tune, "gemv_rows_in_step", None)  # trees before session 57: none

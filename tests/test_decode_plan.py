@@ -7,7 +7,6 @@ import warnings
 
 import pytest
 import torch
-import triton
 
 import tilegraph as tg
 from _shapes import DTYPES
@@ -107,38 +106,6 @@ def test_plans_add_a_normed_stream(rows, k, norm, dtype, device):
                          norm_weight=g.double() if norm else None, activation="gelu",
                          residual=r.double())
         assert_close(out, ref, dtype, what=str(plan))
-
-
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("rows, k, split", [(3, 1100, 5), (8, 300, 2), (16, 700, 3)])
-def test_a_normed_stream_made_in_the_loop_from_handed_sums(rows, k, split, dtype, device):
-    """The tensor-core kernel given h's partial sums of squares (added_parts, as h's
-    producer hands them over: a column block's sums a row, rows padded to DOT_ROWS) where
-    each program reads its slice in one step: it makes the stream x + rms_norm(h) * w in its
-    loop (h's norm from the sums, rounded as tg.rms_norm rounds it), writes it, and takes
-    the stream's own norm in the loop, with no norm kernel before it."""
-    x, w, b, g, r, _ = _parts(rows, 70, k, dtype, device)
-    h = randn(rows, k, dtype=dtype, device=device, scale=3.0)
-    post = randn(k, dtype=dtype, device=device)
-    stream = rms_norm_ref(h, post, residual=x)
-    blocks = torch.arange(k, device=device) // 64      # h's producer: column blocks of 64
-    parts = torch.zeros(int(blocks.max()) + 1, _dot_rows.DOT_ROWS, device=device)
-    parts[:, :rows] = torch.zeros(parts.shape[0], rows, device=device).index_add_(
-        0, blocks, (h.float() ** 2).T)
-    block_k = triton.next_power_of_2(triton.cdiv(k, split))
-    plan = decode_plan.Plan("dot", {"BLOCK_N": 32, "BLOCK_K": block_k, "num_warps": 4,
-                                    "num_stages": 1, "SPLIT_K": split})
-    assert _dot_rows.norm_in_loop(plan.config, 70, k, None)
-    for norm in (True, False):  # without a norm: the stream by tg.rms_norm's kernel
-        out = poisoned((rows, 70), dtype, device)
-        written = poisoned((rows, k), dtype, device)
-        decode_plan.launch(plan, x, w, out, g if norm else None, 1e-6, b, "gelu", r, False,
-                           added=added_args(h, post, written), added_parts=parts)
-        assert_close(written, stream.double(), dtype, what="the stream")
-        ref = linear_ref(written.double(), w.double(), b.double(),
-                         norm_weight=g.double() if norm else None, activation="gelu",
-                         residual=r.double())
-        assert_close(out, ref, dtype)
 
 
 def _one_of_each_path(plans, k):

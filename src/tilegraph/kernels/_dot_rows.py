@@ -9,10 +9,8 @@ each program streams a (BLOCK_N, K) strip of W exactly once, and mma does all ro
 keeps enough programs to fill every SM when N is a few thousand, and split-K where N is
 narrow for its K. A norm prologue runs in the K loop where each program reads its slice in
 one step (norm_in_loop), else as a small kernel of its own just before (_norm_rows_kernel),
-unless the kernel that wrote x handed it over (_norm_handoff.py); a stream with a normed
-output added to it (Gemma's, _added_norm.py) is made in the loop too where the kernel that
-wrote that output handed its sums of squares over; bias, activation and residual stay in
-the epilogue.
+unless the kernel that wrote x handed it over (_norm_handoff.py); bias, activation and
+residual stay in the epilogue.
 """
 
 from __future__ import annotations
@@ -64,31 +62,16 @@ REDO_K = tl.constexpr(32)
 
 @triton.jit
 def _dot_rows_step(acc, sum_sq, w, x_ptrs, norm_w_ptr, offs_m, offs_k, M, k0, k_stop,
-                   added, h_sums, K, eps, write,
                    DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr, W_LHS: tl.constexpr,
-                   NORM_IN_LOOP: tl.constexpr, NORM_SCALAR: tl.constexpr,
-                   ADD_NORMED: tl.constexpr):
+                   NORM_IN_LOOP: tl.constexpr, NORM_SCALAR: tl.constexpr = False):
     """Fold weight tile w (BLOCK_N, BLOCK_K), columns k0 + offs_k (those below k_stop), into
     acc (BLOCK_M, BLOCK_N), or into acc (BLOCK_N, BLOCK_M) with the weight as the mma's
     left operand (W_LHS). NORM_IN_LOOP: x * g goes to the mma, and the rows' sums of x^2
     over these columns into sum_sq (BLOCK_M,); NORM_SCALAR: g is one value
-    (_norm_weight.py). ADD_NORMED (with NORM_IN_LOOP): x is first the stream x + rms_norm(h)
-    * w of `added`, h's rows' norms from h_sums, the partial sums of h^2 (parts, BLOCK_M)
-    its producer handed over, over K columns; stored where `write` (_added_norm.py)."""
+    (_norm_weight.py)."""
     k_mask = offs_k < k_stop - k0
-    x_mask = (offs_m < M)[:, None] & k_mask[None, :]
-    x = tl.load(x_ptrs + k0, mask=x_mask, other=0.0)
-    if ADD_NORMED:
-        # h and both weights loaded with x, before the sums below: one round trip to L2
-        rows, cols = offs_m[:, None], k0 + offs_k[None, :]
-        h, h_weight = added_inputs(added, rows, cols, x_mask)
-        g = norm_weight_at(norm_w_ptr, k0 + offs_k, k_mask, NORM_SCALAR)
-        rstd_h = tl.rsqrt(tl.sum(h_sums, axis=0) / K + eps)
-        x = add_loaded(x.to(tl.float32), h, h_weight, added, rows, cols, x_mask,
-                       rstd_h[:, None], write)
-        sum_sq += tl.sum(x * x, axis=1)
-        x = x * g[None, :]
-    elif NORM_IN_LOOP:
+    x = tl.load(x_ptrs + k0, mask=(offs_m < M)[:, None] & k_mask[None, :], other=0.0)
+    if NORM_IN_LOOP:
         x = x.to(tl.float32)
         sum_sq += tl.sum(x * x, axis=1)
         g = norm_weight_at(norm_w_ptr, k0 + offs_k, k_mask, NORM_SCALAR)
@@ -240,7 +223,7 @@ def _slice_into_l2(w_ptr, offs_n, n_mask, stride_wn, k_first, k_stop, loaded_ptr
 
 @triton.jit
 def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, h_ptr, stride_hm, w_ptr, stride_wn,
-                     norm_w_ptr, bias_ptr, res_ptr, stride_rm, rotary, head_norm, added,
+                     norm_w_ptr, bias_ptr, res_ptr, stride_rm, rotary, head_norm,
                      partial_ptr, count_ptr,
                      norm_parts_ptr, n_norm_parts, eps,
                      next_norm_w_ptr, x_next_ptr, stride_xnm, next_parts_ptr,
@@ -254,8 +237,7 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, h_ptr, stride_hm, w_ptr
                      W_LHS: tl.constexpr = False, ALIGN: tl.constexpr = 1,
                      EVEN_SPLIT: tl.constexpr = True, ONE_STEP: tl.constexpr = False,
                      L2_TILES: tl.constexpr = 0, NORM_SCALAR: tl.constexpr = False,
-                     NEXT_NORM_SCALAR: tl.constexpr = False, HEAD_HALF: tl.constexpr = 0,
-                     ADD_NORMED: tl.constexpr = False):
+                     NEXT_NORM_SCALAR: tl.constexpr = False, HEAD_HALF: tl.constexpr = 0):
     """y_mn = act(rstd_m sum_k x_mk W_nk + b_n) + r_mn for M <= BLOCK_M rows and BLOCK_N
     outputs a program, rstd_m = 1 where no norm is asked for. A norm prologue comes from
     _norm_rows_kernel, launched just before (x is then normalised, rstd_m = 1), or is
@@ -294,12 +276,6 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, h_ptr, stride_hm, w_ptr
     HEAD_HALF > 0 (activation "rotary"): q and k heads RMS-normalised before their rotation,
     the last column block of a head to be finished doing it (`head_norm`,
     _head_norm_store.py).
-
-    ADD_NORMED (with NORM_IN_LOOP and NORM_PARTS > 0): x is first the stream x +
-    rms_norm(h) * w of `added` (Gemma's norms after the residual projections), formed slice
-    by slice in the loop; the partial sums are h's, handed over by the kernel that wrote h
-    (_norm_handoff.py), and give h's norm; x's norm runs in the loop. Column block 0's
-    programs store the stream's slices (_added_norm.py).
 
     ALIGN: K, K_SPLIT and stride_wn arrive divided by it (_launch.weight_alignment).
 
@@ -352,22 +328,17 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, h_ptr, stride_hm, w_ptr
         parts = tl.load(norm_parts_ptr + offs_p[:, None] * BLOCK_M + offs_m[None, :],
                         mask=(offs_p < n_norm_parts)[:, None] & (offs_m < M)[None, :],
                         other=0.0)
-    h_sums = offs_m  # unused without an added norm
-    if ADD_NORMED:   # the parts are h's sums of squares
-        h_sums = parts
     sum_sq = tl.zeros([BLOCK_M], tl.float32)
     acc, sum_sq = _dot_rows_step(acc, sum_sq, w, x_ptrs, norm_w_ptr, offs_m, offs_k, M,
-                                 k_start, k_stop, added, h_sums, K, eps, pid_n == 0,
-                                 DOT_PRECISION, UPCAST_DOT, W_LHS, NORM_IN_LOOP, NORM_SCALAR,
-                                 ADD_NORMED)
+                                 k_start, k_stop, DOT_PRECISION, UPCAST_DOT, W_LHS,
+                                 NORM_IN_LOOP, NORM_SCALAR)
     if not ONE_STEP:  # a loop never run still holds its registers (COMPILE_ONE_STEP)
         for k0 in range(k_start + BLOCK_K, k_stop, BLOCK_K):
             w = tl.load(w_ptrs + k0, mask=n_mask[:, None] & (offs_k < k_stop - k0)[None, :],
                         other=0.0)
             acc, sum_sq = _dot_rows_step(acc, sum_sq, w, x_ptrs, norm_w_ptr, offs_m, offs_k,
-                                         M, k0, k_stop, added, h_sums, K, eps, pid_n == 0,
-                                         DOT_PRECISION, UPCAST_DOT, W_LHS, NORM_IN_LOOP,
-                                         NORM_SCALAR, ADD_NORMED)
+                                         M, k0, k_stop, DOT_PRECISION, UPCAST_DOT, W_LHS,
+                                         NORM_IN_LOOP, NORM_SCALAR)
     if REDO_OVERFLOW:
         # NaN fails the comparison as inf does; finite products cost only this count.
         not_finite = tl.sum(tl.sum(tl.where(tl.abs(acc) < float("inf"), 0, 1), axis=1), axis=0)
@@ -380,13 +351,12 @@ def _dot_rows_kernel(y_ptr, stride_ym, x_ptr, stride_xm, h_ptr, stride_hm, w_ptr
                 w_part = tl.load(w_redo + k0,
                                  mask=n_mask[:, None] & (offs_r < k_stop - k0)[None, :], other=0.0)
                 acc, sum_sq = _dot_rows_step(acc, sum_sq, w_part, h_ptrs, norm_w_ptr, offs_m,
-                                             offs_r, M, k0, k_stop, added, h_sums, K, eps,
-                                             False, DOT_PRECISION, UPCAST_DOT, W_LHS, True,
-                                             NORM_SCALAR, False)
+                                             offs_r, M, k0, k_stop, DOT_PRECISION, UPCAST_DOT,
+                                             W_LHS, True, NORM_SCALAR)
     if W_LHS:
         acc = tl.trans(acc)
 
-    if NORM_PARTS > 0 and not ADD_NORMED:
+    if NORM_PARTS > 0:
         sum_sq = tl.sum(parts, axis=0)
     if SPLIT_K > 1:
         # partials (column blocks, SPLIT_K, BLOCK_M, BLOCK_N): program (n, s) writes its
@@ -443,8 +413,7 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
                     norm_weight, eps: float, bias, activation: str, residual,
                     config: dict, pdl: bool, rotary: tuple = NO_ROTARY,
                     handed: tuple | None = None, hand_over: tuple | None = None,
-                    added: tuple = NO_ADDED, head_norm: tuple = NO_HEAD_NORM,
-                    added_parts: torch.Tensor | None = None):
+                    added: tuple = NO_ADDED, head_norm: tuple = NO_HEAD_NORM):
     """out = linear(x) for 1 to DOT_ROWS rows of x (M, K), x and out with unit column
     stride; config: BLOCK_N, BLOCK_K, num_warps, num_stages, optionally SPLIT_K (default 1),
     W_LHS (default False), L2_TILES (default L2_AHEAD_TILES where split, under PDL) and for
@@ -457,9 +426,6 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
     parts of shape (column blocks of this launch, DOT_ROWS).
     added: x is first the stream x + rms_norm(h) * w (_added_norm.py), made by the norm's
     kernel before this one (a kernel of its own where there is no norm); not with handed.
-    added_parts: h's partial sums of squares, handed over by the kernel that wrote h
-    (_norm_handoff.py's parts): where the norm may run in the loop (norm_in_loop), the
-    stream is formed there from them, and no norm kernel runs.
     head_norm (with rotary; head_norm_args): q and k heads normalised in the epilogue,
     column blocks dividing head_dim."""
     M, K = x.shape
@@ -473,14 +439,11 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
         raise ValueError("a norm handed over with x is not the norm of the stream added to it")
     config = dict(config)
     in_loop = config.pop("NORM_IN_LOOP", None)
-    if norm_weight is None or handed is not None or (added and added_parts is None):
+    if norm_weight is None or handed is not None or added:
         in_loop = False
     elif in_loop is None:
         in_loop = norm_in_loop(config, N, K, sm_count(x.device))
-    add_in_loop = bool(added) and in_loop
-    if add_in_loop:  # h's norm from the parts handed over, the stream made in the loop
-        handed = (x, added_parts)
-    elif added and norm_weight is None:   # the stream alone, as tg.rms_norm makes it
+    if added and norm_weight is None:   # the stream alone, as tg.rms_norm makes it
         h, h_stride, w, sum_out, sum_stride = added
         launch_rms_norm(h, w, eps, x, sum_out)
         x = sum_out
@@ -515,7 +478,7 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
         out, out.stride(0), x_mma, x_mma.stride(0), x, x.stride(0), weight,
         weight.stride(0) // align, norm_weight,
         bias, residual, residual.stride(0) if residual is not None else 0, rotary, head_norm,
-        added, partials,
+        partials,
         counters, norm_parts if norm_parts is not None else out,
         norm_parts.shape[0] if norm_parts is not None else 0, eps,
         next_norm_weight, x_next, x_next.stride(0), next_parts,
@@ -525,10 +488,9 @@ def launch_dot_rows(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
         UPCAST_DOT=INTERPRET and weight.dtype == torch.bfloat16, SPLIT_K=split,
         NORM_PARTS=parts_block(norm_parts.shape[0]) if norm_parts is not None else 0,
         HAND_OVER=hand_over is not None, NORM_IN_LOOP=in_loop,
-        REDO_OVERFLOW=(handed is not None and not add_in_loop
-                       and weight.dtype == torch.float16),
+        REDO_OVERFLOW=handed is not None and weight.dtype == torch.float16,
         BLOCK_M=DOT_ROWS, ALIGN=align, EVEN_SPLIT=even, ONE_STEP=one_step, L2_TILES=l2_tiles,
         NORM_SCALAR=is_one_value(norm_weight),
         NEXT_NORM_SCALAR=hand_over is not None and is_one_value(next_norm_weight),
-        HEAD_HALF=head_half_block(rotary[-1]) if head_norm else 0, ADD_NORMED=add_in_loop,
-        **config, **({"launch_pdl": True} if pdl else {}))
+        HEAD_HALF=head_half_block(rotary[-1]) if head_norm else 0, **config,
+        **({"launch_pdl": True} if pdl else {}))

@@ -841,17 +841,14 @@ def launch(chosen: Plan, x: torch.Tensor, weight: torch.Tensor, out: torch.Tenso
            norm_weight, eps: float, bias, activation: str, residual, pdl: bool,
            rotary: tuple = NO_ROTARY, handed: tuple | None = None,
            hand_over: tuple | None = None, l2_ahead: torch.Tensor | None = None,
-           added: tuple = NO_ADDED, head_norm: tuple = NO_HEAD_NORM,
-           added_parts: torch.Tensor | None = None):
+           added: tuple = NO_ADDED, head_norm: tuple = NO_HEAD_NORM):
     """Run `chosen` on x (rows, K) into out (rows, N), unit column strides; activation
     "rotary" (with its `rotary` tuple) writes q to out and k, v to the caches instead.
     handed and hand_over (a norm handed over to or by this call, _norm_handoff.py,
     launch_dot_rows) are the tensor-core kernel's alone; l2_ahead (bytes the one-row GEMV
     prefetches into L2, launch_matvec) the GEMV's; added (x first made the stream x +
-    rms_norm(h) * w, _added_norm.py) where takes_added, with added_parts (h's partial sums of
-    squares handed over by its producer) taken by the tensor-core kernel alone, which may then
-    make the stream in its loop; head_norm (q and k heads normalised in the rotary epilogue,
-    _head_norm_store.py) where takes_head_norm."""
+    rms_norm(h) * w, _added_norm.py) where takes_added; head_norm (q and k heads normalised
+    in the rotary epilogue, _head_norm_store.py) where takes_head_norm."""
     if (handed is not None or hand_over is not None) and chosen.kind != "dot":
         raise ValueError(f"a norm is handed over only on the tensor-core path, not {chosen.kind}")
     if added and not takes_added(chosen):
@@ -878,6 +875,6 @@ def launch(chosen: Plan, x: torch.Tensor, weight: torch.Tensor, out: torch.Tenso
     if chosen.kind == "dot":
         return launch_dot_rows(x, weight, out, norm_weight, eps, bias, activation, residual,
                                chosen.config, pdl, rotary, handed, hand_over, added,
-                               head_norm, added_parts)
+                               head_norm)
     return launch_matvec(x, weight, out, norm_weight, eps, bias, activation, residual,
                          chosen.config, pdl, rotary, l2_ahead, added, head_norm)

@@ -29,8 +29,7 @@ from ._checks import (
     prepare_out,
     wants_grad,
 )
-from ._dot_rows import DOT_ROWS, norm_in_loop
-from ._launch import sm_count
+from ._dot_rows import DOT_ROWS
 from ._linear_autograd import linear_autograd
 from ._norm_handoff import NormHandoff
 from ._norm_weight import kernel_norm_weight
@@ -83,12 +82,10 @@ def _launch_linear_added(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tens
                          residual: torch.Tensor | None, prefetch_weight: bool | None,
                          addend: torch.Tensor, addend_weight: torch.Tensor,
                          sum_out: torch.Tensor, out: torch.Tensor,
-                         l2_ahead: torch.Tensor | None = None,
-                         addend_parts: torch.Tensor | None = None) -> None:
+                         l2_ahead: torch.Tensor | None = None) -> None:
     """_launch_linear of s = x + rms_norm(addend) * addend_weight, s written to sum_out: by
     the decode kernels (_added_norm.py; a fused plan, never cuBLAS), or tg.rms_norm's kernel
-    before the tiled GEMM. addend_parts: addend's sums of squares, handed over by the call
-    that wrote it (added_parts)."""
+    before the tiled GEMM."""
     x_rows = as_rows(x)
     rows, k = x_rows.shape
     if rows <= decode_plan.DECODE_MAX_ROWS:
@@ -100,8 +97,7 @@ def _launch_linear_added(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tens
             chosen, x_rows, weight, y_rows, kernel_norm_weight(norm_weight), norm_eps,
             bias.contiguous() if bias is not None else None, activation,
             as_rows(residual) if residual is not None else None, pdl, l2_ahead=l2_ahead,
-            added=added_args(as_rows(addend), addend_weight.contiguous(), sum_rows),
-            added_parts=addend_parts)
+            added=added_args(as_rows(addend), addend_weight.contiguous(), sum_rows))
         launched(x.device, pdl, (y_rows, sum_rows))
         return
     launch_rms_norm(addend, addend_weight, norm_eps, x, sum_out)
@@ -146,18 +142,14 @@ _run_linear_handoff = custom_op("linear_handoff", _launch_linear_handoff,
                                 mutates=("out", "next_x_next", "next_parts"))
 
 
-def _tensor_core_plan(rows: int, weight: torch.Tensor):
-    """The decode plan of a call of `rows` rows by weight whose norm may be handed over, where
-    it is the tensor-core kernel's (the only one that takes a handoff); else None."""
+def _tensor_core_plan(x: torch.Tensor, weight: torch.Tensor):
+    """The decode plan of a call whose norm may be handed over, where it is the tensor-core
+    kernel's (the only one that takes a handoff); else None."""
+    rows, k = x.numel() // x.shape[-1], x.shape[-1]
     if torch.compiler.is_compiling() or not 2 <= rows <= decode_plan.DECODE_MAX_ROWS:
         return None
-    n, k = weight.shape
-    chosen = decode_plan.plan(rows, n, k, weight.dtype, weight.device, fused=True)
+    chosen = decode_plan.plan(rows, weight.shape[0], k, weight.dtype, x.device, fused=True)
     return chosen if chosen.kind == "dot" else None
-
-
-def _rows(x: torch.Tensor) -> int:
-    return x.numel() // x.shape[-1]
 
 
 def usable_handoff(x: torch.Tensor, weight: torch.Tensor,
@@ -166,30 +158,7 @@ def usable_handoff(x: torch.Tensor, weight: torch.Tensor,
     if norm_weight is None:
         return None
     handed = norm_handoff.take(x, norm_weight)
-    return handed if handed is not None and _tensor_core_plan(_rows(x), weight) else None
-
-
-def added_parts(x: torch.Tensor, weight: torch.Tensor,
-                add_normed: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor | None:
-    """The sums of squares of add_normed's h that the call that wrote h handed over with it
-    (as the norm by add_normed's w, _norm_handoff.py), where x by weight takes them: on the
-    tensor-core path, which then makes the stream in its K loop (launch_dot_rows)."""
-    handed = norm_handoff.take(*add_normed)
-    return (handed.parts if handed is not None and _tensor_core_plan(_rows(x), weight)
-            else None)
-
-
-def makes_stream_in_loop(rows: int, weight: torch.Tensor) -> bool:
-    """Whether a call of `rows` rows by weight with a norm makes an added stream in its K
-    loop where h's sums are handed over to it (launch_dot_rows), so that h's producer should
-    hand them over (its next_norm_weight: add_normed's w)."""
-    chosen = _tensor_core_plan(rows, weight)
-    if chosen is None:
-        return False
-    asked = chosen.config.get("NORM_IN_LOOP")
-    n, k = weight.shape
-    return asked if asked is not None else norm_in_loop(chosen.config, n, k,
-                                                         sm_count(weight.device))
+    return handed if handed is not None and _tensor_core_plan(x, weight) else None
 
 
 def _next_buffers(x: torch.Tensor, weight: torch.Tensor, activation: str, out: torch.Tensor,
@@ -197,7 +166,7 @@ def _next_buffers(x: torch.Tensor, weight: torch.Tensor, activation: str, out: t
     """(x_next, parts) where this call can hand the next norm over; else None."""
     if next_norm_weight is None or activation in GLU_ACTIVATIONS:
         return None
-    chosen = _tensor_core_plan(_rows(x), weight)
+    chosen = _tensor_core_plan(x, weight)
     if chosen is None:
         return None
     n_blocks = triton.cdiv(weight.shape[0], chosen.config["BLOCK_N"])
@@ -315,8 +284,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     if add_normed is not None:
         if buffers is None:
             _run_linear_added(x, weight, bias, norm_weight, norm_eps, code, residual,
-                              requested, *add_normed, sum_out, out, l2_ahead,
-                              added_parts(x, weight, add_normed))
+                              requested, *add_normed, sum_out, out, l2_ahead)
             return out
         x = rms_norm(add_normed[0], add_normed[1], norm_eps, residual=x, out=sum_out)
     handed = usable_handoff(x, weight, norm_weight)

@@ -38,7 +38,7 @@ from ._ops import custom_op
 from ._pdl import launched, use_pdl
 from ._rotary_store import rotary_args
 from ._split_workspace import split_workspace
-from .linear import added_parts, check_add_normed, linear, linear_ref, usable_handoff
+from .linear import check_add_normed, linear, linear_ref, usable_handoff
 from .rotary import (
     check_cache_inputs,
     check_head_norms,
@@ -80,8 +80,7 @@ def _launch_linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
                        sum_out: torch.Tensor | None, out: torch.Tensor) -> None:
     """x_next, norm_parts: the norm of x by norm_weight handed over (x_next = x * norm_weight;
     2-16 rows on the tensor-core path only, _norm_handoff.py). addend, addend_weight,
-    sum_out: tg.linear's add_normed and sum_out; with them norm_parts (x_next None) are the
-    addend's sums of squares, handed over by the call that wrote it (linear.added_parts)."""
+    sum_out: tg.linear's add_normed and sum_out."""
     x_rows = as_rows(x)
     weight = weight if weight.stride(-1) == 1 else weight.contiguous()
     rows, k = x_rows.shape
@@ -111,9 +110,8 @@ def _launch_linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
     decode_plan.launch(chosen, x_rows, weight, out.view(rows, -1), norm_weight, norm_eps, bias,
                        "rotary", None, pdl,
                        rotary_args(k_cache, v_cache, cos, sin, positions, slots, n_heads),
-                       handed=(x_next, norm_parts) if x_next is not None else None,
-                       added=added or NO_ADDED, head_norm=head_norm or NO_HEAD_NORM,
-                       added_parts=norm_parts if added else None)
+                       handed=(x_next, norm_parts) if norm_parts is not None else None,
+                       added=added or NO_ADDED, head_norm=head_norm or NO_HEAD_NORM)
     launched(x.device, pdl, writes, ((k_cache, v_cache), slots, positions))
 
 
@@ -207,13 +205,10 @@ def linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None 
                          strict=False)):
         check_no_overlap(out, name, t)
     if rows:
-        if add_normed is None:
-            handed = usable_handoff(x, weight, norm_weight)
-            parts = handed.parts if handed else None
-        else:  # a norm handed over with x is not the norm of x + rms_norm(h) * w; h's is
-            handed, parts = None, added_parts(x, weight, add_normed)
+        # a norm handed over with x is not the norm of x + rms_norm(h) * w
+        handed = usable_handoff(x, weight, norm_weight) if add_normed is None else None
         _run_linear_qkv(x, weight, bias, norm_weight, handed.x_next if handed else None,
-                        parts, norm_eps, cos, sin, positions, slots,
+                        handed.parts if handed else None, norm_eps, cos, sin, positions, slots,
                         k_cache, v_cache, n_heads, q_norm_weight, k_norm_weight,
                         *(add_normed or (None, None)), sum_out, out)
     return out

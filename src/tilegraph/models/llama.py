@@ -43,7 +43,6 @@ from ..dist.group import TensorParallel
 from ..dist.sharding import local_config, vocab_shard
 from ..kernels.decode_attention import decode_attention_in_layer
 from ..kernels.decode_inputs import decode_inputs
-from ..kernels.linear import makes_stream_in_loop
 from .llama_config import LlamaConfig, rope_frequencies
 
 
@@ -539,13 +538,9 @@ class Llama(nn.Module):
         c, rows = self.config, x.shape[0]
         # The norm after each residual projection, which its kernel hands over (on the
         # tensor-core path); a rank's partial sum before the all-reduce cannot, nor an
-        # output normalised before its add. That output's own norm instead (Gemma's post
-        # norms), where the next projection makes the stream in its K loop from it.
+        # output normalised before its add.
         hand_over = self.tp.size == 1 and not c.post_norms
-        post_hand_over = (self.tp.size == 1 and c.post_norms and ADD_NORMED_IN_PROLOGUE
-                          and POST_NORM_SUMS_HANDED_OVER)
         attn_norms = [layer.attn_norm for layer in self.layers[1:]] + [self.norm]
-        next_qkv = [layer.wqkv for layer in self.layers[1:]] + [None]
         pending = None
         for index, layer in enumerate(self.layers):
             k_layer, v_layer = cache.k[index], cache.v[index]
@@ -561,9 +556,7 @@ class Llama(nn.Module):
             output = tg.linear(attended, layer.wo, self._once(layer.bo),
                                residual=self._once(x) if not c.post_norms else None,
                                out=self.all_reduce.output(0, rows),
-                               next_norm_weight=layer.mlp_norm if hand_over else
-                               self._post_hand_over(post_hand_over, layer.post_attn_norm,
-                                                    rows, layer.w_gate_up),
+                               next_norm_weight=layer.mlp_norm if hand_over else None,
                                l2_ahead=self._gate_up_ahead(layer, cache, rows))
             x, pending = self._stream_after(x, self._reduce(output, 0, index),
                                             layer.post_attn_norm)
@@ -574,22 +567,10 @@ class Llama(nn.Module):
             output = tg.linear(hidden, layer.w_down, self._once(layer.b_down),
                                residual=self._once(x) if not c.post_norms else None,
                                out=self.all_reduce.output(1, rows),
-                               next_norm_weight=attn_norms[index] if hand_over else
-                               self._post_hand_over(post_hand_over, layer.post_mlp_norm,
-                                                    rows, next_qkv[index]))
+                               next_norm_weight=attn_norms[index] if hand_over else None)
             x, pending = self._stream_after(x, self._reduce(output, 1, index),
                                             layer.post_mlp_norm)
         return x, pending
-
-    @staticmethod
-    def _post_hand_over(wanted: bool, post_norm: torch.Tensor | None, rows: int,
-                        consumer: torch.Tensor | None) -> torch.Tensor | None:
-        """The post norm whose sums a residual projection hands over (its next_norm_weight),
-        where the projection that adds its normed output to the stream (consumer's weight)
-        makes that stream in its K loop from them; else None."""
-        if not wanted or post_norm is None or consumer is None:
-            return None
-        return post_norm if makes_stream_in_loop(rows, consumer) else None
 
     def _stream_after(self, x: torch.Tensor, output: torch.Tensor, norm: torch.Tensor | None
                       ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
@@ -634,11 +615,6 @@ class Llama(nn.Module):
 # add_normed) rather than by a kernel of their own; a module setting, so that
 # research/time_generator.py can time a Generator without it.
 ADD_NORMED_IN_PROLOGUE = True
-# At 3-16 rows (the tensor-core kernel), the residual projections hand their outputs' sums of
-# squares to the projection that adds those outputs normed, which then makes the stream in its
-# K loop where it can (tg.linear's makes_stream_in_loop) instead of after a norm kernel of its
-# own; a module setting, so that research/time_generator.py can time a Generator without it.
-POST_NORM_SUMS_HANDED_OVER = True
 
 
 def _causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
