@@ -688,15 +688,16 @@ def test_noise_is_uniform_and_decorrelated():
 
 
 @pytest.mark.parametrize("name", ["tiny-qwen3", "tiny-phi3", "tiny-granite", "tiny-smollm3",
-                                  "tiny-gemma2", "tiny-gemma3"])
+                                  "tiny-glm", "tiny-gemma2", "tiny-gemma3"])
 def test_greedy_tokens_equal_hf_per_family(name):
     """Qwen3's norms of each q and k head (a head_dim of 12 over a width of 32), Phi-3's
     stacked checkpoint matrices and sliding window, Granite's scalars, SmolLM3's layer
-    without rotary embeddings, Gemma's gated GELU, norms after attention and the MLP and
-    sliding layer (a window of 24 the 21 new tokens of the longer prompt pass), Gemma 2's
-    softcapped scores and logits, Gemma 3's local rotary base, through the Generator's
-    graphs: its greedy tokens are transformers' at batch 1 and 2 (Gemma's two layers, the
-    sliding one and the global one; the others' first)."""
+    without rotary embeddings, GLM's half-turned heads paired by neighbours, Gemma's gated
+    GELU, norms after attention and the MLP and sliding layer (a window of 24 the 21 new
+    tokens of the longer prompt pass), Gemma 2's softcapped scores and logits, Gemma 3's
+    local rotary base, through the Generator's graphs: its greedy tokens are transformers'
+    at batch 1 and 2 (Gemma's two layers, the sliding one and the global one; the others'
+    first)."""
     gemma = name.startswith("tiny-gemma")
     layers = {} if gemma else {"num_hidden_layers": 1}
     hf = random_hf_model(name, scale=5.0, **layers)

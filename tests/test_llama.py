@@ -14,8 +14,8 @@ from tilegraph.testing import MODEL_TOLERANCES, rel_error
 transformers = pytest.importorskip("transformers")
 
 TINY = ("tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3",
-        "tiny-granite", "tiny-ministral", "tiny-smollm3", "tiny-gemma", "tiny-gemma2",
-        "tiny-gemma3")
+        "tiny-granite", "tiny-ministral", "tiny-smollm3", "tiny-ernie4_5", "tiny-glm",
+        "tiny-gemma", "tiny-gemma2", "tiny-gemma3")
 
 
 def _load_through_directory(hf, tmp_path, device, **save):
@@ -260,6 +260,19 @@ def test_real_shapes_have_their_published_parameter_counts(name, published):
     publishes (Phi-3-mini's 3,821,079,552: q|k|v and gate|up stacked, nothing tied; Gemma 3
     1B's as KerasHub's preset lists it, four norms a layer and two head norms)."""
     assert LlamaConfig.from_hf(hf_config(name)).parameter_count() == published
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_every_preset_counts_the_parameters_transformers_builds(name):
+    """Each preset, read as tilegraph reads it, has as many parameters as transformers' model
+    of its config (built on the meta device: no memory): the same biases, norms, stacked and
+    tied matrices (ERNIE 4.5 0.3B 360,748,032, GLM-4 9B 9,399,951,360: the 0.36B and 9.4B
+    their cards give)."""
+    config = hf_config(name)
+    with torch.device("meta"):
+        hf = transformers.AutoModelForCausalLM.from_config(config)
+    assert LlamaConfig.from_hf(config).parameter_count() == sum(p.numel()
+                                                               for p in hf.parameters())
 
 
 def test_sliding_layers_as_transformers_builds_them():
@@ -613,6 +626,57 @@ def test_rotary_order_pairs_the_turned_dims_then_the_rest():
     assert pairs[48:] == [(96 + i, 112 + i) for i in range(16)]  # the unturned dims
 
 
+@pytest.mark.parametrize("head_dim, rotary_dim", [(8, 8), (16, 8), (128, 64)])
+def test_rotary_order_of_neighbouring_pairs_turns_them_as_transformers_does(head_dim,
+                                                                            rotary_dim):
+    """GLM's and ERNIE 4.5's rotary embeddings turn the neighbours (2i, 2i + 1) of a head's
+    first rotary_dim dims by the i-th frequency: the same turn after reordering by
+    rotary_order(..., interleaved=True), with the kernels' pairs (i, i + head_dim / 2) and
+    cos 1, sin 0 past rotary_dim / 2, gives transformers' result reordered alike."""
+    from tilegraph.models.hf_weights import rotary_order
+
+    x = torch.randn(5, head_dim, dtype=torch.float64)
+    angles = torch.rand(5, rotary_dim // 2, dtype=torch.float64) * 6
+    cos, sin = angles.cos(), angles.sin()
+    turned = x.clone()   # transformers' order: each neighbouring pair by its own angle
+    even, odd = x[:, 0:rotary_dim:2], x[:, 1:rotary_dim:2]
+    turned[:, 0:rotary_dim:2], turned[:, 1:rotary_dim:2] = (even * cos - odd * sin,
+                                                            odd * cos + even * sin)
+    order = rotary_order(head_dim, rotary_dim, interleaved=True)
+    assert sorted(order.tolist()) == list(range(head_dim))
+    half = head_dim // 2
+    pad = (0, half - rotary_dim // 2)
+    cos_k = torch.nn.functional.pad(cos, pad, value=1.0)   # unturned pairs: by nothing
+    sin_k = torch.nn.functional.pad(sin, pad, value=0.0)
+    first, second = x[:, order[:half]], x[:, order[half:]]
+    ours = torch.cat((first * cos_k - second * sin_k, second * cos_k + first * sin_k), dim=1)
+    assert torch.allclose(ours, turned[:, order], rtol=0, atol=1e-12)
+
+
+def test_interleaved_rotary_families_are_read_with_their_class_defaults():
+    """ERNIE 4.5's one bias flag for every projection and GLM's q|k|v bias; what their
+    config classes set where a config.json leaves it out (GLM: half of each head turned,
+    the biases; ERNIE 4.5: rope_theta 500000, tied embeddings)."""
+    ernie = LlamaConfig.from_hf(hf_config("tiny-ernie4_5"))
+    assert ernie.rotary_interleaved and ernie.rotary_dim == ernie.head_dim == 8
+    assert ernie.qkv_bias and ernie.o_bias and ernie.mlp_bias and ernie.tie_embeddings
+    glm = LlamaConfig.from_hf(hf_config("tiny-glm"))
+    assert glm.rotary_interleaved and glm.rotary_dim == 8 and glm.head_dim == 16
+    assert glm.qkv_bias and not glm.o_bias and not glm.mlp_bias and not glm.tie_embeddings
+    for name, left_out in (("tiny-glm", ("partial_rotary_factor", "attention_bias")),
+                           ("tiny-ernie4_5", ("rope_theta", "tie_word_embeddings"))):
+        values = hf_config(name).to_dict()
+        values.pop("rope_parameters", None)
+        for field in left_out:
+            values.pop(field, None)
+        config = LlamaConfig.from_hf(values)
+        if name == "tiny-glm":
+            assert config.rotary_dim == 8 and config.qkv_bias
+        else:
+            assert config.rope_theta == 500000.0 and config.tie_embeddings
+    assert not LlamaConfig.from_hf(hf_config("tiny-llama3")).rotary_interleaved
+
+
 def test_longrope_factors_must_cover_the_head():
     values = {**hf_config("tiny-phi3", **LONGROPE).to_dict(), "head_dim": 12}
     with pytest.raises(ValueError, match="short_factor has 4 values; 12 rotated dims have 6"):
@@ -750,13 +814,15 @@ def test_bad_token_ids_are_refused():
                                                 ("qwen2-0.5b", torch.float32, 3),
                                                 ("gemma3-1b", torch.bfloat16, 2),
                                                 ("gemma3-1b", torch.bfloat16, 8),
-                                                ("gemma2-2b", torch.bfloat16, 2)])
+                                                ("gemma2-2b", torch.bfloat16, 2),
+                                                ("ernie4.5-0.3b", torch.bfloat16, 3)])
 def test_real_shapes_teacher_forced_over_64_positions(name, dtype, batch):
     """Against fp32 transformers: within the dtype's tolerance, or 1.5x transformers' own
     error in that dtype at the same step (random weights make bf16 logits flat enough for
     transformers itself to be 3% off). TinyLlama at batch 2: its projections of 8-44 MiB take
     the persistent two-row GEMV. Gemma 3 1B at batch 8: the tensor-core kernel, its post-normed
-    outputs added to the stream by the small norm kernel just before each projection."""
+    outputs added to the stream by the small norm kernel just before each projection. ERNIE
+    4.5 at batch 3: heads of 128 reordered at load for its neighbouring rotary pairs."""
     hf = random_hf_model(name, dtype=dtype, device="cuda")
     model = Llama.from_hf(hf)
     ids = torch.randint(0, hf.config.vocab_size, (batch, 64), device="cuda")

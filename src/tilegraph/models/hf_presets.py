@@ -7,9 +7,10 @@ random weights of a real model's shape, built without a download.
 The real shapes come from each model's published config.json; the tiny ones keep every
 feature of their family (grouped-query heads, biases, tied embeddings, Llama 3 rope scaling,
 Qwen3's head norms and head_dim apart from the width, Phi-3's stacked matrices and sliding
-window, SmolLM3's layers without rotary embeddings, Granite's scalars, Gemma's gated GELU and
-norms after attention and the MLP, Gemma 2's softcaps, Gemma 3's local layers) at a size the
-Triton interpreter runs in seconds.
+window, SmolLM3's layers without rotary embeddings, Granite's scalars, GLM's and ERNIE 4.5's
+rotary embeddings over neighbouring dims, Gemma's gated GELU and norms after attention and
+the MLP, Gemma 2's softcaps, Gemma 3's local layers) at a size the Triton interpreter runs in
+seconds.
 """
 
 from __future__ import annotations
@@ -70,6 +71,20 @@ SHAPES: dict[str, dict] = {
                       attn_logit_softcapping=50.0, final_logit_softcapping=30.0,
                       hidden_activation="gelu_pytorch_tanh", max_position_embeddings=8192,
                       tie_word_embeddings=True),
+    # ERNIE 4.5's dense 0.3B: rotary embeddings over neighbouring dims (2i, 2i + 1) of a head
+    "ernie4.5-0.3b": dict(model_type="ernie4_5", vocab_size=103424, hidden_size=1024,
+                          intermediate_size=3072, num_hidden_layers=18, num_attention_heads=16,
+                          num_key_value_heads=2, head_dim=128, rms_norm_eps=1e-5,
+                          rope_theta=500000.0, tie_word_embeddings=True,
+                          max_position_embeddings=131072, use_bias=False),
+    # GLM-4 in transformers' Llama layout (THUDM's -hf checkpoints): q, k, v biases, half of
+    # each head turned by rotary embeddings over neighbouring dims, gate|up one matrix
+    "glm-4-9b": dict(model_type="glm", vocab_size=151552, hidden_size=4096,
+                     intermediate_size=13696, num_hidden_layers=40, num_attention_heads=32,
+                     num_key_value_heads=2, head_dim=128, rms_norm_eps=1.5625e-07,
+                     rope_theta=10000.0, partial_rotary_factor=0.5, attention_bias=True,
+                     tie_word_embeddings=False, max_position_embeddings=131072,
+                     pad_token_id=151329, eos_token_id=[151329, 151336, 151338]),
     # CPU sizes: every feature of the family, small enough for the interpreter.
     "tiny-llama3": dict(model_type="llama", vocab_size=67, hidden_size=32,
                         intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
@@ -123,6 +138,19 @@ SHAPES: dict[str, dict] = {
                            num_key_value_heads=2, head_dim=8, qkv_bias=True, bias=True,
                            max_position_embeddings=256, eos_token_id=2, pad_token_id=0,
                            bos_token_id=1),
+    # ERNIE 4.5: a bias on every projection; GLM: q, k, v biases, the first 8 of each head's
+    # 16 dims turned, pairs of neighbours both
+    "tiny-ernie4_5": dict(model_type="ernie4_5", vocab_size=67, hidden_size=32,
+                          intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                          num_key_value_heads=2, head_dim=8, rms_norm_eps=1e-5,
+                          rope_theta=10000.0, use_bias=True, max_position_embeddings=256,
+                          eos_token_id=2, pad_token_id=0, bos_token_id=1),
+    "tiny-glm": dict(model_type="glm", vocab_size=67, hidden_size=32, intermediate_size=48,
+                     num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                     head_dim=16, rms_norm_eps=1e-5, rope_theta=10000.0,
+                     partial_rotary_factor=0.5, attention_bias=True,
+                     max_position_embeddings=256, eos_token_id=2, pad_token_id=0,
+                     bos_token_id=1),
     # a sliding layer beside a full one, the window past what the tests reach
     "tiny-ministral": dict(model_type="ministral", vocab_size=67, hidden_size=32,
                            intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,

@@ -255,17 +255,17 @@ def _fold_scalars(model, config: LlamaConfig) -> None:
         model.norm.div_(logits_divisor)
 
 
-def rotary_order(head_dim: int, rotary_dim: int) -> torch.Tensor:
-    """Where each dim of a head comes from (new -> old) so that partial rotary embeddings
-    turn pairs (i, i + head_dim / 2), as every kernel pairs them: the pairs (i, i +
-    rotary_dim / 2) that transformers turns first, then its unturned dims paired the same
-    way (turned by nothing: Llama._rope_table). q and k reordered alike leave q . k as it
-    was."""
-    turned = rotary_dim // 2
+def rotary_order(head_dim: int, rotary_dim: int, interleaved: bool = False) -> torch.Tensor:
+    """Where each dim of a head comes from (new -> old) so that rotary embeddings turn pairs
+    (i, i + head_dim / 2), as every kernel pairs them: the pairs that transformers turns
+    first, (i, i + rotary_dim / 2), or (2i, 2i + 1) where `interleaved` (GLM's and ERNIE
+    4.5's), pair i by the i-th frequency either way; then the dims past rotary_dim (partial
+    rotary embeddings), paired the same way and turned by nothing (Llama._rope_table). q and
+    k reordered alike leave q . k as it was."""
+    turned = torch.arange(rotary_dim)
+    pairs = turned.view(-1, 2).T if interleaved else turned.view(2, -1)   # (2, rotary_dim / 2)
     unturned = torch.arange(rotary_dim, head_dim).view(2, -1)   # two halves of those dims
-    first = torch.cat((torch.arange(turned), unturned[0]))
-    second = torch.cat((torch.arange(turned, rotary_dim), unturned[1]))
-    return torch.cat((first, second))   # half of head_dim each
+    return torch.cat((pairs[0], unturned[0], pairs[1], unturned[1]))   # half a head each
 
 
 _ORDER = {"q": 0, "k": 1, "v": 2, "gate": 0, "up": 1}
@@ -315,8 +315,8 @@ def load_llama(cls, model_or_path, dtype: torch.dtype | None, device,
         if value.shape != (config.dim,):
             raise ValueError(f"{name}: checkpoint shape {tuple(value.shape)} does not match "
                              f"the config's ({config.dim},)")
-    order = (rotary_order(config.head_dim, config.rotary_dim)
-             if config.rotary_dim < config.head_dim else None)
+    order = (rotary_order(config.head_dim, config.rotary_dim, config.rotary_interleaved)
+             if config.rotary_dim < config.head_dim or config.rotary_interleaved else None)
     for name, parts in pieces.items():
         for part in ("q", "k") if order is not None else ():
             if part in parts:   # each head's dims in rotary_order (weights and biases alike)

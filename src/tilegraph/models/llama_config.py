@@ -29,8 +29,15 @@ import torch
 from ..kernels._activation import GLU_ACTIVATIONS as _GATED
 
 SUPPORTED_TYPES = ("llama", "mistral", "ministral", "phi3", "qwen2", "qwen3", "smollm3",
-                   "granite", "exaone", "internlm3", "gemma", "gemma2", "gemma3_text")
+                   "granite", "exaone", "internlm3", "ernie4_5", "glm", "gemma", "gemma2",
+                   "gemma3_text")
 GEMMA_TYPES = ("gemma", "gemma2", "gemma3_text")
+# Families whose rotary embeddings turn a head's neighbouring dims (2i, 2i + 1) together
+# (GPT-J's pairing; transformers' GLM and ERNIE 4.5), where Llama turns (i, i + d / 2)
+INTERLEAVED_ROTARY_TYPES = ("glm", "ernie4_5")
+# Families whose rotary embeddings may turn only a head's leading dims
+# (partial_rotary_factor): Phi-3 (Phi-4-mini's checkpoints) and GLM
+PARTIAL_ROTARY_TYPES = ("phi3", "glm")
 # Multimodal checkpoints whose language model tilegraph runs (on text): their type -> the
 # type of the text_config they hold
 _LANGUAGE_MODELS = {"gemma3": "gemma3_text"}
@@ -41,6 +48,9 @@ _FIELD_ALIASES = {
                "activation_function": "hidden_act"},
     "internlm3": {"qkv_bias": "attention_bias", "bias": "mlp_bias"},
 }
+# What the config classes of some families set where a config.json may leave a field out
+_CLASS_DEFAULTS = {"glm": {"partial_rotary_factor": 0.5, "attention_bias": True},
+                   "ernie4_5": {"rope_theta": 500000.0, "tie_word_embeddings": True}}
 SUPPORTED_ROPE = ("default", "llama3", "linear", "yarn", "longrope")
 # hidden_act (Gemma: hidden_activation) -> the gated activation of tg.linear the MLP runs
 _MLP_ACTIVATIONS = {"silu": "swiglu", "swish": "swiglu", "gelu": "geglu",
@@ -75,6 +85,10 @@ class LlamaConfig:
     # The leading dims of a head that rotary embeddings turn (Phi-4-mini: 96 of 128, its
     # partial_rotary_factor); 0: all of them.
     rotary_dim: int = 0
+    # The checkpoint's rotary embeddings turn the pairs (2i, 2i + 1) of those dims (GLM,
+    # ERNIE 4.5), not (i, i + rotary_dim / 2). The modules never read it: loading (from_hf)
+    # reorders each q and k head's dims into the pairs every kernel turns.
+    rotary_interleaved: bool = False
     tie_embeddings: bool = False
     qkv_bias: bool = False
     o_bias: bool = False
@@ -272,9 +286,9 @@ def _rotary_dim(rope: dict, values: dict) -> int:
     partial = rope.get("partial_rotary_factor", values.get("partial_rotary_factor", 1.0))
     if partial in (None, 1, 1.0):
         return 0
-    if values.get("model_type") != "phi3":
+    if values.get("model_type") not in PARTIAL_ROTARY_TYPES:
         raise _unsupported("partial_rotary_factor", partial, "rotary embeddings must cover "
-                           "the whole head but in Phi-3's")
+                           "the whole head but in Phi-3's and GLM's")
     head_dim = values.get("head_dim") or values["hidden_size"] // values["num_attention_heads"]
     return int(head_dim * partial)
 
@@ -339,7 +353,8 @@ def _fields_from_hf(values: dict) -> dict:
         raise _unsupported("model_type", model_type,
                            f"tilegraph runs {', '.join(SUPPORTED_TYPES)} models")
     aliases = _FIELD_ALIASES.get(model_type, {})
-    values = {**{ours: values[theirs] for theirs, ours in aliases.items() if theirs in values},
+    values = {**_CLASS_DEFAULTS.get(model_type, {}),
+              **{ours: values[theirs] for theirs, ours in aliases.items() if theirs in values},
               **values}
     for name in ("num_local_experts", "num_experts", "n_routed_experts"):
         if values.get(name):
@@ -364,13 +379,17 @@ def _fields_from_hf(values: dict) -> dict:
     # Gemma 2's and 3's default (Gemma 1 never slides)
     window = values.get("sliding_window", 4096 if gemma and model_type != "gemma" else None)
     sliding = _sliding_layers(values, model_type) if window is not None else None
-    if (model_type in ("llama", "granite", "exaone", "internlm3", "gemma")
+    if (model_type in ("llama", "granite", "exaone", "internlm3", "ernie4_5", "glm", "gemma")
             or (sliding is not None and not any(sliding))):
         window = sliding = None   # their attention is never windowed
     if model_type in ("llama", "qwen3", "smollm3", "granite", "exaone", "internlm3",
                       *GEMMA_TYPES):
         qkv_bias = o_bias = bool(values.get("attention_bias", False))
         mlp_bias = bool(values.get("mlp_bias", False))
+    elif model_type == "ernie4_5":   # one flag for every projection
+        qkv_bias = o_bias = mlp_bias = bool(values.get("use_bias", False))
+    elif model_type == "glm":   # q, k and v, never o or the MLP
+        qkv_bias, o_bias, mlp_bias = bool(values["attention_bias"]), False, False
     else:
         qkv_bias, o_bias, mlp_bias = model_type == "qwen2", False, False
     heads = values["num_attention_heads"]
@@ -387,6 +406,7 @@ def _fields_from_hf(values: dict) -> dict:
         mlp_activation=_MLP_ACTIVATIONS[activation],
         max_position_embeddings=values.get("max_position_embeddings", 4096),
         sliding_window=window, sliding_layers=sliding, model_type=model_type,
+        rotary_interleaved=model_type in INTERLEAVED_ROTARY_TYPES,
         **(_gemma_fields(values, model_type) if gemma else _rope_fields(values)),
         rope_layers=_rope_layers(values) if model_type == "smollm3" else None,
         **(_granite_scalars(values) if model_type == "granite" else {}))
