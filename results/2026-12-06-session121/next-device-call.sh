@@ -1,12 +1,15 @@
 #!/bin/bash
 # For session 122's device calls (timeout 560 each). Session 121 measured issue 17's grids and
-# issue 20's Qwen2-0.5B and TinyLlama-2048 targets on an H100; TinyLlama at batch 1 and 8
-# (prompt 128) ran out of its 150 s. PART=a: TinyLlama batch 1 and 8 (issue 20: 70% and 55%
-# of the floor) with the tuning kept for PART=b on the same warm machine. PART=b: TinyLlama
-# batch 1 against its peers (issue 20: >= 3x the hand-captured HF graph, >= 2x HF under
-# torch.compile reduce-overhead, >= 1.1x the plain Llama under max-autotune; last measured in
-# session 46). PART=c, on an H200 (kind nvidia-h200): Qwen2-0.5B batch 1 (49.3% there in
-# session 108; 61.9% of an H100's floor in session 121).
+# issue 20's Qwen2-0.5B and TinyLlama-2048 targets on an H100, then (CPU only) taught loading
+# GLM-4 and ERNIE 4.5 (rotary pairs of neighbouring dims, reordered at load). PART=a: their
+# tests on the GPU (the tiny families through the kernels, ERNIE 4.5 0.3B's real shape in
+# bf16 against transformers) and ERNIE 4.5 0.3B's demo at batch 1 and 8 against the
+# hand-captured HF graph. PART=b: TinyLlama batch 1 and 8 (issue 20: 70% and 55% of the
+# floor; prompt 128 ran out of 150 s in session 121). PART=c: TinyLlama batch 1 against its
+# peers (issue 20: >= 3x the hand-captured HF graph, >= 2x HF under torch.compile
+# reduce-overhead, >= 1.1x the plain Llama under max-autotune; last measured in session 46).
+# PART=d, on an H200 (kind nvidia-h200): Qwen2-0.5B batch 1 (49.3% there in session 108;
+# 61.9% of an H100's floor in session 121).
 set -u
 export PYTHONPATH=$PWD/src TILEGRAPH_CACHE_DIR=/tmp/tg-demo
 PART=${PART:-a}
@@ -18,8 +21,13 @@ demo() {  # name seconds args...
   echo "$name rc=$?" >> $OUT/0-gpu.txt
 }
 if [ "$PART" = a ]; then
-  demo tinyllama-b1-b8 400 --model tinyllama --batch 1,8 --variants tilegraph
+  timeout 240 python3 -m pytest -n 3 -q -rf --tb=short -p no:cacheprovider \
+    tests/test_llama.py tests/test_generate.py -k "ernie or glm" > $OUT/1-tests.txt 2>&1
+  echo "tests rc=$?" >> $OUT/0-gpu.txt
+  demo ernie-b1-b8 280 --model ernie4.5-0.3b --batch 1,8 --variants hf-graph,tilegraph
 elif [ "$PART" = b ]; then
+  demo tinyllama-b1-b8 400 --model tinyllama --batch 1,8 --variants tilegraph
+elif [ "$PART" = c ]; then
   demo tinyllama-b1-peers 520 --model tinyllama --batch 1 \
     --variants hf-graph,hf-compile,plain-autotune,tilegraph
 else
