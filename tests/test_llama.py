@@ -15,7 +15,7 @@ transformers = pytest.importorskip("transformers")
 
 TINY = ("tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3",
         "tiny-granite", "tiny-ministral", "tiny-smollm3", "tiny-ernie4_5", "tiny-glm",
-        "tiny-gemma", "tiny-gemma2", "tiny-gemma3")
+        "tiny-glm4", "tiny-gemma", "tiny-gemma2", "tiny-gemma3")
 
 
 def _load_through_directory(hf, tmp_path, device, **save):
@@ -654,23 +654,29 @@ def test_rotary_order_of_neighbouring_pairs_turns_them_as_transformers_does(head
 
 
 def test_interleaved_rotary_families_are_read_with_their_class_defaults():
-    """ERNIE 4.5's one bias flag for every projection and GLM's q|k|v bias; what their
-    config classes set where a config.json leaves it out (GLM: half of each head turned,
-    the biases; ERNIE 4.5: rope_theta 500000, tied embeddings)."""
+    """ERNIE 4.5's one bias flag for every projection and GLM's q|k|v bias (GLM-4-0414's
+    too, with its norms after attention and the MLP, which scale by their weights alone);
+    what their config classes set where a config.json leaves it out (GLM: half of each head
+    turned, the biases; ERNIE 4.5: rope_theta 500000, tied embeddings)."""
     ernie = LlamaConfig.from_hf(hf_config("tiny-ernie4_5"))
     assert ernie.rotary_interleaved and ernie.rotary_dim == ernie.head_dim == 8
     assert ernie.qkv_bias and ernie.o_bias and ernie.mlp_bias and ernie.tie_embeddings
     glm = LlamaConfig.from_hf(hf_config("tiny-glm"))
     assert glm.rotary_interleaved and glm.rotary_dim == 8 and glm.head_dim == 16
     assert glm.qkv_bias and not glm.o_bias and not glm.mlp_bias and not glm.tie_embeddings
+    assert not glm.post_norms
+    glm4 = LlamaConfig.from_hf(hf_config("tiny-glm4"))
+    assert dataclasses.replace(glm4, post_norms=False, model_type="glm") == glm
+    assert glm4.post_norms and not glm4.norm_plus_one
     for name, left_out in (("tiny-glm", ("partial_rotary_factor", "attention_bias")),
+                           ("tiny-glm4", ("partial_rotary_factor", "attention_bias")),
                            ("tiny-ernie4_5", ("rope_theta", "tie_word_embeddings"))):
         values = hf_config(name).to_dict()
         values.pop("rope_parameters", None)
         for field in left_out:
             values.pop(field, None)
         config = LlamaConfig.from_hf(values)
-        if name == "tiny-glm":
+        if name.startswith("tiny-glm"):
             assert config.rotary_dim == 8 and config.qkv_bias
         else:
             assert config.rope_theta == 500000.0 and config.tie_embeddings

@@ -141,6 +141,9 @@ _RENAMES = {"exaone": [(r"^transformer\.wte\.", "model.embed_tokens."),
                        (r"\.mlp\.c_fc_1\.", ".mlp.up_proj."),
                        (r"\.mlp\.c_proj\.", ".mlp.down_proj.")],
             "gemma2": _GEMMA_NORMS,
+            # GLM-4-0414: its post_attention_layernorm is Llama's (before the MLP)
+            "glm4": [(r"\.post_self_attn_layernorm\.", ".post_attn_norm."),
+                     (r"\.post_mlp_layernorm\.", ".post_mlp_norm.")],
             # Gemma 3: a multimodal checkpoint's language model under its prefix (as
             # transformers 5 and 4 save it)
             "gemma3_text": [(r"^model\.language_model\.", "model."),

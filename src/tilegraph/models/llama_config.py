@@ -29,15 +29,15 @@ import torch
 from ..kernels._activation import GLU_ACTIVATIONS as _GATED
 
 SUPPORTED_TYPES = ("llama", "mistral", "ministral", "phi3", "qwen2", "qwen3", "smollm3",
-                   "granite", "exaone", "internlm3", "ernie4_5", "glm", "gemma", "gemma2",
-                   "gemma3_text")
+                   "granite", "exaone", "internlm3", "ernie4_5", "glm", "glm4", "gemma",
+                   "gemma2", "gemma3_text")
 GEMMA_TYPES = ("gemma", "gemma2", "gemma3_text")
 # Families whose rotary embeddings turn a head's neighbouring dims (2i, 2i + 1) together
 # (GPT-J's pairing; transformers' GLM and ERNIE 4.5), where Llama turns (i, i + d / 2)
-INTERLEAVED_ROTARY_TYPES = ("glm", "ernie4_5")
+INTERLEAVED_ROTARY_TYPES = ("glm", "glm4", "ernie4_5")
 # Families whose rotary embeddings may turn only a head's leading dims
 # (partial_rotary_factor): Phi-3 (Phi-4-mini's checkpoints) and GLM
-PARTIAL_ROTARY_TYPES = ("phi3", "glm")
+PARTIAL_ROTARY_TYPES = ("phi3", "glm", "glm4")
 # Multimodal checkpoints whose language model tilegraph runs (on text): their type -> the
 # type of the text_config they hold
 _LANGUAGE_MODELS = {"gemma3": "gemma3_text"}
@@ -50,6 +50,7 @@ _FIELD_ALIASES = {
 }
 # What the config classes of some families set where a config.json may leave a field out
 _CLASS_DEFAULTS = {"glm": {"partial_rotary_factor": 0.5, "attention_bias": True},
+                   "glm4": {"partial_rotary_factor": 0.5, "attention_bias": True},
                    "ernie4_5": {"rope_theta": 500000.0, "tie_word_embeddings": True}}
 SUPPORTED_ROPE = ("default", "llama3", "linear", "yarn", "longrope")
 # hidden_act (Gemma: hidden_activation) -> the gated activation of tg.linear the MLP runs
@@ -379,8 +380,8 @@ def _fields_from_hf(values: dict) -> dict:
     # Gemma 2's and 3's default (Gemma 1 never slides)
     window = values.get("sliding_window", 4096 if gemma and model_type != "gemma" else None)
     sliding = _sliding_layers(values, model_type) if window is not None else None
-    if (model_type in ("llama", "granite", "exaone", "internlm3", "ernie4_5", "glm", "gemma")
-            or (sliding is not None and not any(sliding))):
+    if (model_type in ("llama", "granite", "exaone", "internlm3", "ernie4_5", "glm", "glm4",
+                       "gemma") or (sliding is not None and not any(sliding))):
         window = sliding = None   # their attention is never windowed
     if model_type in ("llama", "qwen3", "smollm3", "granite", "exaone", "internlm3",
                       *GEMMA_TYPES):
@@ -388,7 +389,7 @@ def _fields_from_hf(values: dict) -> dict:
         mlp_bias = bool(values.get("mlp_bias", False))
     elif model_type == "ernie4_5":   # one flag for every projection
         qkv_bias = o_bias = mlp_bias = bool(values.get("use_bias", False))
-    elif model_type == "glm":   # q, k and v, never o or the MLP
+    elif model_type in ("glm", "glm4"):   # q, k and v, never o or the MLP
         qkv_bias, o_bias, mlp_bias = bool(values["attention_bias"]), False, False
     else:
         qkv_bias, o_bias, mlp_bias = model_type == "qwen2", False, False
@@ -407,6 +408,8 @@ def _fields_from_hf(values: dict) -> dict:
         max_position_embeddings=values.get("max_position_embeddings", 4096),
         sliding_window=window, sliding_layers=sliding, model_type=model_type,
         rotary_interleaved=model_type in INTERLEAVED_ROTARY_TYPES,
+        # GLM-4-0414's norms after attention and the MLP (Gemma 2's and 3's: _gemma_fields)
+        **({"post_norms": True} if model_type == "glm4" else {}),
         **(_gemma_fields(values, model_type) if gemma else _rope_fields(values)),
         rope_layers=_rope_layers(values) if model_type == "smollm3" else None,
         **(_granite_scalars(values) if model_type == "granite" else {}))
