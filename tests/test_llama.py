@@ -15,7 +15,7 @@ transformers = pytest.importorskip("transformers")
 
 TINY = ("tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3",
         "tiny-granite", "tiny-ministral", "tiny-smollm3", "tiny-ernie4_5", "tiny-glm",
-        "tiny-glm4", "tiny-gemma", "tiny-gemma2", "tiny-gemma3")
+        "tiny-glm4", "tiny-helium", "tiny-gemma", "tiny-gemma2", "tiny-gemma3")
 
 
 def _load_through_directory(hf, tmp_path, device, **save):
@@ -654,10 +654,11 @@ def test_rotary_order_of_neighbouring_pairs_turns_them_as_transformers_does(head
 
 
 def test_interleaved_rotary_families_are_read_with_their_class_defaults():
-    """ERNIE 4.5's one bias flag for every projection and GLM's q|k|v bias (GLM-4-0414's
-    too, with its norms after attention and the MLP, which scale by their weights alone);
-    what their config classes set where a config.json leaves it out (GLM: half of each head
-    turned, the biases; ERNIE 4.5: rope_theta 500000, tied embeddings)."""
+    """ERNIE 4.5's one bias flag for every projection, GLM's q|k|v bias (GLM-4-0414's too,
+    with its norms after attention and the MLP, which scale by their weights alone) and
+    Helium's (attention_bias, never on o); what their config classes set where a config.json
+    leaves it out (GLM: half of each head turned, the biases; ERNIE 4.5: rope_theta 500000,
+    tied embeddings; Helium: rope_theta 100000)."""
     ernie = LlamaConfig.from_hf(hf_config("tiny-ernie4_5"))
     assert ernie.rotary_interleaved and ernie.rotary_dim == ernie.head_dim == 8
     assert ernie.qkv_bias and ernie.o_bias and ernie.mlp_bias and ernie.tie_embeddings
@@ -668,9 +669,13 @@ def test_interleaved_rotary_families_are_read_with_their_class_defaults():
     glm4 = LlamaConfig.from_hf(hf_config("tiny-glm4"))
     assert dataclasses.replace(glm4, post_norms=False, model_type="glm") == glm
     assert glm4.post_norms and not glm4.norm_plus_one
+    helium = LlamaConfig.from_hf(hf_config("tiny-helium"))
+    assert helium.rotary_interleaved and helium.rotary_dim == helium.head_dim
+    assert helium.qkv_bias and not helium.o_bias and helium.mlp_bias
     for name, left_out in (("tiny-glm", ("partial_rotary_factor", "attention_bias")),
                            ("tiny-glm4", ("partial_rotary_factor", "attention_bias")),
-                           ("tiny-ernie4_5", ("rope_theta", "tie_word_embeddings"))):
+                           ("tiny-ernie4_5", ("rope_theta", "tie_word_embeddings")),
+                           ("tiny-helium", ("rope_theta",))):
         values = hf_config(name).to_dict()
         values.pop("rope_parameters", None)
         for field in left_out:
@@ -678,6 +683,8 @@ def test_interleaved_rotary_families_are_read_with_their_class_defaults():
         config = LlamaConfig.from_hf(values)
         if name.startswith("tiny-glm"):
             assert config.rotary_dim == 8 and config.qkv_bias
+        elif name == "tiny-helium":
+            assert config.rope_theta == 100000.0
         else:
             assert config.rope_theta == 500000.0 and config.tie_embeddings
     assert not LlamaConfig.from_hf(hf_config("tiny-llama3")).rotary_interleaved
