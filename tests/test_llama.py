@@ -460,12 +460,13 @@ def test_granite_scalars_are_read_and_checked():
 
 @pytest.mark.parametrize("name, overrides", [
     ("tiny-qwen3", {"attention_bias": True}),
-    ("tiny-granite", {"attention_bias": True, "mlp_bias": True})])
+    ("tiny-granite", {"attention_bias": True, "mlp_bias": True}),
+    ("tiny-seed_oss", {"attention_bias": True, "attention_out_bias": True, "mlp_bias": True})])
 def test_biases_match_hf(name, overrides, tmp_path, device):
-    """attention_bias gives Qwen3 and Granite a bias on q, k, v and o (Qwen2: q, k, v only);
-    Granite's attention multiplier is folded into q's bias, its residual multiplier into the
-    output and down projections' biases: the reference forward and the fused path's prefill
-    and decode steps against HF."""
+    """attention_bias gives Qwen3 and Granite a bias on q, k, v and o (Qwen2: q, k, v only;
+    Seed-OSS: o's by attention_out_bias); Granite's attention multiplier is folded into q's
+    bias, its residual multiplier into the output and down projections' biases: the
+    reference forward and the fused path's prefill and decode steps against HF."""
     hf = random_hf_model(name, scale=5.0, **overrides)
     model = _load_through_directory(hf, tmp_path, device)
     layer = model.layers[0]
@@ -653,12 +654,13 @@ def test_rotary_order_of_neighbouring_pairs_turns_them_as_transformers_does(head
     assert torch.allclose(ours, turned[:, order], rtol=0, atol=1e-12)
 
 
-def test_interleaved_rotary_families_are_read_with_their_class_defaults():
-    """ERNIE 4.5's one bias flag for every projection, GLM's q|k|v bias (GLM-4-0414's too,
-    with its norms after attention and the MLP, which scale by their weights alone) and
-    Helium's (attention_bias, never on o); what their config classes set where a config.json
-    leaves it out (GLM: half of each head turned, the biases; ERNIE 4.5: rope_theta 500000,
-    tied embeddings; Helium: rope_theta 100000)."""
+def test_families_read_with_their_bias_flags_and_class_defaults():
+    """ERNIE 4.5's one bias flag for every projection; GLM's q|k|v bias (GLM-4-0414's too,
+    with its norms after attention and the MLP, which scale by their weights alone);
+    Helium's attention_bias (never on o) and Seed-OSS's (o's by attention_out_bias, its
+    rotary pairs Llama's); what their config classes set where a config.json leaves it out
+    (GLM: half of each head turned, the biases; ERNIE 4.5: rope_theta 500000, tied
+    embeddings; Helium: rope_theta 100000)."""
     ernie = LlamaConfig.from_hf(hf_config("tiny-ernie4_5"))
     assert ernie.rotary_interleaved and ernie.rotary_dim == ernie.head_dim == 8
     assert ernie.qkv_bias and ernie.o_bias and ernie.mlp_bias and ernie.tie_embeddings
@@ -672,6 +674,8 @@ def test_interleaved_rotary_families_are_read_with_their_class_defaults():
     helium = LlamaConfig.from_hf(hf_config("tiny-helium"))
     assert helium.rotary_interleaved and helium.rotary_dim == helium.head_dim
     assert helium.qkv_bias and not helium.o_bias and helium.mlp_bias
+    seed = LlamaConfig.from_hf(hf_config("tiny-seed_oss", attention_out_bias=False))
+    assert seed.qkv_bias and not seed.o_bias and seed.mlp_bias and not seed.rotary_interleaved
     for name, left_out in (("tiny-glm", ("partial_rotary_factor", "attention_bias")),
                            ("tiny-glm4", ("partial_rotary_factor", "attention_bias")),
                            ("tiny-ernie4_5", ("rope_theta", "tie_word_embeddings")),

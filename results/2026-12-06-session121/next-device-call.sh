@@ -22,7 +22,7 @@ demo() {  # name seconds args...
 }
 if [ "$PART" = a ]; then
   timeout 240 python3 -m pytest -n 3 -q -rf --tb=short -p no:cacheprovider \
-    tests/test_llama.py tests/test_generate.py -k "ernie or glm or helium" > $OUT/1-tests.txt 2>&1
+    tests/test_llama.py tests/test_generate.py -k "ernie or glm or helium or seed_oss" > $OUT/1-tests.txt 2>&1
   echo "tests rc=$?" >> $OUT/0-gpu.txt
   demo ernie-b1-b8 280 --model ernie4.5-0.3b --batch 1,8 --variants hf-graph,tilegraph
 elif [ "$PART" = b ]; then

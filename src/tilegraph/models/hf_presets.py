@@ -165,6 +165,13 @@ SHAPES: dict[str, dict] = {
                         rope_theta=10000.0, attention_bias=True, mlp_bias=True,
                         max_position_embeddings=256, eos_token_id=2, pad_token_id=0,
                         bos_token_id=1),
+    # Seed-OSS: Llama's layer, a bias flag each for q|k|v, o and the MLP
+    "tiny-seed_oss": dict(model_type="seed_oss", vocab_size=67, hidden_size=32,
+                          intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                          num_key_value_heads=2, head_dim=8, rms_norm_eps=1e-6,
+                          rope_theta=10000.0, attention_bias=True, attention_out_bias=True,
+                          mlp_bias=True, max_position_embeddings=256, eos_token_id=2,
+                          pad_token_id=0, bos_token_id=1),
     # a sliding layer beside a full one, the window past what the tests reach
     "tiny-ministral": dict(model_type="ministral", vocab_size=67, hidden_size=32,
                            intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,

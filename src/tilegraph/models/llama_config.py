@@ -30,7 +30,7 @@ from ..kernels._activation import GLU_ACTIVATIONS as _GATED
 
 SUPPORTED_TYPES = ("llama", "mistral", "ministral", "phi3", "qwen2", "qwen3", "smollm3",
                    "granite", "exaone", "internlm3", "ernie4_5", "glm", "glm4", "helium",
-                   "gemma", "gemma2", "gemma3_text")
+                   "seed_oss", "gemma", "gemma2", "gemma3_text")
 GEMMA_TYPES = ("gemma", "gemma2", "gemma3_text")
 # Families whose rotary embeddings turn a head's neighbouring dims (2i, 2i + 1) together
 # (GPT-J's pairing; transformers' GLM, ERNIE 4.5 and Helium), where Llama turns (i, i + d / 2)
@@ -48,11 +48,15 @@ _FIELD_ALIASES = {
                "activation_function": "hidden_act"},
     "internlm3": {"qkv_bias": "attention_bias", "bias": "mlp_bias"},
 }
+# Families whose attention transformers never windows, whatever sliding_window says
+_NEVER_WINDOWED = ("llama", "granite", "exaone", "internlm3", "ernie4_5", "glm", "glm4",
+                   "helium", "seed_oss", "gemma")
 # What the config classes of some families set where a config.json may leave a field out
 _CLASS_DEFAULTS = {"glm": {"partial_rotary_factor": 0.5, "attention_bias": True},
                    "glm4": {"partial_rotary_factor": 0.5, "attention_bias": True},
                    "ernie4_5": {"rope_theta": 500000.0, "tie_word_embeddings": True},
-                   "helium": {"rope_theta": 100000.0}}
+                   "helium": {"rope_theta": 100000.0},
+                   "seed_oss": {"attention_bias": True}}
 SUPPORTED_ROPE = ("default", "llama3", "linear", "yarn", "longrope")
 # hidden_act (Gemma: hidden_activation) -> the gated activation of tg.linear the MLP runs
 _MLP_ACTIVATIONS = {"silu": "swiglu", "swish": "swiglu", "gelu": "geglu",
@@ -381,9 +385,8 @@ def _fields_from_hf(values: dict) -> dict:
     # Gemma 2's and 3's default (Gemma 1 never slides)
     window = values.get("sliding_window", 4096 if gemma and model_type != "gemma" else None)
     sliding = _sliding_layers(values, model_type) if window is not None else None
-    if (model_type in ("llama", "granite", "exaone", "internlm3", "ernie4_5", "glm", "glm4",
-                       "helium", "gemma") or (sliding is not None and not any(sliding))):
-        window = sliding = None   # their attention is never windowed
+    if model_type in _NEVER_WINDOWED or (sliding is not None and not any(sliding)):
+        window = sliding = None
     if model_type in ("llama", "qwen3", "smollm3", "granite", "exaone", "internlm3",
                       *GEMMA_TYPES):
         qkv_bias = o_bias = bool(values.get("attention_bias", False))
@@ -392,8 +395,9 @@ def _fields_from_hf(values: dict) -> dict:
         qkv_bias = o_bias = mlp_bias = bool(values.get("use_bias", False))
     elif model_type in ("glm", "glm4"):   # q, k and v, never o or the MLP
         qkv_bias, o_bias, mlp_bias = bool(values["attention_bias"]), False, False
-    elif model_type == "helium":   # attention_bias for q, k and v, never o
-        qkv_bias, o_bias = bool(values.get("attention_bias", False)), False
+    elif model_type in ("helium", "seed_oss"):   # o's bias apart (Helium: never)
+        qkv_bias = bool(values.get("attention_bias", False))
+        o_bias = bool(values.get("attention_out_bias", False))
         mlp_bias = bool(values.get("mlp_bias", False))
     else:
         qkv_bias, o_bias, mlp_bias = model_type == "qwen2", False, False
