@@ -71,14 +71,16 @@ SHAPES: dict[str, dict] = {
                       attn_logit_softcapping=50.0, final_logit_softcapping=30.0,
                       hidden_activation="gelu_pytorch_tanh", max_position_embeddings=8192,
                       tie_word_embeddings=True),
-    # ERNIE 4.5's dense 0.3B: rotary embeddings over neighbouring dims (2i, 2i + 1) of a head
+    # ERNIE 4.5's dense 0.3B (baidu/ERNIE-4.5-0.3B-PT, as transformers' Ernie4_5Config
+    # defaults give it): rotary embeddings over neighbouring dims (2i, 2i + 1) of a head
     "ernie4.5-0.3b": dict(model_type="ernie4_5", vocab_size=103424, hidden_size=1024,
                           intermediate_size=3072, num_hidden_layers=18, num_attention_heads=16,
                           num_key_value_heads=2, head_dim=128, rms_norm_eps=1e-5,
                           rope_theta=500000.0, tie_word_embeddings=True,
                           max_position_embeddings=131072, use_bias=False),
-    # GLM-4 in transformers' Llama layout (THUDM's -hf checkpoints): q, k, v biases, half of
-    # each head turned by rotary embeddings over neighbouring dims, gate|up one matrix
+    # GLM-4 in transformers' Llama layout (THUDM's -hf checkpoints), glm-4-9b-chat's shape as
+    # transformers' GlmConfig defaults give it: q, k, v biases, half of each head turned by
+    # rotary embeddings over neighbouring dims, gate|up one matrix
     "glm-4-9b": dict(model_type="glm", vocab_size=151552, hidden_size=4096,
                      intermediate_size=13696, num_hidden_layers=40, num_attention_heads=32,
                      num_key_value_heads=2, head_dim=128, rms_norm_eps=1.5625e-07,
