@@ -7,10 +7,10 @@ random weights of a real model's shape, built without a download.
 The real shapes come from each model's published config.json; the tiny ones keep every
 feature of their family (grouped-query heads, biases, tied embeddings, Llama 3 rope scaling,
 Qwen3's head norms and head_dim apart from the width, Phi-3's stacked matrices and sliding
-window, SmolLM3's layers without rotary embeddings, Granite's scalars, GLM's and ERNIE 4.5's
-rotary embeddings over neighbouring dims, Gemma's gated GELU and norms after attention and
-the MLP, Gemma 2's softcaps, Gemma 3's local layers) at a size the Triton interpreter runs in
-seconds.
+window, SmolLM3's layers without rotary embeddings, Granite's scalars, GLM's, ERNIE 4.5's
+and Helium's rotary embeddings over neighbouring dims, Gemma's gated GELU and norms after
+attention and the MLP, Gemma 2's softcaps, Gemma 3's local layers) at a size the Triton
+interpreter runs in seconds.
 """
 
 from __future__ import annotations

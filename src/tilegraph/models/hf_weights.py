@@ -261,10 +261,10 @@ def _fold_scalars(model, config: LlamaConfig) -> None:
 def rotary_order(head_dim: int, rotary_dim: int, interleaved: bool = False) -> torch.Tensor:
     """Where each dim of a head comes from (new -> old) so that rotary embeddings turn pairs
     (i, i + head_dim / 2), as every kernel pairs them: the pairs that transformers turns
-    first, (i, i + rotary_dim / 2), or (2i, 2i + 1) where `interleaved` (GLM's and ERNIE
-    4.5's), pair i by the i-th frequency either way; then the dims past rotary_dim (partial
-    rotary embeddings), paired the same way and turned by nothing (Llama._rope_table). q and
-    k reordered alike leave q . k as it was."""
+    first, (i, i + rotary_dim / 2), or (2i, 2i + 1) where `interleaved` (GLM's, ERNIE
+    4.5's, Helium's), pair i by the i-th frequency either way; then the dims past
+    rotary_dim (partial rotary embeddings), paired the same way and turned by nothing
+    (Llama._rope_table). q and k reordered alike leave q . k as it was."""
     turned = torch.arange(rotary_dim)
     pairs = turned.view(-1, 2).T if interleaved else turned.view(2, -1)   # (2, rotary_dim / 2)
     unturned = torch.arange(rotary_dim, head_dim).view(2, -1)   # two halves of those dims
