@@ -278,8 +278,9 @@ def test_every_preset_counts_the_parameters_transformers_builds(name):
 def test_sliding_layers_as_transformers_builds_them():
     """Which layers slide: those layer_types names (Qwen2/3 only with use_sliding_window,
     which transformers needs to keep the window), else Qwen's from max_window_layers on,
-    SmolLM3's without rotary embeddings, every Ministral, Mistral and Phi-3 layer; a window
-    no layer uses is dropped; Llama never slides."""
+    SmolLM3's without rotary embeddings, every Ministral, Mistral and Phi-3 layer, CWM's
+    but every fourth from the first (and its window of 8192 where a config.json gives
+    none); a window no layer uses is dropped; Llama never slides."""
     def read(name, **change):
         config = LlamaConfig.from_hf({**hf_config(name).to_dict(), "sliding_window": 8,
                                       **change})
@@ -296,6 +297,11 @@ def test_sliding_layers_as_transformers_builds_them():
     assert read("tiny-smollm3", use_sliding_window=True, layer_types=None) == (8, (False, True))
     assert read("tiny-mistral") == (8, None) and read("tiny-phi3") == (8, None)
     assert read("tiny-llama3") == (None, None)
+    assert read("tiny-cwm", num_hidden_layers=5, layer_types=None) == (
+        8, (False, True, True, True, False))
+    values = {**hf_config("tiny-cwm").to_dict(), "layer_types": None}
+    del values["sliding_window"]
+    assert LlamaConfig.from_hf(values).sliding_window == 8192
     config = LlamaConfig.from_hf({**hf_config("tiny-ministral").to_dict(),
                                   "sliding_window": 8, "layer_types": mixed})
     assert [config.window(i) for i in range(2)] == [None, 8]
@@ -525,7 +531,7 @@ def test_unsupported_fields_are_named(change, field):
 @pytest.mark.parametrize("name, overrides", [
     ("tiny-mistral", {}), ("tiny-phi3", {}),
     ("tiny-ministral", {"layer_types": ["sliding_attention", "full_attention"]}),
-    ("tiny-gemma2", {}), ("tiny-gemma3", {}),
+    ("tiny-gemma2", {}), ("tiny-gemma3", {}), ("tiny-cwm", {}),
     ("tiny-qwen2", {"use_sliding_window": True, "max_window_layers": 1}),
 ])
 def test_sliding_windows_past_the_cache_match_hf(name, overrides, tmp_path, device):

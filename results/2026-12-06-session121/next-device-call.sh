@@ -2,7 +2,7 @@
 # For session 122's device calls (timeout 560 each). Session 121 measured issue 17's grids and
 # issue 20's Qwen2-0.5B and TinyLlama-2048 targets on an H100, then (CPU only) taught loading
 # GLM-4, GLM-4-0414, ERNIE 4.5 and Helium (rotary pairs of neighbouring dims, reordered at
-# load) and Seed-OSS. PART=a: their tests on the GPU (the tiny families through the
+# load), Seed-OSS and CWM. PART=a: their tests on the GPU (the tiny families through the
 # kernels, ERNIE 4.5 0.3B's real shape in bf16 against transformers) and ERNIE 4.5 0.3B's
 # demo at batch 1 and 8 against the hand-captured HF graph. PART=b: TinyLlama batch 1 and 8 (issue 20: 70% and 55% of the
 # floor; prompt 128 ran out of 150 s in session 121). PART=c: TinyLlama batch 1 against its
@@ -22,7 +22,7 @@ demo() {  # name seconds args...
 }
 if [ "$PART" = a ]; then
   timeout 240 python3 -m pytest -n 3 -q -rf --tb=short -p no:cacheprovider \
-    tests/test_llama.py tests/test_generate.py -k "ernie or glm or helium or seed_oss" \
+    tests/test_llama.py tests/test_generate.py -k "ernie or glm or helium or seed_oss or cwm" \
     > $OUT/1-tests.txt 2>&1
   echo "tests rc=$?" >> $OUT/0-gpu.txt
   demo ernie-b1-b8 280 --model ernie4.5-0.3b --batch 1,8 --variants hf-graph,tilegraph

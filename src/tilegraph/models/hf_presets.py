@@ -174,6 +174,17 @@ SHAPES: dict[str, dict] = {
                           rope_theta=10000.0, attention_bias=True, attention_out_bias=True,
                           mlp_bias=True, max_position_embeddings=256, eos_token_id=2,
                           pad_token_id=0, bos_token_id=1),
+    # CWM: Llama 3's layer and rope scaling, three sliding layers to a full one (a window the
+    # 64-position tests pass)
+    "tiny-cwm": dict(model_type="cwm", vocab_size=67, hidden_size=32, intermediate_size=48,
+                     num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                     head_dim=8, rms_norm_eps=1e-5, sliding_window=24,
+                     rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0,
+                                      "factor": 8.0, "low_freq_factor": 1.0,
+                                      "high_freq_factor": 4.0,
+                                      "original_max_position_embeddings": 16},
+                     max_position_embeddings=256, eos_token_id=2, pad_token_id=0,
+                     bos_token_id=1),
     # a sliding layer beside a full one, the window past what the tests reach
     "tiny-ministral": dict(model_type="ministral", vocab_size=67, hidden_size=32,
                            intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,

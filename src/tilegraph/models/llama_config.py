@@ -30,7 +30,7 @@ from ..kernels._activation import GLU_ACTIVATIONS as _GATED
 
 SUPPORTED_TYPES = ("llama", "mistral", "ministral", "phi3", "qwen2", "qwen3", "smollm3",
                    "granite", "exaone", "internlm3", "ernie4_5", "glm", "glm4", "helium",
-                   "seed_oss", "gemma", "gemma2", "gemma3_text")
+                   "seed_oss", "cwm", "gemma", "gemma2", "gemma3_text")
 GEMMA_TYPES = ("gemma", "gemma2", "gemma3_text")
 # Families whose rotary embeddings turn a head's neighbouring dims (2i, 2i + 1) together
 # (GPT-J's pairing; transformers' GLM, ERNIE 4.5 and Helium), where Llama turns (i, i + d / 2)
@@ -56,7 +56,12 @@ _CLASS_DEFAULTS = {"glm": {"partial_rotary_factor": 0.5, "attention_bias": True}
                    "glm4": {"partial_rotary_factor": 0.5, "attention_bias": True},
                    "ernie4_5": {"rope_theta": 500000.0, "tie_word_embeddings": True},
                    "helium": {"rope_theta": 100000.0},
-                   "seed_oss": {"attention_bias": True}}
+                   "seed_oss": {"attention_bias": True},
+                   "cwm": {"sliding_window": 8192,
+                           "rope_parameters": {"rope_type": "llama3", "rope_theta": 1e6,
+                                               "factor": 16.0, "low_freq_factor": 1.0,
+                                               "high_freq_factor": 4.0,
+                                               "original_max_position_embeddings": 8192}}}
 SUPPORTED_ROPE = ("default", "llama3", "linear", "yarn", "longrope")
 # hidden_act (Gemma: hidden_activation) -> the gated activation of tg.linear the MLP runs
 _MLP_ACTIVATIONS = {"silu": "swiglu", "swish": "swiglu", "gelu": "geglu",
@@ -483,11 +488,12 @@ def _sliding_layers(values: dict, model_type: str) -> tuple[bool, ...] | None:
     none of Qwen2/3's or SmolLM3's without use_sliding_window (transformers drops the window
     then); else the layers its layer_types (transformers 5) name, or without them, as
     transformers builds them: Qwen2/3's from max_window_layers on, SmolLM3's without rotary
-    embeddings, every Ministral layer, Gemma's but every sliding_window_pattern-th."""
+    embeddings, every Ministral layer, Gemma's but every sliding_window_pattern-th, CWM's
+    but every fourth from the first."""
     if model_type in ("mistral", "phi3"):
         return None
     layers = values["num_hidden_layers"]
-    if (model_type not in ("ministral", *GEMMA_TYPES)
+    if (model_type not in ("ministral", "cwm", *GEMMA_TYPES)
             and not values.get("use_sliding_window", False)):
         return (False,) * layers
     layer_types = values.get("layer_types")
@@ -500,6 +506,8 @@ def _sliding_layers(values: dict, model_type: str) -> tuple[bool, ...] | None:
         return tuple((i + 1) % pattern != 0 for i in range(layers))
     if model_type == "smollm3":
         return tuple(not rotates for rotates in (_rope_layers(values) or (True,) * layers))
+    if model_type == "cwm":
+        return tuple(i % 4 != 0 for i in range(layers))
     return tuple(i >= values.get("max_window_layers", 28) for i in range(layers))
 
 
