@@ -211,24 +211,19 @@ def _matvec_kernel(y_ptr, stride_ym, x_ptr, stride_xm, w_ptr, stride_wn,
         tl.extra.cuda.gdc_wait()               # x and the epilogue inputs are now final
         tl.extra.cuda.gdc_launch_dependents()  # only now may the next kernel prefetch
     write = pid_n == 0
+    rstd_h = 1.0
+    if ADD_NORMED and not ADD_ROW_LOADED:
+        rstd_h = added_rstd(added, offs_m, M, K, eps, BLOCK_M, BLOCK_K)
+    x, g, h, h_weight = _matvec_inputs(x_ptr, stride_xm, norm_w_ptr, added, offs_m, offs_k,
+                                       M, 0, K, HAS_NORM, BLOCK_M, NORM_SCALAR, ADD_NORMED)
     if ADD_ROW_LOADED:
         # h's whole rows loaded with x and their norms taken from them: one round trip to
         # L2 after the wait, where a pass over h first makes two (its sum's barrier holds
         # back every load after it)
-        x, g, h, h_weight = _matvec_inputs(x_ptr, stride_xm, norm_w_ptr, added, offs_m,
-                                           offs_k, M, 0, K, HAS_NORM, BLOCK_M, NORM_SCALAR,
-                                           ADD_NORMED)
         if BLOCK_M == 1:
             rstd_h = tl.rsqrt(tl.sum(h * h) / K + eps)
         else:
             rstd_h = tl.rsqrt(tl.sum(h * h, axis=1) / K + eps)
-    else:
-        rstd_h = 1.0
-        if ADD_NORMED:
-            rstd_h = added_rstd(added, offs_m, M, K, eps, BLOCK_M, BLOCK_K)
-        x, g, h, h_weight = _matvec_inputs(x_ptr, stride_xm, norm_w_ptr, added, offs_m,
-                                           offs_k, M, 0, K, HAS_NORM, BLOCK_M, NORM_SCALAR,
-                                           ADD_NORMED)
     acc, sum_sq = _matvec_fold(acc, sum_sq, w_first, x, g, h, h_weight, added, rstd_h, write,
                                offs_m, offs_k, M, 0, K, HAS_NORM, BLOCK_M, ROW_LOOP,
                                GATHER_ROWS, ADD_NORMED)
