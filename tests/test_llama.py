@@ -399,18 +399,29 @@ def test_gemma1_config_as_transformers_reads_it():
     assert config.attn_softcap is config.logits_softcap is None and config.tie_embeddings
 
 
-def _tiny_gemma3_with_images():
-    """A multimodal Gemma 3 (a one-layer SigLIP tower beside tiny-gemma3) with random weights,
-    every norm and bias away from its initial value."""
-    from transformers import Gemma3Config, Gemma3ForConditionalGeneration
+# Multimodal wrappers of a supported decoder: their type, the tiny decoder, a one-layer
+# vision tower of their own kind
+_WRAPPED = {"gemma3": ("tiny-gemma3", dict(model_type="siglip_vision_model")),
+            "mistral3": ("tiny-mistral", dict(model_type="pixtral", head_dim=8)),
+            "llava": ("tiny-llama3", dict(model_type="clip_vision_model", projection_dim=16))}
 
-    vision = dict(model_type="siglip_vision_model", hidden_size=16, intermediate_size=32,
-                  num_hidden_layers=1, num_attention_heads=2, image_size=28, patch_size=14)
-    config = Gemma3Config(text_config=hf_config("tiny-gemma3").to_dict(), vision_config=vision,
-                          mm_tokens_per_image=4, image_token_index=66, boi_token_index=64,
-                          eoi_token_index=65)
+
+def _tiny_with_images(wrapper: str):
+    """A multimodal model (a one-layer vision tower beside a tiny decoder) with random
+    weights, every norm and bias away from its initial value."""
+    import transformers
+
+    text, vision = _WRAPPED[wrapper]
+    vision = dict(vision, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                  num_attention_heads=2, image_size=28, patch_size=14)
+    kinds = {"gemma3": "Gemma3", "mistral3": "Mistral3", "llava": "Llava"}
+    tokens = (dict(mm_tokens_per_image=4, boi_token_index=64, eoi_token_index=65)
+              if wrapper == "gemma3" else {})
+    config = getattr(transformers, kinds[wrapper] + "Config")(
+        text_config=hf_config(text).to_dict(), vision_config=vision, image_token_index=66,
+        **tokens)
     torch.manual_seed(0)
-    hf = Gemma3ForConditionalGeneration(config).eval()
+    hf = getattr(transformers, kinds[wrapper] + "ForConditionalGeneration")(config).eval()
     with torch.no_grad():
         for param in hf.parameters():
             if param.ndim == 2:
@@ -420,37 +431,68 @@ def _tiny_gemma3_with_images():
     return hf
 
 
-def test_gemma3_multimodal_checkpoint_runs_its_language_model(tmp_path, device):
-    """Gemma 3 4B and larger ship a vision tower beside the decoder: its text_config and
-    language model's tensors are read (as transformers 5 names them, and as transformers 4
-    saved them), the image side left out; on text the model is transformers' (the
-    reference forward, the fused prefill and decode steps)."""
+@pytest.mark.parametrize("wrapper", list(_WRAPPED))
+def test_multimodal_checkpoint_runs_its_language_model(wrapper, tmp_path, device):
+    """Gemma 3 4B and larger, Mistral Small 3.1 and LLaVA ship a vision tower beside the
+    decoder: its text_config and language model's tensors are read (as transformers saves
+    them, and as it names them in memory), the image side left out; on text the model is
+    transformers' (the reference forward, the fused prefill and decode steps)."""
     from safetensors.torch import load_file, save_file
 
-    hf = _tiny_gemma3_with_images()
-    hf.save_pretrained(tmp_path / "new")
-    model = Llama.from_hf(tmp_path / "new", dtype=torch.float32, device=device)
-    assert model.config.model_type == "gemma3_text" and model.config.post_norms
+    hf = _tiny_with_images(wrapper)
+    hf.save_pretrained(tmp_path / "saved")
+    model = Llama.from_hf(tmp_path / "saved", dtype=torch.float32, device=device)
+    assert model.config.model_type == hf_config(_WRAPPED[wrapper][0]).model_type
+    assert (model.lm_head is model.embed) == (hf.lm_head.weight is
+                                              hf.get_input_embeddings().weight)
     ids = torch.randint(0, 64, (2, 30))   # no image tokens
-    _assert_forward_and_steps_match_hf(hf, model, ids, 17, 32, "gemma3 multimodal")
-    old = tmp_path / "old"
-    old.mkdir()
-    (old / "config.json").write_text((tmp_path / "new" / "config.json").read_text())
-    renames = (("model.language_model.", "language_model.model."),
-               ("lm_head.", "language_model.lm_head."), ("model.", ""))
-    tensors = {}
-    for name, tensor in load_file(tmp_path / "new" / "model.safetensors").items():
-        for new, before in renames:
-            if name.startswith(new):
-                name = before + name.removeprefix(new)
-                break
-        tensors[name] = tensor
-    assert any(name.startswith("vision_tower.") for name in tensors)
-    save_file(tensors, old / "model.safetensors")
-    reloaded = Llama.from_hf(old, dtype=torch.float32, device=device)
+    _assert_forward_and_steps_match_hf(hf, model, ids, 17, 32, f"{wrapper} multimodal")
+    renamed = tmp_path / "renamed"   # the names of the model in memory
+    renamed.mkdir()
+    (renamed / "config.json").write_text((tmp_path / "saved" / "config.json").read_text())
+    names = {name: tensor for name, tensor in hf.state_dict().items()
+             if name.startswith(("model.", "lm_head."))}
+    stored = load_file(tmp_path / "saved" / "model.safetensors")
+    assert any(name.startswith("language_model.model.") for name in stored)
+    assert any(name.startswith("model.language_model.") for name in names)
+    assert any("vision_tower." in name for name in names)
+    save_file({name: tensor.contiguous() for name, tensor in names.items()
+               if name != "lm_head.weight" or "language_model.lm_head.weight" in stored},
+              renamed / "model.safetensors")
+    reloaded = Llama.from_hf(renamed, dtype=torch.float32, device=device)
     for (name, ours), theirs in zip(model.state_dict().items(),
                                     reloaded.state_dict().values(), strict=True):
         assert torch.equal(ours, theirs), name
+
+
+@pytest.mark.parametrize("head", ["own", "the embedding's", "none"])
+def test_a_stored_lm_head_unties_what_the_config_ties(head, tmp_path, device):
+    """A config that ties the LM head to the embedding over a checkpoint that stores a
+    different head: transformers keeps both (Mistral 3's config class ties by default, its
+    checkpoints keep a head of their own), so tilegraph does; a stored head equal to the
+    embedding, or none, stays tied."""
+    from safetensors.torch import load_file, save_file
+
+    hf = random_hf_model("tiny-llama3", scale=5.0)
+    hf.save_pretrained(tmp_path)
+    tensors = load_file(tmp_path / "model.safetensors")
+    embed = tensors["model.embed_tokens.weight"]
+    heads = {"own": tensors["lm_head.weight"], "the embedding's": embed.clone()}
+    tensors.pop("lm_head.weight")
+    if head in heads:
+        tensors["lm_head.weight"] = heads[head]
+    save_file(tensors, tmp_path / "model.safetensors")
+    config = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, "tie_word_embeddings": True}))
+    model = Llama.from_hf(tmp_path, dtype=torch.float32, device=device)
+    assert (model.lm_head is model.embed) == (head != "own")
+    assert torch.equal(model.lm_head.cpu(), heads.get(head, embed))
+    if head != "the embedding's":   # transformers warns and keeps both where they differ
+        from transformers import AutoModelForCausalLM
+        theirs = AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.float32)
+        _assert_forward_and_steps_match_hf(theirs.eval(), model,
+                                           torch.randint(0, 64, (2, 30)), 17, 32,
+                                           f"{head} lm_head")
 
 
 def test_granite_scalars_are_read_and_checked():

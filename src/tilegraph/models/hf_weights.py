@@ -13,6 +13,7 @@ of tg.linear's "swiglu").
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import re
@@ -33,7 +34,7 @@ Reader = Callable[[Split], torch.Tensor]
 
 # Buffers some checkpoints carry that the model recomputes.
 _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
-# The image side of a multimodal checkpoint (Gemma 3's): tilegraph decodes text.
+# The image side of a multimodal checkpoint: tilegraph decodes text.
 _IGNORED_PREFIXES = ("model.vision_tower.", "vision_tower.", "model.multi_modal_projector.",
                      "multi_modal_projector.")
 
@@ -128,6 +129,11 @@ def _source(model_or_path) -> tuple[LlamaConfig, Iterator[tuple[str, Reader, tup
 _GEMMA_NORMS = [(r"\.post_attention_layernorm\.", ".post_attn_norm."),
                 (r"\.pre_feedforward_layernorm\.", ".post_attention_layernorm."),
                 (r"\.post_feedforward_layernorm\.", ".post_mlp_norm.")]
+# A multimodal checkpoint's language model (Gemma 3's, Mistral 3's, LLaVA's) under its
+# prefix, as transformers 5 names it in memory and as it (and transformers 4) saves it
+_LANGUAGE_MODEL_PREFIXES = [(r"^model\.language_model\.", "model."),
+                            (r"^language_model\.model\.", "model."),
+                            (r"^language_model\.lm_head\.", "lm_head.")]
 # Families whose checkpoints name Llama's tensors their own way: (pattern, Llama's name),
 # applied in order (as transformers converts them when it loads one).
 _RENAMES = {"exaone": [(r"^transformer\.wte\.", "model.embed_tokens."),
@@ -144,18 +150,13 @@ _RENAMES = {"exaone": [(r"^transformer\.wte\.", "model.embed_tokens."),
             # GLM-4-0414: its post_attention_layernorm is Llama's (before the MLP)
             "glm4": [(r"\.post_self_attn_layernorm\.", ".post_attn_norm."),
                      (r"\.post_mlp_layernorm\.", ".post_mlp_norm.")],
-            # Gemma 3: a multimodal checkpoint's language model under its prefix (as
-            # transformers 5 and 4 save it)
-            "gemma3_text": [(r"^model\.language_model\.", "model."),
-                            (r"^language_model\.model\.", "model."),
-                            (r"^language_model\.lm_head\.", "lm_head."),
-                            *_GEMMA_NORMS]}
+            "gemma3_text": _GEMMA_NORMS}
 
 
 def _renamed(tensors: Iterator[tuple[str, Reader, tuple[int, ...]]], model_type: str
              ) -> Iterator[tuple[str, Reader, tuple[int, ...]]]:
     """Each tensor under Llama's name for it (names already Llama's pass unchanged)."""
-    renames = _RENAMES.get(model_type, [])
+    renames = _LANGUAGE_MODEL_PREFIXES + _RENAMES.get(model_type, [])
     for name, read, shape in tensors:
         for pattern, replacement in renames:
             name = re.sub(pattern, replacement, name)
@@ -274,10 +275,32 @@ def rotary_order(head_dim: int, rotary_dim: int, interleaved: bool = False) -> t
 _ORDER = {"q": 0, "k": 1, "v": 2, "gate": 0, "up": 1}
 
 
+def _tied_as_stored(config: LlamaConfig, model_or_path) -> LlamaConfig:
+    """config, its LM head untied where the checkpoint stores one that differs from the
+    embedding though the config ties them (transformers 5.25's Mistral 3 config ties by
+    default, Mistral Small's checkpoints store a head of their own): transformers then keeps
+    both, so tilegraph reads the head. A first pass over the tensor names; the two tensors
+    are read only where the head is stored."""
+    if not config.tie_embeddings:
+        return config
+    names = {"lm_head.weight", "model.embed_tokens.weight"}
+    stored = [name for name, _, _ in _renamed(_source(model_or_path)[1], config.model_type)
+              if name in names]
+    if "lm_head.weight" not in stored:
+        return config
+    values = {name: read(None) for name, read, _ in
+              _renamed(_source(model_or_path)[1], config.model_type) if name in names}
+    if torch.equal(values["lm_head.weight"], values.get("model.embed_tokens.weight",
+                                                        values["lm_head.weight"])):
+        return config
+    return dataclasses.replace(config, tie_embeddings=False)
+
+
 def load_llama(cls, model_or_path, dtype: torch.dtype | None, device,
                tp: TensorParallel | None = None):
     tp = tp or TensorParallel()
     config, tensors, stored_dtype, stored_device = _source(model_or_path)
+    config = _tied_as_stored(config, model_or_path)
     dtype = dtype or stored_dtype
     device = torch.device(device) if device is not None else stored_device
     model = cls(config, dtype=dtype, device=device, tp=tp)

@@ -39,8 +39,8 @@ INTERLEAVED_ROTARY_TYPES = ("glm", "glm4", "ernie4_5", "helium")
 # (partial_rotary_factor): Phi-3 (Phi-4-mini's checkpoints) and GLM
 PARTIAL_ROTARY_TYPES = ("phi3", "glm", "glm4")
 # Multimodal checkpoints whose language model tilegraph runs (on text): their type -> the
-# type of the text_config they hold
-_LANGUAGE_MODELS = {"gemma3": "gemma3_text"}
+# type of the text_config they hold where it names none
+_LANGUAGE_MODELS = {"gemma3": "gemma3_text", "mistral3": "mistral", "llava": "llama"}
 # Families whose config.json spells some of Llama's fields their own way (transformers'
 # attribute_map): their name -> Llama's.
 _FIELD_ALIASES = {
