@@ -271,12 +271,18 @@ def test_model_demo_checks_each_variant_against_transformers(tmp_path):
                      result.stderr), result.stderr
 
 
-def test_model_demo_takes_a_checkpoint_directory(tmp_path):
+@pytest.mark.parametrize("kind", ["plain", "multimodal"])
+def test_model_demo_takes_a_checkpoint_directory(kind, tmp_path):
+    """A causal LM's checkpoint, or a multimodal one (Mistral 3's, built by transformers'
+    image-text-to-text class) whose language model runs on text."""
     pytest.importorskip("transformers")
+    from _multimodal import tiny_with_images
     from tilegraph.models.hf_presets import random_hf_model
 
     checkpoint = tmp_path / "my-mistral"
-    random_hf_model("tiny-mistral", seed=3, scale=2.0).save_pretrained(checkpoint)
+    hf = (random_hf_model("tiny-mistral", seed=3, scale=2.0) if kind == "plain"
+          else tiny_with_images("mistral3"))
+    hf.save_pretrained(checkpoint)
     out = tmp_path / "out"
     args = ["demo", "--model", str(checkpoint), "--batch", "2", "--variants",
             "hf-eager,tilegraph", "--out", str(out)]
@@ -287,7 +293,11 @@ def test_model_demo_takes_a_checkpoint_directory(tmp_path):
     saved = json.loads((out / "demo-model-my-mistral.json").read_text())
     assert saved["source"] == f"weights from {checkpoint}"
     assert [r["status"] for r in saved["results"]] == ["ok", "ok"]
-    # a config tilegraph does not run, and a path that is no checkpoint: said, exit 2
+
+
+def test_model_demo_says_what_is_no_checkpoint_it_runs(tmp_path):
+    """A config tilegraph does not run, and a path that is no checkpoint: said, exit 2."""
+    pytest.importorskip("transformers")
     (tmp_path / "gpt2").mkdir()
     (tmp_path / "gpt2" / "config.json").write_text(json.dumps(
         {"model_type": "gpt2", "n_layer": 1, "n_embd": 32, "n_head": 2}))

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from _hf_cache import hf_next
+from _multimodal import WRAPPED, tiny_with_images
 from tilegraph.models import Llama, LlamaConfig
 from tilegraph.models.hf_presets import SHAPES, hf_config, random_hf_model
 from tilegraph.testing import MODEL_TOLERANCES, rel_error
@@ -399,39 +400,7 @@ def test_gemma1_config_as_transformers_reads_it():
     assert config.attn_softcap is config.logits_softcap is None and config.tie_embeddings
 
 
-# Multimodal wrappers of a supported decoder: their type, the tiny decoder, a one-layer
-# vision tower of their own kind
-_WRAPPED = {"gemma3": ("tiny-gemma3", dict(model_type="siglip_vision_model")),
-            "mistral3": ("tiny-mistral", dict(model_type="pixtral", head_dim=8)),
-            "llava": ("tiny-llama3", dict(model_type="clip_vision_model", projection_dim=16))}
-
-
-def _tiny_with_images(wrapper: str):
-    """A multimodal model (a one-layer vision tower beside a tiny decoder) with random
-    weights, every norm and bias away from its initial value."""
-    import transformers
-
-    text, vision = _WRAPPED[wrapper]
-    vision = dict(vision, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                  num_attention_heads=2, image_size=28, patch_size=14)
-    kinds = {"gemma3": "Gemma3", "mistral3": "Mistral3", "llava": "Llava"}
-    tokens = (dict(mm_tokens_per_image=4, boi_token_index=64, eoi_token_index=65)
-              if wrapper == "gemma3" else {})
-    config = getattr(transformers, kinds[wrapper] + "Config")(
-        text_config=hf_config(text).to_dict(), vision_config=vision, image_token_index=66,
-        **tokens)
-    torch.manual_seed(0)
-    hf = getattr(transformers, kinds[wrapper] + "ForConditionalGeneration")(config).eval()
-    with torch.no_grad():
-        for param in hf.parameters():
-            if param.ndim == 2:
-                param.mul_(5.0)
-            else:
-                param.add_(torch.randn_like(param), alpha=0.1)
-    return hf
-
-
-@pytest.mark.parametrize("wrapper", list(_WRAPPED))
+@pytest.mark.parametrize("wrapper", list(WRAPPED))
 def test_multimodal_checkpoint_runs_its_language_model(wrapper, tmp_path, device):
     """Gemma 3 4B and larger, Mistral Small 3.1 and LLaVA ship a vision tower beside the
     decoder: its text_config and language model's tensors are read (as transformers saves
@@ -439,10 +408,10 @@ def test_multimodal_checkpoint_runs_its_language_model(wrapper, tmp_path, device
     transformers' (the reference forward, the fused prefill and decode steps)."""
     from safetensors.torch import load_file, save_file
 
-    hf = _tiny_with_images(wrapper)
+    hf = tiny_with_images(wrapper)
     hf.save_pretrained(tmp_path / "saved")
     model = Llama.from_hf(tmp_path / "saved", dtype=torch.float32, device=device)
-    assert model.config.model_type == hf_config(_WRAPPED[wrapper][0]).model_type
+    assert model.config.model_type == hf_config(WRAPPED[wrapper][1]).model_type
     assert (model.lm_head is model.embed) == (hf.lm_head.weight is
                                               hf.get_input_embeddings().weight)
     ids = torch.randint(0, 64, (2, 30))   # no image tokens

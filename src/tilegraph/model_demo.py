@@ -39,7 +39,7 @@ from .bench import Unavailable, report
 from .bench import collectives as bench_collectives
 from .dist import TensorParallel, local_config
 from .generate import Generator
-from .models.hf_presets import SHAPES, hf_config, random_hf_model
+from .models.hf_presets import SHAPES, hf_auto_class, hf_config, random_hf_model
 from .models.hf_weights import weight_files
 from .models.llama import Llama
 from .models.llama_config import LlamaConfig
@@ -372,9 +372,8 @@ class DemoModel:
             raise ValueError("overrides change a named shape, not a checkpoint's config")
         if not self.has_weights:
             return random_hf_model(self.config(), dtype=dtype, device=device, seed=seed)
-        from transformers import AutoModelForCausalLM
-
-        return AutoModelForCausalLM.from_pretrained(self.path, dtype=dtype).to(device).eval()
+        auto = hf_auto_class(self.config())
+        return auto.from_pretrained(self.path, dtype=dtype).to(device).eval()
 
 
 def run(name: str, batch: int, prompt_len: int, new_tokens: int, max_seq: int,
@@ -390,11 +389,10 @@ def run(name: str, batch: int, prompt_len: int, new_tokens: int, max_seq: int,
     hf = demo_model.load(dtype, device, seed)
     model = Llama.from_hf(hf)
     generator = torch.Generator().manual_seed(seed + batch)
-    prompts = torch.randint(0, hf.config.vocab_size, (batch, prompt_len),
-                            generator=generator).to(device)
+    vocab = hf.config.get_text_config(decoder=True).vocab_size
+    prompts = torch.randint(0, vocab, (batch, prompt_len), generator=generator).to(device)
     checked = min(CHECK_STEPS, new_tokens)   # prompt + new_tokens fit max_seq
-    continuation = torch.randint(0, hf.config.vocab_size, (batch, checked),
-                                 generator=generator).to(device)
+    continuation = torch.randint(0, vocab, (batch, checked), generator=generator).to(device)
     reference, rounding = reference_logits(hf, prompts, continuation)
     tolerance = MODEL_TOLERANCES[dtype]
     timed = prompts.is_cuda
@@ -457,9 +455,9 @@ def run_tensor_parallel(name: str, batch: int, prompt_len: int, new_tokens: int,
     hf = demo_model.load(dtype, device, seed, **overrides)
     config = LlamaConfig.from_hf(hf.config)
     generator = torch.Generator().manual_seed(seed + batch)
-    prompts = torch.randint(0, hf.config.vocab_size, (batch, prompt_len),
-                            generator=generator).to(device)
-    continuation = torch.randint(0, hf.config.vocab_size, (batch, min(CHECK_STEPS, new_tokens)),
+    vocab = hf.config.get_text_config(decoder=True).vocab_size
+    prompts = torch.randint(0, vocab, (batch, prompt_len), generator=generator).to(device)
+    continuation = torch.randint(0, vocab, (batch, min(CHECK_STEPS, new_tokens)),
                                  generator=generator).to(device)
     reference, rounding = reference_logits(hf, prompts, continuation)
     check = (continuation, reference, rounding, MODEL_TOLERANCES[dtype], prompts.is_cuda)

@@ -232,14 +232,22 @@ def hf_config(name: str, **overrides):
     return AutoConfig.for_model(values.pop("model_type"), **values)
 
 
+def hf_auto_class(config):
+    """transformers' auto class that builds config's model with its LM head: the causal LM's,
+    else the image-text-to-text one's (Mistral 3 and LLaVA, whose image side no causal-LM
+    class holds)."""
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
+
+    causal = type(config) in AutoModelForCausalLM._model_mapping
+    return AutoModelForCausalLM if causal else AutoModelForImageTextToText
+
+
 def random_hf_model(name, dtype: torch.dtype = torch.float32, device="cpu",
                     seed: int = 0, scale: float = 1.0, **overrides):
     """A transformers causal LM of a named shape (or of a transformers config given instead
     of the name) with random weights, built on `device`. scale > 1 widens the weights past
     transformers' init (std 0.02), so a tiny model's logits differ enough between tokens
     for greedy decoding to be a sharp test."""
-    from transformers import AutoModelForCausalLM
-
     if isinstance(name, str):
         config = hf_config(name, **overrides)
     elif overrides:
@@ -252,7 +260,7 @@ def random_hf_model(name, dtype: torch.dtype = torch.float32, device="cpu",
     eager = ({"attn_implementation": "eager"}
              if getattr(config, "attn_logit_softcapping", None) is not None else {})
     with torch.device(device):
-        model = AutoModelForCausalLM.from_config(config, dtype=dtype, **eager)
+        model = hf_auto_class(config).from_config(config, dtype=dtype, **eager)
     # transformers starts biases at 0 and norm weights at 1, which would hide a bias or a
     # norm weight applied wrongly: give them random values too.
     with torch.no_grad():

@@ -1,0 +1,36 @@
+"""Tiny multimodal transformers models around tilegraph's decoders, for the loading tests."""
+
+import torch
+
+from tilegraph.models.hf_presets import hf_config
+
+# Multimodal wrappers of a supported decoder: their type -> transformers' name for their
+# classes, the tiny decoder, a one-layer vision tower of their own kind
+WRAPPED = {"gemma3": ("Gemma3", "tiny-gemma3", dict(model_type="siglip_vision_model")),
+           "mistral3": ("Mistral3", "tiny-mistral", dict(model_type="pixtral", head_dim=8)),
+           "llava": ("Llava", "tiny-llama3", dict(model_type="clip_vision_model",
+                                                   projection_dim=16))}
+
+
+def tiny_with_images(wrapper: str):
+    """A multimodal model (a one-layer vision tower beside a tiny decoder) with random
+    weights, every norm and bias away from its initial value."""
+    import transformers
+
+    kind, text, vision = WRAPPED[wrapper]
+    vision = dict(vision, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                  num_attention_heads=2, image_size=28, patch_size=14)
+    tokens = (dict(mm_tokens_per_image=4, boi_token_index=64, eoi_token_index=65)
+              if wrapper == "gemma3" else {})
+    config = getattr(transformers, kind + "Config")(
+        text_config=hf_config(text).to_dict(), vision_config=vision, image_token_index=66,
+        **tokens)
+    torch.manual_seed(0)
+    hf = getattr(transformers, kind + "ForConditionalGeneration")(config).eval()
+    with torch.no_grad():
+        for param in hf.parameters():
+            if param.ndim == 2:
+                param.mul_(5.0)
+            else:
+                param.add_(torch.randn_like(param), alpha=0.1)
+    return hf
