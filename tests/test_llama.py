@@ -406,7 +406,7 @@ def test_multimodal_checkpoint_runs_its_language_model(wrapper, tmp_path, device
     decoder: its text_config and language model's tensors are read (as transformers saves
     them, and as it names them in memory), the image side left out; on text the model is
     transformers' (the reference forward, the fused prefill and decode steps)."""
-    from safetensors.torch import load_file, save_file
+    from safetensors.torch import save_file
 
     hf = tiny_with_images(wrapper)
     hf.save_pretrained(tmp_path / "saved")
@@ -416,22 +416,29 @@ def test_multimodal_checkpoint_runs_its_language_model(wrapper, tmp_path, device
                                               hf.get_input_embeddings().weight)
     ids = torch.randint(0, 64, (2, 30))   # no image tokens
     _assert_forward_and_steps_match_hf(hf, model, ids, 17, 32, f"{wrapper} multimodal")
-    renamed = tmp_path / "renamed"   # the names of the model in memory
-    renamed.mkdir()
-    (renamed / "config.json").write_text((tmp_path / "saved" / "config.json").read_text())
-    names = {name: tensor for name, tensor in hf.state_dict().items()
-             if name.startswith(("model.", "lm_head."))}
-    stored = load_file(tmp_path / "saved" / "model.safetensors")
-    assert any(name.startswith("language_model.model.") for name in stored)
-    assert any(name.startswith("model.language_model.") for name in names)
-    assert any("vision_tower." in name for name in names)
-    save_file({name: tensor.contiguous() for name, tensor in names.items()
-               if name != "lm_head.weight" or "language_model.lm_head.weight" in stored},
-              renamed / "model.safetensors")
-    reloaded = Llama.from_hf(renamed, dtype=torch.float32, device=device)
-    for (name, ours), theirs in zip(model.state_dict().items(),
-                                    reloaded.state_dict().values(), strict=True):
-        assert torch.equal(ours, theirs), name
+    in_memory = {name: tensor.contiguous() for name, tensor in hf.state_dict().items()
+                 if name != "lm_head.weight" or model.lm_head is not model.embed}
+    assert any(name.startswith("model.language_model.") for name in in_memory)
+    assert any("vision_tower." in name for name in in_memory)
+    # transformers 4's names (and 5's, saving): language_model.model.*, vision_tower.*
+    legacy = (("model.language_model.", "language_model.model."),
+              ("lm_head.", "language_model.lm_head."), ("model.", ""))
+    for layout, renames in (("in-memory", ()), ("legacy", legacy)):
+        tensors = {}
+        for name, tensor in in_memory.items():
+            for new, before in renames:
+                if name.startswith(new):
+                    name = before + name.removeprefix(new)
+                    break
+            tensors[name] = tensor
+        (tmp_path / layout).mkdir()
+        (tmp_path / layout / "config.json").write_text(
+            (tmp_path / "saved" / "config.json").read_text())
+        save_file(tensors, tmp_path / layout / "model.safetensors")
+        reloaded = Llama.from_hf(tmp_path / layout, dtype=torch.float32, device=device)
+        for (name, ours), theirs in zip(model.state_dict().items(),
+                                        reloaded.state_dict().values(), strict=True):
+            assert torch.equal(ours, theirs), (layout, name)
 
 
 @pytest.mark.parametrize("head", ["own", "the embedding's", "none"])
