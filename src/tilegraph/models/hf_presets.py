@@ -236,9 +236,13 @@ def hf_auto_class(config):
     """transformers' auto class that builds config's model with its LM head: the causal LM's,
     else the image-text-to-text one's (Mistral 3 and LLaVA, whose image side no causal-LM
     class holds)."""
-    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
+    from transformers import (
+        MODEL_FOR_CAUSAL_LM_MAPPING,
+        AutoModelForCausalLM,
+        AutoModelForImageTextToText,
+    )
 
-    causal = type(config) in AutoModelForCausalLM._model_mapping
+    causal = type(config) in MODEL_FOR_CAUSAL_LM_MAPPING
     return AutoModelForCausalLM if causal else AutoModelForImageTextToText
 
 
