@@ -9,7 +9,14 @@ from tilegraph.models.hf_presets import hf_config
 WRAPPED = {"gemma3": ("Gemma3", "tiny-gemma3", dict(model_type="siglip_vision_model")),
            "mistral3": ("Mistral3", "tiny-mistral", dict(model_type="pixtral", head_dim=8)),
            "llava": ("Llava", "tiny-llama3", dict(model_type="clip_vision_model",
-                                                   projection_dim=16))}
+                                                   projection_dim=16)),
+           "llava_next": ("LlavaNext", "tiny-mistral", dict(model_type="clip_vision_model",
+                                                            projection_dim=16)),
+           "llava_onevision": ("LlavaOnevision", "tiny-qwen2",
+                               dict(model_type="siglip_vision_model")),
+           "internvl": ("InternVL", "tiny-qwen3", dict(model_type="internvl_vision")),
+           "idefics3": ("Idefics3", "tiny-llama3", dict(model_type="idefics3_vision")),
+           "smolvlm": ("SmolVLM", "tiny-llama3", dict(model_type="smolvlm_vision"))}
 
 
 def tiny_with_images(wrapper: str):

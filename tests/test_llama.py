@@ -402,10 +402,11 @@ def test_gemma1_config_as_transformers_reads_it():
 
 @pytest.mark.parametrize("wrapper", list(WRAPPED))
 def test_multimodal_checkpoint_runs_its_language_model(wrapper, tmp_path, device):
-    """Gemma 3 4B and larger, Mistral Small 3.1 and LLaVA ship a vision tower beside the
-    decoder: its text_config and language model's tensors are read (as transformers saves
-    them, and as it names them in memory), the image side left out; on text the model is
-    transformers' (the reference forward, the fused prefill and decode steps)."""
+    """Gemma 3 4B and larger, Mistral Small 3.1, the LLaVAs, InternVL, Idefics3 and SmolVLM
+    ship a vision tower beside the decoder: its text_config and language model's tensors
+    are read (as transformers saves them, and as it names them in memory), the image side
+    left out; on text the model is transformers' (the reference forward, the fused prefill
+    and decode steps)."""
     from safetensors.torch import save_file
 
     hf = tiny_with_images(wrapper)
@@ -418,12 +419,17 @@ def test_multimodal_checkpoint_runs_its_language_model(wrapper, tmp_path, device
     _assert_forward_and_steps_match_hf(hf, model, ids, 17, 32, f"{wrapper} multimodal")
     in_memory = {name: tensor.contiguous() for name, tensor in hf.state_dict().items()
                  if name != "lm_head.weight" or model.lm_head is not model.embed}
-    assert any(name.startswith("model.language_model.") for name in in_memory)
-    assert any("vision_tower." in name for name in in_memory)
-    # transformers 4's names (and 5's, saving): language_model.model.*, vision_tower.*
+    assert any(name.startswith(("model.language_model.", "model.text_model."))
+               for name in in_memory)
+    assert any(name.startswith(("model.vision_", "vision_")) for name in in_memory)
+    # transformers 4's names (and 5's, saving) where the decoder is a language_model:
+    # language_model.model.*, vision_tower.*
     legacy = (("model.language_model.", "language_model.model."),
               ("lm_head.", "language_model.lm_head."), ("model.", ""))
-    for layout, renames in (("in-memory", ()), ("legacy", legacy)):
+    layouts = [("in-memory", ())]
+    if any(name.startswith("model.language_model.") for name in in_memory):
+        layouts.append(("legacy", legacy))
+    for layout, renames in layouts:
         tensors = {}
         for name, tensor in in_memory.items():
             for new, before in renames:

@@ -35,8 +35,9 @@ Reader = Callable[[Split], torch.Tensor]
 # Buffers some checkpoints carry that the model recomputes.
 _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
 # The image side of a multimodal checkpoint: tilegraph decodes text.
-_IGNORED_PREFIXES = ("model.vision_tower.", "vision_tower.", "model.multi_modal_projector.",
-                     "multi_modal_projector.")
+_IGNORED_PREFIXES = tuple(f"{model}{part}" for model in ("model.", "")
+                          for part in ("vision_tower.", "multi_modal_projector.",
+                                       "image_newline", "vision_model.", "connector."))
 
 
 def _sliced(tensor_or_slice, split: Split):
@@ -131,7 +132,7 @@ _GEMMA_NORMS = [(r"\.post_attention_layernorm\.", ".post_attn_norm."),
                 (r"\.post_feedforward_layernorm\.", ".post_mlp_norm.")]
 # A multimodal checkpoint's language model (Gemma 3's, Mistral 3's, LLaVA's) under its
 # prefix, as transformers 5 names it in memory and as it (and transformers 4) saves it
-_LANGUAGE_MODEL_PREFIXES = [(r"^model\.language_model\.", "model."),
+_LANGUAGE_MODEL_PREFIXES = [(r"^model\.(language|text)_model\.", "model."),
                             (r"^language_model\.model\.", "model."),
                             (r"^language_model\.lm_head\.", "lm_head.")]
 # Families whose checkpoints name Llama's tensors their own way: (pattern, Llama's name),

@@ -40,7 +40,9 @@ INTERLEAVED_ROTARY_TYPES = ("glm", "glm4", "ernie4_5", "helium")
 PARTIAL_ROTARY_TYPES = ("phi3", "glm", "glm4")
 # Multimodal checkpoints whose language model tilegraph runs (on text): their type -> the
 # type of the text_config they hold where it names none
-_LANGUAGE_MODELS = {"gemma3": "gemma3_text", "mistral3": "mistral", "llava": "llama"}
+_LANGUAGE_MODELS = {"gemma3": "gemma3_text", "mistral3": "mistral", "llava": "llama",
+                    "llava_next": "llama", "llava_onevision": "qwen2", "internvl": "qwen2",
+                    "idefics3": "llama", "smolvlm": "llama"}
 # Families whose config.json spells some of Llama's fields their own way (transformers'
 # attribute_map): their name -> Llama's.
 _FIELD_ALIASES = {
