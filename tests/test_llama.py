@@ -447,6 +447,27 @@ def test_multimodal_checkpoint_runs_its_language_model(wrapper, tmp_path, device
             assert torch.equal(ours, theirs), (layout, name)
 
 
+def test_a_multimodal_config_reads_its_decoders():
+    """The text_config's fields, tied where either config ties (LLaVA's config class takes
+    the text config's tie) or neither says; a wrapper around a decoder tilegraph does not
+    run, or a wrapper it does not know, is a ValueError naming what it met."""
+    text = hf_config("tiny-mistral").to_dict()
+    for top, inner, tied in ((None, None, True), (False, None, False), (False, True, True),
+                             (True, False, True), (None, False, False)):
+        values = {"model_type": "llava", "text_config": {**text, "tie_word_embeddings": inner}}
+        if top is not None:
+            values["tie_word_embeddings"] = top
+        config = LlamaConfig.from_hf(values)
+        assert config.model_type == "mistral" and config.dim == text["hidden_size"]
+        assert config.tie_embeddings == tied, (top, inner)
+    with pytest.raises(ValueError, match="language model of a mistral3 checkpoint, "
+                                         "model_type='ministral3'"):
+        LlamaConfig.from_hf({"model_type": "mistral3", "text_config": {**text,
+                                                                      "model_type": "ministral3"}})
+    with pytest.raises(ValueError, match="model_type='paligemma' is not supported"):
+        LlamaConfig.from_hf({"model_type": "paligemma", "text_config": text})
+
+
 @pytest.mark.parametrize("head", ["own", "the embedding's", "none"])
 def test_a_stored_lm_head_unties_what_the_config_ties(head, tmp_path, device):
     """A config that ties the LM head to the embedding over a checkpoint that stores a

@@ -356,15 +356,23 @@ def _yarn_fields(rope: dict, values: dict) -> tuple[dict, float]:
 
 def _fields_from_hf(values: dict) -> dict:
     model_type = values.get("model_type", "llama")
-    if model_type in _LANGUAGE_MODELS:   # the decoder's own config, tied as the whole model is
+    wrapper = model_type if model_type in _LANGUAGE_MODELS else None
+    if wrapper:   # the decoder's own config
         text = values.get("text_config") or {}
-        values = {**text, "model_type": text.get("model_type") or _LANGUAGE_MODELS[model_type],
-                  "tie_word_embeddings": values.get("tie_word_embeddings",
-                                                    text.get("tie_word_embeddings", True))}
+        # tied where either config says so (LLaVA's config class takes the text config's
+        # tie) or neither says (Gemma 3's default); a head the checkpoint stores apart
+        # unties it at load (hf_weights._tied_as_stored)
+        ties = [part["tie_word_embeddings"] for part in (values, text)
+                if part.get("tie_word_embeddings") is not None]
+        values = {**text, "model_type": text.get("model_type") or _LANGUAGE_MODELS[wrapper],
+                  "tie_word_embeddings": any(ties) if ties else True}
         model_type = values["model_type"]
     if model_type not in SUPPORTED_TYPES:
-        raise _unsupported("model_type", model_type,
-                           f"tilegraph runs {', '.join(SUPPORTED_TYPES)} models")
+        raise _unsupported("model_type" if wrapper is None else
+                           f"the language model of a {wrapper} checkpoint, model_type",
+                           model_type, f"tilegraph runs {', '.join(SUPPORTED_TYPES)} models "
+                           f"and the language models of {', '.join(_LANGUAGE_MODELS)} "
+                           "checkpoints")
     aliases = _FIELD_ALIASES.get(model_type, {})
     values = {**_CLASS_DEFAULTS.get(model_type, {}),
               **{ours: values[theirs] for theirs, ours in aliases.items() if theirs in values},
