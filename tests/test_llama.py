@@ -471,9 +471,9 @@ def test_a_multimodal_config_reads_its_decoders():
 @pytest.mark.parametrize("head", ["own", "the embedding's", "none"])
 def test_a_stored_lm_head_unties_what_the_config_ties(head, tmp_path, device):
     """A config that ties the LM head to the embedding over a checkpoint that stores a
-    different head: transformers keeps both (Mistral 3's config class ties by default, its
-    checkpoints keep a head of their own), so tilegraph does; a stored head equal to the
-    embedding, or none, stays tied."""
+    different head: transformers keeps both (its 5.25 Mistral 3 config ties by default,
+    Mistral Small's checkpoints store a head of their own), so tilegraph does; a stored
+    head equal to the embedding, or none, stays tied."""
     from safetensors.torch import load_file, save_file
 
     hf = random_hf_model("tiny-llama3", scale=5.0)

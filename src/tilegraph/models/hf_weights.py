@@ -130,8 +130,9 @@ def _source(model_or_path) -> tuple[LlamaConfig, Iterator[tuple[str, Reader, tup
 _GEMMA_NORMS = [(r"\.post_attention_layernorm\.", ".post_attn_norm."),
                 (r"\.pre_feedforward_layernorm\.", ".post_attention_layernorm."),
                 (r"\.post_feedforward_layernorm\.", ".post_mlp_norm.")]
-# A multimodal checkpoint's language model (Gemma 3's, Mistral 3's, LLaVA's) under its
-# prefix, as transformers 5 names it in memory and as it (and transformers 4) saves it
+# A multimodal checkpoint's language model under its prefix: as transformers 5 names it in
+# memory (language_model: Gemma 3, Mistral 3, the LLaVAs, InternVL; text_model: Idefics3,
+# SmolVLM) and as it (and transformers 4) saves a language_model
 _LANGUAGE_MODEL_PREFIXES = [(r"^model\.(language|text)_model\.", "model."),
                             (r"^language_model\.model\.", "model."),
                             (r"^language_model\.lm_head\.", "lm_head.")]
