@@ -688,24 +688,25 @@ def test_noise_is_uniform_and_decorrelated():
 
 
 @pytest.mark.parametrize("name", ["tiny-qwen3", "tiny-phi3", "tiny-granite", "tiny-smollm3",
-                                  "tiny-glm", "tiny-gemma2", "tiny-gemma3"])
+                                  "tiny-glm", "tiny-exaone4", "tiny-gemma2", "tiny-gemma3"])
 def test_greedy_tokens_equal_hf_per_family(name):
     """Qwen3's norms of each q and k head (a head_dim of 12 over a width of 32), Phi-3's
     stacked checkpoint matrices and sliding window, Granite's scalars, SmolLM3's layer
-    without rotary embeddings, GLM's half-turned heads paired by neighbours, Gemma's gated
+    without rotary embeddings, GLM's half-turned heads paired by neighbours, EXAONE 4's
+    layers with norms only after attention and the MLP, Gemma's gated
     GELU, norms after attention and the MLP and sliding layer (a window of 24 the 21 new
     tokens of the longer prompt pass), Gemma 2's softcapped scores and logits, Gemma 3's
     local rotary base, through the Generator's graphs: its greedy tokens are transformers'
-    at batch 1 and 2 (Gemma's two layers, the sliding one and the global one; the others'
-    first)."""
-    gemma = name.startswith("tiny-gemma")
-    layers = {} if gemma else {"num_hidden_layers": 1}
+    at batch 1 and 2 (Gemma's two layers and EXAONE 4's four, sliding ones and a global
+    one; the others' first)."""
+    every_layer = name.startswith("tiny-gemma") or name == "tiny-exaone4"
+    layers = {} if every_layer else {"num_hidden_layers": 1}
     hf = random_hf_model(name, scale=5.0, **layers)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     generator = tg.Generator(Llama.from_hf(hf, device=device), max_batch=2, max_seq=32,
                              sizes=(1, 2), sync_every=4)
     prompts = [torch.randint(0, 67, (n,)).tolist() for n in (6, 9)]
-    new = 21 if gemma else 12
+    new = 21 if every_layer else 12
     expected = [_hf_greedy(hf, p, new) for p in prompts]
     assert generator.generate(prompts[:1], new) == expected[:1]
     assert generator.generate(prompts, new) == expected

@@ -16,7 +16,8 @@ transformers = pytest.importorskip("transformers")
 
 TINY = ("tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3",
         "tiny-granite", "tiny-ministral", "tiny-smollm3", "tiny-ernie4_5", "tiny-glm",
-        "tiny-glm4", "tiny-helium", "tiny-gemma", "tiny-gemma2", "tiny-gemma3")
+        "tiny-glm4", "tiny-helium", "tiny-exaone4", "tiny-gemma", "tiny-gemma2",
+        "tiny-gemma3")
 
 
 def _load_through_directory(hf, tmp_path, device, **save):
@@ -281,7 +282,9 @@ def test_sliding_layers_as_transformers_builds_them():
     which transformers needs to keep the window), else Qwen's from max_window_layers on,
     SmolLM3's without rotary embeddings, every Ministral, Mistral and Phi-3 layer, CWM's
     but every fourth from the first (and its window of 8192 where a config.json gives
-    none); a window no layer uses is dropped; Llama never slides."""
+    none), EXAONE 4's but every sliding_window_pattern-th (an int, or a string of L and G;
+    its global layers without rotary embeddings, and every layer with them where it has no
+    window); a window no layer uses is dropped; Llama never slides."""
     def read(name, **change):
         config = LlamaConfig.from_hf({**hf_config(name).to_dict(), "sliding_window": 8,
                                       **change})
@@ -300,6 +303,16 @@ def test_sliding_layers_as_transformers_builds_them():
     assert read("tiny-llama3") == (None, None)
     assert read("tiny-cwm", num_hidden_layers=5, layer_types=None) == (
         8, (False, True, True, True, False))
+    every_fourth = (True, True, True, False, True)
+    for pattern in (4, "LLLG"):
+        assert read("tiny-exaone4", num_hidden_layers=5, layer_types=None,
+                    sliding_window_pattern=pattern) == (8, every_fourth)
+        assert LlamaConfig.from_hf({**hf_config("tiny-exaone4").to_dict(), "layer_types": None,
+                                    "num_hidden_layers": 5, "sliding_window_pattern": pattern}
+                                   ).rope_layers == every_fourth
+    unwindowed = LlamaConfig.from_hf({**hf_config("tiny-exaone4").to_dict(),
+                                      "sliding_window": None, "layer_types": None})
+    assert (unwindowed.sliding_window, unwindowed.rope_layers) == (None, None)
     values = {**hf_config("tiny-cwm").to_dict(), "layer_types": None}
     del values["sliding_window"]
     assert LlamaConfig.from_hf(values).sliding_window == 8192
@@ -576,7 +589,7 @@ def test_unsupported_fields_are_named(change, field):
 @pytest.mark.parametrize("name, overrides", [
     ("tiny-mistral", {}), ("tiny-phi3", {}),
     ("tiny-ministral", {"layer_types": ["sliding_attention", "full_attention"]}),
-    ("tiny-gemma2", {}), ("tiny-gemma3", {}), ("tiny-cwm", {}),
+    ("tiny-gemma2", {}), ("tiny-gemma3", {}), ("tiny-cwm", {}), ("tiny-exaone4", {}),
     ("tiny-qwen2", {"use_sliding_window": True, "max_window_layers": 1}),
 ])
 def test_sliding_windows_past_the_cache_match_hf(name, overrides, tmp_path, device):

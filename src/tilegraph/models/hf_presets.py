@@ -185,6 +185,14 @@ SHAPES: dict[str, dict] = {
                                       "original_max_position_embeddings": 16},
                      max_position_embeddings=256, eos_token_id=2, pad_token_id=0,
                      bos_token_id=1),
+    # EXAONE 4: norms after attention and the MLP only, q and k head norms; three sliding
+    # layers, rotated, to a global one without rotary embeddings (a window the tests pass)
+    "tiny-exaone4": dict(model_type="exaone4", vocab_size=67, hidden_size=32,
+                         intermediate_size=48, num_hidden_layers=4, num_attention_heads=4,
+                         num_key_value_heads=2, head_dim=8, rms_norm_eps=1e-5,
+                         sliding_window=24, sliding_window_pattern=4, rope_theta=1000000.0,
+                         max_position_embeddings=256, eos_token_id=2, pad_token_id=0,
+                         bos_token_id=1),
     # a sliding layer beside a full one, the window past what the tests reach
     "tiny-ministral": dict(model_type="ministral", vocab_size=67, hidden_size=32,
                            intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,

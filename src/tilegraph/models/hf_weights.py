@@ -152,6 +152,9 @@ _RENAMES = {"exaone": [(r"^transformer\.wte\.", "model.embed_tokens."),
             # GLM-4-0414: its post_attention_layernorm is Llama's (before the MLP)
             "glm4": [(r"\.post_self_attn_layernorm\.", ".post_attn_norm."),
                      (r"\.post_mlp_layernorm\.", ".post_mlp_norm.")],
+            # EXAONE 4: norms after attention and the MLP, none before
+            "exaone4": [(r"\.post_attention_layernorm\.", ".post_attn_norm."),
+                        (r"\.post_feedforward_layernorm\.", ".post_mlp_norm.")],
             "gemma3_text": _GEMMA_NORMS}
 
 
@@ -309,7 +312,7 @@ def load_llama(cls, model_or_path, dtype: torch.dtype | None, device,
     params = dict(model.named_parameters(remove_duplicate=False))
     # each layer's norm weights, folded into its projections once those are loaded
     norm_names = [f"layers.{i}.{norm}" for i in range(config.n_layers)
-                  for norm in ("attn_norm", "mlp_norm")]
+                  for norm in ("attn_norm", "mlp_norm") if config.pre_norms]
     pieces: dict[str, dict[str, torch.Tensor]] = {}
     unexpected = []
     for name, read in _unstacked(_renamed(tensors, config.model_type), config):
@@ -366,7 +369,7 @@ def load_llama(cls, model_or_path, dtype: torch.dtype | None, device,
             raise ValueError(f"{name}: checkpoint shape {tuple(value.shape)} does not match "
                              f"the config's {tuple(target.shape)}")
         target.data.copy_(value)
-    for i, layer in enumerate(model.layers):
+    for i, layer in enumerate(model.layers if config.pre_norms else ()):
         layer.fold_norms(norms[f"layers.{i}.attn_norm"], norms[f"layers.{i}.mlp_norm"])
     _fold_scalars(model, config)
     model.tie_lm_head()

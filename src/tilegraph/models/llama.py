@@ -53,6 +53,12 @@ def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor
     return weight * normed.to(x.dtype)
 
 
+def _pre_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.Tensor:
+    """What a projection after a layer's norm reads: x normalised, or x itself where the
+    layer has no norm before it (EXAONE 4's, weight None)."""
+    return x if weight is None else _rms_norm(x, weight, eps)
+
+
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Rotary embedding in the half-split layout of Hugging Face checkpoints: pairs are
     (x_i, x_{i + d/2}). x (..., heads, head_dim); cos, sin (..., head_dim / 2) in fp32."""
@@ -83,7 +89,8 @@ class LlamaLayer(nn.Module):
     rows of Wgate and Wup (gate_0, up_0, gate_1, ...), the layout of tg.linear's gated
     activations.
     The norms' weights are folded into them (fold_norms): attn_norm and mlp_norm are ones,
-    one value expanded to the width (buffers, not in the state dict). Qwen3's norms of each
+    one value expanded to the width (buffers, not in the state dict), or None where the
+    layer has no norms before attention and the MLP (EXAONE 4). Qwen3's norms of each
     q and k head, q_norm and k_norm (head_dim,), stay as they are: a head's values are
     normalised before they are scaled; so do Gemma's norms of the attention and MLP outputs,
     post_attn_norm and post_mlp_norm (dim,)."""
@@ -92,14 +99,16 @@ class LlamaLayer(nn.Module):
         super().__init__()
         c, kw = config, {"dtype": dtype, "device": device}
         qkv = c.q_dim + 2 * c.kv_dim
-        self.register_buffer("attn_norm", _folded_norm(c.dim, **kw), persistent=False)
+        self.register_buffer("attn_norm", _folded_norm(c.dim, **kw) if c.pre_norms else None,
+                             persistent=False)
         self.wqkv = _parameter(qkv, c.dim, **kw)
         self.bqkv = _parameter(qkv, fill=0.0, **kw) if c.qkv_bias else None
         self.q_norm = _parameter(c.head_dim, fill=1.0, **kw) if c.qk_norm else None
         self.k_norm = _parameter(c.head_dim, fill=1.0, **kw) if c.qk_norm else None
         self.wo = _parameter(c.dim, c.q_dim, **kw)
         self.bo = _parameter(c.dim, fill=0.0, **kw) if c.o_bias else None
-        self.register_buffer("mlp_norm", _folded_norm(c.dim, **kw), persistent=False)
+        self.register_buffer("mlp_norm", _folded_norm(c.dim, **kw) if c.pre_norms else None,
+                             persistent=False)
         self.w_gate_up = _parameter(2 * c.ffn_dim, c.dim, **kw)
         self.b_gate_up = _parameter(2 * c.ffn_dim, fill=0.0, **kw) if c.mlp_bias else None
         self.w_down = _parameter(c.dim, c.ffn_dim, **kw)
@@ -111,9 +120,10 @@ class LlamaLayer(nn.Module):
         """As nn.Module's (.to(), .cuda(), .half() ...), the norms again ones expanded from one
         value: a conversion writes every element out."""
         super()._apply(fn, recurse)
-        kw = {"dtype": self.wqkv.dtype, "device": self.wqkv.device}
-        self.attn_norm = _folded_norm(self.attn_norm.shape[0], **kw)
-        self.mlp_norm = _folded_norm(self.mlp_norm.shape[0], **kw)
+        if self.attn_norm is not None:
+            kw = {"dtype": self.wqkv.dtype, "device": self.wqkv.device}
+            self.attn_norm = _folded_norm(self.attn_norm.shape[0], **kw)
+            self.mlp_norm = _folded_norm(self.mlp_norm.shape[0], **kw)
         return self
 
     @torch.no_grad()
@@ -266,14 +276,14 @@ class Llama(nn.Module):
                         if c.rope_local_theta is not None else None)
         x = F.embedding(input_ids, self.embed)
         for index, layer in enumerate(self.layers):
-            qkv = F.linear(_rms_norm(x, layer.attn_norm, c.norm_eps), layer.wqkv, layer.bqkv)
+            qkv = F.linear(_pre_norm(x, layer.attn_norm, c.norm_eps), layer.wqkv, layer.bqkv)
             q, k, v = self._split_heads(qkv, index, *(local_tables if c.rotates_locally(index)
                                                       else tables))   # (B, T, heads, head_dim)
             attn = _causal_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
                                      c.window(index), c.attn_softcap)   # (B, heads, T, D)
             attn = attn.transpose(1, 2).reshape(batch, length, local.q_dim)
             x = self._add_output(x, F.linear(attn, layer.wo, self._once(layer.bo)), 0, index)
-            gate_up = F.linear(_rms_norm(x, layer.mlp_norm, c.norm_eps), layer.w_gate_up,
+            gate_up = F.linear(_pre_norm(x, layer.mlp_norm, c.norm_eps), layer.w_gate_up,
                                layer.b_gate_up)
             x = self._add_output(x, F.linear(_gated(gate_up, c.mlp_activation), layer.w_down,
                                              self._once(layer.b_down)), 1, index)
@@ -501,7 +511,7 @@ class Llama(nn.Module):
         visible = cached <= positions[:, None]   # (S, max_seq)
         x = F.embedding(tokens, self.embed)
         for index, layer in enumerate(self.layers):
-            qkv = F.linear(_rms_norm(x, layer.attn_norm, c.norm_eps), layer.wqkv, layer.bqkv)
+            qkv = F.linear(_pre_norm(x, layer.attn_norm, c.norm_eps), layer.wqkv, layer.bqkv)
             q, k, v = self._split_heads(qkv, index, *(local_tables if c.rotates_locally(index)
                                                       else tables))   # (S, heads, head_dim)
             # one index_put on the whole cache: through a view of it (cache.k[index]),
@@ -517,7 +527,7 @@ class Llama(nn.Module):
                               c.attn_softcap)
             attn = attn.reshape(rows, local.q_dim)
             x = self._add_output(x, F.linear(attn, layer.wo, self._once(layer.bo)), 0, index)
-            gate_up = F.linear(_rms_norm(x, layer.mlp_norm, c.norm_eps), layer.w_gate_up,
+            gate_up = F.linear(_pre_norm(x, layer.mlp_norm, c.norm_eps), layer.w_gate_up,
                                layer.b_gate_up)
             x = self._add_output(x, F.linear(_gated(gate_up, c.mlp_activation), layer.w_down,
                                              self._once(layer.b_down)), 1, index)

@@ -30,7 +30,7 @@ from ..kernels._activation import GLU_ACTIVATIONS as _GATED
 
 SUPPORTED_TYPES = ("llama", "mistral", "ministral", "phi3", "qwen2", "qwen3", "smollm3",
                    "granite", "exaone", "internlm3", "ernie4_5", "glm", "glm4", "helium",
-                   "seed_oss", "cwm", "gemma", "gemma2", "gemma3_text")
+                   "seed_oss", "cwm", "exaone4", "gemma", "gemma2", "gemma3_text")
 GEMMA_TYPES = ("gemma", "gemma2", "gemma3_text")
 # Families whose rotary embeddings turn a head's neighbouring dims (2i, 2i + 1) together
 # (GPT-J's pairing; transformers' GLM, ERNIE 4.5 and Helium), where Llama turns (i, i + d / 2)
@@ -63,7 +63,8 @@ _CLASS_DEFAULTS = {"glm": {"partial_rotary_factor": 0.5, "attention_bias": True}
                            "rope_parameters": {"rope_type": "llama3", "rope_theta": 1e6,
                                                "factor": 16.0, "low_freq_factor": 1.0,
                                                "high_freq_factor": 4.0,
-                                               "original_max_position_embeddings": 8192}}}
+                                               "original_max_position_embeddings": 8192}},
+                   "exaone4": {"sliding_window": 4096, "sliding_window_pattern": 4}}
 SUPPORTED_ROPE = ("default", "llama3", "linear", "yarn", "longrope")
 # hidden_act (Gemma: hidden_activation) -> the gated activation of tg.linear the MLP runs
 _MLP_ACTIVATIONS = {"silu": "swiglu", "swish": "swiglu", "gelu": "geglu",
@@ -113,6 +114,9 @@ class LlamaConfig:
     # Gemma 3's "sandwich": the attention and MLP outputs each RMS-normalised (weights
     # post_attn_norm, post_mlp_norm) before their residual add, besides the norms before.
     post_norms: bool = False
+    # The norms before attention and the MLP; False: their inputs are the residual stream
+    # itself (EXAONE 4, which normalises only the outputs: post_norms).
+    pre_norms: bool = True
     # Gemma's norms scale by 1 + weight: loading (from_hf) adds the one to every norm weight.
     norm_plus_one: bool = False
     # The base that layers with a sliding window rotate by (plain rotary embeddings, Gemma 3's
@@ -222,7 +226,7 @@ class LlamaConfig:
 
     def parameter_count(self) -> int:
         per_layer = (self.dim * (self.q_dim + 2 * self.kv_dim) + self.q_dim * self.dim
-                     + 3 * self.dim * self.ffn_dim + 2 * self.dim
+                     + 3 * self.dim * self.ffn_dim + 2 * self.dim * self.pre_norms
                      + (self.q_dim + 2 * self.kv_dim) * self.qkv_bias + self.dim * self.o_bias
                      + (2 * self.ffn_dim + self.dim) * self.mlp_bias
                      + 2 * self.head_dim * self.qk_norm + 2 * self.dim * self.post_norms)
@@ -426,15 +430,20 @@ def _fields_from_hf(values: dict) -> dict:
         # Gemma's config classes tie by default (a config.json may leave the key out)
         tie_embeddings=bool(values.get("tie_word_embeddings", gemma)),
         qkv_bias=qkv_bias, o_bias=o_bias, mlp_bias=mlp_bias,
-        qk_norm=model_type in ("qwen3", "gemma3_text"),
+        qk_norm=model_type in ("qwen3", "exaone4", "gemma3_text"),
         mlp_activation=_MLP_ACTIVATIONS[activation],
         max_position_embeddings=values.get("max_position_embeddings", 4096),
         sliding_window=window, sliding_layers=sliding, model_type=model_type,
         rotary_interleaved=model_type in INTERLEAVED_ROTARY_TYPES,
-        # GLM-4-0414's norms after attention and the MLP (Gemma 2's and 3's: _gemma_fields)
-        **({"post_norms": True} if model_type == "glm4" else {}),
+        # GLM-4-0414's norms after attention and the MLP (Gemma 2's and 3's: _gemma_fields);
+        # EXAONE 4's, with none before
+        **({"post_norms": True} if model_type in ("glm4", "exaone4") else {}),
+        **({"pre_norms": False} if model_type == "exaone4" else {}),
         **(_gemma_fields(values, model_type) if gemma else _rope_fields(values)),
-        rope_layers=_rope_layers(values) if model_type == "smollm3" else None,
+        # SmolLM3's layers without rotary embeddings; EXAONE 4's global ones, where it slides
+        rope_layers=(_rope_layers(values) if model_type == "smollm3" else
+                     sliding if model_type == "exaone4" and sliding and not all(sliding)
+                     else None),
         **(_granite_scalars(values) if model_type == "granite" else {}))
 
 
@@ -498,12 +507,13 @@ def _sliding_layers(values: dict, model_type: str) -> tuple[bool, ...] | None:
     none of Qwen2/3's or SmolLM3's without use_sliding_window (transformers drops the window
     then); else the layers its layer_types (transformers 5) name, or without them, as
     transformers builds them: Qwen2/3's from max_window_layers on, SmolLM3's without rotary
-    embeddings, every Ministral layer, Gemma's but every sliding_window_pattern-th, CWM's
-    but every fourth from the first."""
+    embeddings, every Ministral layer, Gemma's and EXAONE 4's but every
+    sliding_window_pattern-th (EXAONE 4's may spell it as "LLLG"), CWM's but every fourth
+    from the first."""
     if model_type in ("mistral", "phi3"):
         return None
     layers = values["num_hidden_layers"]
-    if (model_type not in ("ministral", "cwm", *GEMMA_TYPES)
+    if (model_type not in ("ministral", "cwm", "exaone4", *GEMMA_TYPES)
             and not values.get("use_sliding_window", False)):
         return (False,) * layers
     layer_types = values.get("layer_types")
@@ -513,6 +523,11 @@ def _sliding_layers(values: dict, model_type: str) -> tuple[bool, ...] | None:
         return None
     if model_type in GEMMA_TYPES:   # every sliding_window_pattern-th layer global (Gemma 2: 2)
         pattern = values.get("sliding_window_pattern", 2 if model_type == "gemma2" else 6)
+        return tuple((i + 1) % pattern != 0 for i in range(layers))
+    if model_type == "exaone4":
+        pattern = values.get("sliding_window_pattern") or 4
+        if isinstance(pattern, str):
+            return tuple(pattern[i % len(pattern)] == "L" for i in range(layers))
         return tuple((i + 1) % pattern != 0 for i in range(layers))
     if model_type == "smollm3":
         return tuple(not rotates for rotates in (_rope_layers(values) or (True,) * layers))
