@@ -248,8 +248,8 @@ def test_tp_qwen3_head_norms_equal_tp1(tmp_path):
 
 @pytest.mark.parametrize("name, overrides", [
     ("tiny-phi3", {"sliding_window": 3}), ("tiny-granite", {"attention_bias": True}),
-    ("tiny-smollm3", {}), ("tiny-glm", {}), ("tiny-gemma2", {"sliding_window": 3}),
-    ("tiny-gemma3", {"sliding_window": 3})])
+    ("tiny-smollm3", {}), ("tiny-glm", {}), ("tiny-exaone4", {"sliding_window": 3}),
+    ("tiny-gemma2", {"sliding_window": 3}), ("tiny-gemma3", {"sliding_window": 3})])
 def test_tp_families_equal_tp1(name, overrides, tmp_path):
     """Each family's own part at TP=2, every path's logits equal to TP=1's: Phi-3's ranks
     read their q, k, v heads and gate, up columns as rows of the checkpoint's stacked
@@ -257,9 +257,10 @@ def test_tp_families_equal_tp1(name, overrides, tmp_path):
     pass); Granite's scalars are folded into every shard (q rows and bias, the row-parallel
     projections and the bias rank 0 adds, the tied LM head's rows copied from the scaled
     embedding); SmolLM3's second layer does not rotate; GLM's q and k heads, reordered
-    for the kernels' rotary pairs, split whole between the ranks; Gemma's norms after the
-    all-reduced attention and MLP outputs, on every rank, and Gemma 2's softcaps (each
-    rank's heads', the gathered logits')."""
+    for the kernels' rotary pairs, split whole between the ranks; EXAONE 4's layers without
+    norms before attention and the MLP; Gemma's norms after the all-reduced attention and
+    MLP outputs, on every rank, and Gemma 2's softcaps (each rank's heads', the gathered
+    logits')."""
     _ranks_fit(2)
     from tilegraph.models.hf_presets import random_hf_model
 
