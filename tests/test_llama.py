@@ -283,8 +283,9 @@ def test_sliding_layers_as_transformers_builds_them():
     SmolLM3's without rotary embeddings, every Ministral, Mistral and Phi-3 layer, CWM's
     but every fourth from the first (and its window of 8192 where a config.json gives
     none), EXAONE 4's but every sliding_window_pattern-th (an int, or a string of L and G;
-    its global layers without rotary embeddings, and every layer with them where it has no
-    window); a window no layer uses is dropped; Llama never slides."""
+    its global layers without rotary embeddings, even where none slides, and every layer
+    with them where it has no window); a window no layer uses is dropped; Llama never
+    slides."""
     def read(name, **change):
         config = LlamaConfig.from_hf({**hf_config(name).to_dict(), "sliding_window": 8,
                                       **change})
@@ -313,6 +314,9 @@ def test_sliding_layers_as_transformers_builds_them():
     unwindowed = LlamaConfig.from_hf({**hf_config("tiny-exaone4").to_dict(),
                                       "sliding_window": None, "layer_types": None})
     assert (unwindowed.sliding_window, unwindowed.rope_layers) == (None, None)
+    global_only = LlamaConfig.from_hf({**hf_config("tiny-exaone4").to_dict(),
+                                       "layer_types": ["full_attention"] * 4})
+    assert (global_only.sliding_window, global_only.rope_layers) == (None, (False,) * 4)
     values = {**hf_config("tiny-cwm").to_dict(), "layer_types": None}
     del values["sliding_window"]
     assert LlamaConfig.from_hf(values).sliding_window == 8192

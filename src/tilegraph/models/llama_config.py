@@ -404,6 +404,8 @@ def _fields_from_hf(values: dict) -> dict:
     # Gemma 2's and 3's default (Gemma 1 never slides)
     window = values.get("sliding_window", 4096 if gemma and model_type != "gemma" else None)
     sliding = _sliding_layers(values, model_type) if window is not None else None
+    # EXAONE 4 rotates only its sliding layers where it has a window, even if none slides
+    rotating = sliding if model_type == "exaone4" else None
     if model_type in _NEVER_WINDOWED or (sliding is not None and not any(sliding)):
         window = sliding = None
     if model_type in ("llama", "qwen3", "smollm3", "granite", "exaone", "internlm3",
@@ -440,10 +442,9 @@ def _fields_from_hf(values: dict) -> dict:
         **({"post_norms": True} if model_type in ("glm4", "exaone4") else {}),
         **({"pre_norms": False} if model_type == "exaone4" else {}),
         **(_gemma_fields(values, model_type) if gemma else _rope_fields(values)),
-        # SmolLM3's layers without rotary embeddings; EXAONE 4's global ones, where it slides
+        # SmolLM3's layers without rotary embeddings, EXAONE 4's global ones
         rope_layers=(_rope_layers(values) if model_type == "smollm3" else
-                     sliding if model_type == "exaone4" and sliding and not all(sliding)
-                     else None),
+                     rotating if rotating is not None and not all(rotating) else None),
         **(_granite_scalars(values) if model_type == "granite" else {}))
 
 
