@@ -16,7 +16,14 @@ WRAPPED = {"gemma3": ("Gemma3", "tiny-gemma3", dict(model_type="siglip_vision_mo
                                dict(model_type="siglip_vision_model")),
            "internvl": ("InternVL", "tiny-qwen3", dict(model_type="internvl_vision")),
            "idefics3": ("Idefics3", "tiny-llama3", dict(model_type="idefics3_vision")),
-           "smolvlm": ("SmolVLM", "tiny-llama3", dict(model_type="smolvlm_vision"))}
+           "smolvlm": ("SmolVLM", "tiny-llama3", dict(model_type="smolvlm_vision")),
+           "qwen2_5_vl": ("Qwen2_5_VL", "tiny-qwen2",
+                          dict(depth=1, num_heads=2, out_hidden_size=32, window_size=28,
+                               fullatt_block_indexes=[0]))}
+# The decoder's config where the wrapper names it its own way: Qwen2.5-VL's (its rotary
+# embedding by three position sections)
+TEXT_CHANGES = {"qwen2_5_vl": dict(model_type="qwen2_5_vl_text",
+                                   rope_scaling={"type": "mrope", "mrope_section": [1, 1, 2]})}
 
 
 def tiny_with_images(wrapper: str):
@@ -30,8 +37,8 @@ def tiny_with_images(wrapper: str):
     tokens = (dict(mm_tokens_per_image=4, boi_token_index=64, eoi_token_index=65)
               if wrapper == "gemma3" else {})
     config = getattr(transformers, kind + "Config")(
-        text_config=hf_config(text).to_dict(), vision_config=vision, image_token_index=66,
-        **tokens)
+        text_config={**hf_config(text).to_dict(), **TEXT_CHANGES.get(wrapper, {})},
+        vision_config=vision, image_token_index=66, **tokens)
     torch.manual_seed(0)
     hf = getattr(transformers, kind + "ForConditionalGeneration")(config).eval()
     with torch.no_grad():

@@ -419,11 +419,11 @@ def test_gemma1_config_as_transformers_reads_it():
 
 @pytest.mark.parametrize("wrapper", list(WRAPPED))
 def test_multimodal_checkpoint_runs_its_language_model(wrapper, tmp_path, device):
-    """Gemma 3 4B and larger, Mistral Small 3.1, the LLaVAs, InternVL, Idefics3 and SmolVLM
-    ship a vision tower beside the decoder: its text_config and language model's tensors
-    are read (as transformers saves them, and as it names them in memory), the image side
-    left out; on text the model is transformers' (the reference forward, the fused prefill
-    and decode steps)."""
+    """Gemma 3 4B and larger, Mistral Small 3.1, the LLaVAs, InternVL, Idefics3, SmolVLM
+    and Qwen2.5-VL ship a vision tower beside the decoder: its text_config and language
+    model's tensors are read (as transformers saves them, and as it names them in memory),
+    the image side left out; on text the model is transformers' (the reference forward, the
+    fused prefill and decode steps)."""
     from safetensors.torch import save_file
 
     hf = tiny_with_images(wrapper)
@@ -438,7 +438,8 @@ def test_multimodal_checkpoint_runs_its_language_model(wrapper, tmp_path, device
                  if name != "lm_head.weight" or model.lm_head is not model.embed}
     assert any(name.startswith(("model.language_model.", "model.text_model."))
                for name in in_memory)
-    assert any(name.startswith(("model.vision_", "vision_")) for name in in_memory)
+    assert any(name.startswith(("model.vision_", "vision_", "model.visual."))
+               for name in in_memory)
     # transformers 4's names (and 5's, saving) where the decoder is a language_model:
     # language_model.model.*, vision_tower.*
     legacy = (("model.language_model.", "language_model.model."),
@@ -446,6 +447,9 @@ def test_multimodal_checkpoint_runs_its_language_model(wrapper, tmp_path, device
     layouts = [("in-memory", ())]
     if any(name.startswith("model.language_model.") for name in in_memory):
         layouts.append(("legacy", legacy))
+    if wrapper == "qwen2_5_vl":   # transformers 4's: Llama's names beside visual.*
+        layouts.append(("qwen-vl", (("model.language_model.", "model."),
+                                    ("model.visual.", "visual."))))
     for layout, renames in layouts:
         tensors = {}
         for name, tensor in in_memory.items():
@@ -477,6 +481,13 @@ def test_a_multimodal_config_reads_its_decoders():
         config = LlamaConfig.from_hf(values)
         assert config.model_type == "mistral" and config.dim == text["hidden_size"]
         assert config.tie_embeddings == tied, (top, inner)
+    # transformers 4's Qwen2.5-VL config: the decoder's fields at the top, mrope's sections
+    nested = {**text, "model_type": "qwen2_5_vl_text",
+              "rope_scaling": {"type": "mrope", "mrope_section": [1, 1, 2]}}
+    flat = {**nested, "model_type": "qwen2_5_vl", "vision_config": {"depth": 1}}
+    qwen = LlamaConfig.from_hf({"model_type": "qwen2_5_vl", "text_config": nested})
+    assert LlamaConfig.from_hf(flat) == qwen and qwen.model_type == "qwen2"
+    assert qwen.qkv_bias and qwen.rope_llama3 is qwen.rope_yarn is None
     with pytest.raises(ValueError, match="language model of a mistral3 checkpoint, "
                                          "model_type='ministral3'"):
         LlamaConfig.from_hf({"model_type": "mistral3", "text_config": {**text,

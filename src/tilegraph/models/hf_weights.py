@@ -37,7 +37,8 @@ _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
 # The image side of a multimodal checkpoint: tilegraph decodes text.
 _IGNORED_PREFIXES = tuple(f"{model}{part}" for model in ("model.", "")
                           for part in ("vision_tower.", "multi_modal_projector.",
-                                       "image_newline", "vision_model.", "connector."))
+                                       "image_newline", "vision_model.", "connector.",
+                                       "visual."))
 
 
 def _sliced(tensor_or_slice, split: Split):
@@ -131,8 +132,9 @@ _GEMMA_NORMS = [(r"\.post_attention_layernorm\.", ".post_attn_norm."),
                 (r"\.pre_feedforward_layernorm\.", ".post_attention_layernorm."),
                 (r"\.post_feedforward_layernorm\.", ".post_mlp_norm.")]
 # A multimodal checkpoint's language model under its prefix: as transformers 5 names it in
-# memory (language_model: Gemma 3, Mistral 3, the LLaVAs, InternVL; text_model: Idefics3,
-# SmolVLM) and as it (and transformers 4) saves a language_model
+# memory (language_model: Gemma 3, Mistral 3, the LLaVAs, InternVL, Qwen2-VL, Qwen2.5-VL;
+# text_model: Idefics3, SmolVLM) and as it (and transformers 4) saves a language_model
+# (transformers 4 saved Qwen2-VL's decoder as model.*, Llama's names)
 _LANGUAGE_MODEL_PREFIXES = [(r"^model\.(language|text)_model\.", "model."),
                             (r"^language_model\.model\.", "model."),
                             (r"^language_model\.lm_head\.", "lm_head.")]

@@ -42,7 +42,12 @@ PARTIAL_ROTARY_TYPES = ("phi3", "glm", "glm4")
 # type of the text_config they hold where it names none
 _LANGUAGE_MODELS = {"gemma3": "gemma3_text", "mistral3": "mistral", "llava": "llama",
                     "llava_next": "llama", "llava_onevision": "qwen2", "internvl": "qwen2",
-                    "idefics3": "llama", "smolvlm": "llama"}
+                    "idefics3": "llama", "smolvlm": "llama", "qwen2_vl": "qwen2_vl_text",
+                    "qwen2_5_vl": "qwen2_5_vl_text"}
+# Decoders of multimodal checkpoints that are a family tilegraph runs under another name:
+# Qwen2-VL's and Qwen2.5-VL's are Qwen2's layer, whose multimodal rotary embedding (mrope)
+# turns a text token's three position sections by one position: plain rotary embeddings
+_SAME_DECODERS = {"qwen2_vl_text": "qwen2", "qwen2_5_vl_text": "qwen2"}
 # Families whose config.json spells some of Llama's fields their own way (transformers'
 # attribute_map): their name -> Llama's.
 _FIELD_ALIASES = {
@@ -274,6 +279,8 @@ def _rope_fields(values: dict) -> dict:
         raise _unsupported("rope_parameters", params, "expected one dict of rope settings")
     merged = {**scaling, **params}
     rope_type = merged.get("rope_type", merged.get("type", "default")) or "default"
+    if rope_type == "mrope":   # Qwen2-VL's, on text: plain (_SAME_DECODERS)
+        rope_type = "default"
     if rope_type not in SUPPORTED_ROPE:
         raise _unsupported("rope_scaling.rope_type", rope_type,
                            f"tilegraph implements {', '.join(SUPPORTED_ROPE)}")
@@ -361,8 +368,9 @@ def _yarn_fields(rope: dict, values: dict) -> tuple[dict, float]:
 def _fields_from_hf(values: dict) -> dict:
     model_type = values.get("model_type", "llama")
     wrapper = model_type if model_type in _LANGUAGE_MODELS else None
-    if wrapper:   # the decoder's own config
-        text = values.get("text_config") or {}
+    if wrapper:   # the decoder's own config (transformers 4 kept Qwen2-VL's at the top)
+        text = values.get("text_config") or {key: value for key, value in values.items()
+                                             if key not in ("model_type", "vision_config")}
         # tied where either config says so (LLaVA's config class takes the text config's
         # tie) or neither says (Gemma 3's default); a head the checkpoint stores apart
         # unties it at load (hf_weights._tied_as_stored)
@@ -371,6 +379,9 @@ def _fields_from_hf(values: dict) -> dict:
         values = {**text, "model_type": text.get("model_type") or _LANGUAGE_MODELS[wrapper],
                   "tie_word_embeddings": any(ties) if ties else True}
         model_type = values["model_type"]
+    if model_type in _SAME_DECODERS:
+        model_type = _SAME_DECODERS[model_type]
+        values = {**values, "model_type": model_type}
     if model_type not in SUPPORTED_TYPES:
         raise _unsupported("model_type" if wrapper is None else
                            f"the language model of a {wrapper} checkpoint, model_type",
