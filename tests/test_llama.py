@@ -469,9 +469,10 @@ def test_multimodal_checkpoint_runs_its_language_model(wrapper, tmp_path, device
 
 
 def test_a_multimodal_config_reads_its_decoders():
-    """The text_config's fields, tied where either config ties (LLaVA's config class takes
-    the text config's tie) or neither says; a wrapper around a decoder tilegraph does not
-    run, or a wrapper it does not know, is a ValueError naming what it met."""
+    """The text_config's fields (the decoder's config class's defaults where it leaves them
+    out), tied where either config ties (LLaVA's config class takes the text config's tie)
+    or neither says; a wrapper around a decoder tilegraph does not run, or a wrapper it does
+    not know, is a ValueError naming what it met."""
     text = hf_config("tiny-mistral").to_dict()
     for top, inner, tied in ((None, None, True), (False, None, False), (False, True, True),
                              (True, False, True), (None, False, False)):
@@ -481,6 +482,17 @@ def test_a_multimodal_config_reads_its_decoders():
         config = LlamaConfig.from_hf(values)
         assert config.model_type == "mistral" and config.dim == text["hidden_size"]
         assert config.tie_embeddings == tied, (top, inner)
+    # LLaVA 1.5's: a text_config of what Vicuna changes from LlamaConfig's defaults, which
+    # transformers fills in
+    sparse = {"model_type": "llava", "text_config": {"model_type": "llama",
+                                                     "vocab_size": 32064, "rms_norm_eps": 1e-5}}
+    theirs = transformers.LlavaConfig(text_config=sparse["text_config"]).text_config
+    vicuna = LlamaConfig.from_hf(sparse)
+    assert (vicuna.vocab_size, vicuna.dim, vicuna.ffn_dim, vicuna.n_layers, vicuna.n_heads,
+            vicuna.n_kv_heads, vicuna.head_dim, vicuna.norm_eps) == (
+        theirs.vocab_size, theirs.hidden_size, theirs.intermediate_size,
+        theirs.num_hidden_layers, theirs.num_attention_heads, theirs.num_key_value_heads,
+        theirs.head_dim, theirs.rms_norm_eps)
     # transformers 4's Qwen2.5-VL config: the decoder's fields at the top, mrope's sections
     nested = {**text, "model_type": "qwen2_5_vl_text",
               "rope_scaling": {"type": "mrope", "mrope_section": [1, 1, 2]}}

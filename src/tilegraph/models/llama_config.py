@@ -266,6 +266,26 @@ class LlamaConfig:
         return cls(**_fields_from_hf(values))
 
 
+# The fields a decoder's config class fills where a multimodal config.json's text_config
+# leaves them out (LLaVA 1.5's names only what Vicuna changes from LlamaConfig's)
+_DECODER_DEFAULTS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                     "num_attention_heads", "max_position_embeddings", "rms_norm_eps",
+                     "hidden_act")
+
+
+def _decoder_defaults(model_type: str) -> dict:
+    """transformers' defaults of _DECODER_DEFAULTS for a decoder's config class, as it
+    builds a multimodal model's decoder; none where transformers is not installed or has
+    no such class."""
+    try:
+        from transformers import AutoConfig
+
+        defaults = AutoConfig.for_model(model_type).to_dict()
+    except (ImportError, ValueError):
+        return {}
+    return {key: defaults[key] for key in _DECODER_DEFAULTS if defaults.get(key) is not None}
+
+
 def _unsupported(name: str, value, what: str) -> ValueError:
     return ValueError(f"{name}={value!r} is not supported: {what}")
 
@@ -371,6 +391,8 @@ def _fields_from_hf(values: dict) -> dict:
     if wrapper:   # the decoder's own config (transformers 4 kept Qwen2-VL's at the top)
         text = values.get("text_config") or {key: value for key, value in values.items()
                                              if key not in ("model_type", "vision_config")}
+        text = {**_decoder_defaults(text.get("model_type") or _LANGUAGE_MODELS[wrapper]),
+                **text}
         # tied where either config says so (LLaVA's config class takes the text config's
         # tie) or neither says (Gemma 3's default); a head the checkpoint stores apart
         # unties it at load (hf_weights._tied_as_stored)
