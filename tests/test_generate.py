@@ -688,20 +688,23 @@ def test_noise_is_uniform_and_decorrelated():
 
 
 @pytest.mark.parametrize("name", ["tiny-qwen3", "tiny-phi3", "tiny-granite", "tiny-smollm3",
-                                  "tiny-glm", "tiny-exaone4", "tiny-gemma2", "tiny-gemma3"])
+                                  "tiny-glm", "tiny-exaone4", "tiny-olmo2", "tiny-olmo3",
+                                  "tiny-gemma2", "tiny-gemma3"])
 def test_greedy_tokens_equal_hf_per_family(name):
     """Qwen3's norms of each q and k head (a head_dim of 12 over a width of 32), Phi-3's
     stacked checkpoint matrices and sliding window, Granite's scalars, SmolLM3's layer
     without rotary embeddings, GLM's half-turned heads paired by neighbours, EXAONE 4's
-    layers with norms only after attention and the MLP, Gemma's gated
+    layers with norms only after attention and the MLP, OLMo 2's norms of all of q and all
+    of k (OLMo 3's four layers: three sliding, one full with YaRN), Gemma's gated
     GELU, norms after attention and the MLP and sliding layer (a window of 24 the 21 new
     tokens of the longer prompt pass), Gemma 2's softcapped scores and logits, Gemma 3's
     local rotary base, through the Generator's graphs: its greedy tokens are transformers'
-    at batch 1 and 2 (Gemma's two layers and EXAONE 4's four, sliding ones and a global
-    one; the others' first)."""
-    every_layer = name.startswith("tiny-gemma") or name == "tiny-exaone4"
+    at batch 1 and 2 (Gemma's two layers and EXAONE 4's and OLMo 3's four, sliding ones
+    and a global one; the others' first)."""
+    every_layer = name.startswith("tiny-gemma") or name in ("tiny-exaone4", "tiny-olmo3")
     layers = {} if every_layer else {"num_hidden_layers": 1}
-    hf = random_hf_model(name, scale=5.0, **layers)
+    # no end token, which transformers' generate would hold back until min_new_tokens
+    hf = random_hf_model(name, scale=5.0, eos_token_id=None, **layers)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     generator = tg.Generator(Llama.from_hf(hf, device=device), max_batch=2, max_seq=32,
                              sizes=(1, 2), sync_every=4)

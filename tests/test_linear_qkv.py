@@ -142,13 +142,33 @@ def test_head_norms_match_float64_reference(rows, heads, kv_heads, head_dim, k, 
     torch.testing.assert_close(rms, torch.ones_like(rms), rtol=2e-2, atol=0)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows", [1, 3, 19])
+def test_norms_over_all_heads_match_float64_reference(rows, dtype, device):
+    """OLMo 2's norms, each over all of q or all of k: the projection, then the rotary
+    kernel, whatever the rows (a head's column blocks cannot see the others')."""
+    heads, kv_heads, head_dim, k = 6, 2, 16, 40
+    x, w, b, g, cache = _case(rows, heads, kv_heads, head_dim, k, dtype, device)
+    n = (heads + 2 * kv_heads) * head_dim
+    head_scale = torch.logspace(-1, 1, n // head_dim).repeat_interleave(head_dim)
+    w = (w.float() * head_scale[:, None].to(device)).to(dtype)
+    norms = {name: (1 + randn(width, scale=0.3)).to(dtype=dtype, device=device)
+             for name, width in (("q_norm_weight", heads * head_dim),
+                                 ("k_norm_weight", kv_heads * head_dim))}
+    expected = _reference(x, w, b, g, cache, **norms)
+    out = poisoned((rows, heads, head_dim), dtype, device)
+    q = tg.linear_qkv(x, w, b, norm_weight=g, out=out, **cache, **norms)
+    assert q.data_ptr() == out.data_ptr()
+    _check(q, cache, expected, dtype)
+
+
 def test_head_norms_come_in_pairs_of_head_dim(device):
     x, w, b, g, cache = _case(2, 4, 2, 8, 12, torch.float32, device)
     norms = _head_norms(8, torch.float32, device)
     with pytest.raises(ValueError, match="give both or neither"):
         tg.linear_qkv(x, w, **cache, q_norm_weight=norms["q_norm_weight"])
     with pytest.raises(ValueError, match="k_norm_weight has shape"):
-        tg.linear_qkv(x, w, **cache, **dict(norms, k_norm_weight=torch.ones(16,
+        tg.linear_qkv(x, w, **cache, **dict(norms, k_norm_weight=torch.ones(12,
                                                                             device=device)))
     with pytest.raises(TypeError, match="q_norm_weight has dtype"):
         tg.linear_qkv(x, w, **cache, **dict(norms, q_norm_weight=norms["q_norm_weight"]

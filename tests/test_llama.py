@@ -16,8 +16,8 @@ transformers = pytest.importorskip("transformers")
 
 TINY = ("tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3",
         "tiny-granite", "tiny-ministral", "tiny-smollm3", "tiny-ernie4_5", "tiny-glm",
-        "tiny-glm4", "tiny-helium", "tiny-exaone4", "tiny-gemma", "tiny-gemma2",
-        "tiny-gemma3")
+        "tiny-glm4", "tiny-helium", "tiny-exaone4", "tiny-olmo2", "tiny-olmo3", "tiny-gemma",
+        "tiny-gemma2", "tiny-gemma3")
 
 
 def _load_through_directory(hf, tmp_path, device, **save):
@@ -344,6 +344,35 @@ def test_smollm3_layers_without_rotary_embeddings():
     assert LlamaConfig.from_hf(hf_config("tiny-llama3")).rotates(1)
 
 
+def test_olmo_configs_as_transformers_4_and_5_write_them():
+    """OLMo 2: norms after attention and the MLP only, q and k each normalised as a whole,
+    one bias flag for q, k, v and o, never windowed. OLMo 3: every fourth layer full, the
+    others sliding, where layer_types is left out; YaRN on the full layers only, from
+    transformers 5's rope_parameters per layer type or transformers 4's rope_theta and
+    rope_scaling; clip_qkv (OLMo 1's) refused."""
+    olmo2 = LlamaConfig.from_hf({**hf_config("tiny-olmo2").to_dict(), "attention_bias": True,
+                                 "sliding_window": 8})
+    assert olmo2.qk_norm and olmo2.qk_norm_whole and olmo2.post_norms
+    assert not olmo2.pre_norms and olmo2.sliding_window is None
+    assert (olmo2.qkv_bias, olmo2.o_bias, olmo2.mlp_bias) == (True, True, False)
+    # per layer: q|k|v, o, gate|up|down, q's and k's norms of 32 and 16, two post norms
+    assert olmo2.parameter_count() == 2 * (32 * 64 + 64 + 32 * 32 + 32 + 3 * 32 * 48 + 48
+                                           + 2 * 32) + 2 * 67 * 32 + 32
+    new = LlamaConfig.from_hf(hf_config("tiny-olmo3"))
+    assert new.sliding_layers == (True, True, True, False) and new.sliding_window == 24
+    assert new.rope_yarn["factor"] == 16.0 and new.rope_local_theta == new.rope_theta == 5e5
+    assert [new.rotates_locally(i) for i in range(4)] == [True, True, True, False]
+    old = {key: value for key, value in hf_config("tiny-olmo3").to_dict().items()
+           if key not in ("rope_parameters", "layer_types")}
+    old.update(num_hidden_layers=5, rope_theta=5e5, rope_scaling={
+        "rope_type": "yarn", "factor": 16.0, "original_max_position_embeddings": 16})
+    config = LlamaConfig.from_hf(old)
+    assert config.sliding_layers == (True, True, True, False, True)
+    assert dataclasses.replace(config, n_layers=4, sliding_layers=new.sliding_layers) == new
+    with pytest.raises(ValueError, match="clip_qkv"):
+        LlamaConfig.from_hf({**hf_config("tiny-olmo2").to_dict(), "clip_qkv": 8.0})
+
+
 def test_gemma3_config_as_transformers_4_and_5_write_it():
     """Gemma 3's text config: transformers 5's (rope_parameters per layer type, layer_types)
     and a config.json as transformers 4 wrote it (rope_theta, rope_local_base_freq,
@@ -617,6 +646,7 @@ def test_unsupported_fields_are_named(change, field):
     ("tiny-mistral", {}), ("tiny-phi3", {}),
     ("tiny-ministral", {"layer_types": ["sliding_attention", "full_attention"]}),
     ("tiny-gemma2", {}), ("tiny-gemma3", {}), ("tiny-cwm", {}), ("tiny-exaone4", {}),
+    ("tiny-olmo3", {}),
     ("tiny-qwen2", {"use_sliding_window": True, "max_window_layers": 1}),
 ])
 def test_sliding_windows_past_the_cache_match_hf(name, overrides, tmp_path, device):

@@ -59,6 +59,53 @@ def test_head_norms_match_reference(rows, heads, kv_heads, head_dim, dtype, devi
     assert torch.equal(v.double(), v_ref), "v is copied, not computed"
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("rows, heads, kv_heads, head_dim, whole", [
+    (1, 4, 2, 64, "qk"), (3, 7, 1, 24, "q"), (2, 3, 3, 10, "k"), (4, 1, 1, 16, "qk")])
+def test_norms_over_all_heads_match_reference(rows, heads, kv_heads, head_dim, whole, dtype,
+                                              device):
+    """A q or k norm weight as wide as all of its heads (OLMo 2's): q (k) RMS-normalised as
+    a whole, each head scaled by its slice of the weight; the other one by heads where it
+    is a head wide. Heads far apart, so a norm over one head's values alone shows."""
+    qkv, cos, sin, positions, slots, cache = _case(rows, heads, kv_heads, head_dim, dtype,
+                                                   device)
+    qkv = qkv * torch.logspace(-1, 1, heads + 2 * kv_heads).repeat_interleave(head_dim).to(
+        dtype=dtype, device=device)
+    widths = {"q_norm_weight": heads * head_dim if "q" in whole else head_dim,
+              "k_norm_weight": kv_heads * head_dim if "k" in whole else head_dim}
+    norms = {name: (1 + torch.randn(width) * 0.3).to(dtype=dtype, device=device)
+             for name, width in widths.items()}
+    k, v = cache.clone(), cache.clone() + 1
+    k_ref, v_ref = k.double(), v.double()
+    out = poisoned((rows, heads, head_dim), dtype, device)
+    q = tg.rotary_qkv(qkv, cos, sin, positions, slots, k, v, n_heads=heads, norm_eps=1e-5,
+                      out=out, **norms)
+    q_ref = rotary_qkv_ref(qkv.double(), cos.double(), sin.double(), positions, slots, k_ref,
+                           v_ref, n_heads=heads, norm_eps=1e-5,
+                           **{name: t.double() for name, t in norms.items()})
+    assert_close(q, q_ref, dtype, what="q")
+    assert_close(k, k_ref, dtype, what="k cache")
+    assert torch.equal(v.double(), v_ref), "v is copied, not computed"
+    # unit weights: q's values together at RMS 1 (the rotation keeps it), not each head's
+    ones = {name: torch.ones_like(t) for name, t in norms.items()}
+    q = tg.rotary_qkv(qkv, cos, sin, positions, slots, k, v, n_heads=heads, **ones)
+    rms = q.float().pow(2).mean(-1)
+    whole_rms = rms.mean(-1)
+    torch.testing.assert_close(whole_rms if "q" in whole else rms, torch.ones_like(
+        whole_rms if "q" in whole else rms), rtol=2e-2, atol=0)
+
+
+def test_norm_weights_of_other_widths_are_refused(device):
+    qkv, cos, sin, positions, slots, cache = _case(2, 4, 2, 8, torch.float32, device)
+    args = (qkv, cos, sin, positions, slots, cache, cache.clone())
+    with pytest.raises(ValueError, match=r"expected \(8,\) for a norm a head or \(32,\)"):
+        tg.rotary_qkv(*args, n_heads=4, q_norm_weight=torch.ones(16, device=device),
+                      k_norm_weight=torch.ones(8, device=device))
+    with pytest.raises(ValueError, match=r"k_norm_weight has shape \(32,\)"):
+        tg.rotary_qkv(*args, n_heads=4, q_norm_weight=torch.ones(32, device=device),
+                      k_norm_weight=torch.ones(32, device=device))
+
+
 def test_rotation_keeps_norms_and_position_zero_is_identity(device):
     qkv, cos, sin, _, slots, cache = _case(2, 2, 1, 16, torch.float32, device)
     cos[0], sin[0] = 1.0, 0.0

@@ -372,6 +372,14 @@ def test_heads_and_mlp_must_divide_by_tp(changed, name, value):
         tgd.local_config(config, 4)
 
 
+def test_norms_over_every_head_refuse_tp():
+    """OLMo 2's q norm spans every head: a rank holding half of them cannot compute it."""
+    config = LlamaConfig(vocab_size=67, dim=32, n_layers=1, n_heads=4, n_kv_heads=2,
+                         ffn_dim=48, qk_norm=True, qk_norm_whole=True, model_type="olmo2")
+    with pytest.raises(ValueError, match="olmo2's q and k norms span every head"):
+        tgd.local_config(config, 2)
+
+
 def test_tp_without_a_process_group_says_how_to_start_one():
     with pytest.raises(RuntimeError, match="torchrun --nproc-per-node 2"):
         tgd.TensorParallel.resolve(2)

@@ -29,6 +29,9 @@ def local_config(config: LlamaConfig, size: int) -> LlamaConfig:
     """The shapes one of `size` ranks holds: its q heads, kv heads and SwiGLU columns."""
     if size == 1:
         return config
+    if config.qk_norm_whole:
+        raise ValueError(f"{config.model_type}'s q and k norms span every head, which tp="
+                         f"{size} splits between ranks: run it on one GPU")
     for name, value in (("num_attention_heads", config.n_heads),
                         ("num_key_value_heads", config.n_kv_heads),
                         ("intermediate_size", config.ffn_dim)):

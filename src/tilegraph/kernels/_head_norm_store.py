@@ -45,7 +45,13 @@ def normed_head(x1, x2, g1, g2, eps, head_dim, dtype):
     g2), rounded where Hugging Face rounds: the normalised head, then its product with the
     weight."""
     squares = tl.sum(x1 * x1, axis=-1, keep_dims=True) + tl.sum(x2 * x2, axis=-1, keep_dims=True)
-    scale = tl.rsqrt(squares / head_dim + eps)
+    return scaled_head(x1, x2, g1, g2, tl.rsqrt(squares / head_dim + eps), dtype)
+
+
+@triton.jit
+def scaled_head(x1, x2, g1, g2, scale, dtype):
+    """normed_head's values given their norm's 1 / rms, `scale` (a norm spanning more than
+    the head: OLMo 2's, over all of q or all of k)."""
     x1 = (g1 * (x1 * scale).to(dtype).to(tl.float32)).to(dtype).to(tl.float32)
     x2 = (g2 * (x2 * scale).to(dtype).to(tl.float32)).to(dtype).to(tl.float32)
     return x1, x2

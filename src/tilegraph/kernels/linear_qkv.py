@@ -12,7 +12,7 @@ neighbouring columns of one tile. More rows (a prefill) run tg.linear's tiled GE
 tg.rotary_qkv's kernel over its interleaved columns. Heads normalised before their rotation
 (Qwen3, Gemma 3) stay one kernel where the plan's column blocks lie inside a head
 (_head_norm_store.py; every kernel but the several-row GEMV and cuBLAS), and are otherwise
-the projection and that kernel.
+the projection and that kernel, as are q and k normalised each as a whole (OLMo 2).
 """
 
 from __future__ import annotations
@@ -125,6 +125,8 @@ def _epilogue_head_norm(chosen: decode_plan.Plan, rows: int, k_cache: torch.Tens
     kv_heads, head_dim = k_cache.shape[1], k_cache.shape[3]
     if not HEAD_NORM_IN_EPILOGUE or not decode_plan.takes_head_norm(chosen, rows, head_dim):
         return None
+    if q_norm_weight.numel() != head_dim or k_norm_weight.numel() != head_dim:
+        return None   # a norm over all of q or k (OLMo 2's) spans more blocks than a head's
     heads = n_heads + kv_heads  # q and k
     # past the counters of the launch's own column blocks (a split-K launch counts there)
     blocks = triton.cdiv((n_heads + 2 * kv_heads) * head_dim, chosen.config["BLOCK_N"])
@@ -160,7 +162,8 @@ def linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None 
     slots below max_batch). Returns q (rows, n_heads, head_dim) in the usual layout, rotated.
     q_norm_weight, k_norm_weight (head_dim, in the usual order), given together: each q and
     k head RMS-normalised (norm_eps) and scaled by them before its rotation (Qwen3): in the
-    one-row projection's epilogue where its plan allows, else in a second kernel.
+    one-row projection's epilogue where its plan allows, else in a second kernel; either one
+    (heads * head_dim,): q (k) normalised as a whole (OLMo 2), in the second kernel.
     add_normed (h, w) and sum_out as in tg.linear: the projection of x + rms_norm(h) * w,
     which goes to sum_out.
     """
@@ -187,7 +190,7 @@ def linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None 
             check_like(name, t, "x", x)
             check_shape(name, t, shape)
     q_norm_weight, k_norm_weight = check_head_norms(q_norm_weight, k_norm_weight, x,
-                                                    head_dim)
+                                                    head_dim, n_heads, kv_heads)
     norm_eps = check_eps(norm_eps)
     if add_normed is not None:
         check_add_normed(add_normed, sum_out, x, out, ("weight", weight), ("bias", bias),

@@ -13,8 +13,8 @@ import torch
 import triton
 import triton.language as tl
 
-from ._checks import check_eps, check_like, check_shape, check_tensor, prepare_out
-from ._head_norm_store import normed_head
+from ._checks import check_eps, check_like, check_tensor, prepare_out
+from ._head_norm_store import scaled_head
 from ._launch import supports_pdl
 from ._ops import custom_op
 from ._pdl import ENABLED as PDL_ENABLED
@@ -30,13 +30,17 @@ def _rotary_qkv_kernel(q_ptr, stride_qr, stride_qh,
                        q_norm_ptr, k_norm_ptr, eps,
                        N_HEADS: tl.constexpr, N_KV_HEADS: tl.constexpr,
                        HEAD_DIM: tl.constexpr, HEAD_NORM: tl.constexpr,
+                       Q_NORM_HEADS: tl.constexpr, K_NORM_HEADS: tl.constexpr,
                        INTERLEAVED: tl.constexpr, PDL: tl.constexpr, BLOCK_HALF: tl.constexpr):
     """Program (row, head) over heads q_0..q_{H-1}, k_0..k_{KV-1}: x of that head, rotated
     at the row's position p in the half-split layout, (x1, x2) -> (x1 c - x2 s, x2 c + x1 s)
     with c = cos[p], s = sin[p] (fp32); q heads go to q, k heads to k_cache[slot, head, p]
     together with the same head of v. HEAD_NORM: each q and k head first RMS-normalised over
     its head_dim values and scaled by q_norm or k_norm (Qwen3), rounded where Hugging Face
-    rounds (the normalised head, then its product with the weight). INTERLEAVED: qkv's heads
+    rounds (the normalised head, then its product with the weight). Q_NORM_HEADS,
+    K_NORM_HEADS: 0, or q's (k's) norm spans all of its heads at once (OLMo 2), its weight a
+    head_dim slice a head, and every program loads them all in one tile of this many heads
+    (their count, a power of two up). INTERLEAVED: qkv's heads
     hold their pairs side by side (x_0, x_{d/2}, x_1, ...: a projection by
     interleave_rotary_pairs weights). PDL: launched with programmatic dependent launch, it
     starts while the projection before it finishes and reads nothing before that is done."""
@@ -58,13 +62,27 @@ def _rotary_qkv_kernel(q_ptr, stride_qr, stride_qh,
     x1 = tl.load(x_row + first, mask=mask, other=0.0).to(tl.float32)
     x2 = tl.load(x_row + second, mask=mask, other=0.0).to(tl.float32)
     if HEAD_NORM:
+        # 1 / rms over the head, or over all of q (k), and the norm weight's slice
+        x_start = qkv_ptr + row * stride_xr
+        squares = tl.sum(x1 * x1, axis=0) + tl.sum(x2 * x2, axis=0)
         if head < N_HEADS:
-            g1 = tl.load(q_norm_ptr + offs, mask=mask).to(tl.float32)
-            g2 = tl.load(q_norm_ptr + half + offs, mask=mask).to(tl.float32)
+            g_at = q_norm_ptr
+            scale = tl.rsqrt(squares / HEAD_DIM + eps)
+            if Q_NORM_HEADS:
+                g_at += head * HEAD_DIM
+                squares = _squares(x_start, N_HEADS, HEAD_DIM, Q_NORM_HEADS, 2 * BLOCK_HALF)
+                scale = tl.rsqrt(squares / (N_HEADS * HEAD_DIM) + eps)
         else:
-            g1 = tl.load(k_norm_ptr + offs, mask=mask).to(tl.float32)
-            g2 = tl.load(k_norm_ptr + half + offs, mask=mask).to(tl.float32)
-        x1, x2 = normed_head(x1, x2, g1, g2, eps, HEAD_DIM, qkv_ptr.dtype.element_ty)
+            g_at = k_norm_ptr
+            scale = tl.rsqrt(squares / HEAD_DIM + eps)
+            if K_NORM_HEADS:
+                g_at += (head - N_HEADS) * HEAD_DIM
+                squares = _squares(x_start + N_HEADS * HEAD_DIM, N_KV_HEADS, HEAD_DIM,
+                                   K_NORM_HEADS, 2 * BLOCK_HALF)
+                scale = tl.rsqrt(squares / (N_KV_HEADS * HEAD_DIM) + eps)
+        g1 = tl.load(g_at + offs, mask=mask).to(tl.float32)
+        g2 = tl.load(g_at + half + offs, mask=mask).to(tl.float32)
+        x1, x2 = scaled_head(x1, x2, g1, g2, scale, qkv_ptr.dtype.element_ty)
     out1 = x1 * c - x2 * s
     out2 = x2 * c + x1 * s
     if head < N_HEADS:
@@ -84,6 +102,19 @@ def _rotary_qkv_kernel(q_ptr, stride_qr, stride_qh,
         tl.store(v_ptr + cache + half + offs, v2, mask=mask)
 
 
+@triton.jit
+def _squares(x, HEADS: tl.constexpr, HEAD_DIM: tl.constexpr, HEADS_BLOCK: tl.constexpr,
+             BLOCK: tl.constexpr):
+    """The sum of squares (fp32) of the HEADS heads from x on, loaded as one tile: one
+    round trip to L2, where a loop over the heads would wait on each."""
+    heads = tl.arange(0, HEADS_BLOCK)
+    dims = tl.arange(0, BLOCK)
+    mask = (heads < HEADS)[:, None] & (dims < HEAD_DIM)[None, :]
+    values = tl.load(x + heads[:, None] * HEAD_DIM + dims[None, :], mask=mask,
+                     other=0.0).to(tl.float32)
+    return tl.sum(tl.sum(values * values, axis=1), axis=0)
+
+
 def launch_rotary_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                       positions: torch.Tensor, slots: torch.Tensor, k_cache: torch.Tensor,
                       v_cache: torch.Tensor, n_heads: int, q_norm_weight: torch.Tensor | None,
@@ -95,14 +126,21 @@ def launch_rotary_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
     n_kv_heads, head_dim = k_cache.shape[1], k_cache.shape[3]
     pdl = PDL_ENABLED and supports_pdl(qkv.device)
     head_norm = q_norm_weight is not None
+    # a norm over all of q (k) loads their heads as one tile: the heads, a power of two up
+    q_tile, k_tile = (triton.next_power_of_2(heads) if head_norm and t.numel() > head_dim
+                      else 0 for heads, t in ((n_heads, q_norm_weight),
+                                              (n_kv_heads, k_norm_weight)))
+    block_half = triton.next_power_of_2(head_dim // 2)
+    # about 32 of the tile's values a thread (one warp a head where no norm spans more)
+    warps = min(8, max(1, max(q_tile, k_tile) * 2 * block_half // 1024))
     _rotary_qkv_kernel[(rows, n_heads + n_kv_heads)](
         out, out.stride(0), out.stride(1), qkv, qkv.stride(0), cos, sin, cos.stride(0),
         positions, slots, k_cache, v_cache, k_cache.stride(0), k_cache.stride(1),
         k_cache.stride(2), q_norm_weight if head_norm else qkv,
         k_norm_weight if head_norm else qkv, norm_eps, N_HEADS=n_heads,
         N_KV_HEADS=n_kv_heads, HEAD_DIM=head_dim, HEAD_NORM=head_norm,
-        INTERLEAVED=interleaved, PDL=pdl, BLOCK_HALF=triton.next_power_of_2(head_dim // 2),
-        num_warps=1, **({"launch_pdl": True} if pdl else {}))
+        Q_NORM_HEADS=q_tile, K_NORM_HEADS=k_tile, INTERLEAVED=interleaved, PDL=pdl,
+        BLOCK_HALF=block_half, num_warps=warps, **({"launch_pdl": True} if pdl else {}))
     launched(qkv.device, pdl, (out, k_cache, v_cache), ((k_cache, v_cache), slots, positions))
 
 
@@ -130,7 +168,9 @@ def rotary_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
     positions, slots: int (rows,), on qkv's device. Positions must be below max_seq and
     slots below max_batch (they are read on the device, unchecked).
     q_norm_weight, k_norm_weight (head_dim,), given together: each q and k head
-    RMS-normalised (norm_eps) and scaled by them before its rotation, as Qwen3 does."""
+    RMS-normalised (norm_eps) and scaled by them before its rotation, as Qwen3 does; either
+    one as wide as all of its heads, (n_heads * head_dim,) or (kv_heads * head_dim,): q (k)
+    normalised as a whole instead, as OLMo 2 does."""
     check_tensor("qkv", qkv)
     n_kv_heads, head_dim = check_cache_inputs(qkv, cos, sin, positions, slots, k_cache,
                                               v_cache, rows=qkv.shape[0] if qkv.ndim else 0)
@@ -140,7 +180,7 @@ def rotary_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                          f"unit column stride for {n_heads} heads, {n_kv_heads} kv heads of "
                          f"{head_dim}; got {tuple(qkv.shape)}")
     q_norm_weight, k_norm_weight = check_head_norms(q_norm_weight, k_norm_weight, qkv,
-                                                    head_dim)
+                                                    head_dim, n_heads, n_kv_heads)
     norm_eps = check_eps(norm_eps)
     rows = qkv.shape[0]
     out = prepare_out(out, (rows, n_heads, head_dim), qkv.dtype, qkv.device)
@@ -152,18 +192,23 @@ def rotary_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
     return out
 
 
-def check_head_norms(q_norm_weight, k_norm_weight, like: torch.Tensor, head_dim: int):
-    """Per-head norm weights (head_dim,) in like's dtype and on its device, both or neither;
-    returned contiguous."""
+def check_head_norms(q_norm_weight, k_norm_weight, like: torch.Tensor, head_dim: int,
+                     n_heads: int, n_kv_heads: int):
+    """q and k norm weights in like's dtype and on its device, both or neither, each of a
+    head (head_dim,) or of all of its heads (heads * head_dim,); returned contiguous."""
     if (q_norm_weight is None) != (k_norm_weight is None):
         raise ValueError("q_norm_weight and k_norm_weight go together: give both or neither")
     if q_norm_weight is None:
         return None, None
     checked = []
-    for name, t in (("q_norm_weight", q_norm_weight), ("k_norm_weight", k_norm_weight)):
+    for name, t, heads in (("q_norm_weight", q_norm_weight, n_heads),
+                           ("k_norm_weight", k_norm_weight, n_kv_heads)):
         check_tensor(name, t)
         check_like(name, t, "qkv", like)
-        check_shape(name, t, (head_dim,))
+        if t.shape not in ((head_dim,), (heads * head_dim,)):
+            raise ValueError(f"{name} has shape {tuple(t.shape)}, expected ({head_dim},) "
+                             f"for a norm a head or ({heads * head_dim},) for one over all "
+                             f"{heads} heads")
         checked.append(t.contiguous())
     return tuple(checked)
 
@@ -207,8 +252,8 @@ def rotary_qkv_ref(qkv, cos, sin, positions, slots, k_cache, v_cache, *, n_heads
     heads = qkv.view(rows, n_heads + 2 * n_kv, head_dim)
     x = heads[:, :n_heads + n_kv]
     if q_norm_weight is not None:
-        x = torch.cat((head_norm_ref(x[:, :n_heads], q_norm_weight, norm_eps),
-                       head_norm_ref(x[:, n_heads:], k_norm_weight, norm_eps)), dim=1)
+        x = torch.cat((_norm_ref(x[:, :n_heads], q_norm_weight, norm_eps),
+                       _norm_ref(x[:, n_heads:], k_norm_weight, norm_eps)), dim=1)
     compute = torch.float64 if qkv.dtype == torch.float64 else torch.float32
     first, second = x.to(compute).chunk(2, dim=-1)
     c, s = cos[positions][:, None].to(compute), sin[positions][:, None].to(compute)
@@ -216,6 +261,14 @@ def rotary_qkv_ref(qkv, cos, sin, positions, slots, k_cache, v_cache, *, n_heads
     k_cache[slots, :, positions] = rotated[:, n_heads:]
     v_cache[slots, :, positions] = heads[:, n_heads + n_kv:]
     return rotated[:, :n_heads]
+
+
+def _norm_ref(heads: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """heads (rows, heads, head_dim) normalised each (weight (head_dim,)) or all together
+    (weight (heads * head_dim,))."""
+    if weight.numel() == heads.shape[-1]:
+        return head_norm_ref(heads, weight, eps)
+    return head_norm_ref(heads.flatten(1), weight, eps).view(heads.shape)
 
 
 def head_norm_ref(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:

@@ -131,6 +131,9 @@ def _source(model_or_path) -> tuple[LlamaConfig, Iterator[tuple[str, Reader, tup
 _GEMMA_NORMS = [(r"\.post_attention_layernorm\.", ".post_attn_norm."),
                 (r"\.pre_feedforward_layernorm\.", ".post_attention_layernorm."),
                 (r"\.post_feedforward_layernorm\.", ".post_mlp_norm.")]
+# EXAONE 4's and OLMo's norms after attention and the MLP (none before)
+_POST_NORMS = [(r"\.post_attention_layernorm\.", ".post_attn_norm."),
+               (r"\.post_feedforward_layernorm\.", ".post_mlp_norm.")]
 # A multimodal checkpoint's language model under its prefix: as transformers 5 names it in
 # memory (language_model: Gemma 3, Mistral 3, the LLaVAs, InternVL, Qwen2-VL, Qwen2.5-VL;
 # text_model: Idefics3, SmolVLM) and as it (and transformers 4) saves a language_model
@@ -154,9 +157,9 @@ _RENAMES = {"exaone": [(r"^transformer\.wte\.", "model.embed_tokens."),
             # GLM-4-0414: its post_attention_layernorm is Llama's (before the MLP)
             "glm4": [(r"\.post_self_attn_layernorm\.", ".post_attn_norm."),
                      (r"\.post_mlp_layernorm\.", ".post_mlp_norm.")],
-            # EXAONE 4: norms after attention and the MLP, none before
-            "exaone4": [(r"\.post_attention_layernorm\.", ".post_attn_norm."),
-                        (r"\.post_feedforward_layernorm\.", ".post_mlp_norm.")],
+            "exaone4": _POST_NORMS,
+            "olmo2": _POST_NORMS,
+            "olmo3": _POST_NORMS,
             "gemma3_text": _GEMMA_NORMS}
 
 
@@ -279,6 +282,11 @@ def rotary_order(head_dim: int, rotary_dim: int, interleaved: bool = False) -> t
     return torch.cat((pairs[0], unturned[0], pairs[1], unturned[1]))   # half a head each
 
 
+def _heads_reordered(rows: torch.Tensor, order: torch.Tensor, head_dim: int) -> torch.Tensor:
+    """The rows of whole heads, each head's in `order` (rotary_order's)."""
+    return rows.unflatten(0, (-1, head_dim))[:, order].flatten(0, 1)
+
+
 _ORDER = {"q": 0, "k": 1, "v": 2, "gate": 0, "up": 1}
 
 
@@ -353,8 +361,9 @@ def load_llama(cls, model_or_path, dtype: torch.dtype | None, device,
     for name, parts in pieces.items():
         for part in ("q", "k") if order is not None else ():
             if part in parts:   # each head's dims in rotary_order (weights and biases alike)
-                heads = parts[part].unflatten(0, (-1, config.head_dim))
-                parts[part] = heads[:, order].flatten(0, 1)
+                parts[part] = _heads_reordered(parts[part], order, config.head_dim)
+        if order is not None and name.endswith(("q_norm", "k_norm")):   # their weights too
+            parts[""] = _heads_reordered(parts[""], order, config.head_dim)
         ordered = [parts[p] for p in sorted(parts, key=lambda p: _ORDER.get(p, 0))]
         if len(ordered) == 1:
             value = ordered[0]

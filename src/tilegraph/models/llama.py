@@ -92,8 +92,9 @@ class LlamaLayer(nn.Module):
     one value expanded to the width (buffers, not in the state dict), or None where the
     layer has no norms before attention and the MLP (EXAONE 4). Qwen3's norms of each
     q and k head, q_norm and k_norm (head_dim,), stay as they are: a head's values are
-    normalised before they are scaled; so do Gemma's norms of the attention and MLP outputs,
-    post_attn_norm and post_mlp_norm (dim,)."""
+    normalised before they are scaled (OLMo 2's, of all of q and all of k: (q_dim,) and
+    (kv_dim,)); so do Gemma's norms of the attention and MLP outputs, post_attn_norm and
+    post_mlp_norm (dim,)."""
 
     def __init__(self, config: LlamaConfig, dtype: torch.dtype, device):
         super().__init__()
@@ -103,8 +104,9 @@ class LlamaLayer(nn.Module):
                              persistent=False)
         self.wqkv = _parameter(qkv, c.dim, **kw)
         self.bqkv = _parameter(qkv, fill=0.0, **kw) if c.qkv_bias else None
-        self.q_norm = _parameter(c.head_dim, fill=1.0, **kw) if c.qk_norm else None
-        self.k_norm = _parameter(c.head_dim, fill=1.0, **kw) if c.qk_norm else None
+        q_width, k_width = (c.q_dim, c.kv_dim) if c.qk_norm_whole else (c.head_dim,) * 2
+        self.q_norm = _parameter(q_width, fill=1.0, **kw) if c.qk_norm else None
+        self.k_norm = _parameter(k_width, fill=1.0, **kw) if c.qk_norm else None
         self.wo = _parameter(c.dim, c.q_dim, **kw)
         self.bo = _parameter(c.dim, fill=0.0, **kw) if c.o_bias else None
         self.register_buffer("mlp_norm", _folded_norm(c.dim, **kw) if c.pre_norms else None,
@@ -361,7 +363,10 @@ class Llama(nn.Module):
         lead = qkv.shape[:-1]
         q = q.reshape(*lead, c.n_heads, c.head_dim)
         k = k.reshape(*lead, c.n_kv_heads, c.head_dim)
-        if layer.q_norm is not None:
+        if layer.q_norm is not None and c.qk_norm_whole:   # q and k each as one vector
+            q = _rms_norm(q.flatten(-2), layer.q_norm, c.norm_eps).view(q.shape)
+            k = _rms_norm(k.flatten(-2), layer.k_norm, c.norm_eps).view(k.shape)
+        elif layer.q_norm is not None:
             q = _rms_norm(q, layer.q_norm, c.norm_eps)
             k = _rms_norm(k, layer.k_norm, c.norm_eps)
         if self.config.rotates(index):

@@ -11,7 +11,8 @@ outputs and logits, folded into the weights), EXAONE 3 and InternLM3 (Llama unde
 names), Gemma (gated GELU, norms scaling by 1 + weight, scaled embeddings; Gemma 2 and 3: a
 norm after attention and after the MLP as well as before; Gemma 2's attention scores and
 logits softcapped, Gemma 3's local layers rotating by their own base; of its multimodal
-checkpoints, the language model);
+checkpoints, the language model), OLMo 2 and 3 (norms after attention and the MLP only, q
+and k each normalised as a whole; OLMo 3's sliding layers);
 sliding windows in the layers each family's config names. Anything else raises a
 ValueError that names the field, so a model is never run with a part silently ignored.
 """
@@ -30,7 +31,8 @@ from ..kernels._activation import GLU_ACTIVATIONS as _GATED
 
 SUPPORTED_TYPES = ("llama", "mistral", "ministral", "phi3", "qwen2", "qwen3", "smollm3",
                    "granite", "exaone", "internlm3", "ernie4_5", "glm", "glm4", "helium",
-                   "seed_oss", "cwm", "exaone4", "gemma", "gemma2", "gemma3_text")
+                   "seed_oss", "cwm", "exaone4", "olmo2", "olmo3", "gemma", "gemma2",
+                   "gemma3_text")
 GEMMA_TYPES = ("gemma", "gemma2", "gemma3_text")
 # Families whose rotary embeddings turn a head's neighbouring dims (2i, 2i + 1) together
 # (GPT-J's pairing; transformers' GLM, ERNIE 4.5 and Helium), where Llama turns (i, i + d / 2)
@@ -57,7 +59,9 @@ _FIELD_ALIASES = {
 }
 # Families whose attention transformers never windows, whatever sliding_window says
 _NEVER_WINDOWED = ("llama", "granite", "exaone", "internlm3", "ernie4_5", "glm", "glm4",
-                   "helium", "seed_oss", "gemma")
+                   "helium", "seed_oss", "olmo2", "gemma")
+# Norms after attention and the MLP and none before (EXAONE 4, OLMo 2 and 3)
+_POST_NORMS_ONLY = ("exaone4", "olmo2", "olmo3")
 # What the config classes of some families set where a config.json may leave a field out
 _CLASS_DEFAULTS = {"glm": {"partial_rotary_factor": 0.5, "attention_bias": True},
                    "glm4": {"partial_rotary_factor": 0.5, "attention_bias": True},
@@ -113,6 +117,9 @@ class LlamaConfig:
     o_bias: bool = False
     mlp_bias: bool = False
     qk_norm: bool = False       # RMSNorm of each q and k head before rotary embedding (Qwen3)
+    # ... of all of q and all of k instead, each as one vector (OLMo 2): q_norm and k_norm
+    # (n_heads * head_dim,) and (n_kv_heads * head_dim,)
+    qk_norm_whole: bool = False
     # The MLP's gated activation, as tg.linear names it: "swiglu" (silu(gate) * up),
     # "geglu" or "geglu_tanh" (gelu(gate) * up, exact or its tanh approximation: Gemma's).
     mlp_activation: str = "swiglu"
@@ -164,6 +171,9 @@ class LlamaConfig:
                              f"num_key_value_heads ({self.n_kv_heads})")
         if self.head_dim % 2:
             raise ValueError(f"head_dim must be even for rotary embeddings, got {self.head_dim}")
+        if self.qk_norm_whole and not self.qk_norm:
+            raise ValueError("LlamaConfig.qk_norm_whole says how q and k are normalised: it "
+                             "needs qk_norm")
         if self.mlp_activation not in _GATED:
             raise ValueError(f"LlamaConfig.mlp_activation must be one of {_GATED}, got "
                              f"{self.mlp_activation!r}")
@@ -234,7 +244,9 @@ class LlamaConfig:
                      + 3 * self.dim * self.ffn_dim + 2 * self.dim * self.pre_norms
                      + (self.q_dim + 2 * self.kv_dim) * self.qkv_bias + self.dim * self.o_bias
                      + (2 * self.ffn_dim + self.dim) * self.mlp_bias
-                     + 2 * self.head_dim * self.qk_norm + 2 * self.dim * self.post_norms)
+                     + (self.q_dim + self.kv_dim if self.qk_norm_whole else
+                        2 * self.head_dim) * self.qk_norm
+                     + 2 * self.dim * self.post_norms)
         embeddings = self.vocab_size * self.dim * (1 if self.tie_embeddings else 2)
         return self.n_layers * per_layer + embeddings + self.dim
 
@@ -441,6 +453,8 @@ def _fields_from_hf(values: dict) -> dict:
     rotating = sliding if model_type == "exaone4" else None
     if model_type in _NEVER_WINDOWED or (sliding is not None and not any(sliding)):
         window = sliding = None
+    if values.get("clip_qkv") is not None:
+        raise _unsupported("clip_qkv", values["clip_qkv"], "q, k and v are not clipped")
     if model_type in ("llama", "qwen3", "smollm3", "granite", "exaone", "internlm3",
                       *GEMMA_TYPES):
         qkv_bias = o_bias = bool(values.get("attention_bias", False))
@@ -449,6 +463,9 @@ def _fields_from_hf(values: dict) -> dict:
         qkv_bias = o_bias = mlp_bias = bool(values.get("use_bias", False))
     elif model_type in ("glm", "glm4"):   # q, k and v, never o or the MLP
         qkv_bias, o_bias, mlp_bias = bool(values["attention_bias"]), False, False
+    elif model_type in ("olmo2", "olmo3"):   # one flag for q, k, v and o
+        qkv_bias = o_bias = bool(values.get("attention_bias", False))
+        mlp_bias = False
     elif model_type in ("helium", "seed_oss"):   # o's bias apart (Helium: never)
         qkv_bias = bool(values.get("attention_bias", False))
         o_bias = bool(values.get("attention_out_bias", False))
@@ -465,16 +482,19 @@ def _fields_from_hf(values: dict) -> dict:
         # Gemma's config classes tie by default (a config.json may leave the key out)
         tie_embeddings=bool(values.get("tie_word_embeddings", gemma)),
         qkv_bias=qkv_bias, o_bias=o_bias, mlp_bias=mlp_bias,
-        qk_norm=model_type in ("qwen3", "exaone4", "gemma3_text"),
+        qk_norm=model_type in ("qwen3", "exaone4", "olmo2", "olmo3", "gemma3_text"),
+        qk_norm_whole=model_type in ("olmo2", "olmo3"),
         mlp_activation=_MLP_ACTIVATIONS[activation],
         max_position_embeddings=values.get("max_position_embeddings", 4096),
         sliding_window=window, sliding_layers=sliding, model_type=model_type,
         rotary_interleaved=model_type in INTERLEAVED_ROTARY_TYPES,
         # GLM-4-0414's norms after attention and the MLP (Gemma 2's and 3's: _gemma_fields);
-        # EXAONE 4's, with none before
-        **({"post_norms": True} if model_type in ("glm4", "exaone4") else {}),
-        **({"pre_norms": False} if model_type == "exaone4" else {}),
-        **(_gemma_fields(values, model_type) if gemma else _rope_fields(values)),
+        # EXAONE 4's and OLMo's, with none before
+        **({"post_norms": True} if model_type in ("glm4", *_POST_NORMS_ONLY) else {}),
+        **({"pre_norms": False} if model_type in _POST_NORMS_ONLY else {}),
+        **(_gemma_fields(values, model_type) if gemma else
+           _layer_type_rope(values, 500_000.0, values.get("rope_theta", 500_000.0))
+           if model_type == "olmo3" else _rope_fields(values)),
         # SmolLM3's layers without rotary embeddings, EXAONE 4's global ones
         rope_layers=(_rope_layers(values) if model_type == "smollm3" else
                      rotating if rotating is not None and not all(rotating) else None),
@@ -485,8 +505,10 @@ def _gemma_fields(values: dict, model_type: str) -> dict:
     """Gemma's norms and scalars (the embeddings times sqrt(hidden size); Gemma 2's and 3's
     norms after attention and the MLP, attention scores times query_pre_attn_scalar^-1/2,
     the logits' softcap; Gemma 2's attention scores' too: transformers' Gemma 3 does not cap
-    them) and rotary embeddings: Gemma 1's and 2's as Llama's, Gemma 3's _gemma3_rope."""
-    rope = _gemma3_rope(values) if model_type == "gemma3_text" else _rope_fields(values)
+    them) and rotary embeddings: Gemma 1's and 2's as Llama's, Gemma 3's a kind of layer each
+    (_layer_type_rope)."""
+    rope = (_layer_type_rope(values, 1_000_000.0, values.get("rope_local_base_freq", 10_000.0))
+            if model_type == "gemma3_text" else _rope_fields(values))
     later = model_type != "gemma"   # Gemma 2 and 3
     return {**rope, "post_norms": later, "norm_plus_one": True,
             "embedding_multiplier": float(values["hidden_size"]) ** 0.5,
@@ -499,24 +521,26 @@ def _gemma_fields(values: dict, model_type: str) -> dict:
                                          30.0 if model_type == "gemma2" else None)}
 
 
-def _gemma3_rope(values: dict) -> dict:
-    """Gemma 3's rotary embeddings: the global layers' from rope_parameters'
-    "full_attention", or transformers 4's rope_theta and rope_scaling; the local layers'
-    base from "sliding_attention", or rope_local_base_freq."""
+def _layer_type_rope(values: dict, theta: float, local_theta: float) -> dict:
+    """Rotary embeddings a kind of layer each (Gemma 3's, OLMo 3's): the global layers' from
+    rope_parameters' "full_attention", or transformers 4's rope_theta (default `theta`) and
+    rope_scaling; the local (sliding) layers' plain ones, their base from
+    "sliding_attention", or `local_theta` (the config's own field for it in transformers
+    4)."""
     params = values.get("rope_parameters") or {}
     if "full_attention" in params:
         full, local = params["full_attention"] or {}, params.get("sliding_attention") or {}
     else:
         full = {**(values.get("rope_scaling") or {}),
-                "rope_theta": values.get("rope_theta", 1_000_000.0)}
-        local = {"rope_theta": values.get("rope_local_base_freq", 10_000.0)}
+                "rope_theta": values.get("rope_theta", theta)}
+        local = {"rope_theta": local_theta}
     local_type = local.get("rope_type", local.get("type", "default"))
     if local_type != "default":
         raise _unsupported("rope_parameters.sliding_attention.rope_type", local_type,
                            "the local layers rotate by plain rotary embeddings")
-    rope = _rope_fields({**values, "rope_parameters": {"rope_theta": 1_000_000.0, **full},
+    rope = _rope_fields({**values, "rope_parameters": {"rope_theta": theta, **full},
                          "rope_scaling": None})
-    return {**rope, "rope_local_theta": float(local.get("rope_theta", 10_000.0))}
+    return {**rope, "rope_local_theta": float(local.get("rope_theta", local_theta))}
 
 
 def _rope_layers(values: dict) -> tuple[bool, ...] | None:
@@ -543,11 +567,11 @@ def _sliding_layers(values: dict, model_type: str) -> tuple[bool, ...] | None:
     transformers builds them: Qwen2/3's from max_window_layers on, SmolLM3's without rotary
     embeddings, every Ministral layer, Gemma's and EXAONE 4's but every
     sliding_window_pattern-th (EXAONE 4's may spell it as "LLLG"), CWM's but every fourth
-    from the first."""
+    from the first, OLMo 3's but every fourth."""
     if model_type in ("mistral", "phi3"):
         return None
     layers = values["num_hidden_layers"]
-    if (model_type not in ("ministral", "cwm", "exaone4", *GEMMA_TYPES)
+    if (model_type not in ("ministral", "cwm", "exaone4", "olmo3", *GEMMA_TYPES)
             and not values.get("use_sliding_window", False)):
         return (False,) * layers
     layer_types = values.get("layer_types")
@@ -567,6 +591,8 @@ def _sliding_layers(values: dict, model_type: str) -> tuple[bool, ...] | None:
         return tuple(not rotates for rotates in (_rope_layers(values) or (True,) * layers))
     if model_type == "cwm":
         return tuple(i % 4 != 0 for i in range(layers))
+    if model_type == "olmo3":
+        return tuple((i + 1) % 4 != 0 for i in range(layers))
     return tuple(i >= values.get("max_window_layers", 28) for i in range(layers))
 
 
