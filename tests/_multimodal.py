@@ -19,7 +19,10 @@ WRAPPED = {"gemma3": ("Gemma3", "tiny-gemma3", dict(model_type="siglip_vision_mo
            "smolvlm": ("SmolVLM", "tiny-llama3", dict(model_type="smolvlm_vision")),
            "qwen2_5_vl": ("Qwen2_5_VL", "tiny-qwen2",
                           dict(depth=1, num_heads=2, out_hidden_size=32, window_size=28,
-                               fullatt_block_indexes=[0]))}
+                               fullatt_block_indexes=[0])),
+           "exaone4_5": ("Exaone4_5_", "tiny-exaone4",
+                         dict(num_key_value_heads=2, out_hidden_size=32, window_size=28,
+                              fullatt_block_indexes=[0]))}
 # The decoder's config where the wrapper names it its own way: Qwen2.5-VL's (its rotary
 # embedding by three position sections)
 TEXT_CHANGES = {"qwen2_5_vl": dict(model_type="qwen2_5_vl_text",
