@@ -39,7 +39,8 @@ def _reference(x, w, b, g, cache, **head_norms):
     """q and the new keys and values (rows, kv_heads, head_dim) from the float64 reference,
     and the caches as they were."""
     k_ref, v_ref = cache["k_cache"].double(), cache["v_cache"].double()
-    head_norms = {name: t.double() for name, t in head_norms.items()}
+    head_norms = {name: t.double() if isinstance(t, torch.Tensor) else t
+                  for name, t in head_norms.items()}
     q = linear_qkv_ref(x.double(), w.double(), b.double() if b is not None else None,
                        norm_weight=g.double(), **dict(cache, k_cache=k_ref, v_cache=v_ref),
                        **head_norms)
@@ -159,6 +160,23 @@ def test_norms_over_all_heads_match_float64_reference(rows, dtype, device):
     out = poisoned((rows, heads, head_dim), dtype, device)
     q = tg.linear_qkv(x, w, b, norm_weight=g, out=out, **cache, **norms)
     assert q.data_ptr() == out.data_ptr()
+    _check(q, cache, expected, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows", [1, 3, 19])
+def test_head_norms_after_rotary_match_float64_reference(rows, dtype, device):
+    """Hunyuan's order, each q and k head rotated and then normalised: the projection, then
+    the rotary kernel, whatever the rows."""
+    heads, kv_heads, head_dim, k = 4, 2, 16, 40
+    x, w, b, g, cache = _case(rows, heads, kv_heads, head_dim, k, dtype, device)
+    norms = _head_norms(head_dim, dtype, device)
+    expected = _reference(x, w, b, g, cache, norm_after_rotary=True, **norms)
+    before = _reference(x, w, b, g, cache, **norms)
+    assert not torch.allclose(expected[0], before[0], rtol=1e-2, atol=1e-2)   # order shows
+    out = poisoned((rows, heads, head_dim), dtype, device)
+    q = tg.linear_qkv(x, w, b, norm_weight=g, out=out, norm_after_rotary=True, **cache,
+                      **norms)
     _check(q, cache, expected, dtype)
 
 

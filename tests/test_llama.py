@@ -16,7 +16,8 @@ transformers = pytest.importorskip("transformers")
 
 TINY = ("tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3",
         "tiny-granite", "tiny-ministral", "tiny-smollm3", "tiny-ernie4_5", "tiny-glm",
-        "tiny-glm4", "tiny-helium", "tiny-exaone4", "tiny-olmo2", "tiny-olmo3", "tiny-gemma",
+        "tiny-glm4", "tiny-helium", "tiny-exaone4", "tiny-olmo2", "tiny-olmo3", "tiny-hunyuan",
+        "tiny-gemma",
         "tiny-gemma2", "tiny-gemma3")
 
 
@@ -371,6 +372,25 @@ def test_olmo_configs_as_transformers_4_and_5_write_them():
     assert dataclasses.replace(config, n_layers=4, sliding_layers=new.sliding_layers) == new
     with pytest.raises(ValueError, match="clip_qkv"):
         LlamaConfig.from_hf({**hf_config("tiny-olmo2").to_dict(), "clip_qkv": 8.0})
+
+
+def test_hunyuan_config():
+    """Hunyuan's dense models: q and k heads normalised after their rotation; "dynamic"
+    rotary scaling with an alpha is NTK-alpha's fixed base, theta alpha^(d / (d - 2)), in
+    transformers 5's rope_parameters or 4's rope_scaling; without an alpha (dynamic NTK,
+    which changes with the sequence's length) refused; its MoE models' fields, which the
+    dense class never reads, passed over."""
+    config = LlamaConfig.from_hf(hf_config("tiny-hunyuan"))
+    assert config.qk_norm and config.qk_norm_after_rotary and not config.qk_norm_whole
+    assert (config.qkv_bias, config.o_bias, config.mlp_bias) == (True, True, False)
+    assert config.rope_theta == pytest.approx(1e4 * 1000.0 ** (8 / 6))
+    old = {key: value for key, value in hf_config("tiny-hunyuan").to_dict().items()
+           if key != "rope_parameters"}
+    old.update(rope_theta=10000.0, num_experts=1, rope_scaling={
+        "type": "dynamic", "alpha": 1000.0, "factor": 1.0, "beta_fast": 32, "beta_slow": 1})
+    assert LlamaConfig.from_hf(old) == config
+    with pytest.raises(ValueError, match="rope_type"):
+        LlamaConfig.from_hf({**old, "rope_scaling": {"type": "dynamic", "factor": 2.0}})
 
 
 def test_gemma3_config_as_transformers_4_and_5_write_it():

@@ -95,6 +95,28 @@ def test_norms_over_all_heads_match_reference(rows, heads, kv_heads, head_dim, w
         whole_rms if "q" in whole else rms), rtol=2e-2, atol=0)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_head_norms_after_rotary_match_reference(dtype, device):
+    """norm_after_rotary: each q and k head rotated (rounded), then normalised and scaled
+    (Hunyuan's order), which the per-dim weights tell apart from the other order."""
+    qkv, cos, sin, positions, slots, cache = _case(3, 6, 2, 32, dtype, device)
+    norms = {name: (1 + torch.randn(32) * 0.3).to(dtype=dtype, device=device)
+             for name in ("q_norm_weight", "k_norm_weight")}
+    k, v = cache.clone(), cache.clone() + 1
+    k_ref, v_ref = k.double(), v.double()
+    q = tg.rotary_qkv(qkv, cos, sin, positions, slots, k, v, n_heads=6, norm_eps=1e-5,
+                      norm_after_rotary=True, **norms)
+    wide = {name: t.double() for name, t in norms.items()}
+    q_ref = rotary_qkv_ref(qkv.double(), cos.double(), sin.double(), positions, slots, k_ref,
+                           v_ref, n_heads=6, norm_eps=1e-5, norm_after_rotary=True, **wide)
+    assert_close(q, q_ref, dtype, what="q")
+    assert_close(k, k_ref, dtype, what="k cache")
+    assert torch.equal(v.double(), v_ref), "v is copied, not computed"
+    other_order = rotary_qkv_ref(qkv.double(), cos.double(), sin.double(), positions, slots,
+                                 k_ref.clone(), v_ref.clone(), n_heads=6, norm_eps=1e-5, **wide)
+    assert not torch.allclose(q_ref, other_order, rtol=1e-2, atol=1e-2)
+
+
 def test_norm_weights_of_other_widths_are_refused(device):
     qkv, cos, sin, positions, slots, cache = _case(2, 4, 2, 8, torch.float32, device)
     args = (qkv, cos, sin, positions, slots, cache, cache.clone())

@@ -1,6 +1,7 @@
 """tg.rotary_qkv's kernel with q and k each normalised as a whole (OLMo 2's norms, session
-123) compiled for sm_90 by Triton 3.6 without a GPU, beside the per-head norm (Qwen3's) and
-no norm: that it compiles, its registers and spills. Run as session 119's
+123) and with head norms after the rotation (Hunyuan's) compiled for sm_90 by Triton 3.6
+without a GPU, beside the per-head norm before it (Qwen3's) and no norm: that it compiles,
+its registers and spills. Run as session 119's
 added_loads_sm90.py is:
 
     S36=/tmp/v36/lib/python3.11/site-packages
@@ -48,13 +49,17 @@ def resources(compiled) -> str:
 
 # OLMo 2 1B's and 7B's heads, OLMo 2 32B's (40 q heads, 8 kv), a GQA shape of 64 dims
 for head_dim, heads, kv_heads in ((128, 16, 16), (128, 32, 32), (128, 40, 8), (64, 32, 8)):
-    for norm, q_whole, k_whole in ((False, 0, 0), (True, 0, 0), (True, 1, 1), (True, 1, 0)):
+    for norm, q_whole, k_whole, after in ((False, 0, 0, False), (True, 0, 0, False),
+                                          (True, 0, 0, True), (True, 1, 1, False),
+                                          (True, 1, 0, False)):
         q_tile = triton.next_power_of_2(heads) * q_whole
         k_tile = triton.next_power_of_2(kv_heads) * k_whole
         warps = min(8, max(1, max(q_tile, k_tile) * head_dim // 1024))   # as launched
         consts = dict(N_HEADS=heads, N_KV_HEADS=kv_heads, HEAD_DIM=head_dim, HEAD_NORM=norm,
-                      Q_NORM_HEADS=q_tile, K_NORM_HEADS=k_tile, INTERLEAVED=True,
+                      Q_NORM_HEADS=q_tile, K_NORM_HEADS=k_tile,
+                      NORM_AFTER_ROTARY=after, INTERLEAVED=True,
                       PDL=True, BLOCK_HALF=triton.next_power_of_2(head_dim // 2))
-        name = (f"head_dim {head_dim}, {heads}/{kv_heads} heads, norm {norm}, whole q "
-                f"{q_whole} k {k_whole}, {warps} warps")
-        print(f"{name:62s} {resources(compile_sm90(consts, warps))}", flush=True)
+        name = (f"head_dim {head_dim}, {heads}/{kv_heads} heads, norm {norm}"
+                f"{' after rotary' if after else ''}, whole q {q_whole} k {k_whole}, "
+                f"{warps} warps")
+        print(f"{name:75s} {resources(compile_sm90(consts, warps))}", flush=True)

@@ -12,7 +12,8 @@ neighbouring columns of one tile. More rows (a prefill) run tg.linear's tiled GE
 tg.rotary_qkv's kernel over its interleaved columns. Heads normalised before their rotation
 (Qwen3, Gemma 3) stay one kernel where the plan's column blocks lie inside a head
 (_head_norm_store.py; every kernel but the several-row GEMV and cuBLAS), and are otherwise
-the projection and that kernel, as are q and k normalised each as a whole (OLMo 2).
+the projection and that kernel, as are q and k normalised each as a whole (OLMo 2) or
+after their rotation (Hunyuan).
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def _launch_linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
                        sin: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor,
                        k_cache: torch.Tensor, v_cache: torch.Tensor, n_heads: int,
                        q_norm_weight: torch.Tensor | None, k_norm_weight: torch.Tensor | None,
-                       addend: torch.Tensor | None, addend_weight: torch.Tensor | None,
+                       norm_after_rotary: bool, addend: torch.Tensor | None, addend_weight: torch.Tensor | None,
                        sum_out: torch.Tensor | None, out: torch.Tensor) -> None:
     """x_next, norm_parts: the norm of x by norm_weight handed over (x_next = x * norm_weight;
     2-16 rows on the tensor-core path only, _norm_handoff.py). addend, addend_weight,
@@ -88,7 +89,7 @@ def _launch_linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
     chosen = head_norm = None
     if rows <= decode_plan.DECODE_MAX_ROWS:
         chosen = decode_plan.plan(rows, weight.shape[0], k, weight.dtype, x.device, fused=True)
-        if q_norm_weight is not None:
+        if q_norm_weight is not None and not norm_after_rotary:
             head_norm = _epilogue_head_norm(chosen, rows, k_cache, n_heads, q_norm_weight,
                                             k_norm_weight, norm_eps)
     if chosen is None or (q_norm_weight is not None and head_norm is None):
@@ -98,7 +99,8 @@ def _launch_linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
         qkv = linear(x_rows, weight, bias, norm_weight=norm_weight, norm_eps=norm_eps,
                      add_normed=added, sum_out=sum_out.view(-1, k) if added else None)
         launch_rotary_qkv(qkv, cos, sin, positions, slots, k_cache, v_cache, n_heads,
-                          q_norm_weight, k_norm_weight, norm_eps, True, out)
+                          q_norm_weight, k_norm_weight, norm_eps, norm_after_rotary, True,
+                          out)
         return
     bias = bias.contiguous() if bias is not None else None
     norm_weight = kernel_norm_weight(norm_weight)
@@ -146,7 +148,7 @@ def linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None 
                cos: torch.Tensor, sin: torch.Tensor, positions: torch.Tensor,
                slots: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                n_heads: int, q_norm_weight: torch.Tensor | None = None,
-               k_norm_weight: torch.Tensor | None = None,
+               k_norm_weight: torch.Tensor | None = None, norm_after_rotary: bool = False,
                out: torch.Tensor | None = None,
                add_normed: tuple[torch.Tensor, torch.Tensor] | None = None,
                sum_out: torch.Tensor | None = None) -> torch.Tensor:
@@ -163,7 +165,9 @@ def linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None 
     q_norm_weight, k_norm_weight (head_dim, in the usual order), given together: each q and
     k head RMS-normalised (norm_eps) and scaled by them before its rotation (Qwen3): in the
     one-row projection's epilogue where its plan allows, else in a second kernel; either one
-    (heads * head_dim,): q (k) normalised as a whole (OLMo 2), in the second kernel.
+    (heads * head_dim,): q (k) normalised as a whole (OLMo 2), in the second kernel;
+    norm_after_rotary: the heads rotated first, then normalised (Hunyuan), in the second
+    kernel.
     add_normed (h, w) and sum_out as in tg.linear: the projection of x + rms_norm(h) * w,
     which goes to sum_out.
     """
@@ -213,16 +217,16 @@ def linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None 
         _run_linear_qkv(x, weight, bias, norm_weight, handed.x_next if handed else None,
                         handed.parts if handed else None, norm_eps, cos, sin, positions, slots,
                         k_cache, v_cache, n_heads, q_norm_weight, k_norm_weight,
-                        *(add_normed or (None, None)), sum_out, out)
+                        bool(norm_after_rotary), *(add_normed or (None, None)), sum_out, out)
     return out
 
 
 def linear_qkv_ref(x, weight, bias=None, *, norm_weight=None, norm_eps: float = 1e-6, cos,
                    sin, positions, slots, k_cache, v_cache, n_heads: int, q_norm_weight=None,
-                   k_norm_weight=None) -> torch.Tensor:
+                   k_norm_weight=None, norm_after_rotary: bool = False) -> torch.Tensor:
     """The same from linear_ref and rotary_qkv_ref; writes the caches, returns q."""
     qkv = linear_ref(x, weight, bias, norm_weight=norm_weight, norm_eps=norm_eps)
     return rotary_qkv_ref(deinterleave_rotary_pairs(qkv, k_cache.shape[3]), cos, sin,
                           positions, slots, k_cache, v_cache, n_heads=n_heads,
                           q_norm_weight=q_norm_weight, k_norm_weight=k_norm_weight,
-                          norm_eps=norm_eps)
+                          norm_eps=norm_eps, norm_after_rotary=norm_after_rotary)

@@ -31,7 +31,7 @@ def _rotary_qkv_kernel(q_ptr, stride_qr, stride_qh,
                        N_HEADS: tl.constexpr, N_KV_HEADS: tl.constexpr,
                        HEAD_DIM: tl.constexpr, HEAD_NORM: tl.constexpr,
                        Q_NORM_HEADS: tl.constexpr, K_NORM_HEADS: tl.constexpr,
-                       INTERLEAVED: tl.constexpr, PDL: tl.constexpr, BLOCK_HALF: tl.constexpr):
+                       NORM_AFTER_ROTARY: tl.constexpr, INTERLEAVED: tl.constexpr, PDL: tl.constexpr, BLOCK_HALF: tl.constexpr):
     """Program (row, head) over heads q_0..q_{H-1}, k_0..k_{KV-1}: x of that head, rotated
     at the row's position p in the half-split layout, (x1, x2) -> (x1 c - x2 s, x2 c + x1 s)
     with c = cos[p], s = sin[p] (fp32); q heads go to q, k heads to k_cache[slot, head, p]
@@ -40,7 +40,8 @@ def _rotary_qkv_kernel(q_ptr, stride_qr, stride_qh,
     rounds (the normalised head, then its product with the weight). Q_NORM_HEADS,
     K_NORM_HEADS: 0, or q's (k's) norm spans all of its heads at once (OLMo 2), its weight a
     head_dim slice a head, and every program loads them all in one tile of this many heads
-    (their count, a power of two up). INTERLEAVED: qkv's heads
+    (their count, a power of two up). NORM_AFTER_ROTARY: the heads rotated first (rounded
+    to qkv's dtype), then normalised (Hunyuan's order). INTERLEAVED: qkv's heads
     hold their pairs side by side (x_0, x_{d/2}, x_1, ...: a projection by
     interleave_rotary_pairs weights). PDL: launched with programmatic dependent launch, it
     starts while the projection before it finishes and reads nothing before that is done."""
@@ -61,6 +62,8 @@ def _rotary_qkv_kernel(q_ptr, stride_qr, stride_qh,
     x_row = qkv_ptr + row * stride_xr + head * HEAD_DIM   # q heads, then k heads: contiguous
     x1 = tl.load(x_row + first, mask=mask, other=0.0).to(tl.float32)
     x2 = tl.load(x_row + second, mask=mask, other=0.0).to(tl.float32)
+    if NORM_AFTER_ROTARY:
+        x1, x2 = _rotated(x1, x2, c, s, qkv_ptr.dtype.element_ty)
     if HEAD_NORM:
         # 1 / rms over the head, or over all of q (k), and the norm weight's slice
         x_start = qkv_ptr + row * stride_xr
@@ -83,8 +86,10 @@ def _rotary_qkv_kernel(q_ptr, stride_qr, stride_qh,
         g1 = tl.load(g_at + offs, mask=mask).to(tl.float32)
         g2 = tl.load(g_at + half + offs, mask=mask).to(tl.float32)
         x1, x2 = scaled_head(x1, x2, g1, g2, scale, qkv_ptr.dtype.element_ty)
-    out1 = x1 * c - x2 * s
-    out2 = x2 * c + x1 * s
+    out1, out2 = x1, x2
+    if not NORM_AFTER_ROTARY:
+        out1 = x1 * c - x2 * s
+        out2 = x2 * c + x1 * s
     if head < N_HEADS:
         q_row = q_ptr + row * stride_qr + head * stride_qh
         tl.store(q_row + offs, out1.to(q_ptr.dtype.element_ty), mask=mask)
@@ -103,6 +108,13 @@ def _rotary_qkv_kernel(q_ptr, stride_qr, stride_qh,
 
 
 @triton.jit
+def _rotated(x1, x2, c, s, dtype):
+    """A head's halves turned by (c, s), rounded to `dtype` (values in fp32)."""
+    return ((x1 * c - x2 * s).to(dtype).to(tl.float32),
+            (x2 * c + x1 * s).to(dtype).to(tl.float32))
+
+
+@triton.jit
 def _squares(x, HEADS: tl.constexpr, HEAD_DIM: tl.constexpr, HEADS_BLOCK: tl.constexpr,
              BLOCK: tl.constexpr):
     """The sum of squares (fp32) of the HEADS heads from x on, loaded as one tile: one
@@ -118,8 +130,8 @@ def _squares(x, HEADS: tl.constexpr, HEAD_DIM: tl.constexpr, HEADS_BLOCK: tl.con
 def launch_rotary_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                       positions: torch.Tensor, slots: torch.Tensor, k_cache: torch.Tensor,
                       v_cache: torch.Tensor, n_heads: int, q_norm_weight: torch.Tensor | None,
-                      k_norm_weight: torch.Tensor | None, norm_eps: float, interleaved: bool,
-                      out: torch.Tensor) -> None:
+                      k_norm_weight: torch.Tensor | None, norm_eps: float,
+                      norm_after_rotary: bool, interleaved: bool, out: torch.Tensor) -> None:
     """The kernel on checked inputs; interleaved: qkv's heads in interleave_rotary_pairs
     order (tg.linear_qkv's projection, which calls this for models with head norms)."""
     rows = qkv.shape[0]
@@ -139,7 +151,8 @@ def launch_rotary_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
         k_cache.stride(2), q_norm_weight if head_norm else qkv,
         k_norm_weight if head_norm else qkv, norm_eps, N_HEADS=n_heads,
         N_KV_HEADS=n_kv_heads, HEAD_DIM=head_dim, HEAD_NORM=head_norm,
-        Q_NORM_HEADS=q_tile, K_NORM_HEADS=k_tile, INTERLEAVED=interleaved, PDL=pdl,
+        Q_NORM_HEADS=q_tile, K_NORM_HEADS=k_tile,
+        NORM_AFTER_ROTARY=head_norm and norm_after_rotary, INTERLEAVED=interleaved, PDL=pdl,
         BLOCK_HALF=block_half, num_warps=warps, **({"launch_pdl": True} if pdl else {}))
     launched(qkv.device, pdl, (out, k_cache, v_cache), ((k_cache, v_cache), slots, positions))
 
@@ -148,9 +161,9 @@ def _launch_rotary_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                        positions: torch.Tensor, slots: torch.Tensor, k_cache: torch.Tensor,
                        v_cache: torch.Tensor, n_heads: int, q_norm_weight: torch.Tensor | None,
                        k_norm_weight: torch.Tensor | None, norm_eps: float,
-                       out: torch.Tensor) -> None:
+                       norm_after_rotary: bool, out: torch.Tensor) -> None:
     launch_rotary_qkv(qkv, cos, sin, positions, slots, k_cache, v_cache, n_heads,
-                      q_norm_weight, k_norm_weight, norm_eps, False, out)
+                      q_norm_weight, k_norm_weight, norm_eps, norm_after_rotary, False, out)
 
 
 _run_rotary_qkv = custom_op("rotary_qkv", _launch_rotary_qkv,
@@ -161,7 +174,8 @@ def rotary_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                positions: torch.Tensor, slots: torch.Tensor, k_cache: torch.Tensor,
                v_cache: torch.Tensor, *, n_heads: int, q_norm_weight: torch.Tensor | None = None,
                k_norm_weight: torch.Tensor | None = None, norm_eps: float = 1e-6,
-               out: torch.Tensor | None = None) -> torch.Tensor:
+               norm_after_rotary: bool = False, out: torch.Tensor | None = None
+               ) -> torch.Tensor:
     """Rotate q and k of each row of `qkv` (rows, (H + 2 KV) * head_dim) at its position;
     write k and v into k_cache / v_cache (max_batch, KV, max_seq, head_dim) at [slot,
     :, position]; return q (rows, H, head_dim). cos, sin: fp32 (max_seq, head_dim / 2);
@@ -170,7 +184,8 @@ def rotary_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
     q_norm_weight, k_norm_weight (head_dim,), given together: each q and k head
     RMS-normalised (norm_eps) and scaled by them before its rotation, as Qwen3 does; either
     one as wide as all of its heads, (n_heads * head_dim,) or (kv_heads * head_dim,): q (k)
-    normalised as a whole instead, as OLMo 2 does."""
+    normalised as a whole instead, as OLMo 2 does. norm_after_rotary: the heads rotated
+    first, then normalised, as Hunyuan does."""
     check_tensor("qkv", qkv)
     n_kv_heads, head_dim = check_cache_inputs(qkv, cos, sin, positions, slots, k_cache,
                                               v_cache, rows=qkv.shape[0] if qkv.ndim else 0)
@@ -188,7 +203,7 @@ def rotary_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
         raise ValueError("out must have a unit last stride")
     if rows:
         _run_rotary_qkv(qkv, cos, sin, positions, slots, k_cache, v_cache, n_heads,
-                        q_norm_weight, k_norm_weight, norm_eps, out)
+                        q_norm_weight, k_norm_weight, norm_eps, bool(norm_after_rotary), out)
     return out
 
 
@@ -244,20 +259,27 @@ def check_cache_inputs(like: torch.Tensor, cos, sin, positions, slots, k_cache, 
 
 
 def rotary_qkv_ref(qkv, cos, sin, positions, slots, k_cache, v_cache, *, n_heads: int,
-                   q_norm_weight=None, k_norm_weight=None, norm_eps: float = 1e-6):
+                   q_norm_weight=None, k_norm_weight=None, norm_eps: float = 1e-6,
+                   norm_after_rotary: bool = False):
     """The same in PyTorch (the rotation in fp32, float64 for float64, cast back; head norms
     as Hugging Face rounds them); writes the caches, returns q."""
     n_kv, head_dim = k_cache.shape[1], k_cache.shape[3]
     rows = qkv.shape[0]
     heads = qkv.view(rows, n_heads + 2 * n_kv, head_dim)
+
+    def normed(x):
+        if q_norm_weight is None:
+            return x
+        return torch.cat((_norm_ref(x[:, :n_heads], q_norm_weight, norm_eps),
+                          _norm_ref(x[:, n_heads:], k_norm_weight, norm_eps)), dim=1)
+
     x = heads[:, :n_heads + n_kv]
-    if q_norm_weight is not None:
-        x = torch.cat((_norm_ref(x[:, :n_heads], q_norm_weight, norm_eps),
-                       _norm_ref(x[:, n_heads:], k_norm_weight, norm_eps)), dim=1)
+    x = x if norm_after_rotary else normed(x)
     compute = torch.float64 if qkv.dtype == torch.float64 else torch.float32
     first, second = x.to(compute).chunk(2, dim=-1)
     c, s = cos[positions][:, None].to(compute), sin[positions][:, None].to(compute)
     rotated = torch.cat((first * c - second * s, second * c + first * s), -1).to(qkv.dtype)
+    rotated = normed(rotated) if norm_after_rotary else rotated
     k_cache[slots, :, positions] = rotated[:, n_heads:]
     v_cache[slots, :, positions] = heads[:, n_heads + n_kv:]
     return rotated[:, :n_heads]

@@ -212,6 +212,16 @@ SHAPES: dict[str, dict] = {
                                                  "rope_theta": 500000.0}},
                        max_position_embeddings=256, eos_token_id=2, pad_token_id=0,
                        bos_token_id=1),
+    # Hunyuan's dense models: q and k heads normalised after their rotation, NTK-alpha
+    # rotary scaling (labelled "dynamic"), q|k|v and o biases
+    "tiny-hunyuan": dict(model_type="hunyuan_v1_dense", vocab_size=67, hidden_size=32,
+                         intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                         num_key_value_heads=2, head_dim=8, rms_norm_eps=1e-5,
+                         attention_bias=True,
+                         rope_parameters={"rope_type": "dynamic", "alpha": 1000.0,
+                                          "factor": 1.0, "rope_theta": 10000.0},
+                         max_position_embeddings=256, eos_token_id=2, pad_token_id=0,
+                         bos_token_id=1),
     # a sliding layer beside a full one, the window past what the tests reach
     "tiny-ministral": dict(model_type="ministral", vocab_size=67, hidden_size=32,
                            intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,

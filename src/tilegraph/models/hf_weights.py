@@ -160,6 +160,8 @@ _RENAMES = {"exaone": [(r"^transformer\.wte\.", "model.embed_tokens."),
             "exaone4": _POST_NORMS,
             "olmo2": _POST_NORMS,
             "olmo3": _POST_NORMS,
+            "hunyuan_v1_dense": [(r"\.self_attn\.query_layernorm\.", ".self_attn.q_norm."),
+                                 (r"\.self_attn\.key_layernorm\.", ".self_attn.k_norm.")],
             "gemma3_text": _GEMMA_NORMS}
 
 

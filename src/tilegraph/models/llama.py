@@ -363,15 +363,22 @@ class Llama(nn.Module):
         lead = qkv.shape[:-1]
         q = q.reshape(*lead, c.n_heads, c.head_dim)
         k = k.reshape(*lead, c.n_kv_heads, c.head_dim)
-        if layer.q_norm is not None and c.qk_norm_whole:   # q and k each as one vector
-            q = _rms_norm(q.flatten(-2), layer.q_norm, c.norm_eps).view(q.shape)
-            k = _rms_norm(k.flatten(-2), layer.k_norm, c.norm_eps).view(k.shape)
-        elif layer.q_norm is not None:
-            q = _rms_norm(q, layer.q_norm, c.norm_eps)
-            k = _rms_norm(k, layer.k_norm, c.norm_eps)
+        if layer.q_norm is not None and not c.qk_norm_after_rotary:
+            q, k = self._head_norms(q, k, layer)
         if self.config.rotates(index):
             q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
+        if layer.q_norm is not None and c.qk_norm_after_rotary:   # Hunyuan's order
+            q, k = self._head_norms(q, k, layer)
         return q, k, v.reshape(*lead, c.n_kv_heads, c.head_dim)
+
+    def _head_norms(self, q: torch.Tensor, k: torch.Tensor, layer: LlamaLayer):
+        """q and k (..., heads, head_dim) RMS-normalised by the layer's q_norm and k_norm:
+        each head, or each as one vector (OLMo 2's)."""
+        c = self.local
+        if c.qk_norm_whole:
+            return (_rms_norm(q.flatten(-2), layer.q_norm, c.norm_eps).view(q.shape),
+                    _rms_norm(k.flatten(-2), layer.k_norm, c.norm_eps).view(k.shape))
+        return _rms_norm(q, layer.q_norm, c.norm_eps), _rms_norm(k, layer.k_norm, c.norm_eps)
 
     # -- the fast path: tilegraph kernels, a static cache ----------------------------------------
 
@@ -565,7 +572,8 @@ class Llama(nn.Module):
                               norm_eps=c.norm_eps, cos=cos, sin=sin,
                               positions=positions, slots=slots, k_cache=k_layer,
                               v_cache=v_layer, n_heads=self.local.n_heads,
-                              q_norm_weight=layer.q_norm, k_norm_weight=layer.k_norm, **added)
+                              q_norm_weight=layer.q_norm, k_norm_weight=layer.k_norm,
+                              norm_after_rotary=c.qk_norm_after_rotary, **added)
             x = stream
             attended = attend(q, k_layer, v_layer, c.window(index))
             output = tg.linear(attended, layer.wo, self._once(layer.bo),

@@ -12,7 +12,8 @@ names), Gemma (gated GELU, norms scaling by 1 + weight, scaled embeddings; Gemma
 norm after attention and after the MLP as well as before; Gemma 2's attention scores and
 logits softcapped, Gemma 3's local layers rotating by their own base; of its multimodal
 checkpoints, the language model), OLMo 2 and 3 (norms after attention and the MLP only, q
-and k each normalised as a whole; OLMo 3's sliding layers);
+and k each normalised as a whole; OLMo 3's sliding layers), Hunyuan's dense models (q and k
+heads normalised after their rotation; NTK-alpha rotary scaling);
 sliding windows in the layers each family's config names. Anything else raises a
 ValueError that names the field, so a model is never run with a part silently ignored.
 """
@@ -31,8 +32,8 @@ from ..kernels._activation import GLU_ACTIVATIONS as _GATED
 
 SUPPORTED_TYPES = ("llama", "mistral", "ministral", "phi3", "qwen2", "qwen3", "smollm3",
                    "granite", "exaone", "internlm3", "ernie4_5", "glm", "glm4", "helium",
-                   "seed_oss", "cwm", "exaone4", "olmo2", "olmo3", "gemma", "gemma2",
-                   "gemma3_text")
+                   "seed_oss", "cwm", "exaone4", "olmo2", "olmo3", "hunyuan_v1_dense",
+                   "gemma", "gemma2", "gemma3_text")
 GEMMA_TYPES = ("gemma", "gemma2", "gemma3_text")
 # Families whose rotary embeddings turn a head's neighbouring dims (2i, 2i + 1) together
 # (GPT-J's pairing; transformers' GLM, ERNIE 4.5 and Helium), where Llama turns (i, i + d / 2)
@@ -61,7 +62,7 @@ _FIELD_ALIASES = {
 }
 # Families whose attention transformers never windows, whatever sliding_window says
 _NEVER_WINDOWED = ("llama", "granite", "exaone", "internlm3", "ernie4_5", "glm", "glm4",
-                   "helium", "seed_oss", "olmo2", "gemma")
+                   "helium", "seed_oss", "olmo2", "hunyuan_v1_dense", "gemma")
 # Norms after attention and the MLP and none before (EXAONE 4, OLMo 2 and 3)
 _POST_NORMS_ONLY = ("exaone4", "olmo2", "olmo3")
 # What the config classes of some families set where a config.json may leave a field out
@@ -122,6 +123,8 @@ class LlamaConfig:
     # ... of all of q and all of k instead, each as one vector (OLMo 2): q_norm and k_norm
     # (n_heads * head_dim,) and (n_kv_heads * head_dim,)
     qk_norm_whole: bool = False
+    # ... after rotary embedding instead of before (Hunyuan's dense models)
+    qk_norm_after_rotary: bool = False
     # The MLP's gated activation, as tg.linear names it: "swiglu" (silu(gate) * up),
     # "geglu" or "geglu_tanh" (gelu(gate) * up, exact or its tanh approximation: Gemma's).
     mlp_activation: str = "swiglu"
@@ -173,9 +176,10 @@ class LlamaConfig:
                              f"num_key_value_heads ({self.n_kv_heads})")
         if self.head_dim % 2:
             raise ValueError(f"head_dim must be even for rotary embeddings, got {self.head_dim}")
-        if self.qk_norm_whole and not self.qk_norm:
-            raise ValueError("LlamaConfig.qk_norm_whole says how q and k are normalised: it "
-                             "needs qk_norm")
+        for name in ("qk_norm_whole", "qk_norm_after_rotary"):
+            if getattr(self, name) and not self.qk_norm:
+                raise ValueError(f"LlamaConfig.{name} says how q and k are normalised: it "
+                                 "needs qk_norm")
         if self.mlp_activation not in _GATED:
             raise ValueError(f"LlamaConfig.mlp_activation must be one of {_GATED}, got "
                              f"{self.mlp_activation!r}")
@@ -315,10 +319,17 @@ def _rope_fields(values: dict) -> dict:
     rope_type = merged.get("rope_type", merged.get("type", "default")) or "default"
     if rope_type == "mrope":   # Qwen2-VL's, on text: plain (_SAME_DECODERS)
         rope_type = "default"
+    theta = merged.get("rope_theta", values.get("rope_theta", 10000.0))
+    if (rope_type == "dynamic" and merged.get("alpha")
+            and values.get("model_type") == "hunyuan_v1_dense"):
+        # Hunyuan's NTK-alpha scaling (labelled "dynamic"): a fixed alpha stretches the base,
+        # theta alpha^(d / (d - 2)), whatever the sequence's length
+        head_dim = (values.get("head_dim")
+                    or values["hidden_size"] // values["num_attention_heads"])
+        rope_type, theta = "default", theta * merged["alpha"] ** (head_dim / (head_dim - 2))
     if rope_type not in SUPPORTED_ROPE:
         raise _unsupported("rope_scaling.rope_type", rope_type,
                            f"tilegraph implements {', '.join(SUPPORTED_ROPE)}")
-    theta = merged.get("rope_theta", values.get("rope_theta", 10000.0))
     llama3, linear, yarn, longrope, attention_factor = None, 1.0, None, None, 1.0
     if rope_type == "yarn":
         yarn, attention_factor = _yarn_fields(merged, values)
@@ -428,8 +439,9 @@ def _fields_from_hf(values: dict) -> dict:
     values = {**_CLASS_DEFAULTS.get(model_type, {}),
               **{ours: values[theirs] for theirs, ours in aliases.items() if theirs in values},
               **values}
+    # (Hunyuan's dense configs may carry its MoE models' fields, which its class never reads)
     for name in ("num_local_experts", "num_experts", "n_routed_experts"):
-        if values.get(name):
+        if values.get(name) and model_type != "hunyuan_v1_dense":
             raise _unsupported(name, values[name], "mixture-of-experts layers are not "
                                "implemented")
     activation = values.get("hidden_activation") or values.get("hidden_act") or "silu"
@@ -465,7 +477,7 @@ def _fields_from_hf(values: dict) -> dict:
         qkv_bias = o_bias = mlp_bias = bool(values.get("use_bias", False))
     elif model_type in ("glm", "glm4"):   # q, k and v, never o or the MLP
         qkv_bias, o_bias, mlp_bias = bool(values["attention_bias"]), False, False
-    elif model_type in ("olmo2", "olmo3"):   # one flag for q, k, v and o
+    elif model_type in ("olmo2", "olmo3", "hunyuan_v1_dense"):   # one flag for q|k|v and o
         qkv_bias = o_bias = bool(values.get("attention_bias", False))
         mlp_bias = False
     elif model_type in ("helium", "seed_oss"):   # o's bias apart (Helium: never)
@@ -484,8 +496,10 @@ def _fields_from_hf(values: dict) -> dict:
         # Gemma's config classes tie by default (a config.json may leave the key out)
         tie_embeddings=bool(values.get("tie_word_embeddings", gemma)),
         qkv_bias=qkv_bias, o_bias=o_bias, mlp_bias=mlp_bias,
-        qk_norm=model_type in ("qwen3", "exaone4", "olmo2", "olmo3", "gemma3_text"),
+        qk_norm=model_type in ("qwen3", "exaone4", "olmo2", "olmo3", "hunyuan_v1_dense",
+                               "gemma3_text"),
         qk_norm_whole=model_type in ("olmo2", "olmo3"),
+        qk_norm_after_rotary=model_type == "hunyuan_v1_dense",
         mlp_activation=_MLP_ACTIVATIONS[activation],
         max_position_embeddings=values.get("max_position_embeddings", 4096),
         sliding_window=window, sliding_layers=sliding, model_type=model_type,
