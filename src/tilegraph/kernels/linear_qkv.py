@@ -77,7 +77,8 @@ def _launch_linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
                        sin: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor,
                        k_cache: torch.Tensor, v_cache: torch.Tensor, n_heads: int,
                        q_norm_weight: torch.Tensor | None, k_norm_weight: torch.Tensor | None,
-                       norm_after_rotary: bool, addend: torch.Tensor | None, addend_weight: torch.Tensor | None,
+                       norm_after_rotary: bool, addend: torch.Tensor | None,
+                       addend_weight: torch.Tensor | None,
                        sum_out: torch.Tensor | None, out: torch.Tensor) -> None:
     """x_next, norm_parts: the norm of x by norm_weight handed over (x_next = x * norm_weight;
     2-16 rows on the tensor-core path only, _norm_handoff.py). addend, addend_weight,

@@ -31,7 +31,8 @@ def _rotary_qkv_kernel(q_ptr, stride_qr, stride_qh,
                        N_HEADS: tl.constexpr, N_KV_HEADS: tl.constexpr,
                        HEAD_DIM: tl.constexpr, HEAD_NORM: tl.constexpr,
                        Q_NORM_HEADS: tl.constexpr, K_NORM_HEADS: tl.constexpr,
-                       NORM_AFTER_ROTARY: tl.constexpr, INTERLEAVED: tl.constexpr, PDL: tl.constexpr, BLOCK_HALF: tl.constexpr):
+                       NORM_AFTER_ROTARY: tl.constexpr, INTERLEAVED: tl.constexpr,
+                       PDL: tl.constexpr, BLOCK_HALF: tl.constexpr):
     """Program (row, head) over heads q_0..q_{H-1}, k_0..k_{KV-1}: x of that head, rotated
     at the row's position p in the half-split layout, (x1, x2) -> (x1 c - x2 s, x2 c + x1 s)
     with c = cos[p], s = sin[p] (fp32); q heads go to q, k heads to k_cache[slot, head, p]
