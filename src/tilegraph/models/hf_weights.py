@@ -284,11 +284,6 @@ def rotary_order(head_dim: int, rotary_dim: int, interleaved: bool = False) -> t
     return torch.cat((pairs[0], unturned[0], pairs[1], unturned[1]))   # half a head each
 
 
-def _heads_reordered(rows: torch.Tensor, order: torch.Tensor, head_dim: int) -> torch.Tensor:
-    """The rows of whole heads, each head's in `order` (rotary_order's)."""
-    return rows.unflatten(0, (-1, head_dim))[:, order].flatten(0, 1)
-
-
 _ORDER = {"q": 0, "k": 1, "v": 2, "gate": 0, "up": 1}
 
 
@@ -363,9 +358,8 @@ def load_llama(cls, model_or_path, dtype: torch.dtype | None, device,
     for name, parts in pieces.items():
         for part in ("q", "k") if order is not None else ():
             if part in parts:   # each head's dims in rotary_order (weights and biases alike)
-                parts[part] = _heads_reordered(parts[part], order, config.head_dim)
-        if order is not None and name.endswith(("q_norm", "k_norm")):   # their weights too
-            parts[""] = _heads_reordered(parts[""], order, config.head_dim)
+                heads = parts[part].unflatten(0, (-1, config.head_dim))
+                parts[part] = heads[:, order].flatten(0, 1)
         ordered = [parts[p] for p in sorted(parts, key=lambda p: _ORDER.get(p, 0))]
         if len(ordered) == 1:
             value = ordered[0]
