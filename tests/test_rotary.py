@@ -35,28 +35,41 @@ def test_matches_reference(rows, heads, kv_heads, head_dim, dtype, device):
     assert torch.equal(v, v_ref), "v is copied, not computed"
 
 
+def _assert_normed_matches_reference(case, heads, dtype, device, norms, **options):
+    """tg.rotary_qkv with these norm weights (and options) into poisoned q and the caches,
+    against the float64 reference (which rounds nowhere); v copied as it was. Returns q."""
+    qkv, cos, sin, positions, slots, cache = case
+    k, v = cache.clone(), cache.clone() + 1
+    k_ref, v_ref = k.double(), v.double()
+    out = poisoned((qkv.shape[0], heads, cache.shape[3]), dtype, device)
+    q = tg.rotary_qkv(qkv, cos, sin, positions, slots, k, v, n_heads=heads, norm_eps=1e-5,
+                      out=out, **norms, **options)
+    q_ref = rotary_qkv_ref(qkv.double(), cos.double(), sin.double(), positions, slots, k_ref,
+                           v_ref, n_heads=heads, norm_eps=1e-5, **options,
+                           **{name: t.double() for name, t in norms.items()})
+    assert_close(q, q_ref, dtype, what="q")
+    assert_close(k, k_ref, dtype, what="k cache")
+    assert torch.equal(v.double(), v_ref), "v is copied, not computed"
+    return q_ref
+
+
+def _heads_apart(case, heads, kv_heads, head_dim):
+    """case with its heads scaled far apart: a norm over another head's values shows."""
+    qkv, *rest = case
+    scale = torch.logspace(-1, 1, heads + 2 * kv_heads).repeat_interleave(head_dim)
+    return (qkv * scale.to(dtype=qkv.dtype, device=qkv.device), *rest)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("rows, heads, kv_heads, head_dim", [(1, 4, 2, 64), (3, 7, 1, 24)])
 def test_head_norms_match_reference(rows, heads, kv_heads, head_dim, dtype, device):
     """q_norm_weight / k_norm_weight: each q and k head RMS-normalised and scaled before the
     rotation (Qwen3), rounded where Hugging Face rounds; v as it was."""
-    qkv, cos, sin, positions, slots, cache = _case(rows, heads, kv_heads, head_dim, dtype,
-                                                   device)
-    qkv = qkv * torch.logspace(-1, 1, heads + 2 * kv_heads).repeat_interleave(head_dim).to(
-        dtype=dtype, device=device)   # heads far apart: a norm over another's values shows
+    case = _heads_apart(_case(rows, heads, kv_heads, head_dim, dtype, device), heads,
+                        kv_heads, head_dim)
     norms = {name: (1 + torch.randn(head_dim) * 0.3).to(dtype=dtype, device=device)
              for name in ("q_norm_weight", "k_norm_weight")}
-    k, v = cache.clone(), cache.clone() + 1
-    k_ref, v_ref = k.double(), v.double()   # against float64, which rounds nowhere
-    out = poisoned((rows, heads, head_dim), dtype, device)
-    q = tg.rotary_qkv(qkv, cos, sin, positions, slots, k, v, n_heads=heads, norm_eps=1e-5,
-                      out=out, **norms)
-    q_ref = rotary_qkv_ref(qkv.double(), cos.double(), sin.double(), positions, slots, k_ref,
-                           v_ref, n_heads=heads, norm_eps=1e-5,
-                           **{name: t.double() for name, t in norms.items()})
-    assert_close(q, q_ref, dtype, what="q")
-    assert_close(k, k_ref, dtype, what="k cache")
-    assert torch.equal(v.double(), v_ref), "v is copied, not computed"
+    _assert_normed_matches_reference(case, heads, dtype, device, norms)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
@@ -67,53 +80,34 @@ def test_norms_over_all_heads_match_reference(rows, heads, kv_heads, head_dim, w
     """A q or k norm weight as wide as all of its heads (OLMo 2's): q (k) RMS-normalised as
     a whole, each head scaled by its slice of the weight; the other one by heads where it
     is a head wide. Heads far apart, so a norm over one head's values alone shows."""
-    qkv, cos, sin, positions, slots, cache = _case(rows, heads, kv_heads, head_dim, dtype,
-                                                   device)
-    qkv = qkv * torch.logspace(-1, 1, heads + 2 * kv_heads).repeat_interleave(head_dim).to(
-        dtype=dtype, device=device)
+    case = _heads_apart(_case(rows, heads, kv_heads, head_dim, dtype, device), heads,
+                        kv_heads, head_dim)
     widths = {"q_norm_weight": heads * head_dim if "q" in whole else head_dim,
               "k_norm_weight": kv_heads * head_dim if "k" in whole else head_dim}
     norms = {name: (1 + torch.randn(width) * 0.3).to(dtype=dtype, device=device)
              for name, width in widths.items()}
-    k, v = cache.clone(), cache.clone() + 1
-    k_ref, v_ref = k.double(), v.double()
-    out = poisoned((rows, heads, head_dim), dtype, device)
-    q = tg.rotary_qkv(qkv, cos, sin, positions, slots, k, v, n_heads=heads, norm_eps=1e-5,
-                      out=out, **norms)
-    q_ref = rotary_qkv_ref(qkv.double(), cos.double(), sin.double(), positions, slots, k_ref,
-                           v_ref, n_heads=heads, norm_eps=1e-5,
-                           **{name: t.double() for name, t in norms.items()})
-    assert_close(q, q_ref, dtype, what="q")
-    assert_close(k, k_ref, dtype, what="k cache")
-    assert torch.equal(v.double(), v_ref), "v is copied, not computed"
+    _assert_normed_matches_reference(case, heads, dtype, device, norms)
     # unit weights: q's values together at RMS 1 (the rotation keeps it), not each head's
     ones = {name: torch.ones_like(t) for name, t in norms.items()}
-    q = tg.rotary_qkv(qkv, cos, sin, positions, slots, k, v, n_heads=heads, **ones)
+    q = tg.rotary_qkv(*case[:5], case[5].clone(), case[5].clone(), n_heads=heads, **ones)
     rms = q.float().pow(2).mean(-1)
-    whole_rms = rms.mean(-1)
-    torch.testing.assert_close(whole_rms if "q" in whole else rms, torch.ones_like(
-        whole_rms if "q" in whole else rms), rtol=2e-2, atol=0)
+    rms = rms.mean(-1) if "q" in whole else rms
+    torch.testing.assert_close(rms, torch.ones_like(rms), rtol=2e-2, atol=0)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 def test_head_norms_after_rotary_match_reference(dtype, device):
     """norm_after_rotary: each q and k head rotated (rounded), then normalised and scaled
     (Hunyuan's order), which the per-dim weights tell apart from the other order."""
-    qkv, cos, sin, positions, slots, cache = _case(3, 6, 2, 32, dtype, device)
+    case = _case(3, 6, 2, 32, dtype, device)
     norms = {name: (1 + torch.randn(32) * 0.3).to(dtype=dtype, device=device)
              for name in ("q_norm_weight", "k_norm_weight")}
-    k, v = cache.clone(), cache.clone() + 1
-    k_ref, v_ref = k.double(), v.double()
-    q = tg.rotary_qkv(qkv, cos, sin, positions, slots, k, v, n_heads=6, norm_eps=1e-5,
-                      norm_after_rotary=True, **norms)
-    wide = {name: t.double() for name, t in norms.items()}
-    q_ref = rotary_qkv_ref(qkv.double(), cos.double(), sin.double(), positions, slots, k_ref,
-                           v_ref, n_heads=6, norm_eps=1e-5, norm_after_rotary=True, **wide)
-    assert_close(q, q_ref, dtype, what="q")
-    assert_close(k, k_ref, dtype, what="k cache")
-    assert torch.equal(v.double(), v_ref), "v is copied, not computed"
+    q_ref = _assert_normed_matches_reference(case, 6, dtype, device, norms,
+                                             norm_after_rotary=True)
+    qkv, cos, sin, positions, slots, cache = case
     other_order = rotary_qkv_ref(qkv.double(), cos.double(), sin.double(), positions, slots,
-                                 k_ref.clone(), v_ref.clone(), n_heads=6, norm_eps=1e-5, **wide)
+                                 cache.double(), cache.double(), n_heads=6, norm_eps=1e-5,
+                                 **{name: t.double() for name, t in norms.items()})
     assert not torch.allclose(q_ref, other_order, rtol=1e-2, atol=1e-2)
 
 
