@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import math
 
 import pytest
 import torch
@@ -17,7 +18,7 @@ transformers = pytest.importorskip("transformers")
 TINY = ("tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3",
         "tiny-granite", "tiny-ministral", "tiny-smollm3", "tiny-ernie4_5", "tiny-glm",
         "tiny-glm4", "tiny-helium", "tiny-exaone4", "tiny-olmo2", "tiny-olmo3", "tiny-hunyuan",
-        "tiny-gemma",
+        "tiny-ministral3", "tiny-gemma",
         "tiny-gemma2", "tiny-gemma3")
 
 
@@ -391,6 +392,50 @@ def test_hunyuan_config():
     assert LlamaConfig.from_hf(old) == config
     with pytest.raises(ValueError, match="rope_type"):
         LlamaConfig.from_hf({**old, "rope_scaling": {"type": "dynamic", "factor": 2.0}})
+
+
+def test_ministral3_config():
+    """Ministral 3: Mistral's layer, YaRN, and q times Llama 4's attention temperature, 1
+    + beta ln(1 + floor(p / the pretrained context)): 1 below it; the config class's
+    rotary settings where a config.json leaves them out; as the decoder of a Mistral 3
+    checkpoint; without llama_4_scaling_beta (which transformers reads unconditionally)
+    refused."""
+    config = LlamaConfig.from_hf(hf_config("tiny-ministral3"))
+    assert (config.q_scale_beta, config.q_scale_length) == (0.5, 16)
+    scales = config.q_scales(torch.tensor([0, 15, 16, 31, 32, 48]))
+    expected = [1, 1, 1 + 0.5 * math.log(2), 1 + 0.5 * math.log(2), 1 + 0.5 * math.log(3),
+                1 + 0.5 * math.log(4)]
+    torch.testing.assert_close(scales, torch.tensor(expected))
+    bare = {key: value for key, value in hf_config("tiny-ministral3").to_dict().items()
+            if key not in ("rope_parameters", "head_dim")}
+    default = LlamaConfig.from_hf(bare)
+    assert (default.q_scale_beta, default.q_scale_length, default.head_dim) == (0.1, 16384, 128)
+    assert default.rope_yarn["factor"] == 16.0 and default.rope_theta == 1e6
+    wrapped = LlamaConfig.from_hf({"model_type": "mistral3",
+                                   "text_config": hf_config("tiny-ministral3").to_dict()})
+    assert wrapped == config
+    rope = dict(hf_config("tiny-ministral3").to_dict()["rope_parameters"])
+    del rope["llama_4_scaling_beta"]
+    with pytest.raises(ValueError, match="llama_4_scaling_beta"):
+        LlamaConfig.from_hf({**bare, "rope_parameters": rope})
+
+
+def test_ministral3_q_scaled_past_its_pretrained_context_matches_hf(tmp_path, device):
+    """Ministral 3's q scaling from position 16 on: the reference forward over 40 positions,
+    a prefill of 20 (past 16) and decode steps to 40 on the fused path, and the plain decode
+    (the torch.compile peer's step) from 12 on, against HF."""
+    hf = random_hf_model("tiny-ministral3", scale=5.0)
+    model = _load_through_directory(hf, tmp_path, device)
+    ids = torch.randint(0, hf.config.vocab_size, (2, 40))
+    ref = _assert_forward_and_steps_match_hf(hf, model, ids, 20, 48, "ministral3")
+    cache = model.new_cache(max_batch=2, max_seq=48)
+    model.prefill(ids[:, :12].to(device), cache)
+    positions = torch.full((2,), 12, device=device)
+    for t in range(12, 40):
+        logits = model.plain_decode(ids[:, t].to(device), positions, cache)
+        _assert_steps_close(logits[:, None], ref[:, t:t + 1], MODEL_TOLERANCES[torch.float32],
+                            f"ministral3 plain decode {t}")
+        positions += 1
 
 
 def test_gemma3_config_as_transformers_4_and_5_write_it():

@@ -222,6 +222,19 @@ SHAPES: dict[str, dict] = {
                                           "factor": 1.0, "rope_theta": 10000.0},
                          max_position_embeddings=256, eos_token_id=2, pad_token_id=0,
                          bos_token_id=1),
+    # Ministral 3: Mistral's layer, YaRN, q scaled past a pretrained context of 16
+    # positions (Llama 4's attention temperature, a beta large enough to show)
+    "tiny-ministral3": dict(model_type="ministral3", vocab_size=67, hidden_size=32,
+                            intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                            num_key_value_heads=2, head_dim=8, rms_norm_eps=1e-5,
+                            rope_parameters={"rope_type": "yarn", "rope_theta": 1e6,
+                                             "factor": 16.0,
+                                             "original_max_position_embeddings": 16,
+                                             "beta_fast": 32.0, "beta_slow": 1.0,
+                                             "mscale": 1.0, "mscale_all_dim": 1.0,
+                                             "llama_4_scaling_beta": 0.5},
+                            max_position_embeddings=256, eos_token_id=2, pad_token_id=0,
+                            bos_token_id=1),
     # a sliding layer beside a full one, the window past what the tests reach
     "tiny-ministral": dict(model_type="ministral", vocab_size=67, hidden_size=32,
                            intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,

@@ -276,11 +276,13 @@ class Llama(nn.Module):
         tables = self._rope_table(length, long=self._past_original(length))
         local_tables = (self._rope_table(length, local=True)
                         if c.rope_local_theta is not None else None)
+        q_scales = self._q_scales(torch.arange(length, device=self.device))
         x = F.embedding(input_ids, self.embed)
         for index, layer in enumerate(self.layers):
             qkv = F.linear(_pre_norm(x, layer.attn_norm, c.norm_eps), layer.wqkv, layer.bqkv)
             q, k, v = self._split_heads(qkv, index, *(local_tables if c.rotates_locally(index)
                                                       else tables))   # (B, T, heads, head_dim)
+            q = q if q_scales is None else q * q_scales
             attn = _causal_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
                                      c.window(index), c.attn_softcap)   # (B, heads, T, D)
             attn = attn.transpose(1, 2).reshape(batch, length, local.q_dim)
@@ -370,6 +372,16 @@ class Llama(nn.Module):
         if layer.q_norm is not None and c.qk_norm_after_rotary:   # Hunyuan's order
             q, k = self._head_norms(q, k, layer)
         return q, k, v.reshape(*lead, c.n_kv_heads, c.head_dim)
+
+    def _q_scales(self, positions: torch.Tensor, max_seq: int | None = None
+                  ) -> torch.Tensor | None:
+        """What q is multiplied by at `positions` (a tensor (..., 1, 1) in the model's
+        dtype, as transformers rounds it), or None where the model has no attention
+        temperature, or no position below max_seq reaches it."""
+        c = self.config
+        if c.q_scale_beta == 0 or (max_seq is not None and max_seq <= c.q_scale_length):
+            return None
+        return c.q_scales(positions).to(self.dtype)[..., None, None]
 
     def _head_norms(self, q: torch.Tensor, k: torch.Tensor, layer: LlamaLayer):
         """q and k (..., heads, head_dim) RMS-normalised by the layer's q_norm and k_norm:
@@ -521,11 +533,13 @@ class Llama(nn.Module):
                         else None)
         cached = torch.arange(cache.max_seq, device=tokens.device)
         visible = cached <= positions[:, None]   # (S, max_seq)
+        q_scales = self._q_scales(positions)
         x = F.embedding(tokens, self.embed)
         for index, layer in enumerate(self.layers):
             qkv = F.linear(_pre_norm(x, layer.attn_norm, c.norm_eps), layer.wqkv, layer.bqkv)
             q, k, v = self._split_heads(qkv, index, *(local_tables if c.rotates_locally(index)
                                                       else tables))   # (S, heads, head_dim)
+            q = q if q_scales is None else q * q_scales
             # one index_put on the whole cache: through a view of it (cache.k[index]),
             # torch.compile copied the whole cache back after every step
             at = (torch.full_like(slots, index), slots, slice(None), positions)
@@ -563,6 +577,9 @@ class Llama(nn.Module):
         # output normalised before its add.
         hand_over = self.tp.size == 1 and not c.post_norms
         attn_norms = [layer.attn_norm for layer in self.layers[1:]] + [self.norm]
+        # Ministral 3's q scales: a multiply a layer, where the cache reaches past the
+        # pretrained context (below it every scale is 1)
+        q_scales = self._q_scales(positions, cache.max_seq)
         pending = None
         for index, layer in enumerate(self.layers):
             k_layer, v_layer = cache.k[index], cache.v[index]
@@ -574,6 +591,7 @@ class Llama(nn.Module):
                               v_cache=v_layer, n_heads=self.local.n_heads,
                               q_norm_weight=layer.q_norm, k_norm_weight=layer.k_norm,
                               norm_after_rotary=c.qk_norm_after_rotary, **added)
+            q = q if q_scales is None else q * q_scales
             x = stream
             attended = attend(q, k_layer, v_layer, c.window(index))
             output = tg.linear(attended, layer.wo, self._once(layer.bo),

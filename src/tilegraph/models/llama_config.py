@@ -13,7 +13,8 @@ norm after attention and after the MLP as well as before; Gemma 2's attention sc
 logits softcapped, Gemma 3's local layers rotating by their own base; of its multimodal
 checkpoints, the language model), OLMo 2 and 3 (norms after attention and the MLP only, q
 and k each normalised as a whole; OLMo 3's sliding layers), Hunyuan's dense models (q and k
-heads normalised after their rotation; NTK-alpha rotary scaling);
+heads normalised after their rotation; NTK-alpha rotary scaling), Ministral 3 (Mistral's
+layer, q scaled by Llama 4's attention temperature past the pretrained context);
 sliding windows in the layers each family's config names. Anything else raises a
 ValueError that names the field, so a model is never run with a part silently ignored.
 """
@@ -33,7 +34,7 @@ from ..kernels._activation import GLU_ACTIVATIONS as _GATED
 SUPPORTED_TYPES = ("llama", "mistral", "ministral", "phi3", "qwen2", "qwen3", "smollm3",
                    "granite", "exaone", "internlm3", "ernie4_5", "glm", "glm4", "helium",
                    "seed_oss", "cwm", "exaone4", "olmo2", "olmo3", "hunyuan_v1_dense",
-                   "gemma", "gemma2", "gemma3_text")
+                   "ministral3", "gemma", "gemma2", "gemma3_text")
 GEMMA_TYPES = ("gemma", "gemma2", "gemma3_text")
 # Families whose rotary embeddings turn a head's neighbouring dims (2i, 2i + 1) together
 # (GPT-J's pairing; transformers' GLM, ERNIE 4.5 and Helium), where Llama turns (i, i + d / 2)
@@ -76,7 +77,12 @@ _CLASS_DEFAULTS = {"glm": {"partial_rotary_factor": 0.5, "attention_bias": True}
                                                "factor": 16.0, "low_freq_factor": 1.0,
                                                "high_freq_factor": 4.0,
                                                "original_max_position_embeddings": 8192}},
-                   "exaone4": {"sliding_window": 4096, "sliding_window_pattern": 4}}
+                   "exaone4": {"sliding_window": 4096, "sliding_window_pattern": 4},
+                   "ministral3": {"head_dim": 128, "rope_parameters": {
+                       "rope_type": "yarn", "rope_theta": 1e6, "factor": 16.0,
+                       "original_max_position_embeddings": 16384, "beta_fast": 32.0,
+                       "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0,
+                       "llama_4_scaling_beta": 0.1}}}
 SUPPORTED_ROPE = ("default", "llama3", "linear", "yarn", "longrope")
 # hidden_act (Gemma: hidden_activation) -> the gated activation of tg.linear the MLP runs
 _MLP_ACTIVATIONS = {"silu": "swiglu", "swish": "swiglu", "gelu": "geglu",
@@ -159,6 +165,11 @@ class LlamaConfig:
     attention_multiplier: float | None = None
     residual_multiplier: float = 1.0
     logits_scaling: float = 1.0
+    # Llama 4's attention temperature (Ministral 3): q at position p times
+    # 1 + q_scale_beta ln(1 + floor(p / q_scale_length)), 1 below q_scale_length (the
+    # pretrained context); beta 0: none
+    q_scale_beta: float = 0.0
+    q_scale_length: int = 1
 
     def __post_init__(self):
         if self.head_dim == 0:
@@ -167,7 +178,7 @@ class LlamaConfig:
                                  "heads; give head_dim")
             object.__setattr__(self, "head_dim", self.dim // self.n_heads)
         for name in ("vocab_size", "dim", "n_layers", "n_heads", "n_kv_heads", "ffn_dim",
-                     "head_dim"):
+                     "head_dim", "q_scale_length"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"LlamaConfig.{name} must be a positive int, got {value!r}")
@@ -223,6 +234,11 @@ class LlamaConfig:
         """Whether layer `layer` rotates by rope_local_theta (a sliding layer where it is
         set) rather than the model's own rotary embedding."""
         return self.rope_local_theta is not None and self.window(layer) is not None
+
+    def q_scales(self, positions: torch.Tensor) -> torch.Tensor:
+        """The attention temperature q is multiplied by at each of `positions` (fp32)."""
+        steps = torch.floor(positions.float() / self.q_scale_length)
+        return 1 + self.q_scale_beta * torch.log1p(steps)
 
     def window(self, layer: int) -> int | None:
         """How many of the latest positions layer `layer` attends to; None: all of them."""
@@ -514,7 +530,20 @@ def _fields_from_hf(values: dict) -> dict:
         # SmolLM3's layers without rotary embeddings, EXAONE 4's global ones
         rope_layers=(_rope_layers(values) if model_type == "smollm3" else
                      rotating if rotating is not None and not all(rotating) else None),
-        **(_granite_scalars(values) if model_type == "granite" else {}))
+        **(_granite_scalars(values) if model_type == "granite" else {}),
+        **(_attention_temperature(values) if model_type == "ministral3" else {}))
+
+
+def _attention_temperature(values: dict) -> dict:
+    """Ministral 3's q scaling: llama_4_scaling_beta, and the pretrained context it starts
+    past, from its rotary settings (transformers 5's rope_parameters or 4's rope_scaling)."""
+    rope = {**(values.get("rope_scaling") or {}), **(values.get("rope_parameters") or {})}
+    beta = rope.get("llama_4_scaling_beta")
+    if beta is None:   # transformers' Ministral 3 reads it unconditionally
+        raise _unsupported("rope_parameters.llama_4_scaling_beta", beta,
+                           "Ministral 3 scales q by it")
+    return {"q_scale_beta": float(beta),
+            "q_scale_length": int(rope["original_max_position_embeddings"])}
 
 
 def _gemma_fields(values: dict, model_type: str) -> dict:
@@ -584,7 +613,7 @@ def _sliding_layers(values: dict, model_type: str) -> tuple[bool, ...] | None:
     embeddings, every Ministral layer, Gemma's and EXAONE 4's but every
     sliding_window_pattern-th (EXAONE 4's may spell it as "LLLG"), CWM's but every fourth
     from the first, OLMo 3's but every fourth."""
-    if model_type in ("mistral", "phi3"):
+    if model_type in ("mistral", "ministral3", "phi3"):
         return None
     layers = values["num_hidden_layers"]
     if (model_type not in ("ministral", "cwm", "exaone4", "olmo3", *GEMMA_TYPES)
