@@ -68,8 +68,8 @@ def test_rms_norm_long_rows_and_many_rows(device):
         _check_grads(tg.rms_norm, rms_norm_ref, [x, w], torch.float32, f"rms_norm {shape}")
 
 
-@pytest.mark.parametrize("activation", [None, "relu", "gelu", "gelu_tanh", "swiglu", "geglu",
-                                        "geglu_tanh"])
+@pytest.mark.parametrize("activation", [None, "relu", "gelu", "gelu_tanh", "relu2", "swiglu",
+                                        "geglu", "geglu_tanh"])
 @pytest.mark.parametrize("fused", [True, False])
 def test_linear(activation, fused, device):
     rows, k, n = (2, 9), 40, 38

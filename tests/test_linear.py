@@ -27,6 +27,7 @@ from tilegraph.testing import assert_close, poisoned, randn
 PARTS = [  # (bias, norm, activation, residual): every part optional
     (False, False, None, False), (True, False, None, False), (False, True, None, True),
     (True, True, "gelu", True), (False, False, "relu", False), (True, True, "gelu_tanh", False),
+    (True, True, "relu2", True),
 ]
 
 

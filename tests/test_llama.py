@@ -18,7 +18,7 @@ transformers = pytest.importorskip("transformers")
 TINY = ("tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3",
         "tiny-granite", "tiny-ministral", "tiny-smollm3", "tiny-ernie4_5", "tiny-glm",
         "tiny-glm4", "tiny-helium", "tiny-exaone4", "tiny-olmo2", "tiny-olmo3", "tiny-hunyuan",
-        "tiny-ministral3", "tiny-gemma",
+        "tiny-ministral3", "tiny-arcee", "tiny-gemma",
         "tiny-gemma2", "tiny-gemma3")
 
 
@@ -696,6 +696,7 @@ def test_config_from_a_directory(tmp_path):
     ({"rope_scaling": {"rope_type": "dynamic", "factor": 4.0}}, "rope_type"),
     ({"rope_scaling": {"rope_type": "linear", "factor": 0.0}}, "factor"),
     ({"hidden_act": "relu"}, "hidden_act"),
+    ({"model_type": "arcee", "hidden_act": "silu"}, "hidden_act"),   # ungated: no silu
     ({"partial_rotary_factor": 0.5}, "partial_rotary_factor"),
 ])
 def test_unsupported_fields_are_named(change, field):

@@ -32,7 +32,7 @@ def _check(m, n, k, dtype, device, activation=None, lead=()):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("activation", [None, "relu", "gelu", "gelu_tanh"])
+@pytest.mark.parametrize("activation", [None, "relu", "gelu", "gelu_tanh", "relu2"])
 @pytest.mark.parametrize("mnk", [(1, 1, 1), (37, 29, 65), (130, 70, 200)])
 def test_matches_reference(mnk, activation, dtype, device):
     _check(*mnk, dtype, device, activation)

@@ -1,6 +1,7 @@
 """Activations shared by kernel bodies and epilogues (fp32 in, fp32 out).
 
-ACTIVATIONS names what `activation=` accepts across ops; "none" means identity.
+ACTIVATIONS names what `activation=` accepts across ops; "none" means identity, "relu2"
+the squared ReLU (Arcee's MLP, ungated).
 GLU_ACTIVATIONS halve the width and only tg.linear takes them: each reads the projection's
 columns as interleaved pairs (gate_i, up_i) and gives act(gate_i) * up_i, act silu for
 "swiglu" (Llama's MLP), gelu for "geglu" and its tanh approximation for "geglu_tanh"
@@ -11,7 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
-ACTIVATIONS = ("none", "relu", "gelu", "gelu_tanh")
+ACTIVATIONS = ("none", "relu", "gelu", "gelu_tanh", "relu2")
 GLU_ACTIVATIONS = ("swiglu", "geglu", "geglu_tanh")
 
 # Globals read inside @triton.jit must be constexpr.
@@ -41,6 +42,9 @@ def gelu_erf(x):
 def apply_activation(x, ACTIVATION: tl.constexpr):
     if ACTIVATION == "relu":
         x = tl.maximum(x, 0.0)
+    elif ACTIVATION == "relu2":
+        x = tl.maximum(x, 0.0)
+        x = x * x
     elif ACTIVATION == "gelu":
         x = gelu_erf(x)
     elif ACTIVATION == "gelu_tanh":
@@ -53,6 +57,8 @@ def activation_derivative(z, ACTIVATION: tl.constexpr):
     """d act(z) / dz in fp32, for the backward passes (ACTIVATION other than "none")."""
     if ACTIVATION == "relu":
         d = tl.where(z > 0.0, 1.0, 0.0)  # 0 at z == 0, as torch's relu backward
+    elif ACTIVATION == "relu2":
+        d = 2.0 * tl.maximum(z, 0.0)
     elif ACTIVATION == "gelu":
         # Phi(z) + z phi(z): the normal CDF and density
         d = 0.5 * (1.0 + tl.math.erf(z * _INV_SQRT_2)) + z * _INV_SQRT_2PI * tl.exp(-0.5 * z * z)
@@ -123,6 +129,8 @@ def activation_ref(y: torch.Tensor, activation: str | None) -> torch.Tensor:
     """The same activations in PyTorch, for references."""
     if activation == "relu":
         return torch.relu(y)
+    if activation == "relu2":
+        return torch.relu(y).square()
     if activation == "gelu":
         return torch.nn.functional.gelu(y)
     if activation == "gelu_tanh":

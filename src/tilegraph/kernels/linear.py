@@ -191,10 +191,11 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     weight expanded from one value (stride 0: `g.expand(K)` of a one-element g, such as the
     ones a norm leaves where its weight is folded into `weight`'s columns) is read as that
     one value on the decode path (kernels/_norm_weight.py).
-    activation: None, "relu", "gelu", "gelu_tanh", or a gated one, "swiglu", "geglu" or
-    "geglu_tanh": the rows of weight (and bias) interleave gate and up, (gate_0, up_0,
-    gate_1, up_1, ...) (interleave_gate_up makes that layout), and the result act(gate) * up
-    has N // 2 columns, as has residual; act is silu, gelu, or gelu's tanh approximation.
+    activation: None, "relu", "gelu", "gelu_tanh", "relu2" (relu(x)^2), or a gated one,
+    "swiglu", "geglu" or "geglu_tanh": the rows of weight (and bias) interleave gate and
+    up, (gate_0, up_0, gate_1, up_1, ...) (interleave_gate_up makes that layout), and the
+    result act(gate) * up has N // 2 columns, as has residual; act is silu, gelu, or gelu's
+    tanh approximation.
 
     Few rows (decode) on Hopper or newer launch with programmatic dependent launch: the
     kernel starts streaming `weight` while the previous kernel in the stream is still

@@ -442,7 +442,8 @@ _run_matmul = custom_op("matmul", _launch_matmul)
 
 def matmul(a: torch.Tensor, b: torch.Tensor, *, activation: str | None = None,
            out: torch.Tensor | None = None) -> torch.Tensor:
-    """act(a @ b) for a (..., K) and b (K, N); activation None, "relu", "gelu", "gelu_tanh"."""
+    """act(a @ b) for a (..., K) and b (K, N); activation None, "relu", "gelu", "gelu_tanh",
+    "relu2"."""
     check_tensor("a", a, min_ndim=1, differentiable=True)
     check_tensor("b", b, differentiable=True)
     check_like("b", b, "a", a)

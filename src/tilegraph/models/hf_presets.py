@@ -235,6 +235,15 @@ SHAPES: dict[str, dict] = {
                                              "llama_4_scaling_beta": 0.5},
                             max_position_embeddings=256, eos_token_id=2, pad_token_id=0,
                             bos_token_id=1),
+    # Arcee (AFM): Llama's layer with an ungated MLP, relu(up)^2; YaRN
+    "tiny-arcee": dict(model_type="arcee", vocab_size=67, hidden_size=32,
+                       intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                       num_key_value_heads=2, head_dim=8, rms_norm_eps=1e-5,
+                       hidden_act="relu2", mlp_bias=True,
+                       rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0,
+                                        "factor": 4.0, "original_max_position_embeddings": 64},
+                       max_position_embeddings=256, eos_token_id=2, pad_token_id=0,
+                       bos_token_id=1),
     # a sliding layer beside a full one, the window past what the tests reach
     "tiny-ministral": dict(model_type="ministral", vocab_size=67, hidden_size=32,
                            intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,

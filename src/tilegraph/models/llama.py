@@ -41,6 +41,7 @@ import tilegraph as tg
 from ..dist.allreduce import LayerAllReduce
 from ..dist.group import TensorParallel
 from ..dist.sharding import local_config, vocab_shard
+from ..kernels._activation import GLU_ACTIVATIONS, activation_ref
 from ..kernels.decode_attention import decode_attention_in_layer
 from ..kernels.decode_inputs import decode_inputs
 from .llama_config import LlamaConfig, rope_frequencies
@@ -111,8 +112,9 @@ class LlamaLayer(nn.Module):
         self.bo = _parameter(c.dim, fill=0.0, **kw) if c.o_bias else None
         self.register_buffer("mlp_norm", _folded_norm(c.dim, **kw) if c.pre_norms else None,
                              persistent=False)
-        self.w_gate_up = _parameter(2 * c.ffn_dim, c.dim, **kw)
-        self.b_gate_up = _parameter(2 * c.ffn_dim, fill=0.0, **kw) if c.mlp_bias else None
+        up_rows = c.ffn_dim * (2 if c.mlp_gated else 1)   # gate|up, or up alone (Arcee)
+        self.w_gate_up = _parameter(up_rows, c.dim, **kw)
+        self.b_gate_up = _parameter(up_rows, fill=0.0, **kw) if c.mlp_bias else None
         self.w_down = _parameter(c.dim, c.ffn_dim, **kw)
         self.b_down = _parameter(c.dim, fill=0.0, **kw) if c.mlp_bias else None
         self.post_attn_norm = _parameter(c.dim, fill=1.0, **kw) if c.post_norms else None
@@ -697,7 +699,10 @@ def _deinterleave_heads(qkv: torch.Tensor, head_dim: int) -> torch.Tensor:
 
 def _gated(gate_up: torch.Tensor, activation: str) -> torch.Tensor:
     """act(gate) * up of interleaved (gate, up) columns (act as tg.linear's gated
-    `activation` names it), rounded in between as transformers' MLP rounds them."""
+    `activation` names it), rounded in between as transformers' MLP rounds them; or, for an
+    ungated MLP (Arcee's "relu2"), act(up) of its up columns."""
+    if activation not in GLU_ACTIVATIONS:
+        return activation_ref(gate_up, activation)
     gate, up = gate_up.unflatten(-1, (-1, 2)).unbind(-1)
     if activation == "swiglu":
         return F.silu(gate) * up

@@ -14,7 +14,8 @@ logits softcapped, Gemma 3's local layers rotating by their own base; of its mul
 checkpoints, the language model), OLMo 2 and 3 (norms after attention and the MLP only, q
 and k each normalised as a whole; OLMo 3's sliding layers), Hunyuan's dense models (q and k
 heads normalised after their rotation; NTK-alpha rotary scaling), Ministral 3 (Mistral's
-layer, q scaled by Llama 4's attention temperature past the pretrained context);
+layer, q scaled by Llama 4's attention temperature past the pretrained context), Arcee
+(Llama's layer, an ungated MLP of squared ReLU);
 sliding windows in the layers each family's config names. Anything else raises a
 ValueError that names the field, so a model is never run with a part silently ignored.
 """
@@ -29,12 +30,13 @@ from typing import Any
 
 import torch
 
+from ..kernels._activation import ACTIVATIONS
 from ..kernels._activation import GLU_ACTIVATIONS as _GATED
 
 SUPPORTED_TYPES = ("llama", "mistral", "ministral", "phi3", "qwen2", "qwen3", "smollm3",
                    "granite", "exaone", "internlm3", "ernie4_5", "glm", "glm4", "helium",
                    "seed_oss", "cwm", "exaone4", "olmo2", "olmo3", "hunyuan_v1_dense",
-                   "ministral3", "gemma", "gemma2", "gemma3_text")
+                   "ministral3", "arcee", "gemma", "gemma2", "gemma3_text")
 GEMMA_TYPES = ("gemma", "gemma2", "gemma3_text")
 # Families whose rotary embeddings turn a head's neighbouring dims (2i, 2i + 1) together
 # (GPT-J's pairing; transformers' GLM, ERNIE 4.5 and Helium), where Llama turns (i, i + d / 2)
@@ -63,7 +65,7 @@ _FIELD_ALIASES = {
 }
 # Families whose attention transformers never windows, whatever sliding_window says
 _NEVER_WINDOWED = ("llama", "granite", "exaone", "internlm3", "ernie4_5", "glm", "glm4",
-                   "helium", "seed_oss", "olmo2", "hunyuan_v1_dense", "gemma")
+                   "helium", "seed_oss", "olmo2", "hunyuan_v1_dense", "arcee", "gemma")
 # Norms after attention and the MLP and none before (EXAONE 4, OLMo 2 and 3)
 _POST_NORMS_ONLY = ("exaone4", "olmo2", "olmo3")
 # What the config classes of some families set where a config.json may leave a field out
@@ -87,6 +89,12 @@ SUPPORTED_ROPE = ("default", "llama3", "linear", "yarn", "longrope")
 # hidden_act (Gemma: hidden_activation) -> the gated activation of tg.linear the MLP runs
 _MLP_ACTIVATIONS = {"silu": "swiglu", "swish": "swiglu", "gelu": "geglu",
                     "gelu_pytorch_tanh": "geglu_tanh", "gelu_new": "geglu_tanh"}
+# ... of the families whose MLP has no gate (Arcee: up, act, down)
+_UNGATED_MLP_ACTIVATIONS = {"relu2": "relu2", "relu": "relu", "gelu": "gelu",
+                            "gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh"}
+_UNGATED_MLP_TYPES = ("arcee",)
+# What LlamaConfig.mlp_activation may be: a gated activation or an ungated one
+_MLP_KINDS = _GATED + tuple(a for a in ACTIVATIONS if a != "none")
 
 
 @dataclass(frozen=True)
@@ -96,7 +104,7 @@ class LlamaConfig:
     n_layers: int
     n_heads: int
     n_kv_heads: int             # fewer than n_heads: grouped-query attention
-    ffn_dim: int                # the gated MLP's inner size
+    ffn_dim: int                # the MLP's inner size
     head_dim: int = 0           # 0: dim // n_heads
     norm_eps: float = 1e-5
     rope_theta: float = 10000.0
@@ -131,8 +139,9 @@ class LlamaConfig:
     qk_norm_whole: bool = False
     # ... after rotary embedding instead of before (Hunyuan's dense models)
     qk_norm_after_rotary: bool = False
-    # The MLP's gated activation, as tg.linear names it: "swiglu" (silu(gate) * up),
-    # "geglu" or "geglu_tanh" (gelu(gate) * up, exact or its tanh approximation: Gemma's).
+    # The MLP's activation, as tg.linear names it: gated, "swiglu" (silu(gate) * up),
+    # "geglu" or "geglu_tanh" (gelu(gate) * up, exact or its tanh approximation: Gemma's);
+    # or ungated, act(up) with no gate projection ("relu2", relu(up)^2: Arcee's).
     mlp_activation: str = "swiglu"
     # Gemma 3's "sandwich": the attention and MLP outputs each RMS-normalised (weights
     # post_attn_norm, post_mlp_norm) before their residual add, besides the norms before.
@@ -191,8 +200,8 @@ class LlamaConfig:
             if getattr(self, name) and not self.qk_norm:
                 raise ValueError(f"LlamaConfig.{name} says how q and k are normalised: it "
                                  "needs qk_norm")
-        if self.mlp_activation not in _GATED:
-            raise ValueError(f"LlamaConfig.mlp_activation must be one of {_GATED}, got "
+        if self.mlp_activation not in _MLP_KINDS:
+            raise ValueError(f"LlamaConfig.mlp_activation must be one of {_MLP_KINDS}, got "
                              f"{self.mlp_activation!r}")
         for name in ("rope_layers", "sliding_layers"):
             layers = getattr(self, name)
@@ -225,6 +234,11 @@ class LlamaConfig:
                                           0 < value < math.inf):
                 raise ValueError(f"LlamaConfig.{name} must be a positive number, got "
                                  f"{value!r}")
+
+    @property
+    def mlp_gated(self) -> bool:
+        """Whether the MLP multiplies an activated gate projection by an up projection."""
+        return self.mlp_activation in _GATED
 
     def rotates(self, layer: int) -> bool:
         """Whether layer `layer` applies rotary embeddings to q and k."""
@@ -263,9 +277,10 @@ class LlamaConfig:
 
     def parameter_count(self) -> int:
         per_layer = (self.dim * (self.q_dim + 2 * self.kv_dim) + self.q_dim * self.dim
-                     + 3 * self.dim * self.ffn_dim + 2 * self.dim * self.pre_norms
+                     + (2 + self.mlp_gated) * self.dim * self.ffn_dim
+                     + 2 * self.dim * self.pre_norms
                      + (self.q_dim + 2 * self.kv_dim) * self.qkv_bias + self.dim * self.o_bias
-                     + (2 * self.ffn_dim + self.dim) * self.mlp_bias
+                     + ((1 + self.mlp_gated) * self.ffn_dim + self.dim) * self.mlp_bias
                      + (self.q_dim + self.kv_dim if self.qk_norm_whole else
                         2 * self.head_dim) * self.qk_norm
                      + 2 * self.dim * self.post_norms)
@@ -465,9 +480,11 @@ def _fields_from_hf(values: dict) -> dict:
         # Gemma 1's legacy value: Google's models run the tanh approximation (transformers
         # 5.25 reads it so; 5.17 ran the exact GELU)
         activation = "gelu_pytorch_tanh"
-    if activation not in _MLP_ACTIVATIONS:
-        raise _unsupported("hidden_act", activation, "the MLP's gate is silu or gelu ("
-                           f"{', '.join(_MLP_ACTIVATIONS)})")
+    activations = (_UNGATED_MLP_ACTIVATIONS if model_type in _UNGATED_MLP_TYPES else
+                   _MLP_ACTIVATIONS)
+    if activation not in activations:
+        raise _unsupported("hidden_act", activation, f"{model_type}'s MLP takes "
+                           f"{', '.join(activations)}")
     gemma = model_type in GEMMA_TYPES
     for name in ("attn_logit_softcapping", "final_logit_softcapping"):
         if values.get(name) is not None and not gemma:
@@ -486,7 +503,7 @@ def _fields_from_hf(values: dict) -> dict:
     if values.get("clip_qkv") is not None:
         raise _unsupported("clip_qkv", values["clip_qkv"], "q, k and v are not clipped")
     if model_type in ("llama", "qwen3", "smollm3", "granite", "exaone", "internlm3",
-                      *GEMMA_TYPES):
+                      "arcee", *GEMMA_TYPES):
         qkv_bias = o_bias = bool(values.get("attention_bias", False))
         mlp_bias = bool(values.get("mlp_bias", False))
     elif model_type == "ernie4_5":   # one flag for every projection
@@ -516,7 +533,7 @@ def _fields_from_hf(values: dict) -> dict:
                                "gemma3_text"),
         qk_norm_whole=model_type in ("olmo2", "olmo3"),
         qk_norm_after_rotary=model_type == "hunyuan_v1_dense",
-        mlp_activation=_MLP_ACTIVATIONS[activation],
+        mlp_activation=activations[activation],
         max_position_embeddings=values.get("max_position_embeddings", 4096),
         sliding_window=window, sliding_layers=sliding, model_type=model_type,
         rotary_interleaved=model_type in INTERLEAVED_ROTARY_TYPES,
