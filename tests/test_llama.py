@@ -18,7 +18,7 @@ transformers = pytest.importorskip("transformers")
 TINY = ("tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3",
         "tiny-granite", "tiny-ministral", "tiny-smollm3", "tiny-ernie4_5", "tiny-glm",
         "tiny-glm4", "tiny-helium", "tiny-exaone4", "tiny-olmo2", "tiny-olmo3", "tiny-hunyuan",
-        "tiny-ministral3", "tiny-arcee", "tiny-gemma",
+        "tiny-ministral3", "tiny-arcee", "tiny-nanochat", "tiny-gemma",
         "tiny-gemma2", "tiny-gemma3")
 
 
@@ -436,6 +436,22 @@ def test_ministral3_q_scaled_past_its_pretrained_context_matches_hf(tmp_path, de
         _assert_steps_close(logits[:, None], ref[:, t:t + 1], MODEL_TOLERANCES[torch.float32],
                             f"ministral3 plain decode {t}")
         positions += 1
+
+
+def test_nanochat_config():
+    """NanoChat: weightless norms (the checkpoint holds none), one of them folded into the
+    embedding table; q and k heads normalised after a rotation the other way (loading turns
+    it back); the config class's softcap of 15 where a config.json leaves it out; a tied LM
+    head, which would read the normalised table, refused."""
+    config = LlamaConfig.from_hf(hf_config("tiny-nanochat"))
+    assert config.embedding_norm and config.rotary_negated and config.qk_norm_after_rotary
+    assert config.mlp_activation == "relu2" and not config.mlp_gated
+    assert config.logits_softcap == 4.0 and (config.qkv_bias, config.o_bias) == (True, True)
+    values = hf_config("tiny-nanochat").to_dict()
+    del values["final_logit_softcapping"]
+    assert LlamaConfig.from_hf(values).logits_softcap == 15.0
+    with pytest.raises(ValueError, match="tie_word_embeddings"):
+        LlamaConfig.from_hf({**values, "tie_word_embeddings": True})
 
 
 def test_gemma3_config_as_transformers_4_and_5_write_it():

@@ -244,6 +244,14 @@ SHAPES: dict[str, dict] = {
                                         "factor": 4.0, "original_max_position_embeddings": 64},
                        max_position_embeddings=256, eos_token_id=2, pad_token_id=0,
                        bos_token_id=1),
+    # NanoChat: Arcee's ungated MLP, weightless norms (one on the embeddings), q and k head
+    # norms after a rotation the other way, softcapped logits (a cap tiny logits reach)
+    "tiny-nanochat": dict(model_type="nanochat", vocab_size=67, hidden_size=32,
+                          intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                          num_key_value_heads=2, rms_norm_eps=1e-6,
+                          final_logit_softcapping=4.0, attention_bias=True,
+                          max_position_embeddings=256, eos_token_id=2, pad_token_id=0,
+                          bos_token_id=1),
     # a sliding layer beside a full one, the window past what the tests reach
     "tiny-ministral": dict(model_type="ministral", vocab_size=67, hidden_size=32,
                            intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,

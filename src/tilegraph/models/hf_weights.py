@@ -162,6 +162,9 @@ _RENAMES = {"exaone": [(r"^transformer\.wte\.", "model.embed_tokens."),
             "olmo3": _POST_NORMS,
             "hunyuan_v1_dense": [(r"\.self_attn\.query_layernorm\.", ".self_attn.q_norm."),
                                  (r"\.self_attn\.key_layernorm\.", ".self_attn.k_norm.")],
+            # NanoChat's ungated MLP
+            "nanochat": [(r"\.mlp\.fc1\.", ".mlp.up_proj."),
+                         (r"\.mlp\.fc2\.", ".mlp.down_proj.")],
             "gemma3_text": _GEMMA_NORMS}
 
 
@@ -337,6 +340,10 @@ def load_llama(cls, model_or_path, dtype: torch.dtype | None, device,
         if config.norm_plus_one and (target == "norm" or target.endswith("_norm")):
             value = value.float() + 1.0   # Gemma's norms scale by 1 + weight
         pieces.setdefault(target, {})[part] = value.to(device=device, dtype=dtype)
+    if config.weightless_norms:   # NanoChat's norms scale by nothing
+        for name in (*norm_names, *(n for n in params if n == "norm" or n.endswith("_norm"))):
+            ones = torch.ones(params[name].shape if name in params else config.dim)
+            pieces.setdefault(name, {"": ones.to(device=device, dtype=dtype)})
     if unexpected:
         raise ValueError(f"checkpoint tensors tilegraph's Llama has no place for: "
                          f"{unexpected[:8]}{' ...' if len(unexpected) > 8 else ''}")
@@ -360,6 +367,11 @@ def load_llama(cls, model_or_path, dtype: torch.dtype | None, device,
             if part in parts:   # each head's dims in rotary_order (weights and biases alike)
                 heads = parts[part].unflatten(0, (-1, config.head_dim))
                 parts[part] = heads[:, order].flatten(0, 1)
+        for part in ("q", "k") if config.rotary_negated else ():
+            if part in parts:   # each head's second half negated: turned back (q . k kept)
+                heads = parts[part].unflatten(0, (-1, 2, config.head_dim // 2))
+                sign = heads.new_tensor([1.0, -1.0]).view(2, *[1] * (heads.ndim - 2))
+                parts[part] = (heads * sign).flatten(0, 2)
         ordered = [parts[p] for p in sorted(parts, key=lambda p: _ORDER.get(p, 0))]
         if len(ordered) == 1:
             value = ordered[0]
@@ -378,6 +390,10 @@ def load_llama(cls, model_or_path, dtype: torch.dtype | None, device,
         target.data.copy_(value)
     for i, layer in enumerate(model.layers if config.pre_norms else ()):
         layer.fold_norms(norms[f"layers.{i}.attn_norm"], norms[f"layers.{i}.mlp_norm"])
+    if config.embedding_norm:   # every row normalised once, as each token's would be
+        rows = model.embed.float()
+        normed = rows * torch.rsqrt(rows.pow(2).mean(-1, keepdim=True) + config.norm_eps)
+        model.embed.data.copy_(normed.to(model.embed.dtype))
     _fold_scalars(model, config)
     model.tie_lm_head()
     return model.eval()

@@ -15,7 +15,9 @@ checkpoints, the language model), OLMo 2 and 3 (norms after attention and the ML
 and k each normalised as a whole; OLMo 3's sliding layers), Hunyuan's dense models (q and k
 heads normalised after their rotation; NTK-alpha rotary scaling), Ministral 3 (Mistral's
 layer, q scaled by Llama 4's attention temperature past the pretrained context), Arcee
-(Llama's layer, an ungated MLP of squared ReLU);
+(Llama's layer, an ungated MLP of squared ReLU), NanoChat (that MLP, weightless norms, one of
+them on the embeddings, q and k heads normalised after a rotation the other way, capped
+logits);
 sliding windows in the layers each family's config names. Anything else raises a
 ValueError that names the field, so a model is never run with a part silently ignored.
 """
@@ -36,7 +38,7 @@ from ..kernels._activation import GLU_ACTIVATIONS as _GATED
 SUPPORTED_TYPES = ("llama", "mistral", "ministral", "phi3", "qwen2", "qwen3", "smollm3",
                    "granite", "exaone", "internlm3", "ernie4_5", "glm", "glm4", "helium",
                    "seed_oss", "cwm", "exaone4", "olmo2", "olmo3", "hunyuan_v1_dense",
-                   "ministral3", "arcee", "gemma", "gemma2", "gemma3_text")
+                   "ministral3", "arcee", "nanochat", "gemma", "gemma2", "gemma3_text")
 GEMMA_TYPES = ("gemma", "gemma2", "gemma3_text")
 # Families whose rotary embeddings turn a head's neighbouring dims (2i, 2i + 1) together
 # (GPT-J's pairing; transformers' GLM, ERNIE 4.5 and Helium), where Llama turns (i, i + d / 2)
@@ -65,7 +67,8 @@ _FIELD_ALIASES = {
 }
 # Families whose attention transformers never windows, whatever sliding_window says
 _NEVER_WINDOWED = ("llama", "granite", "exaone", "internlm3", "ernie4_5", "glm", "glm4",
-                   "helium", "seed_oss", "olmo2", "hunyuan_v1_dense", "arcee", "gemma")
+                   "helium", "seed_oss", "olmo2", "hunyuan_v1_dense", "arcee", "nanochat",
+                   "gemma")
 # Norms after attention and the MLP and none before (EXAONE 4, OLMo 2 and 3)
 _POST_NORMS_ONLY = ("exaone4", "olmo2", "olmo3")
 # What the config classes of some families set where a config.json may leave a field out
@@ -92,7 +95,7 @@ _MLP_ACTIVATIONS = {"silu": "swiglu", "swish": "swiglu", "gelu": "geglu",
 # ... of the families whose MLP has no gate (Arcee: up, act, down)
 _UNGATED_MLP_ACTIVATIONS = {"relu2": "relu2", "relu": "relu", "gelu": "gelu",
                             "gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh"}
-_UNGATED_MLP_TYPES = ("arcee",)
+_UNGATED_MLP_TYPES = ("arcee", "nanochat")
 # What LlamaConfig.mlp_activation may be: a gated activation or an ungated one
 _MLP_KINDS = _GATED + tuple(a for a in ACTIVATIONS if a != "none")
 
@@ -129,6 +132,16 @@ class LlamaConfig:
     # ERNIE 4.5), not (i, i + rotary_dim / 2). The modules never read it: loading (from_hf)
     # reorders each q and k head's dims into the pairs every kernel turns.
     rotary_interleaved: bool = False
+    # The checkpoint turns each pair the other way, by -angle (NanoChat): loading negates the
+    # second half of every q and k head, which turns it back and leaves q . k as it was. The
+    # modules never read it either.
+    rotary_negated: bool = False
+    # The embeddings RMS-normalised (weightless) before the first layer (NanoChat): loading
+    # folds the norm into the table, whose rows it then holds normalised.
+    embedding_norm: bool = False
+    # Norms that scale by nothing (NanoChat's): the checkpoint holds no weights for them;
+    # loading gives the modules ones.
+    weightless_norms: bool = False
     tie_embeddings: bool = False
     qkv_bias: bool = False
     o_bias: bool = False
@@ -276,16 +289,16 @@ class LlamaConfig:
         return self.n_kv_heads * self.head_dim
 
     def parameter_count(self) -> int:
+        norms = (2 * self.dim * self.pre_norms + 2 * self.dim * self.post_norms
+                 + (self.q_dim + self.kv_dim if self.qk_norm_whole else
+                    2 * self.head_dim) * self.qk_norm)
         per_layer = (self.dim * (self.q_dim + 2 * self.kv_dim) + self.q_dim * self.dim
                      + (2 + self.mlp_gated) * self.dim * self.ffn_dim
-                     + 2 * self.dim * self.pre_norms
                      + (self.q_dim + 2 * self.kv_dim) * self.qkv_bias + self.dim * self.o_bias
                      + ((1 + self.mlp_gated) * self.ffn_dim + self.dim) * self.mlp_bias
-                     + (self.q_dim + self.kv_dim if self.qk_norm_whole else
-                        2 * self.head_dim) * self.qk_norm
-                     + 2 * self.dim * self.post_norms)
+                     + norms * (not self.weightless_norms))
         embeddings = self.vocab_size * self.dim * (1 if self.tie_embeddings else 2)
-        return self.n_layers * per_layer + embeddings + self.dim
+        return self.n_layers * per_layer + embeddings + self.dim * (not self.weightless_norms)
 
     def decode_bytes(self, element_size: int) -> int:
         """Weight bytes one decode step reads: every layer and the LM head in full, one row of
@@ -487,7 +500,8 @@ def _fields_from_hf(values: dict) -> dict:
                            f"{', '.join(activations)}")
     gemma = model_type in GEMMA_TYPES
     for name in ("attn_logit_softcapping", "final_logit_softcapping"):
-        if values.get(name) is not None and not gemma:
+        if (values.get(name) is not None and not gemma
+                and (model_type, name) != ("nanochat", "final_logit_softcapping")):
             raise _unsupported(name, values[name], f"{model_type} models are not softcapped")
     if values.get("use_bidirectional_attention"):
         raise _unsupported("use_bidirectional_attention", True, "attention is causal")
@@ -510,7 +524,7 @@ def _fields_from_hf(values: dict) -> dict:
         qkv_bias = o_bias = mlp_bias = bool(values.get("use_bias", False))
     elif model_type in ("glm", "glm4"):   # q, k and v, never o or the MLP
         qkv_bias, o_bias, mlp_bias = bool(values["attention_bias"]), False, False
-    elif model_type in ("olmo2", "olmo3", "hunyuan_v1_dense"):   # one flag for q|k|v and o
+    elif model_type in ("olmo2", "olmo3", "hunyuan_v1_dense", "nanochat"):   # q|k|v and o
         qkv_bias = o_bias = bool(values.get("attention_bias", False))
         mlp_bias = False
     elif model_type in ("helium", "seed_oss"):   # o's bias apart (Helium: never)
@@ -530,9 +544,9 @@ def _fields_from_hf(values: dict) -> dict:
         tie_embeddings=bool(values.get("tie_word_embeddings", gemma)),
         qkv_bias=qkv_bias, o_bias=o_bias, mlp_bias=mlp_bias,
         qk_norm=model_type in ("qwen3", "exaone4", "olmo2", "olmo3", "hunyuan_v1_dense",
-                               "gemma3_text"),
+                               "nanochat", "gemma3_text"),
         qk_norm_whole=model_type in ("olmo2", "olmo3"),
-        qk_norm_after_rotary=model_type == "hunyuan_v1_dense",
+        qk_norm_after_rotary=model_type in ("hunyuan_v1_dense", "nanochat"),
         mlp_activation=activations[activation],
         max_position_embeddings=values.get("max_position_embeddings", 4096),
         sliding_window=window, sliding_layers=sliding, model_type=model_type,
@@ -548,7 +562,19 @@ def _fields_from_hf(values: dict) -> dict:
         rope_layers=(_rope_layers(values) if model_type == "smollm3" else
                      rotating if rotating is not None and not all(rotating) else None),
         **(_granite_scalars(values) if model_type == "granite" else {}),
-        **(_attention_temperature(values) if model_type == "ministral3" else {}))
+        **(_attention_temperature(values) if model_type == "ministral3" else {}),
+        **(_nanochat_fields(values) if model_type == "nanochat" else {}))
+
+
+def _nanochat_fields(values: dict) -> dict:
+    """NanoChat's rotation the other way, its norm of the embeddings and its logits'
+    softcap (the config class's 15 where a config.json leaves it out). Its embeddings, which
+    the norm before the first layer changes, cannot serve as the LM head too."""
+    if values.get("tie_word_embeddings"):
+        raise _unsupported("tie_word_embeddings", True, "NanoChat's input embeddings are "
+                           "normalised, so its LM head must be a table of its own")
+    return {"rotary_negated": True, "embedding_norm": True, "weightless_norms": True,
+            "logits_softcap": values.get("final_logit_softcapping", 15.0)}
 
 
 def _attention_temperature(values: dict) -> dict:
