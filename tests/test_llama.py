@@ -19,7 +19,7 @@ TINY = ("tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3",
         "tiny-granite", "tiny-ministral", "tiny-smollm3", "tiny-ernie4_5", "tiny-glm",
         "tiny-glm4", "tiny-helium", "tiny-exaone4", "tiny-olmo2", "tiny-olmo3", "tiny-hunyuan",
         "tiny-ministral3", "tiny-arcee", "tiny-nanochat", "tiny-gemma",
-        "tiny-gemma2", "tiny-gemma3")
+        "tiny-gemma2", "tiny-vaultgemma", "tiny-gemma3")
 
 
 def _load_through_directory(hf, tmp_path, device, **save):
@@ -728,7 +728,7 @@ def test_unsupported_fields_are_named(change, field):
     ("tiny-mistral", {}), ("tiny-phi3", {}),
     ("tiny-ministral", {"layer_types": ["sliding_attention", "full_attention"]}),
     ("tiny-gemma2", {}), ("tiny-gemma3", {}), ("tiny-cwm", {}), ("tiny-exaone4", {}),
-    ("tiny-olmo3", {}),
+    ("tiny-olmo3", {}), ("tiny-vaultgemma", {}),
     ("tiny-qwen2", {"use_sliding_window": True, "max_window_layers": 1}),
 ])
 def test_sliding_windows_past_the_cache_match_hf(name, overrides, tmp_path, device):

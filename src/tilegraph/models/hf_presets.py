@@ -278,6 +278,15 @@ SHAPES: dict[str, dict] = {
                        hidden_act="gelu_pytorch_tanh",
                        max_position_embeddings=256, eos_token_id=2, pad_token_id=0,
                        bos_token_id=1),
+    # VaultGemma: Gemma 2 without norms after attention and the MLP (caps tiny scores and
+    # logits reach, a window the tests pass)
+    "tiny-vaultgemma": dict(model_type="vaultgemma", vocab_size=67, hidden_size=32,
+                            intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                            num_key_value_heads=2, head_dim=16, rms_norm_eps=1e-6,
+                            sliding_window=24, query_pre_attn_scalar=12,
+                            attn_logit_softcapping=3.0, final_logit_softcapping=4.0,
+                            max_position_embeddings=256, eos_token_id=2, pad_token_id=0,
+                            bos_token_id=1),
     # caps low enough that tiny random weights' scores and logits reach them
     "tiny-gemma2": dict(model_type="gemma2", vocab_size=67, hidden_size=32,
                         intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,

@@ -154,6 +154,8 @@ _RENAMES = {"exaone": [(r"^transformer\.wte\.", "model.embed_tokens."),
                        (r"\.mlp\.c_fc_1\.", ".mlp.up_proj."),
                        (r"\.mlp\.c_proj\.", ".mlp.down_proj.")],
             "gemma2": _GEMMA_NORMS,
+            # VaultGemma: Gemma 2's norm before the MLP, none after
+            "vaultgemma": [(r"\.pre_feedforward_layernorm\.", ".post_attention_layernorm.")],
             # GLM-4-0414: its post_attention_layernorm is Llama's (before the MLP)
             "glm4": [(r"\.post_self_attn_layernorm\.", ".post_attn_norm."),
                      (r"\.post_mlp_layernorm\.", ".post_mlp_norm.")],

@@ -10,7 +10,8 @@ without rotary embeddings), Granite 3 (scalars on the embeddings, attention scor
 outputs and logits, folded into the weights), EXAONE 3 and InternLM3 (Llama under other
 names), Gemma (gated GELU, norms scaling by 1 + weight, scaled embeddings; Gemma 2 and 3: a
 norm after attention and after the MLP as well as before; Gemma 2's attention scores and
-logits softcapped, Gemma 3's local layers rotating by their own base; of its multimodal
+logits softcapped (VaultGemma: Gemma 2 without the norms after), Gemma 3's local layers
+rotating by their own base; of its multimodal
 checkpoints, the language model), OLMo 2 and 3 (norms after attention and the MLP only, q
 and k each normalised as a whole; OLMo 3's sliding layers), Hunyuan's dense models (q and k
 heads normalised after their rotation; NTK-alpha rotary scaling), Ministral 3 (Mistral's
@@ -38,8 +39,12 @@ from ..kernels._activation import GLU_ACTIVATIONS as _GATED
 SUPPORTED_TYPES = ("llama", "mistral", "ministral", "phi3", "qwen2", "qwen3", "smollm3",
                    "granite", "exaone", "internlm3", "ernie4_5", "glm", "glm4", "helium",
                    "seed_oss", "cwm", "exaone4", "olmo2", "olmo3", "hunyuan_v1_dense",
-                   "ministral3", "arcee", "nanochat", "gemma", "gemma2", "gemma3_text")
-GEMMA_TYPES = ("gemma", "gemma2", "gemma3_text")
+                   "ministral3", "arcee", "nanochat", "gemma", "gemma2", "vaultgemma",
+                   "gemma3_text")
+GEMMA_TYPES = ("gemma", "gemma2", "vaultgemma", "gemma3_text")
+# Gemma 2's attention: scores softcapped, scaled by query_pre_attn_scalar, alternate layers
+# sliding (VaultGemma's too, whose layers have no norms after attention and the MLP)
+_GEMMA2_ATTENTION = ("gemma2", "vaultgemma")
 # Families whose rotary embeddings turn a head's neighbouring dims (2i, 2i + 1) together
 # (GPT-J's pairing; transformers' GLM, ERNIE 4.5 and Helium), where Llama turns (i, i + d / 2)
 INTERLEAVED_ROTARY_TYPES = ("glm", "glm4", "ernie4_5", "helium")
@@ -598,15 +603,15 @@ def _gemma_fields(values: dict, model_type: str) -> dict:
     rope = (_layer_type_rope(values, 1_000_000.0, values.get("rope_local_base_freq", 10_000.0))
             if model_type == "gemma3_text" else _rope_fields(values))
     later = model_type != "gemma"   # Gemma 2 and 3
-    return {**rope, "post_norms": later, "norm_plus_one": True,
+    return {**rope, "post_norms": later and model_type != "vaultgemma", "norm_plus_one": True,
             "embedding_multiplier": float(values["hidden_size"]) ** 0.5,
             "attention_multiplier": (float(values.get("query_pre_attn_scalar", 256)) ** -0.5
                                      if later else None),
             # (Gemma2Config's defaults where a config.json leaves them out)
             "attn_softcap": (values.get("attn_logit_softcapping", 50.0)
-                             if model_type == "gemma2" else None),
+                             if model_type in _GEMMA2_ATTENTION else None),
             "logits_softcap": values.get("final_logit_softcapping",
-                                         30.0 if model_type == "gemma2" else None)}
+                                         30.0 if model_type in _GEMMA2_ATTENTION else None)}
 
 
 def _layer_type_rope(values: dict, theta: float, local_theta: float) -> dict:
@@ -668,7 +673,8 @@ def _sliding_layers(values: dict, model_type: str) -> tuple[bool, ...] | None:
     if model_type == "ministral":
         return None
     if model_type in GEMMA_TYPES:   # every sliding_window_pattern-th layer global (Gemma 2: 2)
-        pattern = values.get("sliding_window_pattern", 2 if model_type == "gemma2" else 6)
+        pattern = values.get("sliding_window_pattern",
+                             2 if model_type in _GEMMA2_ATTENTION else 6)
         return tuple((i + 1) % pattern != 0 for i in range(layers))
     if model_type == "exaone4":
         pattern = values.get("sliding_window_pattern") or 4
