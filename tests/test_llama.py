@@ -611,9 +611,9 @@ def test_a_multimodal_config_reads_its_decoders():
     assert LlamaConfig.from_hf(flat) == qwen and qwen.model_type == "qwen2"
     assert qwen.qkv_bias and qwen.rope_llama3 is qwen.rope_yarn is None
     with pytest.raises(ValueError, match="language model of a mistral3 checkpoint, "
-                                         "model_type='ministral3'"):
+                                         "model_type='mistral4'"):
         LlamaConfig.from_hf({"model_type": "mistral3", "text_config": {**text,
-                                                                      "model_type": "ministral3"}})
+                                                                      "model_type": "mistral4"}})
     with pytest.raises(ValueError, match="model_type='paligemma' is not supported"):
         LlamaConfig.from_hf({"model_type": "paligemma", "text_config": text})
 
