@@ -690,8 +690,8 @@ def test_noise_is_uniform_and_decorrelated():
 @pytest.mark.parametrize("name", ["tiny-qwen3", "tiny-phi3", "tiny-granite", "tiny-smollm3",
                                   "tiny-glm", "tiny-exaone4", "tiny-olmo2", "tiny-olmo3",
                                   "tiny-hunyuan", "tiny-ministral3", "tiny-arcee",
-                                  "tiny-nanochat", "tiny-gemma2", "tiny-vaultgemma",
-                                  "tiny-gemma3"])
+                                  "tiny-nanochat", "tiny-hyperclovax", "tiny-gemma2",
+                                  "tiny-vaultgemma", "tiny-gemma3"])
 def test_greedy_tokens_equal_hf_per_family(name):
     """Qwen3's norms of each q and k head (a head_dim of 12 over a width of 32), Phi-3's
     stacked checkpoint matrices and sliding window, Granite's scalars, SmolLM3's layer
@@ -700,7 +700,8 @@ def test_greedy_tokens_equal_hf_per_family(name):
     of k (OLMo 3's four layers: three sliding, one full with YaRN), Hunyuan's head norms
     after the rotation, Ministral 3's q scaled past its pretrained context of 16 positions
     (the steps past it), Arcee's ungated MLP, NanoChat's normalised embeddings, rotation the
-    other way and capped logits, Gemma's gated
+    other way and capped logits, HyperCLOVA X's scalars and norms after attention and the
+    MLP, Gemma's gated
     GELU, norms after attention and the MLP and sliding layer (a window of 24 the 21 new
     tokens of the longer prompt pass), Gemma 2's softcapped scores and logits (VaultGemma's
     without norms after attention and the MLP), Gemma 3's

@@ -18,7 +18,8 @@ transformers = pytest.importorskip("transformers")
 TINY = ("tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3",
         "tiny-granite", "tiny-ministral", "tiny-smollm3", "tiny-ernie4_5", "tiny-glm",
         "tiny-glm4", "tiny-helium", "tiny-exaone4", "tiny-olmo2", "tiny-olmo3", "tiny-hunyuan",
-        "tiny-ministral3", "tiny-arcee", "tiny-nanochat", "tiny-gemma",
+        "tiny-ministral3", "tiny-arcee", "tiny-nanochat",
+        "tiny-hyperclovax", "tiny-gemma",
         "tiny-gemma2", "tiny-vaultgemma", "tiny-gemma3")
 
 
@@ -452,6 +453,22 @@ def test_nanochat_config():
     assert LlamaConfig.from_hf(values).logits_softcap == 15.0
     with pytest.raises(ValueError, match="tie_word_embeddings"):
         LlamaConfig.from_hf({**values, "tie_word_embeddings": True})
+
+
+@pytest.mark.parametrize("post_norm", [True, False])
+def test_hyperclovax_scalars_and_norms_after_match_hf(post_norm, tmp_path):
+    """HyperCLOVA X: Granite's scalars, but the logits multiplied by logits_scaling (Granite
+    divides), the attention scale 1 / sqrt(head_dim) unless set, and norms after attention
+    and the MLP (use_post_norm) whose outputs the residual multiplier scales: it folds into
+    those norms' weights, or without them into the output and down projections."""
+    hf = random_hf_model("tiny-hyperclovax", scale=5.0, use_post_norm=post_norm)
+    config = LlamaConfig.from_hf(hf.config)
+    assert config.post_norms == post_norm and config.logits_scaling == 2.0
+    model = _load_through_directory(hf, tmp_path, "cpu")
+    ids = torch.randint(0, hf.config.vocab_size, (2, 24))
+    _assert_forward_and_steps_match_hf(hf, model, ids, 9, 32, f"hyperclovax {post_norm}")
+    unset = {**hf_config("tiny-hyperclovax").to_dict(), "attention_multiplier": None}
+    assert LlamaConfig.from_hf(unset).attention_scale == 8 ** -0.5
 
 
 def test_gemma3_config_as_transformers_4_and_5_write_it():

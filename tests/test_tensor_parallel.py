@@ -249,7 +249,7 @@ def test_tp_qwen3_head_norms_equal_tp1(tmp_path):
 @pytest.mark.parametrize("name, overrides", [
     ("tiny-phi3", {"sliding_window": 3}), ("tiny-granite", {"attention_bias": True}),
     ("tiny-smollm3", {}), ("tiny-glm", {}), ("tiny-exaone4", {"sliding_window": 3}),
-    ("tiny-arcee", {}), ("tiny-nanochat", {}),
+    ("tiny-arcee", {}), ("tiny-nanochat", {}), ("tiny-hyperclovax", {}),
     ("tiny-gemma2", {"sliding_window": 3}), ("tiny-gemma3", {"sliding_window": 3})])
 def test_tp_families_equal_tp1(name, overrides, tmp_path):
     """Each family's own part at TP=2, every path's logits equal to TP=1's: Phi-3's ranks
@@ -260,7 +260,8 @@ def test_tp_families_equal_tp1(name, overrides, tmp_path):
     embedding); SmolLM3's second layer does not rotate; GLM's q and k heads, reordered
     for the kernels' rotary pairs, split whole between the ranks; EXAONE 4's layers without
     norms before attention and the MLP; Arcee's ungated MLP, its up projection split by
-    rows; NanoChat's q and k heads, each rank's turned back at load; Gemma's norms after
+    rows; NanoChat's q and k heads, each rank's turned back at load; HyperCLOVA X's
+    residual multiplier folded into the norms after the all-reduced outputs; Gemma's norms after
     the all-reduced attention and MLP outputs, on every rank, and Gemma 2's softcaps (each
     rank's heads', the gathered logits')."""
     _ranks_fit(2)

@@ -252,6 +252,15 @@ SHAPES: dict[str, dict] = {
                           final_logit_softcapping=4.0, attention_bias=True,
                           max_position_embeddings=256, eos_token_id=2, pad_token_id=0,
                           bos_token_id=1),
+    # HyperCLOVA X: Granite's scalars (the logits multiplied), norms after attention and
+    # the MLP besides those before
+    "tiny-hyperclovax": dict(model_type="hyperclovax", vocab_size=67, hidden_size=32,
+                             intermediate_size=48, num_hidden_layers=2,
+                             num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-5,
+                             embedding_multiplier=3.0, residual_multiplier=0.4,
+                             logits_scaling=0.5, attention_multiplier=0.2,
+                             max_position_embeddings=256, eos_token_id=2, pad_token_id=0,
+                             bos_token_id=1),
     # a sliding layer beside a full one, the window past what the tests reach
     "tiny-ministral": dict(model_type="ministral", vocab_size=67, hidden_size=32,
                            intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,

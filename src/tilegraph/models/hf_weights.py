@@ -164,6 +164,9 @@ _RENAMES = {"exaone": [(r"^transformer\.wte\.", "model.embed_tokens."),
             "olmo3": _POST_NORMS,
             "hunyuan_v1_dense": [(r"\.self_attn\.query_layernorm\.", ".self_attn.q_norm."),
                                  (r"\.self_attn\.key_layernorm\.", ".self_attn.k_norm.")],
+            # HyperCLOVA X's norms after attention and the MLP
+            "hyperclovax": [(r"\.post_norm1\.", ".post_attn_norm."),
+                            (r"\.post_norm2\.", ".post_mlp_norm.")],
             # NanoChat's ungated MLP
             "nanochat": [(r"\.mlp\.fc1\.", ".mlp.up_proj."),
                          (r"\.mlp\.fc2\.", ".mlp.down_proj.")],

@@ -141,12 +141,15 @@ class LlamaLayer(nn.Module):
     def fold_scales(self, q_scale: float, residual: float) -> None:
         """Fold a checkpoint's scalars (Granite's) into the weights whose output they scale:
         q times q_scale (by its head norm where it has one, which comes after the
-        projection), the output and down projections and their biases times residual."""
+        projection), the output and down projections and their biases times residual (by
+        the norms after them where the layer has them: HyperCLOVA X's, which scales the
+        normed outputs)."""
         q_dim = self.wo.shape[1]
         q_parts = ([self.q_norm] if self.q_norm is not None else
                    [self.wqkv[:q_dim], *([self.bqkv[:q_dim]] if self.bqkv is not None else [])])
-        for scale, tensors in ((q_scale, q_parts),
-                               (residual, [self.wo, self.bo, self.w_down, self.b_down])):
+        outputs = ([self.post_attn_norm, self.post_mlp_norm] if self.post_attn_norm is not None
+                   else [self.wo, self.bo, self.w_down, self.b_down])
+        for scale, tensors in ((q_scale, q_parts), (residual, outputs)):
             if scale != 1.0:
                 for tensor in tensors:
                     if tensor is not None:

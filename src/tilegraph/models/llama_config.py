@@ -18,7 +18,8 @@ heads normalised after their rotation; NTK-alpha rotary scaling), Ministral 3 (M
 layer, q scaled by Llama 4's attention temperature past the pretrained context), Arcee
 (Llama's layer, an ungated MLP of squared ReLU), NanoChat (that MLP, weightless norms, one of
 them on the embeddings, q and k heads normalised after a rotation the other way, capped
-logits);
+logits), HyperCLOVA X (Granite's scalars, the logits' a multiplier, and norms after
+attention and the MLP);
 sliding windows in the layers each family's config names. Anything else raises a
 ValueError that names the field, so a model is never run with a part silently ignored.
 """
@@ -39,8 +40,8 @@ from ..kernels._activation import GLU_ACTIVATIONS as _GATED
 SUPPORTED_TYPES = ("llama", "mistral", "ministral", "phi3", "qwen2", "qwen3", "smollm3",
                    "granite", "exaone", "internlm3", "ernie4_5", "glm", "glm4", "helium",
                    "seed_oss", "cwm", "exaone4", "olmo2", "olmo3", "hunyuan_v1_dense",
-                   "ministral3", "arcee", "nanochat", "gemma", "gemma2", "vaultgemma",
-                   "gemma3_text")
+                   "ministral3", "arcee", "nanochat", "hyperclovax", "gemma", "gemma2",
+                   "vaultgemma", "gemma3_text")
 GEMMA_TYPES = ("gemma", "gemma2", "vaultgemma", "gemma3_text")
 # Gemma 2's attention: scores softcapped, scaled by query_pre_attn_scalar, alternate layers
 # sliding (VaultGemma's too, whose layers have no norms after attention and the MLP)
@@ -73,7 +74,7 @@ _FIELD_ALIASES = {
 # Families whose attention transformers never windows, whatever sliding_window says
 _NEVER_WINDOWED = ("llama", "granite", "exaone", "internlm3", "ernie4_5", "glm", "glm4",
                    "helium", "seed_oss", "olmo2", "hunyuan_v1_dense", "arcee", "nanochat",
-                   "gemma")
+                   "hyperclovax", "gemma")
 # Norms after attention and the MLP and none before (EXAONE 4, OLMo 2 and 3)
 _POST_NORMS_ONLY = ("exaone4", "olmo2", "olmo3")
 # What the config classes of some families set where a config.json may leave a field out
@@ -522,7 +523,7 @@ def _fields_from_hf(values: dict) -> dict:
     if values.get("clip_qkv") is not None:
         raise _unsupported("clip_qkv", values["clip_qkv"], "q, k and v are not clipped")
     if model_type in ("llama", "qwen3", "smollm3", "granite", "exaone", "internlm3",
-                      "arcee", *GEMMA_TYPES):
+                      "arcee", "hyperclovax", *GEMMA_TYPES):
         qkv_bias = o_bias = bool(values.get("attention_bias", False))
         mlp_bias = bool(values.get("mlp_bias", False))
     elif model_type == "ernie4_5":   # one flag for every projection
@@ -559,6 +560,9 @@ def _fields_from_hf(values: dict) -> dict:
         # GLM-4-0414's norms after attention and the MLP (Gemma 2's and 3's: _gemma_fields);
         # EXAONE 4's and OLMo's, with none before
         **({"post_norms": True} if model_type in ("glm4", *_POST_NORMS_ONLY) else {}),
+        # HyperCLOVA X's "peri-layer" norms, after each output as well as before
+        **({"post_norms": bool(values.get("use_post_norm", True))}
+           if model_type == "hyperclovax" else {}),
         **({"pre_norms": False} if model_type in _POST_NORMS_ONLY else {}),
         **(_gemma_fields(values, model_type) if gemma else
            _layer_type_rope(values, 500_000.0, values.get("rope_theta", 500_000.0))
@@ -566,7 +570,8 @@ def _fields_from_hf(values: dict) -> dict:
         # SmolLM3's layers without rotary embeddings, EXAONE 4's global ones
         rope_layers=(_rope_layers(values) if model_type == "smollm3" else
                      rotating if rotating is not None and not all(rotating) else None),
-        **(_granite_scalars(values) if model_type == "granite" else {}),
+        **(_granite_scalars(values, model_type) if model_type in ("granite", "hyperclovax")
+           else {}),
         **(_attention_temperature(values) if model_type == "ministral3" else {}),
         **(_nanochat_fields(values) if model_type == "nanochat" else {}))
 
@@ -646,11 +651,15 @@ def _rope_layers(values: dict) -> tuple[bool, ...] | None:
     return None if all(layers) else tuple(bool(x) for x in layers)
 
 
-def _granite_scalars(values: dict) -> dict:
+def _granite_scalars(values: dict, model_type: str) -> dict:
+    """Granite's scalars; HyperCLOVA X's multiply the logits by logits_scaling where
+    Granite's divide, and leave the attention scale at 1 / sqrt(head_dim) where unset."""
+    logits = float(values.get("logits_scaling", 1.0))
+    attention = values.get("attention_multiplier", 1.0 if model_type == "granite" else None)
     return {"embedding_multiplier": float(values.get("embedding_multiplier", 1.0)),
-            "attention_multiplier": float(values.get("attention_multiplier", 1.0)),
+            "attention_multiplier": None if attention is None else float(attention),
             "residual_multiplier": float(values.get("residual_multiplier", 1.0)),
-            "logits_scaling": float(values.get("logits_scaling", 1.0))}
+            "logits_scaling": logits if model_type == "granite" else 1.0 / logits}
 
 
 def _sliding_layers(values: dict, model_type: str) -> tuple[bool, ...] | None:
