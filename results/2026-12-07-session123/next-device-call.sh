@@ -5,8 +5,8 @@
 # 4, and session 123's OLMo 2 and 3 (q and k each normalised as a whole: tg.rotary_qkv's
 # kernel loads all of q's or k's heads a row as one tile), Hunyuan's dense models (head
 # norms after the rotation), Ministral 3 (q scaled past the pretrained context), Arcee
-# (an ungated relu^2 MLP: tg.linear's "relu2"), NanoChat, VaultGemma and EXAONE 4.5's
-# decoder. PART=a: those tests on the GPU
+# (an ungated relu^2 MLP: tg.linear's "relu2"), NanoChat, VaultGemma, HyperCLOVA X and
+# EXAONE 4.5's decoder. PART=a: those tests on the GPU
 # under its transformers (the tiny models through the kernels; test_llama's,
 # test_generate's, test_rotary's and test_linear_qkv's family and kernel tests run on the
 # GPU without -m gpu), then every gpu-marked test outside the model files in 8 workers
@@ -35,7 +35,7 @@ if [ "$PART" = a ]; then
   tests 1-loading 200 -n 6 tests/test_llama.py tests/test_generate.py tests/test_cli.py \
     tests/test_rotary.py tests/test_linear_qkv.py -k "multimodal or unties or tied or \
 checkpoint_directory or no_checkpoint or exaone4 or olmo or hunyuan or ministral3 or \
-arcee or nanochat or vaultgemma or relu2 or all_heads or other_widths or after_rotary"
+arcee or nanochat or vaultgemma or hyperclovax or relu2 or all_heads or other_widths or after_rotary"
   tests 2-gpu-suite 350 -m gpu -n 8 tests --ignore=tests/test_llama.py \
     --ignore=tests/test_generate.py
 elif [ "$PART" = b ]; then
