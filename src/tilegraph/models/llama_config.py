@@ -11,16 +11,16 @@ outputs and logits, folded into the weights), EXAONE 3 and InternLM3 (Llama unde
 names), Gemma (gated GELU, norms scaling by 1 + weight, scaled embeddings; Gemma 2 and 3: a
 norm after attention and after the MLP as well as before; Gemma 2's attention scores and
 logits softcapped (VaultGemma: Gemma 2 without the norms after), Gemma 3's local layers
-rotating by their own base; of its multimodal
-checkpoints, the language model), OLMo 2 and 3 (norms after attention and the MLP only, q
+rotating by their own base), OLMo 2 and 3 (norms after attention and the MLP only, q
 and k each normalised as a whole; OLMo 3's sliding layers), Hunyuan's dense models (q and k
 heads normalised after their rotation; NTK-alpha rotary scaling), Ministral 3 (Mistral's
 layer, q scaled by Llama 4's attention temperature past the pretrained context), Arcee
 (Llama's layer, an ungated MLP of squared ReLU), NanoChat (that MLP, weightless norms, one of
 them on the embeddings, q and k heads normalised after a rotation the other way, capped
 logits), HyperCLOVA X (Granite's scalars, the logits' a multiplier, and norms after
-attention and the MLP);
-sliding windows in the layers each family's config names. Anything else raises a
+attention and the MLP), the families SUPPORTED_TYPES names besides, and the language models
+of the multimodal checkpoints _LANGUAGE_MODELS names (on text); sliding windows in the
+layers each family's config names. Anything else raises a
 ValueError that names the field, so a model is never run with a part silently ignored.
 """
 
