@@ -412,6 +412,10 @@ def test_ministral3_config():
     default = LlamaConfig.from_hf(bare)
     assert (default.q_scale_beta, default.q_scale_length, default.head_dim) == (0.1, 16384, 128)
     assert default.rope_yarn["factor"] == 16.0 and default.rope_theta == 1e6
+    scaled = LlamaConfig.from_hf({**bare, "rope_theta": 1e5, "rope_scaling": {
+        "rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 8192,
+        "llama_4_scaling_beta": 0.2}})   # transformers 4's spelling: not the class's
+    assert (scaled.q_scale_beta, scaled.q_scale_length, scaled.rope_theta) == (0.2, 8192, 1e5)
     wrapped = LlamaConfig.from_hf({"model_type": "mistral3",
                                    "text_config": hf_config("tiny-ministral3").to_dict()})
     assert wrapped == config

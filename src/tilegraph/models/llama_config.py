@@ -89,11 +89,13 @@ _CLASS_DEFAULTS = {"glm": {"partial_rotary_factor": 0.5, "attention_bias": True}
                                                "high_freq_factor": 4.0,
                                                "original_max_position_embeddings": 8192}},
                    "exaone4": {"sliding_window": 4096, "sliding_window_pattern": 4},
-                   "ministral3": {"head_dim": 128, "rope_parameters": {
-                       "rope_type": "yarn", "rope_theta": 1e6, "factor": 16.0,
-                       "original_max_position_embeddings": 16384, "beta_fast": 32.0,
-                       "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0,
-                       "llama_4_scaling_beta": 0.1}}}
+                   "ministral3": {"head_dim": 128}}
+# The rotary settings of a family's config class where a config.json names none (neither
+# rope_parameters nor rope_scaling)
+_CLASS_ROPE = {"ministral3": {"rope_type": "yarn", "rope_theta": 1e6, "factor": 16.0,
+                              "original_max_position_embeddings": 16384, "beta_fast": 32.0,
+                              "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0,
+                              "llama_4_scaling_beta": 0.1}}
 SUPPORTED_ROPE = ("default", "llama3", "linear", "yarn", "longrope")
 # hidden_act (Gemma: hidden_activation) -> the gated activation of tg.linear the MLP runs
 _MLP_ACTIVATIONS = {"silu": "swiglu", "swish": "swiglu", "gelu": "geglu",
@@ -489,6 +491,9 @@ def _fields_from_hf(values: dict) -> dict:
     values = {**_CLASS_DEFAULTS.get(model_type, {}),
               **{ours: values[theirs] for theirs, ours in aliases.items() if theirs in values},
               **values}
+    if model_type in _CLASS_ROPE and not (values.get("rope_parameters")
+                                          or values.get("rope_scaling")):
+        values["rope_parameters"] = _CLASS_ROPE[model_type]
     # (Hunyuan's dense configs may carry its MoE models' fields, which its class never reads)
     for name in ("num_local_experts", "num_experts", "n_routed_experts"):
         if values.get(name) and model_type != "hunyuan_v1_dense":
