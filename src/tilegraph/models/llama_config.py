@@ -660,6 +660,8 @@ def _granite_scalars(values: dict, model_type: str) -> dict:
     """Granite's scalars; HyperCLOVA X's multiply the logits by logits_scaling where
     Granite's divide, and leave the attention scale at 1 / sqrt(head_dim) where unset."""
     logits = float(values.get("logits_scaling", 1.0))
+    if not logits > 0:
+        raise _unsupported("logits_scaling", logits, "a positive number")
     attention = values.get("attention_multiplier", 1.0 if model_type == "granite" else None)
     return {"embedding_multiplier": float(values.get("embedding_multiplier", 1.0)),
             "attention_multiplier": None if attention is None else float(attention),
