@@ -93,6 +93,20 @@ def _assert_prefill_then_decode_close(model, ids, ref, prompt: int, max_seq: int
         positions += 1
 
 
+def _assert_plain_decode_close(model, ids, ref, prompt: int, max_seq: int, what: str):
+    """plain_decode (the torch.compile peer's step) teacher-forced after a prefill of
+    `prompt` tokens, each step's logits against `ref`, HF's full forward."""
+    batch = ids.shape[0]
+    cache = model.new_cache(max_batch=batch, max_seq=max_seq)
+    model.prefill(ids[:, :prompt], cache)
+    positions = torch.full((batch,), prompt, device=ids.device)
+    for t in range(prompt, ids.shape[1]):
+        logits = model.plain_decode(ids[:, t], positions, cache)
+        _assert_steps_close(logits[:, None], ref[:, t:t + 1], MODEL_TOLERANCES[torch.float32],
+                            f"{what} plain decode {t}")
+        positions += 1
+
+
 def _assert_forward_and_steps_match_hf(hf, model, ids, prompt: int, max_seq: int, what: str):
     """The reference forward over ids (on the model's device), then the fused path's
     prefill of `prompt` tokens and its decode steps, against HF's forward."""
@@ -433,14 +447,7 @@ def test_ministral3_q_scaled_past_its_pretrained_context_matches_hf(tmp_path, de
     model = _load_through_directory(hf, tmp_path, device)
     ids = torch.randint(0, hf.config.vocab_size, (2, 40))
     ref = _assert_forward_and_steps_match_hf(hf, model, ids, 20, 48, "ministral3")
-    cache = model.new_cache(max_batch=2, max_seq=48)
-    model.prefill(ids[:, :12].to(device), cache)
-    positions = torch.full((2,), 12, device=device)
-    for t in range(12, 40):
-        logits = model.plain_decode(ids[:, t].to(device), positions, cache)
-        _assert_steps_close(logits[:, None], ref[:, t:t + 1], MODEL_TOLERANCES[torch.float32],
-                            f"ministral3 plain decode {t}")
-        positions += 1
+    _assert_plain_decode_close(model, ids.to(device), ref, 12, 48, "ministral3")
 
 
 def test_nanochat_config():
@@ -764,14 +771,7 @@ def test_sliding_windows_past_the_cache_match_hf(name, overrides, tmp_path, devi
     unwindowed = _hf_logits(random_hf_model(name, scale=5.0, sliding_window=100,
                                             **overrides), ids)
     assert not torch.allclose(ref[:, -1], unwindowed[:, -1])   # the window matters
-    cache = model.new_cache(max_batch=2, max_seq=48)
-    model.prefill(ids[:, :17].to(device), cache)
-    positions = torch.full((2,), 17, device=device)
-    for t in range(17, 40):
-        logits = model.plain_decode(ids[:, t].to(device), positions, cache)
-        _assert_steps_close(logits[:, None], ref[:, t:t + 1], MODEL_TOLERANCES[torch.float32],
-                            f"{name} plain decode {t}")
-        positions += 1
+    _assert_plain_decode_close(model, ids.to(device), ref, 17, 48, name)
 
 
 # LongRoPE as Phi-3's 128k checkpoints set it, at a pretrained context of 16 positions
