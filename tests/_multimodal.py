@@ -20,13 +20,20 @@ WRAPPED = {"gemma3": ("Gemma3", "tiny-gemma3", dict(model_type="siglip_vision_mo
            "qwen2_5_vl": ("Qwen2_5_VL", "tiny-qwen2",
                           dict(depth=1, num_heads=2, out_hidden_size=32, window_size=28,
                                fullatt_block_indexes=[0])),
+           "qwen3_vl": ("Qwen3VL", "tiny-qwen3",
+                        dict(depth=1, num_heads=2, out_hidden_size=32, patch_size=14,
+                             num_position_embeddings=4, deepstack_visual_indexes=[0])),
            "exaone4_5": ("Exaone4_5_", "tiny-exaone4",
                          dict(num_key_value_heads=2, out_hidden_size=32, window_size=28,
                               fullatt_block_indexes=[0]))}
 # The decoder's config where the wrapper names it its own way: Qwen2.5-VL's (its rotary
 # embedding by three position sections)
 TEXT_CHANGES = {"qwen2_5_vl": dict(model_type="qwen2_5_vl_text",
-                                   rope_scaling={"type": "mrope", "mrope_section": [1, 1, 2]})}
+                                   rope_scaling={"type": "mrope", "mrope_section": [1, 1, 2]}),
+                "qwen3_vl": dict(model_type="qwen3_vl_text",
+                                 rope_parameters={"rope_type": "default", "rope_theta": 1e6,
+                                                  "mrope_section": [2, 2, 2],
+                                                  "mrope_interleaved": True})}
 
 
 def tiny_with_images(wrapper: str):

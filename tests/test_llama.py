@@ -558,10 +558,10 @@ def test_gemma1_config_as_transformers_reads_it():
 @pytest.mark.parametrize("wrapper", list(WRAPPED))
 def test_multimodal_checkpoint_runs_its_language_model(wrapper, tmp_path, device):
     """Gemma 3 4B and larger, Mistral Small 3.1, the LLaVAs, InternVL, Idefics3, SmolVLM,
-    Qwen2.5-VL and EXAONE 4.5 ship a vision tower beside the decoder: its text_config and language
-    model's tensors are read (as transformers saves them, and as it names them in memory),
-    the image side left out; on text the model is transformers' (the reference forward, the
-    fused prefill and decode steps)."""
+    Qwen2.5-VL, Qwen3-VL and EXAONE 4.5 ship a vision tower beside the decoder: its
+    text_config and language model's tensors are read (as transformers saves them, and as it
+    names them in memory), the image side left out; on text the model is transformers' (the
+    reference forward, the fused prefill and decode steps)."""
     from safetensors.torch import save_file
 
     hf = tiny_with_images(wrapper)

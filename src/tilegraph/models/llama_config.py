@@ -57,13 +57,15 @@ PARTIAL_ROTARY_TYPES = ("phi3", "glm", "glm4")
 _LANGUAGE_MODELS = {"gemma3": "gemma3_text", "mistral3": "mistral", "llava": "llama",
                     "llava_next": "llama", "llava_onevision": "qwen2", "internvl": "qwen2",
                     "idefics3": "llama", "smolvlm": "llama", "qwen2_vl": "qwen2_vl_text",
-                    "qwen2_5_vl": "qwen2_5_vl_text", "exaone4_5": "exaone4"}
+                    "qwen2_5_vl": "qwen2_5_vl_text", "qwen3_vl": "qwen3_vl_text",
+                    "exaone4_5": "exaone4"}
 # Decoders of multimodal checkpoints that are a family tilegraph runs under another name:
 # Qwen2-VL's and Qwen2.5-VL's are Qwen2's layer, whose multimodal rotary embedding (mrope)
-# turns a text token's three position sections by one position: plain rotary embeddings;
+# turns a text token's three position sections by one position: plain rotary embeddings
+# (Qwen3-VL's, Qwen3's layer, interleaves the sections: the same on text);
 # EXAONE 4.5's first releases named its EXAONE 4 decoder its own way
 _SAME_DECODERS = {"qwen2_vl_text": "qwen2", "qwen2_5_vl_text": "qwen2",
-                  "exaone4_5_text": "exaone4"}
+                  "qwen3_vl_text": "qwen3", "exaone4_5_text": "exaone4"}
 # Families whose config.json spells some of Llama's fields their own way (transformers'
 # attribute_map): their name -> Llama's.
 _FIELD_ALIASES = {
