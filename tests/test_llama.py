@@ -375,7 +375,7 @@ def test_olmo_configs_as_transformers_4_and_5_write_them():
     # per layer: q|k|v, o, gate|up|down, q's and k's norms of 32 and 16, two post norms
     assert olmo2.parameter_count() == 2 * (32 * 64 + 64 + 32 * 32 + 32 + 3 * 32 * 48 + 48
                                            + 2 * 32) + 2 * 67 * 32 + 32
-    new = LlamaConfig.from_hf(hf_config("tiny-olmo3"))
+    new = LlamaConfig.from_hf(hf_config("tiny-olmo3", num_hidden_layers=4, layer_types=None))
     assert new.sliding_layers == (True, True, True, False) and new.sliding_window == 24
     assert new.rope_yarn["factor"] == 16.0 and new.rope_local_theta == new.rope_theta == 5e5
     assert [new.rotates_locally(i) for i in range(4)] == [True, True, True, False]
@@ -386,6 +386,9 @@ def test_olmo_configs_as_transformers_4_and_5_write_them():
     config = LlamaConfig.from_hf(old)
     assert config.sliding_layers == (True, True, True, False, True)
     assert dataclasses.replace(config, n_layers=4, sliding_layers=new.sliding_layers) == new
+    vault = LlamaConfig.from_hf({**hf_config("tiny-vaultgemma").to_dict(), "layer_types": None,
+                                 "num_hidden_layers": 3})   # Gemma 2's alternate layers
+    assert vault.sliding_layers == (True, False, True) and not vault.post_norms
     with pytest.raises(ValueError, match="clip_qkv"):
         LlamaConfig.from_hf({**hf_config("tiny-olmo2").to_dict(), "clip_qkv": 8.0})
 
@@ -756,7 +759,7 @@ def test_unsupported_fields_are_named(change, field):
     ("tiny-mistral", {}), ("tiny-phi3", {}),
     ("tiny-ministral", {"layer_types": ["sliding_attention", "full_attention"]}),
     ("tiny-gemma2", {}), ("tiny-gemma3", {}), ("tiny-cwm", {}), ("tiny-exaone4", {}),
-    ("tiny-olmo3", {}), ("tiny-vaultgemma", {}),
+    ("tiny-olmo3", {}),
     ("tiny-qwen2", {"use_sliding_window": True, "max_window_layers": 1}),
 ])
 def test_sliding_windows_past_the_cache_match_hf(name, overrides, tmp_path, device):

@@ -199,11 +199,12 @@ SHAPES: dict[str, dict] = {
                        num_key_value_heads=2, rms_norm_eps=1e-6, rope_theta=500000.0,
                        max_position_embeddings=256, eos_token_id=2, pad_token_id=0,
                        bos_token_id=1),
-    # OLMo 3: OLMo 2's layer, three sliding layers to a full one (a window the tests pass),
-    # YaRN on the full layer only
+    # OLMo 3: OLMo 2's layer, a sliding layer (a window the tests pass) beside a full one
+    # (its configs: three to one), YaRN on the full layer only
     "tiny-olmo3": dict(model_type="olmo3", vocab_size=67, hidden_size=32,
-                       intermediate_size=48, num_hidden_layers=4, num_attention_heads=4,
+                       intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
                        num_key_value_heads=2, rms_norm_eps=1e-6, sliding_window=24,
+                       layer_types=["sliding_attention", "full_attention"],
                        rope_parameters={
                            "full_attention": {"rope_type": "yarn", "rope_theta": 500000.0,
                                               "factor": 16.0,
