@@ -77,6 +77,9 @@ _FIELD_ALIASES = {
 _NEVER_WINDOWED = ("llama", "granite", "exaone", "internlm3", "ernie4_5", "glm", "glm4",
                    "helium", "seed_oss", "olmo2", "hunyuan_v1_dense", "arcee", "nanochat",
                    "hyperclovax", "gemma")
+# The families whose attention scores or logits may be softcapped
+_SOFTCAPPED = {"attn_logit_softcapping": GEMMA_TYPES,
+               "final_logit_softcapping": (*GEMMA_TYPES, "nanochat")}
 # Norms after attention and the MLP and none before (EXAONE 4, OLMo 2 and 3)
 _POST_NORMS_ONLY = ("exaone4", "olmo2", "olmo3")
 # What the config classes of some families set where a config.json may leave a field out
@@ -512,9 +515,8 @@ def _fields_from_hf(values: dict) -> dict:
         raise _unsupported("hidden_act", activation, f"{model_type}'s MLP takes "
                            f"{', '.join(activations)}")
     gemma = model_type in GEMMA_TYPES
-    for name in ("attn_logit_softcapping", "final_logit_softcapping"):
-        if (values.get(name) is not None and not gemma
-                and (model_type, name) != ("nanochat", "final_logit_softcapping")):
+    for name, capped in _SOFTCAPPED.items():
+        if values.get(name) is not None and model_type not in capped:
             raise _unsupported(name, values[name], f"{model_type} models are not softcapped")
     if values.get("use_bidirectional_attention"):
         raise _unsupported("use_bidirectional_attention", True, "attention is causal")
