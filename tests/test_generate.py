@@ -690,7 +690,8 @@ def test_noise_is_uniform_and_decorrelated():
 @pytest.mark.parametrize("name", ["tiny-qwen3", "tiny-phi3", "tiny-granite", "tiny-smollm3",
                                   "tiny-glm", "tiny-exaone4", "tiny-olmo2", "tiny-olmo3",
                                   "tiny-hunyuan", "tiny-ministral3", "tiny-arcee",
-                                  "tiny-nanochat", "tiny-hyperclovax", "tiny-gemma2",
+                                  "tiny-nanochat", "tiny-hyperclovax", "tiny-starcoder2",
+                                  "tiny-stablelm", "tiny-nemotron", "tiny-olmo", "tiny-gemma2",
                                   "tiny-vaultgemma", "tiny-gemma3"])
 def test_greedy_tokens_equal_hf_per_family(name):
     """Qwen3's norms of each q and k head (a head_dim of 12 over a width of 32), Phi-3's
@@ -701,7 +702,7 @@ def test_greedy_tokens_equal_hf_per_family(name):
     after the rotation, Ministral 3's q scaled past its pretrained context of 16 positions
     (the steps past it), Arcee's ungated MLP, NanoChat's normalised embeddings, rotation the
     other way and capped logits, HyperCLOVA X's scalars and norms after attention and the
-    MLP, Gemma's gated
+    MLP, the LayerNorms of StarCoder2, StableLM, Nemotron and OLMo, Gemma's gated
     GELU, norms after attention and the MLP and sliding layer (a window of 24 the 21 new
     tokens of the longer prompt pass), Gemma 2's softcapped scores and logits (VaultGemma's
     without norms after attention and the MLP), Gemma 3's

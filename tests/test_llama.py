@@ -19,8 +19,9 @@ TINY = ("tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3",
         "tiny-granite", "tiny-ministral", "tiny-smollm3", "tiny-ernie4_5", "tiny-glm",
         "tiny-glm4", "tiny-helium", "tiny-exaone4", "tiny-olmo2", "tiny-olmo3", "tiny-hunyuan",
         "tiny-ministral3", "tiny-arcee", "tiny-nanochat",
-        "tiny-hyperclovax", "tiny-gemma",
-        "tiny-gemma2", "tiny-vaultgemma", "tiny-gemma3")
+        "tiny-hyperclovax", "tiny-starcoder2", "tiny-stablelm", "tiny-nemotron", "tiny-olmo",
+        "tiny-gemma", "tiny-gemma2", "tiny-vaultgemma", "tiny-gemma3")
+LAYER_NORM_FAMILIES = ("tiny-starcoder2", "tiny-stablelm", "tiny-nemotron", "tiny-olmo")
 
 
 def _load_through_directory(hf, tmp_path, device, **save):
@@ -470,7 +471,7 @@ def test_nanochat_config():
 
 
 @pytest.mark.parametrize("post_norm", [True, False])
-def test_hyperclovax_scalars_and_norms_after_match_hf(post_norm, tmp_path):
+def test_hyperclovax_scalars_and_norms_after_match_hf(post_norm, tmp_path, device):
     """HyperCLOVA X: Granite's scalars, but the logits multiplied by logits_scaling (Granite
     divides), the attention scale 1 / sqrt(head_dim) unless set, and norms after attention
     and the MLP (use_post_norm) whose outputs the residual multiplier scales: it folds into
@@ -478,11 +479,64 @@ def test_hyperclovax_scalars_and_norms_after_match_hf(post_norm, tmp_path):
     hf = random_hf_model("tiny-hyperclovax", scale=5.0, use_post_norm=post_norm)
     config = LlamaConfig.from_hf(hf.config)
     assert config.post_norms == post_norm and config.logits_scaling == 2.0
-    model = _load_through_directory(hf, tmp_path, "cpu")
+    model = _load_through_directory(hf, tmp_path, device)
     ids = torch.randint(0, hf.config.vocab_size, (2, 24))
     _assert_forward_and_steps_match_hf(hf, model, ids, 9, 32, f"hyperclovax {post_norm}")
     unset = {**hf_config("tiny-hyperclovax").to_dict(), "attention_multiplier": None}
     assert LlamaConfig.from_hf(unset).attention_scale == 8 ** -0.5
+
+
+@pytest.mark.parametrize("name", LAYER_NORM_FAMILIES)
+def test_layer_norms_match_hf_over_a_stream_whose_mean_is_far_from_zero(name, tmp_path,
+                                                                        device):
+    """LayerNorm families: loading centres the residual stream (the table's rows, the output
+    and down projections' columns and biases), so every norm's RMSNorm is its LayerNorm,
+    and folds the norms' biases into the projections after them (the LM head's too). Here
+    every embedding is shifted by 0.3 (the weights' spread is 0.08), so the stream's mean
+    dominates: left uncentred, the logits are off by a relative 13-15."""
+    hf = random_hf_model(name, scale=4.0)
+    with torch.no_grad():
+        hf.get_input_embeddings().weight.add_(0.3)
+    model = _load_through_directory(hf, tmp_path, device)
+    assert model.config.layer_norm
+    ids = torch.randint(0, hf.config.vocab_size, (2, 24))
+    _assert_forward_and_steps_match_hf(hf, model, ids, 9, 32, f"{name} off zero")
+
+
+def test_layer_norm_family_configs():
+    """StarCoder2's, StableLM's, Nemotron's and OLMo's fields in their own spellings: biases,
+    LayerNorms (biased; Nemotron's 1 + weight; OLMo's without weights and at 1e-5 whatever
+    the config says), ungated MLPs, partial rotary embeddings (their config classes'
+    defaults where a config.json leaves them out), StarCoder2's window on every layer.
+    StableLM's per-head LayerNorms and parallel residual are refused by name, and
+    layer_norm with norms after the outputs (the stream would be read unnormalised)."""
+    star = LlamaConfig.from_hf(hf_config("tiny-starcoder2"))
+    assert star.layer_norm and star.norm_bias and star.tie_embeddings
+    assert (star.qkv_bias, star.o_bias, star.mlp_bias) == (True, True, True)
+    assert star.mlp_activation == "gelu_tanh" and not star.mlp_gated
+    assert star.sliding_window == 24 and star.sliding_layers is None
+    stable_values = hf_config("tiny-stablelm").to_dict()
+    stable = LlamaConfig.from_hf(stable_values)
+    assert stable.rotary_dim == 4 and stable.head_dim == 16 and stable.norm_bias
+    assert (stable.qkv_bias, stable.o_bias, stable.mlp_bias) == (True, False, False)
+    for field in ("qk_layernorm", "use_parallel_residual"):
+        with pytest.raises(ValueError, match=field):
+            LlamaConfig.from_hf({**stable_values, field: True})
+    bare = {key: stable_values[key] for key in ("model_type", "vocab_size", "hidden_size",
+                                                "intermediate_size", "num_hidden_layers",
+                                                "num_attention_heads")}
+    assert LlamaConfig.from_hf(bare).rotary_dim == 4 and LlamaConfig.from_hf(
+        bare).norm_eps == 1e-5
+    nemotron = LlamaConfig.from_hf(hf_config("tiny-nemotron"))
+    assert nemotron.norm_plus_one and nemotron.norm_bias and nemotron.rotary_dim == 4
+    assert nemotron.mlp_activation == "relu2" and (nemotron.qkv_bias, nemotron.o_bias,
+                                                   nemotron.mlp_bias) == (True, True, False)
+    olmo_values = {**hf_config("tiny-olmo").to_dict(), "rms_norm_eps": 1e-3}
+    olmo = LlamaConfig.from_hf(olmo_values)
+    assert olmo.weightless_norms and olmo.layer_norm and not olmo.norm_bias
+    assert olmo.norm_eps == 1e-5
+    with pytest.raises(ValueError, match="layer_norm"):
+        dataclasses.replace(stable, post_norms=True)
 
 
 def test_gemma3_config_as_transformers_4_and_5_write_it():

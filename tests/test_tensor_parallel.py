@@ -250,20 +250,23 @@ def test_tp_qwen3_head_norms_equal_tp1(tmp_path):
     ("tiny-phi3", {"sliding_window": 3}), ("tiny-granite", {"attention_bias": True}),
     ("tiny-smollm3", {}), ("tiny-glm", {}), ("tiny-exaone4", {"sliding_window": 3}),
     ("tiny-arcee", {}), ("tiny-nanochat", {}), ("tiny-hyperclovax", {}),
+    ("tiny-starcoder2", {}), ("tiny-nemotron", {}),
     ("tiny-gemma2", {"sliding_window": 3}), ("tiny-gemma3", {"sliding_window": 3})])
 def test_tp_families_equal_tp1(name, overrides, tmp_path):
-    """Each family's own part at TP=2, every path's logits equal to TP=1's: Phi-3's ranks
-    read their q, k, v heads and gate, up columns as rows of the checkpoint's stacked
-    matrices (here with a window of 3 positions, which the 5-token prompt and the step after
-    pass); Granite's scalars are folded into every shard (q rows and bias, the row-parallel
+    """Each family's own part at TP=2, every path's logits equal to TP=1's: Phi-3's ranks read
+    their q, k, v heads and gate, up columns as rows of the checkpoint's stacked matrices
+    (here with a window of 3 positions, which the 5-token prompt and the step after pass);
+    Granite's scalars are folded into every shard (q rows and bias, the row-parallel
     projections and the bias rank 0 adds, the tied LM head's rows copied from the scaled
-    embedding); SmolLM3's second layer does not rotate; GLM's q and k heads, reordered
-    for the kernels' rotary pairs, split whole between the ranks; EXAONE 4's layers without
+    embedding); SmolLM3's second layer does not rotate; GLM's q and k heads, reordered for
+    the kernels' rotary pairs, split whole between the ranks; EXAONE 4's layers without
     norms before attention and the MLP; Arcee's ungated MLP, its up projection split by
-    rows; NanoChat's q and k heads, each rank's turned back at load; HyperCLOVA X's
-    residual multiplier folded into the norms after the all-reduced outputs; Gemma's norms after
-    the all-reduced attention and MLP outputs, on every rank, and Gemma 2's softcaps (each
-    rank's heads', the gathered logits')."""
+    rows; NanoChat's q and k heads, each rank's turned back at load; HyperCLOVA X's residual
+    multiplier folded into the norms after the all-reduced outputs; StarCoder2's and
+    Nemotron's LayerNorms (each rank's output and down columns centred, its q|k|v and up
+    rows given their share of the norms' biases, its LM head rows the final norm's); Gemma's
+    norms after the all-reduced attention and MLP outputs, on every rank, and Gemma 2's
+    softcaps (each rank's heads', the gathered logits')."""
     _ranks_fit(2)
     from tilegraph.models.hf_presets import random_hf_model
 

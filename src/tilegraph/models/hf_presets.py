@@ -9,8 +9,8 @@ feature of their family (grouped-query heads, biases, tied embeddings, Llama 3 r
 Qwen3's head norms and head_dim apart from the width, Phi-3's stacked matrices and sliding
 window, SmolLM3's layers without rotary embeddings, Granite's scalars, GLM's, ERNIE 4.5's
 and Helium's rotary embeddings over neighbouring dims, Gemma's gated GELU and norms after
-attention and the MLP, Gemma 2's softcaps, Gemma 3's local layers) at a size the Triton
-interpreter runs in seconds.
+attention and the MLP, Gemma 2's softcaps, Gemma 3's local layers, the LayerNorms of
+StarCoder2, StableLM, Nemotron and OLMo) at a size the Triton interpreter runs in seconds.
 """
 
 from __future__ import annotations
@@ -262,6 +262,33 @@ SHAPES: dict[str, dict] = {
                              logits_scaling=0.5, attention_multiplier=0.2,
                              max_position_embeddings=256, eos_token_id=2, pad_token_id=0,
                              bos_token_id=1),
+    # StarCoder2: LayerNorms with biases, biases on every projection, an ungated MLP of
+    # tanh GELU, a window every layer slides (one the tests pass), a tied table
+    "tiny-starcoder2": dict(model_type="starcoder2", vocab_size=67, hidden_size=32,
+                            intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                            num_key_value_heads=2, norm_epsilon=1e-5, use_bias=True,
+                            hidden_act="gelu_pytorch_tanh", sliding_window=24,
+                            tie_word_embeddings=True, max_position_embeddings=256,
+                            eos_token_id=2, pad_token_id=0, bos_token_id=1),
+    # StableLM 2: LayerNorms with biases, q|k|v biased, a quarter of each head rotated
+    "tiny-stablelm": dict(model_type="stablelm", vocab_size=67, hidden_size=64,
+                          intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                          num_key_value_heads=2, layer_norm_eps=1e-5, use_qkv_bias=True,
+                          partial_rotary_factor=0.25, max_position_embeddings=256,
+                          eos_token_id=2, pad_token_id=0, bos_token_id=1),
+    # Nemotron: LayerNorms scaling by 1 + weight, an ungated MLP of squared ReLU, half of
+    # each head rotated, attention biased
+    "tiny-nemotron": dict(model_type="nemotron", vocab_size=67, hidden_size=32,
+                          intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                          num_key_value_heads=2, head_dim=8, norm_eps=1e-5,
+                          hidden_act="relu2", attention_bias=True, partial_rotary_factor=0.5,
+                          max_position_embeddings=256, eos_token_id=2, pad_token_id=0,
+                          bos_token_id=1),
+    # OLMo (the first): LayerNorms without weights or biases, a tied table
+    "tiny-olmo": dict(model_type="olmo", vocab_size=67, hidden_size=32, intermediate_size=48,
+                      num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                      tie_word_embeddings=True, max_position_embeddings=256, eos_token_id=2,
+                      pad_token_id=0, bos_token_id=1),
     # a sliding layer beside a full one, the window past what the tests reach
     "tiny-ministral": dict(model_type="ministral", vocab_size=67, hidden_size=32,
                            intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,

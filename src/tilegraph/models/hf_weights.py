@@ -167,9 +167,11 @@ _RENAMES = {"exaone": [(r"^transformer\.wte\.", "model.embed_tokens."),
             # HyperCLOVA X's norms after attention and the MLP
             "hyperclovax": [(r"\.post_norm1\.", ".post_attn_norm."),
                             (r"\.post_norm2\.", ".post_mlp_norm.")],
-            # NanoChat's ungated MLP
+            # NanoChat's and StarCoder2's ungated MLPs
             "nanochat": [(r"\.mlp\.fc1\.", ".mlp.up_proj."),
                          (r"\.mlp\.fc2\.", ".mlp.down_proj.")],
+            "starcoder2": [(r"\.mlp\.c_fc\.", ".mlp.up_proj."),
+                           (r"\.mlp\.c_proj\.", ".mlp.down_proj.")],
             "gemma3_text": _GEMMA_NORMS}
 
 
@@ -233,6 +235,8 @@ def _our_name(name: str) -> tuple[str, str] | None:
         return "embed", ""
     if name == "norm.weight":
         return "norm", ""
+    if name == "norm.bias":   # a LayerNorm's (LlamaConfig.norm_bias)
+        return "norm_bias", ""
     if name == "lm_head.weight":
         return "lm_head", ""
     parts = name.split(".")
@@ -252,6 +256,8 @@ def _our_name(name: str) -> tuple[str, str] | None:
              ("self_attn.q_norm", "weight"): "q_norm", ("self_attn.k_norm", "weight"): "k_norm",
              ("input_layernorm", "weight"): "attn_norm",
              ("post_attention_layernorm", "weight"): "mlp_norm",
+             ("input_layernorm", "bias"): "attn_norm_bias",
+             ("post_attention_layernorm", "bias"): "mlp_norm_bias",
              ("post_attn_norm", "weight"): "post_attn_norm",
              ("post_mlp_norm", "weight"): "post_mlp_norm"}
     return (prefix + plain[module, kind], "") if (module, kind) in plain else None
@@ -269,14 +275,45 @@ def _fold_scalars(model, config: LlamaConfig) -> None:
         q_scale = config.attention_scale * config.head_dim ** 0.5
     for layer in model.layers:
         layer.fold_scales(q_scale, config.residual_multiplier)
-    embedding = config.embedding_multiplier
-    if config.model_type in GEMMA_TYPES:   # Gemma's sqrt(hidden size), in the model's dtype
-        embedding = torch.tensor(embedding, dtype=model.dtype).item()
+    embedding = _embedding_multiplier(config, model.dtype)
     if embedding != 1.0:
         model.embed.mul_(embedding)
-    logits_divisor = config.logits_scaling * (embedding if config.tie_embeddings else 1.0)
-    if logits_divisor != 1.0:
-        model.norm.div_(logits_divisor)
+    if (divisor := _logits_divisor(config, model.dtype)) != 1.0:
+        model.norm.div_(divisor)
+
+
+def _embedding_multiplier(config: LlamaConfig, dtype: torch.dtype) -> float:
+    """What the embeddings are multiplied by (Gemma's sqrt(hidden size) in the model's
+    dtype, as transformers rounds it)."""
+    if config.model_type in GEMMA_TYPES:
+        return torch.tensor(config.embedding_multiplier, dtype=dtype).item()
+    return config.embedding_multiplier
+
+
+def _logits_divisor(config: LlamaConfig, dtype: torch.dtype) -> float:
+    """What the LM head's output is divided by once the scalars are folded: the logits'
+    scaling, and where the head is the table the embeddings' multiplier scaled, that too."""
+    tied = _embedding_multiplier(config, dtype) if config.tie_embeddings else 1.0
+    return config.logits_scaling * tied
+
+
+@torch.no_grad()
+def _center_stream(model, config: LlamaConfig, final_bias: torch.Tensor | None) -> None:
+    """A model of LayerNorms (LlamaConfig.layer_norm) made one of RMSNorms: every part of
+    the residual stream (each token's embedding, what the output and down projections
+    add) centred to mean zero, which each LayerNorm would subtract anyway, so RMSNorm is
+    the LayerNorm; the final norm's bias becomes the LM head's (as the layers' norms'
+    became their projections', LlamaLayer.fold_norm_biases). After the scalars are folded
+    and the head has copied a tied table."""
+    if final_bias is not None:
+        bias = model.lm_head.float() @ final_bias.float() / _logits_divisor(config, model.dtype)
+        model.head_bias.copy_(bias)
+    if not config.layer_norm:
+        return
+    rows = model.embed.float()
+    model.embed.copy_(rows - rows.mean(-1, keepdim=True))
+    for layer in model.layers:
+        layer.center_outputs()
 
 
 def rotary_order(head_dim: int, rotary_dim: int, interleaved: bool = False) -> torch.Tensor:
@@ -328,13 +365,16 @@ def load_llama(cls, model_or_path, dtype: torch.dtype | None, device,
     # each layer's norm weights, folded into its projections once those are loaded
     norm_names = [f"layers.{i}.{norm}" for i in range(config.n_layers)
                   for norm in ("attn_norm", "mlp_norm") if config.pre_norms]
+    # their biases and the final norm's (LayerNorm's), folded into the projections' biases
+    bias_names = [*(f"{name}_bias" for name in norm_names), "norm_bias"] * config.norm_bias
     pieces: dict[str, dict[str, torch.Tensor]] = {}
     unexpected = []
     for name, read in _unstacked(_renamed(tensors, config.model_type), config):
         if name.endswith(_IGNORED_SUFFIXES) or name.startswith(_IGNORED_PREFIXES):
             continue
         mapped = _our_name(name)
-        if mapped is None or (mapped[0] not in params and mapped[0] not in norm_names):
+        if mapped is None or (mapped[0] not in params
+                              and mapped[0] not in (*norm_names, *bias_names)):
             unexpected.append(name)
             continue
         target, part = mapped
@@ -349,18 +389,24 @@ def load_llama(cls, model_or_path, dtype: torch.dtype | None, device,
         for name in (*norm_names, *(n for n in params if n == "norm" or n.endswith("_norm"))):
             ones = torch.ones(params[name].shape if name in params else config.dim)
             pieces.setdefault(name, {"": ones.to(device=device, dtype=dtype)})
+    # the biases only a norm's bias gives: zero before it is folded in
+    for name, given in (("bqkv", config.qkv_bias), ("b_gate_up", config.mlp_bias)):
+        for i in range(config.n_layers if config.norm_bias and not given else 0):
+            zeros = torch.zeros(params[f"layers.{i}.{name}"].shape, device=device, dtype=dtype)
+            pieces[f"layers.{i}.{name}"] = {"": zeros}
     if unexpected:
         raise ValueError(f"checkpoint tensors tilegraph's Llama has no place for: "
                          f"{unexpected[:8]}{' ...' if len(unexpected) > 8 else ''}")
     if not config.tie_embeddings and "lm_head" not in pieces and "embed" in pieces:
         raise ValueError("the checkpoint has no lm_head.weight but its config does not tie "
                          "embeddings (tie_word_embeddings=false)")
-    missing = [name for name in [*params, *norm_names] if name not in pieces
-               and not (name == "lm_head" and config.tie_embeddings)]
+    missing = [name for name in [*params, *norm_names, *bias_names] if name not in pieces
+               and not (name == "lm_head" and config.tie_embeddings)
+               and name != "head_bias"]   # made from the final norm's (_center_stream)
     if missing:
         raise ValueError(f"checkpoint lacks weights for: {missing[:8]}"
                          f"{' ...' if len(missing) > 8 else ''}")
-    norms = {name: pieces.pop(name)[""] for name in norm_names}
+    norms = {name: pieces.pop(name)[""] for name in (*norm_names, *bias_names)}
     for name, value in norms.items():
         if value.shape != (config.dim,):
             raise ValueError(f"{name}: checkpoint shape {tuple(value.shape)} does not match "
@@ -393,6 +439,9 @@ def load_llama(cls, model_or_path, dtype: torch.dtype | None, device,
             raise ValueError(f"{name}: checkpoint shape {tuple(value.shape)} does not match "
                              f"the config's {tuple(target.shape)}")
         target.data.copy_(value)
+    for i, layer in enumerate(model.layers if config.norm_bias else ()):
+        layer.fold_norm_biases(norms[f"layers.{i}.attn_norm_bias"],
+                               norms[f"layers.{i}.mlp_norm_bias"])
     for i, layer in enumerate(model.layers if config.pre_norms else ()):
         layer.fold_norms(norms[f"layers.{i}.attn_norm"], norms[f"layers.{i}.mlp_norm"])
     if config.embedding_norm:   # every row normalised once, as each token's would be
@@ -401,4 +450,5 @@ def load_llama(cls, model_or_path, dtype: torch.dtype | None, device,
         model.embed.data.copy_(normed.to(model.embed.dtype))
     _fold_scalars(model, config)
     model.tie_lm_head()
+    _center_stream(model, config, norms.get("norm_bias"))
     return model.eval()

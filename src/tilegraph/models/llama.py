@@ -12,14 +12,17 @@ Weights are fused at load time (q|k|v with each head's halves interleaved, and g
 their rows interleaved), and each layer's two RMSNorm weights are folded into the projection
 after them (rms_norm(x) * g @ W.T = rms_norm(x) @ (W * g).T: wqkv and w_gate_up hold W * g,
 rounded once to the model's dtype, and the norms keep ones, as one value expanded, which the
-decode kernels read once). The fast path runs a layer in five kernels: tg.linear_qkv (RMSNorm
-in the prologue of the QKV projection, rotary embedding of q and k and both cache writes in
-its epilogue), tg.decode_attention over each sequence's own length, the output projection with
-the residual add in its epilogue, the gate/up projection with RMSNorm in its prologue and
-SiLU(gate) * up in its epilogue, and the down projection with the residual add. A decode step
-has fixed shapes: one captured graph serves every position. Gemma gates by GELU instead,
-and normalises the attention and MLP outputs before their residual adds: there the two
-residual projections write their outputs alone and tg.rms_norm(residual=) adds them.
+decode kernels read once). A LayerNorm (StarCoder2's, StableLM's, Nemotron's, OLMo's) is that
+RMSNorm once loading has centred everything the residual stream is made of (its mean is then
+zero: LlamaConfig.layer_norm), with its bias folded into the bias after it. The fast path runs
+a layer in five kernels: tg.linear_qkv (RMSNorm in the prologue of the QKV projection, rotary
+embedding of q and k and both cache writes in its epilogue), tg.decode_attention over each
+sequence's own length, the output projection with the residual add in its epilogue, the gate/up
+projection with RMSNorm in its prologue and SiLU(gate) * up in its epilogue, and the down
+projection with the residual add. A decode step has fixed shapes: one captured graph serves
+every position. Gemma gates by GELU instead, and normalises the attention and MLP outputs
+before their residual adds: there the two residual projections write their outputs alone and
+tg.rms_norm(residual=) adds them.
 
 Tensor parallel (tp=N under torchrun, tilegraph.dist): each rank holds its heads and its
 share of the MLP, and the output and down projections' partial results are summed by one
@@ -104,7 +107,8 @@ class LlamaLayer(nn.Module):
         self.register_buffer("attn_norm", _folded_norm(c.dim, **kw) if c.pre_norms else None,
                              persistent=False)
         self.wqkv = _parameter(qkv, c.dim, **kw)
-        self.bqkv = _parameter(qkv, fill=0.0, **kw) if c.qkv_bias else None
+        # (a LayerNorm's bias folds into the biases after it: hf_weights)
+        self.bqkv = _parameter(qkv, fill=0.0, **kw) if c.qkv_bias or c.norm_bias else None
         q_width, k_width = (c.q_dim, c.kv_dim) if c.qk_norm_whole else (c.head_dim,) * 2
         self.q_norm = _parameter(q_width, fill=1.0, **kw) if c.qk_norm else None
         self.k_norm = _parameter(k_width, fill=1.0, **kw) if c.qk_norm else None
@@ -114,7 +118,8 @@ class LlamaLayer(nn.Module):
                              persistent=False)
         up_rows = c.ffn_dim * (2 if c.mlp_gated else 1)   # gate|up, or up alone (Arcee)
         self.w_gate_up = _parameter(up_rows, c.dim, **kw)
-        self.b_gate_up = _parameter(up_rows, fill=0.0, **kw) if c.mlp_bias else None
+        self.b_gate_up = (_parameter(up_rows, fill=0.0, **kw) if c.mlp_bias or c.norm_bias
+                          else None)
         self.w_down = _parameter(c.dim, c.ffn_dim, **kw)
         self.b_down = _parameter(c.dim, fill=0.0, **kw) if c.mlp_bias else None
         self.post_attn_norm = _parameter(c.dim, fill=1.0, **kw) if c.post_norms else None
@@ -136,6 +141,24 @@ class LlamaLayer(nn.Module):
         normalised rows: wqkv's and w_gate_up's columns times them, rounded once."""
         self.wqkv.mul_(attn_norm.to(self.wqkv.dtype))
         self.w_gate_up.mul_(mlp_norm.to(self.w_gate_up.dtype))
+
+    @torch.no_grad()
+    def fold_norm_biases(self, attn_bias: torch.Tensor, mlp_bias: torch.Tensor) -> None:
+        """Fold the biases (dim,) of the norms before attention and the MLP (LayerNorm's)
+        into the biases of the projections after them: W (n + b) = W n + W b. Before
+        fold_norms, which scales W's columns."""
+        for weight, bias, added in ((self.wqkv, self.bqkv, attn_bias),
+                                    (self.w_gate_up, self.b_gate_up, mlp_bias)):
+            bias.copy_(bias.float() + weight.float() @ added.float())
+
+    @torch.no_grad()
+    def center_outputs(self) -> None:
+        """Subtract from the output and down projections' columns (and their biases) their
+        mean over the residual's width: what they add to the residual stream then has mean
+        zero (LlamaConfig.layer_norm)."""
+        for tensor in (self.wo, self.bo, self.w_down, self.b_down):
+            if tensor is not None:
+                tensor.copy_(tensor.float() - tensor.float().mean(0, keepdim=True))
 
     @torch.no_grad()
     def fold_scales(self, q_scale: float, residual: float) -> None:
@@ -231,13 +254,16 @@ class Llama(nn.Module):
         self.norm = _parameter(config.dim, fill=1.0, **kw)
         start, stop, rows = vocab_shard(config.vocab_size, self.tp.rank, self.tp.size)
         self.vocab_rows = (start, stop)
-        if config.tie_embeddings and self.tp.size == 1:
+        # a centred table (LlamaConfig.layer_norm) cannot serve as the LM head too
+        if config.tie_embeddings and self.tp.size == 1 and not config.layer_norm:
             self.lm_head = self.embed
         else:   # a rank's rows, zero past the vocabulary (tied: copied from the embedding)
             self.lm_head = _parameter(rows, config.dim, fill=0.0, **kw)
             if not config.tie_embeddings:
                 nn.init.normal_(self.lm_head.data[:stop - start], std=0.02)
             self.tie_lm_head()
+        # what a LayerNorm's bias before the LM head adds to the logits (LlamaConfig.norm_bias)
+        self.head_bias = _parameter(rows, fill=0.0, **kw) if config.norm_bias else None
         # the row-parallel projections' all-reduces (NCCL or one-shot, timed here)
         self.all_reduce = LayerAllReduce(self.tp, config.dim, dtype, self.embed.device)
         # How many of gate/up's first weight bytes a batch-1 step's output projection
@@ -247,7 +273,8 @@ class Llama(nn.Module):
 
     def tie_lm_head(self) -> None:
         """Copy this rank's rows of a tied embedding into its LM head shard (after loading
-        weights; a no-op without tensor parallelism, where they are one tensor)."""
+        weights, before the table is centred (LlamaConfig.layer_norm); a no-op where they
+        are one tensor)."""
         if self.config.tie_embeddings and self.lm_head is not self.embed:
             start, stop = self.vocab_rows
             with torch.no_grad():
@@ -296,7 +323,7 @@ class Llama(nn.Module):
                                layer.b_gate_up)
             x = self._add_output(x, F.linear(_gated(gate_up, c.mlp_activation), layer.w_down,
                                              self._once(layer.b_down)), 1, index)
-        logits = F.linear(_rms_norm(x, self.norm, c.norm_eps), self.lm_head)
+        logits = F.linear(_rms_norm(x, self.norm, c.norm_eps), self.lm_head, self.head_bias)
         return self._gather_vocab(logits.view(batch * length, -1)).view(batch, length, -1)
 
     def _once(self, bias: torch.Tensor | None) -> torch.Tensor | None:
@@ -484,7 +511,7 @@ class Llama(nn.Module):
         """Final norm and LM head (rows, dim) -> logits (rows, vocab); `pending` (the last
         layer's normed output, _fused_layers) added to x in its prologue."""
         _, added = self._pending_sum(x, pending)
-        logits = tg.linear(x, self.lm_head, norm_weight=self.norm,
+        logits = tg.linear(x, self.lm_head, self.head_bias, norm_weight=self.norm,
                            norm_eps=self.config.norm_eps, **added)
         return self._gather_vocab(logits)
 
@@ -562,7 +589,8 @@ class Llama(nn.Module):
                                layer.b_gate_up)
             x = self._add_output(x, F.linear(_gated(gate_up, c.mlp_activation), layer.w_down,
                                              self._once(layer.b_down)), 1, index)
-        return self._gather_vocab(F.linear(_rms_norm(x, self.norm, c.norm_eps), self.lm_head))
+        return self._gather_vocab(F.linear(_rms_norm(x, self.norm, c.norm_eps), self.lm_head,
+                                           self.head_bias))
 
     def _fused_layers(self, x: torch.Tensor, cache: KVCache, positions: torch.Tensor,
                       slots: torch.Tensor, attend,

@@ -18,7 +18,10 @@ layer, q scaled by Llama 4's attention temperature past the pretrained context),
 (Llama's layer, an ungated MLP of squared ReLU), NanoChat (that MLP, weightless norms, one of
 them on the embeddings, q and k heads normalised after a rotation the other way, capped
 logits), HyperCLOVA X (Granite's scalars, the logits' a multiplier, and norms after
-attention and the MLP), the families SUPPORTED_TYPES names besides, and the language models
+attention and the MLP), StarCoder2, StableLM, Nemotron and OLMo (LayerNorms, biased or not,
+turned into RMSNorms by centring the residual stream at load; StarCoder2's and Nemotron's
+ungated MLPs; StableLM's and Nemotron's partial rotary embeddings), the families
+SUPPORTED_TYPES names besides, and the language models
 of the multimodal checkpoints _LANGUAGE_MODELS names (on text); sliding windows in the
 layers each family's config names. Anything else raises a
 ValueError that names the field, so a model is never run with a part silently ignored.
@@ -41,7 +44,7 @@ SUPPORTED_TYPES = ("llama", "mistral", "ministral", "phi3", "qwen2", "qwen3", "s
                    "granite", "exaone", "internlm3", "ernie4_5", "glm", "glm4", "helium",
                    "seed_oss", "cwm", "exaone4", "olmo2", "olmo3", "hunyuan_v1_dense",
                    "ministral3", "arcee", "nanochat", "hyperclovax", "gemma", "gemma2",
-                   "vaultgemma", "gemma3_text")
+                   "vaultgemma", "gemma3_text", "starcoder2", "stablelm", "nemotron", "olmo")
 GEMMA_TYPES = ("gemma", "gemma2", "vaultgemma", "gemma3_text")
 # Gemma 2's attention: scores softcapped, scaled by query_pre_attn_scalar, alternate layers
 # sliding (VaultGemma's too, whose layers have no norms after attention and the MLP)
@@ -50,8 +53,12 @@ _GEMMA2_ATTENTION = ("gemma2", "vaultgemma")
 # (GPT-J's pairing; transformers' GLM, ERNIE 4.5 and Helium), where Llama turns (i, i + d / 2)
 INTERLEAVED_ROTARY_TYPES = ("glm", "glm4", "ernie4_5", "helium")
 # Families whose rotary embeddings may turn only a head's leading dims
-# (partial_rotary_factor): Phi-3 (Phi-4-mini's checkpoints) and GLM
-PARTIAL_ROTARY_TYPES = ("phi3", "glm", "glm4")
+# (partial_rotary_factor): Phi-3 (Phi-4-mini's checkpoints), GLM, StableLM and Nemotron
+PARTIAL_ROTARY_TYPES = ("phi3", "glm", "glm4", "stablelm", "nemotron")
+# Families whose norms are LayerNorms (the mean subtracted; OLMo's without weights), and
+# those of them whose LayerNorms add a bias
+LAYER_NORM_TYPES = ("starcoder2", "stablelm", "nemotron", "olmo")
+_NORM_BIAS_TYPES = ("starcoder2", "stablelm", "nemotron")
 # Multimodal checkpoints whose language model tilegraph runs (on text): their type -> the
 # type of the text_config they hold where it names none
 _LANGUAGE_MODELS = {"gemma3": "gemma3_text", "mistral3": "mistral", "llava": "llama",
@@ -72,11 +79,14 @@ _FIELD_ALIASES = {
     "exaone": {"num_layers": "num_hidden_layers", "layer_norm_epsilon": "rms_norm_eps",
                "activation_function": "hidden_act"},
     "internlm3": {"qkv_bias": "attention_bias", "bias": "mlp_bias"},
+    "starcoder2": {"norm_epsilon": "rms_norm_eps"},
+    "stablelm": {"layer_norm_eps": "rms_norm_eps", "use_qkv_bias": "attention_bias"},
+    "nemotron": {"norm_eps": "rms_norm_eps"},
 }
 # Families whose attention transformers never windows, whatever sliding_window says
 _NEVER_WINDOWED = ("llama", "granite", "exaone", "internlm3", "ernie4_5", "glm", "glm4",
                    "helium", "seed_oss", "olmo2", "hunyuan_v1_dense", "arcee", "nanochat",
-                   "hyperclovax", "gemma")
+                   "hyperclovax", "gemma", "stablelm", "nemotron", "olmo")
 # The families whose attention scores or logits may be softcapped
 _SOFTCAPPED = {"attn_logit_softcapping": GEMMA_TYPES,
                "final_logit_softcapping": (*GEMMA_TYPES, "nanochat")}
@@ -94,7 +104,12 @@ _CLASS_DEFAULTS = {"glm": {"partial_rotary_factor": 0.5, "attention_bias": True}
                                                "high_freq_factor": 4.0,
                                                "original_max_position_embeddings": 8192}},
                    "exaone4": {"sliding_window": 4096, "sliding_window_pattern": 4},
-                   "ministral3": {"head_dim": 128}}
+                   "ministral3": {"head_dim": 128},
+                   # (OLMo's LayerNorms take 1e-5 whatever its config says: _fields_from_hf)
+                   "starcoder2": {"rms_norm_eps": 1e-5, "tie_word_embeddings": True,
+                                  "use_bias": True},
+                   "stablelm": {"rms_norm_eps": 1e-5, "partial_rotary_factor": 0.25},
+                   "nemotron": {"rms_norm_eps": 1e-5, "partial_rotary_factor": 0.5}}
 # The rotary settings of a family's config class where a config.json names none (neither
 # rope_parameters nor rope_scaling)
 _CLASS_ROPE = {"ministral3": {"rope_type": "yarn", "rope_theta": 1e6, "factor": 16.0,
@@ -108,7 +123,7 @@ _MLP_ACTIVATIONS = {"silu": "swiglu", "swish": "swiglu", "gelu": "geglu",
 # ... of the families whose MLP has no gate (Arcee: up, act, down)
 _UNGATED_MLP_ACTIVATIONS = {"relu2": "relu2", "relu": "relu", "gelu": "gelu",
                             "gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh"}
-_UNGATED_MLP_TYPES = ("arcee", "nanochat")
+_UNGATED_MLP_TYPES = ("arcee", "nanochat", "starcoder2", "nemotron")
 # What LlamaConfig.mlp_activation may be: a gated activation or an ungated one
 _MLP_KINDS = _GATED + tuple(a for a in ACTIVATIONS if a != "none")
 
@@ -152,9 +167,19 @@ class LlamaConfig:
     # The embeddings RMS-normalised (weightless) before the first layer (NanoChat): loading
     # folds the norm into the table, whose rows it then holds normalised.
     embedding_norm: bool = False
-    # Norms that scale by nothing (NanoChat's): the checkpoint holds no weights for them;
-    # loading gives the modules ones.
+    # Norms that scale by nothing (NanoChat's, OLMo's): the checkpoint holds no weights for
+    # them; loading gives the modules ones.
     weightless_norms: bool = False
+    # The checkpoint's norms are LayerNorms, which subtract each row's mean first
+    # (StarCoder2, StableLM, Nemotron, OLMo). The modules never read it: loading centres
+    # everything the residual stream is made of (the embedding table's rows, the output and
+    # down projections' columns and biases), so the stream's mean is zero and the RMSNorm
+    # every path applies is that LayerNorm. The LM head then keeps a copy of a tied table.
+    layer_norm: bool = False
+    # The norms before attention and the MLP, and the final one, add a bias (LayerNorm's):
+    # loading folds each into the biases of the projection after it (W (n w + b) = (W w) n +
+    # W b), of the LM head too (head_bias), which those projections then have.
+    norm_bias: bool = False
     tie_embeddings: bool = False
     qkv_bias: bool = False
     o_bias: bool = False
@@ -226,6 +251,10 @@ class LlamaConfig:
             if getattr(self, name) and not self.qk_norm:
                 raise ValueError(f"LlamaConfig.{name} says how q and k are normalised: it "
                                  "needs qk_norm")
+        if self.layer_norm and (self.post_norms or not self.pre_norms):
+            raise ValueError("LlamaConfig.layer_norm needs the residual stream read only "
+                             "through the norms before attention and the MLP: no post_norms, "
+                             "pre_norms on")
         if self.mlp_activation not in _MLP_KINDS:
             raise ValueError(f"LlamaConfig.mlp_activation must be one of {_MLP_KINDS}, got "
                              f"{self.mlp_activation!r}")
@@ -302,6 +331,8 @@ class LlamaConfig:
         return self.n_kv_heads * self.head_dim
 
     def parameter_count(self) -> int:
+        """The checkpoint's parameters (a tied table counted once; not the biases loading
+        makes of a LayerNorm's)."""
         norms = (2 * self.dim * self.pre_norms + 2 * self.dim * self.post_norms
                  + (self.q_dim + self.kv_dim if self.qk_norm_whole else
                     2 * self.head_dim) * self.qk_norm)
@@ -309,9 +340,10 @@ class LlamaConfig:
                      + (2 + self.mlp_gated) * self.dim * self.ffn_dim
                      + (self.q_dim + 2 * self.kv_dim) * self.qkv_bias + self.dim * self.o_bias
                      + ((1 + self.mlp_gated) * self.ffn_dim + self.dim) * self.mlp_bias
-                     + norms * (not self.weightless_norms))
+                     + norms * (not self.weightless_norms) + 2 * self.dim * self.norm_bias)
         embeddings = self.vocab_size * self.dim * (1 if self.tie_embeddings else 2)
-        return self.n_layers * per_layer + embeddings + self.dim * (not self.weightless_norms)
+        final_norm = self.dim * ((not self.weightless_norms) + self.norm_bias)
+        return self.n_layers * per_layer + embeddings + final_norm
 
     def decode_bytes(self, element_size: int) -> int:
         """Weight bytes one decode step reads: every layer and the LM head in full, one row of
@@ -531,21 +563,29 @@ def _fields_from_hf(values: dict) -> dict:
         window = sliding = None
     if values.get("clip_qkv") is not None:
         raise _unsupported("clip_qkv", values["clip_qkv"], "q, k and v are not clipped")
+    if values.get("qk_layernorm"):
+        raise _unsupported("qk_layernorm", True, "StableLM's LayerNorms of each q and k head "
+                           "are not implemented")
+    if values.get("use_parallel_residual"):
+        raise _unsupported("use_parallel_residual", True, "a layer's attention and MLP run "
+                           "one after the other")
     if model_type in ("llama", "qwen3", "smollm3", "granite", "exaone", "internlm3",
-                      "arcee", "hyperclovax", *GEMMA_TYPES):
+                      "arcee", "hyperclovax", "nemotron", *GEMMA_TYPES):
         qkv_bias = o_bias = bool(values.get("attention_bias", False))
         mlp_bias = bool(values.get("mlp_bias", False))
-    elif model_type == "ernie4_5":   # one flag for every projection
+    elif model_type in ("ernie4_5", "starcoder2"):   # one flag for every projection
         qkv_bias = o_bias = mlp_bias = bool(values.get("use_bias", False))
     elif model_type in ("glm", "glm4"):   # q, k and v, never o or the MLP
         qkv_bias, o_bias, mlp_bias = bool(values["attention_bias"]), False, False
-    elif model_type in ("olmo2", "olmo3", "hunyuan_v1_dense", "nanochat"):   # q|k|v and o
+    elif model_type in ("olmo", "olmo2", "olmo3", "hunyuan_v1_dense", "nanochat"):   # q|k|v, o
         qkv_bias = o_bias = bool(values.get("attention_bias", False))
         mlp_bias = False
     elif model_type in ("helium", "seed_oss"):   # o's bias apart (Helium: never)
         qkv_bias = bool(values.get("attention_bias", False))
         o_bias = bool(values.get("attention_out_bias", False))
         mlp_bias = bool(values.get("mlp_bias", False))
+    elif model_type == "stablelm":   # q, k and v only (use_qkv_bias)
+        qkv_bias, o_bias, mlp_bias = bool(values.get("attention_bias", False)), False, False
     else:
         qkv_bias, o_bias, mlp_bias = model_type == "qwen2", False, False
     heads = values["num_attention_heads"]
@@ -554,10 +594,14 @@ def _fields_from_hf(values: dict) -> dict:
         n_layers=values["num_hidden_layers"], n_heads=heads,
         n_kv_heads=values.get("num_key_value_heads") or heads,
         ffn_dim=values["intermediate_size"], head_dim=values.get("head_dim") or 0,
-        norm_eps=float(values.get("rms_norm_eps", 1e-6)),
+        norm_eps=1e-5 if model_type == "olmo" else float(values.get("rms_norm_eps", 1e-6)),
         # Gemma's config classes tie by default (a config.json may leave the key out)
         tie_embeddings=bool(values.get("tie_word_embeddings", gemma)),
         qkv_bias=qkv_bias, o_bias=o_bias, mlp_bias=mlp_bias,
+        layer_norm=model_type in LAYER_NORM_TYPES, norm_bias=model_type in _NORM_BIAS_TYPES,
+        # Nemotron's LayerNorms scale by 1 + weight; OLMo's by nothing
+        **({"norm_plus_one": True} if model_type == "nemotron" else {}),
+        **({"weightless_norms": True} if model_type == "olmo" else {}),
         qk_norm=model_type in ("qwen3", "exaone4", "olmo2", "olmo3", "hunyuan_v1_dense",
                                "nanochat", "gemma3_text"),
         qk_norm_whole=model_type in ("olmo2", "olmo3"),
@@ -674,14 +718,14 @@ def _granite_scalars(values: dict, model_type: str) -> dict:
 
 
 def _sliding_layers(values: dict, model_type: str) -> tuple[bool, ...] | None:
-    """Which layers a config's sliding window applies to, None for all (Mistral, Phi-3):
-    none of Qwen2/3's or SmolLM3's without use_sliding_window (transformers drops the window
-    then); else the layers its layer_types (transformers 5) name, or without them, as
-    transformers builds them: Qwen2/3's from max_window_layers on, SmolLM3's without rotary
-    embeddings, every Ministral layer, Gemma's and EXAONE 4's but every
-    sliding_window_pattern-th (EXAONE 4's may spell it as "LLLG"), CWM's but every fourth
-    from the first, OLMo 3's but every fourth."""
-    if model_type in ("mistral", "ministral3", "phi3"):
+    """Which layers a config's sliding window applies to, None for all (Mistral, Phi-3,
+    StarCoder2): none of Qwen2/3's or SmolLM3's without use_sliding_window (transformers
+    drops the window then); else the layers its layer_types (transformers 5) name, or
+    without them, as transformers builds them: Qwen2/3's from max_window_layers on,
+    SmolLM3's without rotary embeddings, every Ministral layer, Gemma's and EXAONE 4's but
+    every sliding_window_pattern-th (EXAONE 4's may spell it as "LLLG"), CWM's but every
+    fourth from the first, OLMo 3's but every fourth."""
+    if model_type in ("mistral", "ministral3", "phi3", "starcoder2"):
         return None
     layers = values["num_hidden_layers"]
     if (model_type not in ("ministral", "cwm", "exaone4", "olmo3", *GEMMA_TYPES)

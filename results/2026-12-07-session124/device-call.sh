@@ -1,0 +1,41 @@
+#!/bin/bash
+# Session 124's last device call: the LayerNorm families (StarCoder2, StableLM, Nemotron,
+# OLMo; loading centres the residual stream, no kernel changes) through the kernels on the
+# GPU, then random weights of StableLM 2 1.6B's shape (batch 1) and StarCoder2 3B's
+# (batch 1) against transformers' hand-captured graph, and Qwen2-0.5B at batch 1 where the
+# machine is an H200 (issue 20's figure there).
+set -u
+export PYTHONPATH=$PWD/src TILEGRAPH_CACHE_DIR=/tmp/tg-demo
+nvidia-smi --query-gpu=name,driver_version --format=csv > $OUT/0-gpu.txt 2>&1
+timeout 150 python3 -m pytest -q -rfE --tb=short -p no:cacheprovider -n 6 tests/test_llama.py \
+  tests/test_generate.py -k "starcoder2 or stablelm or nemotron or tiny-olmo] or layer_norm" \
+  > $OUT/1-tests.txt 2>&1
+echo "tests rc=$?" >> $OUT/0-gpu.txt
+config() {  # directory json
+  mkdir -p /tmp/$1 && echo "$2" > /tmp/$1/config.json
+}
+config stablelm2-1.6b '{"model_type": "stablelm", "architectures": ["StableLmForCausalLM"],
+ "vocab_size": 100352, "hidden_size": 2048, "intermediate_size": 5632,
+ "num_hidden_layers": 24, "num_attention_heads": 32, "num_key_value_heads": 32,
+ "partial_rotary_factor": 0.25, "rope_theta": 10000, "use_qkv_bias": true,
+ "layer_norm_eps": 1e-5, "max_position_embeddings": 4096, "tie_word_embeddings": false,
+ "torch_dtype": "bfloat16"}'
+config starcoder2-3b '{"model_type": "starcoder2", "architectures": ["Starcoder2ForCausalLM"],
+ "vocab_size": 49152, "hidden_size": 3072, "intermediate_size": 12288,
+ "num_hidden_layers": 30, "num_attention_heads": 24, "num_key_value_heads": 2,
+ "sliding_window": 4096, "rope_theta": 999999.4420358813, "norm_epsilon": 1e-5,
+ "use_bias": true, "max_position_embeddings": 16384, "tie_word_embeddings": true,
+ "torch_dtype": "bfloat16"}'
+demo() {  # name seconds args...
+  local name=$1 limit=$2; shift 2
+  timeout $limit python3 -m tilegraph demo --no-sweeps --out /tmp/o/$name "$@" 2>&1 \
+    | grep -v "^\[" > $OUT/$name.txt
+  echo "$name rc=${PIPESTATUS[0]}" >> $OUT/0-gpu.txt
+}
+demo stablelm2-b1 110 --model /tmp/stablelm2-1.6b --batch 1 --variants hf-graph,tilegraph
+demo starcoder2-b1 120 --model /tmp/starcoder2-3b --batch 1 --variants hf-graph,tilegraph
+if grep -q H200 $OUT/0-gpu.txt; then
+  demo qwen2-b1-h200 120 --model qwen2-0.5b --batch 1 --variants tilegraph
+fi
+tar czf $OUT/files.tgz -C /tmp/o . 2>/dev/null
+true
