@@ -383,9 +383,9 @@ def load_llama(cls, model_or_path, dtype: torch.dtype | None, device,
         split = split_of(target, part, config, tp.rank, tp.size)
         value = read(split)
         if config.norm_plus_one and (target == "norm" or target.endswith("_norm")):
-            value = value.float() + 1.0   # Gemma's norms scale by 1 + weight
+            value = value.float() + 1.0   # Gemma's and Nemotron's norms scale by 1 + weight
         pieces.setdefault(target, {})[part] = value.to(device=device, dtype=dtype)
-    if config.weightless_norms:   # NanoChat's norms scale by nothing
+    if config.weightless_norms:   # NanoChat's and OLMo's norms scale by nothing
         for name in (*norm_names, *(n for n in params if n == "norm" or n.endswith("_norm"))):
             ones = torch.ones(params[name].shape if name in params else config.dim)
             pieces.setdefault(name, {"": ones.to(device=device, dtype=dtype)})
