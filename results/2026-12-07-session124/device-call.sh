@@ -3,11 +3,12 @@
 # OLMo; loading centres the residual stream, no kernel changes) through the kernels on the
 # GPU, then random weights of StableLM 2 1.6B's shape (batch 1) and StarCoder2 3B's
 # (batch 1) against transformers' hand-captured graph, and Qwen2-0.5B at batch 1 where the
-# machine is an H200 (issue 20's figure there).
+# machine is an H200 (issue 20's figure there). SHORT=1: the tests and StableLM alone (the
+# session's device time nearly spent).
 set -u
 export PYTHONPATH=$PWD/src TILEGRAPH_CACHE_DIR=/tmp/tg-demo
 nvidia-smi --query-gpu=name,driver_version --format=csv > $OUT/0-gpu.txt 2>&1
-timeout 150 python3 -m pytest -q -rfE --tb=short -p no:cacheprovider -n 6 tests/test_llama.py \
+timeout ${TEST_S:-150} python3 -m pytest -q -rfE --tb=short -p no:cacheprovider -n 6 tests/test_llama.py \
   tests/test_generate.py -k "starcoder2 or stablelm or nemotron or tiny-olmo] or layer_norm" \
   > $OUT/1-tests.txt 2>&1
 echo "tests rc=$?" >> $OUT/0-gpu.txt
@@ -32,7 +33,8 @@ demo() {  # name seconds args...
     | grep -v "^\[" > $OUT/$name.txt
   echo "$name rc=${PIPESTATUS[0]}" >> $OUT/0-gpu.txt
 }
-demo stablelm2-b1 110 --model /tmp/stablelm2-1.6b --batch 1 --variants hf-graph,tilegraph
+demo stablelm2-b1 ${DEMO_S:-110} --model /tmp/stablelm2-1.6b --batch 1 --variants hf-graph,tilegraph
+[ "${SHORT:-0}" = 1 ] && { tar czf $OUT/files.tgz -C /tmp/o . 2>/dev/null; exit 0; }
 demo starcoder2-b1 120 --model /tmp/starcoder2-3b --batch 1 --variants hf-graph,tilegraph
 if grep -q H200 $OUT/0-gpu.txt; then
   demo qwen2-b1-h200 120 --model qwen2-0.5b --batch 1 --variants tilegraph
