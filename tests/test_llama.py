@@ -20,8 +20,8 @@ TINY = ("tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3",
         "tiny-glm4", "tiny-helium", "tiny-exaone4", "tiny-olmo2", "tiny-olmo3", "tiny-hunyuan",
         "tiny-ministral3", "tiny-arcee", "tiny-nanochat",
         "tiny-hyperclovax", "tiny-starcoder2", "tiny-stablelm", "tiny-nemotron", "tiny-olmo",
-        "tiny-gemma", "tiny-gemma2", "tiny-vaultgemma", "tiny-gemma3")
-LAYER_NORM_FAMILIES = ("tiny-starcoder2", "tiny-stablelm", "tiny-nemotron", "tiny-olmo")
+        "tiny-phi", "tiny-cohere", "tiny-cohere2", "tiny-gemma", "tiny-gemma2",
+        "tiny-vaultgemma", "tiny-gemma3")
 
 
 def _load_through_directory(hf, tmp_path, device, **save):
@@ -486,30 +486,36 @@ def test_hyperclovax_scalars_and_norms_after_match_hf(post_norm, tmp_path, devic
     assert LlamaConfig.from_hf(unset).attention_scale == 8 ** -0.5
 
 
-@pytest.mark.parametrize("name", LAYER_NORM_FAMILIES)
-def test_layer_norms_match_hf_over_a_stream_whose_mean_is_far_from_zero(name, tmp_path,
-                                                                        device):
+@pytest.mark.parametrize("name, overrides", [
+    ("tiny-starcoder2", {}), ("tiny-stablelm", {}), ("tiny-nemotron", {}), ("tiny-olmo", {}),
+    ("tiny-phi", {}), ("tiny-cohere", {}), ("tiny-cohere2", {}),
+    ("tiny-stablelm", {"use_parallel_residual": True})])
+def test_layer_norms_match_hf_over_a_stream_whose_mean_is_far_from_zero(name, overrides,
+                                                                        tmp_path, device):
     """LayerNorm families: loading centres the residual stream (the table's rows, the output
     and down projections' columns and biases), so every norm's RMSNorm is its LayerNorm,
     and folds the norms' biases into the projections after them (the LM head's too). Here
     every embedding is shifted by 0.3 (the weights' spread is 0.08), so the stream's mean
-    dominates: left uncentred, the logits are off by a relative 13-15."""
-    hf = random_hf_model(name, scale=4.0)
+    dominates: left uncentred, the logits are off by a relative 13-15. Phi's, Cohere's and
+    StableLM's parallel layers run attention and the MLP on one norm of their input."""
+    hf = random_hf_model(name, scale=4.0, **overrides)
     with torch.no_grad():
         hf.get_input_embeddings().weight.add_(0.3)
     model = _load_through_directory(hf, tmp_path, device)
     assert model.config.layer_norm
     ids = torch.randint(0, hf.config.vocab_size, (2, 24))
-    _assert_forward_and_steps_match_hf(hf, model, ids, 9, 32, f"{name} off zero")
+    _assert_forward_and_steps_match_hf(hf, model, ids, 9, 32, f"{name} {overrides} off zero")
 
 
 def test_layer_norm_family_configs():
-    """StarCoder2's, StableLM's, Nemotron's and OLMo's fields in their own spellings: biases,
-    LayerNorms (biased; Nemotron's 1 + weight; OLMo's without weights and at 1e-5 whatever
-    the config says), ungated MLPs, partial rotary embeddings (their config classes'
-    defaults where a config.json leaves them out), StarCoder2's window on every layer.
-    StableLM's per-head LayerNorms and parallel residual are refused by name, and
-    layer_norm with norms after the outputs (the stream would be read unnormalised)."""
+    """StarCoder2's, StableLM's, Nemotron's, OLMo's, Phi's and Cohere's fields in their own
+    spellings: biases, LayerNorms (biased; Nemotron's 1 + weight; OLMo's without weights and
+    at 1e-5 whatever the config says), ungated MLPs, partial rotary embeddings (their config
+    classes' defaults where a config.json leaves them out), StarCoder2's window on every
+    layer, parallel layers (StableLM's where use_parallel_residual says so), Phi's LM head
+    bias, Cohere's logit scale and Cohere 2's rotary embeddings in its sliding layers alone.
+    StableLM's and Cohere's per-head LayerNorms are refused by name, and layer_norm or
+    parallel_residual with norms after the outputs."""
     star = LlamaConfig.from_hf(hf_config("tiny-starcoder2"))
     assert star.layer_norm and star.norm_bias and star.tie_embeddings
     assert (star.qkv_bias, star.o_bias, star.mlp_bias) == (True, True, True)
@@ -519,9 +525,11 @@ def test_layer_norm_family_configs():
     stable = LlamaConfig.from_hf(stable_values)
     assert stable.rotary_dim == 4 and stable.head_dim == 16 and stable.norm_bias
     assert (stable.qkv_bias, stable.o_bias, stable.mlp_bias) == (True, False, False)
-    for field in ("qk_layernorm", "use_parallel_residual"):
-        with pytest.raises(ValueError, match=field):
-            LlamaConfig.from_hf({**stable_values, field: True})
+    with pytest.raises(ValueError, match="qk_layernorm"):
+        LlamaConfig.from_hf({**stable_values, "qk_layernorm": True})
+    assert not stable.parallel_residual
+    assert LlamaConfig.from_hf({**stable_values, "use_parallel_residual": True}
+                               ).parallel_residual
     bare = {key: stable_values[key] for key in ("model_type", "vocab_size", "hidden_size",
                                                 "intermediate_size", "num_hidden_layers",
                                                 "num_attention_heads")}
@@ -535,8 +543,24 @@ def test_layer_norm_family_configs():
     olmo = LlamaConfig.from_hf(olmo_values)
     assert olmo.weightless_norms and olmo.layer_norm and not olmo.norm_bias
     assert olmo.norm_eps == 1e-5
-    with pytest.raises(ValueError, match="layer_norm"):
-        dataclasses.replace(stable, post_norms=True)
+    phi = LlamaConfig.from_hf(hf_config("tiny-phi"))
+    assert phi.parallel_residual and phi.lm_head_bias and phi.norm_bias and phi.rotary_dim == 4
+    assert phi.mlp_activation == "gelu_tanh" and (phi.qkv_bias, phi.o_bias, phi.mlp_bias) == (
+        True, True, True)
+    cohere_values = hf_config("tiny-cohere").to_dict()
+    cohere = LlamaConfig.from_hf(cohere_values)
+    assert cohere.parallel_residual and cohere.rotary_interleaved and not cohere.norm_bias
+    assert cohere.logits_scaling == 2.0 and cohere.tie_embeddings
+    with pytest.raises(ValueError, match="use_qk_norm"):
+        LlamaConfig.from_hf({**cohere_values, "use_qk_norm": True})
+    cohere2 = LlamaConfig.from_hf(hf_config("tiny-cohere2"))
+    assert cohere2.sliding_layers == (True, False) and cohere2.rope_layers == (True, False)
+    four = LlamaConfig.from_hf({**hf_config("tiny-cohere2").to_dict(), "layer_types": None,
+                                "num_hidden_layers": 8})
+    assert four.sliding_layers == (True, True, True, False) * 2 == four.rope_layers
+    for field in ("layer_norm", "parallel_residual"):
+        with pytest.raises(ValueError, match=field):
+            dataclasses.replace(stable, **{field: True}, post_norms=True)
 
 
 def test_gemma3_config_as_transformers_4_and_5_write_it():

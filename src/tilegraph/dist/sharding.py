@@ -1,10 +1,10 @@
 """Which part of each Llama weight a rank holds (Megatron-style tensor parallelism).
 
 Column-parallel (split along the output rows): q|k|v by heads, gate|up by the SwiGLU inner
-size, the LM head by vocabulary rows. Row-parallel (split along the input columns): the
-output projection by heads, the down projection by the inner size; their partial products
-are summed by one all-reduce each. Norms, the embedding table and the row-parallel biases
-(added once, by rank 0) are whole on every rank.
+size, the LM head (and its bias) by vocabulary rows. Row-parallel (split along the input
+columns): the output projection by heads, the down projection by the inner size; their
+partial products are summed by one all-reduce each. Norms, the embedding table and the
+row-parallel biases (added once, by rank 0) are whole on every rank.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def split_of(name: str, part: str, config: LlamaConfig, rank: int, size: int
     rank `rank` holds, or None for the whole tensor."""
     if size == 1:
         return None
-    if name == "lm_head":
+    if name in ("lm_head", "head_bias"):
         start, stop, _ = vocab_shard(config.vocab_size, rank, size)
         return 0, start, stop
     key = (name.rsplit(".", 1)[-1], part)

@@ -10,7 +10,8 @@ Qwen3's head norms and head_dim apart from the width, Phi-3's stacked matrices a
 window, SmolLM3's layers without rotary embeddings, Granite's scalars, GLM's, ERNIE 4.5's
 and Helium's rotary embeddings over neighbouring dims, Gemma's gated GELU and norms after
 attention and the MLP, Gemma 2's softcaps, Gemma 3's local layers, the LayerNorms of
-StarCoder2, StableLM, Nemotron and OLMo) at a size the Triton interpreter runs in seconds.
+StarCoder2, StableLM, Nemotron and OLMo, the parallel layers of Phi and Cohere) at a size
+the Triton interpreter runs in seconds.
 """
 
 from __future__ import annotations
@@ -289,6 +290,28 @@ SHAPES: dict[str, dict] = {
                       num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                       tie_word_embeddings=True, max_position_embeddings=256, eos_token_id=2,
                       pad_token_id=0, bos_token_id=1),
+    # Phi-2: attention and the MLP side by side on one LayerNorm (biased), biases on every
+    # projection and the LM head, an ungated tanh-GELU MLP, 40% of each head rotated
+    "tiny-phi": dict(model_type="phi", vocab_size=67, hidden_size=40, intermediate_size=48,
+                     num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                     layer_norm_eps=1e-5, partial_rotary_factor=0.4, hidden_act="gelu_new",
+                     max_position_embeddings=256, eos_token_id=2, pad_token_id=0,
+                     bos_token_id=1),
+    # Cohere (Command R): side by side on one LayerNorm without bias, heads turned by
+    # neighbouring dims, the logits scaled, a tied table
+    "tiny-cohere": dict(model_type="cohere", vocab_size=67, hidden_size=32,
+                        intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                        num_key_value_heads=2, layer_norm_eps=1e-5, logit_scale=0.5,
+                        max_position_embeddings=256, eos_token_id=2, pad_token_id=0,
+                        bos_token_id=1),
+    # Cohere 2 (Command R7B): Cohere's layer, a sliding layer (rotating, a window the tests
+    # pass) beside a global one without rotary embeddings
+    "tiny-cohere2": dict(model_type="cohere2", vocab_size=67, hidden_size=32,
+                         intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                         num_key_value_heads=2, layer_norm_eps=1e-5, logit_scale=0.5,
+                         sliding_window=24, layer_types=["sliding_attention", "full_attention"],
+                         max_position_embeddings=256, eos_token_id=2, pad_token_id=0,
+                         bos_token_id=1),
     # a sliding layer beside a full one, the window past what the tests reach
     "tiny-ministral": dict(model_type="ministral", vocab_size=67, hidden_size=32,
                            intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,

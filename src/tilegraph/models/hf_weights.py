@@ -172,6 +172,9 @@ _RENAMES = {"exaone": [(r"^transformer\.wte\.", "model.embed_tokens."),
                          (r"\.mlp\.fc2\.", ".mlp.down_proj.")],
             "starcoder2": [(r"\.mlp\.c_fc\.", ".mlp.up_proj."),
                            (r"\.mlp\.c_proj\.", ".mlp.down_proj.")],
+            "phi": [(r"\.self_attn\.dense\.", ".self_attn.o_proj."),
+                    (r"\.mlp\.fc1\.", ".mlp.up_proj."), (r"\.mlp\.fc2\.", ".mlp.down_proj."),
+                    (r"^model\.final_layernorm\.", "model.norm.")],
             "gemma3_text": _GEMMA_NORMS}
 
 
@@ -239,6 +242,8 @@ def _our_name(name: str) -> tuple[str, str] | None:
         return "norm_bias", ""
     if name == "lm_head.weight":
         return "lm_head", ""
+    if name == "lm_head.bias":   # Phi's
+        return "head_bias", ""
     parts = name.split(".")
     if len(parts) < 4 or parts[0] != "layers":
         return None
@@ -280,6 +285,8 @@ def _fold_scalars(model, config: LlamaConfig) -> None:
         model.embed.mul_(embedding)
     if (divisor := _logits_divisor(config, model.dtype)) != 1.0:
         model.norm.div_(divisor)
+    if model.head_bias is not None and config.logits_scaling != 1.0:
+        model.head_bias.div_(config.logits_scaling)   # the checkpoint's (Phi's), if any
 
 
 def _embedding_multiplier(config: LlamaConfig, dtype: torch.dtype) -> float:
@@ -307,7 +314,7 @@ def _center_stream(model, config: LlamaConfig, final_bias: torch.Tensor | None) 
     and the head has copied a tied table."""
     if final_bias is not None:
         bias = model.lm_head.float() @ final_bias.float() / _logits_divisor(config, model.dtype)
-        model.head_bias.copy_(bias)
+        model.head_bias.copy_(model.head_bias.float() + bias)
     if not config.layer_norm:
         return
     rows = model.embed.float()
@@ -394,6 +401,11 @@ def load_llama(cls, model_or_path, dtype: torch.dtype | None, device,
         for i in range(config.n_layers if config.norm_bias and not given else 0):
             zeros = torch.zeros(params[f"layers.{i}.{name}"].shape, device=device, dtype=dtype)
             pieces[f"layers.{i}.{name}"] = {"": zeros}
+    for i in range(config.n_layers if config.parallel_residual else 0):
+        for kind in ("", "_bias"):   # one norm before attention and the MLP: both
+            if f"layers.{i}.attn_norm{kind}" in pieces:
+                pieces.setdefault(f"layers.{i}.mlp_norm{kind}",
+                                  pieces[f"layers.{i}.attn_norm{kind}"])
     if unexpected:
         raise ValueError(f"checkpoint tensors tilegraph's Llama has no place for: "
                          f"{unexpected[:8]}{' ...' if len(unexpected) > 8 else ''}")
@@ -402,7 +414,8 @@ def load_llama(cls, model_or_path, dtype: torch.dtype | None, device,
                          "embeddings (tie_word_embeddings=false)")
     missing = [name for name in [*params, *norm_names, *bias_names] if name not in pieces
                and not (name == "lm_head" and config.tie_embeddings)
-               and name != "head_bias"]   # made from the final norm's (_center_stream)
+               # (made from the final norm's where the checkpoint has none: _center_stream)
+               and not (name == "head_bias" and not config.lm_head_bias)]
     if missing:
         raise ValueError(f"checkpoint lacks weights for: {missing[:8]}"
                          f"{' ...' if len(missing) > 8 else ''}")
@@ -433,7 +446,7 @@ def load_llama(cls, model_or_path, dtype: torch.dtype | None, device,
             if "q" in parts and value.shape[0] % config.head_dim == 0:
                 value = tg.interleave_rotary_pairs(value, config.head_dim)  # tg.linear_qkv's
         target = params[name]
-        if name == "lm_head" and value.shape[0] < target.shape[0]:
+        if name in ("lm_head", "head_bias") and value.shape[0] < target.shape[0]:
             target = target[:value.shape[0]]   # the last rank's block, padded past the vocab
         if value.shape != target.shape:
             raise ValueError(f"{name}: checkpoint shape {tuple(value.shape)} does not match "

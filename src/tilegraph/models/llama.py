@@ -262,8 +262,10 @@ class Llama(nn.Module):
             if not config.tie_embeddings:
                 nn.init.normal_(self.lm_head.data[:stop - start], std=0.02)
             self.tie_lm_head()
-        # what a LayerNorm's bias before the LM head adds to the logits (LlamaConfig.norm_bias)
-        self.head_bias = _parameter(rows, fill=0.0, **kw) if config.norm_bias else None
+        # the LM head's bias (Phi's) and what a LayerNorm's bias before it adds to the logits
+        # (LlamaConfig.norm_bias)
+        self.head_bias = (_parameter(rows, fill=0.0, **kw)
+                          if config.norm_bias or config.lm_head_bias else None)
         # the row-parallel projections' all-reduces (NCCL or one-shot, timed here)
         self.all_reduce = LayerAllReduce(self.tp, config.dim, dtype, self.embed.device)
         # How many of gate/up's first weight bytes a batch-1 step's output projection
@@ -318,9 +320,11 @@ class Llama(nn.Module):
             attn = _causal_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
                                      c.window(index), c.attn_softcap)   # (B, heads, T, D)
             attn = attn.transpose(1, 2).reshape(batch, length, local.q_dim)
+            layer_input = x
             x = self._add_output(x, F.linear(attn, layer.wo, self._once(layer.bo)), 0, index)
-            gate_up = F.linear(_pre_norm(x, layer.mlp_norm, c.norm_eps), layer.w_gate_up,
-                               layer.b_gate_up)
+            mlp_input = layer_input if c.parallel_residual else x
+            gate_up = F.linear(_pre_norm(mlp_input, layer.mlp_norm, c.norm_eps),
+                               layer.w_gate_up, layer.b_gate_up)
             x = self._add_output(x, F.linear(_gated(gate_up, c.mlp_activation), layer.w_down,
                                              self._once(layer.b_down)), 1, index)
         logits = F.linear(_rms_norm(x, self.norm, c.norm_eps), self.lm_head, self.head_bias)
@@ -584,9 +588,11 @@ class Llama(nn.Module):
             attn = _attention(q[:, :, None], keys, values, mask[:, None, None, :],
                               c.attn_softcap)
             attn = attn.reshape(rows, local.q_dim)
+            layer_input = x
             x = self._add_output(x, F.linear(attn, layer.wo, self._once(layer.bo)), 0, index)
-            gate_up = F.linear(_pre_norm(x, layer.mlp_norm, c.norm_eps), layer.w_gate_up,
-                               layer.b_gate_up)
+            mlp_input = layer_input if c.parallel_residual else x
+            gate_up = F.linear(_pre_norm(mlp_input, layer.mlp_norm, c.norm_eps),
+                               layer.w_gate_up, layer.b_gate_up)
             x = self._add_output(x, F.linear(_gated(gate_up, c.mlp_activation), layer.w_down,
                                              self._once(layer.b_down)), 1, index)
         return self._gather_vocab(F.linear(_rms_norm(x, self.norm, c.norm_eps), self.lm_head,
@@ -609,6 +615,8 @@ class Llama(nn.Module):
         # tensor-core path); a rank's partial sum before the all-reduce cannot, nor an
         # output normalised before its add.
         hand_over = self.tp.size == 1 and not c.post_norms
+        # (a parallel layer's MLP reads its input, not the stream after attention)
+        hand_mlp_norm_over = hand_over and not c.parallel_residual
         attn_norms = [layer.attn_norm for layer in self.layers[1:]] + [self.norm]
         # Ministral 3's q scales: a multiply a layer, where the cache reaches past the
         # pretrained context (below it every scale is 1)
@@ -625,17 +633,18 @@ class Llama(nn.Module):
                               q_norm_weight=layer.q_norm, k_norm_weight=layer.k_norm,
                               norm_after_rotary=c.qk_norm_after_rotary, **added)
             q = q if q_scales is None else q * q_scales
-            x = stream
+            x = layer_input = stream
             attended = attend(q, k_layer, v_layer, c.window(index))
             output = tg.linear(attended, layer.wo, self._once(layer.bo),
                                residual=self._once(x) if not c.post_norms else None,
                                out=self.all_reduce.output(0, rows),
-                               next_norm_weight=layer.mlp_norm if hand_over else None,
+                               next_norm_weight=layer.mlp_norm if hand_mlp_norm_over else None,
                                l2_ahead=self._gate_up_ahead(layer, cache, rows))
             x, pending = self._stream_after(x, self._reduce(output, 0, index),
                                             layer.post_attn_norm)
             stream, added = self._pending_sum(x, pending)
-            hidden = tg.linear(x, layer.w_gate_up, layer.b_gate_up, norm_weight=layer.mlp_norm,
+            hidden = tg.linear(layer_input if c.parallel_residual else x, layer.w_gate_up,
+                               layer.b_gate_up, norm_weight=layer.mlp_norm,
                                norm_eps=c.norm_eps, activation=c.mlp_activation, **added)
             x = stream
             output = tg.linear(hidden, layer.w_down, self._once(layer.b_down),

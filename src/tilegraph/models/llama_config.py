@@ -20,7 +20,10 @@ them on the embeddings, q and k heads normalised after a rotation the other way,
 logits), HyperCLOVA X (Granite's scalars, the logits' a multiplier, and norms after
 attention and the MLP), StarCoder2, StableLM, Nemotron and OLMo (LayerNorms, biased or not,
 turned into RMSNorms by centring the residual stream at load; StarCoder2's and Nemotron's
-ungated MLPs; StableLM's and Nemotron's partial rotary embeddings), the families
+ungated MLPs; StableLM's and Nemotron's partial rotary embeddings), Phi-1.5 and Phi-2,
+Cohere (Command R, Aya) and Cohere 2 (Command R7B) (attention and the MLP side by side on one
+norm of the layer's input: parallel_residual; Phi's LM head bias, Cohere's logit scale and
+Cohere 2's rotary embeddings only in its sliding layers), the families
 SUPPORTED_TYPES names besides, and the language models
 of the multimodal checkpoints _LANGUAGE_MODELS names (on text); sliding windows in the
 layers each family's config names. Anything else raises a
@@ -44,21 +47,26 @@ SUPPORTED_TYPES = ("llama", "mistral", "ministral", "phi3", "qwen2", "qwen3", "s
                    "granite", "exaone", "internlm3", "ernie4_5", "glm", "glm4", "helium",
                    "seed_oss", "cwm", "exaone4", "olmo2", "olmo3", "hunyuan_v1_dense",
                    "ministral3", "arcee", "nanochat", "hyperclovax", "gemma", "gemma2",
-                   "vaultgemma", "gemma3_text", "starcoder2", "stablelm", "nemotron", "olmo")
+                   "vaultgemma", "gemma3_text", "starcoder2", "stablelm", "nemotron", "olmo",
+                   "phi", "cohere", "cohere2")
 GEMMA_TYPES = ("gemma", "gemma2", "vaultgemma", "gemma3_text")
 # Gemma 2's attention: scores softcapped, scaled by query_pre_attn_scalar, alternate layers
 # sliding (VaultGemma's too, whose layers have no norms after attention and the MLP)
 _GEMMA2_ATTENTION = ("gemma2", "vaultgemma")
 # Families whose rotary embeddings turn a head's neighbouring dims (2i, 2i + 1) together
-# (GPT-J's pairing; transformers' GLM, ERNIE 4.5 and Helium), where Llama turns (i, i + d / 2)
-INTERLEAVED_ROTARY_TYPES = ("glm", "glm4", "ernie4_5", "helium")
+# (GPT-J's pairing; transformers' GLM, ERNIE 4.5, Helium and Cohere), where Llama turns
+# (i, i + d / 2)
+INTERLEAVED_ROTARY_TYPES = ("glm", "glm4", "ernie4_5", "helium", "cohere", "cohere2")
 # Families whose rotary embeddings may turn only a head's leading dims
-# (partial_rotary_factor): Phi-3 (Phi-4-mini's checkpoints), GLM, StableLM and Nemotron
-PARTIAL_ROTARY_TYPES = ("phi3", "glm", "glm4", "stablelm", "nemotron")
+# (partial_rotary_factor): Phi-3 (Phi-4-mini's checkpoints), GLM, StableLM, Nemotron, Phi
+PARTIAL_ROTARY_TYPES = ("phi3", "glm", "glm4", "stablelm", "nemotron", "phi")
 # Families whose norms are LayerNorms (the mean subtracted; OLMo's without weights), and
 # those of them whose LayerNorms add a bias
-LAYER_NORM_TYPES = ("starcoder2", "stablelm", "nemotron", "olmo")
-_NORM_BIAS_TYPES = ("starcoder2", "stablelm", "nemotron")
+LAYER_NORM_TYPES = ("starcoder2", "stablelm", "nemotron", "olmo", "phi", "cohere", "cohere2")
+_NORM_BIAS_TYPES = ("starcoder2", "stablelm", "nemotron", "phi")
+# Families whose layers run attention and the MLP side by side on one norm of their input
+# (StableLM's where use_parallel_residual says so)
+_PARALLEL_TYPES = ("phi", "cohere", "cohere2")
 # Multimodal checkpoints whose language model tilegraph runs (on text): their type -> the
 # type of the text_config they hold where it names none
 _LANGUAGE_MODELS = {"gemma3": "gemma3_text", "mistral3": "mistral", "llava": "llama",
@@ -82,11 +90,12 @@ _FIELD_ALIASES = {
     "starcoder2": {"norm_epsilon": "rms_norm_eps"},
     "stablelm": {"layer_norm_eps": "rms_norm_eps", "use_qkv_bias": "attention_bias"},
     "nemotron": {"norm_eps": "rms_norm_eps"},
+    **{name: {"layer_norm_eps": "rms_norm_eps"} for name in ("phi", "cohere", "cohere2")},
 }
 # Families whose attention transformers never windows, whatever sliding_window says
 _NEVER_WINDOWED = ("llama", "granite", "exaone", "internlm3", "ernie4_5", "glm", "glm4",
                    "helium", "seed_oss", "olmo2", "hunyuan_v1_dense", "arcee", "nanochat",
-                   "hyperclovax", "gemma", "stablelm", "nemotron", "olmo")
+                   "hyperclovax", "gemma", "stablelm", "nemotron", "olmo", "phi", "cohere")
 # The families whose attention scores or logits may be softcapped
 _SOFTCAPPED = {"attn_logit_softcapping": GEMMA_TYPES,
                "final_logit_softcapping": (*GEMMA_TYPES, "nanochat")}
@@ -109,7 +118,12 @@ _CLASS_DEFAULTS = {"glm": {"partial_rotary_factor": 0.5, "attention_bias": True}
                    "starcoder2": {"rms_norm_eps": 1e-5, "tie_word_embeddings": True,
                                   "use_bias": True},
                    "stablelm": {"rms_norm_eps": 1e-5, "partial_rotary_factor": 0.25},
-                   "nemotron": {"rms_norm_eps": 1e-5, "partial_rotary_factor": 0.5}}
+                   "nemotron": {"rms_norm_eps": 1e-5, "partial_rotary_factor": 0.5},
+                   "phi": {"rms_norm_eps": 1e-5, "partial_rotary_factor": 0.5,
+                           "hidden_act": "gelu_new"},
+                   "cohere": {"rms_norm_eps": 1e-5, "tie_word_embeddings": True},
+                   "cohere2": {"rms_norm_eps": 1e-5, "tie_word_embeddings": True,
+                               "sliding_window": 4096}}
 # The rotary settings of a family's config class where a config.json names none (neither
 # rope_parameters nor rope_scaling)
 _CLASS_ROPE = {"ministral3": {"rope_type": "yarn", "rope_theta": 1e6, "factor": 16.0,
@@ -123,7 +137,7 @@ _MLP_ACTIVATIONS = {"silu": "swiglu", "swish": "swiglu", "gelu": "geglu",
 # ... of the families whose MLP has no gate (Arcee: up, act, down)
 _UNGATED_MLP_ACTIVATIONS = {"relu2": "relu2", "relu": "relu", "gelu": "gelu",
                             "gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh"}
-_UNGATED_MLP_TYPES = ("arcee", "nanochat", "starcoder2", "nemotron")
+_UNGATED_MLP_TYPES = ("arcee", "nanochat", "starcoder2", "nemotron", "phi")
 # What LlamaConfig.mlp_activation may be: a gated activation or an ungated one
 _MLP_KINDS = _GATED + tuple(a for a in ACTIVATIONS if a != "none")
 
@@ -180,6 +194,12 @@ class LlamaConfig:
     # loading folds each into the biases of the projection after it (W (n w + b) = (W w) n +
     # W b), of the LM head too (head_bias), which those projections then have.
     norm_bias: bool = False
+    # Attention and the MLP side by side: both read one norm of the layer's input, x +
+    # attn(n(x)) + mlp(n(x)) (Phi, Cohere, StableLM's parallel layers). Loading gives that
+    # norm's weights (and bias) to both attn_norm and mlp_norm.
+    parallel_residual: bool = False
+    # The LM head adds a bias of the checkpoint's (Phi's)
+    lm_head_bias: bool = False
     tie_embeddings: bool = False
     qkv_bias: bool = False
     o_bias: bool = False
@@ -251,6 +271,9 @@ class LlamaConfig:
             if getattr(self, name) and not self.qk_norm:
                 raise ValueError(f"LlamaConfig.{name} says how q and k are normalised: it "
                                  "needs qk_norm")
+        if self.parallel_residual and (self.post_norms or not self.pre_norms):
+            raise ValueError("LlamaConfig.parallel_residual needs the norm before attention "
+                             "and the MLP (pre_norms) and none after them (post_norms)")
         if self.layer_norm and (self.post_norms or not self.pre_norms):
             raise ValueError("LlamaConfig.layer_norm needs the residual stream read only "
                              "through the norms before attention and the MLP: no post_norms, "
@@ -333,17 +356,20 @@ class LlamaConfig:
     def parameter_count(self) -> int:
         """The checkpoint's parameters (a tied table counted once; not the biases loading
         makes of a LayerNorm's)."""
-        norms = (2 * self.dim * self.pre_norms + 2 * self.dim * self.post_norms
+        before = 1 if self.parallel_residual else 2   # norms before attention and the MLP
+        norms = (before * self.dim * self.pre_norms + 2 * self.dim * self.post_norms
                  + (self.q_dim + self.kv_dim if self.qk_norm_whole else
                     2 * self.head_dim) * self.qk_norm)
         per_layer = (self.dim * (self.q_dim + 2 * self.kv_dim) + self.q_dim * self.dim
                      + (2 + self.mlp_gated) * self.dim * self.ffn_dim
                      + (self.q_dim + 2 * self.kv_dim) * self.qkv_bias + self.dim * self.o_bias
                      + ((1 + self.mlp_gated) * self.ffn_dim + self.dim) * self.mlp_bias
-                     + norms * (not self.weightless_norms) + 2 * self.dim * self.norm_bias)
+                     + norms * (not self.weightless_norms)
+                     + before * self.dim * self.norm_bias)
         embeddings = self.vocab_size * self.dim * (1 if self.tie_embeddings else 2)
         final_norm = self.dim * ((not self.weightless_norms) + self.norm_bias)
-        return self.n_layers * per_layer + embeddings + final_norm
+        head_bias = self.vocab_size * self.lm_head_bias
+        return self.n_layers * per_layer + embeddings + final_norm + head_bias
 
     def decode_bytes(self, element_size: int) -> int:
         """Weight bytes one decode step reads: every layer and the LM head in full, one row of
@@ -557,8 +583,9 @@ def _fields_from_hf(values: dict) -> dict:
     # Gemma 2's and 3's default (Gemma 1 never slides)
     window = values.get("sliding_window", 4096 if gemma and model_type != "gemma" else None)
     sliding = _sliding_layers(values, model_type) if window is not None else None
-    # EXAONE 4 rotates only its sliding layers where it has a window, even if none slides
-    rotating = sliding if model_type == "exaone4" else None
+    # EXAONE 4 and Cohere 2 rotate only their sliding layers where they have a window, even
+    # if none slides
+    rotating = sliding if model_type in ("exaone4", "cohere2") else None
     if model_type in _NEVER_WINDOWED or (sliding is not None and not any(sliding)):
         window = sliding = None
     if values.get("clip_qkv") is not None:
@@ -566,15 +593,17 @@ def _fields_from_hf(values: dict) -> dict:
     if values.get("qk_layernorm"):
         raise _unsupported("qk_layernorm", True, "StableLM's LayerNorms of each q and k head "
                            "are not implemented")
-    if values.get("use_parallel_residual"):
-        raise _unsupported("use_parallel_residual", True, "a layer's attention and MLP run "
-                           "one after the other")
+    if values.get("use_qk_norm"):
+        raise _unsupported("use_qk_norm", True, "Cohere's LayerNorms of each q and k head are "
+                           "not implemented")
     if model_type in ("llama", "qwen3", "smollm3", "granite", "exaone", "internlm3",
-                      "arcee", "hyperclovax", "nemotron", *GEMMA_TYPES):
+                      "arcee", "hyperclovax", "nemotron", "cohere", "cohere2", *GEMMA_TYPES):
         qkv_bias = o_bias = bool(values.get("attention_bias", False))
         mlp_bias = bool(values.get("mlp_bias", False))
     elif model_type in ("ernie4_5", "starcoder2"):   # one flag for every projection
         qkv_bias = o_bias = mlp_bias = bool(values.get("use_bias", False))
+    elif model_type == "phi":   # every projection, the LM head too
+        qkv_bias = o_bias = mlp_bias = True
     elif model_type in ("glm", "glm4"):   # q, k and v, never o or the MLP
         qkv_bias, o_bias, mlp_bias = bool(values["attention_bias"]), False, False
     elif model_type in ("olmo", "olmo2", "olmo3", "hunyuan_v1_dense", "nanochat"):   # q|k|v, o
@@ -599,6 +628,9 @@ def _fields_from_hf(values: dict) -> dict:
         tie_embeddings=bool(values.get("tie_word_embeddings", gemma)),
         qkv_bias=qkv_bias, o_bias=o_bias, mlp_bias=mlp_bias,
         layer_norm=model_type in LAYER_NORM_TYPES, norm_bias=model_type in _NORM_BIAS_TYPES,
+        parallel_residual=(model_type in _PARALLEL_TYPES
+                           or bool(values.get("use_parallel_residual"))),
+        lm_head_bias=model_type == "phi",
         # Nemotron's LayerNorms scale by 1 + weight; OLMo's by nothing
         **({"norm_plus_one": True} if model_type == "nemotron" else {}),
         **({"weightless_norms": True} if model_type == "olmo" else {}),
@@ -623,6 +655,9 @@ def _fields_from_hf(values: dict) -> dict:
         # SmolLM3's layers without rotary embeddings, EXAONE 4's global ones
         rope_layers=(_rope_layers(values) if model_type == "smollm3" else
                      rotating if rotating is not None and not all(rotating) else None),
+        # Cohere's logits multiplied by logit_scale
+        **({"logits_scaling": 1.0 / _positive(values, "logit_scale", 0.0625)}
+           if model_type in ("cohere", "cohere2") else {}),
         **(_granite_scalars(values, model_type) if model_type in ("granite", "hyperclovax")
            else {}),
         **(_attention_temperature(values) if model_type == "ministral3" else {}),
@@ -704,12 +739,18 @@ def _rope_layers(values: dict) -> tuple[bool, ...] | None:
     return None if all(layers) else tuple(bool(x) for x in layers)
 
 
+def _positive(values: dict, name: str, default: float) -> float:
+    """values[name] (default where absent) as a positive float, else a ValueError naming it."""
+    value = values.get(name, default)
+    if not (isinstance(value, (int, float)) and 0 < value < math.inf):
+        raise _unsupported(name, value, "a positive number")
+    return float(value)
+
+
 def _granite_scalars(values: dict, model_type: str) -> dict:
     """Granite's scalars; HyperCLOVA X's multiply the logits by logits_scaling where
     Granite's divide, and leave the attention scale at 1 / sqrt(head_dim) where unset."""
-    logits = float(values.get("logits_scaling", 1.0))
-    if not logits > 0:
-        raise _unsupported("logits_scaling", logits, "a positive number")
+    logits = _positive(values, "logits_scaling", 1.0)
     attention = values.get("attention_multiplier", 1.0 if model_type == "granite" else None)
     return {"embedding_multiplier": float(values.get("embedding_multiplier", 1.0)),
             "attention_multiplier": None if attention is None else float(attention),
@@ -722,13 +763,13 @@ def _sliding_layers(values: dict, model_type: str) -> tuple[bool, ...] | None:
     StarCoder2): none of Qwen2/3's or SmolLM3's without use_sliding_window (transformers
     drops the window then); else the layers its layer_types (transformers 5) name, or
     without them, as transformers builds them: Qwen2/3's from max_window_layers on,
-    SmolLM3's without rotary embeddings, every Ministral layer, Gemma's and EXAONE 4's but
-    every sliding_window_pattern-th (EXAONE 4's may spell it as "LLLG"), CWM's but every
-    fourth from the first, OLMo 3's but every fourth."""
+    SmolLM3's without rotary embeddings, every Ministral layer, Gemma's, EXAONE 4's and
+    Cohere 2's but every sliding_window_pattern-th (EXAONE 4's may spell it as "LLLG"),
+    CWM's but every fourth from the first, OLMo 3's but every fourth."""
     if model_type in ("mistral", "ministral3", "phi3", "starcoder2"):
         return None
     layers = values["num_hidden_layers"]
-    if (model_type not in ("ministral", "cwm", "exaone4", "olmo3", *GEMMA_TYPES)
+    if (model_type not in ("ministral", "cwm", "exaone4", "olmo3", "cohere2", *GEMMA_TYPES)
             and not values.get("use_sliding_window", False)):
         return (False,) * layers
     layer_types = values.get("layer_types")
@@ -740,7 +781,7 @@ def _sliding_layers(values: dict, model_type: str) -> tuple[bool, ...] | None:
         pattern = values.get("sliding_window_pattern",
                              2 if model_type in _GEMMA2_ATTENTION else 6)
         return tuple((i + 1) % pattern != 0 for i in range(layers))
-    if model_type == "exaone4":
+    if model_type in ("exaone4", "cohere2"):
         pattern = values.get("sliding_window_pattern") or 4
         if isinstance(pattern, str):
             return tuple(pattern[i % len(pattern)] == "L" for i in range(layers))
