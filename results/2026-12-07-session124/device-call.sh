@@ -1,20 +1,26 @@
 #!/bin/bash
 # Session 124's last device call: the LayerNorm families (StarCoder2, StableLM, Nemotron,
-# OLMo; loading centres the residual stream, no kernel changes) through the kernels on the
-# GPU, then random weights of StableLM 2 1.6B's shape (batch 1) and StarCoder2 3B's
-# (batch 1) against transformers' hand-captured graph, and Qwen2-0.5B at batch 1 where the
-# machine is an H200 (issue 20's figure there). SHORT=1: the tests and StableLM alone (the
-# session's device time nearly spent).
+# OLMo; loading centres the residual stream, no kernel changes) and the parallel layers
+# (Phi, Cohere, Cohere 2) through the kernels on the GPU, then random weights of Phi-2's
+# shape, StableLM 2 1.6B's and StarCoder2 3B's at batch 1 against transformers'
+# hand-captured graph, and Qwen2-0.5B at batch 1 where the machine is an H200 (issue 20's
+# figure there). SHORT=1: the tests and Phi-2 alone (the session's device time nearly
+# spent).
 set -u
 export PYTHONPATH=$PWD/src TILEGRAPH_CACHE_DIR=/tmp/tg-demo
 nvidia-smi --query-gpu=name,driver_version --format=csv > $OUT/0-gpu.txt 2>&1
 timeout ${TEST_S:-150} python3 -m pytest -q -rfE --tb=short -p no:cacheprovider -n 6 tests/test_llama.py \
-  tests/test_generate.py -k "starcoder2 or stablelm or nemotron or tiny-olmo] or layer_norm" \
+  tests/test_generate.py -k "starcoder2 or stablelm or nemotron or tiny-olmo] or layer_norm or tiny-phi] or tiny-phi- or cohere" \
   > $OUT/1-tests.txt 2>&1
 echo "tests rc=$?" >> $OUT/0-gpu.txt
 config() {  # directory json
   mkdir -p /tmp/$1 && echo "$2" > /tmp/$1/config.json
 }
+config phi-2 '{"model_type": "phi", "architectures": ["PhiForCausalLM"], "vocab_size": 51200,
+ "hidden_size": 2560, "intermediate_size": 10240, "num_hidden_layers": 32,
+ "num_attention_heads": 32, "num_key_value_heads": 32, "partial_rotary_factor": 0.4,
+ "rope_theta": 10000, "hidden_act": "gelu_new", "layer_norm_eps": 1e-5,
+ "max_position_embeddings": 2048, "tie_word_embeddings": false, "torch_dtype": "bfloat16"}'
 config stablelm2-1.6b '{"model_type": "stablelm", "architectures": ["StableLmForCausalLM"],
  "vocab_size": 100352, "hidden_size": 2048, "intermediate_size": 5632,
  "num_hidden_layers": 24, "num_attention_heads": 32, "num_key_value_heads": 32,
@@ -33,8 +39,9 @@ demo() {  # name seconds args...
     | grep -v "^\[" > $OUT/$name.txt
   echo "$name rc=${PIPESTATUS[0]}" >> $OUT/0-gpu.txt
 }
-demo stablelm2-b1 ${DEMO_S:-110} --model /tmp/stablelm2-1.6b --batch 1 --variants hf-graph,tilegraph
+demo phi2-b1 ${DEMO_S:-110} --model /tmp/phi-2 --batch 1 --variants hf-graph,tilegraph
 [ "${SHORT:-0}" = 1 ] && { tar czf $OUT/files.tgz -C /tmp/o . 2>/dev/null; exit 0; }
+demo stablelm2-b1 110 --model /tmp/stablelm2-1.6b --batch 1 --variants hf-graph,tilegraph
 demo starcoder2-b1 120 --model /tmp/starcoder2-3b --batch 1 --variants hf-graph,tilegraph
 if grep -q H200 $OUT/0-gpu.txt; then
   demo qwen2-b1-h200 120 --model qwen2-0.5b --batch 1 --variants tilegraph
