@@ -20,7 +20,7 @@ TINY = ("tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3",
         "tiny-glm4", "tiny-helium", "tiny-exaone4", "tiny-olmo2", "tiny-olmo3", "tiny-hunyuan",
         "tiny-ministral3", "tiny-arcee", "tiny-nanochat",
         "tiny-hyperclovax", "tiny-starcoder2", "tiny-stablelm", "tiny-nemotron", "tiny-olmo",
-        "tiny-phi", "tiny-cohere", "tiny-cohere2", "tiny-gemma", "tiny-gemma2",
+        "tiny-phi", "tiny-cohere", "tiny-cohere2", "tiny-gpt_neox", "tiny-gemma", "tiny-gemma2",
         "tiny-vaultgemma", "tiny-gemma3")
 
 
@@ -489,6 +489,7 @@ def test_hyperclovax_scalars_and_norms_after_match_hf(post_norm, tmp_path, devic
 @pytest.mark.parametrize("name, overrides", [
     ("tiny-starcoder2", {}), ("tiny-stablelm", {}), ("tiny-nemotron", {}), ("tiny-olmo", {}),
     ("tiny-phi", {}), ("tiny-cohere", {}), ("tiny-cohere2", {}),
+    ("tiny-gpt_neox", {}), ("tiny-gpt_neox", {"use_parallel_residual": False}),
     ("tiny-stablelm", {"use_parallel_residual": True})])
 def test_layer_norms_match_hf_over_a_stream_whose_mean_is_far_from_zero(name, overrides,
                                                                         tmp_path, device):
@@ -497,7 +498,9 @@ def test_layer_norms_match_hf_over_a_stream_whose_mean_is_far_from_zero(name, ov
     and folds the norms' biases into the projections after them (the LM head's too). Here
     every embedding is shifted by 0.3 (the weights' spread is 0.08), so the stream's mean
     dominates: left uncentred, the logits are off by a relative 13-15. Phi's, Cohere's and
-    StableLM's parallel layers run attention and the MLP on one norm of their input."""
+    StableLM's parallel layers run attention and the MLP on one norm of their input,
+    GPT-NeoX's on a norm each (or one after the other, where use_parallel_residual is off);
+    GPT-NeoX's q|k|v are stored head by head."""
     hf = random_hf_model(name, scale=4.0, **overrides)
     with torch.no_grad():
         hf.get_input_embeddings().weight.add_(0.3)
@@ -558,9 +561,19 @@ def test_layer_norm_family_configs():
     four = LlamaConfig.from_hf({**hf_config("tiny-cohere2").to_dict(), "layer_types": None,
                                 "num_hidden_layers": 8})
     assert four.sliding_layers == (True, True, True, False) * 2 == four.rope_layers
+    # GPT-NeoX's config.json as transformers 4 wrote it (Pythia's): rotary_pct and
+    # rotary_emb_base; a norm each before attention and the MLP
+    neox = LlamaConfig.from_hf({**{key: value for key, value in
+                                   hf_config("tiny-gpt_neox").to_dict().items()
+                                   if key != "rope_parameters"},
+                                "rotary_pct": 0.25, "rotary_emb_base": 500.0})
+    assert neox.rotary_dim == 2 and neox.rope_theta == 500.0 and neox.mlp_activation == "gelu"
+    assert neox.parallel_residual and not neox.one_norm_before and neox.norm_bias
     for field in ("layer_norm", "parallel_residual"):
         with pytest.raises(ValueError, match=field):
             dataclasses.replace(stable, **{field: True}, post_norms=True)
+    with pytest.raises(ValueError, match="one_norm_before"):
+        dataclasses.replace(stable, one_norm_before=True)
 
 
 def test_gemma3_config_as_transformers_4_and_5_write_it():

@@ -10,7 +10,7 @@ Qwen3's head norms and head_dim apart from the width, Phi-3's stacked matrices a
 window, SmolLM3's layers without rotary embeddings, Granite's scalars, GLM's, ERNIE 4.5's
 and Helium's rotary embeddings over neighbouring dims, Gemma's gated GELU and norms after
 attention and the MLP, Gemma 2's softcaps, Gemma 3's local layers, the LayerNorms of
-StarCoder2, StableLM, Nemotron and OLMo, the parallel layers of Phi and Cohere) at a size
+StarCoder2, StableLM, Nemotron and OLMo, the parallel layers of Phi, Cohere and GPT-NeoX) at a size
 the Triton interpreter runs in seconds.
 """
 
@@ -312,6 +312,13 @@ SHAPES: dict[str, dict] = {
                          sliding_window=24, layer_types=["sliding_attention", "full_attention"],
                          max_position_embeddings=256, eos_token_id=2, pad_token_id=0,
                          bos_token_id=1),
+    # GPT-NeoX (Pythia): side by side on a LayerNorm each, q|k|v stored head by head, an
+    # ungated GELU MLP, half of each head rotated
+    "tiny-gpt_neox": dict(model_type="gpt_neox", vocab_size=67, hidden_size=32,
+                          intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                          layer_norm_eps=1e-5, rotary_pct=0.5, use_parallel_residual=True,
+                          max_position_embeddings=256, eos_token_id=2, pad_token_id=0,
+                          bos_token_id=1),
     # a sliding layer beside a full one, the window past what the tests reach
     "tiny-ministral": dict(model_type="ministral", vocab_size=67, hidden_size=32,
                            intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,

@@ -32,8 +32,9 @@ from .llama_config import GEMMA_TYPES, LlamaConfig
 Split = tuple[int, int, int] | None
 Reader = Callable[[Split], torch.Tensor]
 
-# Buffers some checkpoints carry that the model recomputes.
-_IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
+# Buffers some checkpoints carry that the model recomputes (older GPT-NeoX checkpoints: their
+# causal masks, under attention.bias and attention.masked_bias).
+_IGNORED_SUFFIXES = ("rotary_emb.inv_freq", ".self_attn.bias", ".self_attn.masked_bias")
 # The image side of a multimodal checkpoint: tilegraph decodes text.
 _IGNORED_PREFIXES = tuple(f"{model}{part}" for model in ("model.", "")
                           for part in ("vision_tower.", "multi_modal_projector.",
@@ -172,6 +173,13 @@ _RENAMES = {"exaone": [(r"^transformer\.wte\.", "model.embed_tokens."),
                          (r"\.mlp\.fc2\.", ".mlp.down_proj.")],
             "starcoder2": [(r"\.mlp\.c_fc\.", ".mlp.up_proj."),
                            (r"\.mlp\.c_proj\.", ".mlp.down_proj.")],
+            "gpt_neox": [(r"^gpt_neox\.", "model."), (r"^embed_out\.", "lm_head."),
+                         (r"^model\.embed_in\.", "model.embed_tokens."),
+                         (r"^model\.final_layer_norm\.", "model.norm."),
+                         (r"\.attention\.", ".self_attn."),
+                         (r"\.self_attn\.dense\.", ".self_attn.o_proj."),
+                         (r"\.mlp\.dense_h_to_4h\.", ".mlp.up_proj."),
+                         (r"\.mlp\.dense_4h_to_h\.", ".mlp.down_proj.")],
             "phi": [(r"\.self_attn\.dense\.", ".self_attn.o_proj."),
                     (r"\.mlp\.fc1\.", ".mlp.up_proj."), (r"\.mlp\.fc2\.", ".mlp.down_proj."),
                     (r"^model\.final_layernorm\.", "model.norm.")],
@@ -195,6 +203,10 @@ _STACKED = {"self_attn.qkv_proj": (("self_attn.q_proj", "q"), ("self_attn.k_proj
             "mlp.gate_up_proj": (("mlp.gate_proj", "ffn"), ("mlp.up_proj", "ffn"))}
 
 
+# ... and head by head: [q_h; k_h; v_h] for each head h (GPT-NeoX's query_key_value)
+_STACKED_BY_HEAD = "self_attn.query_key_value"
+
+
 def _unstacked(tensors: Iterator[tuple[str, Reader, tuple[int, ...]]], config: LlamaConfig
                ) -> Iterator[tuple[str, Reader]]:
     """(name, reader) of every checkpoint tensor, each stacked matrix as its parts under
@@ -203,6 +215,9 @@ def _unstacked(tensors: Iterator[tuple[str, Reader, tuple[int, ...]]], config: L
     rows = {"q": config.q_dim, "kv": config.kv_dim, "ffn": config.ffn_dim}
     for name, read, shape in tensors:
         module, _, kind = name.rpartition(".")
+        if module.endswith("." + _STACKED_BY_HEAD):
+            yield from _unstacked_by_head(name, read, shape, config)
+            continue
         suffix = next((suffix for suffix in _STACKED if module.endswith("." + suffix)), None)
         if suffix is None:
             yield name, read
@@ -218,6 +233,32 @@ def _unstacked(tensors: Iterator[tuple[str, Reader, tuple[int, ...]]], config: L
             yield f"{prefix}{part}.{kind}", functools.partial(_rows_of, read, start,
                                                               rows[unit])
             start += rows[unit]
+
+
+def _unstacked_by_head(name: str, read: Reader, shape: tuple[int, ...], config: LlamaConfig
+                       ) -> Iterator[tuple[str, Reader]]:
+    """A matrix (or bias) stacking q, k and v head by head, as q_proj, k_proj and v_proj."""
+    if config.n_kv_heads != config.n_heads or shape[0] != 3 * config.q_dim:
+        raise ValueError(f"{name}: {shape[0]} rows, but q, k and v stacked head by head "
+                         f"take 3 x {config.n_heads} heads x {config.head_dim} "
+                         f"({config.n_kv_heads} kv heads given)")
+    module, _, kind = name.rpartition(".")
+    prefix = module[:-len(_STACKED_BY_HEAD)]
+    for index, part in enumerate(("q_proj", "k_proj", "v_proj")):
+        yield (f"{prefix}self_attn.{part}.{kind}",
+               functools.partial(_head_rows_of, read, index, config.head_dim, config.n_heads))
+
+
+def _head_rows_of(read: Reader, part: int, head_dim: int, heads: int, split: Split
+                  ) -> torch.Tensor:
+    """Part `part` (0 q, 1 k, 2 v) of each head in `split`'s rows of that part (all heads
+    where None), read a head's block at a time."""
+    first, stop = (0, heads * head_dim) if split is None else split[1:]
+    if split is not None and split[0] != 0:
+        raise ValueError("a stacked checkpoint matrix is split by rows only")
+    blocks = [read((0, (3 * head + part) * head_dim, (3 * head + part + 1) * head_dim))
+              for head in range(first // head_dim, stop // head_dim)]
+    return torch.cat(blocks)
 
 
 def _rows_of(read: Reader, start: int, count: int, split: Split) -> torch.Tensor:
@@ -401,7 +442,7 @@ def load_llama(cls, model_or_path, dtype: torch.dtype | None, device,
         for i in range(config.n_layers if config.norm_bias and not given else 0):
             zeros = torch.zeros(params[f"layers.{i}.{name}"].shape, device=device, dtype=dtype)
             pieces[f"layers.{i}.{name}"] = {"": zeros}
-    for i in range(config.n_layers if config.parallel_residual else 0):
+    for i in range(config.n_layers if config.one_norm_before else 0):
         for kind in ("", "_bias"):   # one norm before attention and the MLP: both
             if f"layers.{i}.attn_norm{kind}" in pieces:
                 pieces.setdefault(f"layers.{i}.mlp_norm{kind}",

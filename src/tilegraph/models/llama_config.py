@@ -21,9 +21,10 @@ logits), HyperCLOVA X (Granite's scalars, the logits' a multiplier, and norms af
 attention and the MLP), StarCoder2, StableLM, Nemotron and OLMo (LayerNorms, biased or not,
 turned into RMSNorms by centring the residual stream at load; StarCoder2's and Nemotron's
 ungated MLPs; StableLM's and Nemotron's partial rotary embeddings), Phi-1.5 and Phi-2,
-Cohere (Command R, Aya) and Cohere 2 (Command R7B) (attention and the MLP side by side on one
-norm of the layer's input: parallel_residual; Phi's LM head bias, Cohere's logit scale and
-Cohere 2's rotary embeddings only in its sliding layers), the families
+Cohere (Command R, Aya), Cohere 2 (Command R7B) and GPT-NeoX (Pythia) (attention and the MLP
+side by side on the layer's input: parallel_residual; Phi's LM head bias, Cohere's logit
+scale, Cohere 2's rotary embeddings only in its sliding layers, GPT-NeoX's q|k|v stored head
+by head), the families
 SUPPORTED_TYPES names besides, and the language models
 of the multimodal checkpoints _LANGUAGE_MODELS names (on text); sliding windows in the
 layers each family's config names. Anything else raises a
@@ -48,7 +49,7 @@ SUPPORTED_TYPES = ("llama", "mistral", "ministral", "phi3", "qwen2", "qwen3", "s
                    "seed_oss", "cwm", "exaone4", "olmo2", "olmo3", "hunyuan_v1_dense",
                    "ministral3", "arcee", "nanochat", "hyperclovax", "gemma", "gemma2",
                    "vaultgemma", "gemma3_text", "starcoder2", "stablelm", "nemotron", "olmo",
-                   "phi", "cohere", "cohere2")
+                   "phi", "cohere", "cohere2", "gpt_neox")
 GEMMA_TYPES = ("gemma", "gemma2", "vaultgemma", "gemma3_text")
 # Gemma 2's attention: scores softcapped, scaled by query_pre_attn_scalar, alternate layers
 # sliding (VaultGemma's too, whose layers have no norms after attention and the MLP)
@@ -58,15 +59,17 @@ _GEMMA2_ATTENTION = ("gemma2", "vaultgemma")
 # (i, i + d / 2)
 INTERLEAVED_ROTARY_TYPES = ("glm", "glm4", "ernie4_5", "helium", "cohere", "cohere2")
 # Families whose rotary embeddings may turn only a head's leading dims
-# (partial_rotary_factor): Phi-3 (Phi-4-mini's checkpoints), GLM, StableLM, Nemotron, Phi
-PARTIAL_ROTARY_TYPES = ("phi3", "glm", "glm4", "stablelm", "nemotron", "phi")
+# (partial_rotary_factor): Phi-3 (Phi-4-mini's checkpoints), GLM, StableLM, Nemotron, Phi,
+# GPT-NeoX
+PARTIAL_ROTARY_TYPES = ("phi3", "glm", "glm4", "stablelm", "nemotron", "phi", "gpt_neox")
 # Families whose norms are LayerNorms (the mean subtracted; OLMo's without weights), and
 # those of them whose LayerNorms add a bias
-LAYER_NORM_TYPES = ("starcoder2", "stablelm", "nemotron", "olmo", "phi", "cohere", "cohere2")
-_NORM_BIAS_TYPES = ("starcoder2", "stablelm", "nemotron", "phi")
+LAYER_NORM_TYPES = ("starcoder2", "stablelm", "nemotron", "olmo", "phi", "cohere", "cohere2",
+                    "gpt_neox")
+_NORM_BIAS_TYPES = ("starcoder2", "stablelm", "nemotron", "phi", "gpt_neox")
 # Families whose layers run attention and the MLP side by side on one norm of their input
-# (StableLM's where use_parallel_residual says so)
-_PARALLEL_TYPES = ("phi", "cohere", "cohere2")
+# (StableLM's where use_parallel_residual says so; GPT-NeoX's, a norm each, by default)
+_ONE_NORM_PARALLEL_TYPES = ("phi", "cohere", "cohere2")
 # Multimodal checkpoints whose language model tilegraph runs (on text): their type -> the
 # type of the text_config they hold where it names none
 _LANGUAGE_MODELS = {"gemma3": "gemma3_text", "mistral3": "mistral", "llava": "llama",
@@ -91,11 +94,14 @@ _FIELD_ALIASES = {
     "stablelm": {"layer_norm_eps": "rms_norm_eps", "use_qkv_bias": "attention_bias"},
     "nemotron": {"norm_eps": "rms_norm_eps"},
     **{name: {"layer_norm_eps": "rms_norm_eps"} for name in ("phi", "cohere", "cohere2")},
+    "gpt_neox": {"layer_norm_eps": "rms_norm_eps", "rotary_pct": "partial_rotary_factor",
+                 "rotary_emb_base": "rope_theta"},
 }
 # Families whose attention transformers never windows, whatever sliding_window says
 _NEVER_WINDOWED = ("llama", "granite", "exaone", "internlm3", "ernie4_5", "glm", "glm4",
                    "helium", "seed_oss", "olmo2", "hunyuan_v1_dense", "arcee", "nanochat",
-                   "hyperclovax", "gemma", "stablelm", "nemotron", "olmo", "phi", "cohere")
+                   "hyperclovax", "gemma", "stablelm", "nemotron", "olmo", "phi", "cohere",
+                   "gpt_neox")
 # The families whose attention scores or logits may be softcapped
 _SOFTCAPPED = {"attn_logit_softcapping": GEMMA_TYPES,
                "final_logit_softcapping": (*GEMMA_TYPES, "nanochat")}
@@ -123,7 +129,10 @@ _CLASS_DEFAULTS = {"glm": {"partial_rotary_factor": 0.5, "attention_bias": True}
                            "hidden_act": "gelu_new"},
                    "cohere": {"rms_norm_eps": 1e-5, "tie_word_embeddings": True},
                    "cohere2": {"rms_norm_eps": 1e-5, "tie_word_embeddings": True,
-                               "sliding_window": 4096}}
+                               "sliding_window": 4096},
+                   "gpt_neox": {"rms_norm_eps": 1e-5, "partial_rotary_factor": 0.25,
+                                "hidden_act": "gelu", "attention_bias": True,
+                                "use_parallel_residual": True}}
 # The rotary settings of a family's config class where a config.json names none (neither
 # rope_parameters nor rope_scaling)
 _CLASS_ROPE = {"ministral3": {"rope_type": "yarn", "rope_theta": 1e6, "factor": 16.0,
@@ -137,7 +146,7 @@ _MLP_ACTIVATIONS = {"silu": "swiglu", "swish": "swiglu", "gelu": "geglu",
 # ... of the families whose MLP has no gate (Arcee: up, act, down)
 _UNGATED_MLP_ACTIVATIONS = {"relu2": "relu2", "relu": "relu", "gelu": "gelu",
                             "gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh"}
-_UNGATED_MLP_TYPES = ("arcee", "nanochat", "starcoder2", "nemotron", "phi")
+_UNGATED_MLP_TYPES = ("arcee", "nanochat", "starcoder2", "nemotron", "phi", "gpt_neox")
 # What LlamaConfig.mlp_activation may be: a gated activation or an ungated one
 _MLP_KINDS = _GATED + tuple(a for a in ACTIVATIONS if a != "none")
 
@@ -194,10 +203,12 @@ class LlamaConfig:
     # loading folds each into the biases of the projection after it (W (n w + b) = (W w) n +
     # W b), of the LM head too (head_bias), which those projections then have.
     norm_bias: bool = False
-    # Attention and the MLP side by side: both read one norm of the layer's input, x +
-    # attn(n(x)) + mlp(n(x)) (Phi, Cohere, StableLM's parallel layers). Loading gives that
-    # norm's weights (and bias) to both attn_norm and mlp_norm.
+    # Attention and the MLP side by side, both on the layer's input: x + attn(n1(x)) +
+    # mlp(n2(x)) (Phi, Cohere, GPT-NeoX, StableLM's parallel layers)
     parallel_residual: bool = False
+    # ... n1 and n2 one norm (Phi's, Cohere's, StableLM's): the checkpoint holds one a
+    # layer, which loading gives to both attn_norm and mlp_norm
+    one_norm_before: bool = False
     # The LM head adds a bias of the checkpoint's (Phi's)
     lm_head_bias: bool = False
     tie_embeddings: bool = False
@@ -271,6 +282,9 @@ class LlamaConfig:
             if getattr(self, name) and not self.qk_norm:
                 raise ValueError(f"LlamaConfig.{name} says how q and k are normalised: it "
                                  "needs qk_norm")
+        if self.one_norm_before and not self.parallel_residual:
+            raise ValueError("LlamaConfig.one_norm_before needs parallel_residual: the MLP "
+                             "must read what attention reads")
         if self.parallel_residual and (self.post_norms or not self.pre_norms):
             raise ValueError("LlamaConfig.parallel_residual needs the norm before attention "
                              "and the MLP (pre_norms) and none after them (post_norms)")
@@ -356,7 +370,7 @@ class LlamaConfig:
     def parameter_count(self) -> int:
         """The checkpoint's parameters (a tied table counted once; not the biases loading
         makes of a LayerNorm's)."""
-        before = 1 if self.parallel_residual else 2   # norms before attention and the MLP
+        before = 1 if self.one_norm_before else 2   # norms before attention and the MLP
         norms = (before * self.dim * self.pre_norms + 2 * self.dim * self.post_norms
                  + (self.q_dim + self.kv_dim if self.qk_norm_whole else
                     2 * self.head_dim) * self.qk_norm)
@@ -604,6 +618,9 @@ def _fields_from_hf(values: dict) -> dict:
         qkv_bias = o_bias = mlp_bias = bool(values.get("use_bias", False))
     elif model_type == "phi":   # every projection, the LM head too
         qkv_bias = o_bias = mlp_bias = True
+    elif model_type == "gpt_neox":   # q|k|v and o by attention_bias, the MLP always
+        qkv_bias = o_bias = bool(values.get("attention_bias", True))
+        mlp_bias = True
     elif model_type in ("glm", "glm4"):   # q, k and v, never o or the MLP
         qkv_bias, o_bias, mlp_bias = bool(values["attention_bias"]), False, False
     elif model_type in ("olmo", "olmo2", "olmo3", "hunyuan_v1_dense", "nanochat"):   # q|k|v, o
@@ -628,8 +645,10 @@ def _fields_from_hf(values: dict) -> dict:
         tie_embeddings=bool(values.get("tie_word_embeddings", gemma)),
         qkv_bias=qkv_bias, o_bias=o_bias, mlp_bias=mlp_bias,
         layer_norm=model_type in LAYER_NORM_TYPES, norm_bias=model_type in _NORM_BIAS_TYPES,
-        parallel_residual=(model_type in _PARALLEL_TYPES
+        parallel_residual=(model_type in _ONE_NORM_PARALLEL_TYPES
                            or bool(values.get("use_parallel_residual"))),
+        one_norm_before=(model_type in _ONE_NORM_PARALLEL_TYPES
+                         or model_type == "stablelm" and bool(values.get("use_parallel_residual"))),
         lm_head_bias=model_type == "phi",
         # Nemotron's LayerNorms scale by 1 + weight; OLMo's by nothing
         **({"norm_plus_one": True} if model_type == "nemotron" else {}),
