@@ -10,8 +10,8 @@ Qwen3's head norms and head_dim apart from the width, Phi-3's stacked matrices a
 window, SmolLM3's layers without rotary embeddings, Granite's scalars, GLM's, ERNIE 4.5's
 and Helium's rotary embeddings over neighbouring dims, Gemma's gated GELU and norms after
 attention and the MLP, Gemma 2's softcaps, Gemma 3's local layers, the LayerNorms of
-StarCoder2, StableLM, Nemotron and OLMo, the parallel layers of Phi, Cohere and GPT-NeoX) at a size
-the Triton interpreter runs in seconds.
+StarCoder2, StableLM, Nemotron and OLMo, the parallel layers of Phi, Cohere and GPT-NeoX) at
+a size the Triton interpreter runs in seconds.
 """
 
 from __future__ import annotations

@@ -414,7 +414,8 @@ def load_llama(cls, model_or_path, dtype: torch.dtype | None, device,
     norm_names = [f"layers.{i}.{norm}" for i in range(config.n_layers)
                   for norm in ("attn_norm", "mlp_norm") if config.pre_norms]
     # their biases and the final norm's (LayerNorm's), folded into the projections' biases
-    bias_names = [*(f"{name}_bias" for name in norm_names), "norm_bias"] * config.norm_bias
+    bias_names = ([*(f"{name}_bias" for name in norm_names), "norm_bias"] if config.norm_bias
+                  else [])
     pieces: dict[str, dict[str, torch.Tensor]] = {}
     unexpected = []
     for name, read in _unstacked(_renamed(tensors, config.model_type), config):

@@ -12,17 +12,18 @@ Weights are fused at load time (q|k|v with each head's halves interleaved, and g
 their rows interleaved), and each layer's two RMSNorm weights are folded into the projection
 after them (rms_norm(x) * g @ W.T = rms_norm(x) @ (W * g).T: wqkv and w_gate_up hold W * g,
 rounded once to the model's dtype, and the norms keep ones, as one value expanded, which the
-decode kernels read once). A LayerNorm (StarCoder2's, StableLM's, Nemotron's, OLMo's) is that
-RMSNorm once loading has centred everything the residual stream is made of (its mean is then
-zero: LlamaConfig.layer_norm), with its bias folded into the bias after it. The fast path runs
-a layer in five kernels: tg.linear_qkv (RMSNorm in the prologue of the QKV projection, rotary
-embedding of q and k and both cache writes in its epilogue), tg.decode_attention over each
-sequence's own length, the output projection with the residual add in its epilogue, the gate/up
-projection with RMSNorm in its prologue and SiLU(gate) * up in its epilogue, and the down
-projection with the residual add. A decode step has fixed shapes: one captured graph serves
-every position. Gemma gates by GELU instead, and normalises the attention and MLP outputs
-before their residual adds: there the two residual projections write their outputs alone and
-tg.rms_norm(residual=) adds them.
+decode kernels read once). A LayerNorm (StarCoder2's, StableLM's, Nemotron's, OLMo's, Phi's,
+Cohere's, GPT-NeoX's) is that RMSNorm once loading has centred everything the residual stream
+is made of (its mean is then zero: LlamaConfig.layer_norm), with its bias folded into the bias
+after it. The fast path runs a layer in five kernels: tg.linear_qkv (RMSNorm in the prologue of
+the QKV projection, rotary embedding of q and k and both cache writes in its epilogue),
+tg.decode_attention over each sequence's own length, the output projection with the residual
+add in its epilogue, the gate/up projection with RMSNorm in its prologue and SiLU(gate) * up in
+its epilogue, and the down projection with the residual add. A decode step has fixed shapes:
+one captured graph serves every position. Gemma gates by GELU instead, and normalises the
+attention and MLP outputs before their residual adds: there the two residual projections write
+their outputs alone and tg.rms_norm(residual=) adds them. A parallel layer (Phi's, Cohere's,
+GPT-NeoX's) runs gate/up on the layer's input rather than on the stream after attention.
 
 Tensor parallel (tp=N under torchrun, tilegraph.dist): each rank holds its heads and its
 share of the MLP, and the output and down projections' partial results are summed by one

@@ -11,24 +11,23 @@ outputs and logits, folded into the weights), EXAONE 3 and InternLM3 (Llama unde
 names), Gemma (gated GELU, norms scaling by 1 + weight, scaled embeddings; Gemma 2 and 3: a
 norm after attention and after the MLP as well as before; Gemma 2's attention scores and
 logits softcapped (VaultGemma: Gemma 2 without the norms after), Gemma 3's local layers
-rotating by their own base), OLMo 2 and 3 (norms after attention and the MLP only, q
-and k each normalised as a whole; OLMo 3's sliding layers), Hunyuan's dense models (q and k
-heads normalised after their rotation; NTK-alpha rotary scaling), Ministral 3 (Mistral's
-layer, q scaled by Llama 4's attention temperature past the pretrained context), Arcee
-(Llama's layer, an ungated MLP of squared ReLU), NanoChat (that MLP, weightless norms, one of
-them on the embeddings, q and k heads normalised after a rotation the other way, capped
-logits), HyperCLOVA X (Granite's scalars, the logits' a multiplier, and norms after
-attention and the MLP), StarCoder2, StableLM, Nemotron and OLMo (LayerNorms, biased or not,
-turned into RMSNorms by centring the residual stream at load; StarCoder2's and Nemotron's
-ungated MLPs; StableLM's and Nemotron's partial rotary embeddings), Phi-1.5 and Phi-2,
-Cohere (Command R, Aya), Cohere 2 (Command R7B) and GPT-NeoX (Pythia) (attention and the MLP
+rotating by their own base), OLMo 2 and 3 (norms after attention and the MLP only, q and k
+each normalised as a whole; OLMo 3's sliding layers), Hunyuan's dense models (q and k heads
+normalised after their rotation; NTK-alpha rotary scaling), Ministral 3 (Mistral's layer, q
+scaled by Llama 4's attention temperature past the pretrained context), Arcee (Llama's
+layer, an ungated MLP of squared ReLU), NanoChat (that MLP, weightless norms, one of them on
+the embeddings, q and k heads normalised after a rotation the other way, capped logits),
+HyperCLOVA X (Granite's scalars, the logits' a multiplier, and norms after attention and the
+MLP), StarCoder2, StableLM, Nemotron and OLMo (LayerNorms, biased or not, turned into
+RMSNorms by centring the residual stream at load; StarCoder2's and Nemotron's ungated MLPs;
+StableLM's and Nemotron's partial rotary embeddings), Phi-1.5 and Phi-2, Cohere (Command R,
+Aya), Cohere 2 (Command R7B) and GPT-NeoX (Pythia) (LayerNorms too; attention and the MLP
 side by side on the layer's input: parallel_residual; Phi's LM head bias, Cohere's logit
 scale, Cohere 2's rotary embeddings only in its sliding layers, GPT-NeoX's q|k|v stored head
-by head), the families
-SUPPORTED_TYPES names besides, and the language models
-of the multimodal checkpoints _LANGUAGE_MODELS names (on text); sliding windows in the
-layers each family's config names. Anything else raises a
-ValueError that names the field, so a model is never run with a part silently ignored.
+by head), the families SUPPORTED_TYPES names besides, and the language models of the
+multimodal checkpoints _LANGUAGE_MODELS names (on text); sliding windows in the layers each
+family's config names. Anything else raises a ValueError that names the field, so a model is
+never run with a part silently ignored.
 """
 
 from __future__ import annotations
@@ -194,10 +193,10 @@ class LlamaConfig:
     # them; loading gives the modules ones.
     weightless_norms: bool = False
     # The checkpoint's norms are LayerNorms, which subtract each row's mean first
-    # (StarCoder2, StableLM, Nemotron, OLMo). The modules never read it: loading centres
-    # everything the residual stream is made of (the embedding table's rows, the output and
-    # down projections' columns and biases), so the stream's mean is zero and the RMSNorm
-    # every path applies is that LayerNorm. The LM head then keeps a copy of a tied table.
+    # (LAYER_NORM_TYPES). The modules never read it: loading centres everything the
+    # residual stream is made of (the embedding table's rows, the output and down
+    # projections' columns and biases), so the stream's mean is zero and the RMSNorm every
+    # path applies is that LayerNorm. The LM head then keeps a copy of a tied table.
     layer_norm: bool = False
     # The norms before attention and the MLP, and the final one, add a bias (LayerNorm's):
     # loading folds each into the biases of the projection after it (W (n w + b) = (W w) n +
