@@ -487,9 +487,8 @@ def test_hyperclovax_scalars_and_norms_after_match_hf(post_norm, tmp_path, devic
 
 
 @pytest.mark.parametrize("name, overrides", [
-    ("tiny-starcoder2", {}), ("tiny-stablelm", {}), ("tiny-nemotron", {}), ("tiny-olmo", {}),
-    ("tiny-phi", {}), ("tiny-cohere", {}), ("tiny-cohere2", {}),
-    ("tiny-gpt_neox", {}), ("tiny-gpt_neox", {"use_parallel_residual": False}),
+    ("tiny-starcoder2", {}), ("tiny-olmo", {}), ("tiny-phi", {}), ("tiny-gpt_neox", {}),
+    ("tiny-gpt_neox", {"use_parallel_residual": False}),
     ("tiny-stablelm", {"use_parallel_residual": True})])
 def test_layer_norms_match_hf_over_a_stream_whose_mean_is_far_from_zero(name, overrides,
                                                                         tmp_path, device):
@@ -497,17 +496,20 @@ def test_layer_norms_match_hf_over_a_stream_whose_mean_is_far_from_zero(name, ov
     and down projections' columns and biases), so every norm's RMSNorm is its LayerNorm,
     and folds the norms' biases into the projections after them (the LM head's too). Here
     every embedding is shifted by 0.3 (the weights' spread is 0.08), so the stream's mean
-    dominates: left uncentred, the logits are off by a relative 13-15. Phi's, Cohere's and
-    StableLM's parallel layers run attention and the MLP on one norm of their input,
-    GPT-NeoX's on a norm each (or one after the other, where use_parallel_residual is off);
-    GPT-NeoX's q|k|v are stored head by head."""
+    dominates: left uncentred, the logits are off by a relative 13-15 (the family tests,
+    whose streams have a small mean, catch it too, by less). StarCoder2's norms have biases
+    and its table is tied, OLMo's norms have no weights; Phi's and StableLM's parallel
+    layers run attention and the MLP on one norm of their input, GPT-NeoX's on a norm each
+    (or one after the other, where use_parallel_residual is off), its q|k|v stored head by
+    head. (Nemotron, Cohere and Cohere 2 add nothing to the stream's centring: the family
+    tests cover them.)"""
     hf = random_hf_model(name, scale=4.0, **overrides)
     with torch.no_grad():
         hf.get_input_embeddings().weight.add_(0.3)
     model = _load_through_directory(hf, tmp_path, device)
     assert model.config.layer_norm
-    ids = torch.randint(0, hf.config.vocab_size, (2, 24))
-    _assert_forward_and_steps_match_hf(hf, model, ids, 9, 32, f"{name} {overrides} off zero")
+    ids = torch.randint(0, hf.config.vocab_size, (2, 14))
+    _assert_forward_and_steps_match_hf(hf, model, ids, 9, 16, f"{name} {overrides} off zero")
 
 
 def test_layer_norm_family_configs():

@@ -272,9 +272,9 @@ SHAPES: dict[str, dict] = {
                             tie_word_embeddings=True, max_position_embeddings=256,
                             eos_token_id=2, pad_token_id=0, bos_token_id=1),
     # StableLM 2: LayerNorms with biases, q|k|v biased, a quarter of each head rotated
-    "tiny-stablelm": dict(model_type="stablelm", vocab_size=67, hidden_size=64,
-                          intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
-                          num_key_value_heads=2, layer_norm_eps=1e-5, use_qkv_bias=True,
+    "tiny-stablelm": dict(model_type="stablelm", vocab_size=67, hidden_size=32,
+                          intermediate_size=48, num_hidden_layers=2, num_attention_heads=2,
+                          num_key_value_heads=1, layer_norm_eps=1e-5, use_qkv_bias=True,
                           partial_rotary_factor=0.25, max_position_embeddings=256,
                           eos_token_id=2, pad_token_id=0, bos_token_id=1),
     # Nemotron: LayerNorms scaling by 1 + weight, an ungated MLP of squared ReLU, half of
