@@ -513,14 +513,15 @@ def test_layer_norms_match_hf_over_a_stream_whose_mean_is_far_from_zero(name, ov
 
 
 def test_layer_norm_family_configs():
-    """StarCoder2's, StableLM's, Nemotron's, OLMo's, Phi's and Cohere's fields in their own
-    spellings: biases, LayerNorms (biased; Nemotron's 1 + weight; OLMo's without weights and
-    at 1e-5 whatever the config says), ungated MLPs, partial rotary embeddings (their config
-    classes' defaults where a config.json leaves them out), StarCoder2's window on every
-    layer, parallel layers (StableLM's where use_parallel_residual says so), Phi's LM head
-    bias, Cohere's logit scale and Cohere 2's rotary embeddings in its sliding layers alone.
-    StableLM's and Cohere's per-head LayerNorms are refused by name, and layer_norm or
-    parallel_residual with norms after the outputs."""
+    """StarCoder2's, StableLM's, Nemotron's, OLMo's, Phi's, Cohere's and GPT-NeoX's fields in
+    their own spellings (GPT-NeoX's as transformers 4 wrote them too): biases, LayerNorms
+    (biased; Nemotron's 1 + weight; OLMo's without weights and at 1e-5 whatever the config
+    says), ungated MLPs, partial rotary embeddings (their config classes' defaults where a
+    config.json leaves them out), StarCoder2's window on every layer, parallel layers
+    (StableLM's where use_parallel_residual says so), Phi's LM head bias, Cohere's logit
+    scale and Cohere 2's rotary embeddings in its sliding layers alone. StableLM's and
+    Cohere's per-head LayerNorms are refused by name, and layer_norm or parallel_residual
+    with norms after the outputs."""
     star = LlamaConfig.from_hf(hf_config("tiny-starcoder2"))
     assert star.layer_norm and star.norm_bias and star.tie_embeddings
     assert (star.qkv_bias, star.o_bias, star.mlp_bias) == (True, True, True)
