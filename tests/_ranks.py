@@ -7,7 +7,10 @@ import os
 import socket
 import traceback
 
+import torch
 import torch.multiprocessing as mp
+
+from _interpreter import skip_repeated_patching
 
 
 def _free_port() -> int:
@@ -20,6 +23,8 @@ def _entry(rank, size, port, queue, target, args):
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(size), LOCAL_RANK=str(rank),
                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     try:
+        if not torch.cuda.is_available():   # each rank interprets its kernels on the CPUs
+            skip_repeated_patching()
         queue.put((rank, "ok", target(*args)))
     except BaseException as error:   # reported to the test, which fails with the traceback
         queue.put((rank, "error", f"{type(error).__name__}: {error}\n"

@@ -7,6 +7,10 @@ from hypothesis import settings
 import tilegraph  # noqa: F401  (sets TRITON_INTERPRET on machines without CUDA)
 
 HAS_CUDA = torch.cuda.is_available()
+if not HAS_CUDA:
+    from _interpreter import skip_repeated_patching
+
+    skip_repeated_patching()
 
 # Property tests draw the same examples on every run ("derandomize"), so a red CI run can be
 # replayed exactly; a failure prints the example that failed. HYPOTHESIS_PROFILE=explore

@@ -285,9 +285,8 @@ def test_model_demo_takes_a_checkpoint_directory(kind, tmp_path):
     hf.save_pretrained(checkpoint)
     out = tmp_path / "out"
     args = ["demo", "--model", str(checkpoint), "--batch", "2", "--variants",
-            "hf-eager,tilegraph", "--out", str(out)]
-    if HAS_CUDA:
-        args += ["--new-tokens", "8", "--prompt-tokens", "5", "--max-seq", "16"]
+            "hf-eager,tilegraph", "--out", str(out), "--prompt-tokens", "5", "--max-seq", "16",
+            "--new-tokens", "8" if HAS_CUDA else "3"]
     result = tilegraph(*args, tmp_path=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     saved = json.loads((out / "demo-model-my-mistral.json").read_text())

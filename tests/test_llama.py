@@ -75,7 +75,7 @@ def test_prefill_and_decode_match_hf(name, tmp_path, device):
     then one decode step per position, each step's logits against HF's full forward."""
     hf = random_hf_model(name, scale=5.0)
     model = _load_through_directory(hf, tmp_path, device)
-    ids = torch.randint(0, hf.config.vocab_size, (3, 9))
+    ids = torch.randint(0, hf.config.vocab_size, (3, 8))
     _assert_prefill_then_decode_close(model, ids.to(device), _hf_logits(hf, ids), 5, 16, name)
 
 
@@ -152,10 +152,10 @@ def test_plain_decode_matches_hf_and_writes_the_cache_like_decode(name, tmp_path
     keys and values it caches equal the fused path's."""
     hf = random_hf_model(name, scale=5.0)
     model = _load_through_directory(hf, tmp_path, device)
-    ids = torch.randint(0, hf.config.vocab_size, (3, 10))
+    ids = torch.randint(0, hf.config.vocab_size, (3, 7))
     ref = _hf_logits(hf, ids)
     ids = ids.to(device)
-    plain, fused = (model.new_cache(max_batch=4, max_seq=13) for _ in range(2))
+    plain, fused = (model.new_cache(max_batch=4, max_seq=10) for _ in range(2))
     tol = MODEL_TOLERANCES[torch.float32]
     prompt = 4
     for cache in (plain, fused):
@@ -333,8 +333,8 @@ def test_sliding_layers_as_transformers_builds_them():
                                       "sliding_window": None, "layer_types": None})
     assert (unwindowed.sliding_window, unwindowed.rope_layers) == (None, None)
     global_only = LlamaConfig.from_hf({**hf_config("tiny-exaone4").to_dict(),
-                                       "layer_types": ["full_attention"] * 4})
-    assert (global_only.sliding_window, global_only.rope_layers) == (None, (False,) * 4)
+                                       "layer_types": ["full_attention"] * 2})
+    assert (global_only.sliding_window, global_only.rope_layers) == (None, (False,) * 2)
     values = {**hf_config("tiny-cwm").to_dict(), "layer_types": None}
     del values["sliding_window"]
     assert LlamaConfig.from_hf(values).sliding_window == 8192
@@ -444,14 +444,14 @@ def test_ministral3_config():
 
 
 def test_ministral3_q_scaled_past_its_pretrained_context_matches_hf(tmp_path, device):
-    """Ministral 3's q scaling from position 16 on: the reference forward over 40 positions,
-    a prefill of 20 (past 16) and decode steps to 40 on the fused path, and the plain decode
+    """Ministral 3's q scaling from position 16 on: the reference forward over 26 positions,
+    a prefill of 18 (past 16) and decode steps to 26 on the fused path, and the plain decode
     (the torch.compile peer's step) from 12 on, against HF."""
     hf = random_hf_model("tiny-ministral3", scale=5.0)
     model = _load_through_directory(hf, tmp_path, device)
-    ids = torch.randint(0, hf.config.vocab_size, (2, 40))
-    ref = _assert_forward_and_steps_match_hf(hf, model, ids, 20, 48, "ministral3")
-    _assert_plain_decode_close(model, ids.to(device), ref, 12, 48, "ministral3")
+    ids = torch.randint(0, hf.config.vocab_size, (2, 26))
+    ref = _assert_forward_and_steps_match_hf(hf, model, ids, 18, 32, "ministral3")
+    _assert_plain_decode_close(model, ids.to(device), ref, 12, 32, "ministral3")
 
 
 def test_nanochat_config():
@@ -667,8 +667,8 @@ def test_multimodal_checkpoint_runs_its_language_model(wrapper, tmp_path, device
     assert model.config.model_type == hf_config(WRAPPED[wrapper][1]).model_type
     assert (model.lm_head is model.embed) == (hf.lm_head.weight is
                                               hf.get_input_embeddings().weight)
-    ids = torch.randint(0, 64, (2, 30))   # no image tokens
-    _assert_forward_and_steps_match_hf(hf, model, ids, 17, 32, f"{wrapper} multimodal")
+    ids = torch.randint(0, 64, (2, 18))   # no image tokens
+    _assert_forward_and_steps_match_hf(hf, model, ids, 13, 24, f"{wrapper} multimodal")
     in_memory = {name: tensor.contiguous() for name, tensor in hf.state_dict().items()
                  if name != "lm_head.weight" or model.lm_head is not model.embed}
     assert any(name.startswith(("model.language_model.", "model.text_model."))
@@ -857,18 +857,18 @@ def test_unsupported_fields_are_named(change, field):
     ("tiny-qwen2", {"use_sliding_window": True, "max_window_layers": 1}),
 ])
 def test_sliding_windows_past_the_cache_match_hf(name, overrides, tmp_path, device):
-    """A window of 11 positions over 40 (every layer's, or the layers the config names):
-    the reference forward, the fused prefill of 17 tokens and its decode steps past the
-    window (tg.decode_attention's window), and the plain decode, against HF."""
-    hf = random_hf_model(name, scale=5.0, sliding_window=11, **overrides)
+    """A window of 6 positions over 22 (every layer's, or the layers the config names):
+    the reference forward, the fused prefill of 9 tokens (past the window) and its decode
+    steps (tg.decode_attention's window), and the plain decode, against HF."""
+    hf = random_hf_model(name, scale=5.0, sliding_window=6, **overrides)
     model = _load_through_directory(hf, tmp_path, device)
-    assert model.config.sliding_window == 11
-    ids = torch.randint(0, hf.config.vocab_size, (2, 40))
-    ref = _assert_forward_and_steps_match_hf(hf, model, ids, 17, 48, name)
+    assert model.config.sliding_window == 6
+    ids = torch.randint(0, hf.config.vocab_size, (2, 22))
+    ref = _assert_forward_and_steps_match_hf(hf, model, ids, 9, 32, name)
     unwindowed = _hf_logits(random_hf_model(name, scale=5.0, sliding_window=100,
                                             **overrides), ids)
     assert not torch.allclose(ref[:, -1], unwindowed[:, -1])   # the window matters
-    _assert_plain_decode_close(model, ids.to(device), ref, 17, 48, name)
+    _assert_plain_decode_close(model, ids.to(device), ref, 9, 32, name)
 
 
 # LongRoPE as Phi-3's 128k checkpoints set it, at a pretrained context of 16 positions
@@ -896,24 +896,24 @@ def _hf_step_by_step(hf, ids, prompt: int) -> torch.Tensor:
 def test_longrope_switches_factors_as_transformers_does(prompt, tmp_path, device):
     """LongRoPE: transformers rotates a forward by the short factors while its longest
     position is within the pretrained context, by the long ones past it, and sqrt(1 + ln 16 /
-    ln 16) scales cos and sin. The forward over 12 and 40 tokens (short, long throughout);
+    ln 16) scales cos and sin. The forward over 12 and 26 tokens (short, long throughout);
     then a prefill of 9 tokens (short) or 20 (long throughout) and steps one token at a
-    time past 16, against transformers decoding through its cache (whose earlier keys keep
-    the factors they were rotated by)."""
+    time to 26 (past 16), against transformers decoding through its cache (whose earlier
+    keys keep the factors they were rotated by)."""
     hf = random_hf_model("tiny-phi3", scale=5.0, **LONGROPE)
     model = _load_through_directory(hf, tmp_path, device)
     assert model.config.rope_attention_factor == pytest.approx(2 ** 0.5)
-    ids = torch.randint(0, hf.config.vocab_size, (2, 40))
+    ids = torch.randint(0, hf.config.vocab_size, (2, 26))
     tol = MODEL_TOLERANCES[torch.float32]
-    for length in (12, 40):
+    for length in (12, 26):
         with torch.no_grad():
             ours = model(ids[:, :length].to(device))
         _assert_steps_close(ours, _hf_logits(hf, ids[:, :length]), tol, f"forward {length}")
     ref = _hf_step_by_step(hf, ids, prompt)
-    cache = model.new_cache(max_batch=2, max_seq=48)
+    cache = model.new_cache(max_batch=2, max_seq=32)
     model.prefill(ids[:, :prompt].to(device), cache)
     positions = torch.full((2,), prompt, device=device)
-    for t in range(prompt, 40):
+    for t in range(prompt, ids.shape[1]):
         logits = model.decode(ids[:, t].to(device), positions, cache)
         _assert_steps_close(logits[:, None], ref[:, t - prompt:t - prompt + 1], tol,
                             f"decode {t}")

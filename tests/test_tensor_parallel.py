@@ -3,6 +3,7 @@ GPUs, a rank a GPU) give TP=1's logits and tokens; shards load from checkpoint f
 one-shot all-reduce equals NCCL's; bad splits and failed ranks are clear errors, never hangs."""
 
 import time
+import warnings
 
 import pytest
 import torch
@@ -17,9 +18,10 @@ from tilegraph.testing import rel_error
 pytest.importorskip("transformers")
 
 # Twelve q heads over six kv heads, so that 2 and 3 ranks both split them (with grouped
-# queries left on each); a vocabulary (67) that 2 and 3 do not divide, so the last rank's
-# LM head block is padded.
-SHAPE = ("tiny-llama3", dict(num_attention_heads=12, num_key_value_heads=6, hidden_size=96))
+# queries left on each), q twice as wide as the residual; a vocabulary (67) that 2 and 3 do
+# not divide, so the last rank's LM head block is padded.
+SHAPE = ("tiny-llama3", dict(num_attention_heads=12, num_key_value_heads=6, hidden_size=48,
+                            head_dim=8))
 
 
 def _device() -> str:
@@ -62,9 +64,9 @@ def _compare_with_tp1(source=None, generate=True) -> dict:
     generators = [tg.Generator(m, max_batch=2, max_seq=16, sizes=(2,))
                   for m in (reference, model)]
     # greedy: TP=1's tokens from its plain forward over whole sequences (no cache, no graph)
-    generated = [_plain_greedy(reference, prompts, 6), generators[1].generate(prompts, 6)]
+    generated = [_plain_greedy(reference, prompts, 4), generators[1].generate(prompts, 4)]
     # sampled on the device from gathered logits: the same draw on every rank and at TP=1
-    sampled = [g.generate(prompts, 3, temperature=0.9, top_k=20, seed=3) for g in generators]
+    sampled = [g.generate(prompts, 2, temperature=0.9, top_k=20, seed=3) for g in generators]
     return {**result, "tokens": generated, "sampled": sampled}
 
 
@@ -201,7 +203,7 @@ def _demo_over_halvings() -> list:
     tp = tgd.init(timeout=300)
     # eight q heads over four kv heads: 4 and 2 ranks split them
     result = model_demo.run_tensor_parallel(
-        "tiny-llama3", 1, 5, 4, 16, torch.float32, tp, num_attention_heads=8,
+        "tiny-llama3", 1, 5, 2, 8, torch.float32, tp, num_attention_heads=8,
         num_key_value_heads=4, hidden_size=64)
     return [(r.variant, r.status, r.reason, r.rel_error, r.tokens.tolist())
             for r in result["runs"]]
@@ -246,15 +248,33 @@ def test_tp_qwen3_head_norms_equal_tp1(tmp_path):
         assert result["shapes"]["layers.0.wqkv"] == ((2 + 2 * 1) * 12, 32)
 
 
-@pytest.mark.parametrize("name, overrides", [
+# Each family with its own part to split (and overrides: windows the 5-token prompt passes)
+TP_FAMILIES = [
     ("tiny-phi3", {"sliding_window": 3}), ("tiny-granite", {"attention_bias": True}),
     ("tiny-smollm3", {}), ("tiny-glm", {}), ("tiny-exaone4", {"sliding_window": 3}),
     ("tiny-arcee", {}), ("tiny-nanochat", {}), ("tiny-hyperclovax", {}),
     ("tiny-starcoder2", {}), ("tiny-nemotron", {}), ("tiny-phi", {}), ("tiny-cohere2", {}),
     ("tiny-gpt_neox", {}),
-    ("tiny-gemma2", {"sliding_window": 3}), ("tiny-gemma3", {"sliding_window": 3})])
-def test_tp_families_equal_tp1(name, overrides, tmp_path):
-    """Each family's own part at TP=2, every path's logits equal to TP=1's: Phi-3's ranks read
+    ("tiny-gemma2", {"sliding_window": 3}), ("tiny-gemma3", {"sliding_window": 3})]
+
+
+def _compare_families_with_tp1(directories: dict) -> dict:
+    """_compare_with_tp1's logits for each family's checkpoint directory, on one group; a
+    family that raises gives its traceback, and the next one runs."""
+    import traceback
+
+    results = {}
+    for name, directory in directories.items():
+        try:
+            results[name] = _compare_with_tp1(directory, False)
+        except Exception:
+            results[name] = traceback.format_exc()
+    return results
+
+
+def test_tp_families_equal_tp1(tmp_path):
+    """Each family's own part at TP=2 (the families in one group of two ranks: started once,
+    not once a family), every path's logits equal to TP=1's: Phi-3's ranks read
     their q, k, v heads and gate, up columns as rows of the checkpoint's stacked matrices
     (here with a window of 3 positions, which the 5-token prompt and the step after pass);
     Granite's scalars are folded into every shard (q rows and bias, the row-parallel
@@ -271,16 +291,37 @@ def test_tp_families_equal_tp1(name, overrides, tmp_path):
     norms after the all-reduced attention and MLP outputs, on every rank, and Gemma 2's
     softcaps (each rank's heads', the gathered logits')."""
     _ranks_fit(2)
-    from tilegraph.models.hf_presets import random_hf_model
+    from transformers import CONFIG_MAPPING
 
-    hf = random_hf_model(name, scale=4.0, **overrides)
-    hf.save_pretrained(tmp_path)
-    config = LlamaConfig.from_hf(hf.config)
-    for rank, result in enumerate(run_ranks(2, _compare_with_tp1, tmp_path, False)):
-        for path, error in result["errors"].items():
-            assert error < 1e-5, f"rank {rank}, {path}: relative error {error:.2e}"
-        assert result["shapes"]["layers.0.wqkv"] == ((config.q_dim + 2 * config.kv_dim) // 2,
-                                                     config.dim)
+    from tilegraph.models.hf_presets import SHAPES, random_hf_model
+
+    # as conftest skips a family's own test where transformers lacks it (an older one's)
+    known = [(name, overrides) for name, overrides in TP_FAMILIES
+             if SHAPES[name]["model_type"] in CONFIG_MAPPING]
+    if len(known) < len(TP_FAMILIES):
+        lacking = [name for name, _ in TP_FAMILIES if (name, _) not in known]
+        warnings.warn(f"transformers has no models of {lacking}: left out", stacklevel=1)
+    directories, configs = {}, {}
+    for name, overrides in known:
+        hf = random_hf_model(name, scale=4.0, **overrides)
+        directories[name] = tmp_path / name
+        hf.save_pretrained(directories[name])
+        configs[name] = LlamaConfig.from_hf(hf.config)
+    failures = []
+    for rank, results in enumerate(run_ranks(2, _compare_families_with_tp1, directories,
+                                             timeout=600)):
+        for name, result in results.items():
+            if isinstance(result, str):
+                failures.append(f"rank {rank}, {name} raised:\n{result}")
+                continue
+            failures += [f"rank {rank}, {name} {path}: relative error {error:.2e}"
+                         for path, error in result["errors"].items() if not error < 1e-5]
+            config = configs[name]
+            expected = ((config.q_dim + 2 * config.kv_dim) // 2, config.dim)
+            if result["shapes"]["layers.0.wqkv"] != expected:
+                failures.append(f"rank {rank}, {name}: wqkv {result['shapes']['layers.0.wqkv']}"
+                                f" is not {expected}")
+    assert not failures, "\n".join(failures)
 
 
 def _stop_rank_1_after_prefill(timeout: float) -> str:

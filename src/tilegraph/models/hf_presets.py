@@ -186,12 +186,13 @@ SHAPES: dict[str, dict] = {
                                       "original_max_position_embeddings": 16},
                      max_position_embeddings=256, eos_token_id=2, pad_token_id=0,
                      bos_token_id=1),
-    # EXAONE 4: norms after attention and the MLP only, q and k head norms; three sliding
-    # layers, rotated, to a global one without rotary embeddings (a window the tests pass)
+    # EXAONE 4: norms after attention and the MLP only, q and k head norms; a sliding layer,
+    # rotated, and a global one without rotary embeddings (the checkpoints' three sliding
+    # layers to a global one: test_llama reads that pattern), a window the tests pass
     "tiny-exaone4": dict(model_type="exaone4", vocab_size=67, hidden_size=32,
-                         intermediate_size=48, num_hidden_layers=4, num_attention_heads=4,
+                         intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
                          num_key_value_heads=2, head_dim=8, rms_norm_eps=1e-5,
-                         sliding_window=24, sliding_window_pattern=4, rope_theta=1000000.0,
+                         sliding_window=24, sliding_window_pattern=2, rope_theta=1000000.0,
                          max_position_embeddings=256, eos_token_id=2, pad_token_id=0,
                          bos_token_id=1),
     # OLMo 2: norms after attention and the MLP only, q and k each normalised as a whole
