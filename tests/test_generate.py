@@ -691,7 +691,7 @@ def test_noise_is_uniform_and_decorrelated():
                                   "tiny-glm", "tiny-exaone4", "tiny-olmo2", "tiny-olmo3",
                                   "tiny-hunyuan", "tiny-ministral3", "tiny-arcee",
                                   "tiny-nanochat", "tiny-hyperclovax", "tiny-starcoder2",
-                                  "tiny-phi", "tiny-gpt_neox", "tiny-gemma2",
+                                  "tiny-phi", "tiny-gpt_neox", "tiny-gptj", "tiny-gemma2",
                                   "tiny-vaultgemma", "tiny-gemma3"])
 def test_greedy_tokens_equal_hf_per_family(name):
     """Qwen3's norms of each q and k head (a head_dim of 12 over a width of 32), Phi-3's
@@ -702,7 +702,8 @@ def test_greedy_tokens_equal_hf_per_family(name):
     the rotation, Ministral 3's q scaled past its pretrained context of 16 positions (the
     steps past it), Arcee's ungated MLP, NanoChat's normalised embeddings, rotation the
     other way and capped logits, HyperCLOVA X's scalars and norms after attention and the
-    MLP, StarCoder2's LayerNorms, Phi's and GPT-NeoX's parallel layers, Gemma's gated GELU,
+    MLP, StarCoder2's LayerNorms, Phi's, GPT-NeoX's and GPT-J's parallel layers, Gemma's
+    gated GELU,
     norms after attention and the MLP and sliding layer (a window of 7 positions, which the
     longer prompt passes and the shorter one while it decodes), Gemma 2's softcapped scores
     and logits (VaultGemma's without norms after attention and the MLP), Gemma 3's local

@@ -20,7 +20,8 @@ TINY = ("tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3",
         "tiny-glm4", "tiny-helium", "tiny-exaone4", "tiny-olmo2", "tiny-olmo3", "tiny-hunyuan",
         "tiny-ministral3", "tiny-arcee", "tiny-nanochat",
         "tiny-hyperclovax", "tiny-starcoder2", "tiny-stablelm", "tiny-nemotron", "tiny-olmo",
-        "tiny-phi", "tiny-cohere", "tiny-cohere2", "tiny-gpt_neox", "tiny-gemma", "tiny-gemma2",
+        "tiny-phi", "tiny-cohere", "tiny-cohere2", "tiny-gpt_neox", "tiny-gptj", "tiny-gemma",
+        "tiny-gemma2",
         "tiny-vaultgemma", "tiny-gemma3")
 
 
@@ -487,7 +488,8 @@ def test_hyperclovax_scalars_and_norms_after_match_hf(post_norm, tmp_path, devic
 
 
 @pytest.mark.parametrize("name, overrides", [
-    ("tiny-starcoder2", {}), ("tiny-olmo", {}), ("tiny-phi", {}), ("tiny-gpt_neox", {}),
+    ("tiny-starcoder2", {}), ("tiny-olmo", {}), ("tiny-phi", {}), ("tiny-gptj", {}),
+    ("tiny-gpt_neox", {}),
     ("tiny-gpt_neox", {"use_parallel_residual": False}),
     ("tiny-stablelm", {"use_parallel_residual": True})])
 def test_layer_norms_match_hf_over_a_stream_whose_mean_is_far_from_zero(name, overrides,
@@ -577,6 +579,30 @@ def test_layer_norm_family_configs():
             dataclasses.replace(stable, **{field: True}, post_norms=True)
     with pytest.raises(ValueError, match="one_norm_before"):
         dataclasses.replace(stable, one_norm_before=True)
+
+
+def test_gptj_config():
+    """GPT-J's own spellings (n_embd, n_head, n_layer, n_positions, layer_norm_epsilon,
+    activation_function): one LayerNorm before attention and the MLP side by side, rotary_dim
+    of each head's dims turned by neighbours (its class's 64 where a config.json leaves it
+    out, all of them where it is null), n_inner's MLP width (four times the width where
+    null), biases on the MLP and the LM head alone; a rotary_dim no head can turn refused."""
+    values = hf_config("tiny-gptj").to_dict()
+    gptj = LlamaConfig.from_hf(values)
+    assert (gptj.dim, gptj.n_heads, gptj.n_kv_heads, gptj.n_layers) == (32, 4, 4, 2)
+    assert gptj.rotary_dim == 4 and gptj.rotary_interleaved and gptj.rope_theta == 10000.0
+    assert gptj.parallel_residual and gptj.one_norm_before and gptj.layer_norm
+    assert gptj.norm_bias and gptj.lm_head_bias and not gptj.tie_embeddings
+    assert (gptj.qkv_bias, gptj.o_bias, gptj.mlp_bias) == (False, False, True)
+    assert gptj.mlp_activation == "gelu_tanh" and gptj.ffn_dim == 48
+    wide = {**values, "n_embd": 1024, "n_head": 8, "n_inner": None}
+    del wide["rotary_dim"]
+    assert (LlamaConfig.from_hf(wide).rotary_dim, LlamaConfig.from_hf(wide).ffn_dim) == (
+        64, 4096)
+    assert LlamaConfig.from_hf({**values, "rotary_dim": None}).rotary_dim == 8
+    for rotary in (3, 12):
+        with pytest.raises(ValueError, match="rotary_dim"):
+            LlamaConfig.from_hf({**values, "rotary_dim": rotary})
 
 
 def test_gemma3_config_as_transformers_4_and_5_write_it():

@@ -254,7 +254,7 @@ TP_FAMILIES = [
     ("tiny-smollm3", {}), ("tiny-glm", {}), ("tiny-exaone4", {"sliding_window": 3}),
     ("tiny-arcee", {}), ("tiny-nanochat", {}), ("tiny-hyperclovax", {}),
     ("tiny-starcoder2", {}), ("tiny-nemotron", {}), ("tiny-phi", {}), ("tiny-cohere2", {}),
-    ("tiny-gpt_neox", {}),
+    ("tiny-gpt_neox", {}), ("tiny-gptj", {}),
     ("tiny-gemma2", {"sliding_window": 3}), ("tiny-gemma3", {"sliding_window": 3})]
 
 
@@ -286,7 +286,8 @@ def test_tp_families_equal_tp1(tmp_path):
     multiplier folded into the norms after the all-reduced outputs; StarCoder2's and
     Nemotron's LayerNorms (each rank's output and down columns centred, its q|k|v and up
     rows given their share of the norms' biases, its LM head rows the final norm's); Phi's
-    and Cohere 2's parallel layers (Phi's LM head bias split by rows), GPT-NeoX's (each rank
+    Cohere 2's and GPT-J's parallel layers (Phi's and GPT-J's LM head biases split by rows),
+    GPT-NeoX's (each rank
     reading its heads' q, k and v from the matrix that stores them head by head); Gemma's
     norms after the all-reduced attention and MLP outputs, on every rank, and Gemma 2's
     softcaps (each rank's heads', the gathered logits')."""

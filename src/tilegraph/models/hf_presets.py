@@ -298,6 +298,12 @@ SHAPES: dict[str, dict] = {
                      layer_norm_eps=1e-5, partial_rotary_factor=0.4, hidden_act="gelu_new",
                      max_position_embeddings=256, eos_token_id=2, pad_token_id=0,
                      bos_token_id=1),
+    # GPT-J: side by side on one LayerNorm, rotary_dim (here 4) of each head's dims turned by
+    # neighbours, biases on the MLP and the LM head only
+    "tiny-gptj": dict(model_type="gptj", vocab_size=67, n_embd=32, n_inner=48, n_layer=2,
+                      n_head=4, rotary_dim=4, layer_norm_epsilon=1e-5,
+                      activation_function="gelu_new", n_positions=256, eos_token_id=2,
+                      pad_token_id=0, bos_token_id=1),
     # Cohere (Command R): side by side on one LayerNorm without bias, heads turned by
     # neighbouring dims, the logits scaled, a tied table
     "tiny-cohere": dict(model_type="cohere", vocab_size=67, hidden_size=32,

@@ -32,8 +32,8 @@ from .llama_config import GEMMA_TYPES, LlamaConfig
 Split = tuple[int, int, int] | None
 Reader = Callable[[Split], torch.Tensor]
 
-# Buffers some checkpoints carry that the model recomputes (older GPT-NeoX checkpoints: their
-# causal masks, under attention.bias and attention.masked_bias).
+# Buffers some checkpoints carry that the model recomputes (older GPT-NeoX and GPT-J
+# checkpoints: their causal masks, under attention.bias / attn.bias and masked_bias).
 _IGNORED_SUFFIXES = ("rotary_emb.inv_freq", ".self_attn.bias", ".self_attn.masked_bias")
 # The image side of a multimodal checkpoint: tilegraph decodes text.
 _IGNORED_PREFIXES = tuple(f"{model}{part}" for model in ("model.", "")
@@ -180,6 +180,12 @@ _RENAMES = {"exaone": [(r"^transformer\.wte\.", "model.embed_tokens."),
                          (r"\.self_attn\.dense\.", ".self_attn.o_proj."),
                          (r"\.mlp\.dense_h_to_4h\.", ".mlp.up_proj."),
                          (r"\.mlp\.dense_4h_to_h\.", ".mlp.down_proj.")],
+            "gptj": [(r"^transformer\.", "model."), (r"^model\.wte\.", "model.embed_tokens."),
+                     (r"^model\.h\.", "model.layers."), (r"^model\.ln_f\.", "model.norm."),
+                     (r"\.ln_1\.", ".input_layernorm."), (r"\.attn\.", ".self_attn."),
+                     (r"\.self_attn\.out_proj\.", ".self_attn.o_proj."),
+                     (r"\.mlp\.fc_in\.", ".mlp.up_proj."),
+                     (r"\.mlp\.fc_out\.", ".mlp.down_proj.")],
             "phi": [(r"\.self_attn\.dense\.", ".self_attn.o_proj."),
                     (r"\.mlp\.fc1\.", ".mlp.up_proj."), (r"\.mlp\.fc2\.", ".mlp.down_proj."),
                     (r"^model\.final_layernorm\.", "model.norm.")],

@@ -48,7 +48,7 @@ SUPPORTED_TYPES = ("llama", "mistral", "ministral", "phi3", "qwen2", "qwen3", "s
                    "seed_oss", "cwm", "exaone4", "olmo2", "olmo3", "hunyuan_v1_dense",
                    "ministral3", "arcee", "nanochat", "hyperclovax", "gemma", "gemma2",
                    "vaultgemma", "gemma3_text", "starcoder2", "stablelm", "nemotron", "olmo",
-                   "phi", "cohere", "cohere2", "gpt_neox")
+                   "phi", "cohere", "cohere2", "gpt_neox", "gptj")
 GEMMA_TYPES = ("gemma", "gemma2", "vaultgemma", "gemma3_text")
 # Gemma 2's attention: scores softcapped, scaled by query_pre_attn_scalar, alternate layers
 # sliding (VaultGemma's too, whose layers have no norms after attention and the MLP)
@@ -56,19 +56,20 @@ _GEMMA2_ATTENTION = ("gemma2", "vaultgemma")
 # Families whose rotary embeddings turn a head's neighbouring dims (2i, 2i + 1) together
 # (GPT-J's pairing; transformers' GLM, ERNIE 4.5, Helium and Cohere), where Llama turns
 # (i, i + d / 2)
-INTERLEAVED_ROTARY_TYPES = ("glm", "glm4", "ernie4_5", "helium", "cohere", "cohere2")
+INTERLEAVED_ROTARY_TYPES = ("glm", "glm4", "ernie4_5", "helium", "cohere", "cohere2", "gptj")
 # Families whose rotary embeddings may turn only a head's leading dims
-# (partial_rotary_factor): Phi-3 (Phi-4-mini's checkpoints), GLM, StableLM, Nemotron, Phi,
-# GPT-NeoX
-PARTIAL_ROTARY_TYPES = ("phi3", "glm", "glm4", "stablelm", "nemotron", "phi", "gpt_neox")
+# (partial_rotary_factor; GPT-J's rotary_dim): Phi-3 (Phi-4-mini's checkpoints), GLM,
+# StableLM, Nemotron, Phi, GPT-NeoX, GPT-J
+PARTIAL_ROTARY_TYPES = ("phi3", "glm", "glm4", "stablelm", "nemotron", "phi", "gpt_neox",
+                        "gptj")
 # Families whose norms are LayerNorms (the mean subtracted; OLMo's without weights), and
 # those of them whose LayerNorms add a bias
 LAYER_NORM_TYPES = ("starcoder2", "stablelm", "nemotron", "olmo", "phi", "cohere", "cohere2",
-                    "gpt_neox")
-_NORM_BIAS_TYPES = ("starcoder2", "stablelm", "nemotron", "phi", "gpt_neox")
+                    "gpt_neox", "gptj")
+_NORM_BIAS_TYPES = ("starcoder2", "stablelm", "nemotron", "phi", "gpt_neox", "gptj")
 # Families whose layers run attention and the MLP side by side on one norm of their input
 # (StableLM's where use_parallel_residual says so; GPT-NeoX's, a norm each, by default)
-_ONE_NORM_PARALLEL_TYPES = ("phi", "cohere", "cohere2")
+_ONE_NORM_PARALLEL_TYPES = ("phi", "cohere", "cohere2", "gptj")
 # Multimodal checkpoints whose language model tilegraph runs (on text): their type -> the
 # type of the text_config they hold where it names none
 _LANGUAGE_MODELS = {"gemma3": "gemma3_text", "mistral3": "mistral", "llava": "llama",
@@ -95,12 +96,16 @@ _FIELD_ALIASES = {
     **{name: {"layer_norm_eps": "rms_norm_eps"} for name in ("phi", "cohere", "cohere2")},
     "gpt_neox": {"layer_norm_eps": "rms_norm_eps", "rotary_pct": "partial_rotary_factor",
                  "rotary_emb_base": "rope_theta"},
+    # (its MLP's width, n_inner, and rotary_dim, a count of dims: _gptj_fields)
+    "gptj": {"n_embd": "hidden_size", "n_head": "num_attention_heads",
+             "n_layer": "num_hidden_layers", "n_positions": "max_position_embeddings",
+             "layer_norm_epsilon": "rms_norm_eps", "activation_function": "hidden_act"},
 }
 # Families whose attention transformers never windows, whatever sliding_window says
 _NEVER_WINDOWED = ("llama", "granite", "exaone", "internlm3", "ernie4_5", "glm", "glm4",
                    "helium", "seed_oss", "olmo2", "hunyuan_v1_dense", "arcee", "nanochat",
                    "hyperclovax", "gemma", "stablelm", "nemotron", "olmo", "phi", "cohere",
-                   "gpt_neox")
+                   "gpt_neox", "gptj")
 # The families whose attention scores or logits may be softcapped
 _SOFTCAPPED = {"attn_logit_softcapping": GEMMA_TYPES,
                "final_logit_softcapping": (*GEMMA_TYPES, "nanochat")}
@@ -131,7 +136,9 @@ _CLASS_DEFAULTS = {"glm": {"partial_rotary_factor": 0.5, "attention_bias": True}
                                "sliding_window": 4096},
                    "gpt_neox": {"rms_norm_eps": 1e-5, "partial_rotary_factor": 0.25,
                                 "hidden_act": "gelu", "attention_bias": True,
-                                "use_parallel_residual": True}}
+                                "use_parallel_residual": True},
+                   "gptj": {"rms_norm_eps": 1e-5, "hidden_act": "gelu_new", "rotary_dim": 64,
+                            "tie_word_embeddings": False}}
 # The rotary settings of a family's config class where a config.json names none (neither
 # rope_parameters nor rope_scaling)
 _CLASS_ROPE = {"ministral3": {"rope_type": "yarn", "rope_theta": 1e6, "factor": 16.0,
@@ -145,7 +152,8 @@ _MLP_ACTIVATIONS = {"silu": "swiglu", "swish": "swiglu", "gelu": "geglu",
 # ... of the families whose MLP has no gate (Arcee: up, act, down)
 _UNGATED_MLP_ACTIVATIONS = {"relu2": "relu2", "relu": "relu", "gelu": "gelu",
                             "gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh"}
-_UNGATED_MLP_TYPES = ("arcee", "nanochat", "starcoder2", "nemotron", "phi", "gpt_neox")
+_UNGATED_MLP_TYPES = ("arcee", "nanochat", "starcoder2", "nemotron", "phi", "gpt_neox",
+                      "gptj")
 # What LlamaConfig.mlp_activation may be: a gated activation or an ungated one
 _MLP_KINDS = _GATED + tuple(a for a in ACTIVATIONS if a != "none")
 
@@ -567,6 +575,8 @@ def _fields_from_hf(values: dict) -> dict:
     values = {**_CLASS_DEFAULTS.get(model_type, {}),
               **{ours: values[theirs] for theirs, ours in aliases.items() if theirs in values},
               **values}
+    if model_type == "gptj":
+        values = _gptj_fields(values)
     if model_type in _CLASS_ROPE and not (values.get("rope_parameters")
                                           or values.get("rope_scaling")):
         values["rope_parameters"] = _CLASS_ROPE[model_type]
@@ -617,6 +627,8 @@ def _fields_from_hf(values: dict) -> dict:
         qkv_bias = o_bias = mlp_bias = bool(values.get("use_bias", False))
     elif model_type == "phi":   # every projection, the LM head too
         qkv_bias = o_bias = mlp_bias = True
+    elif model_type == "gptj":   # the MLP's and the LM head's only
+        qkv_bias, o_bias, mlp_bias = False, False, True
     elif model_type == "gpt_neox":   # q|k|v and o by attention_bias, the MLP always
         qkv_bias = o_bias = bool(values.get("attention_bias", True))
         mlp_bias = True
@@ -648,7 +660,7 @@ def _fields_from_hf(values: dict) -> dict:
                            or bool(values.get("use_parallel_residual"))),
         one_norm_before=(model_type in _ONE_NORM_PARALLEL_TYPES
                          or model_type == "stablelm" and bool(values.get("use_parallel_residual"))),
-        lm_head_bias=model_type == "phi",
+        lm_head_bias=model_type in ("phi", "gptj"),
         # Nemotron's LayerNorms scale by 1 + weight; OLMo's by nothing
         **({"norm_plus_one": True} if model_type == "nemotron" else {}),
         **({"weightless_norms": True} if model_type == "olmo" else {}),
@@ -680,6 +692,18 @@ def _fields_from_hf(values: dict) -> dict:
            else {}),
         **(_attention_temperature(values) if model_type == "ministral3" else {}),
         **(_nanochat_fields(values) if model_type == "nanochat" else {}))
+
+
+def _gptj_fields(values: dict) -> dict:
+    """GPT-J's MLP width (n_inner; four times the width where it is null) and its rotary
+    embeddings' share of each head from rotary_dim, the dims they turn (null: all of them)."""
+    dim, heads = values["hidden_size"], values["num_attention_heads"]
+    rotary = values.get("rotary_dim") or dim // heads
+    if not 0 < rotary <= dim // heads or rotary % 2:
+        raise _unsupported("rotary_dim", rotary, f"an even number of a head's {dim // heads} "
+                           "dims")
+    return {**values, "intermediate_size": values.get("n_inner") or 4 * dim,
+            "partial_rotary_factor": rotary / (dim // heads)}
 
 
 def _nanochat_fields(values: dict) -> dict:
