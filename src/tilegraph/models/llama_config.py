@@ -58,10 +58,9 @@ _GEMMA2_ATTENTION = ("gemma2", "vaultgemma")
 # (i, i + d / 2)
 INTERLEAVED_ROTARY_TYPES = ("glm", "glm4", "ernie4_5", "helium", "cohere", "cohere2", "gptj")
 # Families whose rotary embeddings may turn only a head's leading dims
-# (partial_rotary_factor; GPT-J's rotary_dim): Phi-3 (Phi-4-mini's checkpoints), GLM,
-# StableLM, Nemotron, Phi, GPT-NeoX, GPT-J
-PARTIAL_ROTARY_TYPES = ("phi3", "glm", "glm4", "stablelm", "nemotron", "phi", "gpt_neox",
-                        "gptj")
+# (partial_rotary_factor; GPT-J's rotary_dim counts them): Phi-3 (Phi-4-mini's
+# checkpoints), GLM, StableLM, Nemotron, Phi, GPT-NeoX
+PARTIAL_ROTARY_TYPES = ("phi3", "glm", "glm4", "stablelm", "nemotron", "phi", "gpt_neox")
 # Families whose norms are LayerNorms (the mean subtracted; OLMo's without weights), and
 # those of them whose LayerNorms add a bias
 LAYER_NORM_TYPES = ("starcoder2", "stablelm", "nemotron", "olmo", "phi", "cohere", "cohere2",
@@ -488,6 +487,8 @@ def _rotary_dim(rope: dict, values: dict) -> int:
     """The dims of a head rotary embeddings turn: head_dim times partial_rotary_factor,
     where transformers' model honours it (Phi-3's; Llama's, Qwen's and Mistral's rotate whole
     heads); 0 for all of them."""
+    if values.get("model_type") == "gptj":   # a count of dims (_gptj_fields)
+        return values["rotary_dim"]
     partial = rope.get("partial_rotary_factor", values.get("partial_rotary_factor", 1.0))
     if partial in (None, 1, 1.0):
         return 0
@@ -695,15 +696,15 @@ def _fields_from_hf(values: dict) -> dict:
 
 
 def _gptj_fields(values: dict) -> dict:
-    """GPT-J's MLP width (n_inner; four times the width where it is null) and its rotary
-    embeddings' share of each head from rotary_dim, the dims they turn (null: all of them)."""
+    """GPT-J's MLP width (n_inner; four times the width where it is null) and rotary_dim,
+    the dims of each head its rotary embeddings turn (null: all of them), checked."""
     dim, heads = values["hidden_size"], values["num_attention_heads"]
     rotary = values.get("rotary_dim") or dim // heads
     if not 0 < rotary <= dim // heads or rotary % 2:
         raise _unsupported("rotary_dim", rotary, f"an even number of a head's {dim // heads} "
                            "dims")
     return {**values, "intermediate_size": values.get("n_inner") or 4 * dim,
-            "partial_rotary_factor": rotary / (dim // heads)}
+            "rotary_dim": rotary}
 
 
 def _nanochat_fields(values: dict) -> dict:
