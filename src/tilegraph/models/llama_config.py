@@ -95,7 +95,7 @@ _FIELD_ALIASES = {
     **{name: {"layer_norm_eps": "rms_norm_eps"} for name in ("phi", "cohere", "cohere2")},
     "gpt_neox": {"layer_norm_eps": "rms_norm_eps", "rotary_pct": "partial_rotary_factor",
                  "rotary_emb_base": "rope_theta"},
-    # (its MLP's width, n_inner, and rotary_dim, a count of dims: _gptj_fields)
+    # (n_inner, null for four times the width, and rotary_dim, a count of dims: read apart)
     "gptj": {"n_embd": "hidden_size", "n_head": "num_attention_heads",
              "n_layer": "num_hidden_layers", "n_positions": "max_position_embeddings",
              "layer_norm_epsilon": "rms_norm_eps", "activation_function": "hidden_act"},
@@ -487,8 +487,8 @@ def _rotary_dim(rope: dict, values: dict) -> int:
     """The dims of a head rotary embeddings turn: head_dim times partial_rotary_factor,
     where transformers' model honours it (Phi-3's; Llama's, Qwen's and Mistral's rotate whole
     heads); 0 for all of them."""
-    if values.get("model_type") == "gptj":   # a count of dims (_gptj_fields)
-        return values["rotary_dim"]
+    if values.get("model_type") == "gptj":   # a count of dims (null: all of them)
+        return values.get("rotary_dim") or 0
     partial = rope.get("partial_rotary_factor", values.get("partial_rotary_factor", 1.0))
     if partial in (None, 1, 1.0):
         return 0
@@ -577,7 +577,7 @@ def _fields_from_hf(values: dict) -> dict:
               **{ours: values[theirs] for theirs, ours in aliases.items() if theirs in values},
               **values}
     if model_type == "gptj":
-        values = _gptj_fields(values)
+        values = {**values, "intermediate_size": values.get("n_inner") or 4 * values["hidden_size"]}
     if model_type in _CLASS_ROPE and not (values.get("rope_parameters")
                                           or values.get("rope_scaling")):
         values["rope_parameters"] = _CLASS_ROPE[model_type]
@@ -693,18 +693,6 @@ def _fields_from_hf(values: dict) -> dict:
            else {}),
         **(_attention_temperature(values) if model_type == "ministral3" else {}),
         **(_nanochat_fields(values) if model_type == "nanochat" else {}))
-
-
-def _gptj_fields(values: dict) -> dict:
-    """GPT-J's MLP width (n_inner; four times the width where it is null) and rotary_dim,
-    the dims of each head its rotary embeddings turn (null: all of them), checked."""
-    dim, heads = values["hidden_size"], values["num_attention_heads"]
-    rotary = values.get("rotary_dim") or dim // heads
-    if not 0 < rotary <= dim // heads or rotary % 2:
-        raise _unsupported("rotary_dim", rotary, f"an even number of a head's {dim // heads} "
-                           "dims")
-    return {**values, "intermediate_size": values.get("n_inner") or 4 * dim,
-            "rotary_dim": rotary}
 
 
 def _nanochat_fields(values: dict) -> dict:
