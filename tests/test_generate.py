@@ -691,7 +691,8 @@ def test_noise_is_uniform_and_decorrelated():
                                   "tiny-glm", "tiny-exaone4", "tiny-olmo2", "tiny-olmo3",
                                   "tiny-hunyuan", "tiny-ministral3", "tiny-arcee",
                                   "tiny-nanochat", "tiny-hyperclovax", "tiny-starcoder2",
-                                  "tiny-phi", "tiny-gpt_neox", "tiny-gptj", "tiny-gemma2",
+                                  "tiny-phi", "tiny-gpt_neox", "tiny-gptj", "tiny-falcon-mq",
+                                  "tiny-gemma2",
                                   "tiny-vaultgemma", "tiny-gemma3"])
 def test_greedy_tokens_equal_hf_per_family(name):
     """Qwen3's norms of each q and k head (a head_dim of 12 over a width of 32), Phi-3's

@@ -20,8 +20,8 @@ TINY = ("tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3",
         "tiny-glm4", "tiny-helium", "tiny-exaone4", "tiny-olmo2", "tiny-olmo3", "tiny-hunyuan",
         "tiny-ministral3", "tiny-arcee", "tiny-nanochat",
         "tiny-hyperclovax", "tiny-starcoder2", "tiny-stablelm", "tiny-nemotron", "tiny-olmo",
-        "tiny-phi", "tiny-cohere", "tiny-cohere2", "tiny-gpt_neox", "tiny-gptj", "tiny-gemma",
-        "tiny-gemma2", "tiny-vaultgemma", "tiny-gemma3")
+        "tiny-phi", "tiny-cohere", "tiny-cohere2", "tiny-gpt_neox", "tiny-gptj", "tiny-falcon",
+        "tiny-gemma", "tiny-gemma2", "tiny-vaultgemma", "tiny-gemma3")
 
 
 def _load_through_directory(hf, tmp_path, device, **save):
@@ -489,7 +489,8 @@ def test_hyperclovax_scalars_and_norms_after_match_hf(post_norm, tmp_path, devic
 @pytest.mark.parametrize("name, overrides", [
     ("tiny-starcoder2", {}), ("tiny-olmo", {}), ("tiny-phi", {}), ("tiny-gptj", {}),
     ("tiny-gpt_neox", {}),
-    ("tiny-gpt_neox", {"use_parallel_residual": False}),
+    ("tiny-gpt_neox", {"use_parallel_residual": False}), ("tiny-falcon-mq", {}),
+    ("tiny-falcon-mq", {"parallel_attn": False, "multi_query": False}),
     ("tiny-stablelm", {"use_parallel_residual": True})])
 def test_layer_norms_match_hf_over_a_stream_whose_mean_is_far_from_zero(name, overrides,
                                                                         tmp_path, device):
@@ -578,6 +579,41 @@ def test_layer_norm_family_configs():
             dataclasses.replace(stable, **{field: True}, post_norms=True)
     with pytest.raises(ValueError, match="one_norm_before"):
         dataclasses.replace(stable, one_norm_before=True)
+
+
+def test_falcon_config():
+    """Falcon's fields as its config class reads them: multi_query's one kv head (unless the
+    new decoder architecture's num_kv_heads rules), an MLP four times the width where
+    ffn_hidden_size is null, side by side on one LayerNorm (Falcon 7B, Falcon 2 11B's
+    num_ln_in_parallel_attn of 1) or on a norm each (the new architecture's default) or one
+    after the other (parallel_attn off), every projection biased or none (bias), a tied
+    table; ALiBi and the new architecture without parallel_attn refused by name."""
+    bare = {"model_type": "falcon", "vocab_size": 65024, "n_embed": 256,
+            "num_attention_heads": 8, "num_hidden_layers": 2}
+    seven = LlamaConfig.from_hf(bare)
+    assert (seven.dim, seven.n_heads, seven.n_kv_heads, seven.ffn_dim) == (256, 8, 1, 1024)
+    assert seven.parallel_residual and seven.one_norm_before and seven.tie_embeddings
+    assert seven.layer_norm and seven.norm_bias and seven.mlp_activation == "gelu"
+    assert (seven.qkv_bias, seven.o_bias, seven.mlp_bias) == (False, False, False)
+    assert seven.norm_eps == 1e-5 and seven.max_position_embeddings == 2048
+    assert seven.rotary_dim == 32 and not seven.rotary_interleaved
+    new = {**bare, "new_decoder_architecture": True, "num_kv_heads": 2, "bias": True,
+           "ffn_hidden_size": 640}
+    forty = LlamaConfig.from_hf(new)
+    assert forty.n_kv_heads == 2 and forty.ffn_dim == 640
+    assert forty.parallel_residual and not forty.one_norm_before
+    assert (forty.qkv_bias, forty.o_bias, forty.mlp_bias) == (True, True, True)
+    eleven = LlamaConfig.from_hf({**new, "num_ln_in_parallel_attn": 1})
+    assert eleven.parallel_residual and eleven.one_norm_before
+    heads = LlamaConfig.from_hf({**bare, "multi_query": False, "parallel_attn": False})
+    assert heads.n_kv_heads == 8 and not heads.parallel_residual
+    with pytest.raises(ValueError, match="alibi"):
+        LlamaConfig.from_hf({**bare, "alibi": True})
+    with pytest.raises(ValueError, match="parallel_attn"):
+        LlamaConfig.from_hf({**new, "parallel_attn": False})
+    shape = LlamaConfig.from_hf(hf_config("falcon-7b"))
+    assert (shape.n_heads, shape.n_kv_heads, shape.head_dim, shape.ffn_dim) == (71, 1, 64,
+                                                                                  18176)
 
 
 def test_gptj_config():

@@ -254,7 +254,7 @@ TP_FAMILIES = [
     ("tiny-smollm3", {}), ("tiny-glm", {}), ("tiny-exaone4", {"sliding_window": 3}),
     ("tiny-arcee", {}), ("tiny-nanochat", {}), ("tiny-hyperclovax", {}),
     ("tiny-starcoder2", {}), ("tiny-nemotron", {}), ("tiny-phi", {}), ("tiny-cohere2", {}),
-    ("tiny-gpt_neox", {}), ("tiny-gptj", {}),
+    ("tiny-gpt_neox", {}), ("tiny-gptj", {}), ("tiny-falcon", {}),
     ("tiny-gemma2", {"sliding_window": 3}), ("tiny-gemma3", {"sliding_window": 3})]
 
 

@@ -10,7 +10,8 @@ Qwen3's head norms and head_dim apart from the width, Phi-3's stacked matrices a
 window, SmolLM3's layers without rotary embeddings, Granite's scalars, GLM's, ERNIE 4.5's
 and Helium's rotary embeddings over neighbouring dims, Gemma's gated GELU and norms after
 attention and the MLP, Gemma 2's softcaps, Gemma 3's local layers, the LayerNorms of
-StarCoder2, StableLM, Nemotron and OLMo, the parallel layers of Phi, Cohere and GPT-NeoX) at
+StarCoder2, StableLM, Nemotron and OLMo, the parallel layers of Phi, Cohere, GPT-NeoX and
+Falcon) at
 a size the Triton interpreter runs in seconds.
 """
 
@@ -88,6 +89,13 @@ SHAPES: dict[str, dict] = {
                      rope_theta=10000.0, partial_rotary_factor=0.5, attention_bias=True,
                      tie_word_embeddings=False, max_position_embeddings=131072,
                      pad_token_id=151329, eos_token_id=[151329, 151336, 151338]),
+    # Falcon 7B (tiiuae/falcon-7b): 71 q heads of 64 on one kv head (multi_query), attention
+    # and an ungated GELU MLP side by side on one LayerNorm, no biases, a tied table
+    "falcon-7b": dict(model_type="falcon", vocab_size=65024, hidden_size=4544,
+                      num_hidden_layers=32, num_attention_heads=71, multi_query=True,
+                      parallel_attn=True, new_decoder_architecture=False, bias=False,
+                      alibi=False, layer_norm_epsilon=1e-5, max_position_embeddings=2048,
+                      bos_token_id=11, eos_token_id=11),
     # CPU sizes: every feature of the family, small enough for the interpreter.
     "tiny-llama3": dict(model_type="llama", vocab_size=67, hidden_size=32,
                         intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
@@ -326,6 +334,20 @@ SHAPES: dict[str, dict] = {
                           layer_norm_eps=1e-5, rotary_pct=0.5, use_parallel_residual=True,
                           max_position_embeddings=256, eos_token_id=2, pad_token_id=0,
                           bos_token_id=1),
+    # Falcon's new decoder architecture (Falcon 40B's and 180B's): q|k|v stored kv head by
+    # kv head, attention and an ungated GELU MLP side by side on a LayerNorm each
+    "tiny-falcon": dict(model_type="falcon", vocab_size=67, hidden_size=32,
+                        ffn_hidden_size=48, num_hidden_layers=2, num_attention_heads=4,
+                        num_kv_heads=2, new_decoder_architecture=True, parallel_attn=True,
+                        bias=False, layer_norm_epsilon=1e-5, max_position_embeddings=256,
+                        eos_token_id=2, pad_token_id=0, bos_token_id=1),
+    # Falcon 7B's layer: one kv head (multi_query), one LayerNorm before attention and the MLP
+    # side by side; here with every projection's bias (Falcon's bias)
+    "tiny-falcon-mq": dict(model_type="falcon", vocab_size=67, hidden_size=32,
+                           num_hidden_layers=2, num_attention_heads=4, multi_query=True,
+                           new_decoder_architecture=False, parallel_attn=True, bias=True,
+                           layer_norm_epsilon=1e-5, max_position_embeddings=256,
+                           eos_token_id=2, pad_token_id=0, bos_token_id=1),
     # a sliding layer beside a full one, the window past what the tests reach
     "tiny-ministral": dict(model_type="ministral", vocab_size=67, hidden_size=32,
                            intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,

@@ -186,6 +186,16 @@ _RENAMES = {"exaone": [(r"^transformer\.wte\.", "model.embed_tokens."),
                      (r"\.self_attn\.out_proj\.", ".self_attn.o_proj."),
                      (r"\.mlp\.fc_in\.", ".mlp.up_proj."),
                      (r"\.mlp\.fc_out\.", ".mlp.down_proj.")],
+            # (Falcon's query_key_value: _unstacked_by_head)
+            "falcon": [(r"^transformer\.", "model."),
+                       (r"^model\.word_embeddings\.", "model.embed_tokens."),
+                       (r"^model\.h\.", "model.layers."), (r"^model\.ln_f\.", "model.norm."),
+                       (r"\.ln_attn\.", ".input_layernorm."),
+                       (r"\.ln_mlp\.", ".post_attention_layernorm."),
+                       (r"\.self_attention\.", ".self_attn."),
+                       (r"\.self_attn\.dense\.", ".self_attn.o_proj."),
+                       (r"\.mlp\.dense_h_to_4h\.", ".mlp.up_proj."),
+                       (r"\.mlp\.dense_4h_to_h\.", ".mlp.down_proj.")],
             "phi": [(r"\.self_attn\.dense\.", ".self_attn.o_proj."),
                     (r"\.mlp\.fc1\.", ".mlp.up_proj."), (r"\.mlp\.fc2\.", ".mlp.down_proj."),
                     (r"^model\.final_layernorm\.", "model.norm.")],
@@ -209,7 +219,8 @@ _STACKED = {"self_attn.qkv_proj": (("self_attn.q_proj", "q"), ("self_attn.k_proj
             "mlp.gate_up_proj": (("mlp.gate_proj", "ffn"), ("mlp.up_proj", "ffn"))}
 
 
-# ... and head by head: [q_h; k_h; v_h] for each head h (GPT-NeoX's query_key_value)
+# ... and kv head by kv head: [q heads of g; k_g; v_g] for each kv head g (Falcon's
+# query_key_value; GPT-NeoX's, with as many kv heads as q heads: [q_h; k_h; v_h])
 _STACKED_BY_HEAD = "self_attn.query_key_value"
 
 
@@ -243,26 +254,35 @@ def _unstacked(tensors: Iterator[tuple[str, Reader, tuple[int, ...]]], config: L
 
 def _unstacked_by_head(name: str, read: Reader, shape: tuple[int, ...], config: LlamaConfig
                        ) -> Iterator[tuple[str, Reader]]:
-    """A matrix (or bias) stacking q, k and v head by head, as q_proj, k_proj and v_proj."""
-    if config.n_kv_heads != config.n_heads or shape[0] != 3 * config.q_dim:
-        raise ValueError(f"{name}: {shape[0]} rows, but q, k and v stacked head by head "
-                         f"take 3 x {config.n_heads} heads x {config.head_dim} "
-                         f"({config.n_kv_heads} kv heads given)")
+    """A matrix (or bias) stacking q, k and v kv head by kv head, as q_proj, k_proj and
+    v_proj."""
+    if shape[0] != config.q_dim + 2 * config.kv_dim:
+        raise ValueError(f"{name}: {shape[0]} rows, but q, k and v stacked kv head by kv head "
+                         f"take ({config.n_heads} + 2 x {config.n_kv_heads}) heads x "
+                         f"{config.head_dim}")
     module, _, kind = name.rpartition(".")
     prefix = module[:-len(_STACKED_BY_HEAD)]
-    for index, part in enumerate(("q_proj", "k_proj", "v_proj")):
+    for part in ("q_proj", "k_proj", "v_proj"):
         yield (f"{prefix}self_attn.{part}.{kind}",
-               functools.partial(_head_rows_of, read, index, config.head_dim, config.n_heads))
+               functools.partial(_head_rows_of, read, part, config))
 
 
-def _head_rows_of(read: Reader, part: int, head_dim: int, heads: int, split: Split
-                  ) -> torch.Tensor:
-    """Part `part` (0 q, 1 k, 2 v) of each head in `split`'s rows of that part (all heads
-    where None), read a head's block at a time."""
+def _head_rows_of(read: Reader, part: str, config: LlamaConfig, split: Split) -> torch.Tensor:
+    """The heads of `part` ("q_proj", "k_proj" or "v_proj") in `split`'s rows of it (all of
+    them where None), read a head's block at a time from a matrix stacking each kv head's
+    group of q heads, then its k and v head."""
+    group, head_dim = config.n_heads // config.n_kv_heads, config.head_dim
+    heads = config.n_heads if part == "q_proj" else config.n_kv_heads
     first, stop = (0, heads * head_dim) if split is None else split[1:]
     if split is not None and split[0] != 0:
         raise ValueError("a stacked checkpoint matrix is split by rows only")
-    blocks = [read((0, (3 * head + part) * head_dim, (3 * head + part + 1) * head_dim))
+
+    def block(head: int) -> int:   # the head's block of head_dim rows in the stack
+        if part == "q_proj":
+            return head // group * (group + 2) + head % group
+        return head * (group + 2) + group + (part == "v_proj")
+
+    blocks = [read((0, block(head) * head_dim, (block(head) + 1) * head_dim))
               for head in range(first // head_dim, stop // head_dim)]
     return torch.cat(blocks)
 

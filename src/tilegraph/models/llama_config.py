@@ -21,13 +21,13 @@ HyperCLOVA X (Granite's scalars, the logits' a multiplier, and norms after atten
 MLP), StarCoder2, StableLM, Nemotron and OLMo (LayerNorms, biased or not, turned into
 RMSNorms by centring the residual stream at load; StarCoder2's and Nemotron's ungated MLPs;
 StableLM's and Nemotron's partial rotary embeddings), Phi-1.5 and Phi-2, Cohere (Command R,
-Aya), Cohere 2 (Command R7B) and GPT-NeoX (Pythia) (LayerNorms too; attention and the MLP
-side by side on the layer's input: parallel_residual; Phi's LM head bias, Cohere's logit
-scale, Cohere 2's rotary embeddings only in its sliding layers, GPT-NeoX's q|k|v stored head
-by head), the families SUPPORTED_TYPES names besides, and the language models of the
-multimodal checkpoints _LANGUAGE_MODELS names (on text); sliding windows in the layers each
-family's config names. Anything else raises a ValueError that names the field, so a model is
-never run with a part silently ignored.
+Aya), Cohere 2 (Command R7B), GPT-NeoX (Pythia) and Falcon (LayerNorms too; attention and
+the MLP side by side on the layer's input: parallel_residual; Phi's LM head bias, Cohere's
+logit scale, Cohere 2's rotary embeddings only in its sliding layers, GPT-NeoX's q|k|v
+stored head by head, Falcon's kv head by kv head), the families SUPPORTED_TYPES names
+besides, and the language models of the multimodal checkpoints _LANGUAGE_MODELS names (on
+text); sliding windows in the layers each family's config names. Anything else raises a
+ValueError that names the field, so a model is never run with a part silently ignored.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ SUPPORTED_TYPES = ("llama", "mistral", "ministral", "phi3", "qwen2", "qwen3", "s
                    "seed_oss", "cwm", "exaone4", "olmo2", "olmo3", "hunyuan_v1_dense",
                    "ministral3", "arcee", "nanochat", "hyperclovax", "gemma", "gemma2",
                    "vaultgemma", "gemma3_text", "starcoder2", "stablelm", "nemotron", "olmo",
-                   "phi", "cohere", "cohere2", "gpt_neox", "gptj")
+                   "phi", "cohere", "cohere2", "gpt_neox", "gptj", "falcon")
 GEMMA_TYPES = ("gemma", "gemma2", "vaultgemma", "gemma3_text")
 # Gemma 2's attention: scores softcapped, scaled by query_pre_attn_scalar, alternate layers
 # sliding (VaultGemma's too, whose layers have no norms after attention and the MLP)
@@ -64,10 +64,11 @@ PARTIAL_ROTARY_TYPES = ("phi3", "glm", "glm4", "stablelm", "nemotron", "phi", "g
 # Families whose norms are LayerNorms (the mean subtracted; OLMo's without weights), and
 # those of them whose LayerNorms add a bias
 LAYER_NORM_TYPES = ("starcoder2", "stablelm", "nemotron", "olmo", "phi", "cohere", "cohere2",
-                    "gpt_neox", "gptj")
-_NORM_BIAS_TYPES = ("starcoder2", "stablelm", "nemotron", "phi", "gpt_neox", "gptj")
+                    "gpt_neox", "gptj", "falcon")
+_NORM_BIAS_TYPES = ("starcoder2", "stablelm", "nemotron", "phi", "gpt_neox", "gptj", "falcon")
 # Families whose layers run attention and the MLP side by side on one norm of their input
-# (StableLM's where use_parallel_residual says so; GPT-NeoX's, a norm each, by default)
+# (StableLM's where use_parallel_residual says so; GPT-NeoX's, a norm each, by default;
+# Falcon's by parallel_attn and num_ln_in_parallel_attn: _falcon_fields)
 _ONE_NORM_PARALLEL_TYPES = ("phi", "cohere", "cohere2", "gptj")
 # Multimodal checkpoints whose language model tilegraph runs (on text): their type -> the
 # type of the text_config they hold where it names none
@@ -99,12 +100,15 @@ _FIELD_ALIASES = {
     "gptj": {"n_embd": "hidden_size", "n_head": "num_attention_heads",
              "n_layer": "num_hidden_layers", "n_positions": "max_position_embeddings",
              "layer_norm_epsilon": "rms_norm_eps", "activation_function": "hidden_act"},
+    # (num_kv_heads, which multi_query may override, read apart)
+    "falcon": {"n_embed": "hidden_size", "layer_norm_epsilon": "rms_norm_eps",
+               "ffn_hidden_size": "intermediate_size", "activation": "hidden_act"},
 }
 # Families whose attention transformers never windows, whatever sliding_window says
 _NEVER_WINDOWED = ("llama", "granite", "exaone", "internlm3", "ernie4_5", "glm", "glm4",
                    "helium", "seed_oss", "olmo2", "hunyuan_v1_dense", "arcee", "nanochat",
                    "hyperclovax", "gemma", "stablelm", "nemotron", "olmo", "phi", "cohere",
-                   "gpt_neox", "gptj")
+                   "gpt_neox", "gptj", "falcon")
 # The families whose attention scores or logits may be softcapped
 _SOFTCAPPED = {"attn_logit_softcapping": GEMMA_TYPES,
                "final_logit_softcapping": (*GEMMA_TYPES, "nanochat")}
@@ -137,7 +141,10 @@ _CLASS_DEFAULTS = {"glm": {"partial_rotary_factor": 0.5, "attention_bias": True}
                                 "hidden_act": "gelu", "attention_bias": True,
                                 "use_parallel_residual": True},
                    "gptj": {"rms_norm_eps": 1e-5, "hidden_act": "gelu_new", "rotary_dim": 64,
-                            "tie_word_embeddings": False}}
+                            "tie_word_embeddings": False},
+                   "falcon": {"rms_norm_eps": 1e-5, "hidden_act": "gelu",
+                              "tie_word_embeddings": True, "max_position_embeddings": 2048,
+                              "multi_query": True, "parallel_attn": True}}
 # The rotary settings of a family's config class where a config.json names none (neither
 # rope_parameters nor rope_scaling)
 _CLASS_ROPE = {"ministral3": {"rope_type": "yarn", "rope_theta": 1e6, "factor": 16.0,
@@ -152,7 +159,7 @@ _MLP_ACTIVATIONS = {"silu": "swiglu", "swish": "swiglu", "gelu": "geglu",
 _UNGATED_MLP_ACTIVATIONS = {"relu2": "relu2", "relu": "relu", "gelu": "gelu",
                             "gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh"}
 _UNGATED_MLP_TYPES = ("arcee", "nanochat", "starcoder2", "nemotron", "phi", "gpt_neox",
-                      "gptj")
+                      "gptj", "falcon")
 # What LlamaConfig.mlp_activation may be: a gated activation or an ungated one
 _MLP_KINDS = _GATED + tuple(a for a in ACTIVATIONS if a != "none")
 
@@ -578,6 +585,8 @@ def _fields_from_hf(values: dict) -> dict:
               **values}
     if model_type == "gptj":
         values = {**values, "intermediate_size": values.get("n_inner") or 4 * values["hidden_size"]}
+    if model_type == "falcon":
+        values = {**values, **_falcon_fields(values)}
     if model_type in _CLASS_ROPE and not (values.get("rope_parameters")
                                           or values.get("rope_scaling")):
         values["rope_parameters"] = _CLASS_ROPE[model_type]
@@ -642,6 +651,8 @@ def _fields_from_hf(values: dict) -> dict:
         qkv_bias = bool(values.get("attention_bias", False))
         o_bias = bool(values.get("attention_out_bias", False))
         mlp_bias = bool(values.get("mlp_bias", False))
+    elif model_type == "falcon":   # every projection or none
+        qkv_bias = o_bias = mlp_bias = bool(values.get("bias", False))
     elif model_type == "stablelm":   # q, k and v only (use_qkv_bias)
         qkv_bias, o_bias, mlp_bias = bool(values.get("attention_bias", False)), False, False
     else:
@@ -660,7 +671,9 @@ def _fields_from_hf(values: dict) -> dict:
         parallel_residual=(model_type in _ONE_NORM_PARALLEL_TYPES
                            or bool(values.get("use_parallel_residual"))),
         one_norm_before=(model_type in _ONE_NORM_PARALLEL_TYPES
-                         or model_type == "stablelm" and bool(values.get("use_parallel_residual"))),
+                         or model_type in ("stablelm", "falcon")
+                         and bool(values.get("use_parallel_residual"))
+                         and not values.get("two_norms_parallel")),
         lm_head_bias=model_type in ("phi", "gptj"),
         # Nemotron's LayerNorms scale by 1 + weight; OLMo's by nothing
         **({"norm_plus_one": True} if model_type == "nemotron" else {}),
@@ -693,6 +706,29 @@ def _fields_from_hf(values: dict) -> dict:
            else {}),
         **(_attention_temperature(values) if model_type == "ministral3" else {}),
         **(_nanochat_fields(values) if model_type == "nanochat" else {}))
+
+
+def _falcon_fields(values: dict) -> dict:
+    """Falcon's fields as Llama's: its kv heads (one where multi_query, without the new
+    decoder architecture), an MLP four times the width where ffn_hidden_size is null, its
+    layers side by side where parallel_attn says so, on one norm (Falcon 7B's, Falcon 2's) or
+    a norm each (the new architecture's default: Falcon 40B's and 180B's). ALiBi's position
+    bias is refused, and the new architecture's layers one after the other, which
+    transformers' Falcon cannot build either."""
+    if values.get("alibi"):
+        raise _unsupported("alibi", True, "Falcon's ALiBi position bias is not implemented "
+                           "(tilegraph runs its rotary checkpoints)")
+    new = bool(values.get("new_decoder_architecture"))
+    parallel = bool(values["parallel_attn"])
+    if new and not parallel:
+        raise _unsupported("parallel_attn", False, "Falcon's new decoder architecture runs "
+                           "attention and the MLP side by side")
+    heads = values["num_attention_heads"]
+    kv_heads = (values.get("num_kv_heads") or heads) if new or not values["multi_query"] else 1
+    return {"num_key_value_heads": kv_heads,
+            "intermediate_size": values.get("intermediate_size") or 4 * values["hidden_size"],
+            "use_parallel_residual": parallel,
+            "two_norms_parallel": new and (values.get("num_ln_in_parallel_attn") or 2) == 2}
 
 
 def _nanochat_fields(values: dict) -> dict:
