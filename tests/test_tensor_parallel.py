@@ -2,6 +2,7 @@
 GPUs, a rank a GPU) give TP=1's logits and tokens; shards load from checkpoint files; the
 one-shot all-reduce equals NCCL's; bad splits and failed ranks are clear errors, never hangs."""
 
+import dataclasses
 import time
 import warnings
 
@@ -255,6 +256,7 @@ TP_FAMILIES = [
     ("tiny-arcee", {}), ("tiny-nanochat", {}), ("tiny-hyperclovax", {}),
     ("tiny-starcoder2", {}), ("tiny-nemotron", {}), ("tiny-phi", {}), ("tiny-cohere2", {}),
     ("tiny-gpt_neox", {}), ("tiny-gptj", {}), ("tiny-falcon", {}),
+    ("tiny-falcon-mq", {}),
     ("tiny-gemma2", {"sliding_window": 3}), ("tiny-gemma3", {"sliding_window": 3})]
 
 
@@ -287,8 +289,8 @@ def test_tp_families_equal_tp1(tmp_path):
     Nemotron's LayerNorms (each rank's output and down columns centred, its q|k|v and up
     rows given their share of the norms' biases, its LM head rows the final norm's); Phi's
     Cohere 2's and GPT-J's parallel layers (Phi's and GPT-J's LM head biases split by rows),
-    GPT-NeoX's (each rank
-    reading its heads' q, k and v from the matrix that stores them head by head); Gemma's
+    GPT-NeoX's and Falcon's (each rank reading its heads' q, k and v from the matrix that
+    stores them kv head by kv head; Falcon 7B's one kv head held by both ranks); Gemma's
     norms after the all-reduced attention and MLP outputs, on every rank, and Gemma 2's
     softcaps (each rank's heads', the gathered logits')."""
     _ranks_fit(2)
@@ -317,7 +319,8 @@ def test_tp_families_equal_tp1(tmp_path):
             failures += [f"rank {rank}, {name} {path}: relative error {error:.2e}"
                          for path, error in result["errors"].items() if not error < 1e-5]
             config = configs[name]
-            expected = ((config.q_dim + 2 * config.kv_dim) // 2, config.dim)
+            local = tgd.local_config(config, 2)
+            expected = (local.q_dim + 2 * local.kv_dim, config.dim)
             if result["shapes"]["layers.0.wqkv"] != expected:
                 failures.append(f"rank {rank}, {name}: wqkv {result['shapes']['layers.0.wqkv']}"
                                 f" is not {expected}")
@@ -413,12 +416,16 @@ def test_watchdog_fires_only_while_armed_past_the_timeout():
 
 @pytest.mark.parametrize("changed, name, value", [
     (dict(n_heads=6, n_kv_heads=2), "num_attention_heads", 6),
-    (dict(n_kv_heads=2), "num_key_value_heads", 2), (dict(ffn_dim=50), "intermediate_size", 50)])
+    (dict(n_heads=24, n_kv_heads=3), "num_key_value_heads", 3),
+    (dict(n_heads=24, n_kv_heads=6), "num_key_value_heads", 6),
+    (dict(ffn_dim=50), "intermediate_size", 50)])
 def test_heads_and_mlp_must_divide_by_tp(changed, name, value):
+    """q heads and the MLP divide by the ranks; kv heads divide by them or divide them."""
     values = dict(vocab_size=67, dim=48, n_layers=1, n_heads=8, n_kv_heads=4, ffn_dim=64,
                   head_dim=8)
     config = LlamaConfig(**{**values, **changed})
-    with pytest.raises(ValueError, match=f"{name} \\({value}\\) does not divide by tp=4"):
+    refused = f"{name} \\({value}\\) (does not|neither) divides? by tp=4"
+    with pytest.raises(ValueError, match=refused):
         tgd.local_config(config, 4)
 
 
@@ -460,6 +467,22 @@ def test_split_of_names_each_ranks_slice():
     assert tgd.split_of("layers.0.wo", "", config, 0, 1) is None
 
 
+def test_fewer_kv_heads_than_ranks_each_rank_holds_its_q_heads_one():
+    """8 q heads on 2 kv heads over 4 ranks: ranks 0 and 1 hold kv head 0 (q heads 0-3
+    attend to it), ranks 2 and 3 kv head 1; one kv head over 4 ranks: all hold it."""
+    config = LlamaConfig(vocab_size=67, dim=64, n_layers=1, n_heads=8, n_kv_heads=2,
+                         ffn_dim=64, head_dim=8)
+    local = tgd.local_config(config, 4)
+    assert (local.n_heads, local.n_kv_heads) == (2, 1)
+    assert [tgd.split_of("layers.0.wqkv", "k", config, rank, 4) for rank in range(4)] == [
+        (0, 0, 8), (0, 0, 8), (0, 8, 16), (0, 8, 16)]
+    assert tgd.split_of("layers.0.bqkv", "v", config, 3, 4) == (0, 8, 16)
+    assert tgd.split_of("layers.0.wqkv", "q", config, 3, 4) == (0, 48, 64)
+    one = dataclasses.replace(config, n_kv_heads=1)
+    assert {tgd.split_of("layers.0.wqkv", "v", one, rank, 4) for rank in range(4)} == {
+        (0, 0, 8)}
+
+
 def test_demo_tp_sizes_halve_while_the_heads_divide():
     from tilegraph.model_demo import _tp_sizes
 
@@ -470,5 +493,6 @@ def test_demo_tp_sizes_halve_while_the_heads_divide():
     assert _tp_sizes(config(12, 6), 6) == [6, 3]
     assert _tp_sizes(config(8, 8), 8) == [8, 4, 2]
     assert _tp_sizes(config(12, 6), 3) == [3]
-    with pytest.raises(ValueError, match="does not divide by tp=4"):
+    assert _tp_sizes(config(8, 2), 8) == [8, 4, 2]   # kv heads shared by 4 and 2 ranks
+    with pytest.raises(ValueError, match="num_key_value_heads \\(6\\) neither divides by tp=4"):
         _tp_sizes(config(12, 6), 4)

@@ -4,7 +4,9 @@ Column-parallel (split along the output rows): q|k|v by heads, gate|up by the Sw
 size, the LM head (and its bias) by vocabulary rows. Row-parallel (split along the input
 columns): the output projection by heads, the down projection by the inner size; their
 partial products are summed by one all-reduce each. Norms, the embedding table and the
-row-parallel biases (added once, by rank 0) are whole on every rank.
+row-parallel biases (added once, by rank 0) are whole on every rank. Where there are fewer
+kv heads than ranks (Falcon 7B's one, Qwen2-7B's four over eight GPUs), each rank holds
+the one kv head its q heads attend to, which the ranks of its group all hold.
 """
 
 from __future__ import annotations
@@ -33,13 +35,16 @@ def local_config(config: LlamaConfig, size: int) -> LlamaConfig:
         raise ValueError(f"{config.model_type}'s q and k norms span every head, which tp="
                          f"{size} splits between ranks: run it on one GPU")
     for name, value in (("num_attention_heads", config.n_heads),
-                        ("num_key_value_heads", config.n_kv_heads),
                         ("intermediate_size", config.ffn_dim)):
         if value % size:
             raise ValueError(f"{name} ({value}) does not divide by tp={size}: each rank "
                              "must hold whole heads and an equal share of the MLP")
+    if config.n_kv_heads % size and size % config.n_kv_heads:
+        raise ValueError(f"num_key_value_heads ({config.n_kv_heads}) neither divides by tp="
+                         f"{size} nor divides it: each rank must hold whole kv heads, or one "
+                         "that a whole number of ranks share")
     return dataclasses.replace(config, n_heads=config.n_heads // size,
-                               n_kv_heads=config.n_kv_heads // size,
+                               n_kv_heads=max(config.n_kv_heads // size, 1),
                                ffn_dim=config.ffn_dim // size, head_dim=config.head_dim)
 
 
@@ -64,6 +69,9 @@ def split_of(name: str, part: str, config: LlamaConfig, rank: int, size: int
     if key not in _SPLITS:
         return None
     dim, unit = _SPLITS[key]
+    if unit == "kv" and config.n_kv_heads < size:   # the kv head of the rank's q heads
+        start = rank * config.n_kv_heads // size * config.head_dim
+        return dim, start, start + config.head_dim
     total = {"q": config.q_dim, "kv": config.kv_dim, "ffn": config.ffn_dim}[unit]
     share = total // size
     return dim, rank * share, (rank + 1) * share
