@@ -113,3 +113,20 @@ def test_hf_peers_cache_every_position_in_full_layers(name, window, masks_on_dev
     with torch.no_grad():
         ref = hf(torch.cat([prompts, continuation], dim=1)).logits[:, 9:39]
     assert max(rel_error(logits[:, t], ref[:, t]) for t in range(30)) < 1e-5
+
+
+def test_a_peer_that_raises_while_building_is_listed_with_why(monkeypatch):
+    """transformers 5.17's Falcon copies a host list to the GPU in its step, which graph
+    capture refuses: the demo lists hf-graph as unavailable, first line of the error, and
+    goes on to the other variants."""
+    from tilegraph import model_demo
+    from tilegraph.bench import Unavailable
+
+    def refuses(*args):
+        raise RuntimeError("Cannot copy between CPU and CUDA tensors during CUDA graph "
+                           "capture\nunless pinned")
+    monkeypatch.setattr(model_demo, "_peer_step", refuses)
+    peer = model_demo._build_peer("hf-eager", None, None, torch.zeros(1, 3, dtype=torch.long),
+                                  4, 16)
+    assert peer == Unavailable("hf-eager raised while building: Cannot copy between CPU and "
+                               "CUDA tensors during CUDA graph capture")

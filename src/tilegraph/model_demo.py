@@ -274,6 +274,18 @@ def _build_peer(name: str, hf, model: Llama, prompts: torch.Tensor, new_tokens: 
                 max_seq: int) -> tuple[Decode, Score] | Unavailable:
     if name != "hf-eager" and not prompts.is_cuda:
         return Unavailable("needs CUDA")
+    try:
+        decoder, step = _peer_step(name, hf, model, prompts, max_seq)
+    except RuntimeError as error:
+        # a peer that cannot build here (transformers 5.17's Falcon indexes a head with a
+        # host list, a copy that graph capture refuses) is reported, not the demo's end
+        return Unavailable(f"{name} raised while building: {str(error).splitlines()[0]}")
+    return (lambda: decoder.run(prompts, new_tokens, step),
+            lambda continuation: decoder.score(prompts, continuation, step))
+
+
+def _peer_step(name: str, hf, model: Llama, prompts: torch.Tensor, max_seq: int):
+    """(decoder, its step) of a peer variant, built: compiled, captured or as it is."""
     if name == "plain-autotune":
         from torch._inductor import config as inductor
 
@@ -287,8 +299,7 @@ def _build_peer(name: str, hf, model: Llama, prompts: torch.Tensor, new_tokens: 
         builders = {"hf-eager": lambda d, p: d.step, "hf-graph": _hand_graph,
                     "hf-compile": _compiled}
         step = builders[name](decoder, prompts)
-    return (lambda: decoder.run(prompts, new_tokens, step),
-            lambda continuation: decoder.score(prompts, continuation, step))
+    return decoder, step
 
 
 def _build_tilegraph(model: Llama, prompts: torch.Tensor, new_tokens: int, max_seq: int,
