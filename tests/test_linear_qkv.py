@@ -274,6 +274,29 @@ def test_head_norms_in_the_several_row_epilogue(rows, plan, dtype, device, monke
     _check(q, cache, expected, dtype, what=str(plan))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("rows, plan", [
+    (1, HEAD_NORM_PLANS[0]), (1, HEAD_NORM_PLANS[3]), *SEVERAL_ROW_HEAD_NORM_PLANS[2:4],
+    (19, None)], ids=str)
+def test_a_norm_weight_a_head(rows, plan, dtype, device, monkeypatch):
+    """q_norm_weight (heads, head_dim) and k_norm_weight (kv_heads, head_dim), a weight a
+    head (StableLM's and Cohere's per-head norms): in the epilogue of the one-row GEMV (a
+    persistent launch too) and of the tensor-core kernel (split-K too), and past 16 rows in
+    the second kernel; the second kv head's weight is not the first's."""
+    heads, kv_heads, head_dim = 6, 2, 32
+    x, w, b, g, cache, _ = _head_norms_case(dtype, device, head_dim=head_dim, heads=heads,
+                                            kv_heads=kv_heads, rows=rows)
+    norms = {name: (1 + randn(count, head_dim, scale=0.3)).to(dtype=dtype, device=device)
+             for name, count in (("q_norm_weight", heads), ("k_norm_weight", kv_heads))}
+    expected = _reference(x, w, b, g, cache, **norms)
+    if plan is not None:
+        monkeypatch.setattr(decode_plan, "plan", lambda *args, **kwargs: plan)
+        _forbid_the_head_norm_kernel(monkeypatch)
+    q = tg.linear_qkv(x, w, b, norm_weight=g, out=poisoned((rows, heads, head_dim), dtype,
+                                                           device), **cache, **norms)
+    _check(q, cache, expected, dtype, what=str(plan))
+
+
 @pytest.mark.parametrize("head_dim", [24, 10])
 def test_head_norms_of_heads_not_a_power_of_two(head_dim, device, monkeypatch):
     """head_dim 24 in blocks of 8 (half a head, 12, rounded up to 16 lanes) in the epilogue;

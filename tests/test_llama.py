@@ -491,7 +491,8 @@ def test_hyperclovax_scalars_and_norms_after_match_hf(post_norm, tmp_path, devic
     ("tiny-gpt_neox", {}),
     ("tiny-gpt_neox", {"use_parallel_residual": False}), ("tiny-falcon-mq", {}),
     ("tiny-falcon-mq", {"parallel_attn": False, "multi_query": False}),
-    ("tiny-stablelm", {"use_parallel_residual": True})])
+    ("tiny-stablelm", {"use_parallel_residual": True}), ("tiny-stablelm", {"qk_layernorm": True}),
+    ("tiny-cohere", {"use_qk_norm": True})])
 def test_layer_norms_match_hf_over_a_stream_whose_mean_is_far_from_zero(name, overrides,
                                                                         tmp_path, device):
     """LayerNorm families: loading centres the residual stream (the table's rows, the output
@@ -522,8 +523,9 @@ def test_layer_norm_family_configs():
     config.json leaves them out), StarCoder2's window on every layer, parallel layers
     (StableLM's where use_parallel_residual says so), Phi's LM head bias, Cohere's logit
     scale and Cohere 2's rotary embeddings in its sliding layers alone. StableLM's and
-    Cohere's per-head LayerNorms are refused by name, and layer_norm or parallel_residual
-    with norms after the outputs."""
+    Cohere's per-head LayerNorms (qk_layernorm, use_qk_norm) a weight a head (another
+    family's such a field refused), and layer_norm or parallel_residual with norms after the
+    outputs refused."""
     star = LlamaConfig.from_hf(hf_config("tiny-starcoder2"))
     assert star.layer_norm and star.norm_bias and star.tie_embeddings
     assert (star.qkv_bias, star.o_bias, star.mlp_bias) == (True, True, True)
@@ -533,8 +535,10 @@ def test_layer_norm_family_configs():
     stable = LlamaConfig.from_hf(stable_values)
     assert stable.rotary_dim == 4 and stable.head_dim == 16 and stable.norm_bias
     assert (stable.qkv_bias, stable.o_bias, stable.mlp_bias) == (True, False, False)
-    with pytest.raises(ValueError, match="qk_layernorm"):
-        LlamaConfig.from_hf({**stable_values, "qk_layernorm": True})
+    heads_normed = LlamaConfig.from_hf({**stable_values, "qk_layernorm": True})
+    assert heads_normed.qk_norm and heads_normed.qk_norm_per_head
+    assert heads_normed.parameter_count() == stable.parameter_count() + 2 * (
+        heads_normed.q_dim + heads_normed.kv_dim)
     assert not stable.parallel_residual
     assert LlamaConfig.from_hf({**stable_values, "use_parallel_residual": True}
                                ).parallel_residual
@@ -559,8 +563,11 @@ def test_layer_norm_family_configs():
     cohere = LlamaConfig.from_hf(cohere_values)
     assert cohere.parallel_residual and cohere.rotary_interleaved and not cohere.norm_bias
     assert cohere.logits_scaling == 2.0 and cohere.tie_embeddings
-    with pytest.raises(ValueError, match="use_qk_norm"):
-        LlamaConfig.from_hf({**cohere_values, "use_qk_norm": True})
+    assert LlamaConfig.from_hf({**cohere_values, "use_qk_norm": True}).qk_norm_per_head
+    with pytest.raises(ValueError, match="use_qk_norm=True is not supported: stablelm"):
+        LlamaConfig.from_hf({**stable_values, "use_qk_norm": True})
+    with pytest.raises(ValueError, match="exclude each other"):
+        dataclasses.replace(heads_normed, qk_norm_whole=True)
     cohere2 = LlamaConfig.from_hf(hf_config("tiny-cohere2"))
     assert cohere2.sliding_layers == (True, False) and cohere2.rope_layers == (True, False)
     four = LlamaConfig.from_hf({**hf_config("tiny-cohere2").to_dict(), "layer_types": None,

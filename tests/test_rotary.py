@@ -96,6 +96,25 @@ def test_norms_over_all_heads_match_reference(rows, heads, kv_heads, head_dim, w
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("rows, heads, kv_heads, head_dim", [(1, 4, 2, 64), (3, 7, 1, 24)])
+def test_a_norm_weight_a_head_matches_reference(rows, heads, kv_heads, head_dim, dtype,
+                                                device):
+    """q_norm_weight (heads, head_dim), k_norm_weight (kv_heads, head_dim): each head
+    normalised alone and scaled by its own weight (StableLM's and Cohere's per-head norms),
+    which the reference tells apart from every head scaled by the first one's."""
+    case = _heads_apart(_case(rows, heads, kv_heads, head_dim, dtype, device), heads,
+                        kv_heads, head_dim)
+    norms = {name: (1 + torch.randn(count, head_dim) * 0.3).to(dtype=dtype, device=device)
+             for name, count in (("q_norm_weight", heads), ("k_norm_weight", kv_heads))}
+    q_ref = _assert_normed_matches_reference(case, heads, dtype, device, norms)
+    qkv, cos, sin, positions, slots, cache = case
+    first = rotary_qkv_ref(qkv.double(), cos.double(), sin.double(), positions, slots,
+                           cache.double(), cache.double(), n_heads=heads, norm_eps=1e-5,
+                           **{name: t[0].double() for name, t in norms.items()})
+    assert heads == 1 or not torch.allclose(q_ref, first, rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 def test_head_norms_after_rotary_match_reference(dtype, device):
     """norm_after_rotary: each q and k head rotated (rounded), then normalised and scaled
     (Hunyuan's order), which the per-dim weights tell apart from the other order."""
@@ -114,12 +133,15 @@ def test_head_norms_after_rotary_match_reference(dtype, device):
 def test_norm_weights_of_other_widths_are_refused(device):
     qkv, cos, sin, positions, slots, cache = _case(2, 4, 2, 8, torch.float32, device)
     args = (qkv, cos, sin, positions, slots, cache, cache.clone())
-    with pytest.raises(ValueError, match=r"expected \(8,\) for a norm a head or \(32,\)"):
+    with pytest.raises(ValueError, match=r"expected \(8,\) for a norm a head, \(32,\)"):
         tg.rotary_qkv(*args, n_heads=4, q_norm_weight=torch.ones(16, device=device),
                       k_norm_weight=torch.ones(8, device=device))
     with pytest.raises(ValueError, match=r"k_norm_weight has shape \(32,\)"):
         tg.rotary_qkv(*args, n_heads=4, q_norm_weight=torch.ones(32, device=device),
                       k_norm_weight=torch.ones(32, device=device))
+    with pytest.raises(ValueError, match="both a weight a head"):
+        tg.rotary_qkv(*args, n_heads=4, q_norm_weight=torch.ones(4, 8, device=device),
+                      k_norm_weight=torch.ones(8, device=device))
 
 
 def test_rotation_keeps_norms_and_position_zero_is_identity(device):

@@ -256,7 +256,8 @@ TP_FAMILIES = [
     ("tiny-arcee", {}), ("tiny-nanochat", {}), ("tiny-hyperclovax", {}),
     ("tiny-starcoder2", {}), ("tiny-nemotron", {}), ("tiny-phi", {}), ("tiny-cohere2", {}),
     ("tiny-gpt_neox", {}), ("tiny-gptj", {}), ("tiny-falcon", {}),
-    ("tiny-falcon-mq", {}),
+    ("tiny-falcon-mq", {}), ("tiny-stablelm", {"qk_layernorm": True}),
+    ("tiny-cohere", {"use_qk_norm": True}),
     ("tiny-gemma2", {"sliding_window": 3}), ("tiny-gemma3", {"sliding_window": 3})]
 
 
@@ -290,7 +291,9 @@ def test_tp_families_equal_tp1(tmp_path):
     rows given their share of the norms' biases, its LM head rows the final norm's); Phi's
     Cohere 2's and GPT-J's parallel layers (Phi's and GPT-J's LM head biases split by rows),
     GPT-NeoX's and Falcon's (each rank reading its heads' q, k and v from the matrix that
-    stores them kv head by kv head; Falcon 7B's one kv head held by both ranks); Gemma's
+    stores them kv head by kv head; Falcon 7B's one kv head held by both ranks); StableLM's
+    and Cohere's norms of each q and k head (each rank the weights of its own heads, its
+    heads' rows centred); Gemma's
     norms after the all-reduced attention and MLP outputs, on every rank, and Gemma 2's
     softcaps (each rank's heads', the gathered logits')."""
     _ranks_fit(2)
@@ -481,6 +484,20 @@ def test_fewer_kv_heads_than_ranks_each_rank_holds_its_q_heads_one():
     one = dataclasses.replace(config, n_kv_heads=1)
     assert {tgd.split_of("layers.0.wqkv", "v", one, rank, 4) for rank in range(4)} == {
         (0, 0, 8)}
+
+
+def test_head_norms_a_weight_a_head_split_by_heads():
+    """q_norm (heads, head_dim) and k_norm (kv_heads, head_dim), a weight a head: each rank
+    the rows of its heads (a kv head that ranks share, each of them); one weight for every
+    head is whole on every rank."""
+    config = LlamaConfig(vocab_size=67, dim=64, n_layers=1, n_heads=8, n_kv_heads=2,
+                         ffn_dim=64, head_dim=8, qk_norm=True, qk_norm_per_head=True)
+    assert tgd.split_of("layers.0.q_norm", "", config, 1, 4) == (0, 2, 4)
+    assert [tgd.split_of("layers.0.k_norm", "", config, rank, 4) for rank in range(4)] == [
+        (0, 0, 1), (0, 0, 1), (0, 1, 2), (0, 1, 2)]
+    assert tgd.split_of("layers.0.k_norm", "", config, 1, 2) == (0, 1, 2)
+    shared = dataclasses.replace(config, qk_norm_per_head=False)
+    assert tgd.split_of("layers.0.q_norm", "", shared, 1, 4) is None
 
 
 def test_demo_tp_sizes_halve_while_the_heads_divide():

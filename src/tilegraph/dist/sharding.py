@@ -66,12 +66,18 @@ def split_of(name: str, part: str, config: LlamaConfig, rank: int, size: int
         start, stop, _ = vocab_shard(config.vocab_size, rank, size)
         return 0, start, stop
     key = (name.rsplit(".", 1)[-1], part)
-    if key not in _SPLITS:
+    per_row = 1   # the elements of q (kv, ffn) a row of the tensor holds
+    if key in (("q_norm", ""), ("k_norm", "")) and config.qk_norm_per_head:
+        # a weight a head (heads, head_dim): the rank's heads' rows
+        dim, unit, per_row = 0, "q" if key[0] == "q_norm" else "kv", config.head_dim
+    elif key in _SPLITS:
+        dim, unit = _SPLITS[key]
+    else:
         return None
-    dim, unit = _SPLITS[key]
     if unit == "kv" and config.n_kv_heads < size:   # the kv head of the rank's q heads
         start = rank * config.n_kv_heads // size * config.head_dim
-        return dim, start, start + config.head_dim
-    total = {"q": config.q_dim, "kv": config.kv_dim, "ffn": config.ffn_dim}[unit]
-    share = total // size
-    return dim, rank * share, (rank + 1) * share
+        stop = start + config.head_dim
+    else:
+        share = {"q": config.q_dim, "kv": config.kv_dim, "ffn": config.ffn_dim}[unit] // size
+        start, stop = rank * share, (rank + 1) * share
+    return dim, start // per_row, stop // per_row

@@ -28,9 +28,10 @@ NO_HEAD_NORM = ()  # the `head_norm` argument of a projection without head norms
 def head_norm_args(counters: torch.Tensor, q_norm: torch.Tensor, k_norm: torch.Tensor,
                    eps: float) -> tuple:
     """A projection's `head_norm` tuple: a zeroed int32 counter a q or k head (from a split
-    workspace, clear of the launch's own split counters), the norm weights (head_dim,) and
-    eps."""
-    return (counters, q_norm, k_norm, eps)
+    workspace, clear of the launch's own split counters), the norm weights ((head_dim,), or
+    (heads, head_dim): a weight a head), the elements from one head's weight to the next's
+    (0 where they share one) and eps."""
+    return (counters, q_norm, k_norm, q_norm.shape[-1] if q_norm.ndim == 2 else 0, eps)
 
 
 def head_half_block(head_dim: int) -> int:
@@ -67,7 +68,7 @@ def head_normed_store(acc, block, offs_m, offs_n, M, N, q_ptr, stride_qm, rotary
     reads them."""
     (k_ptr, v_ptr, stride_cb, stride_ch, stride_cp, cos_ptr, sin_ptr, stride_cs,
      positions_ptr, slots_ptr, q_dim, kv_dim, head_dim) = rotary
-    count_ptr, q_norm_ptr, k_norm_ptr, eps = head_norm
+    count_ptr, q_norm_ptr, k_norm_ptr, weight_stride, eps = head_norm
     # every block unrotated first (c = 1, s = 0): v for good, q and k until their heads
     # are normalised
     ones = tl.full([BLOCK_M, BLOCK_N // 2], 1.0, tl.float32)
@@ -101,10 +102,13 @@ def head_normed_store(acc, block, offs_m, offs_n, M, N, q_ptr, stride_qm, rotary
             g_mask = offs < half
             q_g = tl.where(is_q, g_mask, False)
             k_g = tl.where(is_q, False, g_mask)
-            g1 = (tl.load(q_norm_ptr + offs, mask=q_g, other=0.0).to(tl.float32)
-                  + tl.load(k_norm_ptr + offs, mask=k_g, other=0.0).to(tl.float32))
-            g2 = (tl.load(q_norm_ptr + half + offs, mask=q_g, other=0.0).to(tl.float32)
-                  + tl.load(k_norm_ptr + half + offs, mask=k_g, other=0.0).to(tl.float32))
+            # the head's own weight where each has one (weight_stride 0: one for all)
+            q_g_at = q_norm_ptr + head * weight_stride + offs
+            k_g_at = k_norm_ptr + (head - q_dim // head_dim) * weight_stride + offs
+            g1 = (tl.load(q_g_at, mask=q_g, other=0.0).to(tl.float32)
+                  + tl.load(k_g_at, mask=k_g, other=0.0).to(tl.float32))
+            g2 = (tl.load(q_g_at + half, mask=q_g, other=0.0).to(tl.float32)
+                  + tl.load(k_g_at + half, mask=k_g, other=0.0).to(tl.float32))
             table = position[:, None] * stride_cs + offs[None, :]
             cos = tl.load(cos_ptr + table, mask=mask, other=1.0)
             sin = tl.load(sin_ptr + table, mask=mask, other=0.0)

@@ -128,7 +128,8 @@ def _epilogue_head_norm(chosen: decode_plan.Plan, rows: int, k_cache: torch.Tens
     kv_heads, head_dim = k_cache.shape[1], k_cache.shape[3]
     if not HEAD_NORM_IN_EPILOGUE or not decode_plan.takes_head_norm(chosen, rows, head_dim):
         return None
-    if q_norm_weight.numel() != head_dim or k_norm_weight.numel() != head_dim:
+    if q_norm_weight.ndim == 1 and (q_norm_weight.numel(),
+                                    k_norm_weight.numel()) != (head_dim, head_dim):
         return None   # a norm over all of q or k (OLMo 2's) spans more blocks than a head's
     heads = n_heads + kv_heads  # q and k
     # past the counters of the launch's own column blocks (a split-K launch counts there)
@@ -166,8 +167,9 @@ def linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None 
     q_norm_weight, k_norm_weight (head_dim, in the usual order), given together: each q and
     k head RMS-normalised (norm_eps) and scaled by them before its rotation (Qwen3): in the
     one-row projection's epilogue where its plan allows, else in a second kernel; either one
-    (heads * head_dim,): q (k) normalised as a whole (OLMo 2), in the second kernel;
-    norm_after_rotary: the heads rotated first, then normalised (Hunyuan), in the second
+    (heads * head_dim,): q (k) normalised as a whole (OLMo 2), in the second kernel; both
+    (heads, head_dim): each head scaled by its own weight (StableLM's and Cohere's per-head
+    norms), where one for all would be; norm_after_rotary: the heads rotated first, then normalised (Hunyuan), in the second
     kernel.
     add_normed (h, w) and sum_out as in tg.linear: the projection of x + rms_norm(h) * w,
     which goes to sum_out.

@@ -31,7 +31,7 @@ def _rotary_qkv_kernel(q_ptr, stride_qr, stride_qh,
                        N_HEADS: tl.constexpr, N_KV_HEADS: tl.constexpr,
                        HEAD_DIM: tl.constexpr, HEAD_NORM: tl.constexpr,
                        Q_NORM_HEADS: tl.constexpr, K_NORM_HEADS: tl.constexpr,
-                       NORM_AFTER_ROTARY: tl.constexpr, INTERLEAVED: tl.constexpr,
+                       WEIGHT_PER_HEAD: tl.constexpr, NORM_AFTER_ROTARY: tl.constexpr, INTERLEAVED: tl.constexpr,
                        PDL: tl.constexpr, BLOCK_HALF: tl.constexpr):
     """Program (row, head) over heads q_0..q_{H-1}, k_0..k_{KV-1}: x of that head, rotated
     at the row's position p in the half-split layout, (x1, x2) -> (x1 c - x2 s, x2 c + x1 s)
@@ -41,7 +41,8 @@ def _rotary_qkv_kernel(q_ptr, stride_qr, stride_qh,
     rounds (the normalised head, then its product with the weight). Q_NORM_HEADS,
     K_NORM_HEADS: 0, or q's (k's) norm spans all of its heads at once (OLMo 2), its weight a
     head_dim slice a head, and every program loads them all in one tile of this many heads
-    (their count, a power of two up). NORM_AFTER_ROTARY: the heads rotated first (rounded
+    (their count, a power of two up). WEIGHT_PER_HEAD: each head normalised alone, scaled
+    by a weight of its own (StableLM's and Cohere's per-head norms). NORM_AFTER_ROTARY: the heads rotated first (rounded
     to qkv's dtype), then normalised (Hunyuan's order). INTERLEAVED: qkv's heads
     hold their pairs side by side (x_0, x_{d/2}, x_1, ...: a projection by
     interleave_rotary_pairs weights). PDL: launched with programmatic dependent launch, it
@@ -72,6 +73,8 @@ def _rotary_qkv_kernel(q_ptr, stride_qr, stride_qh,
         if head < N_HEADS:
             g_at = q_norm_ptr
             scale = tl.rsqrt(squares / HEAD_DIM + eps)
+            if WEIGHT_PER_HEAD:
+                g_at += head * HEAD_DIM
             if Q_NORM_HEADS:
                 g_at += head * HEAD_DIM
                 squares = _squares(x_start, N_HEADS, HEAD_DIM, Q_NORM_HEADS, 2 * BLOCK_HALF)
@@ -79,6 +82,8 @@ def _rotary_qkv_kernel(q_ptr, stride_qr, stride_qh,
         else:
             g_at = k_norm_ptr
             scale = tl.rsqrt(squares / HEAD_DIM + eps)
+            if WEIGHT_PER_HEAD:
+                g_at += (head - N_HEADS) * HEAD_DIM
             if K_NORM_HEADS:
                 g_at += (head - N_HEADS) * HEAD_DIM
                 squares = _squares(x_start + N_HEADS * HEAD_DIM, N_KV_HEADS, HEAD_DIM,
@@ -140,9 +145,9 @@ def launch_rotary_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
     pdl = PDL_ENABLED and supports_pdl(qkv.device)
     head_norm = q_norm_weight is not None
     # a norm over all of q (k) loads their heads as one tile: the heads, a power of two up
-    q_tile, k_tile = (triton.next_power_of_2(heads) if head_norm and t.numel() > head_dim
-                      else 0 for heads, t in ((n_heads, q_norm_weight),
-                                              (n_kv_heads, k_norm_weight)))
+    q_tile, k_tile = (triton.next_power_of_2(heads)
+                      if head_norm and t.ndim == 1 and t.numel() > head_dim else 0
+                      for heads, t in ((n_heads, q_norm_weight), (n_kv_heads, k_norm_weight)))
     block_half = triton.next_power_of_2(head_dim // 2)
     # about 32 of the tile's values a thread (one warp a head where no norm spans more)
     warps = min(8, max(1, max(q_tile, k_tile) * 2 * block_half // 1024))
@@ -153,6 +158,7 @@ def launch_rotary_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
         k_norm_weight if head_norm else qkv, norm_eps, N_HEADS=n_heads,
         N_KV_HEADS=n_kv_heads, HEAD_DIM=head_dim, HEAD_NORM=head_norm,
         Q_NORM_HEADS=q_tile, K_NORM_HEADS=k_tile,
+        WEIGHT_PER_HEAD=head_norm and q_norm_weight.ndim == 2,
         NORM_AFTER_ROTARY=head_norm and norm_after_rotary, INTERLEAVED=interleaved, PDL=pdl,
         BLOCK_HALF=block_half, num_warps=warps, **({"launch_pdl": True} if pdl else {}))
     launched(qkv.device, pdl, (out, k_cache, v_cache), ((k_cache, v_cache), slots, positions))
@@ -185,8 +191,10 @@ def rotary_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
     q_norm_weight, k_norm_weight (head_dim,), given together: each q and k head
     RMS-normalised (norm_eps) and scaled by them before its rotation, as Qwen3 does; either
     one as wide as all of its heads, (n_heads * head_dim,) or (kv_heads * head_dim,): q (k)
-    normalised as a whole instead, as OLMo 2 does. norm_after_rotary: the heads rotated
-    first, then normalised, as Hunyuan does."""
+    normalised as a whole instead, as OLMo 2 does; both (n_heads, head_dim) and (kv_heads,
+    head_dim): each head scaled by its own weight, as StableLM's and Cohere's per-head
+    LayerNorms do (of heads whose mean is zero: their projections' rows centred).
+    norm_after_rotary: the heads rotated first, then normalised, as Hunyuan does."""
     check_tensor("qkv", qkv)
     n_kv_heads, head_dim = check_cache_inputs(qkv, cos, sin, positions, slots, k_cache,
                                               v_cache, rows=qkv.shape[0] if qkv.ndim else 0)
@@ -211,7 +219,8 @@ def rotary_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
 def check_head_norms(q_norm_weight, k_norm_weight, like: torch.Tensor, head_dim: int,
                      n_heads: int, n_kv_heads: int):
     """q and k norm weights in like's dtype and on its device, both or neither, each of a
-    head (head_dim,) or of all of its heads (heads * head_dim,); returned contiguous."""
+    head (head_dim,) or of all of its heads (heads * head_dim,), or both a weight a head
+    (heads, head_dim); returned contiguous."""
     if (q_norm_weight is None) != (k_norm_weight is None):
         raise ValueError("q_norm_weight and k_norm_weight go together: give both or neither")
     if q_norm_weight is None:
@@ -221,11 +230,14 @@ def check_head_norms(q_norm_weight, k_norm_weight, like: torch.Tensor, head_dim:
                            ("k_norm_weight", k_norm_weight, n_kv_heads)):
         check_tensor(name, t)
         check_like(name, t, "qkv", like)
-        if t.shape not in ((head_dim,), (heads * head_dim,)):
+        if t.shape not in ((head_dim,), (heads * head_dim,), (heads, head_dim)):
             raise ValueError(f"{name} has shape {tuple(t.shape)}, expected ({head_dim},) "
-                             f"for a norm a head or ({heads * head_dim},) for one over all "
-                             f"{heads} heads")
+                             f"for a norm a head, ({heads * head_dim},) for one over all "
+                             f"{heads} heads or ({heads}, {head_dim}) for a weight a head")
         checked.append(t.contiguous())
+    if (q_norm_weight.ndim == 2) != (k_norm_weight.ndim == 2):
+        raise ValueError("q_norm_weight and k_norm_weight are both a weight a head "
+                         "(heads, head_dim) or neither")
     return tuple(checked)
 
 
@@ -287,9 +299,9 @@ def rotary_qkv_ref(qkv, cos, sin, positions, slots, k_cache, v_cache, *, n_heads
 
 
 def _norm_ref(heads: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """heads (rows, heads, head_dim) normalised each (weight (head_dim,)) or all together
-    (weight (heads * head_dim,))."""
-    if weight.numel() == heads.shape[-1]:
+    """heads (rows, heads, head_dim) normalised each (weight (head_dim,), or (heads,
+    head_dim): one a head) or all together (weight (heads * head_dim,))."""
+    if weight.numel() == heads.shape[-1] or weight.ndim == 2:
         return head_norm_ref(heads, weight, eps)
     return head_norm_ref(heads.flatten(1), weight, eps).view(heads.shape)
 

@@ -441,7 +441,7 @@ def random_hf_model(name, dtype: torch.dtype = torch.float32, device="cpu",
     # norm weight applied wrongly: give them random values too.
     with torch.no_grad():
         for name, param in model.named_parameters():
-            if param.ndim == 2:
+            if param.ndim == 2 and not name.endswith("norm.weight"):   # (Cohere's head norms)
                 param.mul_(scale)
             elif name.endswith("bias"):
                 param.normal_(0.0, 0.02 * scale)

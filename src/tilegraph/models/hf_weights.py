@@ -224,13 +224,27 @@ _STACKED = {"self_attn.qkv_proj": (("self_attn.q_proj", "q"), ("self_attn.k_proj
 _STACKED_BY_HEAD = "self_attn.query_key_value"
 
 
+# ... and the other way: a norm a head, each its own tensor (StableLM's per-head LayerNorms,
+# which Cohere stores as one (heads, head_dim) tensor)
+_NORM_OF_ONE_HEAD = re.compile(r"^(.*)\.self_attn\.([qk])_layernorm\.norms\.(\d+)\.weight$")
+
+
 def _unstacked(tensors: Iterator[tuple[str, Reader, tuple[int, ...]]], config: LlamaConfig
                ) -> Iterator[tuple[str, Reader]]:
     """(name, reader) of every checkpoint tensor, each stacked matrix as its parts under
     their usual names, each part a reader of its own rows, so the rest of loading (and a
-    rank's slice) sees separate matrices."""
+    rank's slice) sees separate matrices; the norms of single heads as one (heads,
+    head_dim) tensor of each layer's q (k) heads."""
     rows = {"q": config.q_dim, "kv": config.kv_dim, "ffn": config.ffn_dim}
+    # (read as they come, a head_dim each: a reader lasts only while its file is open)
+    head_norms: dict[str, dict[int, torch.Tensor]] = {}
     for name, read, shape in tensors:
+        one_head = _NORM_OF_ONE_HEAD.match(name)
+        if one_head:
+            prefix, part, head = one_head.groups()
+            head_norms.setdefault(f"{prefix}.self_attn.{part}_norm.weight", {})[int(head)] = \
+                read(None)
+            continue
         module, _, kind = name.rpartition(".")
         if module.endswith("." + _STACKED_BY_HEAD):
             yield from _unstacked_by_head(name, read, shape, config)
@@ -250,6 +264,12 @@ def _unstacked(tensors: Iterator[tuple[str, Reader, tuple[int, ...]]], config: L
             yield f"{prefix}{part}.{kind}", functools.partial(_rows_of, read, start,
                                                               rows[unit])
             start += rows[unit]
+    for name, heads in head_norms.items():
+        if sorted(heads) != list(range(len(heads))):
+            raise ValueError(f"{name}: the checkpoint's norms of single heads are heads "
+                             f"{sorted(heads)}, not 0..{len(heads) - 1}")
+        stacked = torch.stack([heads[h] for h in range(len(heads))])
+        yield name, functools.partial(_sliced, stacked)
 
 
 def _unstacked_by_head(name: str, read: Reader, shape: tuple[int, ...], config: LlamaConfig
@@ -386,8 +406,11 @@ def _center_stream(model, config: LlamaConfig, final_bias: torch.Tensor | None) 
         return
     rows = model.embed.float()
     model.embed.copy_(rows - rows.mean(-1, keepdim=True))
+    local = model.local
     for layer in model.layers:
         layer.center_outputs()
+        if config.qk_norm_per_head:   # the head norms are LayerNorms too
+            layer.center_heads(local.q_dim, local.kv_dim, local.head_dim)
 
 
 def rotary_order(head_dim: int, rotary_dim: int, interleaved: bool = False) -> torch.Tensor:
@@ -495,6 +518,10 @@ def load_llama(cls, model_or_path, dtype: torch.dtype | None, device,
     order = (rotary_order(config.head_dim, config.rotary_dim, config.rotary_interleaved)
              if config.rotary_dim < config.head_dim or config.rotary_interleaved else None)
     for name, parts in pieces.items():
+        if order is not None and name.endswith(("q_norm", "k_norm")):
+            # head norm weights (a head's, a weight a head's, or all heads' in a row) in
+            # the order the kernels hold each head's dims
+            parts[""] = parts[""].unflatten(-1, (-1, config.head_dim))[..., order].flatten(-2)
         for part in ("q", "k") if order is not None else ():
             if part in parts:   # each head's dims in rotary_order (weights and biases alike)
                 heads = parts[part].unflatten(0, (-1, config.head_dim))

@@ -98,7 +98,8 @@ class LlamaLayer(nn.Module):
     layer has no norms before attention and the MLP (EXAONE 4). Qwen3's norms of each
     q and k head, q_norm and k_norm (head_dim,), stay as they are: a head's values are
     normalised before they are scaled (OLMo 2's, of all of q and all of k: (q_dim,) and
-    (kv_dim,)); so do Gemma's norms of the attention and MLP outputs, post_attn_norm and
+    (kv_dim,); StableLM's and Cohere's, a weight a head: (n_heads, head_dim) and
+    (n_kv_heads, head_dim)); so do Gemma's norms of the attention and MLP outputs, post_attn_norm and
     post_mlp_norm (dim,)."""
 
     def __init__(self, config: LlamaConfig, dtype: torch.dtype, device):
@@ -110,9 +111,11 @@ class LlamaLayer(nn.Module):
         self.wqkv = _parameter(qkv, c.dim, **kw)
         # (a LayerNorm's bias folds into the biases after it: hf_weights)
         self.bqkv = _parameter(qkv, fill=0.0, **kw) if c.qkv_bias or c.norm_bias else None
-        q_width, k_width = (c.q_dim, c.kv_dim) if c.qk_norm_whole else (c.head_dim,) * 2
-        self.q_norm = _parameter(q_width, fill=1.0, **kw) if c.qk_norm else None
-        self.k_norm = _parameter(k_width, fill=1.0, **kw) if c.qk_norm else None
+        q_shape, k_shape = ((c.q_dim,), (c.kv_dim,)) if c.qk_norm_whole else (
+            ((c.n_heads, c.head_dim), (c.n_kv_heads, c.head_dim)) if c.qk_norm_per_head
+            else ((c.head_dim,),) * 2)
+        self.q_norm = _parameter(*q_shape, fill=1.0, **kw) if c.qk_norm else None
+        self.k_norm = _parameter(*k_shape, fill=1.0, **kw) if c.qk_norm else None
         self.wo = _parameter(c.dim, c.q_dim, **kw)
         self.bo = _parameter(c.dim, fill=0.0, **kw) if c.o_bias else None
         self.register_buffer("mlp_norm", _folded_norm(c.dim, **kw) if c.pre_norms else None,
@@ -151,6 +154,17 @@ class LlamaLayer(nn.Module):
         for weight, bias, added in ((self.wqkv, self.bqkv, attn_bias),
                                     (self.w_gate_up, self.b_gate_up, mlp_bias)):
             bias.copy_(bias.float() + weight.float() @ added.float())
+
+    @torch.no_grad()
+    def center_heads(self, q_dim: int, k_dim: int, head_dim: int) -> None:
+        """Subtract from each q and k head's rows of wqkv (and bqkv) their mean over the
+        head: each head's values then have mean zero, so the RMSNorm of a head is its
+        LayerNorm (LlamaConfig.qk_norm_per_head in a layer_norm model). A head's rows are
+        contiguous in wqkv (its dims reordered within the head only)."""
+        for tensor in (self.wqkv, self.bqkv):
+            if tensor is not None:
+                heads = tensor[:q_dim + k_dim].float().unflatten(0, (-1, head_dim))
+                tensor[:q_dim + k_dim] = (heads - heads.mean(1, keepdim=True)).flatten(0, 1)
 
     @torch.no_grad()
     def center_outputs(self) -> None:

@@ -234,6 +234,11 @@ class LlamaConfig:
     qk_norm_whole: bool = False
     # ... after rotary embedding instead of before (Hunyuan's dense models)
     qk_norm_after_rotary: bool = False
+    # ... each head scaled by a weight of its own: q_norm (n_heads, head_dim), k_norm
+    # (n_kv_heads, head_dim) (StableLM's qk_layernorm, Cohere's use_qk_norm). Where the
+    # model's norms are LayerNorms (layer_norm), its head norms are too: loading centres
+    # each q and k head's rows of wqkv and bqkv, so their RMSNorm is that LayerNorm.
+    qk_norm_per_head: bool = False
     # The MLP's activation, as tg.linear names it: gated, "swiglu" (silu(gate) * up),
     # "geglu" or "geglu_tanh" (gelu(gate) * up, exact or its tanh approximation: Gemma's);
     # or ungated, act(up) with no gate projection ("relu2", relu(up)^2: Arcee's).
@@ -291,10 +296,13 @@ class LlamaConfig:
                              f"num_key_value_heads ({self.n_kv_heads})")
         if self.head_dim % 2:
             raise ValueError(f"head_dim must be even for rotary embeddings, got {self.head_dim}")
-        for name in ("qk_norm_whole", "qk_norm_after_rotary"):
+        for name in ("qk_norm_whole", "qk_norm_after_rotary", "qk_norm_per_head"):
             if getattr(self, name) and not self.qk_norm:
                 raise ValueError(f"LlamaConfig.{name} says how q and k are normalised: it "
                                  "needs qk_norm")
+        if self.qk_norm_whole and self.qk_norm_per_head:
+            raise ValueError("LlamaConfig.qk_norm_whole and qk_norm_per_head exclude each "
+                             "other: one norm over all heads, or one a head")
         if self.one_norm_before and not self.parallel_residual:
             raise ValueError("LlamaConfig.one_norm_before needs parallel_residual: the MLP "
                              "must read what attention reads")
@@ -385,8 +393,8 @@ class LlamaConfig:
         makes of a LayerNorm's)."""
         before = 1 if self.one_norm_before else 2   # norms before attention and the MLP
         norms = (before * self.dim * self.pre_norms + 2 * self.dim * self.post_norms
-                 + (self.q_dim + self.kv_dim if self.qk_norm_whole else
-                    2 * self.head_dim) * self.qk_norm)
+                 + (self.q_dim + self.kv_dim if self.qk_norm_whole or self.qk_norm_per_head
+                    else 2 * self.head_dim) * self.qk_norm)
         per_layer = (self.dim * (self.q_dim + 2 * self.kv_dim) + self.q_dim * self.dim
                      + (2 + self.mlp_gated) * self.dim * self.ffn_dim
                      + (self.q_dim + 2 * self.kv_dim) * self.qkv_bias + self.dim * self.o_bias
@@ -623,12 +631,12 @@ def _fields_from_hf(values: dict) -> dict:
         window = sliding = None
     if values.get("clip_qkv") is not None:
         raise _unsupported("clip_qkv", values["clip_qkv"], "q, k and v are not clipped")
-    if values.get("qk_layernorm"):
-        raise _unsupported("qk_layernorm", True, "StableLM's LayerNorms of each q and k head "
-                           "are not implemented")
-    if values.get("use_qk_norm"):
-        raise _unsupported("use_qk_norm", True, "Cohere's LayerNorms of each q and k head are "
-                           "not implemented")
+    # StableLM's and Cohere's LayerNorms of each q and k head, a weight a head
+    per_head_norms = False
+    for name, family in (("qk_layernorm", "stablelm"), ("use_qk_norm", "cohere")):
+        if values.get(name) and model_type != family:
+            raise _unsupported(name, values[name], f"{model_type} models have no such norms")
+        per_head_norms = per_head_norms or bool(values.get(name))
     if model_type in ("llama", "qwen3", "smollm3", "granite", "exaone", "internlm3",
                       "arcee", "hyperclovax", "nemotron", "cohere", "cohere2", *GEMMA_TYPES):
         qkv_bias = o_bias = bool(values.get("attention_bias", False))
@@ -678,8 +686,9 @@ def _fields_from_hf(values: dict) -> dict:
         # Nemotron's LayerNorms scale by 1 + weight; OLMo's by nothing
         **({"norm_plus_one": True} if model_type == "nemotron" else {}),
         **({"weightless_norms": True} if model_type == "olmo" else {}),
-        qk_norm=model_type in ("qwen3", "exaone4", "olmo2", "olmo3", "hunyuan_v1_dense",
-                               "nanochat", "gemma3_text"),
+        qk_norm=per_head_norms or model_type in ("qwen3", "exaone4", "olmo2", "olmo3",
+                                                 "hunyuan_v1_dense", "nanochat", "gemma3_text"),
+        qk_norm_per_head=per_head_norms,
         qk_norm_whole=model_type in ("olmo2", "olmo3"),
         qk_norm_after_rotary=model_type in ("hunyuan_v1_dense", "nanochat"),
         mlp_activation=activations[activation],
