@@ -169,8 +169,8 @@ def linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None 
     one-row projection's epilogue where its plan allows, else in a second kernel; either one
     (heads * head_dim,): q (k) normalised as a whole (OLMo 2), in the second kernel; both
     (heads, head_dim): each head scaled by its own weight (StableLM's and Cohere's per-head
-    norms), where one for all would be; norm_after_rotary: the heads rotated first, then normalised (Hunyuan), in the second
-    kernel.
+    norms), where one for all would be; norm_after_rotary: the heads rotated first, then
+    normalised (Hunyuan), in the second kernel.
     add_normed (h, w) and sum_out as in tg.linear: the projection of x + rms_norm(h) * w,
     which goes to sum_out.
     """

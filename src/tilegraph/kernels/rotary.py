@@ -31,8 +31,9 @@ def _rotary_qkv_kernel(q_ptr, stride_qr, stride_qh,
                        N_HEADS: tl.constexpr, N_KV_HEADS: tl.constexpr,
                        HEAD_DIM: tl.constexpr, HEAD_NORM: tl.constexpr,
                        Q_NORM_HEADS: tl.constexpr, K_NORM_HEADS: tl.constexpr,
-                       WEIGHT_PER_HEAD: tl.constexpr, NORM_AFTER_ROTARY: tl.constexpr, INTERLEAVED: tl.constexpr,
-                       PDL: tl.constexpr, BLOCK_HALF: tl.constexpr):
+                       WEIGHT_PER_HEAD: tl.constexpr, NORM_AFTER_ROTARY: tl.constexpr,
+                       INTERLEAVED: tl.constexpr, PDL: tl.constexpr,
+                       BLOCK_HALF: tl.constexpr):
     """Program (row, head) over heads q_0..q_{H-1}, k_0..k_{KV-1}: x of that head, rotated
     at the row's position p in the half-split layout, (x1, x2) -> (x1 c - x2 s, x2 c + x1 s)
     with c = cos[p], s = sin[p] (fp32); q heads go to q, k heads to k_cache[slot, head, p]
@@ -42,11 +43,12 @@ def _rotary_qkv_kernel(q_ptr, stride_qr, stride_qh,
     K_NORM_HEADS: 0, or q's (k's) norm spans all of its heads at once (OLMo 2), its weight a
     head_dim slice a head, and every program loads them all in one tile of this many heads
     (their count, a power of two up). WEIGHT_PER_HEAD: each head normalised alone, scaled
-    by a weight of its own (StableLM's and Cohere's per-head norms). NORM_AFTER_ROTARY: the heads rotated first (rounded
-    to qkv's dtype), then normalised (Hunyuan's order). INTERLEAVED: qkv's heads
-    hold their pairs side by side (x_0, x_{d/2}, x_1, ...: a projection by
-    interleave_rotary_pairs weights). PDL: launched with programmatic dependent launch, it
-    starts while the projection before it finishes and reads nothing before that is done."""
+    by a weight of its own (StableLM's and Cohere's per-head norms). NORM_AFTER_ROTARY: the
+    heads rotated first (rounded to qkv's dtype), then normalised (Hunyuan's order).
+    INTERLEAVED: qkv's heads hold their pairs side by side (x_0, x_{d/2}, x_1, ...: a
+    projection by interleave_rotary_pairs weights). PDL: launched with programmatic
+    dependent launch, it starts while the projection before it finishes and reads nothing
+    before that is done."""
     if PDL:
         tl.extra.cuda.gdc_wait()               # qkv is final
         tl.extra.cuda.gdc_launch_dependents()  # attention may launch; it waits for us too

@@ -99,8 +99,8 @@ class LlamaLayer(nn.Module):
     q and k head, q_norm and k_norm (head_dim,), stay as they are: a head's values are
     normalised before they are scaled (OLMo 2's, of all of q and all of k: (q_dim,) and
     (kv_dim,); StableLM's and Cohere's, a weight a head: (n_heads, head_dim) and
-    (n_kv_heads, head_dim)); so do Gemma's norms of the attention and MLP outputs, post_attn_norm and
-    post_mlp_norm (dim,)."""
+    (n_kv_heads, head_dim)); so do Gemma's norms of the attention and MLP outputs,
+    post_attn_norm and post_mlp_norm (dim,)."""
 
     def __init__(self, config: LlamaConfig, dtype: torch.dtype, device):
         super().__init__()
