@@ -20,7 +20,8 @@ the embeddings, q and k heads normalised after a rotation the other way, capped 
 HyperCLOVA X (Granite's scalars, the logits' a multiplier, and norms after attention and the
 MLP), StarCoder2, StableLM, Nemotron and OLMo (LayerNorms, biased or not, turned into
 RMSNorms by centring the residual stream at load; StarCoder2's and Nemotron's ungated MLPs;
-StableLM's and Nemotron's partial rotary embeddings), Phi-1.5 and Phi-2, Cohere (Command R,
+StableLM's and Nemotron's partial rotary embeddings; StableLM 2 12B's LayerNorm of each q
+and k head, a weight a head, as Command R+'s), Phi-1.5 and Phi-2, Cohere (Command R,
 Aya), Cohere 2 (Command R7B), GPT-NeoX (Pythia) and Falcon (LayerNorms too; attention and
 the MLP side by side on the layer's input: parallel_residual; Phi's LM head bias, Cohere's
 logit scale, Cohere 2's rotary embeddings only in its sliding layers, GPT-NeoX's q|k|v
