@@ -351,10 +351,15 @@ def test_generate_tensor_parallel_prints_once_and_matches_one_process(tmp_path):
 @TWO_RANKS
 def test_generate_tensor_parallel_heads_that_do_not_divide_exit_2(tmp_path):
     pytest.importorskip("transformers")
-    result = tilegraph("generate", "--model", "tiny-qwen2", "--prompt-ids", "1,2", "--tp", "2",
-                       tmp_path=tmp_path, ranks=2)   # one kv head
+    from tilegraph.models.hf_presets import random_hf_model
+
+    # three kv heads, which two ranks can neither split nor share whole
+    random_hf_model("tiny-qwen2", hidden_size=48, num_attention_heads=6,
+                    num_key_value_heads=3).save_pretrained(tmp_path / "model")
+    result = tilegraph("generate", "--model", str(tmp_path / "model"), "--prompt-ids", "1,2",
+                       "--tp", "2", tmp_path=tmp_path, ranks=2)
     assert result.returncode != 0
-    assert "num_key_value_heads (1) does not divide by tp=2" in result.stdout, result.stdout
+    assert "num_key_value_heads (3) neither divides by tp=2" in result.stdout, result.stdout
     assert "ValueError" not in result.stderr, result.stderr   # said, not traced back
 
 
