@@ -75,19 +75,17 @@ def _rotary_qkv_kernel(q_ptr, stride_qr, stride_qh,
         if head < N_HEADS:
             g_at = q_norm_ptr
             scale = tl.rsqrt(squares / HEAD_DIM + eps)
-            if WEIGHT_PER_HEAD:
+            if WEIGHT_PER_HEAD or Q_NORM_HEADS:   # its weight, or its slice of all heads' one
                 g_at += head * HEAD_DIM
             if Q_NORM_HEADS:
-                g_at += head * HEAD_DIM
                 squares = _squares(x_start, N_HEADS, HEAD_DIM, Q_NORM_HEADS, 2 * BLOCK_HALF)
                 scale = tl.rsqrt(squares / (N_HEADS * HEAD_DIM) + eps)
         else:
             g_at = k_norm_ptr
             scale = tl.rsqrt(squares / HEAD_DIM + eps)
-            if WEIGHT_PER_HEAD:
+            if WEIGHT_PER_HEAD or K_NORM_HEADS:
                 g_at += (head - N_HEADS) * HEAD_DIM
             if K_NORM_HEADS:
-                g_at += (head - N_HEADS) * HEAD_DIM
                 squares = _squares(x_start + N_HEADS * HEAD_DIM, N_KV_HEADS, HEAD_DIM,
                                    K_NORM_HEADS, 2 * BLOCK_HALF)
                 scale = tl.rsqrt(squares / (N_KV_HEADS * HEAD_DIM) + eps)
