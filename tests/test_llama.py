@@ -907,6 +907,8 @@ def test_config_from_a_directory(tmp_path):
     ({"hidden_act": "relu"}, "hidden_act"),
     ({"model_type": "arcee", "hidden_act": "silu"}, "hidden_act"),   # ungated: no silu
     ({"partial_rotary_factor": 0.5}, "partial_rotary_factor"),
+    ({"quantization_config": {"quant_method": "gptq", "bits": 4}}, "quantization_config='gptq"),
+    ({"quantization_config": {"quant_method": "fp8"}}, "unquantized checkpoint"),
 ])
 def test_unsupported_fields_are_named(change, field):
     values = hf_config("tiny-llama3").to_dict()
@@ -915,6 +917,15 @@ def test_unsupported_fields_are_named(change, field):
     values.update(change)
     with pytest.raises(ValueError, match=field):
         LlamaConfig.from_hf(values)
+
+
+def test_quantized_checkpoints_are_refused_multimodal_ones_too():
+    """A quantized checkpoint's weights are packed or scaled: refused by name, where a
+    multimodal checkpoint keeps quantization_config at its top as well."""
+    wrapped = {"model_type": "llava", "text_config": hf_config("tiny-llama3").to_dict(),
+               "quantization_config": {"quant_method": "awq"}}
+    with pytest.raises(ValueError, match="quantization_config='awq"):
+        LlamaConfig.from_hf(wrapped)
 
 
 @pytest.mark.parametrize("name, overrides", [

@@ -564,6 +564,11 @@ def _yarn_fields(rope: dict, values: dict) -> tuple[dict, float]:
 
 
 def _fields_from_hf(values: dict) -> dict:
+    quantized = values.get("quantization_config")   # (a multimodal one's at the top too)
+    if quantized:   # its weights packed or scaled, which every kernel would read as plain
+        method = quantized.get("quant_method", "?") if isinstance(quantized, dict) else "?"
+        raise _unsupported("quantization_config", f"{method} ...", "tilegraph runs 16- and "
+                           "32-bit weights: load an unquantized checkpoint of the model")
     model_type = values.get("model_type", "llama")
     wrapper = model_type if model_type in _LANGUAGE_MODELS else None
     if wrapper:   # the decoder's own config (transformers 4 kept Qwen2-VL's at the top)
