@@ -1,5 +1,5 @@
 #!/bin/bash
-# For session 127, kind nvidia-h100-x1 (session 126's second call found no machine): the
+# For session 127, kind nvidia-h100-x1 (session 126 found no machine for it): the
 # per-head q/k norm kernels' tests and the model tests of Falcon and of StableLM's and
 # Cohere's per-head LayerNorms on the GPU; StableLM 2 1.6B's shape with qk_layernorm on at
 # batch 1; Falcon 7B's shape (71 q heads on one kv head; random weights, bf16) at batch 1
