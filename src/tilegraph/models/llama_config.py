@@ -97,10 +97,11 @@ _FIELD_ALIASES = {
     **{name: {"layer_norm_eps": "rms_norm_eps"} for name in ("phi", "cohere", "cohere2")},
     "gpt_neox": {"layer_norm_eps": "rms_norm_eps", "rotary_pct": "partial_rotary_factor",
                  "rotary_emb_base": "rope_theta"},
-    # (n_inner, null for four times the width, and rotary_dim, a count of dims: read apart)
-    "gptj": {"n_embd": "hidden_size", "n_head": "num_attention_heads",
-             "n_layer": "num_hidden_layers", "n_positions": "max_position_embeddings",
-             "layer_norm_epsilon": "rms_norm_eps", "activation_function": "hidden_act"},
+    # (rotary_dim, a count of dims, read apart)
+    "gptj": {"n_embd": "hidden_size", "n_inner": "intermediate_size",
+             "n_head": "num_attention_heads", "n_layer": "num_hidden_layers",
+             "n_positions": "max_position_embeddings", "layer_norm_epsilon": "rms_norm_eps",
+             "activation_function": "hidden_act"},
     # (num_kv_heads, which multi_query may override, read apart)
     "falcon": {"n_embed": "hidden_size", "layer_norm_epsilon": "rms_norm_eps",
                "ffn_hidden_size": "intermediate_size", "activation": "hidden_act"},
@@ -597,8 +598,9 @@ def _fields_from_hf(values: dict) -> dict:
     values = {**_CLASS_DEFAULTS.get(model_type, {}),
               **{ours: values[theirs] for theirs, ours in aliases.items() if theirs in values},
               **values}
-    if model_type == "gptj":
-        values = {**values, "intermediate_size": values.get("n_inner") or 4 * values["hidden_size"]}
+    if model_type in ("gptj", "falcon"):   # an MLP width of null: four times the model's
+        values = {**values, "intermediate_size": (values.get("intermediate_size")
+                                                  or 4 * values["hidden_size"])}
     if model_type == "falcon":
         values = {**values, **_falcon_fields(values)}
     if model_type in _CLASS_ROPE and not (values.get("rope_parameters")
@@ -725,11 +727,10 @@ def _fields_from_hf(values: dict) -> dict:
 
 def _falcon_fields(values: dict) -> dict:
     """Falcon's fields as Llama's: its kv heads (one where multi_query, without the new
-    decoder architecture), an MLP four times the width where ffn_hidden_size is null, its
-    layers side by side where parallel_attn says so, on one norm (Falcon 7B's, Falcon 2's) or
-    a norm each (the new architecture's default: Falcon 40B's and 180B's). ALiBi's position
-    bias is refused, and the new architecture's layers one after the other, which
-    transformers' Falcon cannot build either."""
+    decoder architecture), its layers side by side where parallel_attn says so, on one norm
+    (Falcon 7B's, Falcon 2's) or a norm each (the new architecture's default: Falcon 40B's
+    and 180B's). ALiBi's position bias is refused, and the new architecture's layers one
+    after the other, which transformers' Falcon cannot build either."""
     if values.get("alibi"):
         raise _unsupported("alibi", True, "Falcon's ALiBi position bias is not implemented "
                            "(tilegraph runs its rotary checkpoints)")
@@ -740,9 +741,7 @@ def _falcon_fields(values: dict) -> dict:
                            "attention and the MLP side by side")
     heads = values["num_attention_heads"]
     kv_heads = (values.get("num_kv_heads") or heads) if new or not values["multi_query"] else 1
-    return {"num_key_value_heads": kv_heads,
-            "intermediate_size": values.get("intermediate_size") or 4 * values["hidden_size"],
-            "use_parallel_residual": parallel,
+    return {"num_key_value_heads": kv_heads, "use_parallel_residual": parallel,
             "two_norms_parallel": new and (values.get("num_ln_in_parallel_attn") or 2) == 2}
 
 
