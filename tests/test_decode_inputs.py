@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from tilegraph.kernels.decode_inputs import decode_inputs, decode_inputs_ref
-from tilegraph.testing import randn
+from tilegraph.testing import assert_one_rounding, randn
 
 
 def _outputs(rows, dim, dtype, device, index_dtype=torch.int64):
@@ -40,6 +40,30 @@ def test_int32_ids_a_strided_table_and_ids_outside_it(device):
     assert lengths.tolist() == ref_lengths.tolist() == [1, 6, 10, 3]
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("rows, dim", [(1, 24), (3, 1025), (6, 2500)])
+def test_learned_positions_added(rows, dim, dtype, device):
+    """GPT-2's and OPT's inputs: the token's row plus the position's row, rounded once as
+    PyTorch's add rounds it; a position past the position table gives a NaN row."""
+    table, position_table = randn(97, dim, dtype=dtype, device=device), \
+        randn(61, dim, dtype=dtype, device=device)
+    tokens = torch.randint(0, 97, (rows,), device=device)
+    positions = torch.randint(0, 61, (rows,), device=device)
+    positions[-1] = 61 if rows > 1 else 60
+    hidden, lengths = _outputs(rows, dim, dtype, device)
+    decode_inputs(tokens, positions, table, hidden_out=hidden, lengths_out=lengths,
+                  position_table=position_table)
+    ref_hidden, ref_lengths = _outputs(rows, dim, dtype, device)
+    decode_inputs_ref(tokens, positions, table, hidden_out=ref_hidden,
+                      lengths_out=ref_lengths, position_table=position_table)
+    known = positions < 61
+    assert hidden[~known].isnan().all() and ref_hidden[~known].isnan().all()
+    assert_one_rounding(hidden[known], (table[tokens] + position_table[positions.clamp(
+        max=60)])[known])
+    assert_one_rounding(hidden[known], ref_hidden[known])
+    assert torch.equal(lengths, positions + 1)
+
+
 def test_one_row_column_of_a_matrix(device):
     """A (1,) column of a (1, n) matrix is contiguous with a stride of n: one row's ids
     taken so (Generator.score at batch 1) are read as they are."""
@@ -67,6 +91,12 @@ def test_bad_arguments_are_named(device):
                       lengths_out=lengths.to(torch.int32))
     with pytest.raises(ValueError, match="table must be"):
         decode_inputs(tokens, tokens, table.t(), hidden_out=hidden, lengths_out=lengths)
+    with pytest.raises(ValueError, match=r"position_table must be a \(positions, 8\)"):
+        decode_inputs(tokens, tokens, table, hidden_out=hidden, lengths_out=lengths,
+                      position_table=table.half())
+    with pytest.raises(ValueError, match=r"position_table must be a \(positions, 8\)"):
+        decode_inputs(tokens, tokens, table, hidden_out=hidden, lengths_out=lengths,
+                      position_table=table[:, :4])
 
 
 @pytest.mark.gpu

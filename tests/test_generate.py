@@ -692,7 +692,7 @@ def test_noise_is_uniform_and_decorrelated():
                                   "tiny-hunyuan", "tiny-ministral3", "tiny-arcee",
                                   "tiny-nanochat", "tiny-hyperclovax", "tiny-starcoder2",
                                   "tiny-phi", "tiny-gpt_neox", "tiny-gptj", "tiny-falcon-mq",
-                                  "tiny-gemma2",
+                                  "tiny-gpt2", "tiny-opt", "tiny-gpt_bigcode", "tiny-gemma2",
                                   "tiny-vaultgemma", "tiny-gemma3"])
 def test_greedy_tokens_equal_hf_per_family(name):
     """Qwen3's norms of each q and k head (a head_dim of 12 over a width of 32), Phi-3's
@@ -703,7 +703,8 @@ def test_greedy_tokens_equal_hf_per_family(name):
     the rotation, Ministral 3's q scaled past its pretrained context of 16 positions (the
     steps past it), Arcee's ungated MLP, NanoChat's normalised embeddings, rotation the
     other way and capped logits, HyperCLOVA X's scalars and norms after attention and the
-    MLP, StarCoder2's LayerNorms, Phi's, GPT-NeoX's and GPT-J's parallel layers, Gemma's
+    MLP, StarCoder2's LayerNorms, Phi's, GPT-NeoX's and GPT-J's parallel layers, GPT-2's,
+    OPT's and GPT-BigCode's learned positions (added by each greedy step), Gemma's
     gated GELU,
     norms after attention and the MLP and sliding layer (a window of 7 positions, which the
     longer prompt passes and the shorter one while it decodes), Gemma 2's softcapped scores

@@ -5,7 +5,7 @@ import torch
 
 from tilegraph.kernels import greedy
 from tilegraph.kernels.greedy import greedy_step, greedy_step_ref
-from tilegraph.testing import randn
+from tilegraph.testing import assert_one_rounding, randn
 
 
 def _case(rows, vocab, dtype, device, max_seq=11):
@@ -63,6 +63,33 @@ def test_next_inputs_are_what_decode_inputs_writes(rows, vocab, dim, dtype, devi
     assert hidden[-1].isnan().all() and hidden_ref[-1].isnan().all()
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("rows, vocab, dim", [(1, 37, 24), (3, 4099, 2100)])
+def test_next_inputs_add_learned_positions(rows, vocab, dim, dtype, device):
+    """With a position table the next embeddings add the new position's row (GPT-2's);
+    a new position past the table (a step after the last a cache holds) gives NaN."""
+    logits, positions, slots, history = _case(rows, vocab, torch.float32, device)
+    positions[-1] = 40                             # its next position, 41, is past the table
+    table = randn(vocab, dim, dtype=dtype, device=device)
+    position_table = randn(41, dim, dtype=dtype, device=device)
+    outputs = []
+    for run in (greedy_step_ref, greedy_step):
+        tokens = torch.full((rows,), -1, device=device)
+        new_positions = positions.clone()
+        hidden = torch.full((rows, dim), 7.0, dtype=dtype, device=device)   # poisoned
+        lengths = torch.full((rows,), -7, device=device)
+        run(logits, new_positions, slots, history.clone(), tokens_out=tokens,
+            positions_out=new_positions, next_inputs=(table, hidden, lengths),
+            position_table=position_table)
+        outputs.append((tokens, hidden, lengths))
+    (tokens_ref, hidden_ref, _), (tokens, hidden, lengths) = outputs
+    assert torch.equal(tokens, tokens_ref) and torch.equal(lengths, positions + 2)
+    following = positions + 1
+    assert_one_rounding(hidden[:-1], table[tokens[:-1]] + position_table[following[:-1]])
+    assert_one_rounding(hidden[:-1], hidden_ref[:-1])
+    assert hidden[-1].isnan().all() and hidden_ref[-1].isnan().all()
+
+
 def test_ties_nan_and_in_place(device):
     logits = torch.zeros(3, 5000, device=device)
     logits[0, [7, 4000]] = 2.0            # a tie: the first wins
@@ -117,3 +144,9 @@ def test_bad_inputs_are_named(device):
     with pytest.raises(ValueError, match="table must be"):
         greedy_step(logits, positions, slots, history, tokens_out=out, positions_out=out,
                     next_inputs=(table.t(), hidden, out))
+    with pytest.raises(ValueError, match="give next_inputs too"):
+        greedy_step(logits, positions, slots, history, tokens_out=out, positions_out=out,
+                    position_table=table)
+    with pytest.raises(ValueError, match="position_table must be"):
+        greedy_step(logits, positions, slots, history, tokens_out=out, positions_out=out,
+                    next_inputs=(table, hidden, out), position_table=table.half())

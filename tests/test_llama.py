@@ -21,7 +21,8 @@ TINY = ("tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3",
         "tiny-ministral3", "tiny-arcee", "tiny-nanochat",
         "tiny-hyperclovax", "tiny-starcoder2", "tiny-stablelm", "tiny-nemotron", "tiny-olmo",
         "tiny-phi", "tiny-cohere", "tiny-cohere2", "tiny-gpt_neox", "tiny-gptj", "tiny-falcon",
-        "tiny-gemma", "tiny-gemma2", "tiny-vaultgemma", "tiny-gemma3")
+        "tiny-gpt2", "tiny-opt", "tiny-gpt_bigcode", "tiny-gemma", "tiny-gemma2",
+        "tiny-vaultgemma", "tiny-gemma3")
 
 
 def _load_through_directory(hf, tmp_path, device, **save):
@@ -492,7 +493,8 @@ def test_hyperclovax_scalars_and_norms_after_match_hf(post_norm, tmp_path, devic
     ("tiny-gpt_neox", {"use_parallel_residual": False}), ("tiny-falcon-mq", {}),
     ("tiny-falcon-mq", {"parallel_attn": False, "multi_query": False}),
     ("tiny-stablelm", {"use_parallel_residual": True}), ("tiny-stablelm", {"qk_layernorm": True}),
-    ("tiny-cohere", {"use_qk_norm": True})])
+    ("tiny-cohere", {"use_qk_norm": True}), ("tiny-gpt2", {}), ("tiny-opt", {}),
+    ("tiny-gpt_bigcode", {"multi_query": False})])
 def test_layer_norms_match_hf_over_a_stream_whose_mean_is_far_from_zero(name, overrides,
                                                                         tmp_path, device):
     """LayerNorm families: loading centres the residual stream (the table's rows, the output
@@ -504,7 +506,8 @@ def test_layer_norms_match_hf_over_a_stream_whose_mean_is_far_from_zero(name, ov
     and its table is tied, OLMo's norms have no weights; Phi's and StableLM's parallel
     layers run attention and the MLP on one norm of their input, GPT-NeoX's on a norm each
     (or one after the other, where use_parallel_residual is off), its q|k|v stored head by
-    head. (Nemotron, Cohere and Cohere 2 add nothing to the stream's centring: the family
+    head; GPT-2's, OPT's and GPT-BigCode's position tables, centred too. (Nemotron, Cohere
+    and Cohere 2 add nothing to the stream's centring: the family
     tests cover them.)"""
     hf = random_hf_model(name, scale=4.0, **overrides)
     with torch.no_grad():
@@ -621,6 +624,79 @@ def test_falcon_config():
     shape = LlamaConfig.from_hf(hf_config("falcon-7b"))
     assert (shape.n_heads, shape.n_kv_heads, shape.head_dim, shape.ffn_dim) == (71, 1, 64,
                                                                                   18176)
+
+
+def test_learned_position_configs():
+    """GPT-2's, GPT-BigCode's and OPT's fields in their own spellings: a learned position
+    table of n_positions (max_position_embeddings) rows and no layer rotating, LayerNorms,
+    biased projections (OPT's by enable_bias), ungated MLPs four times the width where
+    n_inner is null, GPT-BigCode's one kv head (multi_query), attention scores left unscaled
+    by scale_attn_weights; what transformers builds beside such a decoder refused by name."""
+    gpt2 = LlamaConfig.from_hf({"model_type": "gpt2", "n_embd": 64, "n_head": 4,
+                                "n_layer": 2, "n_inner": None})
+    assert (gpt2.vocab_size, gpt2.ffn_dim, gpt2.learned_positions) == (50257, 256, 1024)
+    assert not any(map(gpt2.rotates, range(2))) and gpt2.tie_embeddings
+    assert gpt2.layer_norm and gpt2.norm_bias and not gpt2.parallel_residual
+    assert (gpt2.qkv_bias, gpt2.o_bias, gpt2.mlp_bias) == (True, True, True)
+    assert gpt2.mlp_activation == "gelu_tanh" and gpt2.attention_scale == 16 ** -0.5
+    assert LlamaConfig.from_hf(hf_config("gpt2")).parameter_count() == 124_439_808
+    unscaled = LlamaConfig.from_hf({"model_type": "gpt2", "n_embd": 64, "n_head": 4,
+                                    "n_layer": 2, "scale_attn_weights": False})
+    assert unscaled.attention_scale == 1.0
+    for field, value in (("scale_attn_by_inverse_layer_idx", True),
+                         ("add_cross_attention", True)):
+        with pytest.raises(ValueError, match=field):
+            LlamaConfig.from_hf({"model_type": "gpt2", "n_embd": 64, "n_head": 4,
+                                 "n_layer": 2, field: value})
+    bigcode = LlamaConfig.from_hf(hf_config("starcoderbase-1b"))
+    assert (bigcode.n_heads, bigcode.n_kv_heads, bigcode.head_dim) == (16, 1, 128)
+    assert bigcode.learned_positions == 8192 and bigcode.mlp_activation == "gelu_tanh"
+    heads = LlamaConfig.from_hf(hf_config("tiny-gpt_bigcode", multi_query=False))
+    assert heads.n_kv_heads == heads.n_heads == 4
+    opt = LlamaConfig.from_hf(hf_config("opt-1.3b"))
+    assert (opt.dim, opt.ffn_dim, opt.learned_positions, opt.mlp_activation) == (
+        2048, 8192, 2048, "relu")
+    # OPT's table: 2 rows before position 0, counted among the checkpoint's parameters
+    assert opt.parameter_count() == 1_315_758_080
+    unbiased = LlamaConfig.from_hf(hf_config("tiny-opt", enable_bias=False))
+    assert (unbiased.qkv_bias, unbiased.o_bias, unbiased.mlp_bias) == (False, False, False)
+    for field, value in (("do_layer_norm_before", False), ("word_embed_proj_dim", 16),
+                         ("_remove_final_layer_norm", True),
+                         ("layer_norm_elementwise_affine", False)):
+        with pytest.raises(ValueError, match=field):
+            LlamaConfig.from_hf({**hf_config("tiny-opt").to_dict(), field: value})
+    with pytest.raises(ValueError, match="learned_positions"):
+        dataclasses.replace(gpt2, rope_layers=None)
+
+
+def test_learned_positions_bound_the_cache_and_the_prompt(device):
+    """A model of learned positions holds no more positions than its table has rows: a
+    cache or a forward past them is refused with the bound."""
+    model = Llama.from_hf(random_hf_model("tiny-gpt2", n_positions=24), device=device)
+    with pytest.raises(ValueError, match="give max_seq <= 24"):
+        model.new_cache(1, 25)
+    with pytest.raises(ValueError, match="25 tokens pass the 24 positions"):
+        model(torch.zeros(1, 25, dtype=torch.int64, device=device))
+    assert model.new_cache(1, 24).max_seq == 24
+
+
+def test_gpt2_checkpoint_named_without_its_prefix(tmp_path, device):
+    """GPT-2's published checkpoints were saved from the bare model: wte, h.N..., ln_f, no
+    transformer. prefix and no LM head (tied), with each attention's causal-mask buffers;
+    Conv1D weights stored (in, out)."""
+    from safetensors.torch import save_file
+
+    hf = random_hf_model("tiny-gpt2", scale=5.0)
+    state = {name.removeprefix("transformer."): tensor.contiguous()
+             for name, tensor in hf.state_dict().items() if name != "lm_head.weight"}
+    state["h.0.attn.bias"] = torch.ones(1, 1, 256, 256).tril()
+    save_file(state, tmp_path / "model.safetensors")
+    hf.config.save_pretrained(tmp_path)
+    model = Llama.from_hf(tmp_path, dtype=torch.float32, device=device)
+    ids = torch.randint(0, hf.config.vocab_size, (2, 12))
+    with torch.no_grad():
+        ours = model(ids.to(device))
+    _assert_steps_close(ours, _hf_logits(hf, ids), MODEL_TOLERANCES[torch.float32], "gpt2")
 
 
 def test_gptj_config():

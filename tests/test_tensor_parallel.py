@@ -257,7 +257,7 @@ TP_FAMILIES = [
     ("tiny-starcoder2", {}), ("tiny-nemotron", {}), ("tiny-phi", {}), ("tiny-cohere2", {}),
     ("tiny-gpt_neox", {}), ("tiny-gptj", {}), ("tiny-falcon", {}),
     ("tiny-falcon-mq", {}), ("tiny-stablelm", {"qk_layernorm": True}),
-    ("tiny-cohere", {"use_qk_norm": True}),
+    ("tiny-cohere", {"use_qk_norm": True}), ("tiny-gpt2", {}), ("tiny-gpt_bigcode", {}),
     ("tiny-gemma2", {"sliding_window": 3}), ("tiny-gemma3", {"sliding_window": 3})]
 
 
@@ -293,7 +293,9 @@ def test_tp_families_equal_tp1(tmp_path):
     GPT-NeoX's and Falcon's (each rank reading its heads' q, k and v from the matrix that
     stores them kv head by kv head; Falcon 7B's one kv head held by both ranks); StableLM's
     and Cohere's norms of each q and k head (each rank the weights of its own heads, its
-    heads' rows centred); Gemma's
+    heads' rows centred); GPT-2's Conv1D weights (each rank's rows read as the stored
+    tensor's columns) and position table (whole on every rank), GPT-BigCode's one kv head
+    held by both ranks; Gemma's
     norms after the all-reduced attention and MLP outputs, on every rank, and Gemma 2's
     softcaps (each rank's heads', the gathered logits')."""
     _ranks_fit(2)

@@ -448,7 +448,9 @@ def cmd_model_demo(args: argparse.Namespace) -> int:
     dtype = args.dtype or (torch.float32 if INTERPRET else torch.bfloat16)
     prompt = args.prompt_tokens or (9 if INTERPRET else 128)
     new = args.new_tokens or (6 if INTERPRET else 256)
-    max_seq = args.max_seq or (32 if INTERPRET else 2048)
+    # (at most the positions a model of learned position embeddings has: GPT-2's 1024)
+    max_seq = args.max_seq or min(32 if INTERPRET else 2048,
+                                  config.learned_positions or 2048)
     if prompt + new > max_seq:
         console.print(f"[red]--prompt-tokens {prompt} + --new-tokens {new} exceed --max-seq "
                       f"{max_seq}[/red]")
@@ -983,7 +985,9 @@ def build_parser() -> argparse.ArgumentParser:
     model_group.add_argument("--dtype", type=_dtype, help="default bf16 (fp32 on CPU)")
     model_group.add_argument("--prompt-tokens", type=_positive, help="default 128 (9 on CPU)")
     model_group.add_argument("--new-tokens", type=_positive, help="default 256 (6 on CPU)")
-    model_group.add_argument("--max-seq", type=_positive, help="default 2048 (32 on CPU)")
+    model_group.add_argument("--max-seq", type=_positive,
+                             help="default 2048 (32 on CPU), or the positions a model of "
+                                  "learned position embeddings has, if fewer")
     model_group.add_argument("--variants", type=_names, help="comma-separated subset of "
                              "hf-eager,hf-graph,hf-compile,plain-autotune,tilegraph")
     model_group.add_argument("--tp", type=_positive, default=1,

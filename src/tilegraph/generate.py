@@ -344,7 +344,8 @@ class Generator:
         logits = self.model.decode_embedded(hidden, positions, lengths, cache)
         greedy_step(logits, positions, self.cache.slots[:tokens.shape[0]], self._history,
                     tokens_out=tokens, positions_out=positions,
-                    next_inputs=(self.model.embed, hidden, lengths))
+                    next_inputs=(self.model.embed, hidden, lengths),
+                    position_table=self.model.positions)
         return tokens, positions, logits
 
     def _sampled_step(self, tokens: torch.Tensor, positions: torch.Tensor,
@@ -356,7 +357,7 @@ class Generator:
         tokens.copy_(chosen)
         positions.copy_(following)
         decode_inputs(tokens, positions, self.model.embed, hidden_out=hidden,
-                      lengths_out=lengths)
+                      lengths_out=lengths, position_table=self.model.positions)
         return tokens, positions, logits
 
     def _embed(self, tokens: torch.Tensor, positions: torch.Tensor):
@@ -366,7 +367,7 @@ class Generator:
         batch = tokens.shape[0]
         hidden, lengths = self._hidden[:batch], self._lengths[:batch]
         decode_inputs(tokens, positions, self.model.embed, hidden_out=hidden,
-                      lengths_out=lengths)
+                      lengths_out=lengths, position_table=self.model.positions)
         return tokens, positions, hidden, lengths
 
     def _sample(self, logits: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:

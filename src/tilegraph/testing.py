@@ -31,6 +31,13 @@ def assert_close(out: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype | None
     assert err <= tol, f"{what} relative error {err:.3g} > tolerance {tol:g} for {out.dtype}"
 
 
+def assert_one_rounding(out: torch.Tensor, expected: torch.Tensor) -> None:
+    """out equals expected up to one rounding of a sum in out's dtype: exact on a GPU,
+    where kernels round to nearest as PyTorch does; Triton's interpreter rounds some
+    16-bit values toward zero instead."""
+    torch.testing.assert_close(out, expected, atol=0, rtol=torch.finfo(out.dtype).eps)
+
+
 def assert_grad_close(grad: torch.Tensor, expected: torch.Tensor, dtype: torch.dtype,
                       what: str = "") -> None:
     """A gradient goes through two or three rounded intermediates (dz, the normalised rows,

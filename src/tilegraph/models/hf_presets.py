@@ -11,8 +11,8 @@ window, SmolLM3's layers without rotary embeddings, Granite's scalars, GLM's, ER
 and Helium's rotary embeddings over neighbouring dims, Gemma's gated GELU and norms after
 attention and the MLP, Gemma 2's softcaps, Gemma 3's local layers, the LayerNorms of
 StarCoder2, StableLM, Nemotron and OLMo, the parallel layers of Phi, Cohere, GPT-NeoX and
-Falcon) at
-a size the Triton interpreter runs in seconds.
+Falcon, the learned position tables of GPT-2, OPT and GPT-BigCode) at a size the Triton
+interpreter runs in seconds.
 """
 
 from __future__ import annotations
@@ -96,6 +96,19 @@ SHAPES: dict[str, dict] = {
                       parallel_attn=True, new_decoder_architecture=False, bias=False,
                       alibi=False, layer_norm_epsilon=1e-5, max_position_embeddings=2048,
                       bos_token_id=11, eos_token_id=11),
+    # Learned position embeddings: GPT-2 (124M), OPT 1.3B, StarCoderBase 1B (GPT-BigCode,
+    # one kv head)
+    "gpt2": dict(model_type="gpt2", vocab_size=50257, n_embd=768, n_layer=12, n_head=12,
+                 n_positions=1024, activation_function="gelu_new", layer_norm_epsilon=1e-5,
+                 bos_token_id=50256, eos_token_id=50256),
+    "opt-1.3b": dict(model_type="opt", vocab_size=50272, hidden_size=2048, ffn_dim=8192,
+                     num_hidden_layers=24, num_attention_heads=32, max_position_embeddings=2048,
+                     activation_function="relu", do_layer_norm_before=True,
+                     word_embed_proj_dim=2048, bos_token_id=2, eos_token_id=2, pad_token_id=1),
+    "starcoderbase-1b": dict(model_type="gpt_bigcode", vocab_size=49152, n_embd=2048,
+                             n_inner=8192, n_layer=24, n_head=16, n_positions=8192,
+                             multi_query=True, activation_function="gelu_pytorch_tanh",
+                             layer_norm_epsilon=1e-5, bos_token_id=0, eos_token_id=0),
     # CPU sizes: every feature of the family, small enough for the interpreter.
     "tiny-llama3": dict(model_type="llama", vocab_size=67, hidden_size=32,
                         intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
@@ -348,6 +361,21 @@ SHAPES: dict[str, dict] = {
                            new_decoder_architecture=False, parallel_attn=True, bias=True,
                            layer_norm_epsilon=1e-5, max_position_embeddings=256,
                            eos_token_id=2, pad_token_id=0, bos_token_id=1),
+    # GPT-2: a learned position table, LayerNorms (biased), Conv1D projections (weights
+    # stored transposed) with biases, an ungated tanh-GELU MLP, a tied table
+    "tiny-gpt2": dict(model_type="gpt2", vocab_size=67, n_embd=32, n_inner=48, n_layer=2,
+                      n_head=4, n_positions=256, activation_function="gelu_new",
+                      layer_norm_epsilon=1e-5, bos_token_id=1, eos_token_id=2),
+    # OPT: GPT-2's layer as Linear modules, a ReLU MLP, its position table two rows longer
+    "tiny-opt": dict(model_type="opt", vocab_size=67, hidden_size=32, ffn_dim=48,
+                     num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=256,
+                     word_embed_proj_dim=32, activation_function="relu", bos_token_id=1,
+                     eos_token_id=2, pad_token_id=0),
+    # GPT-BigCode (StarCoder, SantaCoder): GPT-2's layer with one kv head (multi_query)
+    "tiny-gpt_bigcode": dict(model_type="gpt_bigcode", vocab_size=67, n_embd=32, n_inner=48,
+                             n_layer=2, n_head=4, n_positions=256, multi_query=True,
+                             activation_function="gelu_pytorch_tanh", layer_norm_epsilon=1e-5,
+                             bos_token_id=1, eos_token_id=2),
     # a sliding layer beside a full one, the window past what the tests reach
     "tiny-ministral": dict(model_type="ministral", vocab_size=67, hidden_size=32,
                            intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,

@@ -26,7 +26,7 @@ import tilegraph as tg
 
 from ..dist.group import TensorParallel
 from ..dist.sharding import split_of
-from .llama_config import GEMMA_TYPES, LlamaConfig
+from .llama_config import GEMMA_TYPES, LlamaConfig, position_rows_before
 
 # (dimension, start, stop) of a tensor to read, or None for all of it
 Split = tuple[int, int, int] | None
@@ -142,6 +142,14 @@ _POST_NORMS = [(r"\.post_attention_layernorm\.", ".post_attn_norm."),
 _LANGUAGE_MODEL_PREFIXES = [(r"^model\.(language|text)_model\.", "model."),
                             (r"^language_model\.model\.", "model."),
                             (r"^language_model\.lm_head\.", "lm_head.")]
+# GPT-2's names, GPT-BigCode's too (but for c_attn's layout)
+_GPT2_NAMES = [(r"^(transformer\.)?wte\.", "model.embed_tokens."),
+               (r"^(transformer\.)?wpe\.", "model.embed_positions."),
+               (r"^(transformer\.)?h\.", "model.layers."),
+               (r"^(transformer\.)?ln_f\.", "model.norm."),
+               (r"\.ln_1\.", ".input_layernorm."), (r"\.ln_2\.", ".post_attention_layernorm."),
+               (r"\.attn\.", ".self_attn."), (r"\.self_attn\.c_proj\.", ".self_attn.o_proj."),
+               (r"\.mlp\.c_fc\.", ".mlp.up_proj."), (r"\.mlp\.c_proj\.", ".mlp.down_proj.")]
 # Families whose checkpoints name Llama's tensors their own way: (pattern, Llama's name),
 # applied in order (as transformers converts them when it loads one).
 _RENAMES = {"exaone": [(r"^transformer\.wte\.", "model.embed_tokens."),
@@ -196,6 +204,17 @@ _RENAMES = {"exaone": [(r"^transformer\.wte\.", "model.embed_tokens."),
                        (r"\.self_attn\.dense\.", ".self_attn.o_proj."),
                        (r"\.mlp\.dense_h_to_4h\.", ".mlp.up_proj."),
                        (r"\.mlp\.dense_4h_to_h\.", ".mlp.down_proj.")],
+            # (GPT-2's checkpoints name its modules with or without the transformer.
+            # prefix; its c_attn stacks q, k and v, GPT-BigCode's kv head by kv head)
+            "gpt2": [*_GPT2_NAMES, (r"\.self_attn\.c_attn\.", ".self_attn.qkv_proj.")],
+            "gpt_bigcode": [*_GPT2_NAMES,
+                            (r"\.self_attn\.c_attn\.", ".self_attn.query_key_value.")],
+            "opt": [(r"^(model\.)?decoder\.", "model."),
+                    (r"^model\.final_layer_norm\.", "model.norm."),
+                    (r"\.self_attn_layer_norm\.", ".input_layernorm."),
+                    (r"\.final_layer_norm\.", ".post_attention_layernorm."),
+                    (r"\.self_attn\.out_proj\.", ".self_attn.o_proj."),
+                    (r"\.fc1\.", ".mlp.up_proj."), (r"\.fc2\.", ".mlp.down_proj.")],
             "phi": [(r"\.self_attn\.dense\.", ".self_attn.o_proj."),
                     (r"\.mlp\.fc1\.", ".mlp.up_proj."), (r"\.mlp\.fc2\.", ".mlp.down_proj."),
                     (r"^model\.final_layernorm\.", "model.norm.")],
@@ -210,6 +229,34 @@ def _renamed(tensors: Iterator[tuple[str, Reader, tuple[int, ...]]], model_type:
         for pattern, replacement in renames:
             name = re.sub(pattern, replacement, name)
         yield name, read, shape
+
+
+# GPT-2's projections are Conv1D modules, whose weights are stored (in, out): the transpose
+# of a Linear's
+_CONV1D_WEIGHTS = re.compile(
+    r"\.(self_attn\.(qkv_proj|o_proj)|mlp\.(up_proj|down_proj))\.weight$")
+
+
+def _as_linear(tensors: Iterator[tuple[str, Reader, tuple[int, ...]]], config: LlamaConfig
+               ) -> Iterator[tuple[str, Reader, tuple[int, ...]]]:
+    """Each renamed tensor as a Linear's: GPT-2's Conv1D weights transposed (a rank's rows
+    of one read as the columns of the stored tensor), a position table without the rows it
+    keeps before position 0 (OPT's two)."""
+    before = position_rows_before(config.model_type)
+    for name, read, shape in tensors:
+        if config.model_type == "gpt2" and _CONV1D_WEIGHTS.search(name):
+            yield name, functools.partial(_transposed, read), shape[::-1]
+        elif name == "model.embed_positions.weight" and before:
+            yield (name, functools.partial(_rows_of, read, before, shape[0] - before),
+                   (shape[0] - before, *shape[1:]))
+        else:
+            yield name, read, shape
+
+
+def _transposed(read: Reader, split: Split) -> torch.Tensor:
+    """`split` of the transpose of what `read` reads."""
+    stored = None if split is None else (1 - split[0], *split[1:])
+    return read(stored).T.contiguous()
 
 
 # Checkpoint matrices that stack several of the usual ones by rows (Phi-3):
@@ -323,6 +370,8 @@ def _our_name(name: str) -> tuple[str, str] | None:
     name = name.removeprefix("model.")
     if name == "embed_tokens.weight":
         return "embed", ""
+    if name == "embed_positions.weight":   # a learned position table (GPT-2's wpe)
+        return "positions", ""
     if name == "norm.weight":
         return "norm", ""
     if name == "norm.bias":   # a LayerNorm's (LlamaConfig.norm_bias)
@@ -404,8 +453,10 @@ def _center_stream(model, config: LlamaConfig, final_bias: torch.Tensor | None) 
         model.head_bias.copy_(model.head_bias.float() + bias)
     if not config.layer_norm:
         return
-    rows = model.embed.float()
-    model.embed.copy_(rows - rows.mean(-1, keepdim=True))
+    for table in (model.embed, model.positions):   # (the positions' rows add to a token's)
+        if table is not None:
+            rows = table.float()
+            table.copy_(rows - rows.mean(-1, keepdim=True))
     local = model.local
     for layer in model.layers:
         layer.center_outputs()
@@ -467,7 +518,8 @@ def load_llama(cls, model_or_path, dtype: torch.dtype | None, device,
                   else [])
     pieces: dict[str, dict[str, torch.Tensor]] = {}
     unexpected = []
-    for name, read in _unstacked(_renamed(tensors, config.model_type), config):
+    for name, read in _unstacked(_as_linear(_renamed(tensors, config.model_type), config),
+                                 config):
         if name.endswith(_IGNORED_SUFFIXES) or name.startswith(_IGNORED_PREFIXES):
             continue
         mapped = _our_name(name)

@@ -264,6 +264,9 @@ class Llama(nn.Module):
         self.local = local_config(config, self.tp.size)
         kw = {"dtype": dtype, "device": device}
         self.embed = _parameter(config.vocab_size, config.dim, **kw)
+        # a learned position table (GPT-2's, OPT's), each row added to a token's embedding
+        self.positions = (_parameter(config.learned_positions, config.dim, **kw)
+                          if config.learned_positions else None)
         self.layers = nn.ModuleList(LlamaLayer(self.local, dtype, device)
                                     for _ in range(config.n_layers))
         self.norm = _parameter(config.dim, fill=1.0, **kw)
@@ -321,12 +324,15 @@ class Llama(nn.Module):
         """Logits (B, T, vocab) for input_ids (B, T), causal, positions 0..T-1."""
         c, local = self.config, self.local
         batch, length = _check_ids(input_ids, self.device, c.vocab_size)
+        if c.learned_positions and length > c.learned_positions:
+            raise ValueError(f"{length} tokens pass the {c.learned_positions} positions the "
+                             "model learned embeddings for")
         # LongRoPE: a sequence past the pretrained context rotated by the long factors alone
         tables = self._rope_table(length, long=self._past_original(length))
         local_tables = (self._rope_table(length, local=True)
                         if c.rope_local_theta is not None else None)
         q_scales = self._q_scales(torch.arange(length, device=self.device))
-        x = F.embedding(input_ids, self.embed)
+        x = self._embedded(input_ids, torch.arange(length, device=self.device))
         for index, layer in enumerate(self.layers):
             qkv = F.linear(_pre_norm(x, layer.attn_norm, c.norm_eps), layer.wqkv, layer.bqkv)
             q, k, v = self._split_heads(qkv, index, *(local_tables if c.rotates_locally(index)
@@ -344,6 +350,13 @@ class Llama(nn.Module):
                                              self._once(layer.b_down)), 1, index)
         logits = F.linear(_rms_norm(x, self.norm, c.norm_eps), self.lm_head, self.head_bias)
         return self._gather_vocab(logits.view(batch * length, -1)).view(batch, length, -1)
+
+    def _embedded(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """The embeddings of `tokens` (...,) at `positions` (broadcast against them): their
+        rows of the table, plus their positions' rows where the model learned a table of
+        those (added in the model's dtype, as transformers adds them)."""
+        x = F.embedding(tokens, self.embed)
+        return x if self.positions is None else x + F.embedding(positions, self.positions)
 
     def _once(self, bias: torch.Tensor | None) -> torch.Tensor | None:
         """A row-parallel projection's bias (or residual), added by rank 0 alone: the
@@ -451,6 +464,10 @@ class Llama(nn.Module):
         for name, value in (("max_batch", max_batch), ("max_seq", max_seq)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if c.learned_positions and max_seq > c.learned_positions:
+            raise ValueError(f"max_seq={max_seq} passes the {c.learned_positions} positions "
+                             f"the model learned embeddings for: give max_seq <= "
+                             f"{c.learned_positions}")
         shape = (c.n_layers, max_batch, self.local.n_kv_heads, max_seq, c.head_dim)
         k = torch.zeros(shape, dtype=self.dtype, device=self.device)
         cos, sin = self._rope_table(max_seq)
@@ -499,9 +516,9 @@ class Llama(nn.Module):
         c, local = self.config, self.local
         batch, length = input_ids.shape
         device = input_ids.device
-        x = F.embedding(input_ids, self.embed).view(batch * length, c.dim)
         # Row r of the flattened prompts: sequence r // T at position r % T.
         positions = torch.arange(length, device=device).repeat(batch)
+        x = self._embedded(input_ids.reshape(-1), positions)
         rows_slots = slots.repeat_interleave(length)
 
         def attend(q, k_layer, v_layer, window):  # q (B T, heads, head_dim); k, v cached
@@ -546,7 +563,7 @@ class Llama(nn.Module):
         x = torch.empty((rows, self.config.dim), dtype=self.dtype, device=self.device)
         lengths = torch.empty_like(positions)  # each sequence attends to 0..its position
         decode_inputs(tokens.contiguous(), positions, self.embed, hidden_out=x,
-                      lengths_out=lengths)
+                      lengths_out=lengths, position_table=self.positions)
         return self.decode_embedded(x, positions, lengths, cache)
 
     @torch.no_grad()
@@ -585,7 +602,7 @@ class Llama(nn.Module):
         cached = torch.arange(cache.max_seq, device=tokens.device)
         visible = cached <= positions[:, None]   # (S, max_seq)
         q_scales = self._q_scales(positions)
-        x = F.embedding(tokens, self.embed)
+        x = self._embedded(tokens, positions)
         for index, layer in enumerate(self.layers):
             qkv = F.linear(_pre_norm(x, layer.attn_norm, c.norm_eps), layer.wqkv, layer.bqkv)
             q, k, v = self._split_heads(qkv, index, *(local_tables if c.rotates_locally(index)

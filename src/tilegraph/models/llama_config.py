@@ -49,7 +49,8 @@ SUPPORTED_TYPES = ("llama", "mistral", "ministral", "phi3", "qwen2", "qwen3", "s
                    "seed_oss", "cwm", "exaone4", "olmo2", "olmo3", "hunyuan_v1_dense",
                    "ministral3", "arcee", "nanochat", "hyperclovax", "gemma", "gemma2",
                    "vaultgemma", "gemma3_text", "starcoder2", "stablelm", "nemotron", "olmo",
-                   "phi", "cohere", "cohere2", "gpt_neox", "gptj", "falcon")
+                   "phi", "cohere", "cohere2", "gpt_neox", "gptj", "falcon", "gpt2",
+                   "gpt_bigcode", "opt")
 GEMMA_TYPES = ("gemma", "gemma2", "vaultgemma", "gemma3_text")
 # Gemma 2's attention: scores softcapped, scaled by query_pre_attn_scalar, alternate layers
 # sliding (VaultGemma's too, whose layers have no norms after attention and the MLP)
@@ -62,11 +63,17 @@ INTERLEAVED_ROTARY_TYPES = ("glm", "glm4", "ernie4_5", "helium", "cohere", "cohe
 # (partial_rotary_factor; GPT-J's rotary_dim counts them): Phi-3 (Phi-4-mini's
 # checkpoints), GLM, StableLM, Nemotron, Phi, GPT-NeoX
 PARTIAL_ROTARY_TYPES = ("phi3", "glm", "glm4", "stablelm", "nemotron", "phi", "gpt_neox")
+# Families that position tokens by a learned table of position embeddings added to the
+# token embeddings, not by rotary embeddings (GPT-2, StarCoder's GPT-BigCode, OPT)
+LEARNED_POSITION_TYPES = ("gpt2", "gpt_bigcode", "opt")
+# ... and the rows their checkpoints' tables keep before position 0 (OPT's offset)
+_POSITION_ROWS_BEFORE = {"opt": 2}
 # Families whose norms are LayerNorms (the mean subtracted; OLMo's without weights), and
 # those of them whose LayerNorms add a bias
 LAYER_NORM_TYPES = ("starcoder2", "stablelm", "nemotron", "olmo", "phi", "cohere", "cohere2",
-                    "gpt_neox", "gptj", "falcon")
-_NORM_BIAS_TYPES = ("starcoder2", "stablelm", "nemotron", "phi", "gpt_neox", "gptj", "falcon")
+                    "gpt_neox", "gptj", "falcon", *LEARNED_POSITION_TYPES)
+_NORM_BIAS_TYPES = ("starcoder2", "stablelm", "nemotron", "phi", "gpt_neox", "gptj", "falcon",
+                    *LEARNED_POSITION_TYPES)
 # Families whose layers run attention and the MLP side by side on one norm of their input
 # (StableLM's where use_parallel_residual says so; GPT-NeoX's, a norm each, by default;
 # Falcon's by parallel_attn and num_ln_in_parallel_attn: _falcon_fields)
@@ -102,6 +109,11 @@ _FIELD_ALIASES = {
              "n_head": "num_attention_heads", "n_layer": "num_hidden_layers",
              "n_positions": "max_position_embeddings", "layer_norm_epsilon": "rms_norm_eps",
              "activation_function": "hidden_act"},
+    **{name: {"n_embd": "hidden_size", "n_inner": "intermediate_size",
+              "n_head": "num_attention_heads", "n_layer": "num_hidden_layers",
+              "n_positions": "max_position_embeddings", "layer_norm_epsilon": "rms_norm_eps",
+              "activation_function": "hidden_act"} for name in ("gpt2", "gpt_bigcode")},
+    "opt": {"ffn_dim": "intermediate_size", "activation_function": "hidden_act"},
     # (num_kv_heads, which multi_query may override, read apart)
     "falcon": {"n_embed": "hidden_size", "layer_norm_epsilon": "rms_norm_eps",
                "ffn_hidden_size": "intermediate_size", "activation": "hidden_act"},
@@ -110,7 +122,7 @@ _FIELD_ALIASES = {
 _NEVER_WINDOWED = ("llama", "granite", "exaone", "internlm3", "ernie4_5", "glm", "glm4",
                    "helium", "seed_oss", "olmo2", "hunyuan_v1_dense", "arcee", "nanochat",
                    "hyperclovax", "gemma", "stablelm", "nemotron", "olmo", "phi", "cohere",
-                   "gpt_neox", "gptj", "falcon")
+                   "gpt_neox", "gptj", "falcon", *LEARNED_POSITION_TYPES)
 # The families whose attention scores or logits may be softcapped
 _SOFTCAPPED = {"attn_logit_softcapping": GEMMA_TYPES,
                "final_logit_softcapping": (*GEMMA_TYPES, "nanochat")}
@@ -146,7 +158,17 @@ _CLASS_DEFAULTS = {"glm": {"partial_rotary_factor": 0.5, "attention_bias": True}
                             "tie_word_embeddings": False},
                    "falcon": {"rms_norm_eps": 1e-5, "hidden_act": "gelu",
                               "tie_word_embeddings": True, "max_position_embeddings": 2048,
-                              "multi_query": True, "parallel_attn": True}}
+                              "multi_query": True, "parallel_attn": True},
+                   "gpt2": {"rms_norm_eps": 1e-5, "hidden_act": "gelu_new",
+                            "tie_word_embeddings": True, "max_position_embeddings": 1024,
+                            "vocab_size": 50257},
+                   "gpt_bigcode": {"rms_norm_eps": 1e-5, "hidden_act": "gelu_pytorch_tanh",
+                                   "tie_word_embeddings": True,
+                                   "max_position_embeddings": 1024, "vocab_size": 50257,
+                                   "multi_query": True},
+                   "opt": {"rms_norm_eps": 1e-5, "hidden_act": "relu",
+                           "tie_word_embeddings": True, "max_position_embeddings": 2048,
+                           "vocab_size": 50272, "enable_bias": True}}
 # The rotary settings of a family's config class where a config.json names none (neither
 # rope_parameters nor rope_scaling)
 _CLASS_ROPE = {"ministral3": {"rope_type": "yarn", "rope_theta": 1e6, "factor": 16.0,
@@ -158,10 +180,12 @@ SUPPORTED_ROPE = ("default", "llama3", "linear", "yarn", "longrope")
 _MLP_ACTIVATIONS = {"silu": "swiglu", "swish": "swiglu", "gelu": "geglu",
                     "gelu_pytorch_tanh": "geglu_tanh", "gelu_new": "geglu_tanh"}
 # ... of the families whose MLP has no gate (Arcee: up, act, down)
+# (gelu_fast: SantaCoder's, the tanh approximation written out another way)
 _UNGATED_MLP_ACTIVATIONS = {"relu2": "relu2", "relu": "relu", "gelu": "gelu",
-                            "gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh"}
+                            "gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh",
+                            "gelu_fast": "gelu_tanh"}
 _UNGATED_MLP_TYPES = ("arcee", "nanochat", "starcoder2", "nemotron", "phi", "gpt_neox",
-                      "gptj", "falcon")
+                      "gptj", "falcon", *LEARNED_POSITION_TYPES)
 # What LlamaConfig.mlp_activation may be: a gated activation or an ungated one
 _MLP_KINDS = _GATED + tuple(a for a in ACTIVATIONS if a != "none")
 
@@ -268,6 +292,10 @@ class LlamaConfig:
     model_type: str = "llama"
     # Which layers rotate q and k (SmolLM3 leaves every fourth out); None: every layer.
     rope_layers: tuple[bool, ...] | None = None
+    # The rows of a learned table of position embeddings, one added to each token's
+    # embedding (GPT-2's, OPT's; no layer then rotates q and k), which bounds the positions
+    # a cache may hold; 0: none.
+    learned_positions: int = 0
     # Granite's scalars: embeddings times embedding_multiplier, attention scores times
     # attention_multiplier (None: 1 / sqrt(head_dim)), each layer's attention and MLP outputs
     # times residual_multiplier before the residual add, logits divided by logits_scaling.
@@ -325,6 +353,12 @@ class LlamaConfig:
                 if len(layers) != self.n_layers:
                     raise ValueError(f"{name} names {len(layers)} layers; the model has "
                                      f"{self.n_layers}")
+        if not isinstance(self.learned_positions, int) or self.learned_positions < 0:
+            raise ValueError(f"LlamaConfig.learned_positions must be an int >= 0, got "
+                             f"{self.learned_positions!r}")
+        if self.learned_positions and any(map(self.rotates, range(self.n_layers))):
+            raise ValueError("LlamaConfig.learned_positions positions the tokens: no layer may "
+                             "rotate q and k too (rope_layers all False)")
         if self.rotary_dim == 0:
             object.__setattr__(self, "rotary_dim", self.head_dim)
         if not (isinstance(self.rotary_dim, int) and 2 <= self.rotary_dim <= self.head_dim
@@ -406,14 +440,20 @@ class LlamaConfig:
         embeddings = self.vocab_size * self.dim * (1 if self.tie_embeddings else 2)
         final_norm = self.dim * ((not self.weightless_norms) + self.norm_bias)
         head_bias = self.vocab_size * self.lm_head_bias
-        return self.n_layers * per_layer + embeddings + final_norm + head_bias
+        positions = (self.learned_positions + position_rows_before(self.model_type)
+                     ) * self.dim
+        return self.n_layers * per_layer + embeddings + final_norm + head_bias + positions
 
     def decode_bytes(self, element_size: int) -> int:
         """Weight bytes one decode step reads: every layer and the LM head in full, one row of
-        the embedding table (per token; batch rows share the weights)."""
+        the embedding table (and of the position table, where the model has one; per token:
+        batch rows share the weights)."""
         head = self.vocab_size * self.dim
         embeddings = self.vocab_size * self.dim * (1 if self.tie_embeddings else 2)
-        return (self.parameter_count() - embeddings + head + self.dim) * element_size
+        positions = (self.learned_positions + position_rows_before(self.model_type)
+                     - bool(self.learned_positions)) * self.dim
+        return (self.parameter_count() - embeddings - positions + head + self.dim
+                ) * element_size
 
     def kv_bytes(self, element_size: int, context: float) -> float:
         """Key and value bytes one sequence's decode step reads at `context` cached
@@ -598,11 +638,14 @@ def _fields_from_hf(values: dict) -> dict:
     values = {**_CLASS_DEFAULTS.get(model_type, {}),
               **{ours: values[theirs] for theirs, ours in aliases.items() if theirs in values},
               **values}
-    if model_type in ("gptj", "falcon"):   # an MLP width of null: four times the model's
+    if model_type in ("gptj", "falcon", "gpt2", "gpt_bigcode"):
+        # an MLP width of null: four times the model's
         values = {**values, "intermediate_size": (values.get("intermediate_size")
                                                   or 4 * values["hidden_size"])}
     if model_type == "falcon":
         values = {**values, **_falcon_fields(values)}
+    learned = (_learned_position_fields(values, model_type)
+               if model_type in LEARNED_POSITION_TYPES else {})
     if model_type in _CLASS_ROPE and not (values.get("rope_parameters")
                                           or values.get("rope_scaling")):
         values["rope_parameters"] = _CLASS_ROPE[model_type]
@@ -669,6 +712,10 @@ def _fields_from_hf(values: dict) -> dict:
         mlp_bias = bool(values.get("mlp_bias", False))
     elif model_type == "falcon":   # every projection or none
         qkv_bias = o_bias = mlp_bias = bool(values.get("bias", False))
+    elif model_type in ("gpt2", "gpt_bigcode"):   # every projection
+        qkv_bias = o_bias = mlp_bias = True
+    elif model_type == "opt":   # every projection or none
+        qkv_bias = o_bias = mlp_bias = bool(values["enable_bias"])
     elif model_type == "stablelm":   # q, k and v only (use_qkv_bias)
         qkv_bias, o_bias, mlp_bias = bool(values.get("attention_bias", False)), False, False
     else:
@@ -677,7 +724,8 @@ def _fields_from_hf(values: dict) -> dict:
     return dict(
         vocab_size=values["vocab_size"], dim=values["hidden_size"],
         n_layers=values["num_hidden_layers"], n_heads=heads,
-        n_kv_heads=values.get("num_key_value_heads") or heads,
+        n_kv_heads=learned.pop("n_kv_heads", None) or values.get("num_key_value_heads")
+        or heads,
         ffn_dim=values["intermediate_size"], head_dim=values.get("head_dim") or 0,
         norm_eps=1e-5 if model_type == "olmo" else float(values.get("rms_norm_eps", 1e-6)),
         # Gemma's config classes tie by default (a config.json may leave the key out)
@@ -713,9 +761,12 @@ def _fields_from_hf(values: dict) -> dict:
         **(_gemma_fields(values, model_type) if gemma else
            _layer_type_rope(values, 500_000.0, values.get("rope_theta", 500_000.0))
            if model_type == "olmo3" else _rope_fields(values)),
-        # SmolLM3's layers without rotary embeddings, EXAONE 4's global ones
-        rope_layers=(_rope_layers(values) if model_type == "smollm3" else
+        # SmolLM3's layers without rotary embeddings, EXAONE 4's global ones; none rotates
+        # where a learned table positions the tokens
+        rope_layers=((False,) * values["num_hidden_layers"] if learned else
+                     _rope_layers(values) if model_type == "smollm3" else
                      rotating if rotating is not None and not all(rotating) else None),
+        **learned,
         # Cohere's logits multiplied by logit_scale
         **({"logits_scaling": 1.0 / _positive(values, "logit_scale", 0.0625)}
            if model_type in ("cohere", "cohere2") else {}),
@@ -743,6 +794,41 @@ def _falcon_fields(values: dict) -> dict:
     kv_heads = (values.get("num_kv_heads") or heads) if new or not values["multi_query"] else 1
     return {"num_key_value_heads": kv_heads, "use_parallel_residual": parallel,
             "two_norms_parallel": new and (values.get("num_ln_in_parallel_attn") or 2) == 2}
+
+
+def _learned_position_fields(values: dict, model_type: str) -> dict:
+    """GPT-2's, GPT-BigCode's and OPT's positions, a learned table of max_position_embeddings
+    rows (no layer rotates); GPT-BigCode's kv heads (one where multi_query); attention
+    scores left unscaled where scale_attn_weights says so. What transformers builds beside
+    a pre-norm decoder of one MLP is refused by name."""
+    refused = {"add_cross_attention": (True, "tilegraph runs decoders without "
+                                             "cross-attention"),
+               "scale_attn_by_inverse_layer_idx": (True, "attention scores are scaled alike "
+                                                         "in every layer"),
+               "do_layer_norm_before": (False, "OPT's norms after attention and the MLP (OPT "
+                                               "350M's) are not implemented"),
+               "_remove_final_layer_norm": (True, "OPT without its final norm is not "
+                                                  "implemented"),
+               "layer_norm_elementwise_affine": (False, "OPT's LayerNorms without weights "
+                                                        "are not implemented")}
+    for name, (value, why) in refused.items():
+        if name in values and bool(values[name]) == value:
+            raise _unsupported(name, values[name], why)
+    projected = values.get("word_embed_proj_dim")
+    if model_type == "opt" and projected not in (None, values["hidden_size"]):
+        raise _unsupported("word_embed_proj_dim", projected, "OPT's embeddings projected to "
+                           "and from another width (OPT 350M's) are not implemented")
+    fields = {"learned_positions": int(values["max_position_embeddings"])}
+    if model_type == "gpt_bigcode":
+        fields["n_kv_heads"] = 1 if values["multi_query"] else values["num_attention_heads"]
+    if not values.get("scale_attn_weights", True):
+        fields["attention_multiplier"] = 1.0
+    return fields
+
+
+def position_rows_before(model_type: str) -> int:
+    """The rows a family's position table keeps before position 0's (OPT's 2)."""
+    return _POSITION_ROWS_BEFORE.get(model_type, 0)
 
 
 def _nanochat_fields(values: dict) -> dict:
