@@ -661,8 +661,13 @@ def cmd_generate(args: argparse.Namespace) -> int:
         console.print("[red]the prompt is empty[/red]")
         return 2
     max_seq = args.max_seq or len(prompt) + args.max_new_tokens
-    with _status("building the decoder") as update:
-        generator = Generator(model, max_batch=args.batch, max_seq=max_seq, progress=update)
+    try:   # a cache past the positions a model learned embeddings for (GPT-2's 1024)
+        with _status("building the decoder") as update:
+            generator = Generator(model, max_batch=args.batch, max_seq=max_seq,
+                                  progress=update)
+    except ValueError as error:
+        console.print(f"[red]{error}[/red]")
+        return 2
     eos = tokenizer.eos_token_id if tokenizer is not None else None
     kwargs = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
                   seed=args.seed, eos_token_id=eos)
