@@ -25,9 +25,9 @@ and k head, a weight a head, as Command R+'s), Phi-1.5 and Phi-2, Cohere (Comman
 Aya), Cohere 2 (Command R7B), GPT-NeoX (Pythia) and Falcon (LayerNorms too; attention and
 the MLP side by side on the layer's input: parallel_residual; Phi's LM head bias, Cohere's
 logit scale, Cohere 2's rotary embeddings only in its sliding layers, GPT-NeoX's q|k|v
-stored head by head, Falcon's kv head by kv head), GPT-2, OPT and GPT-BigCode (positions from a learned table
-added to the token embeddings; LayerNorms, biased ungated MLPs; GPT-BigCode's one kv head),
-the families SUPPORTED_TYPES names
+stored head by head, Falcon's kv head by kv head), GPT-2, OPT and GPT-BigCode (positions
+from a learned table added to the token embeddings; LayerNorms, biased ungated MLPs;
+GPT-BigCode's one kv head), the families SUPPORTED_TYPES names
 besides, and the language models of the multimodal checkpoints _LANGUAGE_MODELS names (on
 text); sliding windows in the layers each family's config names. Anything else raises a
 ValueError that names the field, so a model is never run with a part silently ignored.
