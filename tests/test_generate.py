@@ -692,7 +692,8 @@ def test_noise_is_uniform_and_decorrelated():
                                   "tiny-hunyuan", "tiny-ministral3", "tiny-arcee",
                                   "tiny-nanochat", "tiny-hyperclovax", "tiny-starcoder2",
                                   "tiny-phi", "tiny-gpt_neox", "tiny-gptj", "tiny-falcon-mq",
-                                  "tiny-gpt2", "tiny-opt", "tiny-gpt_bigcode", "tiny-gemma2",
+                                  "tiny-gpt2", "tiny-opt", "tiny-gpt_bigcode", "tiny-gpt_neo",
+                                  "tiny-gemma2",
                                   "tiny-vaultgemma", "tiny-gemma3"])
 def test_greedy_tokens_equal_hf_per_family(name):
     """Qwen3's norms of each q and k head (a head_dim of 12 over a width of 32), Phi-3's
@@ -704,7 +705,8 @@ def test_greedy_tokens_equal_hf_per_family(name):
     steps past it), Arcee's ungated MLP, NanoChat's normalised embeddings, rotation the
     other way and capped logits, HyperCLOVA X's scalars and norms after attention and the
     MLP, StarCoder2's LayerNorms, Phi's, GPT-NeoX's and GPT-J's parallel layers, GPT-2's,
-    OPT's and GPT-BigCode's learned positions (added by each greedy step), Gemma's
+    OPT's and GPT-BigCode's learned positions (added by each greedy step; GPT-Neo's with a
+    local layer of 7 positions beside a global one), Gemma's
     gated GELU,
     norms after attention and the MLP and sliding layer (a window of 7 positions, which the
     longer prompt passes and the shorter one while it decodes), Gemma 2's softcapped scores
@@ -713,7 +715,8 @@ def test_greedy_tokens_equal_hf_per_family(name):
     and 2 (Gemma's, OLMo 3's and EXAONE 4's two layers, a sliding one and a global one; the
     others' first)."""
     every_layer = name.startswith("tiny-gemma") or name in ("tiny-exaone4", "tiny-olmo3")
-    layers = {"sliding_window": 7} if every_layer else {"num_hidden_layers": 1}
+    layers = ({"sliding_window": 7} if every_layer else
+              {} if name == "tiny-gpt_neo" else {"num_hidden_layers": 1})
     # no end token, which transformers' generate would hold back until min_new_tokens
     hf = random_hf_model(name, scale=5.0, eos_token_id=None, **layers)
     device = "cuda" if torch.cuda.is_available() else "cpu"

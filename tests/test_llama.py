@@ -21,7 +21,7 @@ TINY = ("tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3",
         "tiny-ministral3", "tiny-arcee", "tiny-nanochat",
         "tiny-hyperclovax", "tiny-starcoder2", "tiny-stablelm", "tiny-nemotron", "tiny-olmo",
         "tiny-phi", "tiny-cohere", "tiny-cohere2", "tiny-gpt_neox", "tiny-gptj", "tiny-falcon",
-        "tiny-gpt2", "tiny-opt", "tiny-gpt_bigcode", "tiny-gemma", "tiny-gemma2",
+        "tiny-gpt2", "tiny-opt", "tiny-gpt_bigcode", "tiny-gpt_neo", "tiny-gemma", "tiny-gemma2",
         "tiny-vaultgemma", "tiny-gemma3")
 
 
@@ -495,7 +495,7 @@ def test_hyperclovax_scalars_and_norms_after_match_hf(post_norm, tmp_path, devic
     ("tiny-stablelm", {"use_parallel_residual": True}), ("tiny-stablelm", {"qk_layernorm": True}),
     ("tiny-cohere", {"use_qk_norm": True}), ("tiny-gpt2", {"scale_attn_weights": False}),
     ("tiny-opt", {}),
-    ("tiny-gpt_bigcode", {"multi_query": False})])
+    ("tiny-gpt_bigcode", {"multi_query": False}), ("tiny-gpt_neo", {})])
 def test_layer_norms_match_hf_over_a_stream_whose_mean_is_far_from_zero(name, overrides,
                                                                         tmp_path, device):
     """LayerNorm families: loading centres the residual stream (the table's rows, the output
@@ -629,11 +629,13 @@ def test_falcon_config():
 
 
 def test_learned_position_configs():
-    """GPT-2's, GPT-BigCode's and OPT's fields in their own spellings: a learned position
-    table of n_positions (max_position_embeddings) rows and no layer rotating, LayerNorms,
-    biased projections (OPT's by enable_bias), ungated MLPs four times the width where
-    n_inner is null, GPT-BigCode's one kv head (multi_query), attention scores left unscaled
-    by scale_attn_weights; what transformers builds beside such a decoder refused by name."""
+    """GPT-2's, GPT-BigCode's, OPT's and GPT-Neo's fields in their own spellings: a learned
+    position table of n_positions (max_position_embeddings) rows and no layer rotating,
+    LayerNorms, biased projections (OPT's by enable_bias; GPT-Neo's q, k and v unbiased),
+    ungated MLPs four times the width where n_inner is null, GPT-BigCode's one kv head
+    (multi_query), attention scores left unscaled by scale_attn_weights (GPT-Neo's always),
+    GPT-Neo's local layers (attention_types) sliding over window_size positions; what
+    transformers builds beside such a decoder refused by name."""
     gpt2 = LlamaConfig.from_hf({"model_type": "gpt2", "n_embd": 64, "n_head": 4,
                                 "n_layer": 2, "n_inner": None})
     assert (gpt2.vocab_size, gpt2.ffn_dim, gpt2.learned_positions) == (50257, 256, 1024)
@@ -655,6 +657,14 @@ def test_learned_position_configs():
     assert bigcode.learned_positions == 8192 and bigcode.mlp_activation == "gelu_tanh"
     heads = LlamaConfig.from_hf(hf_config("tiny-gpt_bigcode", multi_query=False))
     assert heads.n_kv_heads == heads.n_heads == 4
+    neo = LlamaConfig.from_hf(hf_config("gpt-neo-1.3b"))
+    assert neo.attention_scale == 1.0 and neo.sliding_window == 256
+    assert neo.sliding_layers == (False, True) * 12 and neo.ffn_dim == 8192
+    assert (neo.qkv_bias, neo.o_bias, neo.mlp_bias) == (False, True, True)
+    assert neo.parameter_count() == 1_315_575_808
+    with pytest.raises(ValueError, match="attention_types"):
+        LlamaConfig.from_hf({**hf_config("tiny-gpt_neo").to_dict(),
+                             "attention_types": [[["global", "local"], 2]]})
     opt = LlamaConfig.from_hf(hf_config("opt-1.3b"))
     assert (opt.dim, opt.ffn_dim, opt.learned_positions, opt.mlp_activation) == (
         2048, 8192, 2048, "relu")

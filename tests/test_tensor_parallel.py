@@ -258,6 +258,7 @@ TP_FAMILIES = [
     ("tiny-gpt_neox", {}), ("tiny-gptj", {}), ("tiny-falcon", {}),
     ("tiny-falcon-mq", {}), ("tiny-stablelm", {"qk_layernorm": True}),
     ("tiny-cohere", {"use_qk_norm": True}), ("tiny-gpt2", {}), ("tiny-gpt_bigcode", {}),
+    ("tiny-gpt_neo", {"window_size": 3}),
     ("tiny-gemma2", {"sliding_window": 3}), ("tiny-gemma3", {"sliding_window": 3})]
 
 

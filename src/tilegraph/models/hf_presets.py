@@ -11,8 +11,8 @@ window, SmolLM3's layers without rotary embeddings, Granite's scalars, GLM's, ER
 and Helium's rotary embeddings over neighbouring dims, Gemma's gated GELU and norms after
 attention and the MLP, Gemma 2's softcaps, Gemma 3's local layers, the LayerNorms of
 StarCoder2, StableLM, Nemotron and OLMo, the parallel layers of Phi, Cohere, GPT-NeoX and
-Falcon, the learned position tables of GPT-2, OPT and GPT-BigCode) at a size the Triton
-interpreter runs in seconds.
+Falcon, the learned position tables of GPT-2, OPT, GPT-BigCode and GPT-Neo) at a size the
+Triton interpreter runs in seconds.
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ SHAPES: dict[str, dict] = {
                       alibi=False, layer_norm_epsilon=1e-5, max_position_embeddings=2048,
                       bos_token_id=11, eos_token_id=11),
     # Learned position embeddings: GPT-2 (124M), OPT 1.3B, StarCoderBase 1B (GPT-BigCode,
-    # one kv head)
+    # one kv head), GPT-Neo 1.3B (every other layer attending to its last 256 positions)
     "gpt2": dict(model_type="gpt2", vocab_size=50257, n_embd=768, n_layer=12, n_head=12,
                  n_positions=1024, activation_function="gelu_new", layer_norm_epsilon=1e-5,
                  bos_token_id=50256, eos_token_id=50256),
@@ -109,6 +109,11 @@ SHAPES: dict[str, dict] = {
                              n_inner=8192, n_layer=24, n_head=16, n_positions=8192,
                              multi_query=True, activation_function="gelu_pytorch_tanh",
                              layer_norm_epsilon=1e-5, bos_token_id=0, eos_token_id=0),
+    "gpt-neo-1.3b": dict(model_type="gpt_neo", vocab_size=50257, hidden_size=2048,
+                         num_layers=24, num_heads=16, max_position_embeddings=2048,
+                         attention_types=[[["global", "local"], 12]], window_size=256,
+                         activation_function="gelu_new", bos_token_id=50256,
+                         eos_token_id=50256),
     # CPU sizes: every feature of the family, small enough for the interpreter.
     "tiny-llama3": dict(model_type="llama", vocab_size=67, hidden_size=32,
                         intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
@@ -376,6 +381,12 @@ SHAPES: dict[str, dict] = {
                              n_layer=2, n_head=4, n_positions=256, multi_query=True,
                              activation_function="gelu_pytorch_tanh", layer_norm_epsilon=1e-5,
                              bos_token_id=1, eos_token_id=2),
+    # GPT-Neo: GPT-2's layer but q, k and v unbiased, scores unscaled, a global layer beside a
+    # local one (its last window_size positions: a window the tests pass)
+    "tiny-gpt_neo": dict(model_type="gpt_neo", vocab_size=67, hidden_size=32, num_layers=2,
+                         num_heads=4, intermediate_size=48, max_position_embeddings=256,
+                         attention_types=[[["global", "local"], 1]], window_size=7,
+                         activation_function="gelu_new", bos_token_id=1, eos_token_id=2),
     # a sliding layer beside a full one, the window past what the tests reach
     "tiny-ministral": dict(model_type="ministral", vocab_size=67, hidden_size=32,
                            intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,

@@ -142,7 +142,7 @@ _POST_NORMS = [(r"\.post_attention_layernorm\.", ".post_attn_norm."),
 _LANGUAGE_MODEL_PREFIXES = [(r"^model\.(language|text)_model\.", "model."),
                             (r"^language_model\.model\.", "model."),
                             (r"^language_model\.lm_head\.", "lm_head.")]
-# GPT-2's names, GPT-BigCode's too (but for c_attn's layout)
+# GPT-2's names, GPT-BigCode's and GPT-Neo's too (but for their attention's)
 _GPT2_NAMES = [(r"^(transformer\.)?wte\.", "model.embed_tokens."),
                (r"^(transformer\.)?wpe\.", "model.embed_positions."),
                (r"^(transformer\.)?h\.", "model.layers."),
@@ -209,6 +209,8 @@ _RENAMES = {"exaone": [(r"^transformer\.wte\.", "model.embed_tokens."),
             "gpt2": [*_GPT2_NAMES, (r"\.self_attn\.c_attn\.", ".self_attn.qkv_proj.")],
             "gpt_bigcode": [*_GPT2_NAMES,
                             (r"\.self_attn\.c_attn\.", ".self_attn.query_key_value.")],
+            "gpt_neo": [*_GPT2_NAMES, (r"\.self_attn\.attention\.", ".self_attn."),
+                        (r"\.self_attn\.out_proj\.", ".self_attn.o_proj.")],
             "opt": [(r"^(model\.)?decoder\.", "model."),
                     (r"^model\.final_layer_norm\.", "model.norm."),
                     (r"\.self_attn_layer_norm\.", ".input_layernorm."),

@@ -25,9 +25,10 @@ and k head, a weight a head, as Command R+'s), Phi-1.5 and Phi-2, Cohere (Comman
 Aya), Cohere 2 (Command R7B), GPT-NeoX (Pythia) and Falcon (LayerNorms too; attention and
 the MLP side by side on the layer's input: parallel_residual; Phi's LM head bias, Cohere's
 logit scale, Cohere 2's rotary embeddings only in its sliding layers, GPT-NeoX's q|k|v
-stored head by head, Falcon's kv head by kv head), GPT-2, OPT and GPT-BigCode (positions
-from a learned table added to the token embeddings; LayerNorms, biased ungated MLPs;
-GPT-BigCode's one kv head), the families SUPPORTED_TYPES names
+stored head by head, Falcon's kv head by kv head), GPT-2, OPT, GPT-BigCode and GPT-Neo
+(positions from a learned table added to the token embeddings; LayerNorms, biased ungated
+MLPs; GPT-BigCode's one kv head; GPT-Neo's unscaled scores and local layers), the families
+SUPPORTED_TYPES names
 besides, and the language models of the multimodal checkpoints _LANGUAGE_MODELS names (on
 text); sliding windows in the layers each family's config names. Anything else raises a
 ValueError that names the field, so a model is never run with a part silently ignored.
@@ -52,7 +53,7 @@ SUPPORTED_TYPES = ("llama", "mistral", "ministral", "phi3", "qwen2", "qwen3", "s
                    "ministral3", "arcee", "nanochat", "hyperclovax", "gemma", "gemma2",
                    "vaultgemma", "gemma3_text", "starcoder2", "stablelm", "nemotron", "olmo",
                    "phi", "cohere", "cohere2", "gpt_neox", "gptj", "falcon", "gpt2",
-                   "gpt_bigcode", "opt")
+                   "gpt_bigcode", "opt", "gpt_neo")
 GEMMA_TYPES = ("gemma", "gemma2", "vaultgemma", "gemma3_text")
 # Gemma 2's attention: scores softcapped, scaled by query_pre_attn_scalar, alternate layers
 # sliding (VaultGemma's too, whose layers have no norms after attention and the MLP)
@@ -66,8 +67,8 @@ INTERLEAVED_ROTARY_TYPES = ("glm", "glm4", "ernie4_5", "helium", "cohere", "cohe
 # checkpoints), GLM, StableLM, Nemotron, Phi, GPT-NeoX
 PARTIAL_ROTARY_TYPES = ("phi3", "glm", "glm4", "stablelm", "nemotron", "phi", "gpt_neox")
 # Families that position tokens by a learned table of position embeddings added to the
-# token embeddings, not by rotary embeddings (GPT-2, StarCoder's GPT-BigCode, OPT)
-LEARNED_POSITION_TYPES = ("gpt2", "gpt_bigcode", "opt")
+# token embeddings, not by rotary embeddings (GPT-2, StarCoder's GPT-BigCode, OPT, GPT-Neo)
+LEARNED_POSITION_TYPES = ("gpt2", "gpt_bigcode", "opt", "gpt_neo")
 # ... and the rows their checkpoints' tables keep before position 0 (OPT's offset)
 _POSITION_ROWS_BEFORE = {"opt": 2}
 # Families whose norms are LayerNorms (the mean subtracted; OLMo's without weights), and
@@ -116,6 +117,9 @@ _FIELD_ALIASES = {
               "n_positions": "max_position_embeddings", "layer_norm_epsilon": "rms_norm_eps",
               "activation_function": "hidden_act"} for name in ("gpt2", "gpt_bigcode")},
     "opt": {"ffn_dim": "intermediate_size", "activation_function": "hidden_act"},
+    "gpt_neo": {"num_layers": "num_hidden_layers", "num_heads": "num_attention_heads",
+                "layer_norm_epsilon": "rms_norm_eps", "activation_function": "hidden_act",
+                "window_size": "sliding_window"},
     # (num_kv_heads, which multi_query may override, read apart)
     "falcon": {"n_embed": "hidden_size", "layer_norm_epsilon": "rms_norm_eps",
                "ffn_hidden_size": "intermediate_size", "activation": "hidden_act"},
@@ -124,7 +128,7 @@ _FIELD_ALIASES = {
 _NEVER_WINDOWED = ("llama", "granite", "exaone", "internlm3", "ernie4_5", "glm", "glm4",
                    "helium", "seed_oss", "olmo2", "hunyuan_v1_dense", "arcee", "nanochat",
                    "hyperclovax", "gemma", "stablelm", "nemotron", "olmo", "phi", "cohere",
-                   "gpt_neox", "gptj", "falcon", *LEARNED_POSITION_TYPES)
+                   "gpt_neox", "gptj", "falcon", "gpt2", "gpt_bigcode", "opt")
 # The families whose attention scores or logits may be softcapped
 _SOFTCAPPED = {"attn_logit_softcapping": GEMMA_TYPES,
                "final_logit_softcapping": (*GEMMA_TYPES, "nanochat")}
@@ -170,7 +174,11 @@ _CLASS_DEFAULTS = {"glm": {"partial_rotary_factor": 0.5, "attention_bias": True}
                                    "multi_query": True},
                    "opt": {"rms_norm_eps": 1e-5, "hidden_act": "relu",
                            "tie_word_embeddings": True, "max_position_embeddings": 2048,
-                           "vocab_size": 50272, "enable_bias": True}}
+                           "vocab_size": 50272, "enable_bias": True},
+                   "gpt_neo": {"rms_norm_eps": 1e-5, "hidden_act": "gelu_new",
+                               "tie_word_embeddings": True, "max_position_embeddings": 2048,
+                               "vocab_size": 50257, "sliding_window": 256,
+                               "attention_types": [[["global", "local"], 12]]}}
 # The rotary settings of a family's config class where a config.json names none (neither
 # rope_parameters nor rope_scaling)
 _CLASS_ROPE = {"ministral3": {"rope_type": "yarn", "rope_theta": 1e6, "factor": 16.0,
@@ -640,7 +648,7 @@ def _fields_from_hf(values: dict) -> dict:
     values = {**_CLASS_DEFAULTS.get(model_type, {}),
               **{ours: values[theirs] for theirs, ours in aliases.items() if theirs in values},
               **values}
-    if model_type in ("gptj", "falcon", "gpt2", "gpt_bigcode"):
+    if model_type in ("gptj", "falcon", "gpt2", "gpt_bigcode", "gpt_neo"):
         # an MLP width of null: four times the model's
         values = {**values, "intermediate_size": (values.get("intermediate_size")
                                                   or 4 * values["hidden_size"])}
@@ -718,6 +726,8 @@ def _fields_from_hf(values: dict) -> dict:
         qkv_bias = o_bias = mlp_bias = True
     elif model_type == "opt":   # every projection or none
         qkv_bias = o_bias = mlp_bias = bool(values["enable_bias"])
+    elif model_type == "gpt_neo":   # o's and the MLP's
+        qkv_bias, o_bias, mlp_bias = False, True, True
     elif model_type == "stablelm":   # q, k and v only (use_qkv_bias)
         qkv_bias, o_bias, mlp_bias = bool(values.get("attention_bias", False)), False, False
     else:
@@ -799,9 +809,10 @@ def _falcon_fields(values: dict) -> dict:
 
 
 def _learned_position_fields(values: dict, model_type: str) -> dict:
-    """GPT-2's, GPT-BigCode's and OPT's positions, a learned table of max_position_embeddings
-    rows (no layer rotates); GPT-BigCode's kv heads (one where multi_query); attention
-    scores left unscaled where scale_attn_weights says so. What transformers builds beside
+    """GPT-2's, GPT-BigCode's, OPT's and GPT-Neo's positions, a learned table of
+    max_position_embeddings rows (no layer rotates); GPT-BigCode's kv heads (one where
+    multi_query); attention scores left unscaled where scale_attn_weights says so (GPT-Neo
+    never scales them). What transformers builds beside
     a pre-norm decoder of one MLP is refused by name."""
     refused = {"add_cross_attention": (True, "tilegraph runs decoders without "
                                              "cross-attention"),
@@ -823,7 +834,7 @@ def _learned_position_fields(values: dict, model_type: str) -> dict:
     fields = {"learned_positions": int(values["max_position_embeddings"])}
     if model_type == "gpt_bigcode":
         fields["n_kv_heads"] = 1 if values["multi_query"] else values["num_attention_heads"]
-    if not values.get("scale_attn_weights", True):
+    if not values.get("scale_attn_weights", model_type != "gpt_neo"):   # (GPT-Neo's never)
         fields["attention_multiplier"] = 1.0
     return fields
 
@@ -908,6 +919,17 @@ def _rope_layers(values: dict) -> tuple[bool, ...] | None:
     return None if all(layers) else tuple(bool(x) for x in layers)
 
 
+def _gpt_neo_layers(values: dict) -> list[str]:
+    """GPT-Neo's kind of attention ("global" or "local": sliding) a layer, from its config's
+    attention_types, runs of a pattern ([[["global", "local"], 12]]: 24 layers alternating)."""
+    kinds = [kind for pattern, repeats in values["attention_types"]
+             for _ in range(repeats) for kind in pattern]
+    if len(kinds) != values["num_hidden_layers"] or not set(kinds) <= {"global", "local"}:
+        raise _unsupported("attention_types", values["attention_types"], "a global or local "
+                           f"kind for each of the {values['num_hidden_layers']} layers")
+    return kinds
+
+
 def _positive(values: dict, name: str, default: float) -> float:
     """values[name] (default where absent) as a positive float, else a ValueError naming it."""
     value = values.get(name, default)
@@ -938,7 +960,8 @@ def _sliding_layers(values: dict, model_type: str) -> tuple[bool, ...] | None:
     if model_type in ("mistral", "ministral3", "phi3", "starcoder2"):
         return None
     layers = values["num_hidden_layers"]
-    if (model_type not in ("ministral", "cwm", "exaone4", "olmo3", "cohere2", *GEMMA_TYPES)
+    if (model_type not in ("ministral", "cwm", "exaone4", "olmo3", "cohere2", "gpt_neo",
+                           *GEMMA_TYPES)
             and not values.get("use_sliding_window", False)):
         return (False,) * layers
     layer_types = values.get("layer_types")
@@ -959,6 +982,8 @@ def _sliding_layers(values: dict, model_type: str) -> tuple[bool, ...] | None:
         return tuple(not rotates for rotates in (_rope_layers(values) or (True,) * layers))
     if model_type == "cwm":
         return tuple(i % 4 != 0 for i in range(layers))
+    if model_type == "gpt_neo":
+        return tuple(kind == "local" for kind in _gpt_neo_layers(values))
     if model_type == "olmo3":
         return tuple((i + 1) % 4 != 0 for i in range(layers))
     return tuple(i >= values.get("max_window_layers", 28) for i in range(layers))
