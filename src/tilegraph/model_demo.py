@@ -39,7 +39,6 @@ from .bench import Unavailable, report
 from .bench import collectives as bench_collectives
 from .dist import TensorParallel, local_config
 from .generate import Generator
-from .graph.capture import warm_up_without_host_syncs
 from .models.hf_presets import SHAPES, hf_auto_class, hf_config, random_hf_model
 from .models.hf_weights import weight_files
 from .models.llama import Llama
@@ -128,9 +127,9 @@ class HFDecoder(GreedyDecoder):
         self.cache_arg = {name: self.cache}
         self.masks_on_device = False
         text = hf.config.get_text_config(decoder=True)
-        # GPT-2's and OPT's position embeddings are looked up at positions transformers
-        # counts on the host from the cache (a count a captured step would replay frozen):
-        # given on the device instead
+        # GPT-2's, OPT's and GPT-Neo's position embeddings are looked up at positions
+        # transformers 5.25 counts on the host from the cache (a count a captured step
+        # would replay frozen): given on the device instead
         self._positions_given = text.model_type in LEARNED_POSITION_TYPES
         self._layer_types = getattr(text, "layer_types", None)
         self._window = getattr(text, "sliding_window", None)
@@ -140,11 +139,11 @@ class HFDecoder(GreedyDecoder):
 
     @torch.no_grad()
     def step(self) -> torch.Tensor:
-        masks = {"attention_mask": self._device_masks()} if self.masks_on_device else {}
+        given = {"attention_mask": self._device_masks()} if self.masks_on_device else {}
         if self._positions_given:
-            masks["position_ids"] = self.position.view(1, 1).expand(self.ids.shape[0], 1)
+            given["position_ids"] = self.position.view(1, 1).expand(self.ids.shape[0], 1)
         out = self.forward(input_ids=self.ids, **self.cache_arg, cache_position=self.position,
-                           use_cache=True, **masks)
+                           use_cache=True, **given)
         return out.logits[:, -1]
 
     def _device_masks(self) -> torch.Tensor | dict[str, torch.Tensor]:
@@ -225,11 +224,7 @@ def _hand_graph(decoder: HFDecoder, prompts: torch.Tensor) -> Callable[[], torch
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
-        # a step that waits on the host (transformers 5.17's Falcon copies a host list of
-        # indices) raises here, not inside the capture, which would leave the process's
-        # CUDA RNG in capture state and every later capture failing
-        warm_up_without_host_syncs(decoder.step, ())
-        for _ in range(2):
+        for _ in range(3):
             decoder.step()
     torch.cuda.current_stream().wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
