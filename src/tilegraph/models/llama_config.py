@@ -812,8 +812,8 @@ def _learned_position_fields(values: dict, model_type: str) -> dict:
     """GPT-2's, GPT-BigCode's, OPT's and GPT-Neo's positions, a learned table of
     max_position_embeddings rows (no layer rotates); GPT-BigCode's kv heads (one where
     multi_query); attention scores left unscaled where scale_attn_weights says so (GPT-Neo
-    never scales them). What transformers builds beside
-    a pre-norm decoder of one MLP is refused by name."""
+    never scales them). What transformers builds beside a pre-norm decoder of one MLP is
+    refused by name."""
     refused = {"add_cross_attention": (True, "tilegraph runs decoders without "
                                              "cross-attention"),
                "scale_attn_by_inverse_layer_idx": (True, "attention scores are scaled alike "
