@@ -691,7 +691,8 @@ def test_noise_is_uniform_and_decorrelated():
                                   "tiny-glm", "tiny-exaone4", "tiny-olmo2", "tiny-olmo3",
                                   "tiny-hunyuan", "tiny-ministral3", "tiny-arcee",
                                   "tiny-nanochat", "tiny-hyperclovax", "tiny-starcoder2",
-                                  "tiny-phi", "tiny-gpt_neox", "tiny-gptj", "tiny-falcon-mq",
+                                  "tiny-phi", "tiny-gpt_neox", "tiny-gptj", "tiny-codegen",
+                                  "tiny-falcon-mq",
                                   "tiny-gpt2", "tiny-opt", "tiny-gpt_bigcode", "tiny-gpt_neo",
                                   "tiny-gemma2",
                                   "tiny-vaultgemma", "tiny-gemma3"])

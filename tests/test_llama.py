@@ -20,9 +20,9 @@ TINY = ("tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3",
         "tiny-glm4", "tiny-helium", "tiny-exaone4", "tiny-olmo2", "tiny-olmo3", "tiny-hunyuan",
         "tiny-ministral3", "tiny-arcee", "tiny-nanochat",
         "tiny-hyperclovax", "tiny-starcoder2", "tiny-stablelm", "tiny-nemotron", "tiny-olmo",
-        "tiny-phi", "tiny-cohere", "tiny-cohere2", "tiny-gpt_neox", "tiny-gptj", "tiny-falcon",
-        "tiny-gpt2", "tiny-opt", "tiny-gpt_bigcode", "tiny-gpt_neo", "tiny-gemma", "tiny-gemma2",
-        "tiny-vaultgemma", "tiny-gemma3")
+        "tiny-phi", "tiny-cohere", "tiny-cohere2", "tiny-gpt_neox", "tiny-gptj", "tiny-codegen",
+        "tiny-falcon", "tiny-gpt2", "tiny-opt", "tiny-gpt_bigcode", "tiny-gpt_neo",
+        "tiny-gemma", "tiny-gemma2", "tiny-vaultgemma", "tiny-gemma3")
 
 
 def _load_through_directory(hf, tmp_path, device, **save):
@@ -495,7 +495,7 @@ def test_hyperclovax_scalars_and_norms_after_match_hf(post_norm, tmp_path, devic
     ("tiny-stablelm", {"use_parallel_residual": True}), ("tiny-stablelm", {"qk_layernorm": True}),
     ("tiny-cohere", {"use_qk_norm": True}), ("tiny-gpt2", {"scale_attn_weights": False}),
     ("tiny-opt", {}),
-    ("tiny-gpt_bigcode", {"multi_query": False}), ("tiny-gpt_neo", {})])
+    ("tiny-gpt_bigcode", {"multi_query": False}), ("tiny-gpt_neo", {}), ("tiny-codegen", {})])
 def test_layer_norms_match_hf_over_a_stream_whose_mean_is_far_from_zero(name, overrides,
                                                                         tmp_path, device):
     """LayerNorm families: loading centres the residual stream (the table's rows, the output
@@ -709,6 +709,21 @@ def test_gpt2_checkpoint_named_without_its_prefix(tmp_path, device):
     with torch.no_grad():
         ours = model(ids.to(device))
     _assert_steps_close(ours, _hf_logits(hf, ids), MODEL_TOLERANCES[torch.float32], "gpt2")
+
+
+def test_codegen_config():
+    """CodeGen's fields as GPT-J's (its spellings, one LayerNorm before attention and the MLP
+    side by side, rotary_dim of each head's dims turned by neighbours, biases on the MLP and
+    the LM head); a rotary_dim of null, whose tables transformers builds as wide as the
+    model, refused."""
+    shape = LlamaConfig.from_hf(hf_config("codegen-350m"))
+    assert (shape.dim, shape.n_heads, shape.head_dim, shape.rotary_dim) == (1024, 16, 64, 32)
+    assert shape.parallel_residual and shape.one_norm_before and shape.rotary_interleaved
+    assert (shape.qkv_bias, shape.o_bias, shape.mlp_bias, shape.lm_head_bias) == (
+        False, False, True, True)
+    assert shape.parameter_count() == 356_712_448
+    with pytest.raises(ValueError, match="rotary_dim"):
+        LlamaConfig.from_hf({**hf_config("tiny-codegen").to_dict(), "rotary_dim": None})
 
 
 def test_gptj_config():

@@ -258,7 +258,7 @@ TP_FAMILIES = [
     ("tiny-gpt_neox", {}), ("tiny-gptj", {}), ("tiny-falcon", {}),
     ("tiny-falcon-mq", {}), ("tiny-stablelm", {"qk_layernorm": True}),
     ("tiny-cohere", {"use_qk_norm": True}), ("tiny-gpt2", {}), ("tiny-gpt_bigcode", {}),
-    ("tiny-gpt_neo", {"window_size": 3}),
+    ("tiny-gpt_neo", {"window_size": 3}), ("tiny-codegen", {}),
     ("tiny-gemma2", {"sliding_window": 3}), ("tiny-gemma3", {"sliding_window": 3})]
 
 
@@ -296,7 +296,8 @@ def test_tp_families_equal_tp1(tmp_path):
     and Cohere's norms of each q and k head (each rank the weights of its own heads, its
     heads' rows centred); GPT-2's Conv1D weights (each rank's rows read as the stored
     tensor's columns) and position table (whole on every rank), GPT-BigCode's one kv head
-    held by both ranks; Gemma's
+    held by both ranks; CodeGen's q, k and v, each rank's rows read from the 4 shards of
+    the matrix that stores them; Gemma's
     norms after the all-reduced attention and MLP outputs, on every rank, and Gemma 2's
     softcaps (each rank's heads', the gathered logits')."""
     _ranks_fit(2)

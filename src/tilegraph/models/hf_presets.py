@@ -10,9 +10,9 @@ Qwen3's head norms and head_dim apart from the width, Phi-3's stacked matrices a
 window, SmolLM3's layers without rotary embeddings, Granite's scalars, GLM's, ERNIE 4.5's
 and Helium's rotary embeddings over neighbouring dims, Gemma's gated GELU and norms after
 attention and the MLP, Gemma 2's softcaps, Gemma 3's local layers, the LayerNorms of
-StarCoder2, StableLM, Nemotron and OLMo, the parallel layers of Phi, Cohere, GPT-NeoX and
-Falcon, the learned position tables of GPT-2, OPT, GPT-BigCode and GPT-Neo) at a size the
-Triton interpreter runs in seconds.
+StarCoder2, StableLM, Nemotron and OLMo, the parallel layers of Phi, Cohere, GPT-NeoX,
+CodeGen and Falcon, the learned position tables of GPT-2, OPT, GPT-BigCode and GPT-Neo) at
+a size the Triton interpreter runs in seconds.
 """
 
 from __future__ import annotations
@@ -96,6 +96,11 @@ SHAPES: dict[str, dict] = {
                       parallel_attn=True, new_decoder_architecture=False, bias=False,
                       alibi=False, layer_norm_epsilon=1e-5, max_position_embeddings=2048,
                       bos_token_id=11, eos_token_id=11),
+    # CodeGen 350M (mono): GPT-J's layer, q|v|k stored in 4 shards
+    "codegen-350m": dict(model_type="codegen", vocab_size=51200, n_embd=1024, n_layer=20,
+                         n_head=16, rotary_dim=32, n_positions=2048, n_ctx=2048,
+                         activation_function="gelu_new", layer_norm_epsilon=1e-5,
+                         bos_token_id=1, eos_token_id=50256),
     # Learned position embeddings: GPT-2 (124M), OPT 1.3B, StarCoderBase 1B (GPT-BigCode,
     # one kv head), GPT-Neo 1.3B (every other layer attending to its last 256 positions)
     "gpt2": dict(model_type="gpt2", vocab_size=50257, n_embd=768, n_layer=12, n_head=12,
@@ -366,6 +371,11 @@ SHAPES: dict[str, dict] = {
                            new_decoder_architecture=False, parallel_attn=True, bias=True,
                            layer_norm_epsilon=1e-5, max_position_embeddings=256,
                            eos_token_id=2, pad_token_id=0, bos_token_id=1),
+    # CodeGen: GPT-J's layer, its fused q|v|k stored in 4 shards (of 2 heads each here)
+    "tiny-codegen": dict(model_type="codegen", vocab_size=67, n_embd=64, n_inner=48,
+                         n_layer=2, n_head=8, rotary_dim=4, n_positions=256, n_ctx=256,
+                         activation_function="gelu_new", layer_norm_epsilon=1e-5,
+                         bos_token_id=1, eos_token_id=2),
     # GPT-2: a learned position table, LayerNorms (biased), Conv1D projections (weights
     # stored transposed) with biases, an ungated tanh-GELU MLP, a tied table
     "tiny-gpt2": dict(model_type="gpt2", vocab_size=67, n_embd=32, n_inner=48, n_layer=2,

@@ -33,8 +33,10 @@ Split = tuple[int, int, int] | None
 Reader = Callable[[Split], torch.Tensor]
 
 # Buffers some checkpoints carry that the model recomputes (older GPT-NeoX and GPT-J
-# checkpoints: their causal masks, under attention.bias / attn.bias and masked_bias).
-_IGNORED_SUFFIXES = ("rotary_emb.inv_freq", ".self_attn.bias", ".self_attn.masked_bias")
+# checkpoints: their causal masks, under attention.bias / attn.bias and masked_bias;
+# CodeGen's under attn.causal_mask).
+_IGNORED_SUFFIXES = ("rotary_emb.inv_freq", ".self_attn.bias", ".self_attn.masked_bias",
+                     ".self_attn.causal_mask")
 # The image side of a multimodal checkpoint: tilegraph decodes text.
 _IGNORED_PREFIXES = tuple(f"{model}{part}" for model in ("model.", "")
                           for part in ("vision_tower.", "multi_modal_projector.",
@@ -142,6 +144,16 @@ _POST_NORMS = [(r"\.post_attention_layernorm\.", ".post_attn_norm."),
 _LANGUAGE_MODEL_PREFIXES = [(r"^model\.(language|text)_model\.", "model."),
                             (r"^language_model\.model\.", "model."),
                             (r"^language_model\.lm_head\.", "lm_head.")]
+# GPT-J's names, CodeGen's too (but for its q|v|k)
+_GPTJ_NAMES = [(r"^transformer\.", "model."), (r"^model\.wte\.", "model.embed_tokens."),
+               (r"^model\.h\.", "model.layers."), (r"^model\.ln_f\.", "model.norm."),
+               (r"\.ln_1\.", ".input_layernorm."), (r"\.attn\.", ".self_attn."),
+               (r"\.self_attn\.out_proj\.", ".self_attn.o_proj."),
+               (r"\.mlp\.fc_in\.", ".mlp.up_proj."), (r"\.mlp\.fc_out\.", ".mlp.down_proj.")]
+# CodeGen's fused projection, stored in the 4 shards it was trained over, each [q; v; k] of
+# a quarter of the heads
+_STACKED_BY_SHARD = "self_attn.qkv_in_shards"
+_SHARDS, _SHARD_ORDER = 4, ("q_proj", "v_proj", "k_proj")
 # GPT-2's names, GPT-BigCode's and GPT-Neo's too (but for their attention's)
 _GPT2_NAMES = [(r"^(transformer\.)?wte\.", "model.embed_tokens."),
                (r"^(transformer\.)?wpe\.", "model.embed_positions."),
@@ -188,12 +200,9 @@ _RENAMES = {"exaone": [(r"^transformer\.wte\.", "model.embed_tokens."),
                          (r"\.self_attn\.dense\.", ".self_attn.o_proj."),
                          (r"\.mlp\.dense_h_to_4h\.", ".mlp.up_proj."),
                          (r"\.mlp\.dense_4h_to_h\.", ".mlp.down_proj.")],
-            "gptj": [(r"^transformer\.", "model."), (r"^model\.wte\.", "model.embed_tokens."),
-                     (r"^model\.h\.", "model.layers."), (r"^model\.ln_f\.", "model.norm."),
-                     (r"\.ln_1\.", ".input_layernorm."), (r"\.attn\.", ".self_attn."),
-                     (r"\.self_attn\.out_proj\.", ".self_attn.o_proj."),
-                     (r"\.mlp\.fc_in\.", ".mlp.up_proj."),
-                     (r"\.mlp\.fc_out\.", ".mlp.down_proj.")],
+            "gptj": _GPTJ_NAMES,
+            # (CodeGen's qkv_proj: _unstacked_by_shard)
+            "codegen": [*_GPTJ_NAMES, (r"\.self_attn\.qkv_proj\.", f".{_STACKED_BY_SHARD}.")],
             # (Falcon's query_key_value: _unstacked_by_head)
             "falcon": [(r"^transformer\.", "model."),
                        (r"^model\.word_embeddings\.", "model.embed_tokens."),
@@ -298,6 +307,9 @@ def _unstacked(tensors: Iterator[tuple[str, Reader, tuple[int, ...]]], config: L
         if module.endswith("." + _STACKED_BY_HEAD):
             yield from _unstacked_by_head(name, read, shape, config)
             continue
+        if module.endswith("." + _STACKED_BY_SHARD):
+            yield from _unstacked_by_shard(name, read, shape, config)
+            continue
         suffix = next((suffix for suffix in _STACKED if module.endswith("." + suffix)), None)
         if suffix is None:
             yield name, read
@@ -354,6 +366,36 @@ def _head_rows_of(read: Reader, part: str, config: LlamaConfig, split: Split) ->
     blocks = [read((0, block(head) * head_dim, (block(head) + 1) * head_dim))
               for head in range(first // head_dim, stop // head_dim)]
     return torch.cat(blocks)
+
+
+def _unstacked_by_shard(name: str, read: Reader, shape: tuple[int, ...], config: LlamaConfig
+                        ) -> Iterator[tuple[str, Reader]]:
+    """CodeGen's qkv_proj weight, stacked in _SHARDS shards of [q; v; k] rows (a quarter of
+    each), as q_proj, k_proj and v_proj."""
+    if shape[0] != 3 * config.q_dim or config.n_kv_heads != config.n_heads \
+            or config.q_dim % _SHARDS:
+        raise ValueError(f"{name}: {shape[0]} rows, but CodeGen's q, v and k take 3 x "
+                         f"{config.q_dim}, in {_SHARDS} shards")
+    module, _, kind = name.rpartition(".")
+    prefix = module[:-len(_STACKED_BY_SHARD)]
+    for part in ("q_proj", "k_proj", "v_proj"):
+        yield (f"{prefix}self_attn.{part}.{kind}",
+               functools.partial(_shard_rows_of, read, _SHARD_ORDER.index(part),
+                                 config.q_dim // _SHARDS))
+
+
+def _shard_rows_of(read: Reader, part: int, local: int, split: Split) -> torch.Tensor:
+    """`split`'s rows (all of them where None) of the part-th of each shard's [q; v; k]
+    blocks of `local` rows, read a shard's block (or the piece of it in split) at a time."""
+    first, stop = (0, _SHARDS * local) if split is None else split[1:]
+    if split is not None and split[0] != 0:
+        raise ValueError("a stacked checkpoint matrix is split by rows only")
+    pieces = []
+    for shard in range(first // local, -(-stop // local)):
+        begin, end = max(first, shard * local), min(stop, (shard + 1) * local)
+        base = shard * 3 * local + part * local - shard * local
+        pieces.append(read((0, base + begin, base + end)))
+    return torch.cat(pieces)
 
 
 def _rows_of(read: Reader, start: int, count: int, split: Split) -> torch.Tensor:

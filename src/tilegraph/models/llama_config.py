@@ -25,7 +25,8 @@ and k head, a weight a head, as Command R+'s), Phi-1.5 and Phi-2, Cohere (Comman
 Aya), Cohere 2 (Command R7B), GPT-NeoX (Pythia) and Falcon (LayerNorms too; attention and
 the MLP side by side on the layer's input: parallel_residual; Phi's LM head bias, Cohere's
 logit scale, Cohere 2's rotary embeddings only in its sliding layers, GPT-NeoX's q|k|v
-stored head by head, Falcon's kv head by kv head), GPT-2, OPT, GPT-BigCode and GPT-Neo
+stored head by head, Falcon's kv head by kv head; CodeGen, GPT-J's layer with its q|v|k
+stored in 4 shards), GPT-2, OPT, GPT-BigCode and GPT-Neo
 (positions from a learned table added to the token embeddings; LayerNorms, biased ungated
 MLPs; GPT-BigCode's one kv head; GPT-Neo's unscaled scores and local layers), the families
 SUPPORTED_TYPES names
@@ -53,7 +54,7 @@ SUPPORTED_TYPES = ("llama", "mistral", "ministral", "phi3", "qwen2", "qwen3", "s
                    "ministral3", "arcee", "nanochat", "hyperclovax", "gemma", "gemma2",
                    "vaultgemma", "gemma3_text", "starcoder2", "stablelm", "nemotron", "olmo",
                    "phi", "cohere", "cohere2", "gpt_neox", "gptj", "falcon", "gpt2",
-                   "gpt_bigcode", "opt", "gpt_neo")
+                   "gpt_bigcode", "opt", "gpt_neo", "codegen")
 GEMMA_TYPES = ("gemma", "gemma2", "vaultgemma", "gemma3_text")
 # Gemma 2's attention: scores softcapped, scaled by query_pre_attn_scalar, alternate layers
 # sliding (VaultGemma's too, whose layers have no norms after attention and the MLP)
@@ -61,7 +62,8 @@ _GEMMA2_ATTENTION = ("gemma2", "vaultgemma")
 # Families whose rotary embeddings turn a head's neighbouring dims (2i, 2i + 1) together
 # (GPT-J's pairing; transformers' GLM, ERNIE 4.5, Helium and Cohere), where Llama turns
 # (i, i + d / 2)
-INTERLEAVED_ROTARY_TYPES = ("glm", "glm4", "ernie4_5", "helium", "cohere", "cohere2", "gptj")
+INTERLEAVED_ROTARY_TYPES = ("glm", "glm4", "ernie4_5", "helium", "cohere", "cohere2", "gptj",
+                            "codegen")
 # Families whose rotary embeddings may turn only a head's leading dims
 # (partial_rotary_factor; GPT-J's rotary_dim counts them): Phi-3 (Phi-4-mini's
 # checkpoints), GLM, StableLM, Nemotron, Phi, GPT-NeoX
@@ -74,13 +76,13 @@ _POSITION_ROWS_BEFORE = {"opt": 2}
 # Families whose norms are LayerNorms (the mean subtracted; OLMo's without weights), and
 # those of them whose LayerNorms add a bias
 LAYER_NORM_TYPES = ("starcoder2", "stablelm", "nemotron", "olmo", "phi", "cohere", "cohere2",
-                    "gpt_neox", "gptj", "falcon", *LEARNED_POSITION_TYPES)
-_NORM_BIAS_TYPES = ("starcoder2", "stablelm", "nemotron", "phi", "gpt_neox", "gptj", "falcon",
-                    *LEARNED_POSITION_TYPES)
+                    "gpt_neox", "gptj", "codegen", "falcon", *LEARNED_POSITION_TYPES)
+_NORM_BIAS_TYPES = ("starcoder2", "stablelm", "nemotron", "phi", "gpt_neox", "gptj", "codegen",
+                    "falcon", *LEARNED_POSITION_TYPES)
 # Families whose layers run attention and the MLP side by side on one norm of their input
 # (StableLM's where use_parallel_residual says so; GPT-NeoX's, a norm each, by default;
 # Falcon's by parallel_attn and num_ln_in_parallel_attn: _falcon_fields)
-_ONE_NORM_PARALLEL_TYPES = ("phi", "cohere", "cohere2", "gptj")
+_ONE_NORM_PARALLEL_TYPES = ("phi", "cohere", "cohere2", "gptj", "codegen")
 # Multimodal checkpoints whose language model tilegraph runs (on text): their type -> the
 # type of the text_config they hold where it names none
 _LANGUAGE_MODELS = {"gemma3": "gemma3_text", "mistral3": "mistral", "llava": "llama",
@@ -107,15 +109,12 @@ _FIELD_ALIASES = {
     **{name: {"layer_norm_eps": "rms_norm_eps"} for name in ("phi", "cohere", "cohere2")},
     "gpt_neox": {"layer_norm_eps": "rms_norm_eps", "rotary_pct": "partial_rotary_factor",
                  "rotary_emb_base": "rope_theta"},
-    # (rotary_dim, a count of dims, read apart)
-    "gptj": {"n_embd": "hidden_size", "n_inner": "intermediate_size",
-             "n_head": "num_attention_heads", "n_layer": "num_hidden_layers",
-             "n_positions": "max_position_embeddings", "layer_norm_epsilon": "rms_norm_eps",
-             "activation_function": "hidden_act"},
+    # (GPT-J's and CodeGen's rotary_dim, a count of dims, read apart)
     **{name: {"n_embd": "hidden_size", "n_inner": "intermediate_size",
               "n_head": "num_attention_heads", "n_layer": "num_hidden_layers",
               "n_positions": "max_position_embeddings", "layer_norm_epsilon": "rms_norm_eps",
-              "activation_function": "hidden_act"} for name in ("gpt2", "gpt_bigcode")},
+              "activation_function": "hidden_act"}
+       for name in ("gptj", "codegen", "gpt2", "gpt_bigcode")},
     "opt": {"ffn_dim": "intermediate_size", "activation_function": "hidden_act"},
     "gpt_neo": {"num_layers": "num_hidden_layers", "num_heads": "num_attention_heads",
                 "layer_norm_epsilon": "rms_norm_eps", "activation_function": "hidden_act",
@@ -128,7 +127,7 @@ _FIELD_ALIASES = {
 _NEVER_WINDOWED = ("llama", "granite", "exaone", "internlm3", "ernie4_5", "glm", "glm4",
                    "helium", "seed_oss", "olmo2", "hunyuan_v1_dense", "arcee", "nanochat",
                    "hyperclovax", "gemma", "stablelm", "nemotron", "olmo", "phi", "cohere",
-                   "gpt_neox", "gptj", "falcon", "gpt2", "gpt_bigcode", "opt")
+                   "gpt_neox", "gptj", "codegen", "falcon", "gpt2", "gpt_bigcode", "opt")
 # The families whose attention scores or logits may be softcapped
 _SOFTCAPPED = {"attn_logit_softcapping": GEMMA_TYPES,
                "final_logit_softcapping": (*GEMMA_TYPES, "nanochat")}
@@ -162,6 +161,9 @@ _CLASS_DEFAULTS = {"glm": {"partial_rotary_factor": 0.5, "attention_bias": True}
                                 "use_parallel_residual": True},
                    "gptj": {"rms_norm_eps": 1e-5, "hidden_act": "gelu_new", "rotary_dim": 64,
                             "tie_word_embeddings": False},
+                   "codegen": {"rms_norm_eps": 1e-5, "hidden_act": "gelu_new",
+                               "rotary_dim": 64, "tie_word_embeddings": False,
+                               "max_position_embeddings": 2048},
                    "falcon": {"rms_norm_eps": 1e-5, "hidden_act": "gelu",
                               "tie_word_embeddings": True, "max_position_embeddings": 2048,
                               "multi_query": True, "parallel_attn": True},
@@ -195,7 +197,7 @@ _UNGATED_MLP_ACTIVATIONS = {"relu2": "relu2", "relu": "relu", "gelu": "gelu",
                             "gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh",
                             "gelu_fast": "gelu_tanh"}
 _UNGATED_MLP_TYPES = ("arcee", "nanochat", "starcoder2", "nemotron", "phi", "gpt_neox",
-                      "gptj", "falcon", *LEARNED_POSITION_TYPES)
+                      "gptj", "codegen", "falcon", *LEARNED_POSITION_TYPES)
 # What LlamaConfig.mlp_activation may be: a gated activation or an ungated one
 _MLP_KINDS = _GATED + tuple(a for a in ACTIVATIONS if a != "none")
 
@@ -556,6 +558,11 @@ def _rotary_dim(rope: dict, values: dict) -> int:
     heads); 0 for all of them."""
     if values.get("model_type") == "gptj":   # a count of dims (null: all of them)
         return values.get("rotary_dim") or 0
+    if values.get("model_type") == "codegen":   # (null: tables as wide as the model's width)
+        if not values.get("rotary_dim"):
+            raise _unsupported("rotary_dim", values.get("rotary_dim"), "CodeGen's rotary "
+                               "embeddings need a count of dims")
+        return values["rotary_dim"]
     partial = rope.get("partial_rotary_factor", values.get("partial_rotary_factor", 1.0))
     if partial in (None, 1, 1.0):
         return 0
@@ -648,7 +655,7 @@ def _fields_from_hf(values: dict) -> dict:
     values = {**_CLASS_DEFAULTS.get(model_type, {}),
               **{ours: values[theirs] for theirs, ours in aliases.items() if theirs in values},
               **values}
-    if model_type in ("gptj", "falcon", "gpt2", "gpt_bigcode", "gpt_neo"):
+    if model_type in ("gptj", "codegen", "falcon", "gpt2", "gpt_bigcode", "gpt_neo"):
         # an MLP width of null: four times the model's
         values = {**values, "intermediate_size": (values.get("intermediate_size")
                                                   or 4 * values["hidden_size"])}
@@ -706,7 +713,7 @@ def _fields_from_hf(values: dict) -> dict:
         qkv_bias = o_bias = mlp_bias = bool(values.get("use_bias", False))
     elif model_type == "phi":   # every projection, the LM head too
         qkv_bias = o_bias = mlp_bias = True
-    elif model_type == "gptj":   # the MLP's and the LM head's only
+    elif model_type in ("gptj", "codegen"):   # the MLP's and the LM head's only
         qkv_bias, o_bias, mlp_bias = False, False, True
     elif model_type == "gpt_neox":   # q|k|v and o by attention_bias, the MLP always
         qkv_bias = o_bias = bool(values.get("attention_bias", True))
@@ -750,7 +757,7 @@ def _fields_from_hf(values: dict) -> dict:
                          or model_type in ("stablelm", "falcon")
                          and bool(values.get("use_parallel_residual"))
                          and not values.get("two_norms_parallel")),
-        lm_head_bias=model_type in ("phi", "gptj"),
+        lm_head_bias=model_type in ("phi", "gptj", "codegen"),
         # Nemotron's LayerNorms scale by 1 + weight; OLMo's by nothing
         **({"norm_plus_one": True} if model_type == "nemotron" else {}),
         **({"weightless_norms": True} if model_type == "olmo" else {}),
