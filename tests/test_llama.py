@@ -507,10 +507,10 @@ def test_layer_norms_match_hf_over_a_stream_whose_mean_is_far_from_zero(name, ov
     and its table is tied, OLMo's norms have no weights; Phi's and StableLM's parallel
     layers run attention and the MLP on one norm of their input, GPT-NeoX's on a norm each
     (or one after the other, where use_parallel_residual is off), its q|k|v stored head by
-    head; GPT-2's, OPT's and GPT-BigCode's position tables, centred too (GPT-2's scores
-    here unscaled: scale_attn_weights off). (Nemotron, Cohere
-    and Cohere 2 add nothing to the stream's centring: the family
-    tests cover them.)"""
+    head; GPT-2's, OPT's, GPT-BigCode's and GPT-Neo's position tables, centred too (GPT-2's
+    scores here unscaled: scale_attn_weights off); CodeGen's q|v|k read from its shards.
+    (Nemotron, Cohere and Cohere 2 add nothing to the stream's centring: the family tests
+    cover them.)"""
     hf = random_hf_model(name, scale=4.0, **overrides)
     with torch.no_grad():
         hf.get_input_embeddings().weight.add_(0.3)
