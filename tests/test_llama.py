@@ -692,23 +692,27 @@ def test_learned_positions_bound_the_cache_and_the_prompt(device):
     assert model.new_cache(1, 24).max_seq == 24
 
 
-def test_gpt2_checkpoint_named_without_its_prefix(tmp_path, device):
-    """GPT-2's published checkpoints were saved from the bare model: wte, h.N..., ln_f, no
-    transformer. prefix and no LM head (tied), with each attention's causal-mask buffers;
-    Conv1D weights stored (in, out)."""
+@pytest.mark.parametrize("name, prefix", [("tiny-gpt2", "transformer."), ("tiny-opt", "model.")])
+def test_checkpoint_named_without_its_prefix(name, prefix, tmp_path, device):
+    """GPT-2's and OPT's published checkpoints were saved from the bare model: GPT-2's wte,
+    h.N..., ln_f with no transformer. prefix (and each attention's causal-mask buffer, its
+    Conv1D weights stored (in, out)), OPT's decoder.* with no model. prefix; neither with an
+    LM head (tied)."""
     from safetensors.torch import save_file
 
-    hf = random_hf_model("tiny-gpt2", scale=5.0)
-    state = {name.removeprefix("transformer."): tensor.contiguous()
-             for name, tensor in hf.state_dict().items() if name != "lm_head.weight"}
-    state["h.0.attn.bias"] = torch.ones(1, 1, 256, 256).tril()
+    hf = random_hf_model(name, scale=5.0)
+    state = {key.removeprefix(prefix): tensor.contiguous()
+             for key, tensor in hf.state_dict().items() if key != "lm_head.weight"}
+    if name == "tiny-gpt2":
+        state["h.0.attn.bias"] = torch.ones(1, 1, 256, 256).tril()
+    assert not any(key.startswith(prefix) for key in state)
     save_file(state, tmp_path / "model.safetensors")
     hf.config.save_pretrained(tmp_path)
     model = Llama.from_hf(tmp_path, dtype=torch.float32, device=device)
     ids = torch.randint(0, hf.config.vocab_size, (2, 12))
     with torch.no_grad():
         ours = model(ids.to(device))
-    _assert_steps_close(ours, _hf_logits(hf, ids), MODEL_TOLERANCES[torch.float32], "gpt2")
+    _assert_steps_close(ours, _hf_logits(hf, ids), MODEL_TOLERANCES[torch.float32], name)
 
 
 def test_codegen_config():
