@@ -661,6 +661,9 @@ def _fields_from_hf(values: dict) -> dict:
                                                   or 4 * values["hidden_size"])}
     if model_type == "falcon":
         values = {**values, **_falcon_fields(values)}
+    if model_type == "gpt_bigcode":   # one kv head where multi_query, else one a q head
+        values = {**values, "num_key_value_heads": (1 if values["multi_query"]
+                                                    else values["num_attention_heads"])}
     learned = (_learned_position_fields(values, model_type)
                if model_type in LEARNED_POSITION_TYPES else {})
     if model_type in _CLASS_ROPE and not (values.get("rope_parameters")
@@ -743,8 +746,7 @@ def _fields_from_hf(values: dict) -> dict:
     return dict(
         vocab_size=values["vocab_size"], dim=values["hidden_size"],
         n_layers=values["num_hidden_layers"], n_heads=heads,
-        n_kv_heads=learned.pop("n_kv_heads", None) or values.get("num_key_value_heads")
-        or heads,
+        n_kv_heads=values.get("num_key_value_heads") or heads,
         ffn_dim=values["intermediate_size"], head_dim=values.get("head_dim") or 0,
         norm_eps=1e-5 if model_type == "olmo" else float(values.get("rms_norm_eps", 1e-6)),
         # Gemma's config classes tie by default (a config.json may leave the key out)
@@ -817,10 +819,9 @@ def _falcon_fields(values: dict) -> dict:
 
 def _learned_position_fields(values: dict, model_type: str) -> dict:
     """GPT-2's, GPT-BigCode's, OPT's and GPT-Neo's positions, a learned table of
-    max_position_embeddings rows (no layer rotates); GPT-BigCode's kv heads (one where
-    multi_query); attention scores left unscaled where scale_attn_weights says so (GPT-Neo
-    never scales them). What transformers builds beside a pre-norm decoder of one MLP is
-    refused by name."""
+    max_position_embeddings rows (no layer rotates); attention scores left unscaled where
+    scale_attn_weights says so (GPT-Neo never scales them). What transformers builds beside
+    a pre-norm decoder of one MLP is refused by name."""
     refused = {"add_cross_attention": (True, "tilegraph runs decoders without "
                                              "cross-attention"),
                "scale_attn_by_inverse_layer_idx": (True, "attention scores are scaled alike "
@@ -839,8 +840,6 @@ def _learned_position_fields(values: dict, model_type: str) -> dict:
         raise _unsupported("word_embed_proj_dim", projected, "OPT's embeddings projected to "
                            "and from another width (OPT 350M's) are not implemented")
     fields = {"learned_positions": int(values["max_position_embeddings"])}
-    if model_type == "gpt_bigcode":
-        fields["n_kv_heads"] = 1 if values["multi_query"] else values["num_attention_heads"]
     if not values.get("scale_attn_weights", model_type != "gpt_neo"):   # (GPT-Neo's never)
         fields["attention_multiplier"] = 1.0
     return fields
