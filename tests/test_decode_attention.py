@@ -25,6 +25,7 @@ from tilegraph.kernels.decode_attention import (
     step_candidates,
 )
 from tilegraph.kernels.greedy import greedy_step
+from tilegraph.models.llama_config import alibi_slopes
 from tilegraph.testing import assert_close, poisoned, rel_error
 from tilegraph.tune import tune_attention, tune_attention_in_step_once
 
@@ -113,6 +114,51 @@ def test_softcapped_scores_match_reference(batch, heads, kv_heads, head_dim, max
     ref = decode_attention_ref(*args, window=window, softcap=4.0)
     assert_close(result, ref, dtype, what=f"lengths {lengths.tolist()}")
     assert rel_error(ref, decode_attention_ref(*args, window=window)) > 0.05
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("batch, heads, kv_heads, head_dim, max_seq", [
+    (3, 14, 2, 24, 130),   # 7 q heads a kv head: each its own slope within one tile
+    (1, 5, 5, 64, 1100),   # batch 1: runs merged (a non-power-of-two head count, BLOOM's)
+])
+@pytest.mark.parametrize("in_layer", [False, True])
+def test_alibi_matches_a_bias_from_position_zero(batch, heads, kv_heads, head_dim, max_seq,
+                                                 in_layer, dtype, device):
+    """ALiBi: head h's scores plus slopes[h] times the key's position, as BLOOM adds them
+    (the kernel counts back from the query; the softmax drops the difference). Slopes 5x
+    ALiBi's, so that distances within a tile matter."""
+    q, k, v = _case(batch, heads, kv_heads, head_dim, max_seq, dtype, device)
+    slopes = (alibi_slopes(heads) * 5).to(device)
+    lengths = torch.randint(1, max_seq + 1, (batch,), device=device)
+    lengths[0] = max_seq
+    if in_layer:
+        result = decode_attention_in_layer(q, k, v, lengths, alibi_slopes=slopes)
+    else:
+        result = tg.decode_attention(q, k, v, lengths, alibi_slopes=slopes,
+                                     out=poisoned(q.shape, q.dtype, q.device))
+    group = heads // kv_heads
+    keys, values = (t[:batch].double().repeat_interleave(group, dim=1) for t in (k, v))
+    positions = torch.arange(max_seq, device=device, dtype=torch.float64)
+    scores = (torch.einsum("bhd,bhtd->bht", q.double(), keys) * head_dim ** -0.5
+              + slopes.double()[None, :, None] * positions)
+    scores = scores.masked_fill(positions >= lengths[:, None, None], float("-inf"))
+    ref = torch.einsum("bht,bhtd->bhd", scores.softmax(-1), values)
+    assert_close(result, ref, dtype, what=f"lengths {lengths.tolist()}")
+    torch.testing.assert_close(decode_attention_ref(q.double(), k.double(), v.double(),
+                                                    lengths, alibi_slopes=slopes), ref)
+    assert rel_error(ref, decode_attention_ref(q.double(), k.double(), v.double(),
+                                               lengths)) > 0.05
+
+
+def test_alibi_slopes_are_checked(device):
+    q, k, v = _case(1, 4, 2, 16, 20, torch.float32, device)
+    lengths = torch.tensor([20], device=device)
+    for slopes, error in ((torch.ones(4, dtype=torch.float16, device=device), TypeError),
+                          ([0.5] * 4, TypeError),
+                          (torch.ones(2, device=device), ValueError),
+                          (torch.ones(8, device=device)[::2], ValueError)):
+        with pytest.raises(error, match="alibi_slopes"):
+            tg.decode_attention(q, k, v, lengths, alibi_slopes=slopes)
 
 
 def test_softcap_must_be_positive(device):

@@ -95,13 +95,14 @@ SPARE_SHARED_MEMORY = 32 * 1024
 
 
 @triton.jit
-def _attend_tile(q, k, v, t_mask, m, denom, acc, qk_scale, softcap,
+def _attend_tile(q, k, v, positions, t_mask, m, denom, acc, qk_scale, softcap, slopes, last,
                  DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr,
-                 SOFTCAPPED: tl.constexpr):
+                 SOFTCAPPED: tl.constexpr, ALIBI: tl.constexpr):
     """One tile of the online softmax: (m, denom, acc) updated by keys k and values v
-    (BLOCK_T, BLOCK_D) at the positions t_mask admits (at least one), scores in log2 units;
-    SOFTCAPPED: each score s first becomes softcap tanh(s / softcap) (softcap in log2 units
-    too: the cap commutes with the change of base)."""
+    (BLOCK_T, BLOCK_D) at `positions` (BLOCK_T,), those t_mask admits (at least one), scores
+    in log2 units; SOFTCAPPED: each score s first becomes softcap tanh(s / softcap) (softcap
+    in log2 units too: the cap commutes with the change of base); ALIBI: then plus slopes
+    (BLOCK_G,), log2 units, times the key's distance back from the query at `last`."""
     if UPCAST_DOT:  # the interpreter mis-multiplies bf16 dots; fp32 is exact for them
         k = k.to(tl.float32)
         v = v.to(tl.float32)
@@ -110,6 +111,10 @@ def _attend_tile(q, k, v, t_mask, m, denom, acc, qk_scale, softcap,
         # tanh(x) = 1 - 2 / (exp(2x) + 1): exp2 overflows to inf (tanh 1) or underflows to
         # 0 (tanh -1) at the ends, never to NaN
         scores = softcap * (1.0 - 2.0 / (tl.exp2(scores * (2.0 * _LOG2E) / softcap) + 1.0))
+    if ALIBI:
+        # relative to the query, not from position 0: the bias stays small where the
+        # softmax weighs it most (fp32 keeps 2^-24 of it)
+        scores += slopes[:, None] * (positions - last).to(tl.float32)[None, :]
     scores = tl.where(t_mask[None, :], scores, float("-inf"))
     m_new = tl.maximum(m, tl.max(scores, axis=1))  # finite: t_mask admits a position
     alpha = tl.exp2(m - m_new)
@@ -122,10 +127,10 @@ def _attend_tile(q, k, v, t_mask, m, denom, acc, qk_scale, softcap,
 
 
 @triton.jit
-def _attend_run(q, k_ptrs, v_ptrs, d_mask, stride_cp, start, stop, qk_scale, softcap, m,
-                denom, acc, BLOCK_T: tl.constexpr, EVEN_D: tl.constexpr,
+def _attend_run(q, k_ptrs, v_ptrs, d_mask, stride_cp, start, stop, qk_scale, softcap,
+                slopes, last, m, denom, acc, BLOCK_T: tl.constexpr, EVEN_D: tl.constexpr,
                 DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr,
-                SOFTCAPPED: tl.constexpr):
+                SOFTCAPPED: tl.constexpr, ALIBI: tl.constexpr):
     """Online softmax over positions [start, stop) from the state (running max m, sum denom,
     unnormalised output acc) of the BLOCK_G query heads in q. k_ptrs, v_ptrs (BLOCK_T,
     BLOCK_D) point at position 0; d_mask: the real head_dim columns (all of them when
@@ -136,8 +141,9 @@ def _attend_run(q, k_ptrs, v_ptrs, d_mask, stride_cp, start, stop, qk_scale, sof
         kv_mask = t_mask[:, None] if EVEN_D else t_mask[:, None] & d_mask[None, :]
         k = tl.load(k_ptrs + t0 * stride_cp, mask=kv_mask, other=0.0)  # (BT, BD)
         v = tl.load(v_ptrs + t0 * stride_cp, mask=kv_mask, other=0.0)
-        m, denom, acc = _attend_tile(q, k, v, t_mask, m, denom, acc, qk_scale, softcap,
-                                     DOT_PRECISION, UPCAST_DOT, SOFTCAPPED)
+        m, denom, acc = _attend_tile(q, k, v, t0 + offs_t, t_mask, m, denom, acc, qk_scale,
+                                     softcap, slopes, last, DOT_PRECISION, UPCAST_DOT,
+                                     SOFTCAPPED, ALIBI)
     return m, denom, acc
 
 
@@ -150,7 +156,7 @@ def _run_bounds(lengths_ptr, b, run, max_seq, window, SPLITS: tl.constexpr,
     cut into runs of 1 / SPLITS of their tiles of BLOCK_T positions but at least RUN_TILES
     of them, or one run of them all where they are at most ONE_RUN_TILES; and how many runs
     the sequence uses (fewer than SPLITS when it has fewer tiles; at least one, which writes
-    zeros for a length of 0)."""
+    zeros for a length of 0), and the length as clamped."""
     length = tl.minimum(tl.maximum(tl.load(lengths_ptr + b).to(tl.int32), 0), max_seq)
     first = tl.maximum(length - window, 0) if WINDOWED else 0
     tiles = tl.cdiv(length - first, BLOCK_T)
@@ -159,7 +165,7 @@ def _run_bounds(lengths_ptr, b, run, max_seq, window, SPLITS: tl.constexpr,
     start = first + run * run_tiles * BLOCK_T
     stop = tl.minimum(length, start + run_tiles * BLOCK_T)
     used = tl.maximum(tl.cdiv(tiles, run_tiles), 1)
-    return start, stop, used
+    return start, stop, used, length
 
 
 @triton.jit
@@ -213,7 +219,7 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
                              q_ptr, stride_qb, stride_qh,
                              k_ptr, v_ptr, stride_cb, stride_ch, stride_cp,
                              lengths_ptr, partial_ptr, count_ptr,
-                             written_slots_ptr, written_positions_ptr,
+                             written_slots_ptr, written_positions_ptr, slopes_ptr,
                              qk_scale, max_seq, window, softcap,
                              N_KV_HEADS: tl.constexpr, GROUP: tl.constexpr,
                              HEAD_BLOCKS: tl.constexpr, GROUP_BLOCK: tl.constexpr,
@@ -231,12 +237,13 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
                              ROW_LINES: tl.constexpr, LINE_ELEMENTS: tl.constexpr,
                              RUNS_PRELOADED: tl.constexpr = False,
                              WINDOWED: tl.constexpr = False,
-                             SOFTCAPPED: tl.constexpr = False):
+                             SOFTCAPPED: tl.constexpr = False, ALIBI: tl.constexpr = False):
     """Program ((b * KV + kv head) * HEAD_BLOCKS + block, run): o_h = sum_t softmax_t(q_h .
     k_t * scale) v_t for block `block` of GROUP_BLOCK of the GROUP q heads h of that kv head,
     over run `run` of the sequence's first lengths[b] positions (clamped to [0, max_seq]), or
     with WINDOWED the last `window` of them (a sliding window); a length of 0 gives zeros.
-    SOFTCAPPED: the scores capped by softcap tanh(s / softcap) before the softmax.
+    SOFTCAPPED: the scores capped by softcap tanh(s / softcap) before the softmax. ALIBI: then
+    plus slopes[h] (ALiBi's, one a q head) times (t - (length - 1)), t the key's position.
 
     A sequence that fits one run is written by that run directly. Otherwise each run leaves
     (m, denom, acc) of its block's heads in the workspace (_split_workspace.py) and counts
@@ -258,8 +265,8 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
     b = pair // N_KV_HEADS
     kv_head = pair % N_KV_HEADS
     kv_base = b.to(tl.int64) * stride_cb + kv_head * stride_ch
-    start, stop, used = _run_bounds(lengths_ptr, b, run, max_seq, window, SPLITS, BLOCK_T,
-                                    ONE_RUN_TILES, RUN_TILES, WINDOWED)
+    start, stop, used, length = _run_bounds(lengths_ptr, b, run, max_seq, window, SPLITS,
+                                            BLOCK_T, ONE_RUN_TILES, RUN_TILES, WINDOWED)
     offs_d = tl.arange(0, BLOCK_D)
     d_mask = offs_d < HEAD_DIM
     kv_offsets = kv_base + tl.arange(0, BLOCK_T)[:, None] * stride_cp + offs_d[None, :]
@@ -286,8 +293,9 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
         if not LENGTHS_FINAL:
             # the kernel before may have written them: read again (one more round trip
             # before the first tile's address is known)
-            start, stop, used = _run_bounds(lengths_ptr, b, run, max_seq, window, SPLITS,
-                                            BLOCK_T, ONE_RUN_TILES, RUN_TILES, WINDOWED)
+            start, stop, used, length = _run_bounds(lengths_ptr, b, run, max_seq, window,
+                                                    SPLITS, BLOCK_T, ONE_RUN_TILES,
+                                                    RUN_TILES, WINDOWED)
     if run < used:
         offs_g = tl.arange(0, BLOCK_G)
         g_mask = (offs_g < GROUP_BLOCK) & (head0 + offs_g < GROUP)
@@ -296,6 +304,9 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
                     + offs_d[None, :], mask=g_mask[:, None] & d_mask[None, :], other=0.0)
         if UPCAST_DOT:
             q = q.to(tl.float32)
+        slopes = tl.zeros([BLOCK_G], tl.float32)
+        if ALIBI:
+            slopes = tl.load(slopes_ptr + heads, mask=g_mask, other=0.0) * _LOG2E
         m = tl.full([BLOCK_G], float("-inf"), tl.float32)
         denom = tl.zeros([BLOCK_G], tl.float32)
         acc = tl.zeros([BLOCK_G, BLOCK_D], tl.float32)
@@ -303,16 +314,17 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
             k_first, v_first = _reread_written(k_ptr, v_ptr, first_offsets, stride_cp, start,
                                                stop, d_mask, k_first, v_first, written_first,
                                                PRELOAD_T)
-            m, denom, acc = _attend_tile(q, k_first, v_first,
-                                         start + tl.arange(0, PRELOAD_T) < stop, m, denom,
-                                         acc, qk_scale, softcap, DOT_PRECISION, UPCAST_DOT,
-                                         SOFTCAPPED)
+            first = start + tl.arange(0, PRELOAD_T)
+            m, denom, acc = _attend_tile(q, k_first, v_first, first, first < stop, m, denom,
+                                         acc, qk_scale, softcap, slopes, length - 1,
+                                         DOT_PRECISION, UPCAST_DOT, SOFTCAPPED, ALIBI)
             start += PRELOAD_T
         if not RUNS_PRELOADED:  # a loop never run still holds its registers
             m, denom, acc = _attend_run(q, k_ptr + kv_offsets, v_ptr + kv_offsets, d_mask,
-                                        stride_cp, start, stop, qk_scale, softcap, m, denom,
-                                        acc, BLOCK_T, HEAD_DIM == BLOCK_D, DOT_PRECISION,
-                                        UPCAST_DOT, SOFTCAPPED)
+                                        stride_cp, start, stop, qk_scale, softcap, slopes,
+                                        length - 1, m, denom, acc, BLOCK_T,
+                                        HEAD_DIM == BLOCK_D, DOT_PRECISION, UPCAST_DOT,
+                                        SOFTCAPPED, ALIBI)
         if used == 1:
             out_ptrs = (out_ptr + b.to(tl.int64) * stride_ob + heads[:, None] * stride_oh
                         + offs_d[None, :])
@@ -418,8 +430,8 @@ def _merge_apart_kernel(out_ptr, stride_ob, stride_oh, lengths_ptr, partial_ptr,
     kv_head = pair % N_KV_HEADS
     # Final before the wait: attention releases this kernel after its own wait (every kernel
     # before it done) and writes no length.
-    _, _, used = _run_bounds(lengths_ptr, b, 0, max_seq, window, SPLITS, BLOCK_T,
-                             ONE_RUN_TILES, RUN_TILES, WINDOWED)
+    _, _, used, _ = _run_bounds(lengths_ptr, b, 0, max_seq, window, SPLITS, BLOCK_T,
+                                ONE_RUN_TILES, RUN_TILES, WINDOWED)
     if PDL:
         tl.extra.cuda.gdc_wait()               # every run's partials are out
         tl.extra.cuda.gdc_launch_dependents()
@@ -725,23 +737,24 @@ def layer_launch(key: tuple) -> dict | None:
 
 def _launch_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                              lengths: torch.Tensor, scale: float, window: int, softcap: float,
-                             out: torch.Tensor) -> None:
+                             alibi_slopes: torch.Tensor | None, out: torch.Tensor) -> None:
     launch_decode_attention(q, k_cache, v_cache, lengths, scale, out, window=window,
-                            softcap=softcap)
+                            softcap=softcap, alibi_slopes=alibi_slopes)
 
 
 def _launch_in_layer(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                      lengths: torch.Tensor, scale: float, window: int, softcap: float,
-                     out: torch.Tensor) -> None:
+                     alibi_slopes: torch.Tensor | None, out: torch.Tensor) -> None:
     launch_decode_attention(q, k_cache, v_cache, lengths, scale, out, in_layer=True,
-                            window=window, softcap=softcap)
+                            window=window, softcap=softcap, alibi_slopes=alibi_slopes)
 
 
 def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
                             config: dict | None = None, *,
                             in_step: tuple[torch.Tensor, torch.Tensor] | None = None,
                             compile_only: bool = False, in_layer: bool = False,
-                            window: int = 0, softcap: float = 0.0) -> None:
+                            window: int = 0, softcap: float = 0.0,
+                            alibi_slopes: torch.Tensor | None = None) -> None:
     """Launch on checked inputs; config: attention_config's keys (when None: the one `tilegraph
     tune` chose for this shape, else the rule's: alone, the runs merged apart; in_layer, in
     a model's decode layer, merged in the kernel: layer_launch's, else the layer's rule).
@@ -749,7 +762,9 @@ def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
     holds: all of them; the launch shape is chosen for the cache's length either way, and
     the runs cut from the positions attended). softcap > 0: scores capped by softcap
     tanh(s / softcap) before the softmax (Gemma 2's; 0: none, and the kernel compiled
-    without the cap's code). in_step, (slots, positions): launch as a
+    without the cap's code). alibi_slopes (H,) fp32: each q head's ALiBi slope, times the
+    key's distance back from the query added to its scores (None: the kernel compiled
+    without it). in_step, (slots, positions): launch as a
     decode step does, right after the q|k|v projection wrote row positions[r] of slot
     slots[r] in both caches (its PDL noted as that projection notes it), so the kernel
     checked or compiled outside a step is the one the step runs. compile_only: compile the
@@ -811,6 +826,7 @@ def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
         out, out.stride(0), out.stride(1), q, q.stride(0), q.stride(1),
         k_cache, v_cache, k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         lengths, partials, counters, written_slots, written_positions,
+        alibi_slopes if alibi_slopes is not None else lengths,   # (lengths: never read)
         scale * math.log2(math.e), max_seq, window if windowed else max_seq,
         softcap * math.log2(math.e) if softcap > 0 else 1.0,
         N_KV_HEADS=n_kv_heads, GROUP=group, GROUP_BLOCK=group_block, HEAD_DIM=head_dim,
@@ -820,7 +836,9 @@ def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
         UPCAST_DOT=INTERPRET and q.dtype == torch.bfloat16,
         LINE_ELEMENTS=line_elements, ROW_LINES=row_lines, PRELOAD_T=preload_positions, **config,
         **({"WINDOWED": True} if windowed else {}),
-        **({"SOFTCAPPED": True} if softcap > 0 else {}), **({"launch_pdl": True} if pdl else {}))
+        **({"SOFTCAPPED": True} if softcap > 0 else {}),
+        **({"ALIBI": True} if alibi_slopes is not None else {}),
+        **({"launch_pdl": True} if pdl else {}))
     if not compile_only:
         launched(q.device, pdl, (out, partials, counters))
     if merge_apart:
@@ -849,6 +867,7 @@ _run_in_layer = custom_op("decode_attention_in_layer", _launch_in_layer)
 def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                      lengths: torch.Tensor, scale: float | None = None, *,
                      window: int | None = None, softcap: float | None = None,
+                     alibi_slopes: torch.Tensor | None = None,
                      out: torch.Tensor | None = None) -> torch.Tensor:
     """softmax(q k^T * scale) v for one query token per sequence over its cached positions.
 
@@ -859,22 +878,29 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     with `window` (a sliding window, as Mistral's and Phi-3's) only the last `window` of
     them: lengths[b] - window .. lengths[b] - 1. scale defaults to D ** -0.5. softcap (a
     positive number, Gemma 2's 50): each score s = q . k * scale becomes softcap *
-    tanh(s / softcap) before the softmax. Softmax in fp32. Returns (B, H, D) in q's dtype.
+    tanh(s / softcap) before the softmax. alibi_slopes (H,) fp32 on q's device (ALiBi's
+    position bias, as BLOOM's): head h's score of position t then gains alibi_slopes[h] *
+    (t - (lengths[b] - 1)), the key's distance back from the query (what the model's bias
+    of slope times key position adds, less a constant the softmax drops). Softmax in fp32.
+    Returns (B, H, D) in q's dtype.
     """
-    return _attend(q, k_cache, v_cache, lengths, scale, window, softcap, out,
+    return _attend(q, k_cache, v_cache, lengths, scale, window, softcap, alibi_slopes, out,
                    _run_decode_attention)
 
 
 def decode_attention_in_layer(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                               lengths: torch.Tensor, window: int | None = None,
-                              softcap: float | None = None) -> torch.Tensor:
+                              softcap: float | None = None,
+                              alibi_slopes: torch.Tensor | None = None) -> torch.Tensor:
     """decode_attention as a model's decode layer runs it: the runs of a split sequence
     merged by the last of them, so that the layer stays five kernels (issue 20); alone,
     tg.decode_attention merges them in a kernel of its own where that is faster."""
-    return _attend(q, k_cache, v_cache, lengths, None, window, softcap, None, _run_in_layer)
+    return _attend(q, k_cache, v_cache, lengths, None, window, softcap, alibi_slopes, None,
+                   _run_in_layer)
 
 
-def _attend(q, k_cache, v_cache, lengths, scale, window, softcap, out, run) -> torch.Tensor:
+def _attend(q, k_cache, v_cache, lengths, scale, window, softcap, alibi_slopes, out, run
+            ) -> torch.Tensor:
     """decode_attention's checks, then `run` (a custom op's runner) into out."""
     check_tensor("q", q)
     for name, t in (("k_cache", k_cache), ("v_cache", v_cache)):
@@ -914,11 +940,24 @@ def _attend(q, k_cache, v_cache, lengths, scale, window, softcap, out, run) -> t
     if softcap is not None and (isinstance(softcap, bool) or not isinstance(softcap, (int, float))
                                 or not 0 < softcap < math.inf):
         raise ValueError(f"softcap must be a positive number or None, got {softcap!r}")
+    check_slopes(alibi_slopes, n_heads, q.device)
     out = prepare_out(out, (batch, n_heads, head_dim), q.dtype, q.device)
     if out.numel():
         run(q, k_cache, v_cache, lengths.contiguous(), float(scale), window or 0,
-            float(softcap or 0.0), out)
+            float(softcap or 0.0), alibi_slopes, out)
     return out
+
+
+def check_slopes(slopes, n_heads: int, device: torch.device) -> None:
+    """Raise unless `slopes` is None or a contiguous (n_heads,) fp32 tensor on `device`
+    (ALiBi's slopes, one a q head)."""
+    if slopes is None:
+        return
+    if not isinstance(slopes, torch.Tensor) or slopes.dtype != torch.float32:
+        raise TypeError("alibi_slopes must be a float32 tensor (one slope a q head) or None")
+    if slopes.shape != (n_heads,) or slopes.device != device or not slopes.is_contiguous():
+        raise ValueError(f"alibi_slopes must be a contiguous ({n_heads},) tensor on {device}, "
+                         f"got shape {tuple(slopes.shape)} on {slopes.device}")
 
 
 def check_window(window) -> None:
@@ -930,8 +969,8 @@ def check_window(window) -> None:
 
 def decode_attention_ref(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                          lengths: torch.Tensor, scale: float | None = None, *,
-                         window: int | None = None, softcap: float | None = None
-                         ) -> torch.Tensor:
+                         window: int | None = None, softcap: float | None = None,
+                         alibi_slopes: torch.Tensor | None = None) -> torch.Tensor:
     """The same in PyTorch: float64 for float64 input, else fp32 cast back; a length of 0
     gives zeros."""
     compute = torch.float64 if q.dtype == torch.float64 else torch.float32
@@ -945,6 +984,9 @@ def decode_attention_ref(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.
         scores = softcap * torch.tanh(scores / softcap)
     lengths = lengths.clamp(0, max_seq).to(q.device)
     positions = torch.arange(max_seq, device=q.device)[None, :]
+    if alibi_slopes is not None:   # (B, H, T): slope times the distance back from the query
+        apart = (positions - (lengths[:, None] - 1)).to(compute)
+        scores = scores + alibi_slopes.to(compute)[None, :, None] * apart[:, None, :]
     hidden = positions >= lengths[:, None]   # (B, T)
     if window is not None:
         hidden |= positions < lengths[:, None] - window

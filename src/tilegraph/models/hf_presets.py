@@ -119,6 +119,14 @@ SHAPES: dict[str, dict] = {
                          attention_types=[[["global", "local"], 12]], window_size=256,
                          activation_function="gelu_new", bos_token_id=50256,
                          eos_token_id=50256),
+    # BLOOM 560M and 1B7: ALiBi's position bias, a LayerNorm on the embeddings, q|k|v stored
+    # head by head, biased projections, an ungated tanh-GELU MLP 4 times as wide
+    "bloom-560m": dict(model_type="bloom", vocab_size=250880, hidden_size=1024, n_layer=24,
+                       n_head=16, layer_norm_epsilon=1e-5, bos_token_id=1, eos_token_id=2,
+                       pad_token_id=3),
+    "bloom-1b7": dict(model_type="bloom", vocab_size=250880, hidden_size=2048, n_layer=24,
+                      n_head=16, layer_norm_epsilon=1e-5, bos_token_id=1, eos_token_id=2,
+                      pad_token_id=3),
     # CPU sizes: every feature of the family, small enough for the interpreter.
     "tiny-llama3": dict(model_type="llama", vocab_size=67, hidden_size=32,
                         intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
@@ -397,6 +405,11 @@ SHAPES: dict[str, dict] = {
                          num_heads=4, intermediate_size=48, max_position_embeddings=256,
                          attention_types=[[["global", "local"], 1]], window_size=7,
                          activation_function="gelu_new", bos_token_id=1, eos_token_id=2),
+    # BLOOM: 5 heads, so that the slopes past the largest power of two (4) are ALiBi's
+    # interleaved ones
+    "tiny-bloom": dict(model_type="bloom", vocab_size=67, hidden_size=40, n_layer=2, n_head=5,
+                       layer_norm_epsilon=1e-5, bos_token_id=1, eos_token_id=2,
+                       pad_token_id=0),
     # a sliding layer beside a full one, the window past what the tests reach
     "tiny-ministral": dict(model_type="ministral", vocab_size=67, hidden_size=32,
                            intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,

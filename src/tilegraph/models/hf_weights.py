@@ -226,6 +226,16 @@ _RENAMES = {"exaone": [(r"^transformer\.wte\.", "model.embed_tokens."),
                     (r"\.final_layer_norm\.", ".post_attention_layernorm."),
                     (r"\.self_attn\.out_proj\.", ".self_attn.o_proj."),
                     (r"\.fc1\.", ".mlp.up_proj."), (r"\.fc2\.", ".mlp.down_proj.")],
+            # (BLOOM's checkpoints name its modules with or without the transformer. prefix;
+            # its query_key_value stacks q, k and v head by head: _unstacked_by_head)
+            "bloom": [(r"^(transformer\.)?word_embeddings\.", "model.embed_tokens."),
+                      (r"^(transformer\.)?word_embeddings_layernorm\.", "model.embed_norm."),
+                      (r"^(transformer\.)?h\.", "model.layers."),
+                      (r"^(transformer\.)?ln_f\.", "model.norm."),
+                      (r"\.self_attention\.", ".self_attn."),
+                      (r"\.self_attn\.dense\.", ".self_attn.o_proj."),
+                      (r"\.mlp\.dense_h_to_4h\.", ".mlp.up_proj."),
+                      (r"\.mlp\.dense_4h_to_h\.", ".mlp.down_proj.")],
             "phi": [(r"\.self_attn\.dense\.", ".self_attn.o_proj."),
                     (r"\.mlp\.fc1\.", ".mlp.up_proj."), (r"\.mlp\.fc2\.", ".mlp.down_proj."),
                     (r"^model\.final_layernorm\.", "model.norm.")],
@@ -418,6 +428,8 @@ def _our_name(name: str) -> tuple[str, str] | None:
         return "positions", ""
     if name == "norm.weight":
         return "norm", ""
+    if name in ("embed_norm.weight", "embed_norm.bias"):   # BLOOM's, folded into the table
+        return "embed_norm" + ("_bias" if name.endswith("bias") else ""), ""
     if name == "norm.bias":   # a LayerNorm's (LlamaConfig.norm_bias)
         return "norm_bias", ""
     if name == "lm_head.weight":
@@ -560,6 +572,8 @@ def load_llama(cls, model_or_path, dtype: torch.dtype | None, device,
     # their biases and the final norm's (LayerNorm's), folded into the projections' biases
     bias_names = ([*(f"{name}_bias" for name in norm_names), "norm_bias"] if config.norm_bias
                   else [])
+    # (and the embeddings' LayerNorm, BLOOM's, folded into the table)
+    bias_names += ["embed_norm", "embed_norm_bias"] if config.embedding_layer_norm else []
     pieces: dict[str, dict[str, torch.Tensor]] = {}
     unexpected = []
     for name, read in _unstacked(_as_linear(_renamed(tensors, config.model_type), config),
@@ -654,5 +668,10 @@ def load_llama(cls, model_or_path, dtype: torch.dtype | None, device,
         model.embed.data.copy_(normed.to(model.embed.dtype))
     _fold_scalars(model, config)
     model.tie_lm_head()
+    if config.embedding_layer_norm:   # the LM head has the table as it was
+        weight, bias = norms["embed_norm"].float(), norms["embed_norm_bias"].float()
+        normed = torch.nn.functional.layer_norm(model.embed.float(), (config.dim,), weight,
+                                                bias, config.norm_eps)
+        model.embed.data.copy_(normed.to(model.embed.dtype))
     _center_stream(model, config, norms.get("norm_bias"))
     return model.eval()

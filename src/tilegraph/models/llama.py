@@ -48,7 +48,7 @@ from ..dist.sharding import local_config, vocab_shard
 from ..kernels._activation import GLU_ACTIVATIONS, activation_ref
 from ..kernels.decode_attention import decode_attention_in_layer
 from ..kernels.decode_inputs import decode_inputs
-from .llama_config import LlamaConfig, rope_frequencies
+from .llama_config import LlamaConfig, alibi_slopes, rope_frequencies
 
 
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -269,11 +269,16 @@ class Llama(nn.Module):
                           if config.learned_positions else None)
         self.layers = nn.ModuleList(LlamaLayer(self.local, dtype, device)
                                     for _ in range(config.n_layers))
+        # ALiBi's slopes of this rank's q heads, fp32 whatever the weights' dtype (_apply)
+        self.register_buffer("alibi_slopes", self._local_slopes(self.embed.device),
+                             persistent=False)
         self.norm = _parameter(config.dim, fill=1.0, **kw)
         start, stop, rows = vocab_shard(config.vocab_size, self.tp.rank, self.tp.size)
         self.vocab_rows = (start, stop)
-        # a centred table (LlamaConfig.layer_norm) cannot serve as the LM head too
-        if config.tie_embeddings and self.tp.size == 1 and not config.layer_norm:
+        # a centred or normed table (layer_norm, embedding_layer_norm) cannot serve as the LM
+        # head too
+        if (config.tie_embeddings and self.tp.size == 1 and not config.layer_norm
+                and not config.embedding_layer_norm):
             self.lm_head = self.embed
         else:   # a rank's rows, zero past the vocabulary (tied: copied from the embedding)
             self.lm_head = _parameter(rows, config.dim, fill=0.0, **kw)
@@ -290,6 +295,23 @@ class Llama(nn.Module):
         # prefetches into L2 beside attention, by the length of the cache (window) the step
         # runs over: tg.Generator chooses them per context band by timing (none by default).
         self.l2_ahead_bytes: dict[int, int] = {}
+
+    def _local_slopes(self, device: torch.device) -> torch.Tensor | None:
+        """ALiBi's slopes of this rank's q heads (a block of them all), or None without
+        ALiBi."""
+        if not self.config.alibi:
+            return None
+        heads = self.local.n_heads
+        first = self.tp.rank * heads
+        return alibi_slopes(self.config.n_heads)[first:first + heads].to(device)
+
+    def _apply(self, fn, recurse: bool = True):
+        """As nn.Module's, ALiBi's slopes then made again in fp32 on the new device: a
+        conversion to 16 bits would round them."""
+        super()._apply(fn, recurse)
+        if self.alibi_slopes is not None:
+            self.alibi_slopes = self._local_slopes(self.alibi_slopes.device)
+        return self
 
     def tie_lm_head(self) -> None:
         """Copy this rank's rows of a tied embedding into its LM head shard (after loading
@@ -339,7 +361,8 @@ class Llama(nn.Module):
                                                       else tables))   # (B, T, heads, head_dim)
             q = q if q_scales is None else q * q_scales
             attn = _causal_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                                     c.window(index), c.attn_softcap)   # (B, heads, T, D)
+                                     c.window(index), c.attn_softcap,
+                                     self.alibi_slopes)   # (B, heads, T, D)
             attn = attn.transpose(1, 2).reshape(batch, length, local.q_dim)
             layer_input = x
             x = self._add_output(x, F.linear(attn, layer.wo, self._once(layer.bo)), 0, index)
@@ -525,7 +548,7 @@ class Llama(nn.Module):
             keys, values = (t[:, :, :length].index_select(0, slots) for t in (k_layer, v_layer))
             attn = _causal_attention(
                 q.view(batch, length, local.n_heads, c.head_dim).transpose(1, 2), keys,
-                values, window, c.attn_softcap)
+                values, window, c.attn_softcap, self.alibi_slopes)
             return attn.transpose(1, 2).reshape(batch * length, local.q_dim)
 
         rotation = None
@@ -577,7 +600,7 @@ class Llama(nn.Module):
 
         def attend(q, k_layer, v_layer, window):  # q (S, heads, head_dim); k, v cached
             attended = decode_attention_in_layer(q, k_layer, v_layer, lengths, window,
-                                                 self.config.attn_softcap)
+                                                 self.config.attn_softcap, self.alibi_slopes)
             return attended.view(rows, -1)
 
         x, pending = self._fused_layers(x, cache, positions.contiguous(), cache.slots[:rows],
@@ -601,6 +624,7 @@ class Llama(nn.Module):
                         else None)
         cached = torch.arange(cache.max_seq, device=tokens.device)
         visible = cached <= positions[:, None]   # (S, max_seq)
+        apart = cached - positions[:, None]   # key - query
         q_scales = self._q_scales(positions)
         x = self._embedded(tokens, positions)
         for index, layer in enumerate(self.layers):
@@ -618,7 +642,8 @@ class Llama(nn.Module):
             if (window := c.window(index)) is not None:
                 mask = visible & (cached > positions[:, None] - window)
             attn = _attention(q[:, :, None], keys, values, mask[:, None, None, :],
-                              c.attn_softcap)
+                              c.attn_softcap, None if self.alibi_slopes is None else
+                              _alibi_bias(self.alibi_slopes, apart[:, None, :]))
             attn = attn.reshape(rows, local.q_dim)
             layer_input = x
             x = self._add_output(x, F.linear(attn, layer.wo, self._once(layer.bo)), 0, index)
@@ -733,34 +758,47 @@ ADD_NORMED_IN_PROLOGUE = True
 
 
 def _causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                      window: int | None, softcap: float | None = None) -> torch.Tensor:
+                      window: int | None, softcap: float | None = None,
+                      slopes: torch.Tensor | None = None) -> torch.Tensor:
     """Attention of q (B, heads, T, head_dim) over k, v (B, kv_heads, T, head_dim) at
     positions 0..T-1, each query attending to itself and the positions before it, only the
-    last `window` of them where a window is given (scores softcapped: _attention)."""
+    last `window` of them where a window is given (scores softcapped, ALiBi's bias of
+    `slopes` added: _attention)."""
     length = q.shape[2]
-    if softcap is None and (window is None or window >= length):
+    if softcap is None and slopes is None and (window is None or window >= length):
         return F.scaled_dot_product_attention(q, k, v, is_causal=True,
                                               enable_gqa=q.shape[1] != k.shape[1])
     positions = torch.arange(length, device=q.device)
-    apart = positions[:, None] - positions[None, :]   # query - key
-    band = (apart >= 0) & (apart < (window or length))
-    return _attention(q, k, v, band, softcap)
+    apart = positions[None, :] - positions[:, None]   # key - query
+    band = (apart <= 0) & (apart > -(window or length))
+    return _attention(q, k, v, band, softcap,
+                      None if slopes is None else _alibi_bias(slopes, apart))
+
+
+def _alibi_bias(slopes: torch.Tensor, apart: torch.Tensor) -> torch.Tensor:
+    """ALiBi's bias (..., heads, Tq, Tk), fp32: each head's slope (heads,) times `apart`
+    (..., Tq, Tk), each key's position less its query's."""
+    return slopes[:, None, None] * apart.unsqueeze(-3).float()
 
 
 def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
-               softcap: float | None) -> torch.Tensor:
+               softcap: float | None, bias: torch.Tensor | None = None) -> torch.Tensor:
     """SDPA of q (B, heads, Tq, D) over k, v (B, kv_heads, Tk, D) where the boolean mask
     (broadcast to (B, heads, Tq, Tk)) is True. With a softcap the scores s become softcap
-    tanh(s / softcap) first, which SDPA cannot do: written out, in fp32, the probabilities
-    rounded to q's dtype as transformers' eager attention rounds them."""
+    tanh(s / softcap) first, and a bias (ALiBi's, broadcast as the mask) is added to them in
+    fp32, which SDPA cannot do (its bias takes q's dtype): written out, in fp32, the
+    probabilities rounded to q's dtype as transformers' eager attention rounds them."""
     grouped = q.shape[1] != k.shape[1]
-    if softcap is None:
+    if softcap is None and bias is None:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=grouped)
     group = q.shape[1] // k.shape[1]
     k, v = (t.repeat_interleave(group, dim=1) for t in (k, v))
     scores = q.float() @ k.float().transpose(-1, -2) * q.shape[-1] ** -0.5
-    scores = (torch.tanh(scores / softcap) * softcap).masked_fill(~mask, float("-inf"))
-    return torch.softmax(scores, dim=-1).to(q.dtype) @ v
+    if softcap is not None:
+        scores = torch.tanh(scores / softcap) * softcap
+    if bias is not None:
+        scores = scores + bias
+    return torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1).to(q.dtype) @ v
 
 
 def _deinterleave_heads(qkv: torch.Tensor, head_dim: int) -> torch.Tensor:

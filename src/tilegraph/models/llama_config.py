@@ -28,8 +28,9 @@ logit scale, Cohere 2's rotary embeddings only in its sliding layers, GPT-NeoX's
 stored head by head, Falcon's kv head by kv head; CodeGen, GPT-J's layer with its q|v|k
 stored in 4 shards), GPT-2, OPT, GPT-BigCode and GPT-Neo
 (positions from a learned table added to the token embeddings; LayerNorms, biased ungated
-MLPs; GPT-BigCode's one kv head; GPT-Neo's unscaled scores and local layers), the families
-SUPPORTED_TYPES names
+MLPs; GPT-BigCode's one kv head; GPT-Neo's unscaled scores and local layers), BLOOM
+(ALiBi's bias on the attention scores for rotary embeddings, a LayerNorm on the embeddings
+folded into the table), the families SUPPORTED_TYPES names
 besides, and the language models of the multimodal checkpoints _LANGUAGE_MODELS names (on
 text); sliding windows in the layers each family's config names. Anything else raises a
 ValueError that names the field, so a model is never run with a part silently ignored.
@@ -54,7 +55,7 @@ SUPPORTED_TYPES = ("llama", "mistral", "ministral", "phi3", "qwen2", "qwen3", "s
                    "ministral3", "arcee", "nanochat", "hyperclovax", "gemma", "gemma2",
                    "vaultgemma", "gemma3_text", "starcoder2", "stablelm", "nemotron", "olmo",
                    "phi", "cohere", "cohere2", "gpt_neox", "gptj", "falcon", "gpt2",
-                   "gpt_bigcode", "opt", "gpt_neo", "codegen")
+                   "gpt_bigcode", "opt", "gpt_neo", "codegen", "bloom")
 GEMMA_TYPES = ("gemma", "gemma2", "vaultgemma", "gemma3_text")
 # Gemma 2's attention: scores softcapped, scaled by query_pre_attn_scalar, alternate layers
 # sliding (VaultGemma's too, whose layers have no norms after attention and the MLP)
@@ -76,9 +77,9 @@ _POSITION_ROWS_BEFORE = {"opt": 2}
 # Families whose norms are LayerNorms (the mean subtracted; OLMo's without weights), and
 # those of them whose LayerNorms add a bias
 LAYER_NORM_TYPES = ("starcoder2", "stablelm", "nemotron", "olmo", "phi", "cohere", "cohere2",
-                    "gpt_neox", "gptj", "codegen", "falcon", *LEARNED_POSITION_TYPES)
+                    "gpt_neox", "gptj", "codegen", "falcon", "bloom", *LEARNED_POSITION_TYPES)
 _NORM_BIAS_TYPES = ("starcoder2", "stablelm", "nemotron", "phi", "gpt_neox", "gptj", "codegen",
-                    "falcon", *LEARNED_POSITION_TYPES)
+                    "falcon", "bloom", *LEARNED_POSITION_TYPES)
 # Families whose layers run attention and the MLP side by side on one norm of their input
 # (StableLM's where use_parallel_residual says so; GPT-NeoX's, a norm each, by default;
 # Falcon's by parallel_attn and num_ln_in_parallel_attn: _falcon_fields)
@@ -116,6 +117,9 @@ _FIELD_ALIASES = {
               "activation_function": "hidden_act"}
        for name in ("gptj", "codegen", "gpt2", "gpt_bigcode")},
     "opt": {"ffn_dim": "intermediate_size", "activation_function": "hidden_act"},
+    # (BLOOM's oldest configs say n_embed)
+    "bloom": {"n_embed": "hidden_size", "n_head": "num_attention_heads",
+              "n_layer": "num_hidden_layers", "layer_norm_epsilon": "rms_norm_eps"},
     "gpt_neo": {"num_layers": "num_hidden_layers", "num_heads": "num_attention_heads",
                 "layer_norm_epsilon": "rms_norm_eps", "activation_function": "hidden_act",
                 "window_size": "sliding_window"},
@@ -127,7 +131,8 @@ _FIELD_ALIASES = {
 _NEVER_WINDOWED = ("llama", "granite", "exaone", "internlm3", "ernie4_5", "glm", "glm4",
                    "helium", "seed_oss", "olmo2", "hunyuan_v1_dense", "arcee", "nanochat",
                    "hyperclovax", "gemma", "stablelm", "nemotron", "olmo", "phi", "cohere",
-                   "gpt_neox", "gptj", "codegen", "falcon", "gpt2", "gpt_bigcode", "opt")
+                   "gpt_neox", "gptj", "codegen", "falcon", "gpt2", "gpt_bigcode", "opt",
+                   "bloom")
 # The families whose attention scores or logits may be softcapped
 _SOFTCAPPED = {"attn_logit_softcapping": GEMMA_TYPES,
                "final_logit_softcapping": (*GEMMA_TYPES, "nanochat")}
@@ -180,7 +185,11 @@ _CLASS_DEFAULTS = {"glm": {"partial_rotary_factor": 0.5, "attention_bias": True}
                    "gpt_neo": {"rms_norm_eps": 1e-5, "hidden_act": "gelu_new",
                                "tie_word_embeddings": True, "max_position_embeddings": 2048,
                                "vocab_size": 50257, "sliding_window": 256,
-                               "attention_types": [[["global", "local"], 12]]}}
+                               "attention_types": [[["global", "local"], 12]]},
+                   # (BLOOM's MLP is 4 times as wide as the model, its GELU the tanh
+                   # approximation, whatever its config says; it trained on 2048 positions)
+                   "bloom": {"rms_norm_eps": 1e-5, "tie_word_embeddings": True,
+                             "max_position_embeddings": 2048}}
 # The rotary settings of a family's config class where a config.json names none (neither
 # rope_parameters nor rope_scaling)
 _CLASS_ROPE = {"ministral3": {"rope_type": "yarn", "rope_theta": 1e6, "factor": 16.0,
@@ -197,7 +206,7 @@ _UNGATED_MLP_ACTIVATIONS = {"relu2": "relu2", "relu": "relu", "gelu": "gelu",
                             "gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh",
                             "gelu_fast": "gelu_tanh"}
 _UNGATED_MLP_TYPES = ("arcee", "nanochat", "starcoder2", "nemotron", "phi", "gpt_neox",
-                      "gptj", "codegen", "falcon", *LEARNED_POSITION_TYPES)
+                      "gptj", "codegen", "falcon", "bloom", *LEARNED_POSITION_TYPES)
 # What LlamaConfig.mlp_activation may be: a gated activation or an ungated one
 _MLP_KINDS = _GATED + tuple(a for a in ACTIVATIONS if a != "none")
 
@@ -308,6 +317,14 @@ class LlamaConfig:
     # embedding (GPT-2's, OPT's; no layer then rotates q and k), which bounds the positions
     # a cache may hold; 0: none.
     learned_positions: int = 0
+    # ALiBi (BLOOM's position bias): no layer rotates q and k; head h's attention scores gain
+    # alibi_slopes(n_heads)[h] times each key's position (the distance back from the query,
+    # to the softmax the same).
+    alibi: bool = False
+    # The embeddings LayerNorm-ed before the first layer (BLOOM's word_embeddings_layernorm,
+    # a weight and a bias): loading folds the norm into the table, whose rows it then holds
+    # normalised; the LM head keeps the table as it was.
+    embedding_layer_norm: bool = False
     # Granite's scalars: embeddings times embedding_multiplier, attention scores times
     # attention_multiplier (None: 1 / sqrt(head_dim)), each layer's attention and MLP outputs
     # times residual_multiplier before the residual add, logits divided by logits_scaling.
@@ -368,9 +385,10 @@ class LlamaConfig:
         if not isinstance(self.learned_positions, int) or self.learned_positions < 0:
             raise ValueError(f"LlamaConfig.learned_positions must be an int >= 0, got "
                              f"{self.learned_positions!r}")
-        if self.learned_positions and any(map(self.rotates, range(self.n_layers))):
-            raise ValueError("LlamaConfig.learned_positions positions the tokens: no layer may "
-                             "rotate q and k too (rope_layers all False)")
+        for name in ("learned_positions", "alibi"):
+            if getattr(self, name) and any(map(self.rotates, range(self.n_layers))):
+                raise ValueError(f"LlamaConfig.{name} positions the tokens: no layer may "
+                                 "rotate q and k too (rope_layers all False)")
         if self.rotary_dim == 0:
             object.__setattr__(self, "rotary_dim", self.head_dim)
         if not (isinstance(self.rotary_dim, int) and 2 <= self.rotary_dim <= self.head_dim
@@ -454,18 +472,21 @@ class LlamaConfig:
         head_bias = self.vocab_size * self.lm_head_bias
         positions = (self.learned_positions + position_rows_before(self.model_type)
                      ) * self.dim
-        return self.n_layers * per_layer + embeddings + final_norm + head_bias + positions
+        embedding_norm = 2 * self.dim * self.embedding_layer_norm   # a weight and a bias
+        return (self.n_layers * per_layer + embeddings + final_norm + head_bias + positions
+                + embedding_norm)
 
     def decode_bytes(self, element_size: int) -> int:
         """Weight bytes one decode step reads: every layer and the LM head in full, one row of
         the embedding table (and of the position table, where the model has one; per token:
-        batch rows share the weights)."""
+        batch rows share the weights); not the embeddings' norm, folded into the table."""
         head = self.vocab_size * self.dim
         embeddings = self.vocab_size * self.dim * (1 if self.tie_embeddings else 2)
         positions = (self.learned_positions + position_rows_before(self.model_type)
                      - bool(self.learned_positions)) * self.dim
-        return (self.parameter_count() - embeddings - positions + head + self.dim
-                ) * element_size
+        embedding_norm = 2 * self.dim * self.embedding_layer_norm
+        return (self.parameter_count() - embeddings - positions - embedding_norm + head
+                + self.dim) * element_size
 
     def kv_bytes(self, element_size: int, context: float) -> float:
         """Key and value bytes one sequence's decode step reads at `context` cached
@@ -661,6 +682,8 @@ def _fields_from_hf(values: dict) -> dict:
                                                   or 4 * values["hidden_size"])}
     if model_type == "falcon":
         values = {**values, **_falcon_fields(values)}
+    if model_type == "bloom":
+        values = {**values, **_bloom_fields(values)}
     if model_type == "gpt_bigcode":   # one kv head where multi_query, else one a q head
         values = {**values, "num_key_value_heads": (1 if values["multi_query"]
                                                     else values["num_attention_heads"])}
@@ -732,7 +755,7 @@ def _fields_from_hf(values: dict) -> dict:
         mlp_bias = bool(values.get("mlp_bias", False))
     elif model_type == "falcon":   # every projection or none
         qkv_bias = o_bias = mlp_bias = bool(values.get("bias", False))
-    elif model_type in ("gpt2", "gpt_bigcode"):   # every projection
+    elif model_type in ("gpt2", "gpt_bigcode", "bloom"):   # every projection
         qkv_bias = o_bias = mlp_bias = True
     elif model_type == "opt":   # every projection or none
         qkv_bias = o_bias = mlp_bias = bool(values["enable_bias"])
@@ -784,10 +807,12 @@ def _fields_from_hf(values: dict) -> dict:
            if model_type == "olmo3" else _rope_fields(values)),
         # SmolLM3's layers without rotary embeddings, EXAONE 4's global ones; none rotates
         # where a learned table positions the tokens
-        rope_layers=((False,) * values["num_hidden_layers"] if learned else
+        rope_layers=((False,) * values["num_hidden_layers"] if learned or values.get("alibi")
+                     else
                      _rope_layers(values) if model_type == "smollm3" else
                      rotating if rotating is not None and not all(rotating) else None),
         **learned,
+        **({"alibi": True, "embedding_layer_norm": True} if model_type == "bloom" else {}),
         # Cohere's logits multiplied by logit_scale
         **({"logits_scaling": 1.0 / _positive(values, "logit_scale", 0.0625)}
            if model_type in ("cohere", "cohere2") else {}),
@@ -803,9 +828,10 @@ def _falcon_fields(values: dict) -> dict:
     (Falcon 7B's, Falcon 2's) or a norm each (the new architecture's default: Falcon 40B's
     and 180B's). ALiBi's position bias is refused, and the new architecture's layers one
     after the other, which transformers' Falcon cannot build either."""
-    if values.get("alibi"):
-        raise _unsupported("alibi", True, "Falcon's ALiBi position bias is not implemented "
-                           "(tilegraph runs its rotary checkpoints)")
+    if values.get("alibi"):   # (BLOOM's, added in fp32 from the query back, is run)
+        raise _unsupported("alibi", True, "Falcon's ALiBi bias, which transformers rounds to "
+                           "bfloat16 at each key position, is not implemented (tilegraph "
+                           "runs its rotary checkpoints)")
     new = bool(values.get("new_decoder_architecture"))
     parallel = bool(values["parallel_attn"])
     if new and not parallel:
@@ -815,6 +841,19 @@ def _falcon_fields(values: dict) -> dict:
     kv_heads = (values.get("num_kv_heads") or heads) if new or not values["multi_query"] else 1
     return {"num_key_value_heads": kv_heads, "use_parallel_residual": parallel,
             "two_norms_parallel": new and (values.get("num_ln_in_parallel_attn") or 2) == 2}
+
+
+def _bloom_fields(values: dict) -> dict:
+    """BLOOM's fields as Llama's: ALiBi for rotary embeddings, an MLP 4 times as wide as the
+    model under the tanh approximation of GELU, a LayerNorm on the embeddings (both fixed by
+    its modelling code, whatever a config says). The residual taken after the norm
+    (apply_residual_connection_post_layernorm) is refused; pretraining_tp, which with
+    slow_but_exact only splits the output projection's sum into slices, is dropped."""
+    if values.get("apply_residual_connection_post_layernorm"):
+        raise _unsupported("apply_residual_connection_post_layernorm", True, "BLOOM's "
+                           "residual of the normed stream is not implemented")
+    return {"intermediate_size": 4 * values["hidden_size"], "hidden_act": "gelu_pytorch_tanh",
+            "alibi": True, "pretraining_tp": 1}
 
 
 def _learned_position_fields(values: dict, model_type: str) -> dict:
@@ -993,6 +1032,16 @@ def _sliding_layers(values: dict, model_type: str) -> tuple[bool, ...] | None:
     if model_type == "olmo3":
         return tuple((i + 1) % 4 != 0 for i in range(layers))
     return tuple(i >= values.get("max_window_layers", 28) for i in range(layers))
+
+
+def alibi_slopes(n_heads: int) -> torch.Tensor:
+    """ALiBi's slopes (Press et al. 2022, as BLOOM builds them), one a head, fp32: for p
+    the largest power of two up to n_heads, 2^(-8 i / p) for i = 1..p, then the heads past p
+    take every other slope of the series for 2p heads, 2^(-4 i / p) for i = 1, 3, 5, ..."""
+    p = 2 ** int(math.log2(n_heads))
+    exponents = [-8 * i / p for i in range(1, p + 1)]
+    exponents += [-4 * i / p for i in range(1, 2 * (n_heads - p), 2)]
+    return torch.tensor([2.0 ** e for e in exponents], dtype=torch.float64).float()
 
 
 def rope_frequencies(config: LlamaConfig, long: bool = False, local: bool = False
