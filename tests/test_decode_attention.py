@@ -128,7 +128,7 @@ def test_alibi_matches_a_bias_from_position_zero(batch, heads, kv_heads, head_di
     (the kernel counts back from the query; the softmax drops the difference). Slopes 5x
     ALiBi's, so that distances within a tile matter."""
     q, k, v = _case(batch, heads, kv_heads, head_dim, max_seq, dtype, device)
-    slopes = (alibi_slopes(heads) * 5).to(device)
+    slopes = (torch.tensor(alibi_slopes(heads)) * 5).to(device)
     lengths = torch.randint(1, max_seq + 1, (batch,), device=device)
     lengths[0] = max_seq
     if in_layer:

@@ -694,7 +694,7 @@ def test_noise_is_uniform_and_decorrelated():
                                   "tiny-phi", "tiny-gpt_neox", "tiny-gptj", "tiny-codegen",
                                   "tiny-falcon-mq",
                                   "tiny-gpt2", "tiny-opt", "tiny-gpt_bigcode", "tiny-gpt_neo",
-                                  "tiny-bloom", "tiny-gemma2",
+                                  "tiny-bloom", "tiny-mpt", "tiny-gemma2",
                                   "tiny-vaultgemma", "tiny-gemma3"])
 def test_greedy_tokens_equal_hf_per_family(name):
     """Qwen3's norms of each q and k head (a head_dim of 12 over a width of 32), Phi-3's

@@ -22,7 +22,7 @@ TINY = ("tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3",
         "tiny-hyperclovax", "tiny-starcoder2", "tiny-stablelm", "tiny-nemotron", "tiny-olmo",
         "tiny-phi", "tiny-cohere", "tiny-cohere2", "tiny-gpt_neox", "tiny-gptj", "tiny-codegen",
         "tiny-falcon", "tiny-gpt2", "tiny-opt", "tiny-gpt_bigcode", "tiny-gpt_neo",
-        "tiny-bloom", "tiny-gemma", "tiny-gemma2", "tiny-vaultgemma", "tiny-gemma3")
+        "tiny-bloom", "tiny-mpt", "tiny-gemma", "tiny-gemma2", "tiny-vaultgemma", "tiny-gemma3")
 
 
 def _load_through_directory(hf, tmp_path, device, **save):
@@ -692,7 +692,8 @@ def test_learned_positions_bound_the_cache_and_the_prompt(device):
     assert model.new_cache(1, 24).max_seq == 24
 
 
-@pytest.mark.parametrize("name, prefix", [("tiny-gpt2", "transformer."), ("tiny-opt", "model.")])
+@pytest.mark.parametrize("name, prefix", [("tiny-gpt2", "transformer."), ("tiny-opt", "model."),
+                                          ("tiny-bloom", "transformer.")])
 def test_checkpoint_named_without_its_prefix(name, prefix, tmp_path, device):
     """GPT-2's and OPT's published checkpoints were saved from the bare model: GPT-2's wte,
     h.N..., ln_f with no transformer. prefix (and each attention's causal-mask buffer, its
@@ -713,6 +714,66 @@ def test_checkpoint_named_without_its_prefix(name, prefix, tmp_path, device):
     with torch.no_grad():
         ours = model(ids.to(device))
     _assert_steps_close(ours, _hf_logits(hf, ids), MODEL_TOLERANCES[torch.float32], name)
+
+
+def test_alibi_configs():
+    """BLOOM's and MPT's fields in their own spellings (BLOOM's oldest n_embed too): ALiBi's
+    slopes, as transformers builds them for either family for 1-40 heads, no layer rotating,
+    LayerNorms (BLOOM's biased, MPT's not; BLOOM's on the embeddings too), an ungated MLP 4
+    times the width (BLOOM's tanh GELU, MPT's exact one, expansion_ratio wide), MPT's
+    softmax_scale; what either family's modelling code leaves out refused by name."""
+    from transformers.models.bloom.modeling_bloom import _get_alibi_slopes
+    from transformers.models.mpt.modeling_mpt import build_mpt_alibi_tensor
+
+    from tilegraph.models.llama_config import alibi_slopes
+
+    for heads in range(1, 41):
+        theirs = _get_alibi_slopes(heads, torch.device("cpu"))
+        torch.testing.assert_close(torch.tensor(alibi_slopes(heads)), theirs)
+        theirs = -build_mpt_alibi_tensor(heads, 2)[:, 0, 0]   # a key one position back
+        torch.testing.assert_close(torch.tensor(alibi_slopes(heads)), theirs)
+    bloom = LlamaConfig.from_hf({"model_type": "bloom", "vocab_size": 250880, "n_embed": 64,
+                                 "n_head": 4, "n_layer": 2})
+    assert (bloom.dim, bloom.n_heads, bloom.ffn_dim, bloom.mlp_activation) == (
+        64, 4, 256, "gelu_tanh")
+    assert bloom.alibi_slopes == (0.25, 0.0625, 0.015625, 0.00390625)
+    assert bloom.rope_layers == (False, False) and bloom.embedding_layer_norm
+    assert bloom.layer_norm and bloom.norm_bias and bloom.tie_embeddings
+    assert (bloom.qkv_bias, bloom.o_bias, bloom.mlp_bias) == (True, True, True)
+    with pytest.raises(ValueError, match="apply_residual_connection_post_layernorm"):
+        LlamaConfig.from_hf({**hf_config("tiny-bloom").to_dict(),
+                             "apply_residual_connection_post_layernorm": True})
+    mpt = LlamaConfig.from_hf(hf_config("tiny-mpt"))
+    assert mpt.alibi_slopes == alibi_slopes(5) == (0.25, 0.0625, 0.015625, 0.00390625, 0.5)
+    assert (mpt.dim, mpt.ffn_dim, mpt.mlp_activation, mpt.attention_scale) == (
+        40, 160, "gelu", 0.3)
+    assert mpt.layer_norm and not mpt.norm_bias and not mpt.embedding_layer_norm
+    assert (mpt.qkv_bias, mpt.o_bias, mpt.mlp_bias) == (False, False, False)
+    seven = LlamaConfig.from_hf(hf_config("mpt-7b"))
+    assert seven.attention_scale == 128 ** -0.5 and seven.max_position_embeddings == 2048
+    values = hf_config("tiny-mpt").to_dict()
+    for field, value in (("clip_qkv", 8.0), ("qk_ln", True), ("prefix_lm", True),
+                         ("attn_uses_sequence_id", True), ("alibi", False),
+                         ("alibi_bias_max", 16)):
+        with pytest.raises(ValueError, match=f"attn_config.{field}"):
+            LlamaConfig.from_hf({**values, "attn_config": {**values["attn_config"],
+                                                           field: value}})
+    for field, value in (("no_bias", False), ("logit_scale", 2.0)):
+        with pytest.raises(ValueError, match=field):
+            LlamaConfig.from_hf({**values, field: value})
+    with pytest.raises(ValueError, match="alibi_slopes must be 5"):
+        dataclasses.replace(mpt, alibi_slopes=(0.5,) * 4)
+    with pytest.raises(ValueError, match="alibi_slopes positions"):
+        dataclasses.replace(mpt, rope_layers=None)
+
+
+def test_alibi_slopes_stay_fp32_on_conversion():
+    """A model's ALiBi slopes (a buffer of its q heads') stay fp32 when its weights convert
+    to 16 bits: rounded to bf16, 2^(-8/5 i) would move."""
+    model = Llama(LlamaConfig.from_hf(hf_config("tiny-mpt"))).to(torch.bfloat16)
+    assert model.embed.dtype == torch.bfloat16 and model.alibi_slopes.dtype == torch.float32
+    assert tuple(model.alibi_slopes.tolist()) == tuple(
+        torch.tensor(model.config.alibi_slopes).tolist())
 
 
 def test_codegen_config():

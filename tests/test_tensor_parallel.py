@@ -260,6 +260,7 @@ TP_FAMILIES = [
     ("tiny-cohere", {"use_qk_norm": True}), ("tiny-gpt2", {}), ("tiny-gpt_bigcode", {}),
     ("tiny-gpt_neo", {"window_size": 3}), ("tiny-codegen", {}),
     ("tiny-bloom", {"n_head": 6, "hidden_size": 48}),
+    ("tiny-mpt", {"n_heads": 6, "d_model": 48}),
     ("tiny-gemma2", {"sliding_window": 3}), ("tiny-gemma3", {"sliding_window": 3})]
 
 
@@ -299,7 +300,8 @@ def test_tp_families_equal_tp1(tmp_path):
     tensor's columns) and position table (whole on every rank), GPT-BigCode's one kv head
     held by both ranks; CodeGen's q, k and v, each rank's rows read from the 4 shards of
     the matrix that stores them; BLOOM's ALiBi slopes (each rank its own heads', from the
-    series for all 6), its embeddings' LayerNorm (folded into the table on every rank); Gemma's
+    series for all 6), its embeddings' LayerNorm (folded into the table on every rank), and
+    MPT's (its own series); Gemma's
     norms after the all-reduced attention and MLP outputs, on every rank, and Gemma 2's
     softcaps (each rank's heads', the gathered logits')."""
     _ranks_fit(2)

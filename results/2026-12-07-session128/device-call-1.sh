@@ -12,7 +12,7 @@ left() { echo $((START + 575 - $(date +%s))); }
 nvidia-smi --query-gpu=name,driver_version --format=csv > $OUT/0-gpu.txt 2>&1
 timeout 150 python3 -m pytest -q -rfE --tb=short -p no:cacheprovider -n 4 \
   tests/test_decode_attention.py tests/test_llama.py tests/test_generate.py \
-  -k "alibi or bloom or gpt_neo or codegen or learned" > $OUT/1-tests.txt 2>&1
+  -k "alibi or bloom or mpt or gpt_neo or codegen or learned" > $OUT/1-tests.txt 2>&1
 echo "tests rc=$? at $(( $(date +%s) - START )) s" >> $OUT/0-gpu.txt
 demo() {  # name seconds args...
   local name=$1 limit=$2; shift 2

@@ -127,6 +127,12 @@ SHAPES: dict[str, dict] = {
     "bloom-1b7": dict(model_type="bloom", vocab_size=250880, hidden_size=2048, n_layer=24,
                       n_head=16, layer_norm_epsilon=1e-5, bos_token_id=1, eos_token_id=2,
                       pad_token_id=3),
+    # MPT 7B: ALiBi (MPT's slopes), LayerNorms without biases, no biased projection, q|k|v
+    # stacked, an ungated exact-GELU MLP 4 times as wide
+    "mpt-7b": dict(model_type="mpt", vocab_size=50432, d_model=4096, n_layers=32, n_heads=32,
+                   expansion_ratio=4, max_seq_len=2048, no_bias=True, layer_norm_epsilon=1e-5,
+                   attn_config={"alibi": True, "alibi_bias_max": 8}, bos_token_id=0,
+                   eos_token_id=0),
     # CPU sizes: every feature of the family, small enough for the interpreter.
     "tiny-llama3": dict(model_type="llama", vocab_size=67, hidden_size=32,
                         intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
@@ -410,6 +416,12 @@ SHAPES: dict[str, dict] = {
     "tiny-bloom": dict(model_type="bloom", vocab_size=67, hidden_size=40, n_layer=2, n_head=5,
                        layer_norm_epsilon=1e-5, bos_token_id=1, eos_token_id=2,
                        pad_token_id=0),
+    # MPT: 5 heads (slopes past the largest power of two), softmax_scale given
+    "tiny-mpt": dict(model_type="mpt", vocab_size=67, d_model=40, n_layers=2, n_heads=5,
+                     expansion_ratio=4, max_seq_len=256, no_bias=True,
+                     layer_norm_epsilon=1e-5,
+                     attn_config={"alibi": True, "alibi_bias_max": 8, "softmax_scale": 0.3},
+                     bos_token_id=1, eos_token_id=2, pad_token_id=0),
     # a sliding layer beside a full one, the window past what the tests reach
     "tiny-ministral": dict(model_type="ministral", vocab_size=67, hidden_size=32,
                            intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,

@@ -48,7 +48,7 @@ from ..dist.sharding import local_config, vocab_shard
 from ..kernels._activation import GLU_ACTIVATIONS, activation_ref
 from ..kernels.decode_attention import decode_attention_in_layer
 from ..kernels.decode_inputs import decode_inputs
-from .llama_config import LlamaConfig, alibi_slopes, rope_frequencies
+from .llama_config import LlamaConfig, rope_frequencies
 
 
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -299,11 +299,12 @@ class Llama(nn.Module):
     def _local_slopes(self, device: torch.device) -> torch.Tensor | None:
         """ALiBi's slopes of this rank's q heads (a block of them all), or None without
         ALiBi."""
-        if not self.config.alibi:
+        if self.config.alibi_slopes is None:
             return None
         heads = self.local.n_heads
         first = self.tp.rank * heads
-        return alibi_slopes(self.config.n_heads)[first:first + heads].to(device)
+        slopes = torch.tensor(self.config.alibi_slopes, dtype=torch.float32)
+        return slopes[first:first + heads].to(device)
 
     def _apply(self, fn, recurse: bool = True):
         """As nn.Module's, ALiBi's slopes then made again in fp32 on the new device: a

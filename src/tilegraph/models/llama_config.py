@@ -30,7 +30,8 @@ stored in 4 shards), GPT-2, OPT, GPT-BigCode and GPT-Neo
 (positions from a learned table added to the token embeddings; LayerNorms, biased ungated
 MLPs; GPT-BigCode's one kv head; GPT-Neo's unscaled scores and local layers), BLOOM
 (ALiBi's bias on the attention scores for rotary embeddings, a LayerNorm on the embeddings
-folded into the table), the families SUPPORTED_TYPES names
+folded into the table), MPT (ALiBi; LayerNorms and projections without biases), the
+families SUPPORTED_TYPES names
 besides, and the language models of the multimodal checkpoints _LANGUAGE_MODELS names (on
 text); sliding windows in the layers each family's config names. Anything else raises a
 ValueError that names the field, so a model is never run with a part silently ignored.
@@ -55,7 +56,7 @@ SUPPORTED_TYPES = ("llama", "mistral", "ministral", "phi3", "qwen2", "qwen3", "s
                    "ministral3", "arcee", "nanochat", "hyperclovax", "gemma", "gemma2",
                    "vaultgemma", "gemma3_text", "starcoder2", "stablelm", "nemotron", "olmo",
                    "phi", "cohere", "cohere2", "gpt_neox", "gptj", "falcon", "gpt2",
-                   "gpt_bigcode", "opt", "gpt_neo", "codegen", "bloom")
+                   "gpt_bigcode", "opt", "gpt_neo", "codegen", "bloom", "mpt")
 GEMMA_TYPES = ("gemma", "gemma2", "vaultgemma", "gemma3_text")
 # Gemma 2's attention: scores softcapped, scaled by query_pre_attn_scalar, alternate layers
 # sliding (VaultGemma's too, whose layers have no norms after attention and the MLP)
@@ -77,7 +78,9 @@ _POSITION_ROWS_BEFORE = {"opt": 2}
 # Families whose norms are LayerNorms (the mean subtracted; OLMo's without weights), and
 # those of them whose LayerNorms add a bias
 LAYER_NORM_TYPES = ("starcoder2", "stablelm", "nemotron", "olmo", "phi", "cohere", "cohere2",
-                    "gpt_neox", "gptj", "codegen", "falcon", "bloom", *LEARNED_POSITION_TYPES)
+                    "gpt_neox", "gptj", "codegen", "falcon", "bloom", "mpt",
+                    *LEARNED_POSITION_TYPES)
+# (MPT's LayerNorms have no bias)
 _NORM_BIAS_TYPES = ("starcoder2", "stablelm", "nemotron", "phi", "gpt_neox", "gptj", "codegen",
                     "falcon", "bloom", *LEARNED_POSITION_TYPES)
 # Families whose layers run attention and the MLP side by side on one norm of their input
@@ -120,6 +123,9 @@ _FIELD_ALIASES = {
     # (BLOOM's oldest configs say n_embed)
     "bloom": {"n_embed": "hidden_size", "n_head": "num_attention_heads",
               "n_layer": "num_hidden_layers", "layer_norm_epsilon": "rms_norm_eps"},
+    "mpt": {"d_model": "hidden_size", "n_heads": "num_attention_heads",
+            "n_layers": "num_hidden_layers", "layer_norm_epsilon": "rms_norm_eps",
+            "max_seq_len": "max_position_embeddings"},
     "gpt_neo": {"num_layers": "num_hidden_layers", "num_heads": "num_attention_heads",
                 "layer_norm_epsilon": "rms_norm_eps", "activation_function": "hidden_act",
                 "window_size": "sliding_window"},
@@ -132,7 +138,7 @@ _NEVER_WINDOWED = ("llama", "granite", "exaone", "internlm3", "ernie4_5", "glm",
                    "helium", "seed_oss", "olmo2", "hunyuan_v1_dense", "arcee", "nanochat",
                    "hyperclovax", "gemma", "stablelm", "nemotron", "olmo", "phi", "cohere",
                    "gpt_neox", "gptj", "codegen", "falcon", "gpt2", "gpt_bigcode", "opt",
-                   "bloom")
+                   "bloom", "mpt")
 # The families whose attention scores or logits may be softcapped
 _SOFTCAPPED = {"attn_logit_softcapping": GEMMA_TYPES,
                "final_logit_softcapping": (*GEMMA_TYPES, "nanochat")}
@@ -189,7 +195,9 @@ _CLASS_DEFAULTS = {"glm": {"partial_rotary_factor": 0.5, "attention_bias": True}
                    # (BLOOM's MLP is 4 times as wide as the model, its GELU the tanh
                    # approximation, whatever its config says; it trained on 2048 positions)
                    "bloom": {"rms_norm_eps": 1e-5, "tie_word_embeddings": True,
-                             "max_position_embeddings": 2048}}
+                             "max_position_embeddings": 2048},
+                   "mpt": {"rms_norm_eps": 1e-5, "tie_word_embeddings": True,
+                           "max_position_embeddings": 2048}}
 # The rotary settings of a family's config class where a config.json names none (neither
 # rope_parameters nor rope_scaling)
 _CLASS_ROPE = {"ministral3": {"rope_type": "yarn", "rope_theta": 1e6, "factor": 16.0,
@@ -206,7 +214,7 @@ _UNGATED_MLP_ACTIVATIONS = {"relu2": "relu2", "relu": "relu", "gelu": "gelu",
                             "gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh",
                             "gelu_fast": "gelu_tanh"}
 _UNGATED_MLP_TYPES = ("arcee", "nanochat", "starcoder2", "nemotron", "phi", "gpt_neox",
-                      "gptj", "codegen", "falcon", "bloom", *LEARNED_POSITION_TYPES)
+                      "gptj", "codegen", "falcon", "bloom", "mpt", *LEARNED_POSITION_TYPES)
 # What LlamaConfig.mlp_activation may be: a gated activation or an ungated one
 _MLP_KINDS = _GATED + tuple(a for a in ACTIVATIONS if a != "none")
 
@@ -317,10 +325,10 @@ class LlamaConfig:
     # embedding (GPT-2's, OPT's; no layer then rotates q and k), which bounds the positions
     # a cache may hold; 0: none.
     learned_positions: int = 0
-    # ALiBi (BLOOM's position bias): no layer rotates q and k; head h's attention scores gain
-    # alibi_slopes(n_heads)[h] times each key's position (the distance back from the query,
-    # to the softmax the same).
-    alibi: bool = False
+    # ALiBi's position bias (BLOOM's, MPT's), one slope a q head: no layer rotates q and k;
+    # head h's attention scores gain alibi_slopes[h] times each key's position (to the
+    # softmax the same as its distance back from the query); None: no bias.
+    alibi_slopes: tuple[float, ...] | None = None
     # The embeddings LayerNorm-ed before the first layer (BLOOM's word_embeddings_layernorm,
     # a weight and a bias): loading folds the norm into the table, whose rows it then holds
     # normalised; the LM head keeps the table as it was.
@@ -385,7 +393,13 @@ class LlamaConfig:
         if not isinstance(self.learned_positions, int) or self.learned_positions < 0:
             raise ValueError(f"LlamaConfig.learned_positions must be an int >= 0, got "
                              f"{self.learned_positions!r}")
-        for name in ("learned_positions", "alibi"):
+        if self.alibi_slopes is not None:
+            object.__setattr__(self, "alibi_slopes", tuple(map(float, self.alibi_slopes)))
+            if len(self.alibi_slopes) != self.n_heads or not all(
+                    map(math.isfinite, self.alibi_slopes)):
+                raise ValueError(f"LlamaConfig.alibi_slopes must be {self.n_heads} finite "
+                                 f"numbers, one a q head, got {len(self.alibi_slopes)}")
+        for name in ("learned_positions", "alibi_slopes"):
             if getattr(self, name) and any(map(self.rotates, range(self.n_layers))):
                 raise ValueError(f"LlamaConfig.{name} positions the tokens: no layer may "
                                  "rotate q and k too (rope_layers all False)")
@@ -684,6 +698,9 @@ def _fields_from_hf(values: dict) -> dict:
         values = {**values, **_falcon_fields(values)}
     if model_type == "bloom":
         values = {**values, **_bloom_fields(values)}
+    if model_type == "mpt":
+        values = {**values, **_mpt_fields(values)}
+    alibi = _alibi_fields(values, model_type)
     if model_type == "gpt_bigcode":   # one kv head where multi_query, else one a q head
         values = {**values, "num_key_value_heads": (1 if values["multi_query"]
                                                     else values["num_attention_heads"])}
@@ -807,12 +824,11 @@ def _fields_from_hf(values: dict) -> dict:
            if model_type == "olmo3" else _rope_fields(values)),
         # SmolLM3's layers without rotary embeddings, EXAONE 4's global ones; none rotates
         # where a learned table positions the tokens
-        rope_layers=((False,) * values["num_hidden_layers"] if learned or values.get("alibi")
-                     else
+        rope_layers=((False,) * values["num_hidden_layers"] if learned or alibi else
                      _rope_layers(values) if model_type == "smollm3" else
                      rotating if rotating is not None and not all(rotating) else None),
         **learned,
-        **({"alibi": True, "embedding_layer_norm": True} if model_type == "bloom" else {}),
+        **alibi,
         # Cohere's logits multiplied by logit_scale
         **({"logits_scaling": 1.0 / _positive(values, "logit_scale", 0.0625)}
            if model_type in ("cohere", "cohere2") else {}),
@@ -853,7 +869,56 @@ def _bloom_fields(values: dict) -> dict:
         raise _unsupported("apply_residual_connection_post_layernorm", True, "BLOOM's "
                            "residual of the normed stream is not implemented")
     return {"intermediate_size": 4 * values["hidden_size"], "hidden_act": "gelu_pytorch_tanh",
-            "alibi": True, "pretraining_tp": 1}
+            "pretraining_tp": 1}
+
+
+# The parts of MPT's attention transformers' MPT does not build, refused by name where a
+# config turns them on (attn_config's fields)
+_MPT_REFUSED = {"clip_qkv": "q, k and v are not clipped",
+                "qk_ln": "MPT's q and k LayerNorms are not implemented",
+                "prefix_lm": "attention is causal",
+                "attn_uses_sequence_id": "a sequence's tokens attend to the whole sequence"}
+
+
+def _mpt_fields(values: dict) -> dict:
+    """MPT's fields as Llama's: an MLP expansion_ratio times as wide as the model under the
+    exact GELU, no bias anywhere (its LayerNorms' neither). What its attn_config turns on
+    that transformers' MPT leaves out is refused, as are MPT without ALiBi (transformers adds
+    it anyway), its biases (no_bias false: transformers builds none) and a logit_scale
+    (which transformers ignores); the learned position table a config may name
+    (learned_pos_emb) is never built."""
+    attention = values.get("attn_config") or {}
+    for name, why in _MPT_REFUSED.items():
+        if attention.get(name):
+            raise _unsupported(f"attn_config.{name}", attention[name], why)
+    if attention.get("alibi") is False:
+        raise _unsupported("attn_config.alibi", False, "MPT without ALiBi is not implemented")
+    if attention.get("alibi_bias_max", 8) != 8:   # (MPT's own code reads it; transformers not)
+        raise _unsupported("attn_config.alibi_bias_max", attention["alibi_bias_max"],
+                           "transformers' MPT takes ALiBi's slopes for 8")
+    if not values.get("no_bias", True):
+        raise _unsupported("no_bias", False, "MPT's biases are not implemented (transformers' "
+                           "MPT has none)")
+    if values.get("logit_scale") is not None:
+        raise _unsupported("logit_scale", values["logit_scale"], "MPT's logits are not "
+                           "scaled (transformers ignores the field)")
+    return {"intermediate_size": int(values.get("expansion_ratio", 4) * values["hidden_size"]),
+            "hidden_act": "gelu"}
+
+
+def _alibi_fields(values: dict, model_type: str) -> dict:
+    """ALiBi's slopes of the families it positions (BLOOM, MPT), with
+    BLOOM's norm of the embeddings and MPT's softmax_scale where given (else 1 /
+    sqrt(head_dim)); none elsewhere."""
+    heads = values["num_attention_heads"]
+    if model_type == "bloom":
+        return {"alibi_slopes": alibi_slopes(heads), "embedding_layer_norm": True}
+    if model_type != "mpt":
+        return {}
+    attention = values.get("attn_config") or {}
+    scale = attention.get("softmax_scale")
+    return {"alibi_slopes": alibi_slopes(heads),
+            **({"attention_multiplier": float(scale)} if scale is not None else {})}
 
 
 def _learned_position_fields(values: dict, model_type: str) -> dict:
@@ -1034,14 +1099,17 @@ def _sliding_layers(values: dict, model_type: str) -> tuple[bool, ...] | None:
     return tuple(i >= values.get("max_window_layers", 28) for i in range(layers))
 
 
-def alibi_slopes(n_heads: int) -> torch.Tensor:
-    """ALiBi's slopes (Press et al. 2022, as BLOOM builds them), one a head, fp32: for p
-    the largest power of two up to n_heads, 2^(-8 i / p) for i = 1..p, then the heads past p
-    take every other slope of the series for 2p heads, 2^(-4 i / p) for i = 1, 3, 5, ..."""
+def alibi_slopes(n_heads: int) -> tuple[float, ...]:
+    """ALiBi's slopes (Press et al. 2022), one a head, as BLOOM and MPT build them (MPT from
+    the series for the next power of two, its even-numbered slopes then its odd: the same
+    values): for p the largest power of two up to n_heads, 2^(-8 i / p) for i = 1..p, then
+    the heads past p take every other slope of the series for 2p heads, 2^(-4 i / p) for
+    i = 1, 3, 5, ..."""
     p = 2 ** int(math.log2(n_heads))
     exponents = [-8 * i / p for i in range(1, p + 1)]
     exponents += [-4 * i / p for i in range(1, 2 * (n_heads - p), 2)]
-    return torch.tensor([2.0 ** e for e in exponents], dtype=torch.float64).float()
+    return tuple(2.0 ** e for e in exponents)
+
 
 
 def rope_frequencies(config: LlamaConfig, long: bool = False, local: bool = False
