@@ -27,8 +27,9 @@ _SPLITS = {
 }
 
 
-def local_config(config: LlamaConfig, size: int) -> LlamaConfig:
-    """The shapes one of `size` ranks holds: its q heads, kv heads and SwiGLU columns."""
+def local_config(config: LlamaConfig, size: int, rank: int = 0) -> LlamaConfig:
+    """The shapes one of `size` ranks holds: its q heads, kv heads and SwiGLU columns (and
+    rank `rank`'s block of the q heads' ALiBi slopes)."""
     if size == 1:
         return config
     if config.qk_norm_whole:
@@ -43,9 +44,12 @@ def local_config(config: LlamaConfig, size: int) -> LlamaConfig:
         raise ValueError(f"num_key_value_heads ({config.n_kv_heads}) neither divides by tp="
                          f"{size} nor divides it: each rank must hold whole kv heads, or one "
                          "that a whole number of ranks share")
-    return dataclasses.replace(config, n_heads=config.n_heads // size,
+    heads = config.n_heads // size
+    slopes = config.alibi_slopes
+    return dataclasses.replace(config, n_heads=heads,
                                n_kv_heads=max(config.n_kv_heads // size, 1),
-                               ffn_dim=config.ffn_dim // size, head_dim=config.head_dim)
+                               ffn_dim=config.ffn_dim // size, head_dim=config.head_dim,
+                               alibi_slopes=slopes and slopes[rank * heads:(rank + 1) * heads])
 
 
 def vocab_shard(vocab_size: int, rank: int, size: int) -> tuple[int, int, int]:

@@ -261,7 +261,7 @@ class Llama(nn.Module):
         super().__init__()
         self.config = config
         self.tp = TensorParallel.resolve(tp)
-        self.local = local_config(config, self.tp.size)
+        self.local = local_config(config, self.tp.size, self.tp.rank)
         kw = {"dtype": dtype, "device": device}
         self.embed = _parameter(config.vocab_size, config.dim, **kw)
         # a learned position table (GPT-2's, OPT's), each row added to a token's embedding
@@ -297,14 +297,9 @@ class Llama(nn.Module):
         self.l2_ahead_bytes: dict[int, int] = {}
 
     def _local_slopes(self, device: torch.device) -> torch.Tensor | None:
-        """ALiBi's slopes of this rank's q heads (a block of them all), or None without
-        ALiBi."""
-        if self.config.alibi_slopes is None:
-            return None
-        heads = self.local.n_heads
-        first = self.tp.rank * heads
-        slopes = torch.tensor(self.config.alibi_slopes, dtype=torch.float32)
-        return slopes[first:first + heads].to(device)
+        """ALiBi's slopes of this rank's q heads, or None without ALiBi."""
+        slopes = self.local.alibi_slopes
+        return None if slopes is None else torch.tensor(slopes, dtype=torch.float32, device=device)
 
     def _apply(self, fn, recurse: bool = True):
         """As nn.Module's, ALiBi's slopes then made again in fp32 on the new device: a
