@@ -297,10 +297,12 @@ def test_model_demo_takes_a_checkpoint_directory(kind, tmp_path):
 def test_model_demo_says_what_is_no_checkpoint_it_runs(tmp_path):
     """A config tilegraph does not run, and a path that is no checkpoint: said, exit 2."""
     pytest.importorskip("transformers")
-    (tmp_path / "bloom").mkdir()   # (ALiBi's position bias: not run)
-    (tmp_path / "bloom" / "config.json").write_text(json.dumps(
-        {"model_type": "bloom", "n_layer": 1, "hidden_size": 32, "n_head": 2}))
-    for path, said in ((tmp_path / "bloom", "not supported"), (tmp_path / "none", "neither")):
+    (tmp_path / "falcon-rw").mkdir()   # (Falcon's ALiBi, rounded to bf16: not run)
+    (tmp_path / "falcon-rw" / "config.json").write_text(json.dumps(
+        {"model_type": "falcon", "alibi": True, "num_hidden_layers": 1, "hidden_size": 32,
+         "num_attention_heads": 2}))
+    for path, said in ((tmp_path / "falcon-rw", "not supported"),
+                       (tmp_path / "none", "neither")):
         result = tilegraph("demo", "--model", str(path), tmp_path=tmp_path)
         assert result.returncode == 2 and said in result.stdout, result.stdout + result.stderr
 
