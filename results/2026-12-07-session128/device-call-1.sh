@@ -8,7 +8,7 @@
 set -u
 export PYTHONPATH=$PWD/src TILEGRAPH_CACHE_DIR=/tmp/tg-demo
 START=$(date +%s)
-left() { echo $((START + 430 - $(date +%s))); }
+left() { echo $((START + ${GUARD:-430} - $(date +%s))); }
 nvidia-smi --query-gpu=name,driver_version --format=csv > $OUT/0-gpu.txt 2>&1
 timeout 150 python3 -m pytest -q -rfE --tb=short -p no:cacheprovider -n 4 \
   tests/test_decode_attention.py tests/test_llama.py tests/test_generate.py \
@@ -20,11 +20,11 @@ demo() {  # name seconds args...
   timeout $limit python3 -m tilegraph demo --no-sweeps --out /tmp/o/$name "$@" 2>&1 \
     | grep -v "^\[" > $OUT/$name.txt
   echo "$name rc=${PIPESTATUS[0]} at $(( $(date +%s) - START )) s" >> $OUT/0-gpu.txt
+  tar czf $OUT/files.tgz -C /tmp/o . 2>/dev/null   # (kept if a later step is cut off)
 }
 demo bloom560m 100 --model bloom-560m --batch 1 --variants hf-graph,tilegraph
 git apply results/2026-12-07-session127/hand-graph-sync-check.diff && echo "sync check applied" >> $OUT/0-gpu.txt
 demo B-tinyllama 90 --model tinyllama --batch 1 --variants hf-graph,tilegraph
 demo B-gpt2 60 --model gpt2 --batch 1 --variants hf-graph,tilegraph
 git apply -R results/2026-12-07-session127/hand-graph-sync-check.diff
-tar czf $OUT/files.tgz -C /tmp/o . 2>/dev/null
 true
