@@ -2,9 +2,9 @@
 # For session 129 (session 128 got no machine). BLOOM's and MPT's (ALiBi in decode
 # attention) and session 127's GPT-Neo/CodeGen tests through the kernels; BLOOM 560M's and
 # GPT-Neo 1.3B's demos at batch 1 against transformers' hand-captured graph; then with
-# session 127's hand-graph-sync-check.diff applied, TinyLlama's hand graph must still capture and GPT-2's
-# must end "unavailable" with its tilegraph row measured. A guard skips what would pass
-# the call's limit.
+# session 127's hand-graph-sync-check.diff applied, TinyLlama's hand graph must still
+# capture and GPT-2's must end "unavailable" with its tilegraph row measured. A guard skips
+# what would pass the call's limit.
 set -u
 export PYTHONPATH=$PWD/src TILEGRAPH_CACHE_DIR=/tmp/tg-demo
 START=$(date +%s)
