@@ -769,11 +769,13 @@ def test_alibi_configs():
 
 def test_alibi_slopes_stay_fp32_on_conversion():
     """A model's ALiBi slopes (a buffer of its q heads') stay fp32 when its weights convert
-    to 16 bits: rounded to bf16, 2^(-8/5 i) would move."""
-    model = Llama(LlamaConfig.from_hf(hf_config("tiny-mpt"))).to(torch.bfloat16)
+    to 16 bits: 12 heads, whose last four slopes (2^(-i/2), i odd) bf16 would round."""
+    model = Llama(LlamaConfig.from_hf(hf_config("tiny-mpt", n_heads=12, d_model=48)))
+    model = model.to(torch.bfloat16)
+    slopes = torch.tensor(model.config.alibi_slopes)
+    assert not torch.equal(slopes.bfloat16().float(), slopes)
     assert model.embed.dtype == torch.bfloat16 and model.alibi_slopes.dtype == torch.float32
-    assert tuple(model.alibi_slopes.tolist()) == tuple(
-        torch.tensor(model.config.alibi_slopes).tolist())
+    assert torch.equal(model.alibi_slopes, slopes)
 
 
 def test_codegen_config():

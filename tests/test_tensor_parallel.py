@@ -301,7 +301,7 @@ def test_tp_families_equal_tp1(tmp_path):
     held by both ranks; CodeGen's q, k and v, each rank's rows read from the 4 shards of
     the matrix that stores them; BLOOM's ALiBi slopes (each rank its own heads', from the
     series for all 6), its embeddings' LayerNorm (folded into the table on every rank), and
-    MPT's (its own series); Gemma's
+    MPT's; Gemma's
     norms after the all-reduced attention and MLP outputs, on every rank, and Gemma 2's
     softcaps (each rank's heads', the gathered logits')."""
     _ranks_fit(2)

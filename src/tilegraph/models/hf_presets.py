@@ -127,7 +127,7 @@ SHAPES: dict[str, dict] = {
     "bloom-1b7": dict(model_type="bloom", vocab_size=250880, hidden_size=2048, n_layer=24,
                       n_head=16, layer_norm_epsilon=1e-5, bos_token_id=1, eos_token_id=2,
                       pad_token_id=3),
-    # MPT 7B: ALiBi (MPT's slopes), LayerNorms without biases, no biased projection, q|k|v
+    # MPT 7B: ALiBi, LayerNorms without biases, no biased projection, q|k|v
     # stacked, an ungated exact-GELU MLP 4 times as wide
     "mpt-7b": dict(model_type="mpt", vocab_size=50432, d_model=4096, n_layers=32, n_heads=32,
                    expansion_ratio=4, max_seq_len=2048, no_bias=True, layer_norm_epsilon=1e-5,

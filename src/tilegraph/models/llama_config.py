@@ -860,9 +860,9 @@ def _falcon_fields(values: dict) -> dict:
 
 
 def _bloom_fields(values: dict) -> dict:
-    """BLOOM's fields as Llama's: ALiBi for rotary embeddings, an MLP 4 times as wide as the
-    model under the tanh approximation of GELU, a LayerNorm on the embeddings (both fixed by
-    its modelling code, whatever a config says). The residual taken after the norm
+    """BLOOM's fields as Llama's (its ALiBi and norm of the embeddings: _alibi_fields): an
+    MLP 4 times as wide as the model under the tanh approximation of GELU (fixed by its
+    modelling code, whatever a config says). The residual taken after the norm
     (apply_residual_connection_post_layernorm) is refused; pretraining_tp, which with
     slow_but_exact only splits the output projection's sum into slices, is dropped."""
     if values.get("apply_residual_connection_post_layernorm"):
@@ -907,9 +907,9 @@ def _mpt_fields(values: dict) -> dict:
 
 
 def _alibi_fields(values: dict, model_type: str) -> dict:
-    """ALiBi's slopes of the families it positions (BLOOM, MPT), with
-    BLOOM's norm of the embeddings and MPT's softmax_scale where given (else 1 /
-    sqrt(head_dim)); none elsewhere."""
+    """ALiBi's slopes of the families it positions (BLOOM, MPT), with BLOOM's norm of the
+    embeddings and MPT's softmax_scale where given (else 1 / sqrt(head_dim)); none
+    elsewhere."""
     heads = values["num_attention_heads"]
     if model_type == "bloom":
         return {"alibi_slopes": alibi_slopes(heads), "embedding_layer_norm": True}
@@ -1109,7 +1109,6 @@ def alibi_slopes(n_heads: int) -> tuple[float, ...]:
     exponents = [-8 * i / p for i in range(1, p + 1)]
     exponents += [-4 * i / p for i in range(1, 2 * (n_heads - p), 2)]
     return tuple(2.0 ** e for e in exponents)
-
 
 
 def rope_frequencies(config: LlamaConfig, long: bool = False, local: bool = False
