@@ -722,13 +722,14 @@ def test_alibi_configs():
     LayerNorms (BLOOM's biased, MPT's not; BLOOM's on the embeddings too), an ungated MLP 4
     times the width (BLOOM's tanh GELU, MPT's exact one, expansion_ratio wide), MPT's
     softmax_scale; what either family's modelling code leaves out refused by name."""
-    from transformers.models.bloom.modeling_bloom import _get_alibi_slopes
+    from transformers.models.bloom.modeling_bloom import build_alibi_tensor
     from transformers.models.mpt.modeling_mpt import build_mpt_alibi_tensor
 
     from tilegraph.models.llama_config import alibi_slopes
 
     for heads in range(1, 41):
-        theirs = _get_alibi_slopes(heads, torch.device("cpu"))
+        two = torch.ones(1, 2, dtype=torch.int64)   # a mask of two positions
+        theirs = build_alibi_tensor(two, heads, torch.float32)[:, 0, 1]   # the key at 1
         torch.testing.assert_close(torch.tensor(alibi_slopes(heads)), theirs)
         theirs = -build_mpt_alibi_tensor(heads, 2)[:, 0, 0]   # a key one position back
         torch.testing.assert_close(torch.tensor(alibi_slopes(heads)), theirs)
