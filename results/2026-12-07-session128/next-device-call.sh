@@ -1,11 +1,10 @@
 #!/bin/bash
-# Session 128 asked for this (without GPT-Neo 1.3B, under a shorter guard) and got no
-# machine; for session 129. BLOOM's and MPT's (ALiBi in decode
-# attention) and session 127's GPT-Neo/CodeGen tests through the kernels; BLOOM 560M's and
-# GPT-Neo 1.3B's demos at batch 1 against transformers' hand-captured graph; then with
-# session 127's hand-graph-sync-check.diff applied, TinyLlama's hand graph must still
-# capture and GPT-2's must end "unavailable" with its tilegraph row measured. A guard skips
-# what would pass the call's limit.
+# For session 129: what sessions 127 and 128 planned and had too little device time for.
+# BLOOM's and MPT's (ALiBi in decode attention) and session 127's GPT-Neo/CodeGen tests
+# through the kernels; BLOOM 560M's, GPT-Neo 1.3B's and OPT 1.3B's demos at batch 1 against
+# transformers' hand-captured graph; then with session 127's hand-graph-sync-check.diff
+# applied, TinyLlama's hand graph must still capture and GPT-2's must end "unavailable"
+# with its tilegraph row measured. A guard skips what would pass the call's limit.
 set -u
 export PYTHONPATH=$PWD/src TILEGRAPH_CACHE_DIR=/tmp/tg-demo
 START=$(date +%s)
@@ -25,6 +24,7 @@ demo() {  # name seconds args...
 }
 demo bloom560m 100 --model bloom-560m --batch 1 --variants hf-graph,tilegraph
 demo neo1.3b 80 --model gpt-neo-1.3b --batch 1 --variants hf-graph,tilegraph
+demo opt1.3b 80 --model opt-1.3b --batch 1 --variants hf-graph,tilegraph
 git apply results/2026-12-07-session127/hand-graph-sync-check.diff && echo "sync check applied" >> $OUT/0-gpu.txt
 demo B-tinyllama 90 --model tinyllama --batch 1 --variants hf-graph,tilegraph
 demo B-gpt2 60 --model gpt2 --batch 1 --variants hf-graph,tilegraph
