@@ -1,5 +1,7 @@
 """The model demo's decode harness (model_demo.GreedyDecoder), off any model."""
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
@@ -11,10 +13,10 @@ class StaticOutputDecoder(GreedyDecoder):
     """A step that writes its logits into one buffer and returns it, as a captured CUDA graph
     replays into its static output: logits[b, v] = 1 + ids[b] * v + position."""
 
-    def __init__(self, batch: int, vocab: int, dtype: torch.dtype):
-        super().__init__(batch, torch.device("cpu"))
-        self.columns = torch.arange(vocab, dtype=dtype)
-        self.logits = torch.empty(batch, vocab, dtype=dtype)
+    def __init__(self, batch: int, vocab: int, dtype: torch.dtype, device: str = "cpu"):
+        super().__init__(batch, torch.device(device))
+        self.columns = torch.arange(vocab, dtype=dtype, device=device)
+        self.logits = torch.empty(batch, vocab, dtype=dtype, device=device)
 
     def step(self) -> torch.Tensor:
         torch.add(self.ids.to(self.logits.dtype) * self.columns + self.position, 1,
@@ -130,3 +132,33 @@ def test_a_peer_that_raises_while_building_is_listed_with_why(monkeypatch):
                                   4, 16)
     assert peer == Unavailable("hf-eager raised while building: Cannot copy between CPU and "
                                "CUDA tensors during CUDA graph capture")
+
+
+class HostSyncingDecoder(StaticOutputDecoder):
+    """A step that reads a device value on the host, as transformers 5.17's OPT sizes its
+    mask by the cache's length: capture would fail, and leave the CUDA RNG in capture state."""
+
+    def __init__(self):
+        super().__init__(2, 7, torch.float32, "cuda")
+        self.hf = SimpleNamespace(config=SimpleNamespace(_attn_implementation="sdpa"))
+
+    def step(self) -> torch.Tensor:
+        torch.zeros(int(self.position.item()) + 1, device="cuda")
+        return super().step()
+
+
+@pytest.mark.gpu
+def test_a_hand_graph_of_a_host_syncing_step_fails_before_capture_and_leaves_cuda_whole():
+    from tilegraph import model_demo
+    from tilegraph.errors import CaptureError
+
+    decoder = HostSyncingDecoder()
+    with pytest.raises(CaptureError):
+        model_demo._hand_graph(decoder, torch.randint(0, 7, (2, 3), device="cuda"))
+    # what a capture after a failed one would trip on: the RNG's offset outside capture
+    torch.randn(4, device="cuda")
+    graph, out = torch.cuda.CUDAGraph(), torch.empty(5, device="cuda")
+    with torch.cuda.graph(graph):
+        torch.randn(5, device="cuda", out=out)
+    graph.replay()
+    assert torch.isfinite(out).all()

@@ -39,6 +39,7 @@ from .bench import Unavailable, report
 from .bench import collectives as bench_collectives
 from .dist import TensorParallel, local_config
 from .generate import Generator
+from .graph.capture import warm_up_without_host_syncs
 from .models.hf_presets import SHAPES, hf_auto_class, hf_config, random_hf_model
 from .models.hf_weights import weight_files
 from .models.llama import Llama
@@ -224,7 +225,11 @@ def _hand_graph(decoder: HFDecoder, prompts: torch.Tensor) -> Callable[[], torch
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
-        for _ in range(3):
+        # a step that waits on the host (transformers 5.17's Falcon copies a host list of
+        # indices) raises here, not inside the capture, which would leave the process's
+        # CUDA RNG in capture state and every later capture failing
+        warm_up_without_host_syncs(decoder.step, ())
+        for _ in range(2):
             decoder.step()
     torch.cuda.current_stream().wait_stream(stream)
     graph = torch.cuda.CUDAGraph()

@@ -111,7 +111,7 @@ def _training_outputs(outputs, watch: TrainingWatch, fn):
     return tree_map(lambda t: t.detach() if isinstance(t, torch.Tensor) else t, outputs)
 
 
-def _warm_up_without_host_syncs(fn: Callable, args: tuple):
+def warm_up_without_host_syncs(fn: Callable, args: tuple):
     """Run fn once with CUDA's sync debug mode set to error, so that a host sync (.item(),
     .cpu(), `if tensor:`) raises here, before capture begins. A sync inside a capture leaves
     the process broken (the CUDA RNG stays in capture state); found here, it does not."""
@@ -239,7 +239,7 @@ def _capture_on_cuda(fn: Callable, args: tuple, warmup: int, pool, name: str,
         outputs, watch = _first_call(fn, args, name, state, on_cuda=True)
         for _ in range(warmup - 1):
             with state.call(args):
-                outputs = _warm_up_without_host_syncs(fn, args)
+                outputs = warm_up_without_host_syncs(fn, args)
             state.exclude(outputs)
     torch.cuda.current_stream().wait_stream(stream)
     _training_outputs(outputs, watch, fn)
