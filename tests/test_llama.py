@@ -21,8 +21,9 @@ TINY = ("tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3",
         "tiny-ministral3", "tiny-arcee", "tiny-nanochat",
         "tiny-hyperclovax", "tiny-starcoder2", "tiny-stablelm", "tiny-nemotron", "tiny-olmo",
         "tiny-phi", "tiny-cohere", "tiny-cohere2", "tiny-gpt_neox", "tiny-gptj", "tiny-codegen",
-        "tiny-falcon", "tiny-gpt2", "tiny-opt", "tiny-gpt_bigcode", "tiny-gpt_neo",
-        "tiny-bloom", "tiny-mpt", "tiny-gemma", "tiny-gemma2", "tiny-vaultgemma", "tiny-gemma3")
+        "tiny-falcon", "tiny-gpt2", "tiny-opt", "tiny-opt-350m", "tiny-gpt_bigcode",
+        "tiny-gpt_neo", "tiny-bloom", "tiny-mpt", "tiny-gemma", "tiny-gemma2", "tiny-vaultgemma",
+        "tiny-gemma3")
 
 
 def _load_through_directory(hf, tmp_path, device, **save):
@@ -672,11 +673,26 @@ def test_learned_position_configs():
     assert opt.parameter_count() == 1_315_758_080
     unbiased = LlamaConfig.from_hf(hf_config("tiny-opt", enable_bias=False))
     assert (unbiased.qkv_bias, unbiased.o_bias, unbiased.mlp_bias) == (False, False, False)
-    for field, value in (("do_layer_norm_before", False), ("word_embed_proj_dim", 16),
-                         ("_remove_final_layer_norm", True),
+    for field, value in (("_remove_final_layer_norm", True),
                          ("layer_norm_elementwise_affine", False)):
         with pytest.raises(ValueError, match=field):
             LlamaConfig.from_hf({**hf_config("tiny-opt").to_dict(), field: value})
+    # OPT 350M: transformers' count (OPTForCausalLM on the meta device: 331,196,416), its
+    # 512-wide table and the projections to and from it counted; a step reads the layers,
+    # the head's table, the projection down to it, one row of the table projected up and
+    # one of the position table
+    post = LlamaConfig.from_hf(hf_config("opt-350m"))
+    assert (post.norm_after_add, post.head_projection, post.pre_norms, post.layer_norm,
+            post.norm_bias) == (True, 512, False, False, False)
+    assert post.parameter_count() == 331_196_416
+    d, f = 1024, 4096   # q|k|v and o with biases, the MLP's two with biases, 2 LayerNorms
+    layers = post.n_layers * (4 * d * d + 4 * d + 2 * d * f + f + d + 4 * d)
+    assert post.decode_bytes(2) == 2 * (layers + 50272 * 512 + 512 * d + 2 * d)
+    # (its final norm is none whatever _remove_final_layer_norm says)
+    values = {**hf_config("tiny-opt-350m").to_dict(), "_remove_final_layer_norm": True}
+    assert LlamaConfig.from_hf(values).norm_after_add
+    with pytest.raises(ValueError, match="norm_after_add"):
+        dataclasses.replace(post, pre_norms=True)
     with pytest.raises(ValueError, match="learned_positions"):
         dataclasses.replace(gpt2, rope_layers=None)
 
@@ -1477,3 +1493,26 @@ def test_decode_graph_replays_equal_eager_decode_over_200_positions(name, overri
         bound = max(MODEL_TOLERANCES[torch.bfloat16],
                     1.5 * rel_error(own[:, t], reference[:, t]))
         assert err <= bound, f"position {t}: {err:.3g} > {bound:.3g}"
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_norms_after_the_adds_and_a_narrower_table_match_hf(tied, tmp_path, device):
+    """OPT 350M's layers: no norm before attention or the MLP, a LayerNorm of the stream
+    after each residual add (its weight and bias random here, and the stream's mean far
+    from zero: nothing is centred), no final norm; its table half the stream's width,
+    projected up after it (folded into tilegraph's table) and down before the LM head
+    (tied to the table, or a head of its own)."""
+    hf = random_hf_model("tiny-opt-350m", scale=4.0, tie_word_embeddings=tied)
+    with torch.no_grad():
+        hf.get_input_embeddings().weight.add_(0.3)
+        for layer in hf.model.decoder.layers:
+            for norm in (layer.self_attn_layer_norm, layer.final_layer_norm):
+                norm.weight.uniform_(0.5, 1.5)
+                norm.bias.normal_(0.0, 0.2)
+    model = _load_through_directory(hf, tmp_path, device)
+    assert model.norm is None and model.head_projection.shape == (16, 32)
+    assert model.embed.shape == (67, 32) and model.lm_head.shape == (67, 16)
+    if not tied:
+        assert not torch.equal(model.lm_head.cpu(), hf.get_input_embeddings().weight)
+    ids = torch.randint(0, hf.config.vocab_size, (2, 14))
+    _assert_forward_and_steps_match_hf(hf, model, ids, 9, 16, f"opt-350m tied={tied}")

@@ -257,7 +257,8 @@ TP_FAMILIES = [
     ("tiny-starcoder2", {}), ("tiny-nemotron", {}), ("tiny-phi", {}), ("tiny-cohere2", {}),
     ("tiny-gpt_neox", {}), ("tiny-gptj", {}), ("tiny-falcon", {}),
     ("tiny-falcon-mq", {}), ("tiny-stablelm", {"qk_layernorm": True}),
-    ("tiny-cohere", {"use_qk_norm": True}), ("tiny-gpt2", {}), ("tiny-gpt_bigcode", {}),
+    ("tiny-cohere", {"use_qk_norm": True}), ("tiny-gpt2", {}), ("tiny-opt-350m", {}),
+    ("tiny-gpt_bigcode", {}),
     ("tiny-gpt_neo", {"window_size": 3}), ("tiny-codegen", {}),
     ("tiny-bloom", {"n_head": 6, "hidden_size": 48}),
     ("tiny-mpt", {"n_heads": 6, "d_model": 48}),
@@ -299,9 +300,10 @@ def test_tp_families_equal_tp1(tmp_path):
     heads' rows centred); GPT-2's Conv1D weights (each rank's rows read as the stored
     tensor's columns) and position table (whole on every rank), GPT-BigCode's one kv head
     held by both ranks; CodeGen's q, k and v, each rank's rows read from the 4 shards of
-    the matrix that stores them; BLOOM's ALiBi slopes (each rank its own heads', from the
-    series for all 6), its embeddings' LayerNorm (folded into the table on every rank), and
-    MPT's; Gemma's
+    the matrix that stores them; OPT 350M's norms after the all-reduced adds, its table
+    projected up on every rank and its head's rows the table's as stored; BLOOM's ALiBi
+    slopes (each rank its own heads', from the series for all 6), its embeddings' LayerNorm
+    (folded into the table on every rank), and MPT's; Gemma's
     norms after the all-reduced attention and MLP outputs, on every rank, and Gemma 2's
     softcaps (each rank's heads', the gathered logits')."""
     _ranks_fit(2)

@@ -226,6 +226,8 @@ class Generator:
                       "gate/up": tuple(layer.w_gate_up.shape),
                       "down": tuple(layer.w_down.shape),
                       "LM head": tuple(self.model.lm_head.shape)}
+            if self.model.head_projection is not None:   # (OPT 350M's, before the head)
+                shapes["head projection"] = tuple(self.model.head_projection.shape)
             step_key = (size, *shape[:-1], str(dtype), *step)
             tune_tuned_plans_in_step_once(step_key, size, shapes, dtype, capture_step,
                                           positions, self.max_seq, tolerance, self._progress,

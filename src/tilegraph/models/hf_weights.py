@@ -25,7 +25,7 @@ import torch
 import tilegraph as tg
 
 from ..dist.group import TensorParallel
-from ..dist.sharding import split_of
+from ..dist.sharding import split_of, vocab_shard
 from .llama_config import GEMMA_TYPES, LlamaConfig, position_rows_before
 
 # (dimension, start, stop) of a tensor to read, or None for all of it
@@ -443,6 +443,10 @@ def _our_name(name: str) -> tuple[str, str] | None:
         return "lm_head", ""
     if name == "lm_head.bias":   # Phi's
         return "head_bias", ""
+    if name == "project_in.weight":   # OPT 350M's, folded into the table
+        return "embed_projection", ""
+    if name == "project_out.weight":
+        return "head_projection", ""
     parts = name.split(".")
     if len(parts) < 4 or parts[0] != "layers":
         return None
@@ -564,6 +568,24 @@ def _tied_as_stored(config: LlamaConfig, model_or_path) -> LlamaConfig:
     return dataclasses.replace(config, tie_embeddings=False)
 
 
+def _fold_embedding_projection(pieces: dict[str, dict[str, torch.Tensor]],
+                               config: LlamaConfig, tp: TensorParallel) -> None:
+    """A table narrower than the stream (OPT 350M's, head_projection wide) and its
+    projection up (project_in) as one table of the stream's width, each row projected once
+    in fp32; a tied LM head (this rank's rows) keeps the table as stored."""
+    table = pieces.pop("embed")[""]
+    up = pieces.pop("embed_projection")[""]
+    if table.shape[1:] != (config.head_projection,) or up.shape != (config.dim,
+                                                                   config.head_projection):
+        raise ValueError(f"embed_tokens {tuple(table.shape)} and project_in "
+                         f"{tuple(up.shape)} do not match the config's word_embed_proj_dim "
+                         f"{config.head_projection} and hidden size {config.dim}")
+    pieces["embed"] = {"": (table.float() @ up.float().T).to(table.dtype)}
+    if config.tie_embeddings:
+        start, stop, _ = vocab_shard(config.vocab_size, tp.rank, tp.size)
+        pieces["lm_head"] = {"": table[start:stop]}
+
+
 def load_llama(cls, model_or_path, dtype: torch.dtype | None, device,
                tp: TensorParallel | None = None):
     tp = tp or TensorParallel()
@@ -581,6 +603,8 @@ def load_llama(cls, model_or_path, dtype: torch.dtype | None, device,
                   else [])
     # (and the embeddings' LayerNorm, BLOOM's, folded into the table)
     bias_names += ["embed_norm", "embed_norm_bias"] if config.embedding_layer_norm else []
+    # (the projection up from a narrower table, OPT 350M's, folded into it too)
+    folded = ["embed_projection"] if config.head_projection else []
     pieces: dict[str, dict[str, torch.Tensor]] = {}
     unexpected = []
     for name, read in _unstacked(_as_linear(_renamed(tensors, config.model_type), config),
@@ -588,8 +612,10 @@ def load_llama(cls, model_or_path, dtype: torch.dtype | None, device,
         if name.endswith(_IGNORED_SUFFIXES) or name.startswith(_IGNORED_PREFIXES):
             continue
         mapped = _our_name(name)
+        if mapped is not None and config.norm_after_add:   # the norms come after the adds
+            mapped = (re.sub(r"\.(attn|mlp)_norm", r".\1_sum_norm", mapped[0]), mapped[1])
         if mapped is None or (mapped[0] not in params
-                              and mapped[0] not in (*norm_names, *bias_names)):
+                              and mapped[0] not in (*norm_names, *bias_names, *folded)):
             unexpected.append(name)
             continue
         target, part = mapped
@@ -620,7 +646,8 @@ def load_llama(cls, model_or_path, dtype: torch.dtype | None, device,
     if not config.tie_embeddings and "lm_head" not in pieces and "embed" in pieces:
         raise ValueError("the checkpoint has no lm_head.weight but its config does not tie "
                          "embeddings (tie_word_embeddings=false)")
-    missing = [name for name in [*params, *norm_names, *bias_names] if name not in pieces
+    missing = [name for name in [*params, *norm_names, *bias_names, *folded]
+               if name not in pieces
                and not (name == "lm_head" and config.tie_embeddings)
                # (made from the final norm's where the checkpoint has none: _center_stream)
                and not (name == "head_bias" and not config.lm_head_bias)]
@@ -628,6 +655,8 @@ def load_llama(cls, model_or_path, dtype: torch.dtype | None, device,
         raise ValueError(f"checkpoint lacks weights for: {missing[:8]}"
                          f"{' ...' if len(missing) > 8 else ''}")
     norms = {name: pieces.pop(name)[""] for name in (*norm_names, *bias_names)}
+    if config.head_projection:
+        _fold_embedding_projection(pieces, config, tp)
     for name, value in norms.items():
         if value.shape != (config.dim,):
             raise ValueError(f"{name}: checkpoint shape {tuple(value.shape)} does not match "

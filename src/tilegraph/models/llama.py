@@ -128,6 +128,11 @@ class LlamaLayer(nn.Module):
         self.b_down = _parameter(c.dim, fill=0.0, **kw) if c.mlp_bias else None
         self.post_attn_norm = _parameter(c.dim, fill=1.0, **kw) if c.post_norms else None
         self.post_mlp_norm = _parameter(c.dim, fill=1.0, **kw) if c.post_norms else None
+        # LayerNorms of the stream after each residual add (LlamaConfig.norm_after_add)
+        for name in ("attn_sum_norm", "mlp_sum_norm"):
+            after = c.norm_after_add
+            setattr(self, name, _parameter(c.dim, fill=1.0, **kw) if after else None)
+            setattr(self, name + "_bias", _parameter(c.dim, fill=0.0, **kw) if after else None)
 
     def _apply(self, fn, recurse: bool = True):
         """As nn.Module's (.to(), .cuda(), .half() ...), the norms again ones expanded from one
@@ -272,17 +277,21 @@ class Llama(nn.Module):
         # ALiBi's slopes of this rank's q heads, fp32 whatever the weights' dtype (_apply)
         self.register_buffer("alibi_slopes", self._local_slopes(self.embed.device),
                              persistent=False)
-        self.norm = _parameter(config.dim, fill=1.0, **kw)
+        # the final norm; none where each layer ends in one (norm_after_add)
+        self.norm = None if config.norm_after_add else _parameter(config.dim, fill=1.0, **kw)
+        # OPT 350M's projection down to its narrower LM head (LlamaConfig.head_projection)
+        self.head_projection = (_parameter(config.head_projection, config.dim, **kw)
+                                if config.head_projection else None)
         start, stop, rows = vocab_shard(config.vocab_size, self.tp.rank, self.tp.size)
         self.vocab_rows = (start, stop)
-        # a centred or normed table (layer_norm, embedding_layer_norm) cannot serve as the LM
-        # head too
+        # a centred, normed or projected table (layer_norm, embedding_layer_norm,
+        # head_projection) cannot serve as the LM head too
         if (config.tie_embeddings and self.tp.size == 1 and not config.layer_norm
-                and not config.embedding_layer_norm):
+                and not config.embedding_layer_norm and not config.head_projection):
             self.lm_head = self.embed
         else:   # a rank's rows, zero past the vocabulary (tied: copied from the embedding)
-            self.lm_head = _parameter(rows, config.dim, fill=0.0, **kw)
-            if not config.tie_embeddings:
+            self.lm_head = _parameter(rows, config.head_width, fill=0.0, **kw)
+            if not config.tie_embeddings or config.head_projection:
                 nn.init.normal_(self.lm_head.data[:stop - start], std=0.02)
             self.tie_lm_head()
         # the LM head's bias (Phi's) and what a LayerNorm's bias before it adds to the logits
@@ -312,8 +321,10 @@ class Llama(nn.Module):
     def tie_lm_head(self) -> None:
         """Copy this rank's rows of a tied embedding into its LM head shard (after loading
         weights, before the table is centred (LlamaConfig.layer_norm); a no-op where they
-        are one tensor)."""
-        if self.config.tie_embeddings and self.lm_head is not self.embed:
+        are one tensor, or where the table is projected up: loading gives the head the
+        checkpoint's table)."""
+        if (self.config.tie_embeddings and self.lm_head is not self.embed
+                and not self.config.head_projection):
             start, stop = self.vocab_rows
             with torch.no_grad():
                 self.lm_head[:stop - start].copy_(self.embed[start:stop])
@@ -367,7 +378,7 @@ class Llama(nn.Module):
                                layer.w_gate_up, layer.b_gate_up)
             x = self._add_output(x, F.linear(_gated(gate_up, c.mlp_activation), layer.w_down,
                                              self._once(layer.b_down)), 1, index)
-        logits = F.linear(_rms_norm(x, self.norm, c.norm_eps), self.lm_head, self.head_bias)
+        logits = self._plain_head(x)
         return self._gather_vocab(logits.view(batch * length, -1)).view(batch, length, -1)
 
     def _embedded(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
@@ -388,7 +399,18 @@ class Llama(nn.Module):
         ranks, then normalised first where the layer norms it (Gemma's post norms)."""
         output = self._reduce(output, site, layer)
         norm = (self.layers[layer].post_attn_norm, self.layers[layer].post_mlp_norm)[site]
-        return x + (output if norm is None else _post_norm(output, norm, self.config.norm_eps))
+        x = x + (output if norm is None else _post_norm(output, norm, self.config.norm_eps))
+        return self._sum_normed(x, site, layer)
+
+    def _sum_normed(self, x: torch.Tensor, site: int, index: int) -> torch.Tensor:
+        """The stream x after a residual add (site as _reduce's), LayerNorm-ed where the
+        layer norms it there (LlamaConfig.norm_after_add: a kernel of its own, PyTorch's)."""
+        layer = self.layers[index]
+        norm, bias = ((layer.mlp_sum_norm, layer.mlp_sum_norm_bias) if site else
+                      (layer.attn_sum_norm, layer.attn_sum_norm_bias))
+        if norm is None:
+            return x
+        return F.layer_norm(x, (x.shape[-1],), norm, bias, self.config.norm_eps)
 
     def _reduce(self, x: torch.Tensor, site: int, layer: int) -> torch.Tensor:
         """The sum over the ranks of a row-parallel projection's partial result x (site 0:
@@ -566,8 +588,13 @@ class Llama(nn.Module):
         """Final norm and LM head (rows, dim) -> logits (rows, vocab); `pending` (the last
         layer's normed output, _fused_layers) added to x in its prologue."""
         _, added = self._pending_sum(x, pending)
-        logits = tg.linear(x, self.lm_head, self.head_bias, norm_weight=self.norm,
-                           norm_eps=self.config.norm_eps, **added)
+        if self.head_projection is not None:   # (down to the head's width, normed first)
+            x = tg.linear(x, self.head_projection, norm_weight=self.norm,
+                          norm_eps=self.config.norm_eps, **added)
+            logits = tg.linear(x, self.lm_head, self.head_bias)
+        else:
+            logits = tg.linear(x, self.lm_head, self.head_bias, norm_weight=self.norm,
+                               norm_eps=self.config.norm_eps, **added)
         return self._gather_vocab(logits)
 
     @torch.no_grad()
@@ -648,8 +675,15 @@ class Llama(nn.Module):
                                layer.w_gate_up, layer.b_gate_up)
             x = self._add_output(x, F.linear(_gated(gate_up, c.mlp_activation), layer.w_down,
                                              self._once(layer.b_down)), 1, index)
-        return self._gather_vocab(F.linear(_rms_norm(x, self.norm, c.norm_eps), self.lm_head,
-                                           self.head_bias))
+        return self._gather_vocab(self._plain_head(x))
+
+    def _plain_head(self, x: torch.Tensor) -> torch.Tensor:
+        """The final norm (where the model has one), the projection down to a narrower head
+        (where it has one) and this rank's LM head, in plain PyTorch."""
+        x = _pre_norm(x, self.norm, self.config.norm_eps)
+        if self.head_projection is not None:
+            x = F.linear(x, self.head_projection)
+        return F.linear(x, self.lm_head, self.head_bias)
 
     def _fused_layers(self, x: torch.Tensor, cache: KVCache, positions: torch.Tensor,
                       slots: torch.Tensor, attend,
@@ -667,7 +701,7 @@ class Llama(nn.Module):
         # The norm after each residual projection, which its kernel hands over (on the
         # tensor-core path); a rank's partial sum before the all-reduce cannot, nor an
         # output normalised before its add.
-        hand_over = self.tp.size == 1 and not c.post_norms
+        hand_over = self.tp.size == 1 and not c.post_norms and not c.norm_after_add
         # (a parallel layer's MLP reads its input, not the stream after attention)
         hand_mlp_norm_over = hand_over and not c.parallel_residual
         attn_norms = [layer.attn_norm for layer in self.layers[1:]] + [self.norm]
@@ -695,6 +729,7 @@ class Llama(nn.Module):
                                l2_ahead=self._gate_up_ahead(layer, cache, rows))
             x, pending = self._stream_after(x, self._reduce(output, 0, index),
                                             layer.post_attn_norm)
+            x = self._sum_normed(x, 0, index)
             stream, added = self._pending_sum(x, pending)
             hidden = tg.linear(layer_input if c.parallel_residual else x, layer.w_gate_up,
                                layer.b_gate_up, norm_weight=layer.mlp_norm,
@@ -706,6 +741,7 @@ class Llama(nn.Module):
                                next_norm_weight=attn_norms[index] if hand_over else None)
             x, pending = self._stream_after(x, self._reduce(output, 1, index),
                                             layer.post_mlp_norm)
+            x = self._sum_normed(x, 1, index)
         return x, pending
 
     def _stream_after(self, x: torch.Tensor, output: torch.Tensor, norm: torch.Tensor | None

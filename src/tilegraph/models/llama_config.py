@@ -304,6 +304,14 @@ class LlamaConfig:
     # The norms before attention and the MLP; False: their inputs are the residual stream
     # itself (EXAONE 4, which normalises only the outputs: post_norms).
     pre_norms: bool = True
+    # The original Transformer's order (OPT 350M's, do_layer_norm_before false): the stream
+    # LayerNorm-ed (a weight and a bias) after each residual add, x = LN(x + attn(x)), then
+    # LN(x + mlp(x)), and no norm before attention, the MLP or the LM head (pre_norms off).
+    norm_after_add: bool = False
+    # OPT 350M's narrower embeddings: the token table and the LM head head_projection wide,
+    # the stream projected up to dim after the table (project_in, which loading folds into
+    # the table) and down before the head (project_out, Llama.head_projection); 0: none.
+    head_projection: int = 0
     # Gemma's norms scale by 1 + weight: loading (from_hf) adds the one to every norm weight.
     norm_plus_one: bool = False
     # The base that layers with a sliding window rotate by (plain rotary embeddings, Gemma 3's
@@ -376,6 +384,16 @@ class LlamaConfig:
         if self.parallel_residual and (self.post_norms or not self.pre_norms):
             raise ValueError("LlamaConfig.parallel_residual needs the norm before attention "
                              "and the MLP (pre_norms) and none after them (post_norms)")
+        if self.norm_after_add and (self.pre_norms or self.post_norms or self.layer_norm
+                                    or self.norm_bias or self.parallel_residual
+                                    or self.weightless_norms):
+            raise ValueError("LlamaConfig.norm_after_add puts a LayerNorm of its own after "
+                             "each residual add: no other norms (pre_norms off, no "
+                             "post_norms, layer_norm or norm_bias), one after the other "
+                             "(no parallel_residual), with weights")
+        if not isinstance(self.head_projection, int) or self.head_projection < 0:
+            raise ValueError(f"LlamaConfig.head_projection must be an int >= 0, got "
+                             f"{self.head_projection!r}")
         if self.layer_norm and (self.post_norms or not self.pre_norms):
             raise ValueError("LlamaConfig.layer_norm needs the residual stream read only "
                              "through the norms before attention and the MLP: no post_norms, "
@@ -481,26 +499,40 @@ class LlamaConfig:
                      + ((1 + self.mlp_gated) * self.ffn_dim + self.dim) * self.mlp_bias
                      + norms * (not self.weightless_norms)
                      + before * self.dim * self.norm_bias)
-        embeddings = self.vocab_size * self.dim * (1 if self.tie_embeddings else 2)
-        final_norm = self.dim * ((not self.weightless_norms) + self.norm_bias)
+        # (a LayerNorm's weight and bias after each residual add instead)
+        per_layer += 4 * self.dim * self.norm_after_add
+        final_norm = (self.dim * ((not self.weightless_norms) + self.norm_bias)
+                      * (not self.norm_after_add))
         head_bias = self.vocab_size * self.lm_head_bias
         positions = (self.learned_positions + position_rows_before(self.model_type)
                      ) * self.dim
         embedding_norm = 2 * self.dim * self.embedding_layer_norm   # a weight and a bias
-        return (self.n_layers * per_layer + embeddings + final_norm + head_bias + positions
-                + embedding_norm)
+        return (self.n_layers * per_layer + self._embedding_parameters() + final_norm
+                + head_bias + positions + embedding_norm)
+
+    @property
+    def head_width(self) -> int:
+        """The width of the LM head's rows (and of the checkpoint's token table)."""
+        return self.head_projection or self.dim
+
+    def _embedding_parameters(self) -> int:
+        """The token table's parameters and the LM head's (once where tied), with the
+        projections up from and down to a narrower table (head_projection)."""
+        tables = self.vocab_size * self.head_width * (1 if self.tie_embeddings else 2)
+        return tables + 2 * self.head_projection * self.dim
 
     def decode_bytes(self, element_size: int) -> int:
         """Weight bytes one decode step reads: every layer and the LM head in full, one row of
         the embedding table (and of the position table, where the model has one; per token:
         batch rows share the weights); not the embeddings' norm, folded into the table."""
-        head = self.vocab_size * self.dim
-        embeddings = self.vocab_size * self.dim * (1 if self.tie_embeddings else 2)
+        # (a narrower head's projection down to it too; not the projection up from the
+        # table, folded into it)
+        head = self.vocab_size * self.head_width + self.head_projection * self.dim
         positions = (self.learned_positions + position_rows_before(self.model_type)
                      - bool(self.learned_positions)) * self.dim
         embedding_norm = 2 * self.dim * self.embedding_layer_norm
-        return (self.parameter_count() - embeddings - positions - embedding_norm + head
-                + self.dim) * element_size
+        return (self.parameter_count() - self._embedding_parameters() - positions
+                - embedding_norm + head + self.dim) * element_size
 
     def kv_bytes(self, element_size: int, context: float) -> float:
         """Key and value bytes one sequence's decode step reads at `context` cached
@@ -706,6 +738,8 @@ def _fields_from_hf(values: dict) -> dict:
                                                     else values["num_attention_heads"])}
     learned = (_learned_position_fields(values, model_type)
                if model_type in LEARNED_POSITION_TYPES else {})
+    # (OPT 350M's LayerNorms after the adds: real ones, no other norm; loading centres nothing)
+    norms_after = learned.get("norm_after_add", False)
     if model_type in _CLASS_ROPE and not (values.get("rope_parameters")
                                           or values.get("rope_scaling")):
         values["rope_parameters"] = _CLASS_ROPE[model_type]
@@ -792,7 +826,8 @@ def _fields_from_hf(values: dict) -> dict:
         # Gemma's config classes tie by default (a config.json may leave the key out)
         tie_embeddings=bool(values.get("tie_word_embeddings", gemma)),
         qkv_bias=qkv_bias, o_bias=o_bias, mlp_bias=mlp_bias,
-        layer_norm=model_type in LAYER_NORM_TYPES, norm_bias=model_type in _NORM_BIAS_TYPES,
+        layer_norm=model_type in LAYER_NORM_TYPES and not norms_after,
+        norm_bias=model_type in _NORM_BIAS_TYPES and not norms_after,
         parallel_residual=(model_type in _ONE_NORM_PARALLEL_TYPES
                            or bool(values.get("use_parallel_residual"))),
         one_norm_before=(model_type in _ONE_NORM_PARALLEL_TYPES
@@ -818,7 +853,7 @@ def _fields_from_hf(values: dict) -> dict:
         # HyperCLOVA X's "peri-layer" norms, after each output as well as before
         **({"post_norms": bool(values.get("use_post_norm", True))}
            if model_type == "hyperclovax" else {}),
-        **({"pre_norms": False} if model_type in _POST_NORMS_ONLY else {}),
+        **({"pre_norms": False} if model_type in _POST_NORMS_ONLY or norms_after else {}),
         **(_gemma_fields(values, model_type) if gemma else
            _layer_type_rope(values, 500_000.0, values.get("rope_theta", 500_000.0))
            if model_type == "olmo3" else _rope_fields(values)),
@@ -924,26 +959,28 @@ def _alibi_fields(values: dict, model_type: str) -> dict:
 def _learned_position_fields(values: dict, model_type: str) -> dict:
     """GPT-2's, GPT-BigCode's, OPT's and GPT-Neo's positions, a learned table of
     max_position_embeddings rows (no layer rotates); attention scores left unscaled where
-    scale_attn_weights says so (GPT-Neo never scales them). What transformers builds beside
-    a pre-norm decoder of one MLP is refused by name."""
+    scale_attn_weights says so (GPT-Neo never scales them); OPT 350M's norms after each
+    residual add (norm_after_add) and its narrower table (head_projection). What
+    transformers builds beside a decoder of one MLP is refused by name."""
+    norms_before = values.get("do_layer_norm_before", True)
     refused = {"add_cross_attention": (True, "tilegraph runs decoders without "
                                              "cross-attention"),
                "scale_attn_by_inverse_layer_idx": (True, "attention scores are scaled alike "
                                                          "in every layer"),
-               "do_layer_norm_before": (False, "OPT's norms after attention and the MLP (OPT "
-                                               "350M's) are not implemented"),
-               "_remove_final_layer_norm": (True, "OPT without its final norm is not "
-                                                  "implemented"),
+               # (where the norms come after the adds, OPT has no final norm anyway)
+               "_remove_final_layer_norm": (True if norms_before else None,
+                                            "OPT without its final norm is not implemented"),
                "layer_norm_elementwise_affine": (False, "OPT's LayerNorms without weights "
                                                         "are not implemented")}
     for name, (value, why) in refused.items():
         if name in values and bool(values[name]) == value:
             raise _unsupported(name, values[name], why)
+    fields = {"learned_positions": int(values["max_position_embeddings"])}
+    if not norms_before:
+        fields["norm_after_add"] = True
     projected = values.get("word_embed_proj_dim")
     if model_type == "opt" and projected not in (None, values["hidden_size"]):
-        raise _unsupported("word_embed_proj_dim", projected, "OPT's embeddings projected to "
-                           "and from another width (OPT 350M's) are not implemented")
-    fields = {"learned_positions": int(values["max_position_embeddings"])}
+        fields["head_projection"] = int(projected)
     if not values.get("scale_attn_weights", model_type != "gpt_neo"):   # (GPT-Neo's never)
         fields["attention_multiplier"] = 1.0
     return fields
