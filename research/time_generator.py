@@ -39,7 +39,9 @@ norms after attention and the MLP) and "norms-apart" (bands, Gemma's normed outp
 the stream by tg.rms_norm's kernel, not in the next projection's prologue: as before session
 116's llama.ADD_NORMED_IN_PROLOGUE) and "head-norms-apart" (bands, Qwen3's and Gemma 3's
 head norms in tg.rotary_qkv's kernel after the one-row q|k|v projection, as before session
-117's linear_qkv.HEAD_NORM_IN_EPILOGUE).
+117's linear_qkv.HEAD_NORM_IN_EPILOGUE) and "sum-norms-torch" (bands, OPT 350M's norms after
+the residual adds by PyTorch's LayerNorm, not kernels/layer_norm.py's: session 129's
+llama.SUM_NORM_KERNEL off).
 Each part of the build is printed as it starts, with the seconds since the start.
 """
 
@@ -166,6 +168,9 @@ def main() -> None:
         head_norms = getattr(linear_qkv, "HEAD_NORM_IN_EPILOGUE", None)  # before s117: none
         if variant == "head-norms-apart" and head_norms is not None:
             linear_qkv.HEAD_NORM_IN_EPILOGUE = False
+        sum_norm_kernel = getattr(llama, "SUM_NORM_KERNEL", None)  # before s129: none
+        if variant == "sum-norms-torch" and sum_norm_kernel is not None:
+            llama.SUM_NORM_KERNEL = False
         runs_one_step = getattr(decode_plan, "runs_one_step", None)  # trees before s96: none
         if variant == "loop-kept" and runs_one_step is not None:
             decode_plan.runs_one_step = lambda *args: False
@@ -201,6 +206,8 @@ def main() -> None:
             llama.ADD_NORMED_IN_PROLOGUE = in_prologue
         if head_norms is not None:
             linear_qkv.HEAD_NORM_IN_EPILOGUE = head_norms
+        if sum_norm_kernel is not None:
+            llama.SUM_NORM_KERNEL = sum_norm_kernel
         store = getattr(tune, "gemv_rows_in_step", None)  # trees before session 57: none
         step = (c.n_heads, c.n_kv_heads, c.head_dim, max_seq, str(model.dtype), c.dim,
                 c.ffn_dim, c.n_layers, c.vocab_size)

@@ -48,6 +48,7 @@ from ..dist.sharding import local_config, vocab_shard
 from ..kernels._activation import GLU_ACTIVATIONS, activation_ref
 from ..kernels.decode_attention import decode_attention_in_layer
 from ..kernels.decode_inputs import decode_inputs
+from ..kernels.layer_norm import layer_norm_rows
 from .llama_config import LlamaConfig, rope_frequencies
 
 
@@ -402,14 +403,18 @@ class Llama(nn.Module):
         x = x + (output if norm is None else _post_norm(output, norm, self.config.norm_eps))
         return self._sum_normed(x, site, layer)
 
-    def _sum_normed(self, x: torch.Tensor, site: int, index: int) -> torch.Tensor:
+    def _sum_normed(self, x: torch.Tensor, site: int, index: int, fused: bool = False
+                    ) -> torch.Tensor:
         """The stream x after a residual add (site as _reduce's), LayerNorm-ed where the
-        layer norms it there (LlamaConfig.norm_after_add: a kernel of its own, PyTorch's)."""
+        layer norms it there (LlamaConfig.norm_after_add): a kernel of its own, tilegraph's
+        on the fused path (chained to the projections by PDL), else PyTorch's."""
         layer = self.layers[index]
         norm, bias = ((layer.mlp_sum_norm, layer.mlp_sum_norm_bias) if site else
                       (layer.attn_sum_norm, layer.attn_sum_norm_bias))
         if norm is None:
             return x
+        if fused and SUM_NORM_KERNEL:
+            return layer_norm_rows(x, norm, bias, self.config.norm_eps)
         return F.layer_norm(x, (x.shape[-1],), norm, bias, self.config.norm_eps)
 
     def _reduce(self, x: torch.Tensor, site: int, layer: int) -> torch.Tensor:
@@ -729,7 +734,7 @@ class Llama(nn.Module):
                                l2_ahead=self._gate_up_ahead(layer, cache, rows))
             x, pending = self._stream_after(x, self._reduce(output, 0, index),
                                             layer.post_attn_norm)
-            x = self._sum_normed(x, 0, index)
+            x = self._sum_normed(x, 0, index, fused=True)
             stream, added = self._pending_sum(x, pending)
             hidden = tg.linear(layer_input if c.parallel_residual else x, layer.w_gate_up,
                                layer.b_gate_up, norm_weight=layer.mlp_norm,
@@ -741,7 +746,7 @@ class Llama(nn.Module):
                                next_norm_weight=attn_norms[index] if hand_over else None)
             x, pending = self._stream_after(x, self._reduce(output, 1, index),
                                             layer.post_mlp_norm)
-            x = self._sum_normed(x, 1, index)
+            x = self._sum_normed(x, 1, index, fused=True)
         return x, pending
 
     def _stream_after(self, x: torch.Tensor, output: torch.Tensor, norm: torch.Tensor | None
@@ -787,6 +792,9 @@ class Llama(nn.Module):
 # add_normed) rather than by a kernel of their own; a module setting, so that
 # research/time_generator.py can time a Generator without it.
 ADD_NORMED_IN_PROLOGUE = True
+# OPT 350M's LayerNorms after the residual adds by tilegraph's kernel on the fused path
+# (kernels/layer_norm.py), not PyTorch's; a module setting, for research/time_generator.py.
+SUM_NORM_KERNEL = True
 
 
 def _causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
