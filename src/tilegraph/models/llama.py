@@ -705,7 +705,7 @@ class Llama(nn.Module):
         c, rows = self.config, x.shape[0]
         # The norm after each residual projection, which its kernel hands over (on the
         # tensor-core path); a rank's partial sum before the all-reduce cannot, nor an
-        # output normalised before its add.
+        # output normalised before its add, nor a sum LayerNorm-ed after it (norm_after_add).
         hand_over = self.tp.size == 1 and not c.post_norms and not c.norm_after_add
         # (a parallel layer's MLP reads its input, not the stream after attention)
         hand_mlp_norm_over = hand_over and not c.parallel_residual
