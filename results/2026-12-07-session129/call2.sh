@@ -7,7 +7,7 @@
 set -u
 export PYTHONPATH=$PWD/src TILEGRAPH_CACHE_DIR=/tmp/tg-demo
 START=$(date +%s)
-left() { echo $((START + ${GUARD:-575} - $(date +%s))); }
+left() { echo $((START + ${GUARD:-480} - $(date +%s))); }
 nvidia-smi --query-gpu=name,driver_version --format=csv > $OUT/0-gpu.txt 2>&1
 timeout 150 python3 -m pytest -q -rfE --tb=short -p no:cacheprovider -n 4 \
   tests/test_llama.py tests/test_generate.py -k "opt or norms_after" > $OUT/1-tests.txt 2>&1
@@ -25,10 +25,10 @@ demo() {  # name seconds args...
   tar czf $OUT/files.tgz -C /tmp/o . 2>/dev/null   # (kept if a later step is cut off)
 }
 demo opt350m 80 --model opt-350m --batch 1 --variants hf-graph,tilegraph
-timeout 120 python3 research/time_generator.py s129 opt-350m 128 2048 1 bands,sum-norms-torch \
+[ $(left) -gt 100 ] && timeout 100 python3 research/time_generator.py s129 opt-350m 128 2048 1 bands,sum-norms-torch \
   > $OUT/opt350m-norms.txt 2>&1
 echo "opt350m-norms rc=$? at $(( $(date +%s) - START )) s" >> $OUT/0-gpu.txt
-demo opt1.3b 80 --model opt-1.3b --batch 1 --variants hf-graph,tilegraph
 demo qwen2 70 --model qwen2-0.5b --batch 1 --variants tilegraph
+demo opt1.3b 80 --model opt-1.3b --batch 1 --variants hf-graph,tilegraph
 demo falcon7b 200 --model falcon-7b --batch 1 --variants tilegraph
 true
