@@ -9,10 +9,10 @@ export PYTHONPATH=$PWD/src TILEGRAPH_CACHE_DIR=/tmp/tg-demo
 START=$(date +%s)
 left() { echo $((START + ${GUARD:-480} - $(date +%s))); }
 nvidia-smi --query-gpu=name,driver_version --format=csv > $OUT/0-gpu.txt 2>&1
-timeout 150 python3 -m pytest -q -rfE --tb=short -p no:cacheprovider -n 4 \
+timeout 100 python3 -m pytest -q -rfE --tb=short -p no:cacheprovider -n 4 \
   tests/test_llama.py tests/test_generate.py -k "opt or norms_after" > $OUT/1-tests.txt 2>&1
 echo "model tests rc=$? at $(( $(date +%s) - START )) s" >> $OUT/0-gpu.txt
-timeout 100 python3 -m pytest -q -rfE --tb=short -p no:cacheprovider -m gpu \
+timeout 80 python3 -m pytest -q -rfE --tb=short -p no:cacheprovider -m gpu \
   tests/test_model_demo.py tests/test_capture.py tests/test_layer_norm.py >> $OUT/1-tests.txt 2>&1
 echo "capture tests rc=$? at $(( $(date +%s) - START )) s" >> $OUT/0-gpu.txt
 demo() {  # name seconds args...
