@@ -21,7 +21,7 @@ TINY = ("tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3",
         "tiny-ministral3", "tiny-arcee", "tiny-nanochat",
         "tiny-hyperclovax", "tiny-starcoder2", "tiny-stablelm", "tiny-nemotron", "tiny-olmo",
         "tiny-phi", "tiny-cohere", "tiny-cohere2", "tiny-gpt_neox", "tiny-gptj", "tiny-codegen",
-        "tiny-falcon", "tiny-gpt2", "tiny-opt", "tiny-opt-350m", "tiny-gpt_bigcode",
+        "tiny-falcon", "tiny-gpt2", "tiny-opt", "tiny-opt-350m", "tiny-biogpt", "tiny-gpt_bigcode",
         "tiny-gpt_neo", "tiny-bloom", "tiny-mpt", "tiny-gemma", "tiny-gemma2", "tiny-vaultgemma",
         "tiny-gemma3")
 
@@ -495,7 +495,7 @@ def test_hyperclovax_scalars_and_norms_after_match_hf(post_norm, tmp_path, devic
     ("tiny-falcon-mq", {"parallel_attn": False, "multi_query": False}),
     ("tiny-stablelm", {"use_parallel_residual": True}), ("tiny-stablelm", {"qk_layernorm": True}),
     ("tiny-cohere", {"use_qk_norm": True}), ("tiny-gpt2", {"scale_attn_weights": False}),
-    ("tiny-opt", {}),
+    ("tiny-opt", {}), ("tiny-biogpt", {}),
     ("tiny-gpt_bigcode", {"multi_query": False}), ("tiny-gpt_neo", {}), ("tiny-codegen", {})])
 def test_layer_norms_match_hf_over_a_stream_whose_mean_is_far_from_zero(name, overrides,
                                                                         tmp_path, device):
@@ -508,8 +508,9 @@ def test_layer_norms_match_hf_over_a_stream_whose_mean_is_far_from_zero(name, ov
     and its table is tied, OLMo's norms have no weights; Phi's and StableLM's parallel
     layers run attention and the MLP on one norm of their input, GPT-NeoX's on a norm each
     (or one after the other, where use_parallel_residual is off), its q|k|v stored head by
-    head; GPT-2's, OPT's, GPT-BigCode's and GPT-Neo's position tables, centred too (GPT-2's
-    scores here unscaled: scale_attn_weights off); CodeGen's q|v|k read from its shards.
+    head; GPT-2's, OPT's, BioGPT's (its table scaled), GPT-BigCode's and GPT-Neo's position
+    tables, centred too (GPT-2's scores here unscaled: scale_attn_weights off); CodeGen's
+    q|v|k read from its shards.
     (Nemotron, Cohere and Cohere 2 add nothing to the stream's centring: the family tests
     cover them.)"""
     hf = random_hf_model(name, scale=4.0, **overrides)
@@ -693,6 +694,14 @@ def test_learned_position_configs():
     assert LlamaConfig.from_hf(values).norm_after_add
     with pytest.raises(ValueError, match="norm_after_add"):
         dataclasses.replace(post, pre_norms=True)
+    # BioGPT: OPT's table offset, its embeddings times sqrt(1024) where scale_embedding says
+    # so; 346,763,264 parameters, as transformers' model on the meta device counts them
+    bio = LlamaConfig.from_hf(hf_config("biogpt"))
+    assert (bio.learned_positions, bio.embedding_multiplier, bio.norm_eps, bio.mlp_activation,
+            bio.layer_norm, bio.norm_bias) == (1024, 32.0, 1e-5, "gelu", True, True)
+    assert bio.parameter_count() == 346_763_264
+    unscaled = LlamaConfig.from_hf(hf_config("biogpt", scale_embedding=False))
+    assert unscaled.embedding_multiplier == 1.0
     with pytest.raises(ValueError, match="learned_positions"):
         dataclasses.replace(gpt2, rope_layers=None)
 

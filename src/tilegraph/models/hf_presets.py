@@ -115,6 +115,11 @@ SHAPES: dict[str, dict] = {
                      num_hidden_layers=24, num_attention_heads=16, max_position_embeddings=2048,
                      activation_function="relu", do_layer_norm_before=False,
                      word_embed_proj_dim=512, bos_token_id=2, eos_token_id=2, pad_token_id=1),
+    # BioGPT (347M): OPT's layer, GELU, its embeddings times sqrt(1024)
+    "biogpt": dict(model_type="biogpt", vocab_size=42384, hidden_size=1024,
+                   intermediate_size=4096, num_hidden_layers=24, num_attention_heads=16,
+                   max_position_embeddings=1024, hidden_act="gelu", scale_embedding=True,
+                   bos_token_id=0, eos_token_id=2, pad_token_id=1),
     "starcoderbase-1b": dict(model_type="gpt_bigcode", vocab_size=49152, n_embd=2048,
                              n_inner=8192, n_layer=24, n_head=16, n_positions=8192,
                              multi_query=True, activation_function="gelu_pytorch_tanh",
@@ -411,6 +416,11 @@ SHAPES: dict[str, dict] = {
                           max_position_embeddings=256, word_embed_proj_dim=16,
                           do_layer_norm_before=False, activation_function="relu",
                           bos_token_id=1, eos_token_id=2, pad_token_id=0),
+    # BioGPT: OPT's layer with GELU, its embeddings scaled by sqrt(48)
+    "tiny-biogpt": dict(model_type="biogpt", vocab_size=67, hidden_size=48, intermediate_size=40,
+                        num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=256,
+                        hidden_act="gelu", scale_embedding=True, bos_token_id=1,
+                        eos_token_id=2, pad_token_id=0),
     # GPT-BigCode (StarCoder, SantaCoder): GPT-2's layer with one kv head (multi_query)
     "tiny-gpt_bigcode": dict(model_type="gpt_bigcode", vocab_size=67, n_embd=32, n_inner=48,
                              n_layer=2, n_head=4, n_positions=256, multi_query=True,

@@ -226,6 +226,12 @@ _RENAMES = {"exaone": [(r"^transformer\.wte\.", "model.embed_tokens."),
                     (r"\.final_layer_norm\.", ".post_attention_layernorm."),
                     (r"\.self_attn\.out_proj\.", ".self_attn.o_proj."),
                     (r"\.fc1\.", ".mlp.up_proj."), (r"\.fc2\.", ".mlp.down_proj.")],
+            "biogpt": [(r"^biogpt\.", "model."), (r"^output_projection\.", "lm_head."),
+                       (r"^model\.layer_norm\.", "model.norm."),
+                       (r"\.self_attn_layer_norm\.", ".input_layernorm."),
+                       (r"\.final_layer_norm\.", ".post_attention_layernorm."),
+                       (r"\.self_attn\.out_proj\.", ".self_attn.o_proj."),
+                       (r"\.fc1\.", ".mlp.up_proj."), (r"\.fc2\.", ".mlp.down_proj.")],
             # (BLOOM's checkpoints name its modules with or without the transformer. prefix;
             # its query_key_value stacks q, k and v head by head: _unstacked_by_head)
             "bloom": [(r"^(transformer\.)?word_embeddings\.", "model.embed_tokens."),

@@ -56,7 +56,7 @@ SUPPORTED_TYPES = ("llama", "mistral", "ministral", "phi3", "qwen2", "qwen3", "s
                    "ministral3", "arcee", "nanochat", "hyperclovax", "gemma", "gemma2",
                    "vaultgemma", "gemma3_text", "starcoder2", "stablelm", "nemotron", "olmo",
                    "phi", "cohere", "cohere2", "gpt_neox", "gptj", "falcon", "gpt2",
-                   "gpt_bigcode", "opt", "gpt_neo", "codegen", "bloom", "mpt")
+                   "gpt_bigcode", "opt", "gpt_neo", "codegen", "bloom", "mpt", "biogpt")
 GEMMA_TYPES = ("gemma", "gemma2", "vaultgemma", "gemma3_text")
 # Gemma 2's attention: scores softcapped, scaled by query_pre_attn_scalar, alternate layers
 # sliding (VaultGemma's too, whose layers have no norms after attention and the MLP)
@@ -71,10 +71,12 @@ INTERLEAVED_ROTARY_TYPES = ("glm", "glm4", "ernie4_5", "helium", "cohere", "cohe
 # checkpoints), GLM, StableLM, Nemotron, Phi, GPT-NeoX
 PARTIAL_ROTARY_TYPES = ("phi3", "glm", "glm4", "stablelm", "nemotron", "phi", "gpt_neox")
 # Families that position tokens by a learned table of position embeddings added to the
-# token embeddings, not by rotary embeddings (GPT-2, StarCoder's GPT-BigCode, OPT, GPT-Neo)
-LEARNED_POSITION_TYPES = ("gpt2", "gpt_bigcode", "opt", "gpt_neo")
-# ... and the rows their checkpoints' tables keep before position 0 (OPT's offset)
-_POSITION_ROWS_BEFORE = {"opt": 2}
+# token embeddings, not by rotary embeddings (GPT-2, StarCoder's GPT-BigCode, OPT, GPT-Neo,
+# BioGPT)
+LEARNED_POSITION_TYPES = ("gpt2", "gpt_bigcode", "opt", "gpt_neo", "biogpt")
+# ... and the rows their checkpoints' tables keep before position 0 (OPT's and BioGPT's
+# offset)
+_POSITION_ROWS_BEFORE = {"opt": 2, "biogpt": 2}
 # Families whose norms are LayerNorms (the mean subtracted; OLMo's without weights), and
 # those of them whose LayerNorms add a bias
 LAYER_NORM_TYPES = ("starcoder2", "stablelm", "nemotron", "olmo", "phi", "cohere", "cohere2",
@@ -138,7 +140,7 @@ _NEVER_WINDOWED = ("llama", "granite", "exaone", "internlm3", "ernie4_5", "glm",
                    "helium", "seed_oss", "olmo2", "hunyuan_v1_dense", "arcee", "nanochat",
                    "hyperclovax", "gemma", "stablelm", "nemotron", "olmo", "phi", "cohere",
                    "gpt_neox", "gptj", "codegen", "falcon", "gpt2", "gpt_bigcode", "opt",
-                   "bloom", "mpt")
+                   "bloom", "mpt", "biogpt")
 # The families whose attention scores or logits may be softcapped
 _SOFTCAPPED = {"attn_logit_softcapping": GEMMA_TYPES,
                "final_logit_softcapping": (*GEMMA_TYPES, "nanochat")}
@@ -197,7 +199,11 @@ _CLASS_DEFAULTS = {"glm": {"partial_rotary_factor": 0.5, "attention_bias": True}
                    "bloom": {"rms_norm_eps": 1e-5, "tie_word_embeddings": True,
                              "max_position_embeddings": 2048},
                    "mpt": {"rms_norm_eps": 1e-5, "tie_word_embeddings": True,
-                           "max_position_embeddings": 2048}}
+                           "max_position_embeddings": 2048},
+                   # (BioGPT's LayerNorms take 1e-5 whatever its layer_norm_eps says)
+                   "biogpt": {"rms_norm_eps": 1e-5, "tie_word_embeddings": True,
+                              "hidden_act": "gelu", "max_position_embeddings": 1024,
+                              "vocab_size": 42384, "scale_embedding": True}}
 # The rotary settings of a family's config class where a config.json names none (neither
 # rope_parameters nor rope_scaling)
 _CLASS_ROPE = {"ministral3": {"rope_type": "yarn", "rope_theta": 1e6, "factor": 16.0,
@@ -806,7 +812,7 @@ def _fields_from_hf(values: dict) -> dict:
         mlp_bias = bool(values.get("mlp_bias", False))
     elif model_type == "falcon":   # every projection or none
         qkv_bias = o_bias = mlp_bias = bool(values.get("bias", False))
-    elif model_type in ("gpt2", "gpt_bigcode", "bloom"):   # every projection
+    elif model_type in ("gpt2", "gpt_bigcode", "bloom", "biogpt"):   # every projection
         qkv_bias = o_bias = mlp_bias = True
     elif model_type == "opt":   # every projection or none
         qkv_bias = o_bias = mlp_bias = bool(values["enable_bias"])
@@ -864,6 +870,9 @@ def _fields_from_hf(values: dict) -> dict:
                      rotating if rotating is not None and not all(rotating) else None),
         **learned,
         **alibi,
+        # BioGPT's embeddings times sqrt(hidden size), where scale_embedding says so
+        **({"embedding_multiplier": math.sqrt(values["hidden_size"])}
+           if model_type == "biogpt" and values["scale_embedding"] else {}),
         # Cohere's logits multiplied by logit_scale
         **({"logits_scaling": 1.0 / _positive(values, "logit_scale", 0.0625)}
            if model_type in ("cohere", "cohere2") else {}),
