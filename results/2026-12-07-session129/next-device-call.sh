@@ -1,18 +1,20 @@
 #!/bin/bash
-# For session 130: what session 129 could not run (four starts found no machine, and its
-# device time ran out). OPT 350M (norms after the residual adds, a narrower table) through
-# the kernels and timed; the hand graph's sync check (OPT's hand graph syncs on the host: its
-# demos must list hf-graph unavailable and still build tilegraph); OPT 350M's step with its
-# norms by kernels/layer_norm.py against PyTorch's LayerNorm (time_generator); issue 20's
-# Qwen2-0.5B batch 1 on an H200; Falcon 7B's shape, never timed. GUARD (default 575 s)
-# skips what would pass the call's limit; at most 8 files come back.
+# For session 130: what session 129 could not run (five starts after its first call found
+# no machine, and its device time ran out). OPT 350M (norms after the residual adds, a
+# narrower table) and BioGPT through the kernels, OPT 350M timed; the hand graph's sync
+# check (OPT's hand graph syncs on the host: its demos must list hf-graph unavailable and
+# still build tilegraph); OPT 350M's step with its norms by kernels/layer_norm.py against
+# PyTorch's LayerNorm (time_generator); issue 20's Qwen2-0.5B batch 1 on an H200; Falcon
+# 7B's shape, never timed. GUARD (default 575 s) skips what would pass the call's limit;
+# at most 8 files come back.
 set -u
 export PYTHONPATH=$PWD/src TILEGRAPH_CACHE_DIR=/tmp/tg-demo
 START=$(date +%s)
 left() { echo $((START + ${GUARD:-575} - $(date +%s))); }
 nvidia-smi --query-gpu=name,driver_version --format=csv > $OUT/0-gpu.txt 2>&1
 timeout 150 python3 -m pytest -q -rfE --tb=short -p no:cacheprovider -n 4 \
-  tests/test_llama.py tests/test_generate.py -k "opt or norms_after" > $OUT/1-tests.txt 2>&1
+  tests/test_llama.py tests/test_generate.py -k "opt or norms_after or biogpt" \
+  > $OUT/1-tests.txt 2>&1
 echo "model tests rc=$? at $(( $(date +%s) - START )) s" >> $OUT/0-gpu.txt
 timeout 80 python3 -m pytest -q -rfE --tb=short -p no:cacheprovider -m gpu \
   tests/test_model_demo.py tests/test_capture.py tests/test_layer_norm.py >> $OUT/1-tests.txt 2>&1
