@@ -226,8 +226,9 @@ def _hand_graph(decoder: HFDecoder, prompts: torch.Tensor) -> Callable[[], torch
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
         # a step that waits on the host (transformers 5.17's Falcon copies a host list of
-        # indices) raises here, not inside the capture, which would leave the process's
-        # CUDA RNG in capture state and every later capture failing
+        # indices, its OPT sizes a mask by the cache's length) raises here, not inside the
+        # capture, which would leave the process's CUDA RNG in capture state and every
+        # later capture failing
         warm_up_without_host_syncs(decoder.step, ())
         for _ in range(2):
             decoder.step()
