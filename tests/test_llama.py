@@ -1510,7 +1510,8 @@ def test_norms_after_the_adds_and_a_narrower_table_match_hf(tied, tmp_path, devi
     after each residual add (its weight and bias random here, and the stream's mean far
     from zero: nothing is centred), no final norm; its table half the stream's width,
     projected up after it (folded into tilegraph's table) and down before the LM head
-    (tied to the table, or a head of its own)."""
+    (tied to the table, or a head of its own): the reference forward, the fused prefill and
+    decode, and the plain decode."""
     hf = random_hf_model("tiny-opt-350m", scale=4.0, tie_word_embeddings=tied)
     with torch.no_grad():
         hf.get_input_embeddings().weight.add_(0.3)
@@ -1524,4 +1525,5 @@ def test_norms_after_the_adds_and_a_narrower_table_match_hf(tied, tmp_path, devi
     if not tied:
         assert not torch.equal(model.lm_head.cpu(), hf.get_input_embeddings().weight)
     ids = torch.randint(0, hf.config.vocab_size, (2, 14))
-    _assert_forward_and_steps_match_hf(hf, model, ids, 9, 16, f"opt-350m tied={tied}")
+    ref = _assert_forward_and_steps_match_hf(hf, model, ids, 9, 16, f"opt-350m tied={tied}")
+    _assert_plain_decode_close(model, ids.to(device), ref, 9, 16, f"opt-350m tied={tied}")
