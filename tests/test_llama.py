@@ -21,7 +21,8 @@ TINY = ("tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3",
         "tiny-ministral3", "tiny-arcee", "tiny-nanochat",
         "tiny-hyperclovax", "tiny-starcoder2", "tiny-stablelm", "tiny-nemotron", "tiny-olmo",
         "tiny-phi", "tiny-cohere", "tiny-cohere2", "tiny-gpt_neox", "tiny-gptj", "tiny-codegen",
-        "tiny-falcon", "tiny-gpt2", "tiny-opt", "tiny-opt-350m", "tiny-biogpt", "tiny-gpt_bigcode",
+        "tiny-falcon", "tiny-gpt2", "tiny-opt", "tiny-opt-350m", "tiny-biogpt", "tiny-xglm",
+        "tiny-gpt_bigcode",
         "tiny-gpt_neo", "tiny-bloom", "tiny-mpt", "tiny-gemma", "tiny-gemma2", "tiny-vaultgemma",
         "tiny-gemma3")
 
@@ -495,7 +496,7 @@ def test_hyperclovax_scalars_and_norms_after_match_hf(post_norm, tmp_path, devic
     ("tiny-falcon-mq", {"parallel_attn": False, "multi_query": False}),
     ("tiny-stablelm", {"use_parallel_residual": True}), ("tiny-stablelm", {"qk_layernorm": True}),
     ("tiny-cohere", {"use_qk_norm": True}), ("tiny-gpt2", {"scale_attn_weights": False}),
-    ("tiny-opt", {}), ("tiny-biogpt", {}),
+    ("tiny-opt", {}), ("tiny-biogpt", {}), ("tiny-xglm", {}),
     ("tiny-gpt_bigcode", {"multi_query": False}), ("tiny-gpt_neo", {}), ("tiny-codegen", {})])
 def test_layer_norms_match_hf_over_a_stream_whose_mean_is_far_from_zero(name, overrides,
                                                                         tmp_path, device):
@@ -508,9 +509,9 @@ def test_layer_norms_match_hf_over_a_stream_whose_mean_is_far_from_zero(name, ov
     and its table is tied, OLMo's norms have no weights; Phi's and StableLM's parallel
     layers run attention and the MLP on one norm of their input, GPT-NeoX's on a norm each
     (or one after the other, where use_parallel_residual is off), its q|k|v stored head by
-    head; GPT-2's, OPT's, BioGPT's (its table scaled), GPT-BigCode's and GPT-Neo's position
-    tables, centred too (GPT-2's scores here unscaled: scale_attn_weights off); CodeGen's
-    q|v|k read from its shards.
+    head; GPT-2's, OPT's, BioGPT's (its table scaled), XGLM's (sinusoidal, made at load),
+    GPT-BigCode's and GPT-Neo's position tables, centred too (GPT-2's scores here unscaled:
+    scale_attn_weights off); CodeGen's q|v|k read from its shards.
     (Nemotron, Cohere and Cohere 2 add nothing to the stream's centring: the family tests
     cover them.)"""
     hf = random_hf_model(name, scale=4.0, **overrides)
@@ -702,6 +703,13 @@ def test_learned_position_configs():
     assert bio.parameter_count() == 346_763_264
     unscaled = LlamaConfig.from_hf(hf_config("biogpt", scale_embedding=False))
     assert unscaled.embedding_multiplier == 1.0
+    # XGLM: BioGPT's layer, its position table sinusoidal, made at load: no parameter of
+    # the checkpoint's (564,463,616, as transformers counts them), one row read a step
+    xglm = LlamaConfig.from_hf(hf_config("xglm-564m"))
+    assert (xglm.learned_positions, xglm.embedding_multiplier, xglm.dim) == (2048, 32.0, 1024)
+    assert xglm.parameter_count() == 564_463_616
+    # (every parameter, the tied table once as the head; a row of it and of the positions')
+    assert xglm.decode_bytes(2) == 2 * (564_463_616 + 2 * 1024)
     with pytest.raises(ValueError, match="learned_positions"):
         dataclasses.replace(gpt2, rope_layers=None)
 
@@ -1527,3 +1535,22 @@ def test_norms_after_the_adds_and_a_narrower_table_match_hf(tied, tmp_path, devi
     ids = torch.randint(0, hf.config.vocab_size, (2, 14))
     ref = _assert_forward_and_steps_match_hf(hf, model, ids, 9, 16, f"opt-350m tied={tied}")
     _assert_plain_decode_close(model, ids.to(device), ref, 9, 16, f"opt-350m tied={tied}")
+
+
+def test_a_stored_sinusoidal_table_is_made_anew(tmp_path, device):
+    """XGLM's sinusoidal positions are no parameter: older checkpoints stored the table
+    (`embed_positions.weights`), which loading passes over, as transformers does, and makes
+    from the formula: here the stored one is garbage, and the logits still match."""
+    from safetensors.torch import load_file, save_file
+
+    hf = random_hf_model("tiny-xglm", scale=5.0)
+    hf.save_pretrained(tmp_path)
+    path = tmp_path / "model.safetensors"
+    tensors = load_file(path)
+    tensors["model.embed_positions.weights"] = torch.full((258, 40), 7.0)
+    save_file(tensors, path, metadata={"format": "pt"})
+    model = Llama.from_hf(tmp_path, dtype=torch.float32, device=device)
+    ids = torch.randint(0, hf.config.vocab_size, (2, 12))
+    with torch.no_grad():
+        ours = model(ids.to(device))
+    _assert_steps_close(ours, _hf_logits(hf, ids), MODEL_TOLERANCES[torch.float32], "xglm")

@@ -258,7 +258,7 @@ TP_FAMILIES = [
     ("tiny-gpt_neox", {}), ("tiny-gptj", {}), ("tiny-falcon", {}),
     ("tiny-falcon-mq", {}), ("tiny-stablelm", {"qk_layernorm": True}),
     ("tiny-cohere", {"use_qk_norm": True}), ("tiny-gpt2", {}), ("tiny-opt-350m", {}),
-    ("tiny-biogpt", {}),
+    ("tiny-biogpt", {}), ("tiny-xglm", {}),
     ("tiny-gpt_bigcode", {}),
     ("tiny-gpt_neo", {"window_size": 3}), ("tiny-codegen", {}),
     ("tiny-bloom", {"n_head": 6, "hidden_size": 48}),
@@ -303,7 +303,8 @@ def test_tp_families_equal_tp1(tmp_path):
     held by both ranks; CodeGen's q, k and v, each rank's rows read from the 4 shards of
     the matrix that stores them; OPT 350M's norms after the all-reduced adds, its table
     projected up on every rank and its head's rows the table's as stored; BioGPT's scaled
-    table (each rank's tied head rows scaled too, the final norm undoing it); BLOOM's ALiBi
+    table (each rank's tied head rows scaled too, the final norm undoing it) and XGLM's
+    (its sinusoidal positions made on every rank); BLOOM's ALiBi
     slopes (each rank its own heads', from the series for all 6), its embeddings' LayerNorm
     (folded into the table on every rank), and MPT's; Gemma's
     norms after the all-reduced attention and MLP outputs, on every rank, and Gemma 2's

@@ -1,7 +1,7 @@
 #!/bin/bash
 # For session 130: what session 129 could not run (five starts after its first call found
 # no machine, and its device time ran out). OPT 350M (norms after the residual adds, a
-# narrower table) and BioGPT through the kernels, OPT 350M timed; the hand graph's sync
+# narrower table), BioGPT and XGLM through the kernels, OPT 350M timed; the hand graph's sync
 # check (OPT's hand graph syncs on the host: its demos must list hf-graph unavailable and
 # still build tilegraph); OPT 350M's step with its norms by kernels/layer_norm.py against
 # PyTorch's LayerNorm (time_generator); issue 20's Qwen2-0.5B batch 1 on an H200; Falcon
@@ -13,7 +13,7 @@ START=$(date +%s)
 left() { echo $((START + ${GUARD:-575} - $(date +%s))); }
 nvidia-smi --query-gpu=name,driver_version --format=csv > $OUT/0-gpu.txt 2>&1
 timeout 150 python3 -m pytest -q -rfE --tb=short -p no:cacheprovider -n 4 \
-  tests/test_llama.py tests/test_generate.py -k "opt or norms_after or biogpt" \
+  tests/test_llama.py tests/test_generate.py -k "opt or norms_after or biogpt or xglm" \
   > $OUT/1-tests.txt 2>&1
 echo "model tests rc=$? at $(( $(date +%s) - START )) s" >> $OUT/0-gpu.txt
 timeout 80 python3 -m pytest -q -rfE --tb=short -p no:cacheprovider -m gpu \

@@ -120,6 +120,11 @@ SHAPES: dict[str, dict] = {
                    intermediate_size=4096, num_hidden_layers=24, num_attention_heads=16,
                    max_position_embeddings=1024, hidden_act="gelu", scale_embedding=True,
                    bos_token_id=0, eos_token_id=2, pad_token_id=1),
+    # XGLM 564M: BioGPT's layer, a sinusoidal position table, a 256008-row table
+    "xglm-564m": dict(model_type="xglm", vocab_size=256008, d_model=1024, ffn_dim=4096,
+                      num_layers=24, attention_heads=16, max_position_embeddings=2048,
+                      activation_function="gelu", scale_embedding=True, bos_token_id=0,
+                      eos_token_id=2, pad_token_id=1),
     "starcoderbase-1b": dict(model_type="gpt_bigcode", vocab_size=49152, n_embd=2048,
                              n_inner=8192, n_layer=24, n_head=16, n_positions=8192,
                              multi_query=True, activation_function="gelu_pytorch_tanh",
@@ -421,6 +426,11 @@ SHAPES: dict[str, dict] = {
                         num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=256,
                         hidden_act="gelu", scale_embedding=True, bos_token_id=1,
                         eos_token_id=2, pad_token_id=0),
+    # XGLM: BioGPT's layer with a sinusoidal position table
+    "tiny-xglm": dict(model_type="xglm", vocab_size=67, d_model=40, ffn_dim=48, num_layers=2,
+                      attention_heads=4, max_position_embeddings=256,
+                      activation_function="gelu", scale_embedding=True, bos_token_id=1,
+                      eos_token_id=2, pad_token_id=0),
     # GPT-BigCode (StarCoder, SantaCoder): GPT-2's layer with one kv head (multi_query)
     "tiny-gpt_bigcode": dict(model_type="gpt_bigcode", vocab_size=67, n_embd=32, n_inner=48,
                              n_layer=2, n_head=4, n_positions=256, multi_query=True,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,7 +27,12 @@ import tilegraph as tg
 
 from ..dist.group import TensorParallel
 from ..dist.sharding import split_of, vocab_shard
-from .llama_config import GEMMA_TYPES, LlamaConfig, position_rows_before
+from .llama_config import (
+    GEMMA_TYPES,
+    SINUSOIDAL_POSITION_TYPES,
+    LlamaConfig,
+    position_rows_before,
+)
 
 # (dimension, start, stop) of a tensor to read, or None for all of it
 Split = tuple[int, int, int] | None
@@ -36,7 +42,9 @@ Reader = Callable[[Split], torch.Tensor]
 # checkpoints: their causal masks, under attention.bias / attn.bias and masked_bias;
 # CodeGen's under attn.causal_mask).
 _IGNORED_SUFFIXES = ("rotary_emb.inv_freq", ".self_attn.bias", ".self_attn.masked_bias",
-                     ".self_attn.causal_mask")
+                     ".self_attn.causal_mask",
+                     # (a sinusoidal table, which older XGLM checkpoints stored: made anew)
+                     ".embed_positions.weights")
 # The image side of a multimodal checkpoint: tilegraph decodes text.
 _IGNORED_PREFIXES = tuple(f"{model}{part}" for model in ("model.", "")
                           for part in ("vision_tower.", "multi_modal_projector.",
@@ -232,6 +240,11 @@ _RENAMES = {"exaone": [(r"^transformer\.wte\.", "model.embed_tokens."),
                        (r"\.final_layer_norm\.", ".post_attention_layernorm."),
                        (r"\.self_attn\.out_proj\.", ".self_attn.o_proj."),
                        (r"\.fc1\.", ".mlp.up_proj."), (r"\.fc2\.", ".mlp.down_proj.")],
+            "xglm": [(r"^model\.layer_norm\.", "model.norm."),
+                     (r"\.self_attn_layer_norm\.", ".input_layernorm."),
+                     (r"\.final_layer_norm\.", ".post_attention_layernorm."),
+                     (r"\.self_attn\.out_proj\.", ".self_attn.o_proj."),
+                     (r"\.fc1\.", ".mlp.up_proj."), (r"\.fc2\.", ".mlp.down_proj.")],
             # (BLOOM's checkpoints name its modules with or without the transformer. prefix;
             # its query_key_value stacks q, k and v head by head: _unstacked_by_head)
             "bloom": [(r"^(transformer\.)?word_embeddings\.", "model.embed_tokens."),
@@ -574,6 +587,18 @@ def _tied_as_stored(config: LlamaConfig, model_or_path) -> LlamaConfig:
     return dataclasses.replace(config, tie_embeddings=False)
 
 
+def sinusoidal_positions(rows: int, dim: int) -> torch.Tensor:
+    """XGLM's (fairseq's) fixed position table from position 0, fp32 (rows, dim), dim even:
+    for position p, sin((p + 2) f_i) then cos((p + 2) f_i) over the frequencies
+    f_i = 10000^(-i / (dim / 2 - 1)) (its table keeps two rows before position 0), computed
+    as transformers computes them."""
+    half = dim // 2
+    frequencies = torch.exp(torch.arange(half, dtype=torch.float32)
+                            * -(math.log(10000) / (half - 1)))
+    angles = torch.arange(2, rows + 2, dtype=torch.float32)[:, None] * frequencies[None, :]
+    return torch.cat([torch.sin(angles), torch.cos(angles)], dim=1)
+
+
 def _fold_embedding_projection(pieces: dict[str, dict[str, torch.Tensor]],
                                config: LlamaConfig, tp: TensorParallel) -> None:
     """A table narrower than the stream (OPT 350M's, head_projection wide) and its
@@ -632,6 +657,9 @@ def load_llama(cls, model_or_path, dtype: torch.dtype | None, device,
         if config.norm_plus_one and (target == "norm" or target.endswith("_norm")):
             value = value.float() + 1.0   # Gemma's and Nemotron's norms scale by 1 + weight
         pieces.setdefault(target, {})[part] = value.to(device=device, dtype=dtype)
+    if config.model_type in SINUSOIDAL_POSITION_TYPES:   # (no checkpoint stores it)
+        table = sinusoidal_positions(config.learned_positions, config.dim)
+        pieces["positions"] = {"": table.to(device=device, dtype=dtype)}
     if config.weightless_norms:   # NanoChat's and OLMo's norms scale by nothing
         for name in (*norm_names, *(n for n in params if n == "norm" or n.endswith("_norm"))):
             ones = torch.ones(params[name].shape if name in params else config.dim)

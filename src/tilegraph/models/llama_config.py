@@ -56,7 +56,8 @@ SUPPORTED_TYPES = ("llama", "mistral", "ministral", "phi3", "qwen2", "qwen3", "s
                    "ministral3", "arcee", "nanochat", "hyperclovax", "gemma", "gemma2",
                    "vaultgemma", "gemma3_text", "starcoder2", "stablelm", "nemotron", "olmo",
                    "phi", "cohere", "cohere2", "gpt_neox", "gptj", "falcon", "gpt2",
-                   "gpt_bigcode", "opt", "gpt_neo", "codegen", "bloom", "mpt", "biogpt")
+                   "gpt_bigcode", "opt", "gpt_neo", "codegen", "bloom", "mpt", "biogpt",
+                   "xglm")
 GEMMA_TYPES = ("gemma", "gemma2", "vaultgemma", "gemma3_text")
 # Gemma 2's attention: scores softcapped, scaled by query_pre_attn_scalar, alternate layers
 # sliding (VaultGemma's too, whose layers have no norms after attention and the MLP)
@@ -72,8 +73,10 @@ INTERLEAVED_ROTARY_TYPES = ("glm", "glm4", "ernie4_5", "helium", "cohere", "cohe
 PARTIAL_ROTARY_TYPES = ("phi3", "glm", "glm4", "stablelm", "nemotron", "phi", "gpt_neox")
 # Families that position tokens by a learned table of position embeddings added to the
 # token embeddings, not by rotary embeddings (GPT-2, StarCoder's GPT-BigCode, OPT, GPT-Neo,
-# BioGPT)
-LEARNED_POSITION_TYPES = ("gpt2", "gpt_bigcode", "opt", "gpt_neo", "biogpt")
+# BioGPT, XGLM)
+LEARNED_POSITION_TYPES = ("gpt2", "gpt_bigcode", "opt", "gpt_neo", "biogpt", "xglm")
+# ... of them, those whose table is sinusoidal, not stored: loading makes it (XGLM's)
+SINUSOIDAL_POSITION_TYPES = ("xglm",)
 # ... and the rows their checkpoints' tables keep before position 0 (OPT's and BioGPT's
 # offset)
 _POSITION_ROWS_BEFORE = {"opt": 2, "biogpt": 2}
@@ -128,6 +131,9 @@ _FIELD_ALIASES = {
     "mpt": {"d_model": "hidden_size", "n_heads": "num_attention_heads",
             "n_layers": "num_hidden_layers", "layer_norm_epsilon": "rms_norm_eps",
             "max_seq_len": "max_position_embeddings"},
+    "xglm": {"d_model": "hidden_size", "ffn_dim": "intermediate_size",
+             "num_layers": "num_hidden_layers", "attention_heads": "num_attention_heads",
+             "activation_function": "hidden_act"},
     "gpt_neo": {"num_layers": "num_hidden_layers", "num_heads": "num_attention_heads",
                 "layer_norm_epsilon": "rms_norm_eps", "activation_function": "hidden_act",
                 "window_size": "sliding_window"},
@@ -140,7 +146,7 @@ _NEVER_WINDOWED = ("llama", "granite", "exaone", "internlm3", "ernie4_5", "glm",
                    "helium", "seed_oss", "olmo2", "hunyuan_v1_dense", "arcee", "nanochat",
                    "hyperclovax", "gemma", "stablelm", "nemotron", "olmo", "phi", "cohere",
                    "gpt_neox", "gptj", "codegen", "falcon", "gpt2", "gpt_bigcode", "opt",
-                   "bloom", "mpt", "biogpt")
+                   "bloom", "mpt", "biogpt", "xglm")
 # The families whose attention scores or logits may be softcapped
 _SOFTCAPPED = {"attn_logit_softcapping": GEMMA_TYPES,
                "final_logit_softcapping": (*GEMMA_TYPES, "nanochat")}
@@ -203,7 +209,10 @@ _CLASS_DEFAULTS = {"glm": {"partial_rotary_factor": 0.5, "attention_bias": True}
                    # (BioGPT's LayerNorms take 1e-5 whatever its layer_norm_eps says)
                    "biogpt": {"rms_norm_eps": 1e-5, "tie_word_embeddings": True,
                               "hidden_act": "gelu", "max_position_embeddings": 1024,
-                              "vocab_size": 42384, "scale_embedding": True}}
+                              "vocab_size": 42384, "scale_embedding": True},
+                   "xglm": {"rms_norm_eps": 1e-5, "tie_word_embeddings": True,
+                            "hidden_act": "gelu", "max_position_embeddings": 2048,
+                            "vocab_size": 256008, "scale_embedding": True}}
 # The rotary settings of a family's config class where a config.json names none (neither
 # rope_parameters nor rope_scaling)
 _CLASS_ROPE = {"ministral3": {"rope_type": "yarn", "rope_theta": 1e6, "factor": 16.0,
@@ -510,11 +519,17 @@ class LlamaConfig:
         final_norm = (self.dim * ((not self.weightless_norms) + self.norm_bias)
                       * (not self.norm_after_add))
         head_bias = self.vocab_size * self.lm_head_bias
-        positions = (self.learned_positions + position_rows_before(self.model_type)
-                     ) * self.dim
+        positions = self._stored_position_rows * self.dim
         embedding_norm = 2 * self.dim * self.embedding_layer_norm   # a weight and a bias
         return (self.n_layers * per_layer + self._embedding_parameters() + final_norm
                 + head_bias + positions + embedding_norm)
+
+    @property
+    def _stored_position_rows(self) -> int:
+        """The rows of the checkpoint's position table (none where it is sinusoidal)."""
+        if not self.learned_positions or self.model_type in SINUSOIDAL_POSITION_TYPES:
+            return 0
+        return self.learned_positions + position_rows_before(self.model_type)
 
     @property
     def head_width(self) -> int:
@@ -534,8 +549,8 @@ class LlamaConfig:
         # (a narrower head's projection down to it too; not the projection up from the
         # table, folded into it)
         head = self.vocab_size * self.head_width + self.head_projection * self.dim
-        positions = (self.learned_positions + position_rows_before(self.model_type)
-                     - bool(self.learned_positions)) * self.dim
+        # (all of a stored table but the row read)
+        positions = (self._stored_position_rows - bool(self.learned_positions)) * self.dim
         embedding_norm = 2 * self.dim * self.embedding_layer_norm
         return (self.parameter_count() - self._embedding_parameters() - positions
                 - embedding_norm + head + self.dim) * element_size
@@ -812,7 +827,7 @@ def _fields_from_hf(values: dict) -> dict:
         mlp_bias = bool(values.get("mlp_bias", False))
     elif model_type == "falcon":   # every projection or none
         qkv_bias = o_bias = mlp_bias = bool(values.get("bias", False))
-    elif model_type in ("gpt2", "gpt_bigcode", "bloom", "biogpt"):   # every projection
+    elif model_type in ("gpt2", "gpt_bigcode", "bloom", "biogpt", "xglm"):   # every one
         qkv_bias = o_bias = mlp_bias = True
     elif model_type == "opt":   # every projection or none
         qkv_bias = o_bias = mlp_bias = bool(values["enable_bias"])
@@ -870,9 +885,9 @@ def _fields_from_hf(values: dict) -> dict:
                      rotating if rotating is not None and not all(rotating) else None),
         **learned,
         **alibi,
-        # BioGPT's embeddings times sqrt(hidden size), where scale_embedding says so
+        # BioGPT's and XGLM's embeddings times sqrt(hidden size), where scale_embedding is on
         **({"embedding_multiplier": math.sqrt(values["hidden_size"])}
-           if model_type == "biogpt" and values["scale_embedding"] else {}),
+           if model_type in ("biogpt", "xglm") and values["scale_embedding"] else {}),
         # Cohere's logits multiplied by logit_scale
         **({"logits_scaling": 1.0 / _positive(values, "logit_scale", 0.0625)}
            if model_type in ("cohere", "cohere2") else {}),
