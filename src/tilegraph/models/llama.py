@@ -130,10 +130,11 @@ class LlamaLayer(nn.Module):
         self.post_attn_norm = _parameter(c.dim, fill=1.0, **kw) if c.post_norms else None
         self.post_mlp_norm = _parameter(c.dim, fill=1.0, **kw) if c.post_norms else None
         # LayerNorms of the stream after each residual add (LlamaConfig.norm_after_add)
-        for name in ("attn_sum_norm", "mlp_sum_norm"):
-            after = c.norm_after_add
-            setattr(self, name, _parameter(c.dim, fill=1.0, **kw) if after else None)
-            setattr(self, name + "_bias", _parameter(c.dim, fill=0.0, **kw) if after else None)
+        after = c.norm_after_add
+        self.attn_sum_norm = _parameter(c.dim, fill=1.0, **kw) if after else None
+        self.attn_sum_norm_bias = _parameter(c.dim, fill=0.0, **kw) if after else None
+        self.mlp_sum_norm = _parameter(c.dim, fill=1.0, **kw) if after else None
+        self.mlp_sum_norm_bias = _parameter(c.dim, fill=0.0, **kw) if after else None
 
     def _apply(self, fn, recurse: bool = True):
         """As nn.Module's (.to(), .cuda(), .half() ...), the norms again ones expanded from one
