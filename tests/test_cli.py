@@ -297,11 +297,11 @@ def test_model_demo_takes_a_checkpoint_directory(kind, tmp_path):
 def test_model_demo_says_what_is_no_checkpoint_it_runs(tmp_path):
     """A config tilegraph does not run, and a path that is no checkpoint: said, exit 2."""
     pytest.importorskip("transformers")
-    (tmp_path / "falcon-rw").mkdir()   # (Falcon's ALiBi, rounded to bf16: not run)
-    (tmp_path / "falcon-rw" / "config.json").write_text(json.dumps(
-        {"model_type": "falcon", "alibi": True, "num_hidden_layers": 1, "hidden_size": 32,
-         "num_attention_heads": 2}))
-    for path, said in ((tmp_path / "falcon-rw", "not supported"),
+    (tmp_path / "falcon").mkdir()   # (the new architecture's layers one after the other)
+    (tmp_path / "falcon" / "config.json").write_text(json.dumps(
+        {"model_type": "falcon", "new_decoder_architecture": True, "parallel_attn": False,
+         "num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 2}))
+    for path, said in ((tmp_path / "falcon", "not supported"),
                        (tmp_path / "none", "neither")):
         result = tilegraph("demo", "--model", str(path), tmp_path=tmp_path)
         assert result.returncode == 2 and said in result.stdout, result.stdout + result.stderr

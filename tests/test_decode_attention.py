@@ -150,6 +150,50 @@ def test_alibi_matches_a_bias_from_position_zero(batch, heads, kv_heads, head_di
                                                lengths)) > 0.05
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("batch, heads, kv_heads, head_dim, max_seq", [
+    (3, 14, 2, 24, 130),   # 7 q heads a kv head: each its own slope within one tile
+    (1, 5, 5, 64, 1100),   # batch 1: runs merged
+])
+@pytest.mark.parametrize("in_layer", [False, True])
+def test_rounded_alibi_matches_falcons_bias(batch, heads, kv_heads, head_dim, max_seq,
+                                            in_layer, dtype, device):
+    """Falcon's ALiBi (alibi_rounded): head h's scores plus bf16(slopes[h] * t), t the key's
+    position from 0, before the scale. Slopes 5x ALiBi's, rounded to bf16 as Falcon's are:
+    products of up to 5000, whose rounding (steps of 32 there) moves the result."""
+    q, k, v = _case(batch, heads, kv_heads, head_dim, max_seq, dtype, device)
+    slopes = (torch.tensor(alibi_slopes(heads)) * 5).bfloat16().float().to(device)
+    lengths = torch.randint(1, max_seq + 1, (batch,), device=device)
+    lengths[0] = max_seq
+    if in_layer:
+        result = decode_attention_in_layer(q, k, v, lengths, alibi_slopes=slopes,
+                                           alibi_rounded=True)
+    else:
+        result = tg.decode_attention(q, k, v, lengths, alibi_slopes=slopes, alibi_rounded=True,
+                                     out=poisoned(q.shape, q.dtype, q.device))
+    group = heads // kv_heads
+    keys, values = (t[:batch].double().repeat_interleave(group, dim=1) for t in (k, v))
+    positions = torch.arange(max_seq, device=device)
+    bias = (slopes[:, None] * positions).bfloat16().double()   # exact products, rounded once
+    scores = (torch.einsum("bhd,bhtd->bht", q.double(), keys) + bias) * head_dim ** -0.5
+    scores = scores.masked_fill(positions >= lengths[:, None, None], float("-inf"))
+    ref = torch.einsum("bht,bhtd->bhd", scores.softmax(-1), values)
+    assert_close(result, ref, dtype, what=f"lengths {lengths.tolist()}")
+    args = (q.double(), k.double(), v.double(), lengths)
+    torch.testing.assert_close(
+        decode_attention_ref(*args, alibi_slopes=slopes, alibi_rounded=True), ref)
+    unrounded = decode_attention_ref(*args, alibi_slopes=slopes * head_dim ** -0.5)
+    assert rel_error(ref, unrounded) > 0.02   # (above every dtype's tolerance)
+
+
+def test_alibi_rounded_needs_slopes(device):
+    q, k, v = _case(1, 4, 2, 16, 20, torch.float32, device)
+    lengths = torch.tensor([20], device=device)
+    for slopes, rounded in ((None, True), (torch.ones(4, device=device), 1)):
+        with pytest.raises(ValueError, match="alibi_rounded"):
+            tg.decode_attention(q, k, v, lengths, alibi_slopes=slopes, alibi_rounded=rounded)
+
+
 def test_alibi_slopes_are_checked(device):
     q, k, v = _case(1, 4, 2, 16, 20, torch.float32, device)
     lengths = torch.tensor([20], device=device)

@@ -696,7 +696,7 @@ def test_noise_is_uniform_and_decorrelated():
                                   "tiny-gpt2", "tiny-opt", "tiny-opt-350m", "tiny-biogpt",
                                   "tiny-xglm",
                                   "tiny-gpt_bigcode", "tiny-gpt_neo",
-                                  "tiny-bloom", "tiny-mpt", "tiny-gemma2",
+                                  "tiny-bloom", "tiny-mpt", "tiny-falcon-rw", "tiny-gemma2",
                                   "tiny-vaultgemma", "tiny-gemma3"])
 def test_greedy_tokens_equal_hf_per_family(name):
     """Qwen3's norms of each q and k head (a head_dim of 12 over a width of 32), Phi-3's
@@ -711,7 +711,7 @@ def test_greedy_tokens_equal_hf_per_family(name):
     OPT's and GPT-BigCode's learned positions (added by each greedy step; GPT-Neo's with a
     local layer of 7 positions beside a global one), OPT 350M's norms after the residual
     adds and projection down to its head, BioGPT's scaled embeddings, XGLM's sinusoidal
-    positions, Gemma's gated GELU,
+    positions, Falcon-RW's ALiBi rounded to bf16, Gemma's gated GELU,
     norms after attention and the MLP and sliding layer (a window of 7 positions, which the
     longer prompt passes and the shorter one while it decodes), Gemma 2's softcapped scores
     and logits (VaultGemma's without norms after attention and the MLP), Gemma 3's local

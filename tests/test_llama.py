@@ -23,8 +23,8 @@ TINY = ("tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3",
         "tiny-phi", "tiny-cohere", "tiny-cohere2", "tiny-gpt_neox", "tiny-gptj", "tiny-codegen",
         "tiny-falcon", "tiny-gpt2", "tiny-opt", "tiny-opt-350m", "tiny-biogpt", "tiny-xglm",
         "tiny-gpt_bigcode",
-        "tiny-gpt_neo", "tiny-bloom", "tiny-mpt", "tiny-gemma", "tiny-gemma2", "tiny-vaultgemma",
-        "tiny-gemma3")
+        "tiny-gpt_neo", "tiny-bloom", "tiny-mpt", "tiny-falcon-rw", "tiny-gemma", "tiny-gemma2",
+        "tiny-vaultgemma", "tiny-gemma3")
 
 
 def _load_through_directory(hf, tmp_path, device, **save):
@@ -602,7 +602,8 @@ def test_falcon_config():
     ffn_hidden_size is null, side by side on one LayerNorm (Falcon 7B, Falcon 2 11B's
     num_ln_in_parallel_attn of 1) or on a norm each (the new architecture's default) or one
     after the other (parallel_attn off), every projection biased or none (bias), a tied
-    table; ALiBi and the new architecture without parallel_attn refused by name."""
+    table; ALiBi's bias rounded as transformers rounds it (Falcon-RW); the new architecture
+    without parallel_attn refused by name."""
     bare = {"model_type": "falcon", "vocab_size": 65024, "n_embed": 256,
             "num_attention_heads": 8, "num_hidden_layers": 2}
     seven = LlamaConfig.from_hf(bare)
@@ -622,8 +623,17 @@ def test_falcon_config():
     assert eleven.parallel_residual and eleven.one_norm_before
     heads = LlamaConfig.from_hf({**bare, "multi_query": False, "parallel_attn": False})
     assert heads.n_kv_heads == 8 and not heads.parallel_residual
-    with pytest.raises(ValueError, match="alibi"):
-        LlamaConfig.from_hf({**bare, "alibi": True})
+    # Falcon-RW: ALiBi's slopes as transformers makes them (fp32, rounded to bf16), the bias
+    # rounded too; no layer rotates
+    rw = LlamaConfig.from_hf({**bare, "alibi": True, "num_attention_heads": 32,
+                              "multi_query": False})
+    from transformers.models.falcon.modeling_falcon import build_alibi_tensor
+    slopes = build_alibi_tensor(torch.ones(1, 2, dtype=torch.long), 32, torch.float32)[:, 0, 1]
+    assert rw.alibi_rounded and rw.alibi_slopes == tuple(slopes.tolist())
+    assert len(set(rw.alibi_slopes)) == 32 and not any(map(rw.rotates, range(2)))
+    assert not seven.alibi_rounded and seven.alibi_slopes is None
+    with pytest.raises(ValueError, match="alibi_rounded"):
+        dataclasses.replace(seven, alibi_rounded=True)
     with pytest.raises(ValueError, match="parallel_attn"):
         LlamaConfig.from_hf({**new, "parallel_attn": False})
     shape = LlamaConfig.from_hf(hf_config("falcon-7b"))

@@ -95,14 +95,25 @@ SPARE_SHARED_MEMORY = 32 * 1024
 
 
 @triton.jit
+def _rounded_to_bf16(x):
+    """fp32 x rounded to the nearest bfloat16 (ties to even), kept in fp32: by its bits,
+    since Triton's interpreter truncates a cast to bf16 (finite x only)."""
+    bits = x.to(tl.int32, bitcast=True)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & -65536   # (-65536: 0xFFFF0000)
+    return bits.to(tl.float32, bitcast=True)
+
+
+@triton.jit
 def _attend_tile(q, k, v, positions, t_mask, m, denom, acc, qk_scale, softcap, slopes, last,
                  DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr,
-                 SOFTCAPPED: tl.constexpr, ALIBI: tl.constexpr):
+                 SOFTCAPPED: tl.constexpr, ALIBI: tl.constexpr, ALIBI_ROUNDED: tl.constexpr):
     """One tile of the online softmax: (m, denom, acc) updated by keys k and values v
     (BLOCK_T, BLOCK_D) at `positions` (BLOCK_T,), those t_mask admits (at least one), scores
     in log2 units; SOFTCAPPED: each score s first becomes softcap tanh(s / softcap) (softcap
     in log2 units too: the cap commutes with the change of base); ALIBI: then plus slopes
-    (BLOCK_G,), log2 units, times the key's distance back from the query at `last`."""
+    (BLOCK_G,), log2 units, times the key's distance back from the query at `last`, or with
+    ALIBI_ROUNDED Falcon's bias: slopes (as given) times the key's position, rounded to
+    bfloat16, then scaled as the scores are."""
     if UPCAST_DOT:  # the interpreter mis-multiplies bf16 dots; fp32 is exact for them
         k = k.to(tl.float32)
         v = v.to(tl.float32)
@@ -111,7 +122,12 @@ def _attend_tile(q, k, v, positions, t_mask, m, denom, acc, qk_scale, softcap, s
         # tanh(x) = 1 - 2 / (exp(2x) + 1): exp2 overflows to inf (tanh 1) or underflows to
         # 0 (tanh -1) at the ends, never to NaN
         scores = softcap * (1.0 - 2.0 / (tl.exp2(scores * (2.0 * _LOG2E) / softcap) + 1.0))
-    if ALIBI:
+    if ALIBI_ROUNDED:
+        # as transformers' Falcon: from position 0, each product rounded to bf16 (exact in
+        # fp32 below 2^16 positions, so rounded once) whatever the model's dtype
+        bias = _rounded_to_bf16(slopes[:, None] * positions.to(tl.float32)[None, :])
+        scores += bias * qk_scale
+    elif ALIBI:
         # relative to the query, not from position 0: the bias stays small where the
         # softmax weighs it most (fp32 keeps 2^-24 of it)
         scores += slopes[:, None] * (positions - last).to(tl.float32)[None, :]
@@ -130,7 +146,7 @@ def _attend_tile(q, k, v, positions, t_mask, m, denom, acc, qk_scale, softcap, s
 def _attend_run(q, k_ptrs, v_ptrs, d_mask, stride_cp, start, stop, qk_scale, softcap,
                 slopes, last, m, denom, acc, BLOCK_T: tl.constexpr, EVEN_D: tl.constexpr,
                 DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr,
-                SOFTCAPPED: tl.constexpr, ALIBI: tl.constexpr):
+                SOFTCAPPED: tl.constexpr, ALIBI: tl.constexpr, ALIBI_ROUNDED: tl.constexpr):
     """Online softmax over positions [start, stop) from the state (running max m, sum denom,
     unnormalised output acc) of the BLOCK_G query heads in q. k_ptrs, v_ptrs (BLOCK_T,
     BLOCK_D) point at position 0; d_mask: the real head_dim columns (all of them when
@@ -143,7 +159,7 @@ def _attend_run(q, k_ptrs, v_ptrs, d_mask, stride_cp, start, stop, qk_scale, sof
         v = tl.load(v_ptrs + t0 * stride_cp, mask=kv_mask, other=0.0)
         m, denom, acc = _attend_tile(q, k, v, t0 + offs_t, t_mask, m, denom, acc, qk_scale,
                                      softcap, slopes, last, DOT_PRECISION, UPCAST_DOT,
-                                     SOFTCAPPED, ALIBI)
+                                     SOFTCAPPED, ALIBI, ALIBI_ROUNDED)
     return m, denom, acc
 
 
@@ -237,13 +253,15 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
                              ROW_LINES: tl.constexpr, LINE_ELEMENTS: tl.constexpr,
                              RUNS_PRELOADED: tl.constexpr = False,
                              WINDOWED: tl.constexpr = False,
-                             SOFTCAPPED: tl.constexpr = False, ALIBI: tl.constexpr = False):
+                             SOFTCAPPED: tl.constexpr = False, ALIBI: tl.constexpr = False,
+                             ALIBI_ROUNDED: tl.constexpr = False):
     """Program ((b * KV + kv head) * HEAD_BLOCKS + block, run): o_h = sum_t softmax_t(q_h .
     k_t * scale) v_t for block `block` of GROUP_BLOCK of the GROUP q heads h of that kv head,
     over run `run` of the sequence's first lengths[b] positions (clamped to [0, max_seq]), or
     with WINDOWED the last `window` of them (a sliding window); a length of 0 gives zeros.
     SOFTCAPPED: the scores capped by softcap tanh(s / softcap) before the softmax. ALIBI: then
-    plus slopes[h] (ALiBi's, one a q head) times (t - (length - 1)), t the key's position.
+    plus slopes[h] (ALiBi's, one a q head) times (t - (length - 1)), t the key's position;
+    ALIBI_ROUNDED (with ALIBI): Falcon's, slopes[h] times t rounded to bf16, times scale.
 
     A sequence that fits one run is written by that run directly. Otherwise each run leaves
     (m, denom, acc) of its block's heads in the workspace (_split_workspace.py) and counts
@@ -306,7 +324,9 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
             q = q.to(tl.float32)
         slopes = tl.zeros([BLOCK_G], tl.float32)
         if ALIBI:
-            slopes = tl.load(slopes_ptr + heads, mask=g_mask, other=0.0) * _LOG2E
+            slopes = tl.load(slopes_ptr + heads, mask=g_mask, other=0.0)
+            if not ALIBI_ROUNDED:   # (rounded: scaled after the rounding, by qk_scale)
+                slopes *= _LOG2E
         m = tl.full([BLOCK_G], float("-inf"), tl.float32)
         denom = tl.zeros([BLOCK_G], tl.float32)
         acc = tl.zeros([BLOCK_G, BLOCK_D], tl.float32)
@@ -317,14 +337,15 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
             first = start + tl.arange(0, PRELOAD_T)
             m, denom, acc = _attend_tile(q, k_first, v_first, first, first < stop, m, denom,
                                          acc, qk_scale, softcap, slopes, length - 1,
-                                         DOT_PRECISION, UPCAST_DOT, SOFTCAPPED, ALIBI)
+                                         DOT_PRECISION, UPCAST_DOT, SOFTCAPPED, ALIBI,
+                                         ALIBI_ROUNDED)
             start += PRELOAD_T
         if not RUNS_PRELOADED:  # a loop never run still holds its registers
             m, denom, acc = _attend_run(q, k_ptr + kv_offsets, v_ptr + kv_offsets, d_mask,
                                         stride_cp, start, stop, qk_scale, softcap, slopes,
                                         length - 1, m, denom, acc, BLOCK_T,
                                         HEAD_DIM == BLOCK_D, DOT_PRECISION, UPCAST_DOT,
-                                        SOFTCAPPED, ALIBI)
+                                        SOFTCAPPED, ALIBI, ALIBI_ROUNDED)
         if used == 1:
             out_ptrs = (out_ptr + b.to(tl.int64) * stride_ob + heads[:, None] * stride_oh
                         + offs_d[None, :])
@@ -737,16 +758,20 @@ def layer_launch(key: tuple) -> dict | None:
 
 def _launch_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                              lengths: torch.Tensor, scale: float, window: int, softcap: float,
-                             alibi_slopes: torch.Tensor | None, out: torch.Tensor) -> None:
+                             alibi_slopes: torch.Tensor | None, alibi_rounded: bool,
+                             out: torch.Tensor) -> None:
     launch_decode_attention(q, k_cache, v_cache, lengths, scale, out, window=window,
-                            softcap=softcap, alibi_slopes=alibi_slopes)
+                            softcap=softcap, alibi_slopes=alibi_slopes,
+                            alibi_rounded=alibi_rounded)
 
 
 def _launch_in_layer(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                      lengths: torch.Tensor, scale: float, window: int, softcap: float,
-                     alibi_slopes: torch.Tensor | None, out: torch.Tensor) -> None:
+                     alibi_slopes: torch.Tensor | None, alibi_rounded: bool,
+                     out: torch.Tensor) -> None:
     launch_decode_attention(q, k_cache, v_cache, lengths, scale, out, in_layer=True,
-                            window=window, softcap=softcap, alibi_slopes=alibi_slopes)
+                            window=window, softcap=softcap, alibi_slopes=alibi_slopes,
+                            alibi_rounded=alibi_rounded)
 
 
 def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
@@ -754,7 +779,8 @@ def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
                             in_step: tuple[torch.Tensor, torch.Tensor] | None = None,
                             compile_only: bool = False, in_layer: bool = False,
                             window: int = 0, softcap: float = 0.0,
-                            alibi_slopes: torch.Tensor | None = None) -> None:
+                            alibi_slopes: torch.Tensor | None = None,
+                            alibi_rounded: bool = False) -> None:
     """Launch on checked inputs; config: attention_config's keys (when None: the one `tilegraph
     tune` chose for this shape, else the rule's: alone, the runs merged apart; in_layer, in
     a model's decode layer, merged in the kernel: layer_launch's, else the layer's rule).
@@ -764,11 +790,12 @@ def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
     tanh(s / softcap) before the softmax (Gemma 2's; 0: none, and the kernel compiled
     without the cap's code). alibi_slopes (H,) fp32: each q head's ALiBi slope, times the
     key's distance back from the query added to its scores (None: the kernel compiled
-    without it). in_step, (slots, positions): launch as a
-    decode step does, right after the q|k|v projection wrote row positions[r] of slot
-    slots[r] in both caches (its PDL noted as that projection notes it), so the kernel
-    checked or compiled outside a step is the one the step runs. compile_only: compile the
-    kernel (its warmup()) without launching or noting it."""
+    without it); alibi_rounded: Falcon's form of the bias (decode_attention's). in_step,
+    (slots, positions): launch as a decode step does, right after the q|k|v projection
+    wrote row positions[r] of slot slots[r] in both caches (its PDL noted as that
+    projection notes it), so the kernel checked or compiled outside a step is the one the
+    step runs. compile_only: compile the kernel (its warmup()) without launching or noting
+    it."""
     if in_step is not None:
         launched(q.device, True, (k_cache, v_cache), ((k_cache, v_cache), *in_step))
     batch, n_heads, head_dim = q.shape
@@ -838,6 +865,7 @@ def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
         **({"WINDOWED": True} if windowed else {}),
         **({"SOFTCAPPED": True} if softcap > 0 else {}),
         **({"ALIBI": True} if alibi_slopes is not None else {}),
+        **({"ALIBI_ROUNDED": True} if alibi_slopes is not None and alibi_rounded else {}),
         **({"launch_pdl": True} if pdl else {}))
     if not compile_only:
         launched(q.device, pdl, (out, partials, counters))
@@ -867,7 +895,7 @@ _run_in_layer = custom_op("decode_attention_in_layer", _launch_in_layer)
 def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                      lengths: torch.Tensor, scale: float | None = None, *,
                      window: int | None = None, softcap: float | None = None,
-                     alibi_slopes: torch.Tensor | None = None,
+                     alibi_slopes: torch.Tensor | None = None, alibi_rounded: bool = False,
                      out: torch.Tensor | None = None) -> torch.Tensor:
     """softmax(q k^T * scale) v for one query token per sequence over its cached positions.
 
@@ -881,26 +909,30 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     tanh(s / softcap) before the softmax. alibi_slopes (H,) fp32 on q's device (ALiBi's
     position bias, as BLOOM's): head h's score of position t then gains alibi_slopes[h] *
     (t - (lengths[b] - 1)), the key's distance back from the query (what the model's bias
-    of slope times key position adds, less a constant the softmax drops). Softmax in fp32.
-    Returns (B, H, D) in q's dtype.
+    of slope times key position adds, less a constant the softmax drops). alibi_rounded
+    (with alibi_slopes): the bias as transformers' Falcon computes it, added to q . k before
+    the scale: head h's score of position t gains scale * bf16(alibi_slopes[h] * t), the
+    product rounded to bfloat16 whatever q's dtype (Falcon-RW's checkpoints, trained so).
+    Softmax in fp32. Returns (B, H, D) in q's dtype.
     """
-    return _attend(q, k_cache, v_cache, lengths, scale, window, softcap, alibi_slopes, out,
-                   _run_decode_attention)
+    return _attend(q, k_cache, v_cache, lengths, scale, window, softcap, alibi_slopes,
+                   alibi_rounded, out, _run_decode_attention)
 
 
 def decode_attention_in_layer(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                               lengths: torch.Tensor, window: int | None = None,
                               softcap: float | None = None,
-                              alibi_slopes: torch.Tensor | None = None) -> torch.Tensor:
+                              alibi_slopes: torch.Tensor | None = None,
+                              alibi_rounded: bool = False) -> torch.Tensor:
     """decode_attention as a model's decode layer runs it: the runs of a split sequence
     merged by the last of them, so that the layer stays five kernels (issue 20); alone,
     tg.decode_attention merges them in a kernel of its own where that is faster."""
-    return _attend(q, k_cache, v_cache, lengths, None, window, softcap, alibi_slopes, None,
-                   _run_in_layer)
+    return _attend(q, k_cache, v_cache, lengths, None, window, softcap, alibi_slopes,
+                   alibi_rounded, None, _run_in_layer)
 
 
-def _attend(q, k_cache, v_cache, lengths, scale, window, softcap, alibi_slopes, out, run
-            ) -> torch.Tensor:
+def _attend(q, k_cache, v_cache, lengths, scale, window, softcap, alibi_slopes, alibi_rounded,
+            out, run) -> torch.Tensor:
     """decode_attention's checks, then `run` (a custom op's runner) into out."""
     check_tensor("q", q)
     for name, t in (("k_cache", k_cache), ("v_cache", v_cache)):
@@ -941,10 +973,13 @@ def _attend(q, k_cache, v_cache, lengths, scale, window, softcap, alibi_slopes, 
                                 or not 0 < softcap < math.inf):
         raise ValueError(f"softcap must be a positive number or None, got {softcap!r}")
     check_slopes(alibi_slopes, n_heads, q.device)
+    if not isinstance(alibi_rounded, bool) or (alibi_rounded and alibi_slopes is None):
+        raise ValueError(f"alibi_rounded must be a bool, True only with alibi_slopes, got "
+                         f"{alibi_rounded!r}")
     out = prepare_out(out, (batch, n_heads, head_dim), q.dtype, q.device)
     if out.numel():
         run(q, k_cache, v_cache, lengths.contiguous(), float(scale), window or 0,
-            float(softcap or 0.0), alibi_slopes, out)
+            float(softcap or 0.0), alibi_slopes, alibi_rounded, out)
     return out
 
 
@@ -970,7 +1005,8 @@ def check_window(window) -> None:
 def decode_attention_ref(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                          lengths: torch.Tensor, scale: float | None = None, *,
                          window: int | None = None, softcap: float | None = None,
-                         alibi_slopes: torch.Tensor | None = None) -> torch.Tensor:
+                         alibi_slopes: torch.Tensor | None = None,
+                         alibi_rounded: bool = False) -> torch.Tensor:
     """The same in PyTorch: float64 for float64 input, else fp32 cast back; a length of 0
     gives zeros."""
     compute = torch.float64 if q.dtype == torch.float64 else torch.float32
@@ -984,7 +1020,10 @@ def decode_attention_ref(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.
         scores = softcap * torch.tanh(scores / softcap)
     lengths = lengths.clamp(0, max_seq).to(q.device)
     positions = torch.arange(max_seq, device=q.device)[None, :]
-    if alibi_slopes is not None:   # (B, H, T): slope times the distance back from the query
+    if alibi_rounded:   # (1, H, T): Falcon's, from position 0, rounded, then scaled
+        bias = alibi_slopes.to(compute)[None, :, None] * positions[:, None, :]
+        scores = scores + bias.to(torch.bfloat16).to(compute) * scale
+    elif alibi_slopes is not None:   # (B, H, T): slope times the distance back from the query
         apart = (positions - (lengths[:, None] - 1)).to(compute)
         scores = scores + alibi_slopes.to(compute)[None, :, None] * apart[:, None, :]
     hidden = positions >= lengths[:, None]   # (B, T)

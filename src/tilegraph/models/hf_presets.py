@@ -96,6 +96,14 @@ SHAPES: dict[str, dict] = {
                       parallel_attn=True, new_decoder_architecture=False, bias=False,
                       alibi=False, layer_norm_epsilon=1e-5, max_position_embeddings=2048,
                       bos_token_id=11, eos_token_id=11),
+    # Falcon-RW 1B (tiiuae/falcon-rw-1b): Falcon's ALiBi checkpoints, rounded as transformers
+    # rounds the bias; a LayerNorm before attention, then one before the MLP, biases
+    # everywhere, q|k|v stored head by head, a tied table
+    "falcon-rw-1b": dict(model_type="falcon", vocab_size=50304, hidden_size=2048,
+                         num_hidden_layers=24, num_attention_heads=32, multi_query=False,
+                         parallel_attn=False, new_decoder_architecture=False, bias=True,
+                         alibi=True, layer_norm_epsilon=1e-5, max_position_embeddings=2048,
+                         bos_token_id=1, eos_token_id=2),
     # CodeGen 350M (mono): GPT-J's layer, q|v|k stored in 4 shards
     "codegen-350m": dict(model_type="codegen", vocab_size=51200, n_embd=1024, n_layer=20,
                          n_head=16, rotary_dim=32, n_positions=2048, n_ctx=2048,
@@ -399,6 +407,13 @@ SHAPES: dict[str, dict] = {
                            num_hidden_layers=2, num_attention_heads=4, multi_query=True,
                            new_decoder_architecture=False, parallel_attn=True, bias=True,
                            layer_norm_epsilon=1e-5, max_position_embeddings=256,
+                           eos_token_id=2, pad_token_id=0, bos_token_id=1),
+    # Falcon-RW: ALiBi rounded to bf16; 18 heads, so that the slopes are no powers of two
+    # (the series for 16 heads, then two of 32's) and their products with positions round
+    "tiny-falcon-rw": dict(model_type="falcon", vocab_size=67, hidden_size=72,
+                           num_hidden_layers=2, num_attention_heads=18, multi_query=False,
+                           new_decoder_architecture=False, parallel_attn=False, bias=True,
+                           alibi=True, layer_norm_epsilon=1e-5, max_position_embeddings=256,
                            eos_token_id=2, pad_token_id=0, bos_token_id=1),
     # CodeGen: GPT-J's layer, its fused q|v|k stored in 4 shards (of 2 heads each here)
     "tiny-codegen": dict(model_type="codegen", vocab_size=67, n_embd=64, n_inner=48,

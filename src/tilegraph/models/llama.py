@@ -370,8 +370,8 @@ class Llama(nn.Module):
                                                       else tables))   # (B, T, heads, head_dim)
             q = q if q_scales is None else q * q_scales
             attn = _causal_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                                     c.window(index), c.attn_softcap,
-                                     self.alibi_slopes)   # (B, heads, T, D)
+                                     c.window(index), c.attn_softcap, self.alibi_slopes,
+                                     c.alibi_rounded)   # (B, heads, T, D)
             attn = attn.transpose(1, 2).reshape(batch, length, local.q_dim)
             layer_input = x
             x = self._add_output(x, F.linear(attn, layer.wo, self._once(layer.bo)), 0, index)
@@ -572,7 +572,7 @@ class Llama(nn.Module):
             keys, values = (t[:, :, :length].index_select(0, slots) for t in (k_layer, v_layer))
             attn = _causal_attention(
                 q.view(batch, length, local.n_heads, c.head_dim).transpose(1, 2), keys,
-                values, window, c.attn_softcap, self.alibi_slopes)
+                values, window, c.attn_softcap, self.alibi_slopes, c.alibi_rounded)
             return attn.transpose(1, 2).reshape(batch * length, local.q_dim)
 
         rotation = None
@@ -629,7 +629,8 @@ class Llama(nn.Module):
 
         def attend(q, k_layer, v_layer, window):  # q (S, heads, head_dim); k, v cached
             attended = decode_attention_in_layer(q, k_layer, v_layer, lengths, window,
-                                                 self.config.attn_softcap, self.alibi_slopes)
+                                                 self.config.attn_softcap, self.alibi_slopes,
+                                                 self.config.alibi_rounded)
             return attended.view(rows, -1)
 
         x, pending = self._fused_layers(x, cache, positions.contiguous(), cache.slots[:rows],
@@ -653,7 +654,6 @@ class Llama(nn.Module):
                         else None)
         cached = torch.arange(cache.max_seq, device=tokens.device)
         visible = cached <= positions[:, None]   # (S, max_seq)
-        apart = cached - positions[:, None]   # key - query
         q_scales = self._q_scales(positions)
         x = self._embedded(tokens, positions)
         for index, layer in enumerate(self.layers):
@@ -672,7 +672,9 @@ class Llama(nn.Module):
                 mask = visible & (cached > positions[:, None] - window)
             attn = _attention(q[:, :, None], keys, values, mask[:, None, None, :],
                               c.attn_softcap, None if self.alibi_slopes is None else
-                              _alibi_bias(self.alibi_slopes, apart[:, None, :]))
+                              _alibi_bias(self.alibi_slopes, cached[None, None, :],
+                                          positions[:, None, None],
+                                          c.head_dim ** -0.5 if c.alibi_rounded else None))
             attn = attn.reshape(rows, local.q_dim)
             layer_input = x
             x = self._add_output(x, F.linear(attn, layer.wo, self._once(layer.bo)), 0, index)
@@ -800,11 +802,12 @@ SUM_NORM_KERNEL = True
 
 def _causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                       window: int | None, softcap: float | None = None,
-                      slopes: torch.Tensor | None = None) -> torch.Tensor:
+                      slopes: torch.Tensor | None = None, rounded: bool = False
+                      ) -> torch.Tensor:
     """Attention of q (B, heads, T, head_dim) over k, v (B, kv_heads, T, head_dim) at
     positions 0..T-1, each query attending to itself and the positions before it, only the
     last `window` of them where a window is given (scores softcapped, ALiBi's bias of
-    `slopes` added: _attention)."""
+    `slopes` added, in Falcon's form where `rounded`: _attention, _alibi_bias)."""
     length = q.shape[2]
     if softcap is None and slopes is None and (window is None or window >= length):
         return F.scaled_dot_product_attention(q, k, v, is_causal=True,
@@ -812,14 +815,21 @@ def _causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     positions = torch.arange(length, device=q.device)
     apart = positions[None, :] - positions[:, None]   # key - query
     band = (apart <= 0) & (apart > -(window or length))
-    return _attention(q, k, v, band, softcap,
-                      None if slopes is None else _alibi_bias(slopes, apart))
+    return _attention(q, k, v, band, softcap, None if slopes is None else _alibi_bias(
+        slopes, positions[None, :], positions[:, None], q.shape[-1] ** -0.5 if rounded else None))
 
 
-def _alibi_bias(slopes: torch.Tensor, apart: torch.Tensor) -> torch.Tensor:
-    """ALiBi's bias (..., heads, Tq, Tk), fp32: each head's slope (heads,) times `apart`
-    (..., Tq, Tk), each key's position less its query's."""
-    return slopes[:, None, None] * apart.unsqueeze(-3).float()
+def _alibi_bias(slopes: torch.Tensor, keys: torch.Tensor, queries: torch.Tensor,
+                rounded_scale: float | None = None) -> torch.Tensor:
+    """ALiBi's bias (..., heads, Tq, Tk), fp32, keys at positions `keys` (..., 1 or Tq, Tk)
+    and queries at `queries` (..., Tq, 1): each head's slope (heads,) times the key's
+    position less its query's; with rounded_scale (Falcon's form, LlamaConfig.alibi_rounded)
+    times the key's position alone, rounded to bf16 as transformers rounds it, then times
+    rounded_scale (the scores' scale, applied after the bias in Falcon)."""
+    if rounded_scale is not None:   # (exact in fp32 below 2^16 positions: rounded once)
+        return (slopes[:, None, None] * keys.unsqueeze(-3).float()).bfloat16().float() \
+            * rounded_scale
+    return slopes[:, None, None] * (keys - queries).unsqueeze(-3).float()
 
 
 def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,

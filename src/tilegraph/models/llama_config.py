@@ -30,8 +30,9 @@ stored in 4 shards), GPT-2, OPT, GPT-BigCode and GPT-Neo
 (positions from a learned table added to the token embeddings; LayerNorms, biased ungated
 MLPs; GPT-BigCode's one kv head; GPT-Neo's unscaled scores and local layers), BLOOM
 (ALiBi's bias on the attention scores for rotary embeddings, a LayerNorm on the embeddings
-folded into the table), MPT (ALiBi; LayerNorms and projections without biases), the
-families SUPPORTED_TYPES names
+folded into the table), MPT (ALiBi; LayerNorms and projections without biases),
+Falcon-RW (Falcon's layer with ALiBi, its bias rounded to bf16 as transformers rounds it),
+the families SUPPORTED_TYPES names
 besides, and the language models of the multimodal checkpoints _LANGUAGE_MODELS names (on
 text); sliding windows in the layers each family's config names. Anything else raises a
 ValueError that names the field, so a model is never run with a part silently ignored.
@@ -352,6 +353,10 @@ class LlamaConfig:
     # head h's attention scores gain alibi_slopes[h] times each key's position (to the
     # softmax the same as its distance back from the query); None: no bias.
     alibi_slopes: tuple[float, ...] | None = None
+    # Falcon's form of that bias (its ALiBi checkpoints, Falcon-RW): slope times the key's
+    # position from 0, rounded to bfloat16 whatever the model's dtype, added to the scores
+    # before their scale (tg.decode_attention's alibi_rounded), as transformers computes it.
+    alibi_rounded: bool = False
     # The embeddings LayerNorm-ed before the first layer (BLOOM's word_embeddings_layernorm,
     # a weight and a bias): loading folds the norm into the table, whose rows it then holds
     # normalised; the LM head keeps the table as it was.
@@ -432,6 +437,9 @@ class LlamaConfig:
                     map(math.isfinite, self.alibi_slopes)):
                 raise ValueError(f"LlamaConfig.alibi_slopes must be {self.n_heads} finite "
                                  f"numbers, one a q head, got {len(self.alibi_slopes)}")
+        if self.alibi_rounded and self.alibi_slopes is None:
+            raise ValueError("LlamaConfig.alibi_rounded rounds ALiBi's bias: it needs "
+                             "alibi_slopes")
         for name in ("learned_positions", "alibi_slopes"):
             if getattr(self, name) and any(map(self.rotates, range(self.n_layers))):
                 raise ValueError(f"LlamaConfig.{name} positions the tokens: no layer may "
@@ -901,12 +909,8 @@ def _falcon_fields(values: dict) -> dict:
     """Falcon's fields as Llama's: its kv heads (one where multi_query, without the new
     decoder architecture), its layers side by side where parallel_attn says so, on one norm
     (Falcon 7B's, Falcon 2's) or a norm each (the new architecture's default: Falcon 40B's
-    and 180B's). ALiBi's position bias is refused, and the new architecture's layers one
-    after the other, which transformers' Falcon cannot build either."""
-    if values.get("alibi"):   # (BLOOM's, added in fp32 from the query back, is run)
-        raise _unsupported("alibi", True, "Falcon's ALiBi bias, which transformers rounds to "
-                           "bfloat16 at each key position, is not implemented (tilegraph "
-                           "runs its rotary checkpoints)")
+    and 180B's). The new architecture's layers one after the other are refused, which
+    transformers' Falcon cannot build either. (ALiBi, Falcon-RW's: _alibi_fields.)"""
     new = bool(values.get("new_decoder_architecture"))
     parallel = bool(values["parallel_attn"])
     if new and not parallel:
@@ -966,10 +970,14 @@ def _mpt_fields(values: dict) -> dict:
 
 
 def _alibi_fields(values: dict, model_type: str) -> dict:
-    """ALiBi's slopes of the families it positions (BLOOM, MPT), with BLOOM's norm of the
-    embeddings and MPT's softmax_scale where given (else 1 / sqrt(head_dim)); none
-    elsewhere."""
+    """ALiBi's slopes of the families it positions (BLOOM, MPT, Falcon where alibi says
+    so), with BLOOM's norm of the embeddings, MPT's softmax_scale where given (else 1 /
+    sqrt(head_dim)), Falcon's rounding (its slopes made in fp32 and rounded to bfloat16, as
+    transformers makes them); none elsewhere."""
     heads = values["num_attention_heads"]
+    if model_type == "falcon" and values.get("alibi"):
+        rounded = torch.tensor(alibi_slopes(heads), dtype=torch.float32).bfloat16().float()
+        return {"alibi_slopes": tuple(rounded.tolist()), "alibi_rounded": True}
     if model_type == "bloom":
         return {"alibi_slopes": alibi_slopes(heads), "embedding_layer_norm": True}
     if model_type != "mpt":
