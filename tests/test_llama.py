@@ -19,7 +19,8 @@ TINY = ("tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3",
         "tiny-granite", "tiny-ministral", "tiny-smollm3", "tiny-ernie4_5", "tiny-glm",
         "tiny-glm4", "tiny-helium", "tiny-exaone4", "tiny-olmo2", "tiny-olmo3", "tiny-hunyuan",
         "tiny-ministral3", "tiny-arcee", "tiny-nanochat",
-        "tiny-hyperclovax", "tiny-starcoder2", "tiny-stablelm", "tiny-nemotron", "tiny-olmo",
+        "tiny-hyperclovax", "tiny-starcoder2", "tiny-stablelm", "tiny-nemotron", "tiny-jais2",
+        "tiny-olmo",
         "tiny-phi", "tiny-cohere", "tiny-cohere2", "tiny-gpt_neox", "tiny-gptj", "tiny-codegen",
         "tiny-falcon", "tiny-gpt2", "tiny-opt", "tiny-opt-350m", "tiny-biogpt", "tiny-xglm",
         "tiny-gpt_bigcode",
@@ -559,6 +560,15 @@ def test_layer_norm_family_configs():
     assert nemotron.norm_plus_one and nemotron.norm_bias and nemotron.rotary_dim == 4
     assert nemotron.mlp_activation == "relu2" and (nemotron.qkv_bias, nemotron.o_bias,
                                                    nemotron.mlp_bias) == (True, True, False)
+    # Jais 2 from a config.json that leaves its class's defaults out: biased LayerNorms, an
+    # ungated squared ReLU, biases on every projection
+    jais2 = LlamaConfig.from_hf({"model_type": "jais2", "vocab_size": 67, "hidden_size": 32,
+                                 "intermediate_size": 48, "num_hidden_layers": 2,
+                                 "num_attention_heads": 4})
+    assert jais2.layer_norm and jais2.norm_bias and not jais2.norm_plus_one
+    assert jais2.norm_eps == 1e-5 and jais2.mlp_activation == "relu2"
+    assert (jais2.qkv_bias, jais2.o_bias, jais2.mlp_bias) == (True, True, True)
+    assert jais2.rotary_dim == jais2.head_dim == 8 and not jais2.tie_embeddings
     olmo_values = {**hf_config("tiny-olmo").to_dict(), "rms_norm_eps": 1e-3}
     olmo = LlamaConfig.from_hf(olmo_values)
     assert olmo.weightless_norms and olmo.layer_norm and not olmo.norm_bias
@@ -1106,6 +1116,29 @@ def test_llama_under_other_names_matches_hf(name, tmp_path, device):
     from_object = Llama.from_hf(hf, device=device)
     assert all(torch.equal(a, b) for a, b in zip(from_object.state_dict().values(),
                                                   model.state_dict().values(), strict=True))
+
+
+def test_iquestcoder_is_llama(device):
+    """IQuest-Coder's checkpoints (model_type iquestcoder) are Llama's, as transformers builds
+    them: Llama's fields, its own defaults (rms_norm_eps 1e-5, head_dim 128) where a config
+    leaves them out, and transformers' model matched."""
+    from transformers import CONFIG_MAPPING
+
+    llama_values = hf_config("tiny-llama3").to_dict()
+    values = {**llama_values, "model_type": "iquestcoder"}
+    assert LlamaConfig.from_hf(values) == dataclasses.replace(
+        LlamaConfig.from_hf(llama_values), model_type="iquestcoder")
+    bare = LlamaConfig.from_hf({"model_type": "iquestcoder", "vocab_size": 67,
+                                "hidden_size": 512, "intermediate_size": 48,
+                                "num_hidden_layers": 1, "num_attention_heads": 2})
+    assert bare.norm_eps == 1e-5 and bare.head_dim == 128 and bare.n_kv_heads == 2
+    if "iquestcoder" not in CONFIG_MAPPING:
+        pytest.skip("this transformers has no IQuest-Coder to compare with")
+    fields = {k: v for k, v in SHAPES["tiny-llama3"].items() if k != "model_type"}
+    hf = random_hf_model(CONFIG_MAPPING["iquestcoder"](**fields), scale=5.0)
+    model = Llama.from_hf(hf, dtype=torch.float32, device=device)
+    ids = torch.randint(0, hf.config.vocab_size, (2, 12))
+    _assert_forward_and_steps_match_hf(hf, model, ids, 7, 16, "iquestcoder")
 
 
 def test_config_from_a_directory(tmp_path):

@@ -104,6 +104,13 @@ SHAPES: dict[str, dict] = {
                          parallel_attn=False, new_decoder_architecture=False, bias=True,
                          alibi=True, layer_norm_epsilon=1e-5, max_position_embeddings=2048,
                          bos_token_id=1, eos_token_id=2),
+    # Jais 2 8B (inceptionai/Jais-2-8B-Chat) as transformers' Jais2Config describes it: 26
+    # heads of 128, LayerNorms, an ungated squared-ReLU MLP, biases everywhere
+    "jais2-8b": dict(model_type="jais2", vocab_size=150272, hidden_size=3328,
+                     intermediate_size=26624, num_hidden_layers=32, num_attention_heads=26,
+                     layer_norm_eps=1e-5, hidden_act="relu2", attention_bias=True,
+                     mlp_bias=True, max_position_embeddings=8192, bos_token_id=0,
+                     eos_token_id=150024),
     # CodeGen 350M (mono): GPT-J's layer, q|v|k stored in 4 shards
     "codegen-350m": dict(model_type="codegen", vocab_size=51200, n_embd=1024, n_layer=20,
                          n_head=16, rotary_dim=32, n_positions=2048, n_ctx=2048,
@@ -354,6 +361,13 @@ SHAPES: dict[str, dict] = {
                           hidden_act="relu2", attention_bias=True, partial_rotary_factor=0.5,
                           max_position_embeddings=256, eos_token_id=2, pad_token_id=0,
                           bos_token_id=1),
+    # Jais 2: Llama's layer with biased LayerNorms, an ungated MLP of squared ReLU, biases
+    # on every projection
+    "tiny-jais2": dict(model_type="jais2", vocab_size=67, hidden_size=32, intermediate_size=48,
+                       num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                       layer_norm_eps=1e-5, hidden_act="relu2", attention_bias=True,
+                       mlp_bias=True, max_position_embeddings=256, eos_token_id=2,
+                       pad_token_id=0, bos_token_id=1),
     # OLMo (the first): LayerNorms without weights or biases, a tied table
     "tiny-olmo": dict(model_type="olmo", vocab_size=67, hidden_size=32, intermediate_size=48,
                       num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,

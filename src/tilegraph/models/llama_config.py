@@ -7,35 +7,35 @@ positions) or "yarn" (Qwen's long-context setting): Llama 2 and 3.x, Mistral, Mi
 Phi-3 (q|k|v and gate|up stored fused; LongRoPE and partial rotary embeddings too), Qwen2
 (bias on q, k and v), Qwen3 (an RMSNorm on every q and k head), SmolLM3 (every fourth layer
 without rotary embeddings), Granite 3 (scalars on the embeddings, attention scores, layer
-outputs and logits, folded into the weights), EXAONE 3 and InternLM3 (Llama under other
-names), Gemma (gated GELU, norms scaling by 1 + weight, scaled embeddings; Gemma 2 and 3: a
-norm after attention and after the MLP as well as before; Gemma 2's attention scores and
-logits softcapped (VaultGemma: Gemma 2 without the norms after), Gemma 3's local layers
-rotating by their own base), OLMo 2 and 3 (norms after attention and the MLP only, q and k
-each normalised as a whole; OLMo 3's sliding layers), Hunyuan's dense models (q and k heads
-normalised after their rotation; NTK-alpha rotary scaling), Ministral 3 (Mistral's layer, q
-scaled by Llama 4's attention temperature past the pretrained context), Arcee (Llama's
-layer, an ungated MLP of squared ReLU), NanoChat (that MLP, weightless norms, one of them on
-the embeddings, q and k heads normalised after a rotation the other way, capped logits),
-HyperCLOVA X (Granite's scalars, the logits' a multiplier, and norms after attention and the
-MLP), StarCoder2, StableLM, Nemotron and OLMo (LayerNorms, biased or not, turned into
-RMSNorms by centring the residual stream at load; StarCoder2's and Nemotron's ungated MLPs;
-StableLM's and Nemotron's partial rotary embeddings; StableLM 2 12B's LayerNorm of each q
-and k head, a weight a head, as Command R+'s), Phi-1.5 and Phi-2, Cohere (Command R,
-Aya), Cohere 2 (Command R7B), GPT-NeoX (Pythia) and Falcon (LayerNorms too; attention and
-the MLP side by side on the layer's input: parallel_residual; Phi's LM head bias, Cohere's
-logit scale, Cohere 2's rotary embeddings only in its sliding layers, GPT-NeoX's q|k|v
-stored head by head, Falcon's kv head by kv head; CodeGen, GPT-J's layer with its q|v|k
-stored in 4 shards), GPT-2, OPT, GPT-BigCode and GPT-Neo
-(positions from a learned table added to the token embeddings; LayerNorms, biased ungated
-MLPs; GPT-BigCode's one kv head; GPT-Neo's unscaled scores and local layers), BLOOM
-(ALiBi's bias on the attention scores for rotary embeddings, a LayerNorm on the embeddings
-folded into the table), MPT (ALiBi; LayerNorms and projections without biases),
-Falcon-RW (Falcon's layer with ALiBi, its bias rounded to bf16 as transformers rounds it),
-the families SUPPORTED_TYPES names
-besides, and the language models of the multimodal checkpoints _LANGUAGE_MODELS names (on
-text); sliding windows in the layers each family's config names. Anything else raises a
-ValueError that names the field, so a model is never run with a part silently ignored.
+outputs and logits, folded into the weights), EXAONE 3, InternLM3 and IQuest-Coder (Llama
+under other names), Gemma (gated GELU, norms scaling by 1 + weight, scaled embeddings; Gemma
+2 and 3: a norm after attention and after the MLP as well as before; Gemma 2's attention
+scores and logits softcapped (VaultGemma: Gemma 2 without the norms after), Gemma 3's local
+layers rotating by their own base), OLMo 2 and 3 (norms after attention and the MLP only, q
+and k each normalised as a whole; OLMo 3's sliding layers), Hunyuan's dense models (q and k
+heads normalised after their rotation; NTK-alpha rotary scaling), Ministral 3 (Mistral's
+layer, q scaled by Llama 4's attention temperature past the pretrained context), Arcee
+(Llama's layer, an ungated MLP of squared ReLU), NanoChat (that MLP, weightless norms, one
+of them on the embeddings, q and k heads normalised after a rotation the other way, capped
+logits), HyperCLOVA X (Granite's scalars, the logits' a multiplier, and norms after
+attention and the MLP), StarCoder2, StableLM, Nemotron, Jais 2 and OLMo (LayerNorms, biased
+or not, turned into RMSNorms by centring the residual stream at load; StarCoder2's,
+Nemotron's and Jais 2's ungated MLPs; StableLM's and Nemotron's partial rotary embeddings;
+StableLM 2 12B's LayerNorm of each q and k head, a weight a head, as Command R+'s), Phi-1.5
+and Phi-2, Cohere (Command R, Aya), Cohere 2 (Command R7B), GPT-NeoX (Pythia) and Falcon
+(LayerNorms too; attention and the MLP side by side on the layer's input: parallel_residual;
+Phi's LM head bias, Cohere's logit scale, Cohere 2's rotary embeddings only in its sliding
+layers, GPT-NeoX's q|k|v stored head by head, Falcon's kv head by kv head; CodeGen, GPT-J's
+layer with its q|v|k stored in 4 shards), GPT-2, OPT, GPT-BigCode and GPT-Neo (positions
+from a learned table added to the token embeddings; LayerNorms, biased ungated MLPs;
+GPT-BigCode's one kv head; GPT-Neo's unscaled scores and local layers), BLOOM (ALiBi's bias
+on the attention scores for rotary embeddings, a LayerNorm on the embeddings folded into the
+table), MPT (ALiBi; LayerNorms and projections without biases), Falcon-RW (Falcon's layer
+with ALiBi, its bias rounded to bf16 as transformers rounds it), the families
+SUPPORTED_TYPES names besides, and the language models of the multimodal checkpoints
+_LANGUAGE_MODELS names (on text); sliding windows in the layers each family's config names.
+Anything else raises a ValueError that names the field, so a model is never run with a part
+silently ignored.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ SUPPORTED_TYPES = ("llama", "mistral", "ministral", "phi3", "qwen2", "qwen3", "s
                    "vaultgemma", "gemma3_text", "starcoder2", "stablelm", "nemotron", "olmo",
                    "phi", "cohere", "cohere2", "gpt_neox", "gptj", "falcon", "gpt2",
                    "gpt_bigcode", "opt", "gpt_neo", "codegen", "bloom", "mpt", "biogpt",
-                   "xglm")
+                   "xglm", "jais2", "iquestcoder")
 GEMMA_TYPES = ("gemma", "gemma2", "vaultgemma", "gemma3_text")
 # Gemma 2's attention: scores softcapped, scaled by query_pre_attn_scalar, alternate layers
 # sliding (VaultGemma's too, whose layers have no norms after attention and the MLP)
@@ -84,11 +84,11 @@ _POSITION_ROWS_BEFORE = {"opt": 2, "biogpt": 2}
 # Families whose norms are LayerNorms (the mean subtracted; OLMo's without weights), and
 # those of them whose LayerNorms add a bias
 LAYER_NORM_TYPES = ("starcoder2", "stablelm", "nemotron", "olmo", "phi", "cohere", "cohere2",
-                    "gpt_neox", "gptj", "codegen", "falcon", "bloom", "mpt",
+                    "gpt_neox", "gptj", "codegen", "falcon", "bloom", "mpt", "jais2",
                     *LEARNED_POSITION_TYPES)
 # (MPT's LayerNorms have no bias)
 _NORM_BIAS_TYPES = ("starcoder2", "stablelm", "nemotron", "phi", "gpt_neox", "gptj", "codegen",
-                    "falcon", "bloom", *LEARNED_POSITION_TYPES)
+                    "falcon", "bloom", "jais2", *LEARNED_POSITION_TYPES)
 # Families whose layers run attention and the MLP side by side on one norm of their input
 # (StableLM's where use_parallel_residual says so; GPT-NeoX's, a norm each, by default;
 # Falcon's by parallel_attn and num_ln_in_parallel_attn: _falcon_fields)
@@ -116,7 +116,8 @@ _FIELD_ALIASES = {
     "starcoder2": {"norm_epsilon": "rms_norm_eps"},
     "stablelm": {"layer_norm_eps": "rms_norm_eps", "use_qkv_bias": "attention_bias"},
     "nemotron": {"norm_eps": "rms_norm_eps"},
-    **{name: {"layer_norm_eps": "rms_norm_eps"} for name in ("phi", "cohere", "cohere2")},
+    **{name: {"layer_norm_eps": "rms_norm_eps"}
+       for name in ("phi", "cohere", "cohere2", "jais2")},
     "gpt_neox": {"layer_norm_eps": "rms_norm_eps", "rotary_pct": "partial_rotary_factor",
                  "rotary_emb_base": "rope_theta"},
     # (GPT-J's and CodeGen's rotary_dim, a count of dims, read apart)
@@ -147,7 +148,7 @@ _NEVER_WINDOWED = ("llama", "granite", "exaone", "internlm3", "ernie4_5", "glm",
                    "helium", "seed_oss", "olmo2", "hunyuan_v1_dense", "arcee", "nanochat",
                    "hyperclovax", "gemma", "stablelm", "nemotron", "olmo", "phi", "cohere",
                    "gpt_neox", "gptj", "codegen", "falcon", "gpt2", "gpt_bigcode", "opt",
-                   "bloom", "mpt", "biogpt", "xglm")
+                   "bloom", "mpt", "biogpt", "xglm", "jais2", "iquestcoder")
 # The families whose attention scores or logits may be softcapped
 _SOFTCAPPED = {"attn_logit_softcapping": GEMMA_TYPES,
                "final_logit_softcapping": (*GEMMA_TYPES, "nanochat")}
@@ -171,6 +172,9 @@ _CLASS_DEFAULTS = {"glm": {"partial_rotary_factor": 0.5, "attention_bias": True}
                                   "use_bias": True},
                    "stablelm": {"rms_norm_eps": 1e-5, "partial_rotary_factor": 0.25},
                    "nemotron": {"rms_norm_eps": 1e-5, "partial_rotary_factor": 0.5},
+                   "jais2": {"rms_norm_eps": 1e-5, "hidden_act": "relu2",
+                             "attention_bias": True, "mlp_bias": True},
+                   "iquestcoder": {"rms_norm_eps": 1e-5, "head_dim": 128},
                    "phi": {"rms_norm_eps": 1e-5, "partial_rotary_factor": 0.5,
                            "hidden_act": "gelu_new"},
                    "cohere": {"rms_norm_eps": 1e-5, "tie_word_embeddings": True},
@@ -230,7 +234,8 @@ _UNGATED_MLP_ACTIVATIONS = {"relu2": "relu2", "relu": "relu", "gelu": "gelu",
                             "gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh",
                             "gelu_fast": "gelu_tanh"}
 _UNGATED_MLP_TYPES = ("arcee", "nanochat", "starcoder2", "nemotron", "phi", "gpt_neox",
-                      "gptj", "codegen", "falcon", "bloom", "mpt", *LEARNED_POSITION_TYPES)
+                      "gptj", "codegen", "falcon", "bloom", "mpt", "jais2",
+                      *LEARNED_POSITION_TYPES)
 # What LlamaConfig.mlp_activation may be: a gated activation or an ungated one
 _MLP_KINDS = _GATED + tuple(a for a in ACTIVATIONS if a != "none")
 
@@ -812,7 +817,8 @@ def _fields_from_hf(values: dict) -> dict:
             raise _unsupported(name, values[name], f"{model_type} models have no such norms")
         per_head_norms = per_head_norms or bool(values.get(name))
     if model_type in ("llama", "qwen3", "smollm3", "granite", "exaone", "internlm3",
-                      "arcee", "hyperclovax", "nemotron", "cohere", "cohere2", *GEMMA_TYPES):
+                      "arcee", "hyperclovax", "nemotron", "cohere", "cohere2", "jais2",
+                      "iquestcoder", *GEMMA_TYPES):
         qkv_bias = o_bias = bool(values.get("attention_bias", False))
         mlp_bias = bool(values.get("mlp_bias", False))
     elif model_type in ("ernie4_5", "starcoder2"):   # one flag for every projection
