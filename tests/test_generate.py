@@ -694,7 +694,7 @@ def test_noise_is_uniform_and_decorrelated():
                                   "tiny-phi", "tiny-gpt_neox", "tiny-gptj", "tiny-codegen",
                                   "tiny-falcon-mq",
                                   "tiny-gpt2", "tiny-opt", "tiny-opt-350m", "tiny-biogpt",
-                                  "tiny-xglm",
+                                  "tiny-xglm", "tiny-openai-gpt",
                                   "tiny-gpt_bigcode", "tiny-gpt_neo",
                                   "tiny-bloom", "tiny-mpt", "tiny-falcon-rw", "tiny-gemma2",
                                   "tiny-vaultgemma", "tiny-gemma3"])
@@ -710,7 +710,8 @@ def test_greedy_tokens_equal_hf_per_family(name):
     MLP, StarCoder2's LayerNorms, Phi's, GPT-NeoX's and GPT-J's parallel layers, GPT-2's,
     OPT's and GPT-BigCode's learned positions (added by each greedy step; GPT-Neo's with a
     local layer of 7 positions beside a global one), OPT 350M's norms after the residual
-    adds and projection down to its head, BioGPT's scaled embeddings, XGLM's sinusoidal
+    adds and projection down to its head (the first GPT's norms after the adds, its Conv1D
+    weights), BioGPT's scaled embeddings, XGLM's sinusoidal
     positions, Falcon-RW's ALiBi rounded to bf16, Gemma's gated GELU,
     norms after attention and the MLP and sliding layer (a window of 7 positions, which the
     longer prompt passes and the shorter one while it decodes), Gemma 2's softcapped scores

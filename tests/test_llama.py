@@ -23,7 +23,7 @@ TINY = ("tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3",
         "tiny-olmo",
         "tiny-phi", "tiny-cohere", "tiny-cohere2", "tiny-gpt_neox", "tiny-gptj", "tiny-codegen",
         "tiny-falcon", "tiny-gpt2", "tiny-opt", "tiny-opt-350m", "tiny-biogpt", "tiny-xglm",
-        "tiny-gpt_bigcode",
+        "tiny-openai-gpt", "tiny-gpt_bigcode",
         "tiny-gpt_neo", "tiny-bloom", "tiny-mpt", "tiny-falcon-rw", "tiny-gemma", "tiny-gemma2",
         "tiny-vaultgemma", "tiny-gemma3")
 
@@ -666,6 +666,16 @@ def test_learned_position_configs():
     assert gpt2.layer_norm and gpt2.norm_bias and not gpt2.parallel_residual
     assert (gpt2.qkv_bias, gpt2.o_bias, gpt2.mlp_bias) == (True, True, True)
     assert gpt2.mlp_activation == "gelu_tanh" and gpt2.attention_scale == 16 ** -0.5
+    # the first GPT: its norms after the adds, its afn "gelu" the tanh approximation
+    first = {"model_type": "openai-gpt", "n_embd": 64, "n_head": 4, "n_layer": 2}
+    gpt = LlamaConfig.from_hf(first)
+    assert (gpt.vocab_size, gpt.ffn_dim, gpt.learned_positions) == (40478, 256, 512)
+    assert gpt.norm_after_add and not gpt.pre_norms and not gpt.layer_norm
+    assert gpt.mlp_activation == "gelu_tanh" and gpt.tie_embeddings and gpt.norm_eps == 1e-5
+    assert (gpt.qkv_bias, gpt.o_bias, gpt.mlp_bias) == (True, True, True)
+    assert LlamaConfig.from_hf({**first, "afn": "relu"}).mlp_activation == "relu"
+    with pytest.raises(ValueError, match="afn"):
+        LlamaConfig.from_hf({**first, "afn": "silu"})
     assert LlamaConfig.from_hf(hf_config("gpt2")).parameter_count() == 124_439_808
     unscaled = LlamaConfig.from_hf({"model_type": "gpt2", "n_embd": 64, "n_head": 4,
                                     "n_layer": 2, "scale_attn_weights": False})

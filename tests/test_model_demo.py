@@ -128,10 +128,41 @@ def test_a_peer_that_raises_while_building_is_listed_with_why(monkeypatch):
         raise RuntimeError("Cannot copy between CPU and CUDA tensors during CUDA graph "
                            "capture\nunless pinned")
     monkeypatch.setattr(model_demo, "_peer_step", refuses)
-    peer = model_demo._build_peer("hf-eager", None, None, torch.zeros(1, 3, dtype=torch.long),
-                                  4, 16)
+    peer = model_demo._build_peer("hf-eager", random_hf_model("tiny-llama3"), None,
+                                  torch.zeros(1, 3, dtype=torch.long), 4, 16)
     assert peer == Unavailable("hf-eager raised while building: Cannot copy between CPU and "
                                "CUDA tensors during CUDA graph capture")
+
+
+def test_an_eager_peer_that_cannot_decode_is_listed_while_building(monkeypatch):
+    """transformers' ALiBi Falcon sizes its bias for the prompt, not a static cache, and
+    raises at the first step: hf-eager runs a step while it builds, so the demo lists it
+    as unavailable instead of ending there."""
+    from tilegraph import model_demo
+    from tilegraph.bench import Unavailable
+
+    def fails(self):
+        raise RuntimeError("The size of tensor a (16) must match the size of tensor b (5)")
+    monkeypatch.setattr(model_demo.HFDecoder, "step", fails)
+    peer = model_demo._build_peer("hf-eager", random_hf_model("tiny-llama3"), None,
+                                  torch.zeros(1, 3, dtype=torch.long), 4, 16)
+    assert peer == Unavailable("hf-eager raised while building: The size of tensor a (16) "
+                               "must match the size of tensor b (5)")
+
+
+def test_a_model_without_a_cache_has_no_hf_peer():
+    """The first GPT's transformers model takes no cache (a step's one token would be read as
+    the whole sequence): no HF variant, said why."""
+    from tilegraph import model_demo
+    from tilegraph.bench import Unavailable
+
+    cuda = torch.cuda.is_available()   # (elsewhere the others need CUDA first)
+    prompts = torch.zeros(1, 3, dtype=torch.long, device="cuda" if cuda else "cpu")
+    for name in ("hf-eager", "hf-graph", "hf-compile") if cuda else ("hf-eager",):
+        peer = model_demo._build_peer(name, random_hf_model("tiny-openai-gpt"), None,
+                                      prompts, 4, 16)
+        assert peer == Unavailable("transformers' OpenAIGPTLMHeadModel keeps no KV cache: it "
+                                   "has no decode step"), name
 
 
 class HostSyncingDecoder(StaticOutputDecoder):

@@ -258,7 +258,7 @@ TP_FAMILIES = [
     ("tiny-gpt_neox", {}), ("tiny-gptj", {}), ("tiny-falcon", {}),
     ("tiny-falcon-mq", {}), ("tiny-stablelm", {"qk_layernorm": True}),
     ("tiny-cohere", {"use_qk_norm": True}), ("tiny-gpt2", {}), ("tiny-opt-350m", {}),
-    ("tiny-biogpt", {}), ("tiny-xglm", {}),
+    ("tiny-biogpt", {}), ("tiny-xglm", {}), ("tiny-openai-gpt", {}),
     ("tiny-gpt_bigcode", {}),
     ("tiny-gpt_neo", {"window_size": 3}), ("tiny-codegen", {}),
     ("tiny-bloom", {"n_head": 6, "hidden_size": 48}),

@@ -243,6 +243,20 @@ def _hand_graph(decoder: HFDecoder, prompts: torch.Tensor) -> Callable[[], torch
     return replay
 
 
+def _takes_a_cache(hf) -> bool:
+    """Whether transformers' model decodes over a cache (the first GPT's takes none, and
+    would read a step's one token as the whole sequence)."""
+    parameters = inspect.signature(hf.forward).parameters
+    return "cache" in parameters or "past_key_values" in parameters
+
+
+def _eager(decoder: HFDecoder, prompts: torch.Tensor) -> Callable[[], torch.Tensor]:
+    """The step as it is, run once first, so that a model that cannot decode over a static
+    cache raises while it builds."""
+    decoder.run(prompts, 2, decoder.step)
+    return decoder.step
+
+
 def _compiled(decoder: HFDecoder, prompts: torch.Tensor) -> Callable[[], torch.Tensor]:
     decoder.forward = torch.compile(decoder.hf.forward, mode="reduce-overhead", fullgraph=True)
     decoder.run(prompts, 4, decoder.step)   # compile, then record its graphs
@@ -286,11 +300,15 @@ def _build_peer(name: str, hf, model: Llama, prompts: torch.Tensor, new_tokens: 
                 max_seq: int) -> tuple[Decode, Score] | Unavailable:
     if name != "hf-eager" and not prompts.is_cuda:
         return Unavailable("needs CUDA")
+    if name != "plain-autotune" and not _takes_a_cache(hf):
+        return Unavailable(f"transformers' {type(hf).__name__} keeps no KV cache: it has no "
+                           "decode step")
     try:
         decoder, step = _peer_step(name, hf, model, prompts, max_seq)
     except RuntimeError as error:
         # a peer that cannot build here (transformers 5.17's Falcon indexes a head with a
-        # host list, a copy that graph capture refuses) is reported, not the demo's end
+        # host list, a copy that graph capture refuses; transformers' ALiBi Falcon sizes
+        # its bias for the prompt, not the cache) is reported, not the demo's end
         return Unavailable(f"{name} raised while building: {str(error).splitlines()[0]}")
     return (lambda: decoder.run(prompts, new_tokens, step),
             lambda continuation: decoder.score(prompts, continuation, step))
@@ -308,8 +326,7 @@ def _peer_step(name: str, hf, model: Llama, prompts: torch.Tensor, max_seq: int)
         step = decoder.step
     else:
         decoder = HFDecoder(hf, prompts.shape[0], max_seq)
-        builders = {"hf-eager": lambda d, p: d.step, "hf-graph": _hand_graph,
-                    "hf-compile": _compiled}
+        builders = {"hf-eager": _eager, "hf-graph": _hand_graph, "hf-compile": _compiled}
         step = builders[name](decoder, prompts)
     return decoder, step
 

@@ -121,6 +121,10 @@ SHAPES: dict[str, dict] = {
     "gpt2": dict(model_type="gpt2", vocab_size=50257, n_embd=768, n_layer=12, n_head=12,
                  n_positions=1024, activation_function="gelu_new", layer_norm_epsilon=1e-5,
                  bos_token_id=50256, eos_token_id=50256),
+    # The first GPT (openai-community/openai-gpt): GPT-2's modules, LayerNorms after the
+    # residual adds, 512 positions
+    "openai-gpt": dict(model_type="openai-gpt", vocab_size=40478, n_embd=768, n_layer=12,
+                       n_head=12, n_positions=512, afn="gelu", layer_norm_epsilon=1e-5),
     "opt-1.3b": dict(model_type="opt", vocab_size=50272, hidden_size=2048, ffn_dim=8192,
                      num_hidden_layers=24, num_attention_heads=32, max_position_embeddings=2048,
                      activation_function="relu", do_layer_norm_before=True,
@@ -439,6 +443,9 @@ SHAPES: dict[str, dict] = {
     "tiny-gpt2": dict(model_type="gpt2", vocab_size=67, n_embd=32, n_inner=48, n_layer=2,
                       n_head=4, n_positions=256, activation_function="gelu_new",
                       layer_norm_epsilon=1e-5, bos_token_id=1, eos_token_id=2),
+    # The first GPT: GPT-2's Conv1D modules, its norms after the adds (OPT 350M's order)
+    "tiny-openai-gpt": dict(model_type="openai-gpt", vocab_size=67, n_embd=32, n_layer=2,
+                            n_head=4, n_positions=256, afn="gelu", layer_norm_epsilon=1e-5),
     # OPT: GPT-2's layer as Linear modules, a ReLU MLP, its position table two rows longer
     "tiny-opt": dict(model_type="opt", vocab_size=67, hidden_size=32, ffn_dim=48,
                      num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=256,

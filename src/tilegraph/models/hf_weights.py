@@ -224,6 +224,11 @@ _RENAMES = {"exaone": [(r"^transformer\.wte\.", "model.embed_tokens."),
             # (GPT-2's checkpoints name its modules with or without the transformer.
             # prefix; its c_attn stacks q, k and v, GPT-BigCode's kv head by kv head)
             "gpt2": [*_GPT2_NAMES, (r"\.self_attn\.c_attn\.", ".self_attn.qkv_proj.")],
+            # (the first GPT's: GPT-2's modules, its tables named apart; the norms after
+            # the adds named as GPT-2's before them, which loading places after)
+            "openai-gpt": [(r"^(transformer\.)?tokens_embed\.", "model.embed_tokens."),
+                           (r"^(transformer\.)?positions_embed\.", "model.embed_positions."),
+                           *_GPT2_NAMES, (r"\.self_attn\.c_attn\.", ".self_attn.qkv_proj.")],
             "gpt_bigcode": [*_GPT2_NAMES,
                             (r"\.self_attn\.c_attn\.", ".self_attn.query_key_value.")],
             "gpt_neo": [*_GPT2_NAMES, (r"\.self_attn\.attention\.", ".self_attn."),
@@ -278,8 +283,8 @@ def _renamed(tensors: Iterator[tuple[str, Reader, tuple[int, ...]]], model_type:
         yield name, read, shape
 
 
-# GPT-2's projections are Conv1D modules, whose weights are stored (in, out): the transpose
-# of a Linear's
+# GPT-2's projections (the first GPT's too) are Conv1D modules, whose weights are stored (in,
+# out): the transpose of a Linear's
 _CONV1D_WEIGHTS = re.compile(
     r"\.(self_attn\.(qkv_proj|o_proj)|mlp\.(up_proj|down_proj))\.weight$")
 
@@ -291,7 +296,7 @@ def _as_linear(tensors: Iterator[tuple[str, Reader, tuple[int, ...]]], config: L
     keeps before position 0 (OPT's two)."""
     before = position_rows_before(config.model_type)
     for name, read, shape in tensors:
-        if config.model_type == "gpt2" and _CONV1D_WEIGHTS.search(name):
+        if config.model_type in ("gpt2", "openai-gpt") and _CONV1D_WEIGHTS.search(name):
             yield name, functools.partial(_transposed, read), shape[::-1]
         elif name == "model.embed_positions.weight" and before:
             yield (name, functools.partial(_rows_of, read, before, shape[0] - before),

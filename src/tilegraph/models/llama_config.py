@@ -26,12 +26,12 @@ and Phi-2, Cohere (Command R, Aya), Cohere 2 (Command R7B), GPT-NeoX (Pythia) an
 (LayerNorms too; attention and the MLP side by side on the layer's input: parallel_residual;
 Phi's LM head bias, Cohere's logit scale, Cohere 2's rotary embeddings only in its sliding
 layers, GPT-NeoX's q|k|v stored head by head, Falcon's kv head by kv head; CodeGen, GPT-J's
-layer with its q|v|k stored in 4 shards), GPT-2, OPT, GPT-BigCode and GPT-Neo (positions
-from a learned table added to the token embeddings; LayerNorms, biased ungated MLPs;
-GPT-BigCode's one kv head; GPT-Neo's unscaled scores and local layers), BLOOM (ALiBi's bias
-on the attention scores for rotary embeddings, a LayerNorm on the embeddings folded into the
-table), MPT (ALiBi; LayerNorms and projections without biases), Falcon-RW (Falcon's layer
-with ALiBi, its bias rounded to bf16 as transformers rounds it), the families
+layer with its q|v|k stored in 4 shards), GPT-2, the first GPT, OPT, GPT-BigCode and GPT-Neo
+(positions from a learned table added to the token embeddings; LayerNorms, biased ungated
+MLPs; GPT-BigCode's one kv head; GPT-Neo's unscaled scores and local layers), BLOOM (ALiBi's
+bias on the attention scores for rotary embeddings, a LayerNorm on the embeddings folded
+into the table), MPT (ALiBi; LayerNorms and projections without biases), Falcon-RW (Falcon's
+layer with ALiBi, its bias rounded to bf16 as transformers rounds it), the families
 SUPPORTED_TYPES names besides, and the language models of the multimodal checkpoints
 _LANGUAGE_MODELS names (on text); sliding windows in the layers each family's config names.
 Anything else raises a ValueError that names the field, so a model is never run with a part
@@ -58,7 +58,7 @@ SUPPORTED_TYPES = ("llama", "mistral", "ministral", "phi3", "qwen2", "qwen3", "s
                    "vaultgemma", "gemma3_text", "starcoder2", "stablelm", "nemotron", "olmo",
                    "phi", "cohere", "cohere2", "gpt_neox", "gptj", "falcon", "gpt2",
                    "gpt_bigcode", "opt", "gpt_neo", "codegen", "bloom", "mpt", "biogpt",
-                   "xglm", "jais2", "iquestcoder")
+                   "xglm", "jais2", "iquestcoder", "openai-gpt")
 GEMMA_TYPES = ("gemma", "gemma2", "vaultgemma", "gemma3_text")
 # Gemma 2's attention: scores softcapped, scaled by query_pre_attn_scalar, alternate layers
 # sliding (VaultGemma's too, whose layers have no norms after attention and the MLP)
@@ -74,8 +74,9 @@ INTERLEAVED_ROTARY_TYPES = ("glm", "glm4", "ernie4_5", "helium", "cohere", "cohe
 PARTIAL_ROTARY_TYPES = ("phi3", "glm", "glm4", "stablelm", "nemotron", "phi", "gpt_neox")
 # Families that position tokens by a learned table of position embeddings added to the
 # token embeddings, not by rotary embeddings (GPT-2, StarCoder's GPT-BigCode, OPT, GPT-Neo,
-# BioGPT, XGLM)
-LEARNED_POSITION_TYPES = ("gpt2", "gpt_bigcode", "opt", "gpt_neo", "biogpt", "xglm")
+# BioGPT, XGLM, the first GPT)
+LEARNED_POSITION_TYPES = ("gpt2", "gpt_bigcode", "opt", "gpt_neo", "biogpt", "xglm",
+                          "openai-gpt")
 # ... of them, those whose table is sinusoidal, not stored: loading makes it (XGLM's)
 SINUSOIDAL_POSITION_TYPES = ("xglm",)
 # ... and the rows their checkpoints' tables keep before position 0 (OPT's and BioGPT's
@@ -126,6 +127,10 @@ _FIELD_ALIASES = {
               "n_positions": "max_position_embeddings", "layer_norm_epsilon": "rms_norm_eps",
               "activation_function": "hidden_act"}
        for name in ("gptj", "codegen", "gpt2", "gpt_bigcode")},
+    # (the first GPT's afn: _openai_gpt_activation)
+    "openai-gpt": {"n_embd": "hidden_size", "n_head": "num_attention_heads",
+                   "n_layer": "num_hidden_layers", "n_positions": "max_position_embeddings",
+                   "layer_norm_epsilon": "rms_norm_eps"},
     "opt": {"ffn_dim": "intermediate_size", "activation_function": "hidden_act"},
     # (BLOOM's oldest configs say n_embed)
     "bloom": {"n_embed": "hidden_size", "n_head": "num_attention_heads",
@@ -148,7 +153,7 @@ _NEVER_WINDOWED = ("llama", "granite", "exaone", "internlm3", "ernie4_5", "glm",
                    "helium", "seed_oss", "olmo2", "hunyuan_v1_dense", "arcee", "nanochat",
                    "hyperclovax", "gemma", "stablelm", "nemotron", "olmo", "phi", "cohere",
                    "gpt_neox", "gptj", "codegen", "falcon", "gpt2", "gpt_bigcode", "opt",
-                   "bloom", "mpt", "biogpt", "xglm", "jais2", "iquestcoder")
+                   "bloom", "mpt", "biogpt", "xglm", "jais2", "iquestcoder", "openai-gpt")
 # The families whose attention scores or logits may be softcapped
 _SOFTCAPPED = {"attn_logit_softcapping": GEMMA_TYPES,
                "final_logit_softcapping": (*GEMMA_TYPES, "nanochat")}
@@ -198,6 +203,9 @@ _CLASS_DEFAULTS = {"glm": {"partial_rotary_factor": 0.5, "attention_bias": True}
                                    "tie_word_embeddings": True,
                                    "max_position_embeddings": 1024, "vocab_size": 50257,
                                    "multi_query": True},
+                   "openai-gpt": {"rms_norm_eps": 1e-5, "afn": "gelu",
+                                  "tie_word_embeddings": True,
+                                  "max_position_embeddings": 512, "vocab_size": 40478},
                    "opt": {"rms_norm_eps": 1e-5, "hidden_act": "relu",
                            "tie_word_embeddings": True, "max_position_embeddings": 2048,
                            "vocab_size": 50272, "enable_bias": True},
@@ -756,7 +764,10 @@ def _fields_from_hf(values: dict) -> dict:
     values = {**_CLASS_DEFAULTS.get(model_type, {}),
               **{ours: values[theirs] for theirs, ours in aliases.items() if theirs in values},
               **values}
-    if model_type in ("gptj", "codegen", "falcon", "gpt2", "gpt_bigcode", "gpt_neo"):
+    if model_type == "openai-gpt":
+        values = {**values, "hidden_act": _openai_gpt_activation(values["afn"])}
+    if model_type in ("gptj", "codegen", "falcon", "gpt2", "gpt_bigcode", "gpt_neo",
+                      "openai-gpt"):
         # an MLP width of null: four times the model's
         values = {**values, "intermediate_size": (values.get("intermediate_size")
                                                   or 4 * values["hidden_size"])}
@@ -841,7 +852,8 @@ def _fields_from_hf(values: dict) -> dict:
         mlp_bias = bool(values.get("mlp_bias", False))
     elif model_type == "falcon":   # every projection or none
         qkv_bias = o_bias = mlp_bias = bool(values.get("bias", False))
-    elif model_type in ("gpt2", "gpt_bigcode", "bloom", "biogpt", "xglm"):   # every one
+    elif model_type in ("gpt2", "gpt_bigcode", "bloom", "biogpt", "xglm",
+                        "openai-gpt"):   # every one
         qkv_bias = o_bias = mlp_bias = True
     elif model_type == "opt":   # every projection or none
         qkv_bias = o_bias = mlp_bias = bool(values["enable_bias"])
@@ -909,6 +921,15 @@ def _fields_from_hf(values: dict) -> dict:
            else {}),
         **(_attention_temperature(values) if model_type == "ministral3" else {}),
         **(_nanochat_fields(values) if model_type == "nanochat" else {}))
+
+
+def _openai_gpt_activation(afn: str) -> str:
+    """The first GPT's afn as transformers' hidden_act: its "gelu" is the tanh approximation
+    (gelu_new); its silu ungated, which tilegraph's MLP kernels do not run, is refused."""
+    names = {"gelu": "gelu_new", "relu": "relu"}
+    if afn not in names:
+        raise _unsupported("afn", afn, f"the first GPT's MLP runs {', '.join(names)} here")
+    return names[afn]
 
 
 def _falcon_fields(values: dict) -> dict:
@@ -1000,7 +1021,8 @@ def _learned_position_fields(values: dict, model_type: str) -> dict:
     scale_attn_weights says so (GPT-Neo never scales them); OPT 350M's norms after each
     residual add (norm_after_add) and its narrower table (head_projection). What
     transformers builds beside a decoder of one MLP is refused by name."""
-    norms_before = values.get("do_layer_norm_before", True)
+    # (the first GPT's norms come after the adds, as OPT 350M's)
+    norms_before = model_type != "openai-gpt" and values.get("do_layer_norm_before", True)
     refused = {"add_cross_attention": (True, "tilegraph runs decoders without "
                                              "cross-attention"),
                "scale_attn_by_inverse_layer_idx": (True, "attention scores are scaled alike "
