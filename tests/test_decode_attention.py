@@ -25,7 +25,7 @@ from tilegraph.kernels.decode_attention import (
     step_candidates,
 )
 from tilegraph.kernels.greedy import greedy_step
-from tilegraph.models.llama_config import alibi_slopes
+from tilegraph.models.hf_families import alibi_slopes
 from tilegraph.testing import assert_close, poisoned, rel_error
 from tilegraph.tune import tune_attention, tune_attention_in_step_once
 

@@ -788,7 +788,7 @@ def test_alibi_configs():
     from transformers.models.bloom.modeling_bloom import build_alibi_tensor
     from transformers.models.mpt.modeling_mpt import build_mpt_alibi_tensor
 
-    from tilegraph.models.llama_config import alibi_slopes
+    from tilegraph.models.hf_families import alibi_slopes
 
     for heads in range(1, 41):
         two = torch.ones(1, 2, dtype=torch.int64)   # a mask of two positions

@@ -40,10 +40,11 @@ from .bench import collectives as bench_collectives
 from .dist import TensorParallel, local_config
 from .generate import Generator
 from .graph.capture import warm_up_without_host_syncs
+from .models.hf_families import LEARNED_POSITION_TYPES
 from .models.hf_presets import SHAPES, hf_auto_class, hf_config, random_hf_model
 from .models.hf_weights import weight_files
 from .models.llama import Llama
-from .models.llama_config import LEARNED_POSITION_TYPES, LlamaConfig
+from .models.llama_config import LlamaConfig
 from .testing import MODEL_TOLERANCES, rel_error
 
 VARIANTS = ("hf-eager", "hf-graph", "hf-compile", "plain-autotune", "tilegraph")

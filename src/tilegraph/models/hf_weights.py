@@ -27,12 +27,8 @@ import tilegraph as tg
 
 from ..dist.group import TensorParallel
 from ..dist.sharding import split_of, vocab_shard
-from .llama_config import (
-    GEMMA_TYPES,
-    SINUSOIDAL_POSITION_TYPES,
-    LlamaConfig,
-    position_rows_before,
-)
+from .hf_families import GEMMA_TYPES, SINUSOIDAL_POSITION_TYPES, position_rows_before
+from .llama_config import LlamaConfig
 
 # (dimension, start, stop) of a tensor to read, or None for all of it
 Split = tuple[int, int, int] | None
