@@ -25,7 +25,15 @@ WRAPPED = {"gemma3": ("Gemma3", "tiny-gemma3", dict(model_type="siglip_vision_mo
                              num_position_embeddings=4, deepstack_visual_indexes=[0])),
            "exaone4_5": ("Exaone4_5_", "tiny-exaone4",
                          dict(num_key_value_heads=2, out_hidden_size=32, window_size=28,
-                              fullatt_block_indexes=[0]))}
+                              fullatt_block_indexes=[0])),
+           "aya_vision": ("AyaVision", "tiny-cohere2", dict(model_type="siglip_vision_model")),
+           "got_ocr2": ("GotOcr2", "tiny-qwen2", dict()),
+           "vipllava": ("VipLlava", "tiny-llama3", dict(model_type="clip_vision_model",
+                                                        projection_dim=16)),
+           "video_llava": ("VideoLlava", "tiny-llama3", dict(model_type="clip_vision_model",
+                                                             projection_dim=16)),
+           "llava_next_video": ("LlavaNextVideo", "tiny-mistral",
+                                dict(model_type="clip_vision_model", projection_dim=16))}
 # The decoder's config where the wrapper names it its own way: Qwen2.5-VL's (its rotary
 # embedding by three position sections)
 TEXT_CHANGES = {"qwen2_5_vl": dict(model_type="qwen2_5_vl_text",
