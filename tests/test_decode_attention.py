@@ -186,6 +186,55 @@ def test_rounded_alibi_matches_falcons_bias(batch, heads, kv_heads, head_dim, ma
     assert rel_error(ref, unrounded) > 0.02   # (above every dtype's tolerance)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("batch, heads, kv_heads, head_dim, max_seq, window", [
+    (3, 14, 2, 24, 130, None),   # 7 q heads a kv head; a sequence of length 0
+    (1, 4, 2, 64, 1100, None),   # batch 1: runs merged
+    (2, 4, 2, 64, 1100, 300),    # a sliding window cut into runs (Granite SWA's layers)
+])
+@pytest.mark.parametrize("in_layer", [False, True])
+def test_sinks_match_an_extra_logit_without_a_value(batch, heads, kv_heads, head_dim, max_seq,
+                                                    window, in_layer, dtype, device):
+    """Attention sinks: each head's softmax over its positions and one more logit, sinks[h],
+    whose value is zero (as GPT-OSS and Granite SWA add them), merged across runs alike.
+    Sinks of -1 to 7: next to a thousand positions' scores too, they move the result."""
+    q, k, v = _case(batch, heads, kv_heads, head_dim, max_seq, dtype, device)
+    sinks = torch.linspace(-1.0, 7.0, heads).to(dtype=dtype, device=device)
+    lengths = torch.randint(1, max_seq + 1, (batch,), device=device)
+    lengths[0] = max_seq
+    if batch > 2:
+        lengths[-1] = 0
+    if in_layer:
+        result = decode_attention_in_layer(q, k, v, lengths, window, sinks=sinks)
+    else:
+        result = tg.decode_attention(q, k, v, lengths, window=window, sinks=sinks,
+                                     out=poisoned(q.shape, q.dtype, q.device))
+    group = heads // kv_heads
+    keys, values = (t[:batch].double().repeat_interleave(group, dim=1) for t in (k, v))
+    positions = torch.arange(max_seq, device=device)
+    scores = torch.einsum("bhd,bhtd->bht", q.double(), keys) * head_dim ** -0.5
+    hidden = positions >= lengths[:, None]
+    if window is not None:
+        hidden |= positions < lengths[:, None] - window
+    scores = scores.masked_fill(hidden[:, None, :], float("-inf"))
+    weights = torch.exp(scores - sinks.double()[None, :, None])   # relative to the sink
+    ref = torch.einsum("bht,bhtd->bhd", weights / (1 + weights.sum(-1, keepdim=True)), values)
+    assert_close(result, ref, dtype, what=f"lengths {lengths.tolist()}")
+    args = (q.double(), k.double(), v.double(), lengths)
+    torch.testing.assert_close(decode_attention_ref(*args, window=window, sinks=sinks), ref)
+    assert rel_error(ref, decode_attention_ref(*args, window=window)) > 0.02
+
+
+def test_sinks_are_checked(device):
+    q, k, v = _case(1, 4, 2, 16, 20, torch.float32, device)
+    lengths = torch.tensor([20], device=device)
+    for sinks, error in ((torch.ones(4, dtype=torch.int32, device=device), TypeError),
+                         ([0.5] * 4, TypeError), (torch.ones(2, device=device), ValueError),
+                         (torch.ones(8, device=device)[::2], ValueError)):
+        with pytest.raises(error, match="sinks"):
+            tg.decode_attention(q, k, v, lengths, sinks=sinks)
+
+
 def test_alibi_rounded_needs_slopes(device):
     q, k, v = _case(1, 4, 2, 16, 20, torch.float32, device)
     lengths = torch.tensor([20], device=device)

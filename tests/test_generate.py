@@ -687,7 +687,8 @@ def test_noise_is_uniform_and_decorrelated():
     assert len(set(seeds.tolist())) == 4
 
 
-@pytest.mark.parametrize("name", ["tiny-qwen3", "tiny-phi3", "tiny-granite", "tiny-smollm3",
+@pytest.mark.parametrize("name", ["tiny-qwen3", "tiny-phi3", "tiny-granite", "tiny-granite-swa",
+                                  "tiny-smollm3",
                                   "tiny-glm", "tiny-exaone4", "tiny-olmo2", "tiny-olmo3",
                                   "tiny-hunyuan", "tiny-ministral3", "tiny-arcee",
                                   "tiny-nanochat", "tiny-hyperclovax", "tiny-starcoder2",
@@ -700,7 +701,8 @@ def test_noise_is_uniform_and_decorrelated():
                                   "tiny-vaultgemma", "tiny-gemma3"])
 def test_greedy_tokens_equal_hf_per_family(name):
     """Qwen3's norms of each q and k head (a head_dim of 12 over a width of 32), Phi-3's
-    stacked checkpoint matrices and sliding window, Granite's scalars, SmolLM3's layer
+    stacked checkpoint matrices and sliding window, Granite's scalars (Granite SWA's with
+    attention sinks, a base a layer and sliding layers), SmolLM3's layer
     without rotary embeddings, GLM's half-turned heads paired by neighbours, EXAONE 4's
     layers with norms only after attention and the MLP, OLMo 2's norms of all of q and all
     of k (OLMo 3's two layers: one sliding, one full with YaRN), Hunyuan's head norms after
@@ -717,9 +719,10 @@ def test_greedy_tokens_equal_hf_per_family(name):
     longer prompt passes and the shorter one while it decodes), Gemma 2's softcapped scores
     and logits (VaultGemma's without norms after attention and the MLP), Gemma 3's local
     rotary base, through the Generator's graphs: 8 greedy tokens, transformers' at batch 1
-    and 2 (Gemma's, OLMo 3's and EXAONE 4's two layers, a sliding one and a global one; the
-    others' first)."""
-    every_layer = name.startswith("tiny-gemma") or name in ("tiny-exaone4", "tiny-olmo3")
+    and 2 (Gemma's, OLMo 3's and EXAONE 4's two layers, a sliding one and a global one,
+    Granite SWA's four; the others' first)."""
+    every_layer = name.startswith("tiny-gemma") or name in ("tiny-exaone4", "tiny-olmo3",
+                                                            "tiny-granite-swa")
     layers = ({"sliding_window": 7} if every_layer else
               {} if name == "tiny-gpt_neo" else {"num_hidden_layers": 1})
     # no end token, which transformers' generate would hold back until min_new_tokens

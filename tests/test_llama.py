@@ -16,7 +16,8 @@ from tilegraph.testing import MODEL_TOLERANCES, rel_error
 transformers = pytest.importorskip("transformers")
 
 TINY = ("tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3",
-        "tiny-granite", "tiny-ministral", "tiny-smollm3", "tiny-ernie4_5", "tiny-glm",
+        "tiny-granite", "tiny-granite-swa", "tiny-ministral", "tiny-smollm3", "tiny-ernie4_5",
+        "tiny-glm",
         "tiny-glm4", "tiny-helium", "tiny-exaone4", "tiny-olmo2", "tiny-olmo3", "tiny-hunyuan",
         "tiny-ministral3", "tiny-arcee", "tiny-nanochat",
         "tiny-hyperclovax", "tiny-starcoder2", "tiny-stablelm", "tiny-nemotron", "tiny-jais2",
@@ -1129,6 +1130,32 @@ def test_llama_under_other_names_matches_hf(name, tmp_path, device):
     from_object = Llama.from_hf(hf, device=device)
     assert all(torch.equal(a, b) for a, b in zip(from_object.state_dict().values(),
                                                   model.state_dict().values(), strict=True))
+
+
+def test_granite_swa_config():
+    """Granite SWA: Granite's scalars, attention sinks (a parameter a q head a layer), every
+    fourth layer full from the first where layer_types is left out, a window of 128 by
+    default; layer_rope_theta's zeros rotate nothing, the sliding layers' own base is a
+    local one, and other mixes are refused by name."""
+    bare = {"model_type": "granite_swa", "vocab_size": 67, "hidden_size": 32,
+            "intermediate_size": 48, "num_hidden_layers": 8, "num_attention_heads": 4,
+            "num_key_value_heads": 2}
+    swa = LlamaConfig.from_hf(bare)
+    assert swa.attention_sinks and swa.sliding_window == 128 and swa.rope_layers is None
+    assert swa.sliding_layers == tuple(i % 4 != 0 for i in range(8))
+    assert swa.attention_multiplier == 1.0 and swa.tie_embeddings
+    assert swa.parameter_count() == dataclasses.replace(
+        swa, attention_sinks=False).parameter_count() + 8 * 4
+    full_nope = LlamaConfig.from_hf({**bare, "layer_rope_theta": [0, 5e4, 5e4, 5e4] * 2})
+    assert full_nope.rope_layers == (False, True, True, True) * 2
+    assert full_nope.rope_theta == 5e4 and full_nope.rope_local_theta is None
+    own_base = LlamaConfig.from_hf({**bare, "layer_rope_theta": [1e6, 1e4, 1e4, 0] * 2})
+    assert own_base.rope_theta == 1e6 and own_base.rope_local_theta == 1e4
+    with pytest.raises(ValueError, match="layer_rope_theta"):
+        LlamaConfig.from_hf({**bare, "layer_rope_theta": [1e6, 1e4, 2e4, 1e4] * 2})
+    with pytest.raises(ValueError, match="layer_rope_theta"):
+        LlamaConfig.from_hf({**bare, "layer_rope_theta": [1e6, 1e4, 1e4, 1e4],
+                             "num_hidden_layers": 8})
 
 
 def test_iquestcoder_is_llama(device):

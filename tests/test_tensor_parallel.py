@@ -263,6 +263,7 @@ TP_FAMILIES = [
     ("tiny-gpt_neo", {"window_size": 3}), ("tiny-codegen", {}),
     ("tiny-bloom", {"n_head": 6, "hidden_size": 48}),
     ("tiny-mpt", {"n_heads": 6, "d_model": 48}), ("tiny-falcon-rw", {}),
+    ("tiny-granite-swa", {"sliding_window": 3}),
     ("tiny-gemma2", {"sliding_window": 3}), ("tiny-gemma3", {"sliding_window": 3})]
 
 

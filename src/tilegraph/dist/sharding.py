@@ -74,6 +74,8 @@ def split_of(name: str, part: str, config: LlamaConfig, rank: int, size: int
     if key in (("q_norm", ""), ("k_norm", "")) and config.qk_norm_per_head:
         # a weight a head (heads, head_dim): the rank's heads' rows
         dim, unit, per_row = 0, "q" if key[0] == "q_norm" else "kv", config.head_dim
+    elif key == ("sinks", ""):   # a logit a q head: the rank's heads'
+        dim, unit, per_row = 0, "q", config.head_dim
     elif key in _SPLITS:
         dim, unit = _SPLITS[key]
     else:

@@ -236,6 +236,7 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
                              k_ptr, v_ptr, stride_cb, stride_ch, stride_cp,
                              lengths_ptr, partial_ptr, count_ptr,
                              written_slots_ptr, written_positions_ptr, slopes_ptr,
+                             sinks_ptr,
                              qk_scale, max_seq, window, softcap,
                              N_KV_HEADS: tl.constexpr, GROUP: tl.constexpr,
                              HEAD_BLOCKS: tl.constexpr, GROUP_BLOCK: tl.constexpr,
@@ -254,7 +255,8 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
                              RUNS_PRELOADED: tl.constexpr = False,
                              WINDOWED: tl.constexpr = False,
                              SOFTCAPPED: tl.constexpr = False, ALIBI: tl.constexpr = False,
-                             ALIBI_ROUNDED: tl.constexpr = False):
+                             ALIBI_ROUNDED: tl.constexpr = False,
+                             SINKS: tl.constexpr = False):
     """Program ((b * KV + kv head) * HEAD_BLOCKS + block, run): o_h = sum_t softmax_t(q_h .
     k_t * scale) v_t for block `block` of GROUP_BLOCK of the GROUP q heads h of that kv head,
     over run `run` of the sequence's first lengths[b] positions (clamped to [0, max_seq]), or
@@ -262,6 +264,8 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
     SOFTCAPPED: the scores capped by softcap tanh(s / softcap) before the softmax. ALIBI: then
     plus slopes[h] (ALiBi's, one a q head) times (t - (length - 1)), t the key's position;
     ALIBI_ROUNDED (with ALIBI): Falcon's, slopes[h] times t rounded to bf16, times scale.
+    SINKS: head h's softmax denominator gains exp(sinks[h]) (an attention sink, a logit
+    without a value: GPT-OSS's, Granite SWA's).
 
     A sequence that fits one run is written by that run directly. Otherwise each run leaves
     (m, denom, acc) of its block's heads in the workspace (_split_workspace.py) and counts
@@ -329,6 +333,12 @@ def _decode_attention_kernel(out_ptr, stride_ob, stride_oh,
                 slopes *= _LOG2E
         m = tl.full([BLOCK_G], float("-inf"), tl.float32)
         denom = tl.zeros([BLOCK_G], tl.float32)
+        if SINKS:
+            # the sink as run 0's first score, its value zero: every merge after (in the
+            # kernel or apart) then weighs it as the positions it attends
+            sinks = tl.load(sinks_ptr + heads, mask=g_mask, other=0.0).to(tl.float32)
+            m = tl.where(run == 0, sinks * _LOG2E, m)
+            denom = tl.where(run == 0, 1.0, denom)
         acc = tl.zeros([BLOCK_G, BLOCK_D], tl.float32)
         if PRELOAD and start < stop:
             k_first, v_first = _reread_written(k_ptr, v_ptr, first_offsets, stride_cp, start,
@@ -759,19 +769,19 @@ def layer_launch(key: tuple) -> dict | None:
 def _launch_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                              lengths: torch.Tensor, scale: float, window: int, softcap: float,
                              alibi_slopes: torch.Tensor | None, alibi_rounded: bool,
-                             out: torch.Tensor) -> None:
+                             sinks: torch.Tensor | None, out: torch.Tensor) -> None:
     launch_decode_attention(q, k_cache, v_cache, lengths, scale, out, window=window,
                             softcap=softcap, alibi_slopes=alibi_slopes,
-                            alibi_rounded=alibi_rounded)
+                            alibi_rounded=alibi_rounded, sinks=sinks)
 
 
 def _launch_in_layer(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                      lengths: torch.Tensor, scale: float, window: int, softcap: float,
                      alibi_slopes: torch.Tensor | None, alibi_rounded: bool,
-                     out: torch.Tensor) -> None:
+                     sinks: torch.Tensor | None, out: torch.Tensor) -> None:
     launch_decode_attention(q, k_cache, v_cache, lengths, scale, out, in_layer=True,
                             window=window, softcap=softcap, alibi_slopes=alibi_slopes,
-                            alibi_rounded=alibi_rounded)
+                            alibi_rounded=alibi_rounded, sinks=sinks)
 
 
 def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
@@ -780,7 +790,8 @@ def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
                             compile_only: bool = False, in_layer: bool = False,
                             window: int = 0, softcap: float = 0.0,
                             alibi_slopes: torch.Tensor | None = None,
-                            alibi_rounded: bool = False) -> None:
+                            alibi_rounded: bool = False,
+                            sinks: torch.Tensor | None = None) -> None:
     """Launch on checked inputs; config: attention_config's keys (when None: the one `tilegraph
     tune` chose for this shape, else the rule's: alone, the runs merged apart; in_layer, in
     a model's decode layer, merged in the kernel: layer_launch's, else the layer's rule).
@@ -790,7 +801,8 @@ def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
     tanh(s / softcap) before the softmax (Gemma 2's; 0: none, and the kernel compiled
     without the cap's code). alibi_slopes (H,) fp32: each q head's ALiBi slope, times the
     key's distance back from the query added to its scores (None: the kernel compiled
-    without it); alibi_rounded: Falcon's form of the bias (decode_attention's). in_step,
+    without it); alibi_rounded: Falcon's form of the bias; sinks (H,): each q head's attention
+    sink (decode_attention's; None: compiled without them). in_step,
     (slots, positions): launch as a decode step does, right after the q|k|v projection
     wrote row positions[r] of slot slots[r] in both caches (its PDL noted as that
     projection notes it), so the kernel checked or compiled outside a step is the one the
@@ -854,6 +866,7 @@ def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
         k_cache, v_cache, k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         lengths, partials, counters, written_slots, written_positions,
         alibi_slopes if alibi_slopes is not None else lengths,   # (lengths: never read)
+        sinks if sinks is not None else lengths,
         scale * math.log2(math.e), max_seq, window if windowed else max_seq,
         softcap * math.log2(math.e) if softcap > 0 else 1.0,
         N_KV_HEADS=n_kv_heads, GROUP=group, GROUP_BLOCK=group_block, HEAD_DIM=head_dim,
@@ -866,6 +879,7 @@ def launch_decode_attention(q, k_cache, v_cache, lengths, scale: float, out,
         **({"SOFTCAPPED": True} if softcap > 0 else {}),
         **({"ALIBI": True} if alibi_slopes is not None else {}),
         **({"ALIBI_ROUNDED": True} if alibi_slopes is not None and alibi_rounded else {}),
+        **({"SINKS": True} if sinks is not None else {}),
         **({"launch_pdl": True} if pdl else {}))
     if not compile_only:
         launched(q.device, pdl, (out, partials, counters))
@@ -896,6 +910,7 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
                      lengths: torch.Tensor, scale: float | None = None, *,
                      window: int | None = None, softcap: float | None = None,
                      alibi_slopes: torch.Tensor | None = None, alibi_rounded: bool = False,
+                     sinks: torch.Tensor | None = None,
                      out: torch.Tensor | None = None) -> torch.Tensor:
     """softmax(q k^T * scale) v for one query token per sequence over its cached positions.
 
@@ -913,26 +928,30 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     (with alibi_slopes): the bias as transformers' Falcon computes it, added to q . k before
     the scale: head h's score of position t gains scale * bf16(alibi_slopes[h] * t), the
     product rounded to bfloat16 whatever q's dtype (Falcon-RW's checkpoints, trained so).
-    Softmax in fp32. Returns (B, H, D) in q's dtype.
+    sinks (H,) on q's device, any float dtype: head h's softmax denominator gains
+    exp(sinks[h]), a logit of the scaled scores' units without a value (attention sinks,
+    GPT-OSS's and Granite SWA's), so the weights sum to less than one. Softmax in fp32.
+    Returns (B, H, D) in q's dtype.
     """
     return _attend(q, k_cache, v_cache, lengths, scale, window, softcap, alibi_slopes,
-                   alibi_rounded, out, _run_decode_attention)
+                   alibi_rounded, sinks, out, _run_decode_attention)
 
 
 def decode_attention_in_layer(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                               lengths: torch.Tensor, window: int | None = None,
                               softcap: float | None = None,
                               alibi_slopes: torch.Tensor | None = None,
-                              alibi_rounded: bool = False) -> torch.Tensor:
+                              alibi_rounded: bool = False,
+                              sinks: torch.Tensor | None = None) -> torch.Tensor:
     """decode_attention as a model's decode layer runs it: the runs of a split sequence
     merged by the last of them, so that the layer stays five kernels (issue 20); alone,
     tg.decode_attention merges them in a kernel of its own where that is faster."""
     return _attend(q, k_cache, v_cache, lengths, None, window, softcap, alibi_slopes,
-                   alibi_rounded, None, _run_in_layer)
+                   alibi_rounded, sinks, None, _run_in_layer)
 
 
 def _attend(q, k_cache, v_cache, lengths, scale, window, softcap, alibi_slopes, alibi_rounded,
-            out, run) -> torch.Tensor:
+            sinks, out, run) -> torch.Tensor:
     """decode_attention's checks, then `run` (a custom op's runner) into out."""
     check_tensor("q", q)
     for name, t in (("k_cache", k_cache), ("v_cache", v_cache)):
@@ -976,10 +995,11 @@ def _attend(q, k_cache, v_cache, lengths, scale, window, softcap, alibi_slopes, 
     if not isinstance(alibi_rounded, bool) or (alibi_rounded and alibi_slopes is None):
         raise ValueError(f"alibi_rounded must be a bool, True only with alibi_slopes, got "
                          f"{alibi_rounded!r}")
+    check_sinks(sinks, n_heads, q.device)
     out = prepare_out(out, (batch, n_heads, head_dim), q.dtype, q.device)
     if out.numel():
         run(q, k_cache, v_cache, lengths.contiguous(), float(scale), window or 0,
-            float(softcap or 0.0), alibi_slopes, alibi_rounded, out)
+            float(softcap or 0.0), alibi_slopes, alibi_rounded, sinks, out)
     return out
 
 
@@ -995,6 +1015,18 @@ def check_slopes(slopes, n_heads: int, device: torch.device) -> None:
                          f"got shape {tuple(slopes.shape)} on {slopes.device}")
 
 
+def check_sinks(sinks, n_heads: int, device: torch.device) -> None:
+    """Raise unless `sinks` is None or a contiguous (n_heads,) float tensor on `device` (an
+    attention sink's logit a q head)."""
+    if sinks is None:
+        return
+    if not isinstance(sinks, torch.Tensor) or not sinks.is_floating_point():
+        raise TypeError("sinks must be a float tensor (one logit a q head) or None")
+    if sinks.shape != (n_heads,) or sinks.device != device or not sinks.is_contiguous():
+        raise ValueError(f"sinks must be a contiguous ({n_heads},) tensor on {device}, got "
+                         f"shape {tuple(sinks.shape)} on {sinks.device}")
+
+
 def check_window(window) -> None:
     if window is not None and (isinstance(window, bool) or not isinstance(window, int)
                                or window < 1):
@@ -1006,7 +1038,8 @@ def decode_attention_ref(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.
                          lengths: torch.Tensor, scale: float | None = None, *,
                          window: int | None = None, softcap: float | None = None,
                          alibi_slopes: torch.Tensor | None = None,
-                         alibi_rounded: bool = False) -> torch.Tensor:
+                         alibi_rounded: bool = False,
+                         sinks: torch.Tensor | None = None) -> torch.Tensor:
     """The same in PyTorch: float64 for float64 input, else fp32 cast back; a length of 0
     gives zeros."""
     compute = torch.float64 if q.dtype == torch.float64 else torch.float32
@@ -1030,5 +1063,9 @@ def decode_attention_ref(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.
     if window is not None:
         hidden |= positions < lengths[:, None] - window
     scores = scores.masked_fill(hidden[:, None, :], float("-inf"))
-    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)   # an empty row: zeros
+    if sinks is not None:   # a last column of each head's sink logit, its value zero
+        sink = sinks.to(compute)[None, :, None].expand(batch, n_heads, 1)
+        weights = torch.softmax(torch.cat([scores, sink], dim=-1), dim=-1)[..., :-1]
+    else:
+        weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)   # an empty row: zeros
     return torch.einsum("bht,bhtd->bhd", weights, values).to(q.dtype)

@@ -6,7 +6,8 @@ positions) or "yarn" (Qwen's long-context setting): Llama 2 and 3.x, Mistral, Mi
 Phi-3 (q|k|v and gate|up stored fused; LongRoPE and partial rotary embeddings too), Qwen2
 (bias on q, k and v), Qwen3 (an RMSNorm on every q and k head), SmolLM3 (every fourth layer
 without rotary embeddings), Granite 3 (scalars on the embeddings, attention scores, layer
-outputs and logits, folded into the weights), EXAONE 3, InternLM3 and IQuest-Coder (Llama
+outputs and logits, folded into the weights; Granite SWA's attention sinks, sliding layers
+and rotary base a layer too), EXAONE 3, InternLM3 and IQuest-Coder (Llama
 under other names), Gemma (gated GELU, norms scaling by 1 + weight, scaled embeddings; Gemma
 2 and 3: a norm after attention and after the MLP as well as before; Gemma 2's attention
 scores and logits softcapped (VaultGemma: Gemma 2 without the norms after), Gemma 3's local
@@ -50,7 +51,7 @@ SUPPORTED_TYPES = ("llama", "mistral", "ministral", "phi3", "qwen2", "qwen3", "s
                    "vaultgemma", "gemma3_text", "starcoder2", "stablelm", "nemotron", "olmo",
                    "phi", "cohere", "cohere2", "gpt_neox", "gptj", "falcon", "gpt2",
                    "gpt_bigcode", "opt", "gpt_neo", "codegen", "bloom", "mpt", "biogpt",
-                   "xglm", "jais2", "iquestcoder", "openai-gpt")
+                   "xglm", "jais2", "iquestcoder", "openai-gpt", "granite_swa")
 GEMMA_TYPES = ("gemma", "gemma2", "vaultgemma", "gemma3_text")
 # Gemma 2's attention: scores softcapped, scaled by query_pre_attn_scalar, alternate layers
 # sliding (VaultGemma's too, whose layers have no norms after attention and the MLP)
@@ -173,6 +174,8 @@ _CLASS_DEFAULTS = {"glm": {"partial_rotary_factor": 0.5, "attention_bias": True}
                    "jais2": {"rms_norm_eps": 1e-5, "hidden_act": "relu2",
                              "attention_bias": True, "mlp_bias": True},
                    "iquestcoder": {"rms_norm_eps": 1e-5, "head_dim": 128},
+                   "granite_swa": {"rms_norm_eps": 1e-5, "sliding_window": 128,
+                                   "tie_word_embeddings": True},
                    "phi": {"rms_norm_eps": 1e-5, "partial_rotary_factor": 0.5,
                            "hidden_act": "gelu_new"},
                    "cohere": {"rms_norm_eps": 1e-5, "tie_word_embeddings": True},
@@ -467,7 +470,8 @@ def fields_from_hf(values: dict) -> dict:
         if values.get(name) and model_type != family:
             raise _unsupported(name, values[name], f"{model_type} models have no such norms")
         per_head_norms = per_head_norms or bool(values.get(name))
-    if model_type in ("llama", "qwen3", "smollm3", "granite", "exaone", "internlm3",
+    if model_type in ("llama", "qwen3", "smollm3", "granite", "granite_swa", "exaone",
+                      "internlm3",
                       "arcee", "hyperclovax", "nemotron", "cohere", "cohere2", "jais2",
                       "iquestcoder", *GEMMA_TYPES):
         qkv_bias = o_bias = bool(values.get("attention_bias", False))
@@ -543,11 +547,14 @@ def fields_from_hf(values: dict) -> dict:
         **({"pre_norms": False} if model_type in _POST_NORMS_ONLY or norms_after else {}),
         **(_gemma_fields(values, model_type) if gemma else
            _layer_type_rope(values, 500_000.0, values.get("rope_theta", 500_000.0))
-           if model_type == "olmo3" else _rope_fields(values)),
+           if model_type == "olmo3" else
+           _layer_theta_rope(values, sliding) if model_type == "granite_swa" else
+           _rope_fields(values)),
         # SmolLM3's layers without rotary embeddings, EXAONE 4's global ones; none rotates
         # where a learned table positions the tokens
         rope_layers=((False,) * values["num_hidden_layers"] if learned or alibi else
                      _rope_layers(values) if model_type == "smollm3" else
+                     _theta_layers(values) if model_type == "granite_swa" else
                      rotating if rotating is not None and not all(rotating) else None),
         **learned,
         **alibi,
@@ -557,8 +564,10 @@ def fields_from_hf(values: dict) -> dict:
         # Cohere's logits multiplied by logit_scale
         **({"logits_scaling": 1.0 / _positive(values, "logit_scale", 0.0625)}
            if model_type in ("cohere", "cohere2") else {}),
-        **(_granite_scalars(values, model_type) if model_type in ("granite", "hyperclovax")
-           else {}),
+        **(_granite_scalars(values, model_type)
+           if model_type in ("granite", "granite_swa", "hyperclovax") else {}),
+        # Granite SWA's attention sinks, a logit a head in each layer's softmax
+        **({"attention_sinks": True} if model_type == "granite_swa" else {}),
         **(_attention_temperature(values) if model_type == "ministral3" else {}),
         **(_nanochat_fields(values) if model_type == "nanochat" else {}))
 
@@ -756,6 +765,46 @@ def _layer_type_rope(values: dict, theta: float, local_theta: float) -> dict:
     return {**rope, "rope_local_theta": float(local.get("rope_theta", local_theta))}
 
 
+def _layer_thetas(values: dict) -> list[float] | None:
+    """Granite SWA's rotary base a layer (layer_rope_theta), None where not given."""
+    thetas = values.get("layer_rope_theta")
+    if thetas and len(thetas) != values["num_hidden_layers"]:
+        raise _unsupported("layer_rope_theta", thetas, "one base a layer")
+    return list(map(float, thetas)) if thetas else None
+
+
+def _theta_layers(values: dict) -> tuple[bool, ...] | None:
+    """Granite SWA's layers that rotate: those whose layer_rope_theta is not 0 (None: all)."""
+    thetas = _layer_thetas(values)
+    return None if not thetas or all(thetas) else tuple(bool(theta) for theta in thetas)
+
+
+def _layer_theta_rope(values: dict, sliding: tuple[bool, ...] | None) -> dict:
+    """Granite SWA's rotary embeddings, a base a layer (layer_rope_theta; 0: none, as
+    _theta_layers says): one base for the full layers, and another for the sliding ones
+    where they differ (rope_local_theta, plain rotary embeddings then); other mixes are
+    refused by name."""
+    thetas = _layer_thetas(values)
+    if not thetas:
+        return _rope_fields(values)
+    slides = sliding or (False,) * len(thetas)
+    full = {t for t, s in zip(thetas, slides, strict=True) if t and not s}
+    local = {t for t, s in zip(thetas, slides, strict=True) if t and s}
+    if len(full) > 1 or len(local) > 1:
+        raise _unsupported("layer_rope_theta", thetas, "one base for the full layers and one "
+                           "for the sliding ones")
+    params = {**(values.get("rope_scaling") or {}), **(values.get("rope_parameters") or {})}
+    base = next(iter(full or local), params.get("rope_theta", 10000.0))
+    rope = _rope_fields({**values, "rope_parameters": {**params, "rope_theta": base},
+                         "rope_scaling": None})
+    if not local or local == {base}:
+        return rope
+    if params.get("rope_type", params.get("type", "default")) not in ("default", None):
+        raise _unsupported("layer_rope_theta", thetas, "sliding layers of their own base "
+                           "rotate by plain rotary embeddings")
+    return {**rope, "rope_local_theta": local.pop()}
+
+
 def _rope_layers(values: dict) -> tuple[bool, ...] | None:
     """SmolLM3's no_rope_layers (1: the layer rotates, despite the name), or the
     no_rope_layer_interval it is built from; None where every layer rotates."""
@@ -789,11 +838,12 @@ def _granite_scalars(values: dict, model_type: str) -> dict:
     """Granite's scalars; HyperCLOVA X's multiply the logits by logits_scaling where
     Granite's divide, and leave the attention scale at 1 / sqrt(head_dim) where unset."""
     logits = _positive(values, "logits_scaling", 1.0)
-    attention = values.get("attention_multiplier", 1.0 if model_type == "granite" else None)
+    granite = model_type != "hyperclovax"
+    attention = values.get("attention_multiplier", 1.0 if granite else None)
     return {"embedding_multiplier": float(values.get("embedding_multiplier", 1.0)),
             "attention_multiplier": None if attention is None else float(attention),
             "residual_multiplier": float(values.get("residual_multiplier", 1.0)),
-            "logits_scaling": logits if model_type == "granite" else 1.0 / logits}
+            "logits_scaling": logits if granite else 1.0 / logits}
 
 
 def _sliding_layers(values: dict, model_type: str) -> tuple[bool, ...] | None:
@@ -808,7 +858,7 @@ def _sliding_layers(values: dict, model_type: str) -> tuple[bool, ...] | None:
         return None
     layers = values["num_hidden_layers"]
     if (model_type not in ("ministral", "cwm", "exaone4", "olmo3", "cohere2", "gpt_neo",
-                           *GEMMA_TYPES)
+                           "granite_swa", *GEMMA_TYPES)
             and not values.get("use_sliding_window", False)):
         return (False,) * layers
     layer_types = values.get("layer_types")
@@ -827,7 +877,7 @@ def _sliding_layers(values: dict, model_type: str) -> tuple[bool, ...] | None:
         return tuple((i + 1) % pattern != 0 for i in range(layers))
     if model_type == "smollm3":
         return tuple(not rotates for rotates in (_rope_layers(values) or (True,) * layers))
-    if model_type == "cwm":
+    if model_type in ("cwm", "granite_swa"):
         return tuple(i % 4 != 0 for i in range(layers))
     if model_type == "gpt_neo":
         return tuple(kind == "local" for kind in _gpt_neo_layers(values))

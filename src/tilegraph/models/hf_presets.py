@@ -201,6 +201,16 @@ SHAPES: dict[str, dict] = {
                          tie_word_embeddings=True, max_position_embeddings=256,
                          embedding_multiplier=12.0, attention_multiplier=0.0625,
                          residual_multiplier=0.22, logits_scaling=8.0),
+    # Granite SWA: Granite's scalars, attention sinks, a full layer then three sliding ones
+    # (a window the tests pass), the full one rotating by its own base, the last by none
+    "tiny-granite-swa": dict(model_type="granite_swa", vocab_size=67, hidden_size=32,
+                             intermediate_size=48, num_hidden_layers=4,
+                             num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-5,
+                             rope_theta=10000.0, layer_rope_theta=[10000.0, 500.0, 500.0, 0],
+                             sliding_window=7, tie_word_embeddings=True,
+                             max_position_embeddings=256, embedding_multiplier=12.0,
+                             attention_multiplier=0.0625, residual_multiplier=0.22,
+                             logits_scaling=8.0, bos_token_id=1, eos_token_id=2),
     # the second layer without rotary embeddings (SmolLM3-3B: every fourth)
     "tiny-smollm3": dict(model_type="smollm3", vocab_size=67, hidden_size=32,
                          intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,

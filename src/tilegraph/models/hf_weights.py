@@ -482,6 +482,7 @@ def _our_name(name: str) -> tuple[str, str] | None:
     plain = {("self_attn.o_proj", "weight"): "wo", ("self_attn.o_proj", "bias"): "bo",
              ("mlp.down_proj", "weight"): "w_down", ("mlp.down_proj", "bias"): "b_down",
              ("self_attn.q_norm", "weight"): "q_norm", ("self_attn.k_norm", "weight"): "k_norm",
+             ("self_attn", "sinks"): "sinks",
              ("input_layernorm", "weight"): "attn_norm",
              ("post_attention_layernorm", "weight"): "mlp_norm",
              ("input_layernorm", "bias"): "attn_norm_bias",

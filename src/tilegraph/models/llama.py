@@ -127,6 +127,8 @@ class LlamaLayer(nn.Module):
                           else None)
         self.w_down = _parameter(c.dim, c.ffn_dim, **kw)
         self.b_down = _parameter(c.dim, fill=0.0, **kw) if c.mlp_bias else None
+        # each q head's attention sink (LlamaConfig.attention_sinks), a logit of the scores
+        self.sinks = _parameter(c.n_heads, fill=0.0, **kw) if c.attention_sinks else None
         self.post_attn_norm = _parameter(c.dim, fill=1.0, **kw) if c.post_norms else None
         self.post_mlp_norm = _parameter(c.dim, fill=1.0, **kw) if c.post_norms else None
         # LayerNorms of the stream after each residual add (LlamaConfig.norm_after_add)
@@ -371,7 +373,7 @@ class Llama(nn.Module):
             q = q if q_scales is None else q * q_scales
             attn = _causal_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
                                      c.window(index), c.attn_softcap, self.alibi_slopes,
-                                     c.alibi_rounded)   # (B, heads, T, D)
+                                     c.alibi_rounded, layer.sinks)   # (B, heads, T, D)
             attn = attn.transpose(1, 2).reshape(batch, length, local.q_dim)
             layer_input = x
             x = self._add_output(x, F.linear(attn, layer.wo, self._once(layer.bo)), 0, index)
@@ -568,11 +570,11 @@ class Llama(nn.Module):
         x = self._embedded(input_ids.reshape(-1), positions)
         rows_slots = slots.repeat_interleave(length)
 
-        def attend(q, k_layer, v_layer, window):  # q (B T, heads, head_dim); k, v cached
+        def attend(q, k_layer, v_layer, window, sinks):  # q (B T, heads, head_dim); k, v cached
             keys, values = (t[:, :, :length].index_select(0, slots) for t in (k_layer, v_layer))
             attn = _causal_attention(
                 q.view(batch, length, local.n_heads, c.head_dim).transpose(1, 2), keys,
-                values, window, c.attn_softcap, self.alibi_slopes, c.alibi_rounded)
+                values, window, c.attn_softcap, self.alibi_slopes, c.alibi_rounded, sinks)
             return attn.transpose(1, 2).reshape(batch * length, local.q_dim)
 
         rotation = None
@@ -627,10 +629,10 @@ class Llama(nn.Module):
         start at the first projection. x and lengths are read, never written."""
         rows = x.shape[0]
 
-        def attend(q, k_layer, v_layer, window):  # q (S, heads, head_dim); k, v cached
+        def attend(q, k_layer, v_layer, window, sinks):  # q (S, heads, head_dim); k, v cached
             attended = decode_attention_in_layer(q, k_layer, v_layer, lengths, window,
                                                  self.config.attn_softcap, self.alibi_slopes,
-                                                 self.config.alibi_rounded)
+                                                 self.config.alibi_rounded, sinks)
             return attended.view(rows, -1)
 
         x, pending = self._fused_layers(x, cache, positions.contiguous(), cache.slots[:rows],
@@ -674,7 +676,8 @@ class Llama(nn.Module):
                               c.attn_softcap, None if self.alibi_slopes is None else
                               _alibi_bias(self.alibi_slopes, cached[None, None, :],
                                           positions[:, None, None],
-                                          c.head_dim ** -0.5 if c.alibi_rounded else None))
+                                          c.head_dim ** -0.5 if c.alibi_rounded else None),
+                              layer.sinks)
             attn = attn.reshape(rows, local.q_dim)
             layer_input = x
             x = self._add_output(x, F.linear(attn, layer.wo, self._once(layer.bo)), 0, index)
@@ -729,7 +732,7 @@ class Llama(nn.Module):
                               norm_after_rotary=c.qk_norm_after_rotary, **added)
             q = q if q_scales is None else q * q_scales
             x = layer_input = stream
-            attended = attend(q, k_layer, v_layer, c.window(index))
+            attended = attend(q, k_layer, v_layer, c.window(index), layer.sinks)
             output = tg.linear(attended, layer.wo, self._once(layer.bo),
                                residual=self._once(x) if not c.post_norms else None,
                                out=self.all_reduce.output(0, rows),
@@ -802,21 +805,23 @@ SUM_NORM_KERNEL = True
 
 def _causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                       window: int | None, softcap: float | None = None,
-                      slopes: torch.Tensor | None = None, rounded: bool = False
-                      ) -> torch.Tensor:
+                      slopes: torch.Tensor | None = None, rounded: bool = False,
+                      sinks: torch.Tensor | None = None) -> torch.Tensor:
     """Attention of q (B, heads, T, head_dim) over k, v (B, kv_heads, T, head_dim) at
     positions 0..T-1, each query attending to itself and the positions before it, only the
     last `window` of them where a window is given (scores softcapped, ALiBi's bias of
-    `slopes` added, in Falcon's form where `rounded`: _attention, _alibi_bias)."""
+    `slopes` added, in Falcon's form where `rounded`, sinks: _attention, _alibi_bias)."""
     length = q.shape[2]
-    if softcap is None and slopes is None and (window is None or window >= length):
+    if (softcap is None and slopes is None and sinks is None
+            and (window is None or window >= length)):
         return F.scaled_dot_product_attention(q, k, v, is_causal=True,
                                               enable_gqa=q.shape[1] != k.shape[1])
     positions = torch.arange(length, device=q.device)
     apart = positions[None, :] - positions[:, None]   # key - query
     band = (apart <= 0) & (apart > -(window or length))
     return _attention(q, k, v, band, softcap, None if slopes is None else _alibi_bias(
-        slopes, positions[None, :], positions[:, None], q.shape[-1] ** -0.5 if rounded else None))
+        slopes, positions[None, :], positions[:, None], q.shape[-1] ** -0.5 if rounded else None),
+        sinks)
 
 
 def _alibi_bias(slopes: torch.Tensor, keys: torch.Tensor, queries: torch.Tensor,
@@ -833,14 +838,16 @@ def _alibi_bias(slopes: torch.Tensor, keys: torch.Tensor, queries: torch.Tensor,
 
 
 def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
-               softcap: float | None, bias: torch.Tensor | None = None) -> torch.Tensor:
+               softcap: float | None, bias: torch.Tensor | None = None,
+               sinks: torch.Tensor | None = None) -> torch.Tensor:
     """SDPA of q (B, heads, Tq, D) over k, v (B, kv_heads, Tk, D) where the boolean mask
     (broadcast to (B, heads, Tq, Tk)) is True. With a softcap the scores s become softcap
     tanh(s / softcap) first, and a bias (ALiBi's, broadcast as the mask) is added to them in
-    fp32, which SDPA cannot do (its bias takes q's dtype): written out, in fp32, the
+    fp32, which SDPA cannot do (its bias takes q's dtype); sinks (heads,): a logit each
+    head's softmax weighs beside the scores, with no value: written out, in fp32, the
     probabilities rounded to q's dtype as transformers' eager attention rounds them."""
     grouped = q.shape[1] != k.shape[1]
-    if softcap is None and bias is None:
+    if softcap is None and bias is None and sinks is None:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=grouped)
     group = q.shape[1] // k.shape[1]
     k, v = (t.repeat_interleave(group, dim=1) for t in (k, v))
@@ -849,7 +856,11 @@ def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Te
         scores = torch.tanh(scores / softcap) * softcap
     if bias is not None:
         scores = scores + bias
-    return torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1).to(q.dtype) @ v
+    scores = scores.masked_fill(~mask, float("-inf"))
+    if sinks is not None:   # one more column, each head's sink, dropped after the softmax
+        sink = sinks.float()[:, None, None].expand(*scores.shape[:-1], 1)
+        return torch.softmax(torch.cat([scores, sink], -1), dim=-1)[..., :-1].to(q.dtype) @ v
+    return torch.softmax(scores, dim=-1).to(q.dtype) @ v
 
 
 def _deinterleave_heads(qkv: torch.Tensor, head_dim: int) -> torch.Tensor:

@@ -147,6 +147,9 @@ class LlamaConfig:
     # position from 0, rounded to bfloat16 whatever the model's dtype, added to the scores
     # before their scale (tg.decode_attention's alibi_rounded), as transformers computes it.
     alibi_rounded: bool = False
+    # Attention sinks (Granite SWA's, GPT-OSS's): each layer's q heads a logit of their own
+    # in the softmax's denominator, with no value (tg.decode_attention's sinks).
+    attention_sinks: bool = False
     # The embeddings LayerNorm-ed before the first layer (BLOOM's word_embeddings_layernorm,
     # a weight and a bias): loading folds the norm into the table, whose rows it then holds
     # normalised; the LM head keeps the table as it was.
@@ -312,8 +315,8 @@ class LlamaConfig:
                      + ((1 + self.mlp_gated) * self.ffn_dim + self.dim) * self.mlp_bias
                      + norms * (not self.weightless_norms)
                      + before * self.dim * self.norm_bias)
-        # (a LayerNorm's weight and bias after each residual add instead)
-        per_layer += 4 * self.dim * self.norm_after_add
+        # (a LayerNorm's weight and bias after each residual add instead; a sink a q head)
+        per_layer += 4 * self.dim * self.norm_after_add + self.n_heads * self.attention_sinks
         final_norm = (self.dim * ((not self.weightless_norms) + self.norm_bias)
                       * (not self.norm_after_add))
         head_bias = self.vocab_size * self.lm_head_bias
