@@ -2,7 +2,9 @@
 # For session 131: what sessions 129 and 130 could not run (session 130 began with 205 s
 # of device time, too little to start a machine). Session 130's Falcon-RW (ALiBi rounded
 # to bf16 in decode attention's kernel: its kernel tests, its tiny model's tests through
-# the kernels, Falcon-RW 1B's shape timed), Jais 2 and the first GPT through the kernels;
+# the kernels, Falcon-RW 1B's shape timed), attention sinks in the same kernel (Granite
+# SWA's: transformers 5.17 has no such model, so its kernel tests alone), Jais 2, the first
+# GPT and the new multimodal wrappers through the kernels;
 # then session 129's list: OPT 350M (norms after the residual adds, a
 # narrower table), BioGPT and XGLM through the kernels, OPT 350M timed; the hand graph's sync
 # check (OPT's hand graph syncs on the host: its demos must list hf-graph unavailable and
@@ -17,7 +19,8 @@ left() { echo $((START + ${GUARD:-575} - $(date +%s))); }
 nvidia-smi --query-gpu=name,driver_version --format=csv > $OUT/0-gpu.txt 2>&1
 timeout 190 python3 -m pytest -q -rfE --tb=short -p no:cacheprovider -n 4 \
   tests/test_llama.py tests/test_generate.py tests/test_decode_attention.py \
-  -k "opt or norms_after or biogpt or xglm or falcon or jais2 or openai or alibi" \
+  -k "opt or norms_after or biogpt or xglm or falcon or jais2 or openai or alibi or sinks \
+  or multimodal" \
   > $OUT/1-tests.txt 2>&1
 echo "model tests rc=$? at $(( $(date +%s) - START )) s" >> $OUT/0-gpu.txt
 timeout 80 python3 -m pytest -q -rfE --tb=short -p no:cacheprovider -m gpu \
