@@ -40,6 +40,15 @@ def _case(batch, heads, kv_heads, head_dim, max_seq, dtype, device, max_batch=No
     return q, k, v
 
 
+def _attended(in_layer, q, k, v, lengths, window=None, **extra):
+    """decode_attention_in_layer's result (a model's layer merges the runs in the kernel), or
+    tg.decode_attention's into a poisoned out (merged apart)."""
+    if in_layer:
+        return decode_attention_in_layer(q, k, v, lengths, window, **extra)
+    return tg.decode_attention(q, k, v, lengths, window=window,
+                               out=poisoned(q.shape, q.dtype, q.device), **extra)
+
+
 def _check(q, k, v, lengths, scale=None):
     out = poisoned(q.shape, q.dtype, q.device)
     result = tg.decode_attention(q, k, v, lengths, scale, out=out)
@@ -131,11 +140,7 @@ def test_alibi_matches_a_bias_from_position_zero(batch, heads, kv_heads, head_di
     slopes = (torch.tensor(alibi_slopes(heads)) * 5).to(device)
     lengths = torch.randint(1, max_seq + 1, (batch,), device=device)
     lengths[0] = max_seq
-    if in_layer:
-        result = decode_attention_in_layer(q, k, v, lengths, alibi_slopes=slopes)
-    else:
-        result = tg.decode_attention(q, k, v, lengths, alibi_slopes=slopes,
-                                     out=poisoned(q.shape, q.dtype, q.device))
+    result = _attended(in_layer, q, k, v, lengths, alibi_slopes=slopes)
     group = heads // kv_heads
     keys, values = (t[:batch].double().repeat_interleave(group, dim=1) for t in (k, v))
     positions = torch.arange(max_seq, device=device, dtype=torch.float64)
@@ -165,12 +170,7 @@ def test_rounded_alibi_matches_falcons_bias(batch, heads, kv_heads, head_dim, ma
     slopes = (torch.tensor(alibi_slopes(heads)) * 5).bfloat16().float().to(device)
     lengths = torch.randint(1, max_seq + 1, (batch,), device=device)
     lengths[0] = max_seq
-    if in_layer:
-        result = decode_attention_in_layer(q, k, v, lengths, alibi_slopes=slopes,
-                                           alibi_rounded=True)
-    else:
-        result = tg.decode_attention(q, k, v, lengths, alibi_slopes=slopes, alibi_rounded=True,
-                                     out=poisoned(q.shape, q.dtype, q.device))
+    result = _attended(in_layer, q, k, v, lengths, alibi_slopes=slopes, alibi_rounded=True)
     group = heads // kv_heads
     keys, values = (t[:batch].double().repeat_interleave(group, dim=1) for t in (k, v))
     positions = torch.arange(max_seq, device=device)
@@ -204,11 +204,7 @@ def test_sinks_match_an_extra_logit_without_a_value(batch, heads, kv_heads, head
     lengths[0] = max_seq
     if batch > 2:
         lengths[-1] = 0
-    if in_layer:
-        result = decode_attention_in_layer(q, k, v, lengths, window, sinks=sinks)
-    else:
-        result = tg.decode_attention(q, k, v, lengths, window=window, sinks=sinks,
-                                     out=poisoned(q.shape, q.dtype, q.device))
+    result = _attended(in_layer, q, k, v, lengths, window, sinks=sinks)
     group = heads // kv_heads
     keys, values = (t[:batch].double().repeat_interleave(group, dim=1) for t in (k, v))
     positions = torch.arange(max_seq, device=device)
@@ -225,16 +221,6 @@ def test_sinks_match_an_extra_logit_without_a_value(batch, heads, kv_heads, head
     assert rel_error(ref, decode_attention_ref(*args, window=window)) > 0.02
 
 
-def test_sinks_are_checked(device):
-    q, k, v = _case(1, 4, 2, 16, 20, torch.float32, device)
-    lengths = torch.tensor([20], device=device)
-    for sinks, error in ((torch.ones(4, dtype=torch.int32, device=device), TypeError),
-                         ([0.5] * 4, TypeError), (torch.ones(2, device=device), ValueError),
-                         (torch.ones(8, device=device)[::2], ValueError)):
-        with pytest.raises(error, match="sinks"):
-            tg.decode_attention(q, k, v, lengths, sinks=sinks)
-
-
 def test_alibi_rounded_needs_slopes(device):
     q, k, v = _case(1, 4, 2, 16, 20, torch.float32, device)
     lengths = torch.tensor([20], device=device)
@@ -243,15 +229,19 @@ def test_alibi_rounded_needs_slopes(device):
             tg.decode_attention(q, k, v, lengths, alibi_slopes=slopes, alibi_rounded=rounded)
 
 
-def test_alibi_slopes_are_checked(device):
+@pytest.mark.parametrize("name, wrong_dtype", [("alibi_slopes", torch.float16),
+                                               ("sinks", torch.int32)])
+def test_per_head_inputs_are_checked(name, wrong_dtype, device):
+    """ALiBi's slopes (fp32 only) and the sinks (any float): a tensor of one value a q head,
+    contiguous, on q's device."""
     q, k, v = _case(1, 4, 2, 16, 20, torch.float32, device)
     lengths = torch.tensor([20], device=device)
-    for slopes, error in ((torch.ones(4, dtype=torch.float16, device=device), TypeError),
-                          ([0.5] * 4, TypeError),
-                          (torch.ones(2, device=device), ValueError),
-                          (torch.ones(8, device=device)[::2], ValueError)):
-        with pytest.raises(error, match="alibi_slopes"):
-            tg.decode_attention(q, k, v, lengths, alibi_slopes=slopes)
+    for given, error in ((torch.ones(4, dtype=wrong_dtype, device=device), TypeError),
+                         ([0.5] * 4, TypeError),
+                         (torch.ones(2, device=device), ValueError),
+                         (torch.ones(8, device=device)[::2], ValueError)):
+        with pytest.raises(error, match=name):
+            tg.decode_attention(q, k, v, lengths, **{name: given})
 
 
 def test_softcap_must_be_positive(device):
