@@ -991,11 +991,11 @@ def _attend(q, k_cache, v_cache, lengths, scale, window, softcap, alibi_slopes, 
     if softcap is not None and (isinstance(softcap, bool) or not isinstance(softcap, (int, float))
                                 or not 0 < softcap < math.inf):
         raise ValueError(f"softcap must be a positive number or None, got {softcap!r}")
-    check_slopes(alibi_slopes, n_heads, q.device)
+    check_per_head("alibi_slopes", alibi_slopes, n_heads, q.device)
     if not isinstance(alibi_rounded, bool) or (alibi_rounded and alibi_slopes is None):
         raise ValueError(f"alibi_rounded must be a bool, True only with alibi_slopes, got "
                          f"{alibi_rounded!r}")
-    check_sinks(sinks, n_heads, q.device)
+    check_per_head("sinks", sinks, n_heads, q.device)
     out = prepare_out(out, (batch, n_heads, head_dim), q.dtype, q.device)
     if out.numel():
         run(q, k_cache, v_cache, lengths.contiguous(), float(scale), window or 0,
@@ -1003,28 +1003,19 @@ def _attend(q, k_cache, v_cache, lengths, scale, window, softcap, alibi_slopes, 
     return out
 
 
-def check_slopes(slopes, n_heads: int, device: torch.device) -> None:
-    """Raise unless `slopes` is None or a contiguous (n_heads,) fp32 tensor on `device`
-    (ALiBi's slopes, one a q head)."""
-    if slopes is None:
+def check_per_head(name: str, values, n_heads: int, device: torch.device) -> None:
+    """Raise unless `values` is None or a contiguous (n_heads,) tensor on `device`, one value
+    a q head: alibi_slopes fp32 (ALiBi's slopes), sinks any float (attention sinks' logits)."""
+    if values is None:
         return
-    if not isinstance(slopes, torch.Tensor) or slopes.dtype != torch.float32:
-        raise TypeError("alibi_slopes must be a float32 tensor (one slope a q head) or None")
-    if slopes.shape != (n_heads,) or slopes.device != device or not slopes.is_contiguous():
-        raise ValueError(f"alibi_slopes must be a contiguous ({n_heads},) tensor on {device}, "
-                         f"got shape {tuple(slopes.shape)} on {slopes.device}")
-
-
-def check_sinks(sinks, n_heads: int, device: torch.device) -> None:
-    """Raise unless `sinks` is None or a contiguous (n_heads,) float tensor on `device` (an
-    attention sink's logit a q head)."""
-    if sinks is None:
-        return
-    if not isinstance(sinks, torch.Tensor) or not sinks.is_floating_point():
-        raise TypeError("sinks must be a float tensor (one logit a q head) or None")
-    if sinks.shape != (n_heads,) or sinks.device != device or not sinks.is_contiguous():
-        raise ValueError(f"sinks must be a contiguous ({n_heads},) tensor on {device}, got "
-                         f"shape {tuple(sinks.shape)} on {sinks.device}")
+    slopes = name == "alibi_slopes"
+    if not isinstance(values, torch.Tensor) or not (
+            values.dtype == torch.float32 if slopes else values.is_floating_point()):
+        raise TypeError(f"{name} must be a {'float32' if slopes else 'float'} tensor (one "
+                        f"{'slope' if slopes else 'logit'} a q head) or None")
+    if values.shape != (n_heads,) or values.device != device or not values.is_contiguous():
+        raise ValueError(f"{name} must be a contiguous ({n_heads},) tensor on {device}, got "
+                         f"shape {tuple(values.shape)} on {values.device}")
 
 
 def check_window(window) -> None:
