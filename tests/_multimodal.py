@@ -1,5 +1,7 @@
 """Tiny multimodal transformers models around tilegraph's decoders, for the loading tests."""
 
+import inspect
+
 import torch
 
 from tilegraph.models.hf_presets import hf_config
@@ -50,15 +52,20 @@ def tiny_with_images(wrapper: str):
     import transformers
 
     kind, text, vision = WRAPPED[wrapper]
+    text_config = {**hf_config(text).to_dict(), **TEXT_CHANGES.get(wrapper, {})}
+    model_class = getattr(transformers, kind + "ForConditionalGeneration")
+    if "logit_scale" in text_config and not _scales_logits(model_class):
+        # (transformers 5.17's Aya Vision drops Cohere's logit_scale, 5.25's applies it as
+        # tilegraph does: a scale of 1 lets either version check the rest)
+        text_config["logit_scale"] = 1.0
     vision = dict(vision, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
                   num_attention_heads=2, image_size=28, patch_size=14)
     tokens = (dict(mm_tokens_per_image=4, boi_token_index=64, eoi_token_index=65)
               if wrapper == "gemma3" else {})
     config = getattr(transformers, kind + "Config")(
-        text_config={**hf_config(text).to_dict(), **TEXT_CHANGES.get(wrapper, {})},
-        vision_config=vision, image_token_index=66, **tokens)
+        text_config=text_config, vision_config=vision, image_token_index=66, **tokens)
     torch.manual_seed(0)
-    hf = getattr(transformers, kind + "ForConditionalGeneration")(config).eval()
+    hf = model_class(config).eval()
     with torch.no_grad():
         for param in hf.parameters():
             if param.ndim == 2:
@@ -66,3 +73,9 @@ def tiny_with_images(wrapper: str):
             else:
                 param.add_(torch.randn_like(param), alpha=0.1)
     return hf
+
+
+def _scales_logits(model_class) -> bool:
+    """Whether this transformers' multimodal forward multiplies the logits by the decoder's
+    logit_scale."""
+    return "logit_scale" in inspect.getsource(model_class.forward)
