@@ -51,7 +51,7 @@ SUPPORTED_TYPES = ("llama", "mistral", "ministral", "phi3", "qwen2", "qwen3", "s
                    "vaultgemma", "gemma3_text", "starcoder2", "stablelm", "nemotron", "olmo",
                    "phi", "cohere", "cohere2", "gpt_neox", "gptj", "falcon", "gpt2",
                    "gpt_bigcode", "opt", "gpt_neo", "codegen", "bloom", "mpt", "biogpt",
-                   "xglm", "jais2", "iquestcoder", "openai-gpt", "granite_swa")
+                   "xglm", "jais2", "iquestcoder", "openai-gpt", "granite_swa", "apertus")
 GEMMA_TYPES = ("gemma", "gemma2", "vaultgemma", "gemma3_text")
 # Gemma 2's attention: scores softcapped, scaled by query_pre_attn_scalar, alternate layers
 # sliding (VaultGemma's too, whose layers have no norms after attention and the MLP)
@@ -147,7 +147,8 @@ _NEVER_WINDOWED = ("llama", "granite", "exaone", "internlm3", "ernie4_5", "glm",
                    "helium", "seed_oss", "olmo2", "hunyuan_v1_dense", "arcee", "nanochat",
                    "hyperclovax", "gemma", "stablelm", "nemotron", "olmo", "phi", "cohere",
                    "gpt_neox", "gptj", "codegen", "falcon", "gpt2", "gpt_bigcode", "opt",
-                   "bloom", "mpt", "biogpt", "xglm", "jais2", "iquestcoder", "openai-gpt")
+                   "bloom", "mpt", "biogpt", "xglm", "jais2", "iquestcoder", "openai-gpt",
+                   "apertus")
 # The families whose attention scores or logits may be softcapped
 _SOFTCAPPED = {"attn_logit_softcapping": GEMMA_TYPES,
                "final_logit_softcapping": (*GEMMA_TYPES, "nanochat")}
@@ -174,6 +175,7 @@ _CLASS_DEFAULTS = {"glm": {"partial_rotary_factor": 0.5, "attention_bias": True}
                    "jais2": {"rms_norm_eps": 1e-5, "hidden_act": "relu2",
                              "attention_bias": True, "mlp_bias": True},
                    "iquestcoder": {"rms_norm_eps": 1e-5, "head_dim": 128},
+                   "apertus": {"rms_norm_eps": 1e-5, "hidden_act": "xielu"},
                    "granite_swa": {"rms_norm_eps": 1e-5, "sliding_window": 128,
                                    "tie_word_embeddings": True},
                    "phi": {"rms_norm_eps": 1e-5, "partial_rotary_factor": 0.5,
@@ -227,7 +229,10 @@ _CLASS_DEFAULTS = {"glm": {"partial_rotary_factor": 0.5, "attention_bias": True}
 _CLASS_ROPE = {"ministral3": {"rope_type": "yarn", "rope_theta": 1e6, "factor": 16.0,
                               "original_max_position_embeddings": 16384, "beta_fast": 32.0,
                               "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0,
-                              "llama_4_scaling_beta": 0.1}}
+                              "llama_4_scaling_beta": 0.1},
+              "apertus": {"rope_type": "llama3", "rope_theta": 12e6, "factor": 8.0,
+                          "original_max_position_embeddings": 8192, "low_freq_factor": 1.0,
+                          "high_freq_factor": 4.0}}
 SUPPORTED_ROPE = ("default", "llama3", "linear", "yarn", "longrope")
 # hidden_act (Gemma: hidden_activation) -> the gated activation of tg.linear the MLP runs
 _MLP_ACTIVATIONS = {"silu": "swiglu", "swish": "swiglu", "gelu": "geglu",
@@ -238,7 +243,7 @@ _UNGATED_MLP_ACTIVATIONS = {"relu2": "relu2", "relu": "relu", "gelu": "gelu",
                             "gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh",
                             "gelu_fast": "gelu_tanh"}
 _UNGATED_MLP_TYPES = ("arcee", "nanochat", "starcoder2", "nemotron", "phi", "gpt_neox",
-                      "gptj", "codegen", "falcon", "bloom", "mpt", "jais2",
+                      "gptj", "codegen", "falcon", "bloom", "mpt", "jais2", "apertus",
                       *LEARNED_POSITION_TYPES)
 # The fields a decoder's config class fills where a multimodal config.json's text_config
 # leaves them out (LLaVA 1.5's names only what Vicuna changes from LlamaConfig's)
@@ -443,6 +448,8 @@ def fields_from_hf(values: dict) -> dict:
         activation = "gelu_pytorch_tanh"
     activations = (_UNGATED_MLP_ACTIVATIONS if model_type in _UNGATED_MLP_TYPES else
                    _MLP_ACTIVATIONS)
+    if model_type == "apertus":   # (xIELU: its scalars a layer, which only Apertus loads)
+        activations = {**activations, "xielu": "xielu"}
     if activation not in activations:
         raise _unsupported("hidden_act", activation, f"{model_type}'s MLP takes "
                            f"{', '.join(activations)}")
@@ -473,7 +480,7 @@ def fields_from_hf(values: dict) -> dict:
     if model_type in ("llama", "qwen3", "smollm3", "granite", "granite_swa", "exaone",
                       "internlm3",
                       "arcee", "hyperclovax", "nemotron", "cohere", "cohere2", "jais2",
-                      "iquestcoder", *GEMMA_TYPES):
+                      "iquestcoder", "apertus", *GEMMA_TYPES):
         qkv_bias = o_bias = bool(values.get("attention_bias", False))
         mlp_bias = bool(values.get("mlp_bias", False))
     elif model_type in ("ernie4_5", "starcoder2"):   # one flag for every projection
@@ -530,7 +537,8 @@ def fields_from_hf(values: dict) -> dict:
         **({"norm_plus_one": True} if model_type == "nemotron" else {}),
         **({"weightless_norms": True} if model_type == "olmo" else {}),
         qk_norm=per_head_norms or model_type in ("qwen3", "exaone4", "olmo2", "olmo3",
-                                                 "hunyuan_v1_dense", "nanochat", "gemma3_text"),
+                                                 "hunyuan_v1_dense", "nanochat", "gemma3_text",
+                                                 "apertus"),
         qk_norm_per_head=per_head_norms,
         qk_norm_whole=model_type in ("olmo2", "olmo3"),
         qk_norm_after_rotary=model_type in ("hunyuan_v1_dense", "nanochat"),

@@ -111,6 +111,17 @@ SHAPES: dict[str, dict] = {
                      layer_norm_eps=1e-5, hidden_act="relu2", attention_bias=True,
                      mlp_bias=True, max_position_embeddings=8192, bos_token_id=0,
                      eos_token_id=150024),
+    # Apertus 8B (swiss-ai/Apertus-8B-2509): Llama's attention with Qwen 3's head norms, an
+    # ungated MLP whose xIELU has scalars of each layer's own
+    "apertus-8b": dict(model_type="apertus", vocab_size=131072, hidden_size=4096,
+                       intermediate_size=21504, num_hidden_layers=32, num_attention_heads=32,
+                       num_key_value_heads=8, rms_norm_eps=1e-5, hidden_act="xielu",
+                       max_position_embeddings=65536,
+                       rope_parameters={"rope_type": "llama3", "rope_theta": 12e6,
+                                        "factor": 8.0, "low_freq_factor": 1.0,
+                                        "high_freq_factor": 4.0,
+                                        "original_max_position_embeddings": 8192},
+                       bos_token_id=1, eos_token_id=2, pad_token_id=3),
     # CodeGen 350M (mono): GPT-J's layer, q|v|k stored in 4 shards
     "codegen-350m": dict(model_type="codegen", vocab_size=51200, n_embd=1024, n_layer=20,
                          n_head=16, rotary_dim=32, n_positions=2048, n_ctx=2048,
@@ -382,6 +393,17 @@ SHAPES: dict[str, dict] = {
                        layer_norm_eps=1e-5, hidden_act="relu2", attention_bias=True,
                        mlp_bias=True, max_position_embeddings=256, eos_token_id=2,
                        pad_token_id=0, bos_token_id=1),
+    # Apertus: Qwen 3's head norms, xIELU's MLP, Llama 3's rotary scaling (here from 64)
+    "tiny-apertus": dict(model_type="apertus", vocab_size=67, hidden_size=32,
+                         intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                         num_key_value_heads=2, head_dim=8, rms_norm_eps=1e-5,
+                         hidden_act="xielu",
+                         rope_parameters={"rope_type": "llama3", "rope_theta": 10000.0,
+                                          "factor": 4.0, "low_freq_factor": 1.0,
+                                          "high_freq_factor": 4.0,
+                                          "original_max_position_embeddings": 64},
+                         max_position_embeddings=256, eos_token_id=2, pad_token_id=0,
+                         bos_token_id=1),
     # OLMo (the first): LayerNorms without weights or biases, a tied table
     "tiny-olmo": dict(model_type="olmo", vocab_size=67, hidden_size=32, intermediate_size=48,
                       num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,

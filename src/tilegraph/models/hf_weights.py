@@ -49,9 +49,10 @@ _IGNORED_PREFIXES = tuple(f"{model}{part}" for model in ("model.", "")
 
 
 def _sliced(tensor_or_slice, split: Split):
-    """tensor[..., start:stop, ...] along split's dimension (a safetensors slice too)."""
+    """tensor[..., start:stop, ...] along split's dimension (a safetensors slice too), or
+    the whole tensor (a tensor's: `[:]` would refuse a scalar's, xIELU's)."""
     if split is None:
-        return tensor_or_slice[:]
+        return tensor_or_slice[...]
     dim, start, stop = split
     return tensor_or_slice[start:stop] if dim == 0 else tensor_or_slice[:, start:stop]
 
@@ -88,8 +89,13 @@ def _tensors_from_directory(path: Path) -> Iterator[tuple[str, Reader, tuple[int
                               "pip install 'tilegraph[hf]'") from error
         with safe_open(str(file), framework="pt", device="cpu") as shard:
             for name in shard.keys():  # noqa: SIM118 (safe_open is not a dict)
-                yield name, lambda split, name=name, shard=shard: _sliced(
-                    shard.get_slice(name), split), tuple(shard.get_slice(name).get_shape())
+                yield name, functools.partial(_shard_tensor, shard, name), tuple(
+                    shard.get_slice(name).get_shape())
+
+
+def _shard_tensor(shard, name: str, split: Split) -> torch.Tensor:
+    """Tensor `name` of a safetensors shard, whole or split's slice of it."""
+    return shard.get_tensor(name) if split is None else _sliced(shard.get_slice(name), split)
 
 
 def _tensors_from_pickle(file: Path) -> Iterator[tuple[str, Reader, tuple[int, ...]]]:
@@ -266,7 +272,9 @@ _RENAMES = {"exaone": [(r"^transformer\.wte\.", "model.embed_tokens."),
             "phi": [(r"\.self_attn\.dense\.", ".self_attn.o_proj."),
                     (r"\.mlp\.fc1\.", ".mlp.up_proj."), (r"\.mlp\.fc2\.", ".mlp.down_proj."),
                     (r"^model\.final_layernorm\.", "model.norm.")],
-            "gemma3_text": _GEMMA_NORMS}
+            "gemma3_text": _GEMMA_NORMS,
+            "apertus": [(r"\.attention_layernorm\.", ".input_layernorm."),
+                        (r"\.feedforward_layernorm\.", ".post_attention_layernorm.")]}
 
 
 def _renamed(tensors: Iterator[tuple[str, Reader, tuple[int, ...]]], model_type: str
@@ -489,7 +497,30 @@ def _our_name(name: str) -> tuple[str, str] | None:
              ("post_attention_layernorm", "bias"): "mlp_norm_bias",
              ("post_attn_norm", "weight"): "post_attn_norm",
              ("post_mlp_norm", "weight"): "post_mlp_norm"}
+    if module == "mlp.act_fn" and kind in _XIELU_SCALARS:   # Apertus's xIELU
+        return prefix + "xielu", kind
     return (prefix + plain[module, kind], "") if (module, kind) in plain else None
+
+
+# xIELU's scalars as a checkpoint stores them, and the values transformers gives beta and eps
+# where it stores none
+_XIELU_SCALARS = ("alpha_p", "alpha_n", "beta", "eps")
+_XIELU_DEFAULTS = {"beta": 0.5, "eps": -1e-6}
+
+
+def _xielu_scalars(parts: dict[str, torch.Tensor], name: str) -> torch.Tensor:
+    """A layer's xIELU scalars as kernels/xielu.py applies them (alpha_p, alpha_n, beta,
+    eps), from the checkpoint's: alpha_p stored through softplus's inverse, alpha_n less beta
+    too; computed in the model's dtype, the checkpoint's scalars' here, as transformers
+    computes them."""
+    if "alpha_p" not in parts or "alpha_n" not in parts:
+        raise ValueError(f"checkpoint lacks xIELU's alpha_p or alpha_n for {name}")
+    like = parts["alpha_p"]
+    alpha_p, alpha_n, beta, eps = (parts[key].reshape(()) if key in parts
+                                   else like.new_tensor(_XIELU_DEFAULTS[key])
+                                   for key in _XIELU_SCALARS)
+    softplus = torch.nn.functional.softplus
+    return torch.stack((softplus(alpha_p), beta + softplus(alpha_n), beta, eps))
 
 
 @torch.no_grad()
@@ -691,6 +722,8 @@ def load_llama(cls, model_or_path, dtype: torch.dtype | None, device,
         raise ValueError(f"checkpoint lacks weights for: {missing[:8]}"
                          f"{' ...' if len(missing) > 8 else ''}")
     norms = {name: pieces.pop(name)[""] for name in (*norm_names, *bias_names)}
+    for name in [name for name in pieces if name.endswith(".xielu")]:
+        pieces[name] = {"": _xielu_scalars(pieces[name], name)}
     if config.head_projection:
         _fold_embedding_projection(pieces, config, tp)
     for name, value in norms.items():

@@ -49,6 +49,7 @@ from ..kernels._activation import GLU_ACTIVATIONS, activation_ref
 from ..kernels.decode_attention import decode_attention_in_layer
 from ..kernels.decode_inputs import decode_inputs
 from ..kernels.layer_norm import layer_norm_rows
+from ..kernels.xielu import xielu_ref, xielu_rows
 from .llama_config import LlamaConfig, rope_frequencies
 
 
@@ -127,6 +128,10 @@ class LlamaLayer(nn.Module):
                           else None)
         self.w_down = _parameter(c.dim, c.ffn_dim, **kw)
         self.b_down = _parameter(c.dim, fill=0.0, **kw) if c.mlp_bias else None
+        # xIELU's scalars as it applies them (alpha_p, alpha_n, beta, eps: kernels/xielu.py),
+        # from the checkpoint's by hf_weights
+        self.xielu = (_parameter(4, fill=0.0, **kw) if c.mlp_activation == "xielu"
+                      else None)
         # each q head's attention sink (LlamaConfig.attention_sinks), a logit of the scores
         self.sinks = _parameter(c.n_heads, fill=0.0, **kw) if c.attention_sinks else None
         self.post_attn_norm = _parameter(c.dim, fill=1.0, **kw) if c.post_norms else None
@@ -380,8 +385,9 @@ class Llama(nn.Module):
             mlp_input = layer_input if c.parallel_residual else x
             gate_up = F.linear(_pre_norm(mlp_input, layer.mlp_norm, c.norm_eps),
                                layer.w_gate_up, layer.b_gate_up)
-            x = self._add_output(x, F.linear(_gated(gate_up, c.mlp_activation), layer.w_down,
-                                             self._once(layer.b_down)), 1, index)
+            mlp_output = F.linear(_gated(gate_up, c.mlp_activation, layer.xielu),
+                                  layer.w_down, self._once(layer.b_down))
+            x = self._add_output(x, mlp_output, 1, index)
         logits = self._plain_head(x)
         return self._gather_vocab(logits.view(batch * length, -1)).view(batch, length, -1)
 
@@ -684,8 +690,9 @@ class Llama(nn.Module):
             mlp_input = layer_input if c.parallel_residual else x
             gate_up = F.linear(_pre_norm(mlp_input, layer.mlp_norm, c.norm_eps),
                                layer.w_gate_up, layer.b_gate_up)
-            x = self._add_output(x, F.linear(_gated(gate_up, c.mlp_activation), layer.w_down,
-                                             self._once(layer.b_down)), 1, index)
+            mlp_output = F.linear(_gated(gate_up, c.mlp_activation, layer.xielu),
+                                  layer.w_down, self._once(layer.b_down))
+            x = self._add_output(x, mlp_output, 1, index)
         return self._gather_vocab(self._plain_head(x))
 
     def _plain_head(self, x: torch.Tensor) -> torch.Tensor:
@@ -744,7 +751,9 @@ class Llama(nn.Module):
             stream, added = self._pending_sum(x, pending)
             hidden = tg.linear(layer_input if c.parallel_residual else x, layer.w_gate_up,
                                layer.b_gate_up, norm_weight=layer.mlp_norm,
-                               norm_eps=c.norm_eps, activation=c.mlp_activation, **added)
+                               norm_eps=c.norm_eps, activation=c.up_activation, **added)
+            if layer.xielu is not None:
+                hidden = xielu_rows(hidden, layer.xielu, out=hidden)
             x = stream
             output = tg.linear(hidden, layer.w_down, self._once(layer.b_down),
                                residual=self._once(x) if not c.post_norms else None,
@@ -869,10 +878,14 @@ def _deinterleave_heads(qkv: torch.Tensor, head_dim: int) -> torch.Tensor:
     return qkv.unflatten(-1, (-1, head_dim // 2, 2)).transpose(-1, -2).flatten(-3)
 
 
-def _gated(gate_up: torch.Tensor, activation: str) -> torch.Tensor:
+def _gated(gate_up: torch.Tensor, activation: str, xielu: torch.Tensor | None
+           ) -> torch.Tensor:
     """act(gate) * up of interleaved (gate, up) columns (act as tg.linear's gated
     `activation` names it), rounded in between as transformers' MLP rounds them; or, for an
-    ungated MLP (Arcee's "relu2"), act(up) of its up columns."""
+    ungated MLP (Arcee's "relu2"), act(up) of its up columns (xIELU's by the layer's
+    scalars, `xielu`)."""
+    if activation == "xielu":
+        return xielu_ref(gate_up, xielu)
     if activation not in GLU_ACTIVATIONS:
         return activation_ref(gate_up, activation)
     gate, up = gate_up.unflatten(-1, (-1, 2)).unbind(-1)

@@ -21,8 +21,9 @@ from ..kernels._activation import ACTIVATIONS
 from ..kernels._activation import GLU_ACTIVATIONS as _GATED
 from .hf_families import SINUSOIDAL_POSITION_TYPES, fields_from_hf, position_rows_before
 
-# What LlamaConfig.mlp_activation may be: a gated activation or an ungated one
-_MLP_KINDS = _GATED + tuple(a for a in ACTIVATIONS if a != "none")
+# What LlamaConfig.mlp_activation may be: a gated activation or an ungated one (xIELU, with
+# its scalars a layer, applied by a kernel of its own after the up projection)
+_MLP_KINDS = _GATED + tuple(a for a in ACTIVATIONS if a != "none") + ("xielu",)
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,8 @@ class LlamaConfig:
     qk_norm_per_head: bool = False
     # The MLP's activation, as tg.linear names it: gated, "swiglu" (silu(gate) * up),
     # "geglu" or "geglu_tanh" (gelu(gate) * up, exact or its tanh approximation: Gemma's);
-    # or ungated, act(up) with no gate projection ("relu2", relu(up)^2: Arcee's).
+    # or ungated, act(up) with no gate projection ("relu2", relu(up)^2: Arcee's; "xielu",
+    # Apertus's xIELU, whose scalars each layer holds: LlamaLayer.xielu).
     mlp_activation: str = "swiglu"
     # Gemma 3's "sandwich": the attention and MLP outputs each RMS-normalised (weights
     # post_attn_norm, post_mlp_norm) before their residual add, besides the norms before.
@@ -267,6 +269,12 @@ class LlamaConfig:
         """Whether the MLP multiplies an activated gate projection by an up projection."""
         return self.mlp_activation in _GATED
 
+    @property
+    def up_activation(self) -> str:
+        """The activation in the up (or gate/up) projection's epilogue: mlp_activation, but
+        for xIELU, which a kernel of its own applies after it."""
+        return "none" if self.mlp_activation == "xielu" else self.mlp_activation
+
     def rotates(self, layer: int) -> bool:
         """Whether layer `layer` applies rotary embeddings to q and k."""
         return self.rope_layers is None or self.rope_layers[layer]
@@ -315,8 +323,10 @@ class LlamaConfig:
                      + ((1 + self.mlp_gated) * self.ffn_dim + self.dim) * self.mlp_bias
                      + norms * (not self.weightless_norms)
                      + before * self.dim * self.norm_bias)
-        # (a LayerNorm's weight and bias after each residual add instead; a sink a q head)
-        per_layer += 4 * self.dim * self.norm_after_add + self.n_heads * self.attention_sinks
+        # (a LayerNorm's weight and bias after each residual add instead; a sink a q head;
+        # xIELU's alpha_p and alpha_n, whose beta and eps are buffers)
+        per_layer += (4 * self.dim * self.norm_after_add + self.n_heads * self.attention_sinks
+                      + 2 * (self.mlp_activation == "xielu"))
         final_norm = (self.dim * ((not self.weightless_norms) + self.norm_bias)
                       * (not self.norm_after_add))
         head_bias = self.vocab_size * self.lm_head_bias
