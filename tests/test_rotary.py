@@ -130,6 +130,52 @@ def test_head_norms_after_rotary_match_reference(dtype, device):
     assert not torch.allclose(q_ref, other_order, rtol=1e-2, atol=1e-2)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("rows, heads, kv_heads, head_dim, per_head", [
+    (1, 4, 2, 64, False), (3, 7, 1, 24, False), (2, 4, 2, 16, True)])
+def test_head_norm_biases_match_reference(rows, heads, kv_heads, head_dim, per_head, dtype,
+                                          device):
+    """q_norm_bias / k_norm_bias: added after each head's norm weight (Persimmon's head
+    LayerNorms, one weight and bias for all heads; or a weight and bias a head), before the
+    rotation; far from zero, so that a bias left out, or added to the other one's heads,
+    shows."""
+    case = _heads_apart(_case(rows, heads, kv_heads, head_dim, dtype, device), heads,
+                        kv_heads, head_dim)
+    shapes = {"q": (heads, head_dim) if per_head else (head_dim,),
+              "k": (kv_heads, head_dim) if per_head else (head_dim,)}
+    norms = {}
+    for part, shape in shapes.items():
+        norms[f"{part}_norm_weight"] = (1 + torch.randn(shape) * 0.3).to(dtype=dtype,
+                                                                          device=device)
+        norms[f"{part}_norm_bias"] = (torch.randn(shape) + (2.0 if part == "q" else -3.0)).to(
+            dtype=dtype, device=device)
+    q_ref = _assert_normed_matches_reference(case, heads, dtype, device, norms)
+    qkv, cos, sin, positions, slots, cache = case
+    unbiased = rotary_qkv_ref(qkv.double(), cos.double(), sin.double(), positions, slots,
+                              cache.double(), cache.double(), n_heads=heads, norm_eps=1e-5,
+                              **{name: t.double() for name, t in norms.items()
+                                 if name.endswith("weight")})
+    assert not torch.allclose(q_ref, unbiased, rtol=0.1, atol=0.1)
+
+
+def test_head_norm_biases_go_with_their_weights(device):
+    qkv, cos, sin, positions, slots, cache = _case(2, 4, 2, 8, torch.float32, device)
+    args = (qkv, cos, sin, positions, slots, cache, cache.clone())
+    ones = torch.ones(8, device=device)
+    with pytest.raises(ValueError, match="give those too"):
+        tg.rotary_qkv(*args, n_heads=4, q_norm_bias=ones, k_norm_bias=ones)
+    with pytest.raises(ValueError, match="q_norm_bias and k_norm_bias go together"):
+        tg.rotary_qkv(*args, n_heads=4, q_norm_weight=ones, k_norm_weight=ones,
+                      q_norm_bias=ones)
+    with pytest.raises(ValueError, match=r"k_norm_bias has shape \(2, 8\); it must be its "
+                                         r"weight's, \(8,\)"):
+        tg.rotary_qkv(*args, n_heads=4, q_norm_weight=ones, k_norm_weight=ones,
+                      q_norm_bias=ones, k_norm_bias=torch.ones(2, 8, device=device))
+    with pytest.raises(TypeError, match="q_norm_bias has dtype torch.float16"):
+        tg.rotary_qkv(*args, n_heads=4, q_norm_weight=ones, k_norm_weight=ones,
+                      q_norm_bias=ones.half(), k_norm_bias=ones)
+
+
 def test_norm_weights_of_other_widths_are_refused(device):
     qkv, cos, sin, positions, slots, cache = _case(2, 4, 2, 8, torch.float32, device)
     args = (qkv, cos, sin, positions, slots, cache, cache.clone())

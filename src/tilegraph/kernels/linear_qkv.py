@@ -12,8 +12,8 @@ neighbouring columns of one tile. More rows (a prefill) run tg.linear's tiled GE
 tg.rotary_qkv's kernel over its interleaved columns. Heads normalised before their rotation
 (Qwen3, Gemma 3) stay one kernel where the plan's column blocks lie inside a head
 (_head_norm_store.py; every kernel but the several-row GEMV and cuBLAS), and are otherwise
-the projection and that kernel, as are q and k normalised each as a whole (OLMo 2) or
-after their rotation (Hunyuan).
+the projection and that kernel, as are q and k normalised each as a whole (OLMo 2), after
+their rotation (Hunyuan) or with a bias after the weight (Persimmon).
 """
 
 from __future__ import annotations
@@ -77,6 +77,7 @@ def _launch_linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
                        sin: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor,
                        k_cache: torch.Tensor, v_cache: torch.Tensor, n_heads: int,
                        q_norm_weight: torch.Tensor | None, k_norm_weight: torch.Tensor | None,
+                       q_norm_bias: torch.Tensor | None, k_norm_bias: torch.Tensor | None,
                        norm_after_rotary: bool, addend: torch.Tensor | None,
                        addend_weight: torch.Tensor | None,
                        sum_out: torch.Tensor | None, out: torch.Tensor) -> None:
@@ -90,7 +91,7 @@ def _launch_linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
     chosen = head_norm = None
     if rows <= decode_plan.DECODE_MAX_ROWS:
         chosen = decode_plan.plan(rows, weight.shape[0], k, weight.dtype, x.device, fused=True)
-        if q_norm_weight is not None and not norm_after_rotary:
+        if q_norm_weight is not None and not norm_after_rotary and q_norm_bias is None:
             head_norm = _epilogue_head_norm(chosen, rows, k_cache, n_heads, q_norm_weight,
                                             k_norm_weight, norm_eps)
     if chosen is None or (q_norm_weight is not None and head_norm is None):
@@ -100,8 +101,8 @@ def _launch_linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
         qkv = linear(x_rows, weight, bias, norm_weight=norm_weight, norm_eps=norm_eps,
                      add_normed=added, sum_out=sum_out.view(-1, k) if added else None)
         launch_rotary_qkv(qkv, cos, sin, positions, slots, k_cache, v_cache, n_heads,
-                          q_norm_weight, k_norm_weight, norm_eps, norm_after_rotary, True,
-                          out)
+                          q_norm_weight, k_norm_weight, q_norm_bias, k_norm_bias, norm_eps,
+                          norm_after_rotary, True, out)
         return
     bias = bias.contiguous() if bias is not None else None
     norm_weight = kernel_norm_weight(norm_weight)
@@ -151,6 +152,7 @@ def linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None 
                slots: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                n_heads: int, q_norm_weight: torch.Tensor | None = None,
                k_norm_weight: torch.Tensor | None = None, norm_after_rotary: bool = False,
+               q_norm_bias: torch.Tensor | None = None, k_norm_bias: torch.Tensor | None = None,
                out: torch.Tensor | None = None,
                add_normed: tuple[torch.Tensor, torch.Tensor] | None = None,
                sum_out: torch.Tensor | None = None) -> torch.Tensor:
@@ -170,7 +172,8 @@ def linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None 
     (heads * head_dim,): q (k) normalised as a whole (OLMo 2), in the second kernel; both
     (heads, head_dim): each head scaled by its own weight (StableLM's and Cohere's per-head
     norms), where one for all would be; norm_after_rotary: the heads rotated first, then
-    normalised (Hunyuan), in the second kernel.
+    normalised (Hunyuan), in the second kernel; q_norm_bias, k_norm_bias (the weights'
+    shapes): added after the weights (Persimmon's head LayerNorms), in the second kernel.
     add_normed (h, w) and sum_out as in tg.linear: the projection of x + rms_norm(h) * w,
     which goes to sum_out.
     """
@@ -196,8 +199,9 @@ def linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None 
             check_tensor(name, t)
             check_like(name, t, "x", x)
             check_shape(name, t, shape)
-    q_norm_weight, k_norm_weight = check_head_norms(q_norm_weight, k_norm_weight, x,
-                                                    head_dim, n_heads, kv_heads)
+    q_norm_weight, k_norm_weight, q_norm_bias, k_norm_bias = check_head_norms(
+        q_norm_weight, k_norm_weight, x, head_dim, n_heads, kv_heads, q_norm_bias,
+        k_norm_bias)
     norm_eps = check_eps(norm_eps)
     if add_normed is not None:
         check_add_normed(add_normed, sum_out, x, out, ("weight", weight), ("bias", bias),
@@ -211,6 +215,7 @@ def linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None 
     for name, t in (("x", x), ("weight", weight), ("bias", bias), ("norm_weight", norm_weight),
                     ("k_cache", k_cache), ("v_cache", v_cache),
                     ("q_norm_weight", q_norm_weight), ("k_norm_weight", k_norm_weight),
+                    ("q_norm_bias", q_norm_bias), ("k_norm_bias", k_norm_bias),
                     *zip(("add_normed's h", "add_normed's w"), add_normed or (),
                          strict=False)):
         check_no_overlap(out, name, t)
@@ -219,17 +224,20 @@ def linear_qkv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None 
         handed = usable_handoff(x, weight, norm_weight) if add_normed is None else None
         _run_linear_qkv(x, weight, bias, norm_weight, handed.x_next if handed else None,
                         handed.parts if handed else None, norm_eps, cos, sin, positions, slots,
-                        k_cache, v_cache, n_heads, q_norm_weight, k_norm_weight,
-                        bool(norm_after_rotary), *(add_normed or (None, None)), sum_out, out)
+                        k_cache, v_cache, n_heads, q_norm_weight, k_norm_weight, q_norm_bias,
+                        k_norm_bias, bool(norm_after_rotary), *(add_normed or (None, None)),
+                        sum_out, out)
     return out
 
 
 def linear_qkv_ref(x, weight, bias=None, *, norm_weight=None, norm_eps: float = 1e-6, cos,
                    sin, positions, slots, k_cache, v_cache, n_heads: int, q_norm_weight=None,
-                   k_norm_weight=None, norm_after_rotary: bool = False) -> torch.Tensor:
+                   k_norm_weight=None, norm_after_rotary: bool = False, q_norm_bias=None,
+                   k_norm_bias=None) -> torch.Tensor:
     """The same from linear_ref and rotary_qkv_ref; writes the caches, returns q."""
     qkv = linear_ref(x, weight, bias, norm_weight=norm_weight, norm_eps=norm_eps)
     return rotary_qkv_ref(deinterleave_rotary_pairs(qkv, k_cache.shape[3]), cos, sin,
                           positions, slots, k_cache, v_cache, n_heads=n_heads,
                           q_norm_weight=q_norm_weight, k_norm_weight=k_norm_weight,
-                          norm_eps=norm_eps, norm_after_rotary=norm_after_rotary)
+                          norm_eps=norm_eps, norm_after_rotary=norm_after_rotary,
+                          q_norm_bias=q_norm_bias, k_norm_bias=k_norm_bias)

@@ -27,9 +27,10 @@ def _rotary_qkv_kernel(q_ptr, stride_qr, stride_qh,
                        cos_ptr, sin_ptr, stride_cs,
                        positions_ptr, slots_ptr,
                        k_ptr, v_ptr, stride_cb, stride_ch, stride_cp,
-                       q_norm_ptr, k_norm_ptr, eps,
+                       q_norm_ptr, k_norm_ptr, q_bias_ptr, k_bias_ptr, eps,
                        N_HEADS: tl.constexpr, N_KV_HEADS: tl.constexpr,
                        HEAD_DIM: tl.constexpr, HEAD_NORM: tl.constexpr,
+                       HEAD_NORM_BIAS: tl.constexpr,
                        Q_NORM_HEADS: tl.constexpr, K_NORM_HEADS: tl.constexpr,
                        WEIGHT_PER_HEAD: tl.constexpr, NORM_AFTER_ROTARY: tl.constexpr,
                        INTERLEAVED: tl.constexpr, PDL: tl.constexpr,
@@ -43,7 +44,9 @@ def _rotary_qkv_kernel(q_ptr, stride_qr, stride_qh,
     K_NORM_HEADS: 0, or q's (k's) norm spans all of its heads at once (OLMo 2), its weight a
     head_dim slice a head, and every program loads them all in one tile of this many heads
     (their count, a power of two up). WEIGHT_PER_HEAD: each head normalised alone, scaled
-    by a weight of its own (StableLM's and Cohere's per-head norms). NORM_AFTER_ROTARY: the
+    by a weight of its own (StableLM's and Cohere's per-head norms). HEAD_NORM_BIAS: then
+    plus q_bias or k_bias, laid out as the weights (Persimmon's head LayerNorms), rounded
+    again. NORM_AFTER_ROTARY: the
     heads rotated first (rounded to qkv's dtype), then normalised (Hunyuan's order).
     INTERLEAVED: qkv's heads hold their pairs side by side (x_0, x_{d/2}, x_1, ...: a
     projection by interleave_rotary_pairs weights). PDL: launched with programmatic
@@ -73,18 +76,20 @@ def _rotary_qkv_kernel(q_ptr, stride_qr, stride_qh,
         x_start = qkv_ptr + row * stride_xr
         squares = tl.sum(x1 * x1, axis=0) + tl.sum(x2 * x2, axis=0)
         if head < N_HEADS:
-            g_at = q_norm_ptr
+            g_at, b_at = q_norm_ptr, q_bias_ptr
             scale = tl.rsqrt(squares / HEAD_DIM + eps)
             if WEIGHT_PER_HEAD or Q_NORM_HEADS:   # its weight, or its slice of all heads' one
                 g_at += head * HEAD_DIM
+                b_at += head * HEAD_DIM
             if Q_NORM_HEADS:
                 squares = _squares(x_start, N_HEADS, HEAD_DIM, Q_NORM_HEADS, 2 * BLOCK_HALF)
                 scale = tl.rsqrt(squares / (N_HEADS * HEAD_DIM) + eps)
         else:
-            g_at = k_norm_ptr
+            g_at, b_at = k_norm_ptr, k_bias_ptr
             scale = tl.rsqrt(squares / HEAD_DIM + eps)
             if WEIGHT_PER_HEAD or K_NORM_HEADS:
                 g_at += (head - N_HEADS) * HEAD_DIM
+                b_at += (head - N_HEADS) * HEAD_DIM
             if K_NORM_HEADS:
                 squares = _squares(x_start + N_HEADS * HEAD_DIM, N_KV_HEADS, HEAD_DIM,
                                    K_NORM_HEADS, 2 * BLOCK_HALF)
@@ -92,6 +97,11 @@ def _rotary_qkv_kernel(q_ptr, stride_qr, stride_qh,
         g1 = tl.load(g_at + offs, mask=mask).to(tl.float32)
         g2 = tl.load(g_at + half + offs, mask=mask).to(tl.float32)
         x1, x2 = scaled_head(x1, x2, g1, g2, scale, qkv_ptr.dtype.element_ty)
+        if HEAD_NORM_BIAS:
+            b1 = tl.load(b_at + offs, mask=mask).to(tl.float32)
+            b2 = tl.load(b_at + half + offs, mask=mask).to(tl.float32)
+            x1 = (x1 + b1).to(qkv_ptr.dtype.element_ty).to(tl.float32)
+            x2 = (x2 + b2).to(qkv_ptr.dtype.element_ty).to(tl.float32)
     out1, out2 = x1, x2
     if not NORM_AFTER_ROTARY:
         out1 = x1 * c - x2 * s
@@ -136,7 +146,8 @@ def _squares(x, HEADS: tl.constexpr, HEAD_DIM: tl.constexpr, HEADS_BLOCK: tl.con
 def launch_rotary_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                       positions: torch.Tensor, slots: torch.Tensor, k_cache: torch.Tensor,
                       v_cache: torch.Tensor, n_heads: int, q_norm_weight: torch.Tensor | None,
-                      k_norm_weight: torch.Tensor | None, norm_eps: float,
+                      k_norm_weight: torch.Tensor | None, q_norm_bias: torch.Tensor | None,
+                      k_norm_bias: torch.Tensor | None, norm_eps: float,
                       norm_after_rotary: bool, interleaved: bool, out: torch.Tensor) -> None:
     """The kernel on checked inputs; interleaved: qkv's heads in interleave_rotary_pairs
     order (tg.linear_qkv's projection, which calls this for models with head norms)."""
@@ -154,9 +165,10 @@ def launch_rotary_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
     _rotary_qkv_kernel[(rows, n_heads + n_kv_heads)](
         out, out.stride(0), out.stride(1), qkv, qkv.stride(0), cos, sin, cos.stride(0),
         positions, slots, k_cache, v_cache, k_cache.stride(0), k_cache.stride(1),
-        k_cache.stride(2), q_norm_weight if head_norm else qkv,
-        k_norm_weight if head_norm else qkv, norm_eps, N_HEADS=n_heads,
-        N_KV_HEADS=n_kv_heads, HEAD_DIM=head_dim, HEAD_NORM=head_norm,
+        k_cache.stride(2), *(t if t is not None else qkv for t in (
+            q_norm_weight, k_norm_weight, q_norm_bias, k_norm_bias)), norm_eps,
+        N_HEADS=n_heads, N_KV_HEADS=n_kv_heads, HEAD_DIM=head_dim, HEAD_NORM=head_norm,
+        HEAD_NORM_BIAS=q_norm_bias is not None,
         Q_NORM_HEADS=q_tile, K_NORM_HEADS=k_tile,
         WEIGHT_PER_HEAD=head_norm and q_norm_weight.ndim == 2,
         NORM_AFTER_ROTARY=head_norm and norm_after_rotary, INTERLEAVED=interleaved, PDL=pdl,
@@ -167,10 +179,12 @@ def launch_rotary_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
 def _launch_rotary_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                        positions: torch.Tensor, slots: torch.Tensor, k_cache: torch.Tensor,
                        v_cache: torch.Tensor, n_heads: int, q_norm_weight: torch.Tensor | None,
-                       k_norm_weight: torch.Tensor | None, norm_eps: float,
+                       k_norm_weight: torch.Tensor | None, q_norm_bias: torch.Tensor | None,
+                       k_norm_bias: torch.Tensor | None, norm_eps: float,
                        norm_after_rotary: bool, out: torch.Tensor) -> None:
     launch_rotary_qkv(qkv, cos, sin, positions, slots, k_cache, v_cache, n_heads,
-                      q_norm_weight, k_norm_weight, norm_eps, norm_after_rotary, False, out)
+                      q_norm_weight, k_norm_weight, q_norm_bias, k_norm_bias, norm_eps,
+                      norm_after_rotary, False, out)
 
 
 _run_rotary_qkv = custom_op("rotary_qkv", _launch_rotary_qkv,
@@ -181,7 +195,8 @@ def rotary_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                positions: torch.Tensor, slots: torch.Tensor, k_cache: torch.Tensor,
                v_cache: torch.Tensor, *, n_heads: int, q_norm_weight: torch.Tensor | None = None,
                k_norm_weight: torch.Tensor | None = None, norm_eps: float = 1e-6,
-               norm_after_rotary: bool = False, out: torch.Tensor | None = None
+               norm_after_rotary: bool = False, q_norm_bias: torch.Tensor | None = None,
+               k_norm_bias: torch.Tensor | None = None, out: torch.Tensor | None = None
                ) -> torch.Tensor:
     """Rotate q and k of each row of `qkv` (rows, (H + 2 KV) * head_dim) at its position;
     write k and v into k_cache / v_cache (max_batch, KV, max_seq, head_dim) at [slot,
@@ -194,6 +209,8 @@ def rotary_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
     normalised as a whole instead, as OLMo 2 does; both (n_heads, head_dim) and (kv_heads,
     head_dim): each head scaled by its own weight, as StableLM's and Cohere's per-head
     LayerNorms do (of heads whose mean is zero: their projections' rows centred).
+    q_norm_bias, k_norm_bias (the weights' shapes), given together and only with them:
+    added after the weights, as Persimmon's head LayerNorms add theirs.
     norm_after_rotary: the heads rotated first, then normalised, as Hunyuan does."""
     check_tensor("qkv", qkv)
     n_kv_heads, head_dim = check_cache_inputs(qkv, cos, sin, positions, slots, k_cache,
@@ -203,8 +220,9 @@ def rotary_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
         raise ValueError(f"qkv must be (rows, {(n_heads + 2 * n_kv_heads) * head_dim}) with "
                          f"unit column stride for {n_heads} heads, {n_kv_heads} kv heads of "
                          f"{head_dim}; got {tuple(qkv.shape)}")
-    q_norm_weight, k_norm_weight = check_head_norms(q_norm_weight, k_norm_weight, qkv,
-                                                    head_dim, n_heads, n_kv_heads)
+    q_norm_weight, k_norm_weight, q_norm_bias, k_norm_bias = check_head_norms(
+        q_norm_weight, k_norm_weight, qkv, head_dim, n_heads, n_kv_heads, q_norm_bias,
+        k_norm_bias)
     norm_eps = check_eps(norm_eps)
     rows = qkv.shape[0]
     out = prepare_out(out, (rows, n_heads, head_dim), qkv.dtype, qkv.device)
@@ -212,19 +230,26 @@ def rotary_qkv(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
         raise ValueError("out must have a unit last stride")
     if rows:
         _run_rotary_qkv(qkv, cos, sin, positions, slots, k_cache, v_cache, n_heads,
-                        q_norm_weight, k_norm_weight, norm_eps, bool(norm_after_rotary), out)
+                        q_norm_weight, k_norm_weight, q_norm_bias, k_norm_bias, norm_eps,
+                        bool(norm_after_rotary), out)
     return out
 
 
 def check_head_norms(q_norm_weight, k_norm_weight, like: torch.Tensor, head_dim: int,
-                     n_heads: int, n_kv_heads: int):
+                     n_heads: int, n_kv_heads: int, q_norm_bias=None, k_norm_bias=None):
     """q and k norm weights in like's dtype and on its device, both or neither, each of a
     head (head_dim,) or of all of its heads (heads * head_dim,), or both a weight a head
-    (heads, head_dim); returned contiguous."""
+    (heads, head_dim); their biases, both or neither, of the weights' shapes; the four
+    returned contiguous (None where not given)."""
     if (q_norm_weight is None) != (k_norm_weight is None):
         raise ValueError("q_norm_weight and k_norm_weight go together: give both or neither")
+    if (q_norm_bias is None) != (k_norm_bias is None):
+        raise ValueError("q_norm_bias and k_norm_bias go together: give both or neither")
+    if q_norm_bias is not None and q_norm_weight is None:
+        raise ValueError("q_norm_bias and k_norm_bias are added after q_norm_weight and "
+                         "k_norm_weight: give those too")
     if q_norm_weight is None:
-        return None, None
+        return None, None, None, None
     checked = []
     for name, t, heads in (("q_norm_weight", q_norm_weight, n_heads),
                            ("k_norm_weight", k_norm_weight, n_kv_heads)):
@@ -238,6 +263,15 @@ def check_head_norms(q_norm_weight, k_norm_weight, like: torch.Tensor, head_dim:
     if (q_norm_weight.ndim == 2) != (k_norm_weight.ndim == 2):
         raise ValueError("q_norm_weight and k_norm_weight are both a weight a head "
                          "(heads, head_dim) or neither")
+    for name, t, weight in (("q_norm_bias", q_norm_bias, checked[0]),
+                            ("k_norm_bias", k_norm_bias, checked[1])):
+        if t is not None:
+            check_tensor(name, t)
+            check_like(name, t, "qkv", like)
+            if t.shape != weight.shape:
+                raise ValueError(f"{name} has shape {tuple(t.shape)}; it must be its "
+                                 f"weight's, {tuple(weight.shape)}")
+        checked.append(t.contiguous() if t is not None else None)
     return tuple(checked)
 
 
@@ -273,7 +307,7 @@ def check_cache_inputs(like: torch.Tensor, cos, sin, positions, slots, k_cache, 
 
 def rotary_qkv_ref(qkv, cos, sin, positions, slots, k_cache, v_cache, *, n_heads: int,
                    q_norm_weight=None, k_norm_weight=None, norm_eps: float = 1e-6,
-                   norm_after_rotary: bool = False):
+                   norm_after_rotary: bool = False, q_norm_bias=None, k_norm_bias=None):
     """The same in PyTorch (the rotation in fp32, float64 for float64, cast back; head norms
     as Hugging Face rounds them); writes the caches, returns q."""
     n_kv, head_dim = k_cache.shape[1], k_cache.shape[3]
@@ -283,8 +317,9 @@ def rotary_qkv_ref(qkv, cos, sin, positions, slots, k_cache, v_cache, *, n_heads
     def normed(x):
         if q_norm_weight is None:
             return x
-        return torch.cat((_norm_ref(x[:, :n_heads], q_norm_weight, norm_eps),
-                          _norm_ref(x[:, n_heads:], k_norm_weight, norm_eps)), dim=1)
+        return torch.cat((_norm_ref(x[:, :n_heads], q_norm_weight, norm_eps, q_norm_bias),
+                          _norm_ref(x[:, n_heads:], k_norm_weight, norm_eps, k_norm_bias)),
+                         dim=1)
 
     x = heads[:, :n_heads + n_kv]
     x = x if norm_after_rotary else normed(x)
@@ -298,12 +333,18 @@ def rotary_qkv_ref(qkv, cos, sin, positions, slots, k_cache, v_cache, *, n_heads
     return rotated[:, :n_heads]
 
 
-def _norm_ref(heads: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+def _norm_ref(heads: torch.Tensor, weight: torch.Tensor, eps: float,
+              bias: torch.Tensor | None = None) -> torch.Tensor:
     """heads (rows, heads, head_dim) normalised each (weight (head_dim,), or (heads,
-    head_dim): one a head) or all together (weight (heads * head_dim,))."""
+    head_dim): one a head) or all together (weight (heads * head_dim,)); plus bias (the
+    weight's shape), rounded again, where given."""
     if weight.numel() == heads.shape[-1] or weight.ndim == 2:
-        return head_norm_ref(heads, weight, eps)
-    return head_norm_ref(heads.flatten(1), weight, eps).view(heads.shape)
+        normed = head_norm_ref(heads, weight, eps)
+    else:
+        normed = head_norm_ref(heads.flatten(1), weight, eps).view(heads.shape)
+    if bias is None:
+        return normed
+    return normed + bias.to(heads.dtype).reshape(-1, heads.shape[-1])   # (1 or heads, dim)
 
 
 def head_norm_ref(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
