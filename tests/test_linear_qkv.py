@@ -180,6 +180,26 @@ def test_head_norms_after_rotary_match_float64_reference(rows, dtype, device):
     _check(q, cache, expected, dtype)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows", [1, 3, 19])
+def test_head_norm_biases_match_float64_reference(rows, dtype, device):
+    """A bias after each head's norm weight (Persimmon's head LayerNorms, whose heads
+    loading centres, so that RMSNorm is their LayerNorm): the projection, then the rotary
+    kernel, whatever the rows; biases far from zero, so that one left out shows."""
+    heads, kv_heads, head_dim, k = 4, 4, 16, 40
+    x, w, b, g, cache = _case(rows, heads, kv_heads, head_dim, k, dtype, device)
+    norms = {**_head_norms(head_dim, dtype, device),
+             **{name: (randn(head_dim) + shift).to(dtype=dtype, device=device)
+                for name, shift in (("q_norm_bias", 2.0), ("k_norm_bias", -3.0))}}
+    expected = _reference(x, w, b, g, cache, **norms)
+    unbiased = _reference(x, w, b, g, cache, **{name: t for name, t in norms.items()
+                                                 if name.endswith("weight")})
+    assert not torch.allclose(expected[0], unbiased[0], rtol=0.1, atol=0.1)
+    out = poisoned((rows, heads, head_dim), dtype, device)
+    q = tg.linear_qkv(x, w, b, norm_weight=g, out=out, **cache, **norms)
+    _check(q, cache, expected, dtype)
+
+
 def test_head_norms_come_in_pairs_of_head_dim(device):
     x, w, b, g, cache = _case(2, 4, 2, 8, 12, torch.float32, device)
     norms = _head_norms(8, torch.float32, device)
