@@ -71,9 +71,10 @@ def split_of(name: str, part: str, config: LlamaConfig, rank: int, size: int
         return 0, start, stop
     key = (name.rsplit(".", 1)[-1], part)
     per_row = 1   # the elements of q (kv, ffn) a row of the tensor holds
-    if key in (("q_norm", ""), ("k_norm", "")) and config.qk_norm_per_head:
-        # a weight a head (heads, head_dim): the rank's heads' rows
-        dim, unit, per_row = 0, "q" if key[0] == "q_norm" else "kv", config.head_dim
+    if key[0] in ("q_norm", "k_norm", "q_norm_bias", "k_norm_bias") and \
+            config.qk_norm_per_head:
+        # a weight (bias) a head (heads, head_dim): the rank's heads' rows
+        dim, unit, per_row = 0, "q" if key[0].startswith("q") else "kv", config.head_dim
     elif key == ("sinks", ""):   # a logit a q head: the rank's heads'
         dim, unit, per_row = 0, "q", config.head_dim
     elif key in _SPLITS:

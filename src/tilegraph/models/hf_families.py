@@ -51,7 +51,8 @@ SUPPORTED_TYPES = ("llama", "mistral", "ministral", "phi3", "qwen2", "qwen3", "s
                    "vaultgemma", "gemma3_text", "starcoder2", "stablelm", "nemotron", "olmo",
                    "phi", "cohere", "cohere2", "gpt_neox", "gptj", "falcon", "gpt2",
                    "gpt_bigcode", "opt", "gpt_neo", "codegen", "bloom", "mpt", "biogpt",
-                   "xglm", "jais2", "iquestcoder", "openai-gpt", "granite_swa", "apertus")
+                   "xglm", "jais2", "iquestcoder", "openai-gpt", "granite_swa", "apertus",
+                   "persimmon")
 GEMMA_TYPES = ("gemma", "gemma2", "vaultgemma", "gemma3_text")
 # Gemma 2's attention: scores softcapped, scaled by query_pre_attn_scalar, alternate layers
 # sliding (VaultGemma's too, whose layers have no norms after attention and the MLP)
@@ -63,8 +64,9 @@ INTERLEAVED_ROTARY_TYPES = ("glm", "glm4", "ernie4_5", "helium", "cohere", "cohe
                             "codegen")
 # Families whose rotary embeddings may turn only a head's leading dims
 # (partial_rotary_factor; GPT-J's rotary_dim counts them): Phi-3 (Phi-4-mini's
-# checkpoints), GLM, StableLM, Nemotron, Phi, GPT-NeoX
-PARTIAL_ROTARY_TYPES = ("phi3", "glm", "glm4", "stablelm", "nemotron", "phi", "gpt_neox")
+# checkpoints), GLM, StableLM, Nemotron, Phi, GPT-NeoX, Persimmon
+PARTIAL_ROTARY_TYPES = ("phi3", "glm", "glm4", "stablelm", "nemotron", "phi", "gpt_neox",
+                        "persimmon")
 # Families that position tokens by a learned table of position embeddings added to the
 # token embeddings, not by rotary embeddings (GPT-2, StarCoder's GPT-BigCode, OPT, GPT-Neo,
 # BioGPT, XGLM, the first GPT)
@@ -79,10 +81,10 @@ _POSITION_ROWS_BEFORE = {"opt": 2, "biogpt": 2}
 # those of them whose LayerNorms add a bias
 LAYER_NORM_TYPES = ("starcoder2", "stablelm", "nemotron", "olmo", "phi", "cohere", "cohere2",
                     "gpt_neox", "gptj", "codegen", "falcon", "bloom", "mpt", "jais2",
-                    *LEARNED_POSITION_TYPES)
+                    "persimmon", *LEARNED_POSITION_TYPES)
 # (MPT's LayerNorms have no bias)
 _NORM_BIAS_TYPES = ("starcoder2", "stablelm", "nemotron", "phi", "gpt_neox", "gptj", "codegen",
-                    "falcon", "bloom", "jais2", *LEARNED_POSITION_TYPES)
+                    "falcon", "bloom", "jais2", "persimmon", *LEARNED_POSITION_TYPES)
 # Families whose layers run attention and the MLP side by side on one norm of their input
 # (StableLM's where use_parallel_residual says so; GPT-NeoX's, a norm each, by default;
 # Falcon's by parallel_attn and num_ln_in_parallel_attn: _falcon_fields)
@@ -112,7 +114,7 @@ _FIELD_ALIASES = {
     "stablelm": {"layer_norm_eps": "rms_norm_eps", "use_qkv_bias": "attention_bias"},
     "nemotron": {"norm_eps": "rms_norm_eps"},
     **{name: {"layer_norm_eps": "rms_norm_eps"}
-       for name in ("phi", "cohere", "cohere2", "jais2")},
+       for name in ("phi", "cohere", "cohere2", "jais2", "persimmon")},
     "gpt_neox": {"layer_norm_eps": "rms_norm_eps", "rotary_pct": "partial_rotary_factor",
                  "rotary_emb_base": "rope_theta"},
     # (GPT-J's and CodeGen's rotary_dim, a count of dims, read apart)
@@ -148,7 +150,7 @@ _NEVER_WINDOWED = ("llama", "granite", "exaone", "internlm3", "ernie4_5", "glm",
                    "hyperclovax", "gemma", "stablelm", "nemotron", "olmo", "phi", "cohere",
                    "gpt_neox", "gptj", "codegen", "falcon", "gpt2", "gpt_bigcode", "opt",
                    "bloom", "mpt", "biogpt", "xglm", "jais2", "iquestcoder", "openai-gpt",
-                   "apertus")
+                   "apertus", "persimmon")
 # The families whose attention scores or logits may be softcapped
 _SOFTCAPPED = {"attn_logit_softcapping": GEMMA_TYPES,
                "final_logit_softcapping": (*GEMMA_TYPES, "nanochat")}
@@ -176,6 +178,8 @@ _CLASS_DEFAULTS = {"glm": {"partial_rotary_factor": 0.5, "attention_bias": True}
                              "attention_bias": True, "mlp_bias": True},
                    "iquestcoder": {"rms_norm_eps": 1e-5, "head_dim": 128},
                    "apertus": {"rms_norm_eps": 1e-5, "hidden_act": "xielu"},
+                   "persimmon": {"rms_norm_eps": 1e-5, "hidden_act": "relu2",
+                                 "partial_rotary_factor": 0.5, "qk_layernorm": True},
                    "granite_swa": {"rms_norm_eps": 1e-5, "sliding_window": 128,
                                    "tie_word_embeddings": True},
                    "phi": {"rms_norm_eps": 1e-5, "partial_rotary_factor": 0.5,
@@ -244,7 +248,7 @@ _UNGATED_MLP_ACTIVATIONS = {"relu2": "relu2", "relu": "relu", "gelu": "gelu",
                             "gelu_fast": "gelu_tanh"}
 _UNGATED_MLP_TYPES = ("arcee", "nanochat", "starcoder2", "nemotron", "phi", "gpt_neox",
                       "gptj", "codegen", "falcon", "bloom", "mpt", "jais2", "apertus",
-                      *LEARNED_POSITION_TYPES)
+                      "persimmon", *LEARNED_POSITION_TYPES)
 # The fields a decoder's config class fills where a multimodal config.json's text_config
 # leaves them out (LLaVA 1.5's names only what Vicuna changes from LlamaConfig's)
 _DECODER_DEFAULTS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
@@ -471,12 +475,14 @@ def fields_from_hf(values: dict) -> dict:
         window = sliding = None
     if values.get("clip_qkv") is not None:
         raise _unsupported("clip_qkv", values["clip_qkv"], "q, k and v are not clipped")
-    # StableLM's and Cohere's LayerNorms of each q and k head, a weight a head
-    per_head_norms = False
-    for name, family in (("qk_layernorm", "stablelm"), ("use_qk_norm", "cohere")):
-        if values.get(name) and model_type != family:
+    # StableLM's and Cohere's LayerNorms of each q and k head, a weight a head; Persimmon's,
+    # one weight and bias for all heads
+    for name, families in (("qk_layernorm", ("stablelm", "persimmon")),
+                           ("use_qk_norm", ("cohere",))):
+        if values.get(name) and model_type not in families:
             raise _unsupported(name, values[name], f"{model_type} models have no such norms")
-        per_head_norms = per_head_norms or bool(values.get(name))
+    head_layer_norms = bool(values.get("qk_layernorm") or values.get("use_qk_norm"))
+    per_head_norms = head_layer_norms and model_type != "persimmon"
     if model_type in ("llama", "qwen3", "smollm3", "granite", "granite_swa", "exaone",
                       "internlm3",
                       "arcee", "hyperclovax", "nemotron", "cohere", "cohere2", "jais2",
@@ -503,8 +509,8 @@ def fields_from_hf(values: dict) -> dict:
         mlp_bias = bool(values.get("mlp_bias", False))
     elif model_type == "falcon":   # every projection or none
         qkv_bias = o_bias = mlp_bias = bool(values.get("bias", False))
-    elif model_type in ("gpt2", "gpt_bigcode", "bloom", "biogpt", "xglm",
-                        "openai-gpt"):   # every one
+    elif model_type in ("gpt2", "gpt_bigcode", "bloom", "biogpt", "xglm", "openai-gpt",
+                        "persimmon"):   # every one
         qkv_bias = o_bias = mlp_bias = True
     elif model_type == "opt":   # every projection or none
         qkv_bias = o_bias = mlp_bias = bool(values["enable_bias"])
@@ -536,10 +542,11 @@ def fields_from_hf(values: dict) -> dict:
         # Nemotron's LayerNorms scale by 1 + weight; OLMo's by nothing
         **({"norm_plus_one": True} if model_type == "nemotron" else {}),
         **({"weightless_norms": True} if model_type == "olmo" else {}),
-        qk_norm=per_head_norms or model_type in ("qwen3", "exaone4", "olmo2", "olmo3",
+        qk_norm=head_layer_norms or model_type in ("qwen3", "exaone4", "olmo2", "olmo3",
                                                  "hunyuan_v1_dense", "nanochat", "gemma3_text",
                                                  "apertus"),
         qk_norm_per_head=per_head_norms,
+        qk_norm_bias=head_layer_norms and model_type == "persimmon",
         qk_norm_whole=model_type in ("olmo2", "olmo3"),
         qk_norm_after_rotary=model_type in ("hunyuan_v1_dense", "nanochat"),
         mlp_activation=activations[activation],

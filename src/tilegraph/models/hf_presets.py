@@ -122,6 +122,16 @@ SHAPES: dict[str, dict] = {
                                         "high_freq_factor": 4.0,
                                         "original_max_position_embeddings": 8192},
                        bos_token_id=1, eos_token_id=2, pad_token_id=3),
+    # Persimmon 8B (adept/persimmon-8b-base): LayerNorms, of each q and k head too (one
+    # weight and bias for all heads), half of each head rotated, an ungated squared-ReLU
+    # MLP, biases everywhere, q|k|v stored head by head
+    "persimmon-8b": dict(model_type="persimmon", vocab_size=262144, hidden_size=4096,
+                         intermediate_size=16384, num_hidden_layers=36,
+                         num_attention_heads=64, hidden_act="relu2", layer_norm_eps=1e-5,
+                         max_position_embeddings=16384, qk_layernorm=True,
+                         rope_parameters={"rope_type": "default", "rope_theta": 25000.0,
+                                          "partial_rotary_factor": 0.5},
+                         bos_token_id=1, eos_token_id=2),
     # CodeGen 350M (mono): GPT-J's layer, q|v|k stored in 4 shards
     "codegen-350m": dict(model_type="codegen", vocab_size=51200, n_embd=1024, n_layer=20,
                          n_head=16, rotary_dim=32, n_positions=2048, n_ctx=2048,
@@ -404,6 +414,14 @@ SHAPES: dict[str, dict] = {
                                           "original_max_position_embeddings": 64},
                          max_position_embeddings=256, eos_token_id=2, pad_token_id=0,
                          bos_token_id=1),
+    # Persimmon: biased head LayerNorms shared by the heads, half of each head rotated
+    "tiny-persimmon": dict(model_type="persimmon", vocab_size=67, hidden_size=32,
+                           intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                           hidden_act="relu2", layer_norm_eps=1e-5, qk_layernorm=True,
+                           rope_parameters={"rope_type": "default", "rope_theta": 25000.0,
+                                            "partial_rotary_factor": 0.5},
+                           max_position_embeddings=256, eos_token_id=2, pad_token_id=0,
+                           bos_token_id=1),
     # OLMo (the first): LayerNorms without weights or biases, a tied table
     "tiny-olmo": dict(model_type="olmo", vocab_size=67, hidden_size=32, intermediate_size=48,
                       num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,

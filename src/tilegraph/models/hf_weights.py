@@ -273,6 +273,12 @@ _RENAMES = {"exaone": [(r"^transformer\.wte\.", "model.embed_tokens."),
                     (r"\.mlp\.fc1\.", ".mlp.up_proj."), (r"\.mlp\.fc2\.", ".mlp.down_proj."),
                     (r"^model\.final_layernorm\.", "model.norm.")],
             "gemma3_text": _GEMMA_NORMS,
+            # (Persimmon's query_key_value stacks q, k and v head by head: _unstacked_by_head)
+            "persimmon": [(r"^model\.final_layernorm\.", "model.norm."),
+                          (r"\.self_attn\.dense\.", ".self_attn.o_proj."),
+                          (r"\.self_attn\.([qk])_layernorm\.", r".self_attn.\1_norm."),
+                          (r"\.mlp\.dense_h_to_4h\.", ".mlp.up_proj."),
+                          (r"\.mlp\.dense_4h_to_h\.", ".mlp.down_proj.")],
             "apertus": [(r"\.attention_layernorm\.", ".input_layernorm."),
                         (r"\.feedforward_layernorm\.", ".post_attention_layernorm.")]}
 
@@ -490,6 +496,8 @@ def _our_name(name: str) -> tuple[str, str] | None:
     plain = {("self_attn.o_proj", "weight"): "wo", ("self_attn.o_proj", "bias"): "bo",
              ("mlp.down_proj", "weight"): "w_down", ("mlp.down_proj", "bias"): "b_down",
              ("self_attn.q_norm", "weight"): "q_norm", ("self_attn.k_norm", "weight"): "k_norm",
+             ("self_attn.q_norm", "bias"): "q_norm_bias",
+             ("self_attn.k_norm", "bias"): "k_norm_bias",
              ("self_attn", "sinks"): "sinks",
              ("input_layernorm", "weight"): "attn_norm",
              ("post_attention_layernorm", "weight"): "mlp_norm",
@@ -579,7 +587,7 @@ def _center_stream(model, config: LlamaConfig, final_bias: torch.Tensor | None) 
     local = model.local
     for layer in model.layers:
         layer.center_outputs()
-        if config.qk_norm_per_head:   # the head norms are LayerNorms too
+        if config.qk_norm:   # the head norms are LayerNorms too
             layer.center_heads(local.q_dim, local.kv_dim, local.head_dim)
 
 
@@ -733,7 +741,8 @@ def load_llama(cls, model_or_path, dtype: torch.dtype | None, device,
     order = (rotary_order(config.head_dim, config.rotary_dim, config.rotary_interleaved)
              if config.rotary_dim < config.head_dim or config.rotary_interleaved else None)
     for name, parts in pieces.items():
-        if order is not None and name.endswith(("q_norm", "k_norm")):
+        if order is not None and name.endswith(("q_norm", "k_norm", "q_norm_bias",
+                                                "k_norm_bias")):
             # head norm weights (a head's, a weight a head's, or all heads' in a row) in
             # the order the kernels hold each head's dims
             parts[""] = parts[""].unflatten(-1, (-1, config.head_dim))[..., order].flatten(-2)

@@ -118,6 +118,8 @@ class LlamaLayer(nn.Module):
             else ((c.head_dim,),) * 2)
         self.q_norm = _parameter(*q_shape, fill=1.0, **kw) if c.qk_norm else None
         self.k_norm = _parameter(*k_shape, fill=1.0, **kw) if c.qk_norm else None
+        self.q_norm_bias = _parameter(*q_shape, fill=0.0, **kw) if c.qk_norm_bias else None
+        self.k_norm_bias = _parameter(*k_shape, fill=0.0, **kw) if c.qk_norm_bias else None
         self.wo = _parameter(c.dim, c.q_dim, **kw)
         self.bo = _parameter(c.dim, fill=0.0, **kw) if c.o_bias else None
         self.register_buffer("mlp_norm", _folded_norm(c.dim, **kw) if c.pre_norms else None,
@@ -173,7 +175,7 @@ class LlamaLayer(nn.Module):
     def center_heads(self, q_dim: int, k_dim: int, head_dim: int) -> None:
         """Subtract from each q and k head's rows of wqkv (and bqkv) their mean over the
         head: each head's values then have mean zero, so the RMSNorm of a head is its
-        LayerNorm (LlamaConfig.qk_norm_per_head in a layer_norm model). A head's rows are
+        LayerNorm (the head norms of a layer_norm model). A head's rows are
         contiguous in wqkv (its dims reordered within the head only)."""
         for tensor in (self.wqkv, self.bqkv):
             if tensor is not None:
@@ -197,7 +199,7 @@ class LlamaLayer(nn.Module):
         the norms after them where the layer has them: HyperCLOVA X's, which scales the
         normed outputs)."""
         q_dim = self.wo.shape[1]
-        q_parts = ([self.q_norm] if self.q_norm is not None else
+        q_parts = ([self.q_norm, self.q_norm_bias] if self.q_norm is not None else
                    [self.wqkv[:q_dim], *([self.bqkv[:q_dim]] if self.bqkv is not None else [])])
         outputs = ([self.post_attn_norm, self.post_mlp_norm] if self.post_attn_norm is not None
                    else [self.wo, self.bo, self.w_down, self.b_down])
@@ -504,12 +506,18 @@ class Llama(nn.Module):
 
     def _head_norms(self, q: torch.Tensor, k: torch.Tensor, layer: LlamaLayer):
         """q and k (..., heads, head_dim) RMS-normalised by the layer's q_norm and k_norm:
-        each head, or each as one vector (OLMo 2's)."""
+        each head, or each as one vector (OLMo 2's); plus q_norm_bias and k_norm_bias where
+        the layer has them (Persimmon's)."""
         c = self.local
         if c.qk_norm_whole:
-            return (_rms_norm(q.flatten(-2), layer.q_norm, c.norm_eps).view(q.shape),
-                    _rms_norm(k.flatten(-2), layer.k_norm, c.norm_eps).view(k.shape))
-        return _rms_norm(q, layer.q_norm, c.norm_eps), _rms_norm(k, layer.k_norm, c.norm_eps)
+            q = _rms_norm(q.flatten(-2), layer.q_norm, c.norm_eps).view(q.shape)
+            k = _rms_norm(k.flatten(-2), layer.k_norm, c.norm_eps).view(k.shape)
+        else:
+            q, k = _rms_norm(q, layer.q_norm, c.norm_eps), _rms_norm(k, layer.k_norm, c.norm_eps)
+        if layer.q_norm_bias is not None:
+            q = q + layer.q_norm_bias.view(-1, c.head_dim)   # (1 or heads, head_dim)
+            k = k + layer.k_norm_bias.view(-1, c.head_dim)
+        return q, k
 
     # -- the fast path: tilegraph kernels, a static cache ----------------------------------------
 
@@ -736,6 +744,7 @@ class Llama(nn.Module):
                               positions=positions, slots=slots, k_cache=k_layer,
                               v_cache=v_layer, n_heads=self.local.n_heads,
                               q_norm_weight=layer.q_norm, k_norm_weight=layer.k_norm,
+                              q_norm_bias=layer.q_norm_bias, k_norm_bias=layer.k_norm_bias,
                               norm_after_rotary=c.qk_norm_after_rotary, **added)
             q = q if q_scales is None else q * q_scales
             x = layer_input = stream

@@ -101,6 +101,9 @@ class LlamaConfig:
     # model's norms are LayerNorms (layer_norm), its head norms are too: loading centres
     # each q and k head's rows of wqkv and bqkv, so their RMSNorm is that LayerNorm.
     qk_norm_per_head: bool = False
+    # ... plus a bias after the weight (q_norm_bias, k_norm_bias, shaped as the weights:
+    # Persimmon's LayerNorm of each head, one weight and bias for all heads)
+    qk_norm_bias: bool = False
     # The MLP's activation, as tg.linear names it: gated, "swiglu" (silu(gate) * up),
     # "geglu" or "geglu_tanh" (gelu(gate) * up, exact or its tanh approximation: Gemma's);
     # or ungated, act(up) with no gate projection ("relu2", relu(up)^2: Arcee's; "xielu",
@@ -186,7 +189,8 @@ class LlamaConfig:
                              f"num_key_value_heads ({self.n_kv_heads})")
         if self.head_dim % 2:
             raise ValueError(f"head_dim must be even for rotary embeddings, got {self.head_dim}")
-        for name in ("qk_norm_whole", "qk_norm_after_rotary", "qk_norm_per_head"):
+        for name in ("qk_norm_whole", "qk_norm_after_rotary", "qk_norm_per_head",
+                     "qk_norm_bias"):
             if getattr(self, name) and not self.qk_norm:
                 raise ValueError(f"LlamaConfig.{name} says how q and k are normalised: it "
                                  "needs qk_norm")
@@ -316,7 +320,7 @@ class LlamaConfig:
         before = 1 if self.one_norm_before else 2   # norms before attention and the MLP
         norms = (before * self.dim * self.pre_norms + 2 * self.dim * self.post_norms
                  + (self.q_dim + self.kv_dim if self.qk_norm_whole or self.qk_norm_per_head
-                    else 2 * self.head_dim) * self.qk_norm)
+                    else 2 * self.head_dim) * self.qk_norm * (1 + self.qk_norm_bias))
         per_layer = (self.dim * (self.q_dim + 2 * self.kv_dim) + self.q_dim * self.dim
                      + (2 + self.mlp_gated) * self.dim * self.ffn_dim
                      + (self.q_dim + 2 * self.kv_dim) * self.qkv_bias + self.dim * self.o_bias
