@@ -35,7 +35,9 @@ WRAPPED = {"gemma3": ("Gemma3", "tiny-gemma3", dict(model_type="siglip_vision_mo
            "video_llava": ("VideoLlava", "tiny-llama3", dict(model_type="clip_vision_model",
                                                              projection_dim=16)),
            "llava_next_video": ("LlavaNextVideo", "tiny-mistral",
-                                dict(model_type="clip_vision_model", projection_dim=16))}
+                                dict(model_type="clip_vision_model", projection_dim=16)),
+           # (Fuyu's image side is one linear map of the patches: no vision config)
+           "fuyu": ("Fuyu", "tiny-persimmon", None)}
 # The decoder's config where the wrapper names it its own way: Qwen2.5-VL's (its rotary
 # embedding by three position sections)
 TEXT_CHANGES = {"qwen2_5_vl": dict(model_type="qwen2_5_vl_text",
@@ -53,17 +55,24 @@ def tiny_with_images(wrapper: str):
 
     kind, text, vision = WRAPPED[wrapper]
     text_config = {**hf_config(text).to_dict(), **TEXT_CHANGES.get(wrapper, {})}
-    model_class = getattr(transformers, kind + "ForConditionalGeneration")
+    # (Fuyu's model with its LM head is a causal LM's class)
+    model_class = (getattr(transformers, kind + "ForConditionalGeneration", None)
+                   or getattr(transformers, kind + "ForCausalLM"))
     if "logit_scale" in text_config and not _scales_logits(model_class):
         # (transformers 5.17's Aya Vision drops Cohere's logit_scale, 5.25's applies it as
         # tilegraph does: a scale of 1 lets either version check the rest)
         text_config["logit_scale"] = 1.0
-    vision = dict(vision, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                  num_attention_heads=2, image_size=28, patch_size=14)
+    if vision is None:
+        image_side = dict(image_size=28, patch_size=14, image_token_id=66)
+    else:
+        image_side = dict(vision_config=dict(vision, hidden_size=16, intermediate_size=32,
+                                             num_hidden_layers=1, num_attention_heads=2,
+                                             image_size=28, patch_size=14),
+                          image_token_index=66)
     tokens = (dict(mm_tokens_per_image=4, boi_token_index=64, eoi_token_index=65)
               if wrapper == "gemma3" else {})
-    config = getattr(transformers, kind + "Config")(
-        text_config=text_config, vision_config=vision, image_token_index=66, **tokens)
+    config = getattr(transformers, kind + "Config")(text_config=text_config, **image_side,
+                                                    **tokens)
     torch.manual_seed(0)
     hf = model_class(config).eval()
     with torch.no_grad():

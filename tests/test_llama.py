@@ -959,10 +959,11 @@ def test_gemma1_config_as_transformers_reads_it():
 def test_multimodal_checkpoint_runs_its_language_model(wrapper, tmp_path, device):
     """Gemma 3 4B and larger, Mistral Small 3.1, the LLaVAs (VipLLaVA, Video-LLaVA and
     LLaVA-NeXT-Video too), InternVL, Idefics3, SmolVLM, Qwen2.5-VL, Qwen3-VL, EXAONE 4.5,
-    Aya Vision and GOT-OCR 2 ship a vision tower beside the decoder: its
-    text_config and language model's tensors are read (as transformers saves them, and as it
-    names them in memory), the image side left out; on text the model is transformers' (the
-    reference forward, the fused prefill and decode steps)."""
+    Aya Vision, GOT-OCR 2 and Fuyu (a linear map of the patches) ship a vision tower
+    beside the decoder: its text_config and language model's tensors are read (as
+    transformers saves them, and as it names them in memory), the image side left out; on
+    text the model is transformers' (the reference forward, the fused prefill and decode
+    steps)."""
     from safetensors.torch import save_file
 
     hf = tiny_with_images(wrapper)

@@ -96,7 +96,8 @@ _LANGUAGE_MODELS = {"gemma3": "gemma3_text", "mistral3": "mistral", "llava": "ll
                     "idefics3": "llama", "smolvlm": "llama", "qwen2_vl": "qwen2_vl_text",
                     "qwen2_5_vl": "qwen2_5_vl_text", "qwen3_vl": "qwen3_vl_text",
                     "exaone4_5": "exaone4", "aya_vision": "cohere2", "got_ocr2": "qwen2",
-                    "vipllava": "llama", "video_llava": "llama", "llava_next_video": "llama"}
+                    "vipllava": "llama", "video_llava": "llama", "llava_next_video": "llama",
+                    "fuyu": "persimmon"}
 # Decoders of multimodal checkpoints that are a family tilegraph runs under another name:
 # Qwen2-VL's and Qwen2.5-VL's are Qwen2's layer, whose multimodal rotary embedding (mrope)
 # turns a text token's three position sections by one position: plain rotary embeddings

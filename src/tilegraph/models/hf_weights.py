@@ -45,7 +45,8 @@ _IGNORED_SUFFIXES = ("rotary_emb.inv_freq", ".self_attn.bias", ".self_attn.maske
 _IGNORED_PREFIXES = tuple(f"{model}{part}" for model in ("model.", "")
                           for part in ("vision_tower.", "multi_modal_projector.",
                                        "image_newline", "vision_model.", "connector.",
-                                       "visual.", "image_tower.", "video_tower."))
+                                       "visual.", "image_tower.", "video_tower.",
+                                       "vision_embed_tokens."))
 
 
 def _sliced(tensor_or_slice, split: Split):
