@@ -46,8 +46,8 @@ def _rotary_qkv_kernel(q_ptr, stride_qr, stride_qh,
     (their count, a power of two up). WEIGHT_PER_HEAD: each head normalised alone, scaled
     by a weight of its own (StableLM's and Cohere's per-head norms). HEAD_NORM_BIAS: then
     plus q_bias or k_bias, laid out as the weights (Persimmon's head LayerNorms), rounded
-    again. NORM_AFTER_ROTARY: the
-    heads rotated first (rounded to qkv's dtype), then normalised (Hunyuan's order).
+    again. NORM_AFTER_ROTARY: the heads rotated first (rounded to qkv's dtype), then
+    normalised (Hunyuan's order).
     INTERLEAVED: qkv's heads hold their pairs side by side (x_0, x_{d/2}, x_1, ...: a
     projection by interleave_rotary_pairs weights). PDL: launched with programmatic
     dependent launch, it starts while the projection before it finishes and reads nothing
