@@ -691,7 +691,7 @@ def test_noise_is_uniform_and_decorrelated():
                                   "tiny-smollm3",
                                   "tiny-glm", "tiny-exaone4", "tiny-olmo2", "tiny-olmo3",
                                   "tiny-hunyuan", "tiny-ministral3", "tiny-arcee", "tiny-apertus",
-                                  "tiny-persimmon",
+                                  "tiny-apertus1p5", "tiny-persimmon",
                                   "tiny-nanochat", "tiny-hyperclovax", "tiny-starcoder2",
                                   "tiny-phi", "tiny-gpt_neox", "tiny-gptj", "tiny-codegen",
                                   "tiny-falcon-mq",

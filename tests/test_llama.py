@@ -21,7 +21,7 @@ TINY = ("tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3",
         "tiny-glm4", "tiny-helium", "tiny-exaone4", "tiny-olmo2", "tiny-olmo3", "tiny-hunyuan",
         "tiny-ministral3", "tiny-arcee", "tiny-nanochat",
         "tiny-hyperclovax", "tiny-starcoder2", "tiny-stablelm", "tiny-nemotron", "tiny-jais2",
-        "tiny-apertus", "tiny-persimmon", "tiny-olmo",
+        "tiny-apertus", "tiny-apertus1p5", "tiny-persimmon", "tiny-olmo",
         "tiny-phi", "tiny-cohere", "tiny-cohere2", "tiny-gpt_neox", "tiny-gptj", "tiny-codegen",
         "tiny-falcon", "tiny-gpt2", "tiny-opt", "tiny-opt-350m", "tiny-biogpt", "tiny-xglm",
         "tiny-openai-gpt", "tiny-gpt_bigcode",
@@ -1180,6 +1180,74 @@ def test_iquestcoder_is_llama(device):
     model = Llama.from_hf(hf, dtype=torch.float32, device=device)
     ids = torch.randint(0, hf.config.vocab_size, (2, 12))
     _assert_forward_and_steps_match_hf(hf, model, ids, 7, 16, "iquestcoder")
+
+
+def test_apertus_and_persimmon_configs():
+    """Apertus: Qwen 3's head norms, xIELU's ungated MLP (no other family's config may ask
+    for xIELU, whose scalars only Apertus's checkpoints hold), Llama 3's scaling at base
+    12e6 where a config names none; Apertus 1.5's decoder is Apertus's, its LM head's rows
+    output_vocab_size (refused past the vocabulary, or with a tied table). Persimmon: biased
+    head LayerNorms shared by the heads, half of each head rotated, biases everywhere."""
+    apertus = LlamaConfig.from_hf({"model_type": "apertus", "vocab_size": 67,
+                                   "hidden_size": 64, "intermediate_size": 48,
+                                   "num_hidden_layers": 1, "num_attention_heads": 4})
+    assert apertus.mlp_activation == "xielu" and apertus.up_activation == "none"
+    assert not apertus.mlp_gated and apertus.qk_norm and not apertus.qk_norm_bias
+    assert apertus.rope_theta == 12e6 and apertus.rope_llama3["factor"] == 8.0
+    assert apertus.norm_eps == 1e-5 and apertus.head_rows == 67
+    with pytest.raises(ValueError, match="hidden_act"):
+        LlamaConfig.from_hf({**hf_config("tiny-arcee").to_dict(), "hidden_act": "xielu"})
+    # (config.json's values: an older transformers has no Apertus 1.5)
+    pruned = LlamaConfig.from_hf(SHAPES["tiny-apertus1p5"])
+    whole = LlamaConfig.from_hf(SHAPES["tiny-apertus"])
+    assert pruned == dataclasses.replace(whole, output_vocab_size=40)
+    assert pruned.parameter_count() == whole.parameter_count() - 27 * 32
+    with pytest.raises(ValueError, match="output_vocab_size must be an int in"):
+        dataclasses.replace(pruned, output_vocab_size=68)
+    with pytest.raises(ValueError, match="tie_embeddings must be off"):
+        dataclasses.replace(pruned, tie_embeddings=True)
+    persimmon = LlamaConfig.from_hf(hf_config("tiny-persimmon"))
+    assert persimmon.qk_norm and persimmon.qk_norm_bias and not persimmon.qk_norm_per_head
+    assert persimmon.layer_norm and persimmon.norm_bias and persimmon.rotary_dim == 4
+    assert persimmon.qkv_bias and persimmon.o_bias and persimmon.mlp_bias
+    assert persimmon.mlp_activation == "relu2"
+    unnormed = LlamaConfig.from_hf(hf_config("tiny-persimmon", qk_layernorm=False))
+    assert not unnormed.qk_norm and not unnormed.qk_norm_bias
+    with pytest.raises(ValueError, match="qk_norm_bias says how q and k are normalised"):
+        dataclasses.replace(unnormed, qk_norm_bias=True)
+
+
+def test_apertus1p5_checkpoint_runs_its_pruned_head_decoder(tmp_path, device):
+    """Apertus 1.5 (`apertus1p5`) holds Apertus's decoder (`apertus1p5_text`) under
+    model.language_model, its LM head pruned to the first output_vocab_size ids, beside
+    image and audio tokenizers that turn media into ids, left out at load. Read from such a
+    checkpoint (written here, transformers' multimodal model needing both tokenizers' own
+    configs), the model is the one read from the decoder alone: logits for the 40 ids the
+    head keeps, inputs over all 67."""
+    from safetensors.torch import save_file
+    from transformers import CONFIG_MAPPING
+
+    if "apertus1p5" not in CONFIG_MAPPING:
+        pytest.skip("this transformers has no Apertus 1.5 to compare with")
+    hf = random_hf_model("tiny-apertus1p5", scale=5.0)
+    alone = Llama.from_hf(hf, dtype=torch.float32, device=device)
+    assert alone.config.model_type == "apertus" and alone.config.head_rows == 40
+    assert alone.lm_head.shape == (40, 32) and alone.embed.shape == (67, 32)
+    tensors = {name.replace("model.", "model.language_model.", 1): tensor.contiguous()
+               for name, tensor in hf.state_dict().items()}
+    tensors |= {"model.vision_tokenizer.quantize.embedding.weight": torch.randn(8, 4),
+                "model.audio_tokenizer.encoder.conv.weight": torch.randn(4, 1, 3)}
+    save_file(tensors, tmp_path / "model.safetensors")
+    config = {"model_type": "apertus1p5", "text_config": hf.config.to_dict(),
+              "tie_word_embeddings": False}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    wrapped = Llama.from_hf(tmp_path, dtype=torch.float32, device=device)
+    assert wrapped.config == alone.config
+    for (name, ours), theirs in zip(alone.state_dict().items(),
+                                    wrapped.state_dict().values(), strict=True):
+        assert torch.equal(ours, theirs), name
+    ids = torch.randint(0, 67, (2, 12))
+    assert wrapped(ids.to(device)).shape == (2, 12, 40)
 
 
 def test_config_from_a_directory(tmp_path):

@@ -253,7 +253,8 @@ def test_tp_qwen3_head_norms_equal_tp1(tmp_path):
 TP_FAMILIES = [
     ("tiny-phi3", {"sliding_window": 3}), ("tiny-granite", {"attention_bias": True}),
     ("tiny-smollm3", {}), ("tiny-glm", {}), ("tiny-exaone4", {"sliding_window": 3}),
-    ("tiny-arcee", {}), ("tiny-apertus", {}), ("tiny-persimmon", {}), ("tiny-nanochat", {}),
+    ("tiny-arcee", {}), ("tiny-apertus", {}), ("tiny-apertus1p5", {}), ("tiny-persimmon", {}),
+    ("tiny-nanochat", {}),
     ("tiny-hyperclovax", {}),
     ("tiny-starcoder2", {}), ("tiny-nemotron", {}), ("tiny-phi", {}), ("tiny-cohere2", {}),
     ("tiny-gpt_neox", {}), ("tiny-gptj", {}), ("tiny-falcon", {}),

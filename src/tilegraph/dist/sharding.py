@@ -67,7 +67,7 @@ def split_of(name: str, part: str, config: LlamaConfig, rank: int, size: int
     if size == 1:
         return None
     if name in ("lm_head", "head_bias"):
-        start, stop, _ = vocab_shard(config.vocab_size, rank, size)
+        start, stop, _ = vocab_shard(config.head_rows, rank, size)
         return 0, start, stop
     key = (name.rsplit(".", 1)[-1], part)
     per_row = 1   # the elements of q (kv, ffn) a row of the tensor holds

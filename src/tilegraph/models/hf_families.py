@@ -97,14 +97,16 @@ _LANGUAGE_MODELS = {"gemma3": "gemma3_text", "mistral3": "mistral", "llava": "ll
                     "qwen2_5_vl": "qwen2_5_vl_text", "qwen3_vl": "qwen3_vl_text",
                     "exaone4_5": "exaone4", "aya_vision": "cohere2", "got_ocr2": "qwen2",
                     "vipllava": "llama", "video_llava": "llama", "llava_next_video": "llama",
-                    "fuyu": "persimmon"}
+                    "fuyu": "persimmon", "apertus1p5": "apertus1p5_text"}
 # Decoders of multimodal checkpoints that are a family tilegraph runs under another name:
 # Qwen2-VL's and Qwen2.5-VL's are Qwen2's layer, whose multimodal rotary embedding (mrope)
 # turns a text token's three position sections by one position: plain rotary embeddings
 # (Qwen3-VL's, Qwen3's layer, interleaves the sections: the same on text);
-# EXAONE 4.5's first releases named its EXAONE 4 decoder its own way
+# EXAONE 4.5's first releases named its EXAONE 4 decoder its own way; Apertus 1.5's is
+# Apertus's, its LM head maybe pruned to the text tokens (output_vocab_size)
 _SAME_DECODERS = {"qwen2_vl_text": "qwen2", "qwen2_5_vl_text": "qwen2",
-                  "qwen3_vl_text": "qwen3", "exaone4_5_text": "exaone4"}
+                  "qwen3_vl_text": "qwen3", "exaone4_5_text": "exaone4",
+                  "apertus1p5_text": "apertus"}
 # Families whose config.json spells some of Llama's fields their own way (transformers'
 # attribute_map): their name -> Llama's.
 _FIELD_ALIASES = {
@@ -547,6 +549,8 @@ def fields_from_hf(values: dict) -> dict:
                                                  "hunyuan_v1_dense", "nanochat", "gemma3_text",
                                                  "apertus"),
         qk_norm_per_head=per_head_norms,
+        output_vocab_size=(values.get("output_vocab_size") or 0
+                           if model_type == "apertus" else 0),
         qk_norm_bias=head_layer_norms and model_type == "persimmon",
         qk_norm_whole=model_type in ("olmo2", "olmo3"),
         qk_norm_after_rotary=model_type in ("hunyuan_v1_dense", "nanochat"),

@@ -46,7 +46,8 @@ _IGNORED_PREFIXES = tuple(f"{model}{part}" for model in ("model.", "")
                           for part in ("vision_tower.", "multi_modal_projector.",
                                        "image_newline", "vision_model.", "connector.",
                                        "visual.", "image_tower.", "video_tower.",
-                                       "vision_embed_tokens."))
+                                       "vision_embed_tokens.", "vision_tokenizer.",
+                                       "audio_tokenizer."))
 
 
 def _sliced(tensor_or_slice, split: Split):

@@ -293,7 +293,7 @@ class Llama(nn.Module):
         # OPT 350M's projection down to its narrower LM head (LlamaConfig.head_projection)
         self.head_projection = (_parameter(config.head_projection, config.dim, **kw)
                                 if config.head_projection else None)
-        start, stop, rows = vocab_shard(config.vocab_size, self.tp.rank, self.tp.size)
+        start, stop, rows = vocab_shard(config.head_rows, self.tp.rank, self.tp.size)
         self.vocab_rows = (start, stop)
         # a centred, normed or projected table (layer_norm, embedding_layer_norm,
         # head_projection) cannot serve as the LM head too
@@ -435,9 +435,9 @@ class Llama(nn.Module):
         return self.all_reduce(x, site, f"the all-reduce of layer {layer}'s {what}")
 
     def _gather_vocab(self, logits: torch.Tensor) -> torch.Tensor:
-        """(rows, this rank's LM head rows) -> (rows, vocab): every rank's logits, capped
+        """(rows, this rank's LM head rows) -> (rows, head_rows): every rank's logits, capped
         by cap tanh(logits / cap) in their dtype where the model caps them (Gemma 2)."""
-        logits = self.tp.all_gather_columns(logits, self.config.vocab_size,
+        logits = self.tp.all_gather_columns(logits, self.config.head_rows,
                                             "the all-gather of the logits")
         if (cap := self.config.logits_softcap) is not None:
             logits = torch.tanh(logits / cap) * cap

@@ -123,6 +123,10 @@ class LlamaConfig:
     # the stream projected up to dim after the table (project_in, which loading folds into
     # the table) and down before the head (project_out, Llama.head_projection); 0: none.
     head_projection: int = 0
+    # The LM head's rows where it is pruned to the vocabulary's first ids (Apertus 1.5's
+    # text-only head: logits for ids 0..output_vocab_size - 1, the table keeping every id);
+    # 0: vocab_size.
+    output_vocab_size: int = 0
     # Gemma's norms scale by 1 + weight: loading (from_hf) adds the one to every norm weight.
     norm_plus_one: bool = False
     # The base that layers with a sliding window rotate by (plain rotary embeddings, Gemma 3's
@@ -213,6 +217,13 @@ class LlamaConfig:
         if not isinstance(self.head_projection, int) or self.head_projection < 0:
             raise ValueError(f"LlamaConfig.head_projection must be an int >= 0, got "
                              f"{self.head_projection!r}")
+        if (not isinstance(self.output_vocab_size, int)
+                or not 0 <= self.output_vocab_size <= self.vocab_size):
+            raise ValueError(f"LlamaConfig.output_vocab_size must be an int in [0, vocab_size "
+                             f"{self.vocab_size}], got {self.output_vocab_size!r}")
+        if self.output_vocab_size and self.tie_embeddings:
+            raise ValueError("LlamaConfig.output_vocab_size prunes the LM head, which then "
+                             "cannot be the token table: tie_embeddings must be off")
         if self.layer_norm and (self.post_norms or not self.pre_norms):
             raise ValueError("LlamaConfig.layer_norm needs the residual stream read only "
                              "through the norms before attention and the MLP: no post_norms, "
@@ -333,7 +344,7 @@ class LlamaConfig:
                       + 2 * (self.mlp_activation == "xielu"))
         final_norm = (self.dim * ((not self.weightless_norms) + self.norm_bias)
                       * (not self.norm_after_add))
-        head_bias = self.vocab_size * self.lm_head_bias
+        head_bias = self.head_rows * self.lm_head_bias
         positions = self._stored_position_rows * self.dim
         embedding_norm = 2 * self.dim * self.embedding_layer_norm   # a weight and a bias
         return (self.n_layers * per_layer + self._embedding_parameters() + final_norm
@@ -347,6 +358,11 @@ class LlamaConfig:
         return self.learned_positions + position_rows_before(self.model_type)
 
     @property
+    def head_rows(self) -> int:
+        """The LM head's rows: the logits a token gets."""
+        return self.output_vocab_size or self.vocab_size
+
+    @property
     def head_width(self) -> int:
         """The width of the LM head's rows (and of the checkpoint's token table)."""
         return self.head_projection or self.dim
@@ -354,7 +370,8 @@ class LlamaConfig:
     def _embedding_parameters(self) -> int:
         """The token table's parameters and the LM head's (once where tied), with the
         projections up from and down to a narrower table (head_projection)."""
-        tables = self.vocab_size * self.head_width * (1 if self.tie_embeddings else 2)
+        tables = (self.vocab_size + (0 if self.tie_embeddings else self.head_rows)
+                  ) * self.head_width
         return tables + 2 * self.head_projection * self.dim
 
     def decode_bytes(self, element_size: int) -> int:
@@ -363,7 +380,7 @@ class LlamaConfig:
         batch rows share the weights); not the embeddings' norm, folded into the table."""
         # (a narrower head's projection down to it too; not the projection up from the
         # table, folded into it)
-        head = self.vocab_size * self.head_width + self.head_projection * self.dim
+        head = self.head_rows * self.head_width + self.head_projection * self.dim
         # (all of a stored table but the row read)
         positions = (self._stored_position_rows - bool(self.learned_positions)) * self.dim
         embedding_norm = 2 * self.dim * self.embedding_layer_norm
