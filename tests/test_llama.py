@@ -10,7 +10,7 @@ import torch
 from _hf_cache import hf_next
 from _multimodal import WRAPPED, tiny_with_images
 from tilegraph.models import Llama, LlamaConfig
-from tilegraph.models.hf_presets import SHAPES, hf_config, random_hf_model
+from tilegraph.models.hf_presets import SHAPES, hf_auto_class, hf_config, random_hf_model
 from tilegraph.testing import MODEL_TOLERANCES, rel_error
 
 transformers = pytest.importorskip("transformers")
@@ -21,7 +21,7 @@ TINY = ("tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3",
         "tiny-glm4", "tiny-helium", "tiny-exaone4", "tiny-olmo2", "tiny-olmo3", "tiny-hunyuan",
         "tiny-ministral3", "tiny-arcee", "tiny-nanochat",
         "tiny-hyperclovax", "tiny-starcoder2", "tiny-stablelm", "tiny-nemotron", "tiny-jais2",
-        "tiny-apertus", "tiny-apertus1p5", "tiny-persimmon", "tiny-olmo",
+        "tiny-apertus", "tiny-apertus1p5", "tiny-persimmon", "tiny-emu3", "tiny-olmo",
         "tiny-phi", "tiny-cohere", "tiny-cohere2", "tiny-gpt_neox", "tiny-gptj", "tiny-codegen",
         "tiny-falcon", "tiny-gpt2", "tiny-opt", "tiny-opt-350m", "tiny-biogpt", "tiny-xglm",
         "tiny-openai-gpt", "tiny-gpt_bigcode",
@@ -295,7 +295,7 @@ def test_every_preset_counts_the_parameters_transformers_builds(name):
     their cards give)."""
     config = hf_config(name)
     with torch.device("meta"):
-        hf = transformers.AutoModelForCausalLM.from_config(config)
+        hf = hf_auto_class(config).from_config(config)
     assert LlamaConfig.from_hf(config).parameter_count() == sum(p.numel()
                                                                for p in hf.parameters())
 
@@ -1217,28 +1217,30 @@ def test_apertus_and_persimmon_configs():
         dataclasses.replace(unnormed, qk_norm_bias=True)
 
 
-def test_apertus1p5_checkpoint_runs_its_pruned_head_decoder(tmp_path, device):
-    """Apertus 1.5 (`apertus1p5`) holds Apertus's decoder (`apertus1p5_text`) under
-    model.language_model, its LM head pruned to the first output_vocab_size ids, beside
-    image and audio tokenizers that turn media into ids, left out at load. Read from such a
-    checkpoint (written here, transformers' multimodal model needing both tokenizers' own
-    configs), the model is the one read from the decoder alone: logits for the 40 ids the
-    head keeps, inputs over all 67."""
+@pytest.mark.parametrize("wrapper, decoder, prefix, media", [
+    ("apertus1p5", "tiny-apertus1p5", "language_model",
+     ("vision_tokenizer.quantize.embedding.weight", "audio_tokenizer.encoder.conv.weight")),
+    ("emu3", "tiny-emu3", "text_model",
+     ("vqmodel.quantize.embedding.weight", "vqmodel.encoder.conv_in.weight"))])
+def test_a_media_tokenizing_checkpoint_runs_its_decoder(wrapper, decoder, prefix, media,
+                                                        tmp_path, device):
+    """Apertus 1.5 (`apertus1p5`, Apertus's decoder with its LM head pruned to the first
+    output_vocab_size ids) and Emu3 (`emu3`, Llama's) turn images (and audio) into ids of
+    their vocabulary by tokenizers beside the decoder, which loading leaves out. Read from
+    such a checkpoint (written here: transformers' models need the tokenizers' own
+    configs), the model is the one read from the decoder alone."""
     from safetensors.torch import save_file
     from transformers import CONFIG_MAPPING
 
-    if "apertus1p5" not in CONFIG_MAPPING:
-        pytest.skip("this transformers has no Apertus 1.5 to compare with")
-    hf = random_hf_model("tiny-apertus1p5", scale=5.0)
+    if wrapper not in CONFIG_MAPPING:
+        pytest.skip(f"this transformers has no {wrapper} to compare with")
+    hf = random_hf_model(decoder, scale=5.0)
     alone = Llama.from_hf(hf, dtype=torch.float32, device=device)
-    assert alone.config.model_type == "apertus" and alone.config.head_rows == 40
-    assert alone.lm_head.shape == (40, 32) and alone.embed.shape == (67, 32)
-    tensors = {name.replace("model.", "model.language_model.", 1): tensor.contiguous()
+    tensors = {name.replace("model.", f"model.{prefix}.", 1): tensor.contiguous()
                for name, tensor in hf.state_dict().items()}
-    tensors |= {"model.vision_tokenizer.quantize.embedding.weight": torch.randn(8, 4),
-                "model.audio_tokenizer.encoder.conv.weight": torch.randn(4, 1, 3)}
+    tensors |= {f"model.{name}": torch.randn(8, 4) for name in media}
     save_file(tensors, tmp_path / "model.safetensors")
-    config = {"model_type": "apertus1p5", "text_config": hf.config.to_dict(),
+    config = {"model_type": wrapper, "text_config": hf.config.to_dict(),
               "tie_word_embeddings": False}
     (tmp_path / "config.json").write_text(json.dumps(config))
     wrapped = Llama.from_hf(tmp_path, dtype=torch.float32, device=device)
@@ -1246,8 +1248,21 @@ def test_apertus1p5_checkpoint_runs_its_pruned_head_decoder(tmp_path, device):
     for (name, ours), theirs in zip(alone.state_dict().items(),
                                     wrapped.state_dict().values(), strict=True):
         assert torch.equal(ours, theirs), name
-    ids = torch.randint(0, 67, (2, 12))
-    assert wrapped(ids.to(device)).shape == (2, 12, 40)
+    ids = torch.randint(0, 67, (2, 12), device=device)
+    assert wrapped(ids).shape == (2, 12, alone.config.head_rows)
+
+
+def test_apertus1p5_head_is_pruned(device):
+    """Apertus 1.5's decoder (`apertus1p5_text`) is read as Apertus's with an LM head of
+    output_vocab_size rows (40 of 67): logits for those ids only, inputs over all."""
+    from transformers import CONFIG_MAPPING
+
+    if "apertus1p5_text" not in CONFIG_MAPPING:
+        pytest.skip("this transformers has no Apertus 1.5 to compare with")
+    model = Llama.from_hf(random_hf_model("tiny-apertus1p5"), dtype=torch.float32,
+                          device=device)
+    assert model.config.model_type == "apertus" and model.config.head_rows == 40
+    assert model.lm_head.shape == (40, 32) and model.embed.shape == (67, 32)
 
 
 def test_config_from_a_directory(tmp_path):

@@ -52,7 +52,7 @@ SUPPORTED_TYPES = ("llama", "mistral", "ministral", "phi3", "qwen2", "qwen3", "s
                    "phi", "cohere", "cohere2", "gpt_neox", "gptj", "falcon", "gpt2",
                    "gpt_bigcode", "opt", "gpt_neo", "codegen", "bloom", "mpt", "biogpt",
                    "xglm", "jais2", "iquestcoder", "openai-gpt", "granite_swa", "apertus",
-                   "persimmon")
+                   "persimmon", "emu3_text_model")
 GEMMA_TYPES = ("gemma", "gemma2", "vaultgemma", "gemma3_text")
 # Gemma 2's attention: scores softcapped, scaled by query_pre_attn_scalar, alternate layers
 # sliding (VaultGemma's too, whose layers have no norms after attention and the MLP)
@@ -97,7 +97,8 @@ _LANGUAGE_MODELS = {"gemma3": "gemma3_text", "mistral3": "mistral", "llava": "ll
                     "qwen2_5_vl": "qwen2_5_vl_text", "qwen3_vl": "qwen3_vl_text",
                     "exaone4_5": "exaone4", "aya_vision": "cohere2", "got_ocr2": "qwen2",
                     "vipllava": "llama", "video_llava": "llama", "llava_next_video": "llama",
-                    "fuyu": "persimmon", "apertus1p5": "apertus1p5_text"}
+                    "fuyu": "persimmon", "apertus1p5": "apertus1p5_text",
+                    "emu3": "emu3_text_model"}
 # Decoders of multimodal checkpoints that are a family tilegraph runs under another name:
 # Qwen2-VL's and Qwen2.5-VL's are Qwen2's layer, whose multimodal rotary embedding (mrope)
 # turns a text token's three position sections by one position: plain rotary embeddings
@@ -153,7 +154,7 @@ _NEVER_WINDOWED = ("llama", "granite", "exaone", "internlm3", "ernie4_5", "glm",
                    "hyperclovax", "gemma", "stablelm", "nemotron", "olmo", "phi", "cohere",
                    "gpt_neox", "gptj", "codegen", "falcon", "gpt2", "gpt_bigcode", "opt",
                    "bloom", "mpt", "biogpt", "xglm", "jais2", "iquestcoder", "openai-gpt",
-                   "apertus", "persimmon")
+                   "apertus", "persimmon", "emu3_text_model")
 # The families whose attention scores or logits may be softcapped
 _SOFTCAPPED = {"attn_logit_softcapping": GEMMA_TYPES,
                "final_logit_softcapping": (*GEMMA_TYPES, "nanochat")}
@@ -180,6 +181,8 @@ _CLASS_DEFAULTS = {"glm": {"partial_rotary_factor": 0.5, "attention_bias": True}
                    "jais2": {"rms_norm_eps": 1e-5, "hidden_act": "relu2",
                              "attention_bias": True, "mlp_bias": True},
                    "iquestcoder": {"rms_norm_eps": 1e-5, "head_dim": 128},
+                   "emu3_text_model": {"rms_norm_eps": 1e-5, "num_key_value_heads": 8,
+                                       "rope_theta": 1e6},
                    "apertus": {"rms_norm_eps": 1e-5, "hidden_act": "xielu"},
                    "persimmon": {"rms_norm_eps": 1e-5, "hidden_act": "relu2",
                                  "partial_rotary_factor": 0.5, "qk_layernorm": True},
@@ -489,7 +492,7 @@ def fields_from_hf(values: dict) -> dict:
     if model_type in ("llama", "qwen3", "smollm3", "granite", "granite_swa", "exaone",
                       "internlm3",
                       "arcee", "hyperclovax", "nemotron", "cohere", "cohere2", "jais2",
-                      "iquestcoder", "apertus", *GEMMA_TYPES):
+                      "iquestcoder", "apertus", "emu3_text_model", *GEMMA_TYPES):
         qkv_bias = o_bias = bool(values.get("attention_bias", False))
         mlp_bias = bool(values.get("mlp_bias", False))
     elif model_type in ("ernie4_5", "starcoder2"):   # one flag for every projection

@@ -426,6 +426,13 @@ SHAPES: dict[str, dict] = {
                                              "original_max_position_embeddings": 64},
                             max_position_embeddings=256, eos_token_id=2, pad_token_id=0,
                             bos_token_id=1),
+    # Emu3's decoder (Emu3ForCausalLM): Llama's layer under its own name
+    "tiny-emu3": dict(model_type="emu3_text_model", vocab_size=67, hidden_size=32,
+                      intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, rms_norm_eps=1e-5,
+                      rope_parameters={"rope_type": "default", "rope_theta": 1e6},
+                      max_position_embeddings=256, eos_token_id=2, pad_token_id=0,
+                      bos_token_id=1),
     # Persimmon: biased head LayerNorms shared by the heads, half of each head rotated
     "tiny-persimmon": dict(model_type="persimmon", vocab_size=67, hidden_size=32,
                            intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
@@ -610,15 +617,39 @@ def hf_config(name: str, **overrides):
 def hf_auto_class(config):
     """transformers' auto class that builds config's model with its LM head: the causal LM's,
     else the image-text-to-text one's (Mistral 3 and LLaVA, whose image side no causal-LM
-    class holds)."""
+    class holds); for a decoder's config that no auto class maps (Emu3's, whose causal LM
+    transformers registers under the multimodal model's type), its causal LM's class, built
+    and loaded as the auto classes are."""
+    import transformers
     from transformers import (
         MODEL_FOR_CAUSAL_LM_MAPPING,
+        MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING,
         AutoModelForCausalLM,
         AutoModelForImageTextToText,
     )
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
-    causal = type(config) in MODEL_FOR_CAUSAL_LM_MAPPING
-    return AutoModelForCausalLM if causal else AutoModelForImageTextToText
+    if type(config) in MODEL_FOR_CAUSAL_LM_MAPPING:
+        return AutoModelForCausalLM
+    for class_name in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values():
+        model_class = getattr(transformers, class_name, None)
+        if type(config) not in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING and getattr(
+                model_class, "config_class", None) is type(config):
+            return _ModelClass(model_class)
+    return AutoModelForImageTextToText
+
+
+class _ModelClass:
+    """A transformers model class with the auto classes' from_config."""
+
+    def __init__(self, model_class):
+        self.model_class = model_class
+
+    def from_config(self, config, **kwargs):
+        return self.model_class._from_config(config, **kwargs)
+
+    def from_pretrained(self, path, **kwargs):
+        return self.model_class.from_pretrained(path, **kwargs)
 
 
 def random_hf_model(name, dtype: torch.dtype = torch.float32, device="cpu",

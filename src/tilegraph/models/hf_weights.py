@@ -47,7 +47,7 @@ _IGNORED_PREFIXES = tuple(f"{model}{part}" for model in ("model.", "")
                                        "image_newline", "vision_model.", "connector.",
                                        "visual.", "image_tower.", "video_tower.",
                                        "vision_embed_tokens.", "vision_tokenizer.",
-                                       "audio_tokenizer."))
+                                       "audio_tokenizer.", "vqmodel."))
 
 
 def _sliced(tensor_or_slice, split: Split):
