@@ -17,6 +17,8 @@ a size the Triton interpreter runs in seconds.
 
 from __future__ import annotations
 
+import importlib
+
 import torch
 
 _LLAMA3_ROPE = {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
@@ -620,22 +622,27 @@ def hf_auto_class(config):
     class holds); for a decoder's config that no auto class maps (Emu3's, whose causal LM
     transformers registers under the multimodal model's type), its causal LM's class, built
     and loaded as the auto classes are."""
-    import transformers
     from transformers import (
         MODEL_FOR_CAUSAL_LM_MAPPING,
         MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING,
         AutoModelForCausalLM,
         AutoModelForImageTextToText,
     )
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
     if type(config) in MODEL_FOR_CAUSAL_LM_MAPPING:
         return AutoModelForCausalLM
-    for class_name in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values():
-        model_class = getattr(transformers, class_name, None)
-        if type(config) not in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING and getattr(
-                model_class, "config_class", None) is type(config):
-            return _ModelClass(model_class)
+    if type(config) not in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING:
+        # (the modeling module beside the config's: transformers.models.X.modeling_X)
+        try:
+            modeling = importlib.import_module(
+                type(config).__module__.replace(".configuration_", ".modeling_"))
+        except ImportError:
+            return AutoModelForImageTextToText
+        for name in dir(modeling):
+            model_class = getattr(modeling, name)
+            if name.endswith("ForCausalLM") and getattr(model_class, "config_class",
+                                                        None) is type(config):
+                return _ModelClass(model_class)
     return AutoModelForImageTextToText
 
 
