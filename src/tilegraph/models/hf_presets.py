@@ -416,18 +416,6 @@ SHAPES: dict[str, dict] = {
                                           "original_max_position_embeddings": 64},
                          max_position_embeddings=256, eos_token_id=2, pad_token_id=0,
                          bos_token_id=1),
-    # Apertus 1.5's decoder: Apertus's, its LM head pruned to the first 40 ids (the table
-    # keeps all 67)
-    "tiny-apertus1p5": dict(model_type="apertus1p5_text", vocab_size=67, output_vocab_size=40,
-                            hidden_size=32, intermediate_size=48, num_hidden_layers=2,
-                            num_attention_heads=4, num_key_value_heads=2, head_dim=8,
-                            rms_norm_eps=1e-5, hidden_act="xielu",
-                            rope_parameters={"rope_type": "llama3", "rope_theta": 10000.0,
-                                             "factor": 4.0, "low_freq_factor": 1.0,
-                                             "high_freq_factor": 4.0,
-                                             "original_max_position_embeddings": 64},
-                            max_position_embeddings=256, eos_token_id=2, pad_token_id=0,
-                            bos_token_id=1),
     # Emu3's decoder (Emu3ForCausalLM): Llama's layer under its own name
     "tiny-emu3": dict(model_type="emu3_text_model", vocab_size=67, hidden_size=32,
                       intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
@@ -604,6 +592,10 @@ SHAPES: dict[str, dict] = {
                         hidden_activation="gelu_pytorch_tanh", max_position_embeddings=256,
                         eos_token_id=2, pad_token_id=0, bos_token_id=1),
 }
+# Apertus 1.5's decoder: tiny Apertus's, its LM head pruned to the first 40 ids (the table
+# keeps all 67)
+SHAPES["tiny-apertus1p5"] = {**SHAPES["tiny-apertus"], "model_type": "apertus1p5_text",
+                             "output_vocab_size": 40}
 
 
 def hf_config(name: str, **overrides):
