@@ -31,8 +31,11 @@ layer with its q|v|k stored in 4 shards), GPT-2, the first GPT, OPT, GPT-BigCode
 MLPs; GPT-BigCode's one kv head; GPT-Neo's unscaled scores and local layers), BLOOM (ALiBi's
 bias on the attention scores for rotary embeddings, a LayerNorm on the embeddings folded
 into the table), MPT (ALiBi; LayerNorms and projections without biases), Falcon-RW (Falcon's
-layer with ALiBi, its bias rounded to bf16 as transformers rounds it), the families
-SUPPORTED_TYPES names besides, and the language models of the multimodal checkpoints
+layer with ALiBi, its bias rounded to bf16 as transformers rounds it), Apertus and Apertus
+1.5's decoder (Qwen 3's head norms, an ungated MLP of xIELU with scalars a layer; Apertus
+1.5's LM head pruned to the first output_vocab_size ids), Persimmon (LayerNorms of each q
+and k head with a bias), Emu3's decoder (Llama's), the families SUPPORTED_TYPES names
+besides, and the language models of the multimodal checkpoints
 _LANGUAGE_MODELS names (on text); sliding windows in the layers each family's config names.
 Anything else raises a ValueError that names the field, so a model is never run with a part
 silently ignored.
