@@ -584,10 +584,11 @@ def agree_with_eager(runs: list[ModelRun]) -> None:
 def summarize(name: str, batch: int, runs: list[ModelRun], config, element_size: int,
               context: float, copy_gbps: float | None) -> list[dict]:
     """Rows: ms/token, tokens/s, % of the floor (weights and the KV bytes a step must read
-    at the mean context, within each layer's sliding window, over measured copy bandwidth),
-    speed-ups against the HF peers."""
+    at the mean context, within each layer's sliding window, and the experts a batch's rows
+    are expected to take, over measured copy bandwidth), speed-ups against the HF peers."""
     kv_bytes = config.kv_bytes(element_size, context) * batch
-    step_bytes = config.decode_bytes(element_size) + kv_bytes
+    step_bytes = (config.decode_bytes(element_size) + kv_bytes
+                  + config.expert_bytes(element_size, batch))
     floor_ms = step_bytes / (copy_gbps * 1e9) * 1e3 if copy_gbps else None
     times = {r.variant: r.ms_per_token for r in runs if r.ms_per_token}
     rows = []

@@ -32,6 +32,9 @@ def local_config(config: LlamaConfig, size: int, rank: int = 0) -> LlamaConfig:
     rank `rank`'s block of the q heads' ALiBi slopes)."""
     if size == 1:
         return config
+    if config.moe:
+        raise ValueError(f"{config.model_type}'s mixture of experts is not split between "
+                         f"ranks yet (tp={size}): run it on one GPU")
     if config.qk_norm_whole:
         raise ValueError(f"{config.model_type}'s q and k norms span every head, which tp="
                          f"{size} splits between ranks: run it on one GPU")

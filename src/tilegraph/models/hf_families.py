@@ -34,7 +34,9 @@ into the table), MPT (ALiBi; LayerNorms and projections without biases), Falcon-
 layer with ALiBi, its bias rounded to bf16 as transformers rounds it), Apertus and Apertus
 1.5's decoder (Qwen 3's head norms, an ungated MLP of xIELU with scalars a layer; Apertus
 1.5's LM head pruned to the first output_vocab_size ids), Persimmon (LayerNorms of each q
-and k head with a bias), Emu3's decoder (Llama's), the families SUPPORTED_TYPES names
+and k head with a bias), Emu3's decoder (Llama's), the mixtures of experts of Mixtral
+(Mistral's attention), Qwen 3 MoE (Qwen 3's) and OLMoE (q and k normalised as OLMo 2's, norms
+before attention and the MLP), the families SUPPORTED_TYPES names
 besides, and the language models of the multimodal checkpoints
 _LANGUAGE_MODELS names (on text); sliding windows in the layers each family's config names.
 Anything else raises a ValueError that names the field, so a model is never run with a part
@@ -55,7 +57,7 @@ SUPPORTED_TYPES = ("llama", "mistral", "ministral", "phi3", "qwen2", "qwen3", "s
                    "phi", "cohere", "cohere2", "gpt_neox", "gptj", "falcon", "gpt2",
                    "gpt_bigcode", "opt", "gpt_neo", "codegen", "bloom", "mpt", "biogpt",
                    "xglm", "jais2", "iquestcoder", "openai-gpt", "granite_swa", "apertus",
-                   "persimmon", "emu3_text_model")
+                   "persimmon", "emu3_text_model", "mixtral", "qwen3_moe", "olmoe")
 GEMMA_TYPES = ("gemma", "gemma2", "vaultgemma", "gemma3_text")
 # Gemma 2's attention: scores softcapped, scaled by query_pre_attn_scalar, alternate layers
 # sliding (VaultGemma's too, whose layers have no norms after attention and the MLP)
@@ -157,7 +159,7 @@ _NEVER_WINDOWED = ("llama", "granite", "exaone", "internlm3", "ernie4_5", "glm",
                    "hyperclovax", "gemma", "stablelm", "nemotron", "olmo", "phi", "cohere",
                    "gpt_neox", "gptj", "codegen", "falcon", "gpt2", "gpt_bigcode", "opt",
                    "bloom", "mpt", "biogpt", "xglm", "jais2", "iquestcoder", "openai-gpt",
-                   "apertus", "persimmon", "emu3_text_model")
+                   "apertus", "persimmon", "emu3_text_model", "olmoe")
 # The families whose attention scores or logits may be softcapped
 _SOFTCAPPED = {"attn_logit_softcapping": GEMMA_TYPES,
                "final_logit_softcapping": (*GEMMA_TYPES, "nanochat")}
@@ -449,11 +451,9 @@ def fields_from_hf(values: dict) -> dict:
     if model_type in _CLASS_ROPE and not (values.get("rope_parameters")
                                           or values.get("rope_scaling")):
         values["rope_parameters"] = _CLASS_ROPE[model_type]
-    # (Hunyuan's dense configs may carry its MoE models' fields, which its class never reads)
-    for name in ("num_local_experts", "num_experts", "n_routed_experts"):
-        if values.get(name) and model_type != "hunyuan_v1_dense":
-            raise _unsupported(name, values[name], "mixture-of-experts layers are not "
-                               "implemented")
+    experts = _expert_fields(values, model_type)
+    if model_type == "qwen3_moe":   # (its intermediate_size is that of dense layers, if any)
+        values = {**values, "intermediate_size": values["moe_intermediate_size"]}
     activation = values.get("hidden_activation") or values.get("hidden_act") or "silu"
     if model_type == "gemma" and activation == "gelu":
         # Gemma 1's legacy value: Google's models run the tanh approximation (transformers
@@ -492,8 +492,8 @@ def fields_from_hf(values: dict) -> dict:
             raise _unsupported(name, values[name], f"{model_type} models have no such norms")
     head_layer_norms = bool(values.get("qk_layernorm") or values.get("use_qk_norm"))
     per_head_norms = head_layer_norms and model_type != "persimmon"
-    if model_type in ("llama", "qwen3", "smollm3", "granite", "granite_swa", "exaone",
-                      "internlm3",
+    if model_type in ("llama", "qwen3", "qwen3_moe", "smollm3", "granite", "granite_swa",
+                      "exaone", "internlm3",
                       "arcee", "hyperclovax", "nemotron", "cohere", "cohere2", "jais2",
                       "iquestcoder", "apertus", "emu3_text_model", *GEMMA_TYPES):
         qkv_bias = o_bias = bool(values.get("attention_bias", False))
@@ -509,7 +509,8 @@ def fields_from_hf(values: dict) -> dict:
         mlp_bias = True
     elif model_type in ("glm", "glm4"):   # q, k and v, never o or the MLP
         qkv_bias, o_bias, mlp_bias = bool(values["attention_bias"]), False, False
-    elif model_type in ("olmo", "olmo2", "olmo3", "hunyuan_v1_dense", "nanochat"):   # q|k|v, o
+    elif model_type in ("olmo", "olmo2", "olmo3", "olmoe", "hunyuan_v1_dense",
+                        "nanochat"):   # q|k|v, o
         qkv_bias = o_bias = bool(values.get("attention_bias", False))
         mlp_bias = False
     elif model_type in ("helium", "seed_oss"):   # o's bias apart (Helium: never)
@@ -551,14 +552,14 @@ def fields_from_hf(values: dict) -> dict:
         # Nemotron's LayerNorms scale by 1 + weight; OLMo's by nothing
         **({"norm_plus_one": True} if model_type == "nemotron" else {}),
         **({"weightless_norms": True} if model_type == "olmo" else {}),
-        qk_norm=head_layer_norms or model_type in ("qwen3", "exaone4", "olmo2", "olmo3",
-                                                 "hunyuan_v1_dense", "nanochat", "gemma3_text",
-                                                 "apertus"),
+        qk_norm=head_layer_norms or model_type in ("qwen3", "qwen3_moe", "exaone4", "olmo2",
+                                                 "olmo3", "olmoe", "hunyuan_v1_dense",
+                                                 "nanochat", "gemma3_text", "apertus"),
         qk_norm_per_head=per_head_norms,
         output_vocab_size=(values.get("output_vocab_size") or 0
                            if model_type == "apertus" else 0),
         qk_norm_bias=head_layer_norms and model_type == "persimmon",
-        qk_norm_whole=model_type in ("olmo2", "olmo3"),
+        qk_norm_whole=model_type in ("olmo2", "olmo3", "olmoe"),
         qk_norm_after_rotary=model_type in ("hunyuan_v1_dense", "nanochat"),
         mlp_activation=activations[activation],
         max_position_embeddings=values.get("max_position_embeddings", 4096),
@@ -595,7 +596,37 @@ def fields_from_hf(values: dict) -> dict:
         # Granite SWA's attention sinks, a logit a head in each layer's softmax
         **({"attention_sinks": True} if model_type == "granite_swa" else {}),
         **(_attention_temperature(values) if model_type == "ministral3" else {}),
-        **(_nanochat_fields(values) if model_type == "nanochat" else {}))
+        **(_nanochat_fields(values) if model_type == "nanochat" else {}),
+        **experts)
+
+
+# Mixtures of experts. Each layer's MLP is one (Qwen 3 MoE's configs may name dense layers,
+# refused); Mixtral renormalises the chosen experts' weights, the others where
+# norm_topk_prob says so. Their count is num_local_experts or num_experts (transformers'
+# versions map one to the other, each its own way).
+_EXPERT_TYPES = ("mixtral", "qwen3_moe", "olmoe")
+
+
+def _expert_fields(values: dict, model_type: str) -> dict:
+    """A mixture of experts' fields (none for a dense family, whose config may still carry
+    an MoE sibling's: Hunyuan's dense configs do, which its class never reads)."""
+    if model_type not in _EXPERT_TYPES:
+        for name in ("num_local_experts", "num_experts", "n_routed_experts"):
+            if values.get(name) and model_type != "hunyuan_v1_dense":
+                raise _unsupported(name, values[name], f"{model_type}'s mixture of experts "
+                                   "is not implemented (Mixtral's, Qwen 3 MoE's and OLMoE's "
+                                   "are)")
+        return {}
+    if model_type == "qwen3_moe":
+        if values.get("mlp_only_layers"):
+            raise _unsupported("mlp_only_layers", values["mlp_only_layers"],
+                               "every layer's MLP is a mixture of experts")
+        if values.get("decoder_sparse_step", 1) != 1:
+            raise _unsupported("decoder_sparse_step", values["decoder_sparse_step"], "use 1")
+    return {"n_experts": values.get("num_local_experts") or values["num_experts"],
+            "experts_per_token": values["num_experts_per_tok"],
+            "router_renormalized": (model_type == "mixtral"
+                                    or bool(values.get("norm_topk_prob", False)))}
 
 
 def _openai_gpt_activation(afn: str) -> str:
@@ -874,13 +905,13 @@ def _granite_scalars(values: dict, model_type: str) -> dict:
 
 def _sliding_layers(values: dict, model_type: str) -> tuple[bool, ...] | None:
     """Which layers a config's sliding window applies to, None for all (Mistral, Phi-3,
-    StarCoder2): none of Qwen2/3's or SmolLM3's without use_sliding_window (transformers
-    drops the window then); else the layers its layer_types (transformers 5) name, or
-    without them, as transformers builds them: Qwen2/3's from max_window_layers on,
-    SmolLM3's without rotary embeddings, every Ministral layer, Gemma's, EXAONE 4's and
-    Cohere 2's but every sliding_window_pattern-th (EXAONE 4's may spell it as "LLLG"),
-    CWM's but every fourth from the first, OLMo 3's but every fourth."""
-    if model_type in ("mistral", "ministral3", "phi3", "starcoder2"):
+    StarCoder2, Mixtral): none of Qwen2/3's or SmolLM3's without use_sliding_window
+    (transformers drops the window then); else the layers its layer_types (transformers 5)
+    name, or without them, as transformers builds them: Qwen2/3's from max_window_layers
+    on, SmolLM3's without rotary embeddings, every Ministral and Qwen 3 MoE layer, Gemma's,
+    EXAONE 4's and Cohere 2's but every sliding_window_pattern-th (EXAONE 4's may spell it
+    as "LLLG"), CWM's but every fourth from the first, OLMo 3's but every fourth."""
+    if model_type in ("mistral", "ministral3", "phi3", "starcoder2", "mixtral"):
         return None
     layers = values["num_hidden_layers"]
     if (model_type not in ("ministral", "cwm", "exaone4", "olmo3", "cohere2", "gpt_neo",
@@ -890,7 +921,7 @@ def _sliding_layers(values: dict, model_type: str) -> tuple[bool, ...] | None:
     layer_types = values.get("layer_types")
     if layer_types:
         return tuple(kind == "sliding_attention" for kind in layer_types)
-    if model_type == "ministral":
+    if model_type in ("ministral", "qwen3_moe"):
         return None
     if model_type in GEMMA_TYPES:   # every sliding_window_pattern-th layer global (Gemma 2: 2)
         pattern = values.get("sliding_window_pattern",

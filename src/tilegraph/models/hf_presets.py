@@ -134,6 +134,30 @@ SHAPES: dict[str, dict] = {
                          rope_parameters={"rope_type": "default", "rope_theta": 25000.0,
                                           "partial_rotary_factor": 0.5},
                          bos_token_id=1, eos_token_id=2),
+    # Mixtures of experts. OLMoE 1B-7B (allenai/OLMoE-1B-7B-0924): 64 experts, 8 a token,
+    # their weights as the softmax gave them; q and k normalised as OLMo 2's
+    "olmoe-1b-7b": dict(model_type="olmoe", vocab_size=50304, hidden_size=2048,
+                        intermediate_size=1024, num_hidden_layers=16, num_attention_heads=16,
+                        num_key_value_heads=16, rms_norm_eps=1e-5, rope_theta=10000.0,
+                        num_experts=64, num_experts_per_tok=8, norm_topk_prob=False,
+                        max_position_embeddings=4096, pad_token_id=1, eos_token_id=50279),
+    # Qwen3-30B-A3B (Qwen/Qwen3-30B-A3B): 128 experts of 768, 8 a token, renormalised
+    "qwen3-30b-a3b": dict(model_type="qwen3_moe", vocab_size=151936, hidden_size=2048,
+                          intermediate_size=6144, moe_intermediate_size=768,
+                          num_hidden_layers=48, num_attention_heads=32,
+                          num_key_value_heads=4, head_dim=128, rms_norm_eps=1e-6,
+                          rope_theta=1000000.0, num_experts=128, num_experts_per_tok=8,
+                          norm_topk_prob=True, max_position_embeddings=40960,
+                          use_sliding_window=False, tie_word_embeddings=False,
+                          bos_token_id=151643, eos_token_id=151645),
+    # Mixtral 8x7B (mistralai/Mixtral-8x7B-v0.1): 8 experts, 2 a token (93 GB in bf16: more
+    # than one 80 GB GPU holds)
+    "mixtral-8x7b": dict(model_type="mixtral", vocab_size=32000, hidden_size=4096,
+                         intermediate_size=14336, num_hidden_layers=32,
+                         num_attention_heads=32, num_key_value_heads=8, rms_norm_eps=1e-5,
+                         rope_theta=1000000.0, num_local_experts=8, num_experts_per_tok=2,
+                         max_position_embeddings=32768, sliding_window=None,
+                         bos_token_id=1, eos_token_id=2),
     # CodeGen 350M (mono): GPT-J's layer, q|v|k stored in 4 shards
     "codegen-350m": dict(model_type="codegen", vocab_size=51200, n_embd=1024, n_layer=20,
                          n_head=16, rotary_dim=32, n_positions=2048, n_ctx=2048,
@@ -207,6 +231,24 @@ SHAPES: dict[str, dict] = {
                        num_key_value_heads=2, head_dim=12, rms_norm_eps=1e-6,
                        rope_theta=1000000.0, tie_word_embeddings=True,
                        max_position_embeddings=256, use_sliding_window=False),
+    # Mixtures of experts: Mixtral's (weights renormalised), Qwen 3 MoE's (its experts'
+    # width its own field; renormalised here) and OLMoE's (as the softmax gave them)
+    "tiny-mixtral": dict(model_type="mixtral", vocab_size=67, hidden_size=32,
+                         intermediate_size=24, num_hidden_layers=2, num_attention_heads=4,
+                         num_key_value_heads=2, head_dim=12, rms_norm_eps=1e-5,
+                         num_local_experts=5, num_experts_per_tok=2,
+                         max_position_embeddings=256, sliding_window=None),
+    "tiny-qwen3-moe": dict(model_type="qwen3_moe", vocab_size=67, hidden_size=32,
+                           intermediate_size=48, moe_intermediate_size=20,
+                           num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                           head_dim=12, rms_norm_eps=1e-6, rope_theta=1000000.0,
+                           num_experts=8, num_experts_per_tok=3, norm_topk_prob=True,
+                           max_position_embeddings=256, use_sliding_window=False),
+    "tiny-olmoe": dict(model_type="olmoe", vocab_size=67, hidden_size=32, intermediate_size=16,
+                       num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                       rms_norm_eps=1e-5, num_experts=6, num_experts_per_tok=4,
+                       norm_topk_prob=False, max_position_embeddings=256, eos_token_id=2,
+                       pad_token_id=0, bos_token_id=1),
     "tiny-mistral": dict(model_type="mistral", vocab_size=67, hidden_size=32,
                          intermediate_size=48, num_hidden_layers=2, num_attention_heads=2,
                          num_key_value_heads=2, head_dim=24, rms_norm_eps=1e-5,
@@ -674,7 +716,8 @@ def random_hf_model(name, dtype: torch.dtype = torch.float32, device="cpu",
     # norm weight applied wrongly: give them random values too.
     with torch.no_grad():
         for name, param in model.named_parameters():
-            if param.ndim == 2 and not name.endswith("norm.weight"):   # (Cohere's head norms)
+            # (Cohere's head norms are 2-d; a mixture's experts stacked, 3-d)
+            if param.ndim in (2, 3) and not name.endswith("norm.weight"):
                 param.mul_(scale)
             elif name.endswith("bias"):
                 param.normal_(0.0, 0.02 * scale)

@@ -281,6 +281,11 @@ _RENAMES = {"exaone": [(r"^transformer\.wte\.", "model.embed_tokens."),
                           (r"\.self_attn\.([qk])_layernorm\.", r".self_attn.\1_norm."),
                           (r"\.mlp\.dense_h_to_4h\.", ".mlp.up_proj."),
                           (r"\.mlp\.dense_4h_to_h\.", ".mlp.down_proj.")],
+            # (Mixtral's original names: its experts' w1, w3 and w2)
+            "mixtral": [(r"\.block_sparse_moe\.", ".mlp."),
+                        (r"\.experts\.(\d+)\.w1\.", r".experts.\1.gate_proj."),
+                        (r"\.experts\.(\d+)\.w3\.", r".experts.\1.up_proj."),
+                        (r"\.experts\.(\d+)\.w2\.", r".experts.\1.down_proj.")],
             "apertus": [(r"\.attention_layernorm\.", ".input_layernorm."),
                         (r"\.feedforward_layernorm\.", ".post_attention_layernorm.")]}
 
@@ -509,7 +514,47 @@ def _our_name(name: str) -> tuple[str, str] | None:
              ("post_mlp_norm", "weight"): "post_mlp_norm"}
     if module == "mlp.act_fn" and kind in _XIELU_SCALARS:   # Apertus's xIELU
         return prefix + "xielu", kind
+    expert = _EXPERT_NAME.match(module)
+    if expert is not None and kind == "weight":   # a mixture's expert j: parts "gate.j" ...
+        projection, j = expert["projection"], expert["expert"]
+        return prefix + ("w_down" if projection == "down" else "w_gate_up"), f"{projection}.{j}"
+    experts = {("mlp.gate", "weight"): ("w_router", ""),
+               # transformers 5's stacks: each expert's gate rows, then its up rows
+               ("mlp.experts", "gate_up_proj"): ("w_gate_up", "stacked"),
+               ("mlp.experts", "down_proj"): ("w_down", "stacked")}
+    if (module, kind) in experts:
+        target, part = experts[module, kind]
+        return prefix + target, part
     return (prefix + plain[module, kind], "") if (module, kind) in plain else None
+
+
+_EXPERT_NAME = re.compile(r"^mlp\.experts\.(?P<expert>\d+)\.(?P<projection>gate|up|down)_proj$")
+
+
+def _stacked_experts(name: str, parts: dict[str, torch.Tensor], config: LlamaConfig
+                     ) -> torch.Tensor:
+    """A mixture's gate|up (n_experts, 2 ffn, dim), each expert's rows interleaved as
+    tg.linear's gated layout, or its down projections (n_experts, dim, ffn): from
+    transformers 5's stack or from one tensor an expert."""
+    gate_up = name.endswith(".w_gate_up")
+    if "stacked" in parts:
+        stacked = parts["stacked"]
+        if not gate_up:
+            return stacked
+        gate, up = stacked.chunk(2, dim=1)
+    else:
+        kinds = ("gate", "up") if gate_up else ("down",)
+        wanted = [f"{kind}.{j}" for kind in kinds for j in range(config.n_experts)]
+        if sorted(parts) != sorted(wanted):
+            absent = [part for part in wanted if part not in parts]
+            raise ValueError(f"{name}: the checkpoint's experts are not {config.n_experts} "
+                             f"(lacks {absent[:4]}, or has more)")
+        gate, *up = (torch.stack([parts[f"{kind}.{j}"] for j in range(config.n_experts)])
+                     for kind in kinds)
+        if not gate_up:
+            return gate
+        up = up[0]
+    return torch.stack([gate, up], dim=2).flatten(1, 2)
 
 
 # xIELU's scalars as a checkpoint stores them, and the values transformers gives beta and eps
@@ -758,7 +803,9 @@ def load_llama(cls, model_or_path, dtype: torch.dtype | None, device,
                 sign = heads.new_tensor([1.0, -1.0]).view(2, *[1] * (heads.ndim - 2))
                 parts[part] = (heads * sign).flatten(0, 2)
         ordered = [parts[p] for p in sorted(parts, key=lambda p: _ORDER.get(p, 0))]
-        if len(ordered) == 1:
+        if config.moe and name.endswith((".w_gate_up", ".w_down")):
+            value = _stacked_experts(name, parts, config)
+        elif len(ordered) == 1:
             value = ordered[0]
         elif "gate" in parts and "up" in parts and parts["gate"].shape == parts["up"].shape:
             value = tg.interleave_gate_up(parts["gate"], parts["up"])  # tg.linear's "swiglu"

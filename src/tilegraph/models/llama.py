@@ -24,6 +24,8 @@ one captured graph serves every position. Gemma gates by GELU instead, and norma
 attention and MLP outputs before their residual adds: there the two residual projections write
 their outputs alone and tg.rms_norm(residual=) adds them. A parallel layer (Phi's, Cohere's,
 GPT-NeoX's) runs gate/up on the layer's input rather than on the stream after attention.
+A mixture of experts (Mixtral's, Qwen 3 MoE's, OLMoE's: models/experts.py) takes the MLP's
+place: its router by tg.linear, then two kernels that read only the experts each row takes.
 
 Tensor parallel (tp=N under torchrun, tilegraph.dist): each rank holds its heads and its
 share of the MLP, and the output and down projections' partial results are summed by one
@@ -33,6 +35,7 @@ every rank returns what one process would.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -50,6 +53,7 @@ from ..kernels.decode_attention import decode_attention_in_layer
 from ..kernels.decode_inputs import decode_inputs
 from ..kernels.layer_norm import layer_norm_rows
 from ..kernels.xielu import xielu_ref, xielu_rows
+from .experts import fused_mixture, mixture
 from .llama_config import LlamaConfig, rope_frequencies
 
 
@@ -125,10 +129,14 @@ class LlamaLayer(nn.Module):
         self.register_buffer("mlp_norm", _folded_norm(c.dim, **kw) if c.pre_norms else None,
                              persistent=False)
         up_rows = c.ffn_dim * (2 if c.mlp_gated else 1)   # gate|up, or up alone (Arcee)
-        self.w_gate_up = _parameter(up_rows, c.dim, **kw)
+        # a mixture's experts stacked: (n_experts, 2 ffn_dim, dim) and (n_experts, dim,
+        # ffn_dim), and its router's scores of them (n_experts, dim)
+        experts = (c.n_experts,) if c.moe else ()
+        self.w_router = _parameter(c.n_experts, c.dim, **kw) if c.moe else None
+        self.w_gate_up = _parameter(*experts, up_rows, c.dim, **kw)
         self.b_gate_up = (_parameter(up_rows, fill=0.0, **kw) if c.mlp_bias or c.norm_bias
                           else None)
-        self.w_down = _parameter(c.dim, c.ffn_dim, **kw)
+        self.w_down = _parameter(*experts, c.dim, c.ffn_dim, **kw)
         self.b_down = _parameter(c.dim, fill=0.0, **kw) if c.mlp_bias else None
         # xIELU's scalars as it applies them (alpha_p, alpha_n, beta, eps: kernels/xielu.py),
         # from the checkpoint's by hf_weights
@@ -161,6 +169,8 @@ class LlamaLayer(nn.Module):
         normalised rows: wqkv's and w_gate_up's columns times them, rounded once."""
         self.wqkv.mul_(attn_norm.to(self.wqkv.dtype))
         self.w_gate_up.mul_(mlp_norm.to(self.w_gate_up.dtype))
+        if self.w_router is not None:
+            self.w_router.mul_(mlp_norm.to(self.w_router.dtype))
 
     @torch.no_grad()
     def fold_norm_biases(self, attn_bias: torch.Tensor, mlp_bias: torch.Tensor) -> None:
@@ -384,11 +394,7 @@ class Llama(nn.Module):
             attn = attn.transpose(1, 2).reshape(batch, length, local.q_dim)
             layer_input = x
             x = self._add_output(x, F.linear(attn, layer.wo, self._once(layer.bo)), 0, index)
-            mlp_input = layer_input if c.parallel_residual else x
-            gate_up = F.linear(_pre_norm(mlp_input, layer.mlp_norm, c.norm_eps),
-                               layer.w_gate_up, layer.b_gate_up)
-            mlp_output = F.linear(_gated(gate_up, c.mlp_activation, layer.xielu),
-                                  layer.w_down, self._once(layer.b_down))
+            mlp_output = self._plain_mlp(layer_input if c.parallel_residual else x, layer)
             x = self._add_output(x, mlp_output, 1, index)
         logits = self._plain_head(x)
         return self._gather_vocab(logits.view(batch * length, -1)).view(batch, length, -1)
@@ -695,13 +701,19 @@ class Llama(nn.Module):
             attn = attn.reshape(rows, local.q_dim)
             layer_input = x
             x = self._add_output(x, F.linear(attn, layer.wo, self._once(layer.bo)), 0, index)
-            mlp_input = layer_input if c.parallel_residual else x
-            gate_up = F.linear(_pre_norm(mlp_input, layer.mlp_norm, c.norm_eps),
-                               layer.w_gate_up, layer.b_gate_up)
-            mlp_output = F.linear(_gated(gate_up, c.mlp_activation, layer.xielu),
-                                  layer.w_down, self._once(layer.b_down))
+            mlp_output = self._plain_mlp(layer_input if c.parallel_residual else x, layer)
             x = self._add_output(x, mlp_output, 1, index)
         return self._gather_vocab(self._plain_head(x))
+
+    def _plain_mlp(self, x: torch.Tensor, layer: LlamaLayer) -> torch.Tensor:
+        """The MLP's output (this rank's part of it) for the stream x, in plain PyTorch."""
+        c = self.config
+        normed = _pre_norm(x, layer.mlp_norm, c.norm_eps)
+        gated = functools.partial(_gated, activation=c.mlp_activation, xielu=layer.xielu)
+        if c.moe:
+            return mixture(normed, layer, c, gated)
+        return F.linear(gated(F.linear(normed, layer.w_gate_up, layer.b_gate_up)),
+                        layer.w_down, self._once(layer.b_down))
 
     def _plain_head(self, x: torch.Tensor) -> torch.Tensor:
         """The final norm (where the model has one), the projection down to a narrower head
@@ -757,6 +769,10 @@ class Llama(nn.Module):
             x, pending = self._stream_after(x, self._reduce(output, 0, index),
                                             layer.post_attn_norm)
             x = self._sum_normed(x, 0, index, fused=True)
+            if c.moe:   # (no tensor parallelism, post norms or norms after the adds)
+                x = fused_mixture(x, layer, c, functools.partial(
+                    _gated, activation=c.mlp_activation, xielu=None))
+                continue
             stream, added = self._pending_sum(x, pending)
             hidden = tg.linear(layer_input if c.parallel_residual else x, layer.w_gate_up,
                                layer.b_gate_up, norm_weight=layer.mlp_norm,

@@ -176,6 +176,14 @@ class LlamaConfig:
     # pretrained context); beta 0: none
     q_scale_beta: float = 0.0
     q_scale_length: int = 1
+    # A mixture of experts in place of every layer's MLP (Mixtral's, Qwen 3 MoE's,
+    # OLMoE's): n_experts gated MLPs of ffn_dim each; a router (n_experts, dim) scores them
+    # on the normed row, softmax in fp32, and the row takes the experts_per_token best,
+    # weighted by their probabilities (renormalised to sum to one where router_renormalized,
+    # else as the softmax over all experts gave them). 0: a dense MLP.
+    n_experts: int = 0
+    experts_per_token: int = 0
+    router_renormalized: bool = True
 
     def __post_init__(self):
         if self.head_dim == 0:
@@ -228,6 +236,8 @@ class LlamaConfig:
             raise ValueError("LlamaConfig.layer_norm needs the residual stream read only "
                              "through the norms before attention and the MLP: no post_norms, "
                              "pre_norms on")
+        if self.n_experts or self.experts_per_token:
+            self._check_experts()
         if self.mlp_activation not in _MLP_KINDS:
             raise ValueError(f"LlamaConfig.mlp_activation must be one of {_MLP_KINDS}, got "
                              f"{self.mlp_activation!r}")
@@ -278,6 +288,25 @@ class LlamaConfig:
                                           0 < value < math.inf):
                 raise ValueError(f"LlamaConfig.{name} must be a positive number, got "
                                  f"{value!r}")
+
+    def _check_experts(self) -> None:
+        if not (isinstance(self.n_experts, int) and isinstance(self.experts_per_token, int)
+                and 1 <= self.experts_per_token <= self.n_experts):
+            raise ValueError(f"LlamaConfig.experts_per_token must be an int in 1..n_experts "
+                             f"({self.n_experts!r}), got {self.experts_per_token!r}")
+        if self.experts_per_token > 16:
+            raise ValueError(f"LlamaConfig.experts_per_token is at most 16 (a row's experts "
+                             f"are chosen in the kernel), got {self.experts_per_token}")
+        if (not self.mlp_gated or self.mlp_bias or self.norm_bias or self.layer_norm
+                or self.parallel_residual or self.post_norms or not self.pre_norms):
+            raise ValueError("LlamaConfig.n_experts: the experts are gated MLPs without "
+                             "biases, after an RMSNorm before them (pre_norms; no layer_norm, "
+                             "norm_bias, post_norms or parallel_residual)")
+
+    @property
+    def moe(self) -> bool:
+        """Whether each layer's MLP is a mixture of experts."""
+        return self.n_experts > 0
 
     @property
     def mlp_gated(self) -> bool:
@@ -333,7 +362,8 @@ class LlamaConfig:
                  + (self.q_dim + self.kv_dim if self.qk_norm_whole or self.qk_norm_per_head
                     else 2 * self.head_dim) * self.qk_norm * (1 + self.qk_norm_bias))
         per_layer = (self.dim * (self.q_dim + 2 * self.kv_dim) + self.q_dim * self.dim
-                     + (2 + self.mlp_gated) * self.dim * self.ffn_dim
+                     + (2 + self.mlp_gated) * self.dim * self.ffn_dim * max(self.n_experts, 1)
+                     + self.n_experts * self.dim   # (the router)
                      + (self.q_dim + 2 * self.kv_dim) * self.qkv_bias + self.dim * self.o_bias
                      + ((1 + self.mlp_gated) * self.ffn_dim + self.dim) * self.mlp_bias
                      + norms * (not self.weightless_norms)
@@ -377,15 +407,33 @@ class LlamaConfig:
     def decode_bytes(self, element_size: int) -> int:
         """Weight bytes one decode step reads: every layer and the LM head in full, one row of
         the embedding table (and of the position table, where the model has one; per token:
-        batch rows share the weights); not the embeddings' norm, folded into the table."""
+        batch rows share the weights); not the embeddings' norm, folded into the table. Of a
+        mixture of experts, the experts one row takes (a batch's rows take more:
+        expert_bytes)."""
         # (a narrower head's projection down to it too; not the projection up from the
         # table, folded into it)
         head = self.head_rows * self.head_width + self.head_projection * self.dim
         # (all of a stored table but the row read)
         positions = (self._stored_position_rows - bool(self.learned_positions)) * self.dim
         embedding_norm = 2 * self.dim * self.embedding_layer_norm
+        idle = self.n_layers * (self.n_experts - self.experts_per_token) * self.expert_size
         return (self.parameter_count() - self._embedding_parameters() - positions
-                - embedding_norm + head + self.dim) * element_size
+                - embedding_norm - idle + head + self.dim) * element_size
+
+    @property
+    def expert_size(self) -> int:
+        """The parameters of one expert of a mixture (gate, up and down); 0 without one."""
+        return 3 * self.dim * self.ffn_dim if self.moe else 0
+
+    def expert_bytes(self, element_size: int, rows: int) -> float:
+        """Expert bytes a decode step of `rows` rows reads beyond decode_bytes' (one row's
+        experts), where each row takes its experts at random: the expected number of
+        experts a layer's rows take, E (1 - (1 - k / E)^rows), less the k of one row."""
+        if not self.moe:
+            return 0.0
+        taken = self.n_experts * (1 - (1 - self.experts_per_token / self.n_experts) ** rows)
+        return (self.n_layers * (taken - self.experts_per_token) * self.expert_size
+                * element_size)
 
     def kv_bytes(self, element_size: int, context: float) -> float:
         """Key and value bytes one sequence's decode step reads at `context` cached

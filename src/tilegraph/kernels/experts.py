@@ -1,0 +1,220 @@
+"""A mixture of experts' MLP for a decode step's few rows: two kernels that read only the
+experts each row takes.
+
+    scores = router(rms_norm(x))                                  (tg.linear, before these)
+    e_1..e_k, p_1..p_k = the k best experts of softmax(scores)    (renormalised, or not)
+    out = residual + sum_j p_j down_{e_j}(act(gate_{e_j}(n)) * up_{e_j}(n)),  n = rms_norm(x)
+
+expert_gate_up runs one program a (row, chosen expert, block of the expert's inner
+columns): it picks the row's experts from its router scores itself (so no kernel of its
+own routes them), reads the chosen expert's interleaved gate|up rows (tg.linear's gated
+layout, a (n_experts, 2 ffn, dim) stack) against the row, normalised by the RMS it sums in
+the same pass (the norm's weight is folded into the weights), and writes act(gate) * up
+for each (row, expert) and, once a row, the experts and their weights. expert_down sums
+each row's k experts' down projections, weighted, and the residual, in fp32, one program a
+block of output columns a row: no atomics, the same sum every replay.
+
+Each (row, expert) pair streams its expert's weights, so rows taking the same expert read
+it again: at one row the step reads k experts, the least it can; a batch reads up to rows
+x k where fewer distinct experts would do (LlamaConfig.expert_bytes counts those). Many
+rows (a prefill) take the dense path of models/experts.py instead. Both kernels wait for
+the kernel before them at once: nothing they read is known before it ends (which experts
+the scores choose), so PDL only hides their launch.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ._activation import GLU_ACTIVATIONS, glu
+from ._launch import sm_count, supports_pdl
+from ._pdl import ENABLED as PDL_ENABLED
+from ._pdl import launched
+
+# The most experts a row may take: the routing loop is unrolled this far at most.
+MAX_EXPERTS_PER_TOKEN = 16
+_ASSUMED_SMS = 132   # (an H100's, for block choices where kernels run interpreted)
+
+
+@triton.jit
+def _chosen_expert(scores_ptr, row, slot, n_experts, TOP_K: tl.constexpr,
+                   E_BLOCK: tl.constexpr, RENORMALIZED: tl.constexpr):
+    """(expert, weight) of choice `slot` (0: the best) among the TOP_K best of row `row`'s
+    router scores (n_experts of them, contiguous rows): softmax in fp32, ties to the lower
+    expert; the weight renormalised over the TOP_K chosen where RENORMALIZED."""
+    experts = tl.arange(0, E_BLOCK)
+    scores = tl.load(scores_ptr + row * n_experts + experts, mask=experts < n_experts,
+                     other=float("-inf")).to(tl.float32)
+    top = tl.max(scores, 0)
+    total = tl.sum(tl.exp(scores - top), 0)
+    left = scores
+    chosen_total = 0.0
+    expert = 0
+    expert_score = top
+    for choice in tl.static_range(TOP_K):
+        best = tl.max(left, 0)
+        index = tl.min(tl.where(left == best, experts, E_BLOCK), 0)
+        chosen_total += tl.exp(best - top)
+        expert = tl.where(choice == slot, index, expert)
+        expert_score = tl.where(choice == slot, best, expert_score)
+        left = tl.where(experts == index, float("-inf"), left)
+    if RENORMALIZED:
+        total = chosen_total
+    return expert, tl.exp(expert_score - top) / total
+
+
+@triton.jit
+def _expert_gate_up_kernel(hidden_ptr, weights_ptr, experts_ptr, x_ptr, scores_ptr, w_ptr,
+                           dim, ffn, n_experts, eps, TOP_K: tl.constexpr,
+                           E_BLOCK: tl.constexpr, RENORMALIZED: tl.constexpr,
+                           ACTIVATION: tl.constexpr, BLOCK_N: tl.constexpr,
+                           BLOCK_K: tl.constexpr, PDL: tl.constexpr):
+    """hidden[row k + slot, block] = act(gate) * up of the chosen expert's rows of the block
+    against rms_norm(x[row]); the program of block 0 stores the choice's expert and weight."""
+    block, pair = tl.program_id(0), tl.program_id(1)
+    row, slot = pair // TOP_K, pair % TOP_K
+    if PDL:
+        tl.extra.cuda.gdc_wait()               # the scores (and x) are final
+        tl.extra.cuda.gdc_launch_dependents()  # the next kernel may start; it waits for us
+    expert, weight = _chosen_expert(scores_ptr, row, slot, n_experts, TOP_K, E_BLOCK,
+                                    RENORMALIZED)
+    if block == 0:
+        tl.store(weights_ptr + pair, weight)
+        tl.store(experts_ptr + pair, expert)
+    # 2 BLOCK_N rows of the expert's interleaved gate|up: BLOCK_N (gate, up) pairs
+    rows = block * 2 * BLOCK_N + tl.arange(0, 2 * BLOCK_N)
+    expert_w = w_ptr + expert.to(tl.int64) * 2 * ffn * dim
+    x_row = x_ptr + row.to(tl.int64) * dim
+    acc = tl.zeros((2 * BLOCK_N, BLOCK_K), dtype=tl.float32)
+    squares = tl.zeros((BLOCK_K,), dtype=tl.float32)
+    for start in range(0, dim, BLOCK_K):
+        cols = start + tl.arange(0, BLOCK_K)
+        x = tl.load(x_row + cols, mask=cols < dim, other=0.0).to(tl.float32)
+        w = tl.load(expert_w + rows[:, None] * dim + cols[None, :],
+                    mask=(rows[:, None] < 2 * ffn) & (cols[None, :] < dim), other=0.0)
+        acc += w.to(tl.float32) * x[None, :]
+        squares += x * x
+    # W (x / rms(x)) = (W x) / rms(x): the norm applied once, after the sums
+    inv_rms = 1.0 / tl.sqrt(tl.sum(squares, 0) / dim + eps)
+    gate, up = tl.split(tl.reshape(tl.sum(acc, 1) * inv_rms, (BLOCK_N, 2)))
+    out_cols = block * BLOCK_N + tl.arange(0, BLOCK_N)
+    tl.store(hidden_ptr + pair.to(tl.int64) * ffn + out_cols,
+             glu(gate, up, ACTIVATION).to(hidden_ptr.dtype.element_ty), mask=out_cols < ffn)
+
+
+@triton.jit
+def _expert_down_kernel(out_ptr, hidden_ptr, weights_ptr, experts_ptr, w_ptr, residual_ptr,
+                        dim, ffn, TOP_K: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
+                        BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr):
+    """out[row, block] = residual + sum over the row's TOP_K choices of weight * the
+    expert's down rows of the block against its hidden row."""
+    block, row = tl.program_id(0), tl.program_id(1)
+    if PDL:
+        tl.extra.cuda.gdc_wait()               # hidden, the experts and weights are final
+        tl.extra.cuda.gdc_launch_dependents()
+    out_cols = block * BLOCK_N + tl.arange(0, BLOCK_N)
+    total = tl.zeros((BLOCK_N,), dtype=tl.float32)
+    for slot in tl.static_range(TOP_K):
+        pair = row * TOP_K + slot
+        expert = tl.load(experts_ptr + pair)
+        expert_w = w_ptr + expert.to(tl.int64) * dim * ffn
+        hidden_row = hidden_ptr + pair.to(tl.int64) * ffn
+        acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
+        for start in range(0, ffn, BLOCK_K):
+            cols = start + tl.arange(0, BLOCK_K)
+            h = tl.load(hidden_row + cols, mask=cols < ffn, other=0.0).to(tl.float32)
+            w = tl.load(expert_w + out_cols[:, None] * ffn + cols[None, :],
+                        mask=(out_cols[:, None] < dim) & (cols[None, :] < ffn), other=0.0)
+            acc += w.to(tl.float32) * h[None, :]
+        total += tl.load(weights_ptr + pair) * tl.sum(acc, 1)
+    if HAS_RESIDUAL:
+        total += tl.load(residual_ptr + row.to(tl.int64) * dim + out_cols,
+                         mask=out_cols < dim, other=0.0).to(tl.float32)
+    tl.store(out_ptr + row.to(tl.int64) * dim + out_cols, total.to(out_ptr.dtype.element_ty),
+             mask=out_cols < dim)
+
+
+def _block_shape(outputs: int, programs_a_block: int, element_size: int,
+                 device: torch.device, widest: int) -> tuple[int, int]:
+    """(BLOCK_N, BLOCK_K): the widest BLOCK_N (a power of two, 4..widest) that still gives
+    two programs an SM; BLOCK_K 256 bytes of each weight row a step."""
+    sms = sm_count(device) or _ASSUMED_SMS
+    block_n = widest
+    while block_n > 4 and triton.cdiv(outputs, block_n) * programs_a_block < 2 * sms:
+        block_n //= 2
+    return block_n, 256 // element_size
+
+
+def _pdl(device: torch.device, programs: int) -> bool:
+    """PDL for a grid of one wave (as kernels/xielu.py's: the next kernel's programs,
+    started early, would otherwise hold SMs this grid's later waves need)."""
+    return PDL_ENABLED and supports_pdl(device) and programs <= (sm_count(device) or 0)
+
+
+def expert_gate_up(x: torch.Tensor, scores: torch.Tensor, w_gate_up: torch.Tensor,
+                   experts_per_token: int, renormalized: bool, activation: str, eps: float
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Each row's experts chosen from its router scores (rows, n_experts), and their
+    act(gate) * up of rms_norm(x) (x (rows, dim) contiguous, the norm's weight folded into
+    w_gate_up (n_experts, 2 ffn, dim), gate|up rows interleaved). Returns (hidden (rows k,
+    ffn) in x's dtype, weights (rows, k) fp32, experts (rows, k) int32). For the model's own
+    tensors: shapes checked, no autograd."""
+    rows, dim = x.shape
+    n_experts, two_ffn, _ = w_gate_up.shape
+    k, ffn = experts_per_token, two_ffn // 2
+    if activation not in GLU_ACTIVATIONS:
+        raise ValueError(f"the experts' activation must be one of {GLU_ACTIVATIONS}, got "
+                         f"{activation!r}")
+    if not 1 <= k <= min(n_experts, MAX_EXPERTS_PER_TOKEN):
+        raise ValueError(f"experts_per_token must be in 1..{min(n_experts, 16)}, got {k}")
+    if (scores.shape != (rows, n_experts) or w_gate_up.shape[2] != dim or two_ffn % 2
+            or not (x.is_contiguous() and scores.is_contiguous()
+                    and w_gate_up.is_contiguous())):
+        raise ValueError(f"expert_gate_up: x {tuple(x.shape)}, scores {tuple(scores.shape)}, "
+                         f"w_gate_up {tuple(w_gate_up.shape)} (all contiguous) do not fit")
+    hidden = torch.empty((rows * k, ffn), dtype=x.dtype, device=x.device)
+    weights = torch.empty((rows, k), dtype=torch.float32, device=x.device)
+    experts = torch.empty((rows, k), dtype=torch.int32, device=x.device)
+    if not rows:
+        return hidden, weights, experts
+    block_n, block_k = _block_shape(ffn, rows * k, x.element_size(), x.device, 32)
+    grid = (triton.cdiv(ffn, block_n), rows * k)
+    pdl = _pdl(x.device, grid[0] * grid[1])
+    _expert_gate_up_kernel[grid](
+        hidden, weights, experts, x, scores, w_gate_up, dim, ffn, n_experts, eps, TOP_K=k,
+        E_BLOCK=triton.next_power_of_2(n_experts), RENORMALIZED=renormalized,
+        ACTIVATION=activation, BLOCK_N=block_n, BLOCK_K=block_k, PDL=pdl, num_warps=4,
+        **({"launch_pdl": True} if pdl else {}))
+    launched(x.device, pdl, (hidden, weights, experts))
+    return hidden, weights, experts
+
+
+def expert_down(hidden: torch.Tensor, weights: torch.Tensor, experts: torch.Tensor,
+                w_down: torch.Tensor, residual: torch.Tensor | None = None,
+                out: torch.Tensor | None = None) -> torch.Tensor:
+    """residual + sum_j weights[:, j] * (w_down[experts[:, j]] @ hidden's row of choice j),
+    (rows, dim) in hidden's dtype, into `out` (contiguous) or a new tensor: expert_gate_up's
+    outputs through the experts' down projections (n_experts, dim, ffn)."""
+    rows, k = weights.shape
+    _, dim, ffn = w_down.shape
+    if (hidden.shape != (rows * k, ffn) or experts.shape != (rows, k)
+            or not w_down.is_contiguous()
+            or (residual is not None and (residual.shape != (rows, dim)
+                                          or not residual.is_contiguous()))):
+        raise ValueError(f"expert_down: hidden {tuple(hidden.shape)}, weights "
+                         f"{tuple(weights.shape)}, w_down {tuple(w_down.shape)} do not fit")
+    if out is None:
+        out = torch.empty((rows, dim), dtype=hidden.dtype, device=hidden.device)
+    if not rows:
+        return out
+    block_n, block_k = _block_shape(dim, rows, hidden.element_size(), hidden.device, 32)
+    grid = (triton.cdiv(dim, block_n), rows)
+    pdl = _pdl(hidden.device, grid[0] * grid[1])
+    _expert_down_kernel[grid](
+        out, hidden, weights, experts, w_down, residual if residual is not None else out,
+        dim, ffn, TOP_K=k, HAS_RESIDUAL=residual is not None, BLOCK_N=block_n,
+        BLOCK_K=block_k, PDL=pdl, num_warps=4, **({"launch_pdl": True} if pdl else {}))
+    launched(hidden.device, pdl, (out,))
+    return out

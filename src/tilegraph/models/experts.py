@@ -1,0 +1,68 @@
+"""A layer's mixture of experts (LlamaConfig.n_experts): the router, the plain PyTorch
+path (the reference, prefill's) and the decode step's kernels (kernels/experts.py).
+
+The router scores the normed row against each expert, softmax in fp32 picks the k best,
+and the row's MLP output is their outputs weighted by their probabilities (renormalised
+over the k where the model does so), as transformers' Mixtral, Qwen 3 MoE and OLMoE blocks
+compute it. Ties go to the lower expert.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+import tilegraph as tg
+
+from ..kernels.experts import MAX_EXPERTS_PER_TOKEN, expert_down, expert_gate_up
+
+# Steps of more (row, expert) pairs than this run the plain path's dense loop over experts:
+# the kernels stream an expert once a pair, a prefill's rows would read each many times.
+KERNEL_PAIRS = 64
+
+
+def route(scores: torch.Tensor, k: int, renormalized: bool
+          ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(weights (..., k) fp32, experts (..., k)) of router scores (..., n_experts)."""
+    weights, experts = torch.softmax(scores.float(), dim=-1).topk(k, dim=-1)
+    if renormalized:
+        weights = weights / weights.sum(-1, keepdim=True)
+    return weights, experts
+
+
+def mixture(normed: torch.Tensor, layer, config, gated) -> torch.Tensor:
+    """The mixture's output for normed rows (..., dim) in plain PyTorch: `gated(gate_up)`
+    applies the activation to an expert's interleaved gate|up outputs. Few rows gather
+    their experts' weights (what a step must read); many run every expert on every row and
+    weight the outputs (zero for the experts a row did not take): no host sync either way,
+    so a graph can hold it."""
+    rows = normed.reshape(-1, normed.shape[-1])
+    weights, experts = route(F.linear(rows, layer.w_router), config.experts_per_token,
+                             config.router_renormalized)
+    if rows.shape[0] * config.experts_per_token <= config.n_experts:
+        hidden = gated(torch.einsum("rkod,rd->rko", layer.w_gate_up[experts], rows))
+        outputs = torch.einsum("rkdf,rkf->rkd", layer.w_down[experts], hidden)
+        out = (outputs.float() * weights[..., None]).sum(1)
+    else:
+        dense = torch.zeros(rows.shape[0], config.n_experts, device=rows.device)
+        dense.scatter_(1, experts, weights)
+        out = torch.zeros(rows.shape, dtype=torch.float32, device=rows.device)
+        for expert in range(config.n_experts):
+            hidden = gated(F.linear(rows, layer.w_gate_up[expert]))
+            out += dense[:, expert, None] * F.linear(hidden, layer.w_down[expert]).float()
+    return out.to(normed.dtype).view(normed.shape)
+
+
+def fused_mixture(x: torch.Tensor, layer, config, gated) -> torch.Tensor:
+    """x + the mixture's output of rms_norm(x) (the norm's weight folded into the router and
+    the experts) for a decode step's rows x (rows, dim): the router by tg.linear, the
+    experts by kernels/experts.py's two kernels; steps of many rows by `mixture`."""
+    k = config.experts_per_token
+    if x.shape[0] * k > KERNEL_PAIRS or k > MAX_EXPERTS_PER_TOKEN or x.device.type != "cuda":
+        normed = tg.rms_norm(x, layer.mlp_norm, config.norm_eps) if x.shape[0] else x
+        return x + mixture(normed, layer, config, gated)
+    scores = tg.linear(x, layer.w_router, norm_weight=layer.mlp_norm, norm_eps=config.norm_eps)
+    hidden, weights, experts = expert_gate_up(x, scores, layer.w_gate_up, k,
+                                              config.router_renormalized,
+                                              config.mlp_activation, config.norm_eps)
+    return expert_down(hidden, weights, experts, layer.w_down, residual=x)
