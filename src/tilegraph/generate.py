@@ -222,9 +222,9 @@ class Generator:
             tolerance = MODEL_TOLERANCES[self.model.dtype]
             # Projections first: attention's launch is then chosen beside the plans they keep.
             layer, dtype = self.model.layers[0], self.model.dtype
+            mlp = _mlp_projections(layer)
             shapes = {"q|k|v": tuple(layer.wqkv.shape), "output": tuple(layer.wo.shape),
-                      "gate/up": tuple(layer.w_gate_up.shape),
-                      "down": tuple(layer.w_down.shape),
+                      **{name: shape[:2] for name, shape in mlp.items()},
                       "LM head": tuple(self.model.lm_head.shape)}
             if self.model.head_projection is not None:   # (OPT 350M's, before the head)
                 shapes["head projection"] = tuple(self.model.head_projection.shape)
@@ -250,19 +250,19 @@ class Generator:
                 self._progress("choosing the batch-1 step's projection launches")
                 tune_gemv_rows_in_step_once(
                     one_row_step, {"q|k|v": (*layer.wqkv.shape, True),
-                                   "output": (*layer.wo.shape, False),
-                                   "gate/up": (*layer.w_gate_up.shape, True),
-                                   "down": (*layer.w_down.shape, False)},
+                                   "output": (*layer.wo.shape, False), **mlp},
                     dtype, capture_step, positions, self.max_seq, tolerance, plain_step,
                     run_step)
                 projections = {"output": tuple(layer.wo.shape),
-                               "gate/up": tuple(layer.w_gate_up.shape)}
+                               **({"gate/up": mlp["gate/up"][:2]} if "gate/up" in mlp
+                                  else {})}
                 self._progress("choosing the batch-1 step's release points")
                 tune_release_in_step_once(one_row_step, projections, dtype, capture_step,
                                           positions, self.max_seq, tolerance, plain_step,
                                           run_step)
-                self._tune_l2_ahead(one_row_step, capture_step, plain_step, run_step,
-                                    positions, tolerance)
+                if not self.model.config.moe:   # (which expert comes next, none can tell)
+                    self._tune_l2_ahead(one_row_step, capture_step, plain_step, run_step,
+                                        positions, tolerance)
         self.build_seconds["tune step"] = time.perf_counter() - start
 
     def _tune_l2_ahead(self, step: tuple, capture_step, plain_step, run_step,
@@ -697,6 +697,15 @@ class Generator:
 # prefilled alone paid it again; four times the rows would still take a fraction of it.
 PADDED_ROWS_RATIO = 1.5
 PADDED_ROWS_FREE = 512
+
+
+def _mlp_projections(layer) -> dict[str, tuple[int, int, bool]]:
+    """The MLP's tg.linear projections in a decode step, as the step tuners take them:
+    name -> (N, K, whether the norm is in its prologue). A mixture of experts has one, its
+    router (its experts are kernels of their own)."""
+    if layer.w_router is not None:
+        return {"router": (*layer.w_router.shape, True)}
+    return {"gate/up": (*layer.w_gate_up.shape, True), "down": (*layer.w_down.shape, False)}
 
 
 def padding_groups(lengths: Sequence[int]) -> list[range]:

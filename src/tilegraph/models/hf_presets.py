@@ -239,7 +239,7 @@ SHAPES: dict[str, dict] = {
                          num_local_experts=5, num_experts_per_tok=2,
                          max_position_embeddings=256, sliding_window=None),
     "tiny-qwen3-moe": dict(model_type="qwen3_moe", vocab_size=67, hidden_size=32,
-                           intermediate_size=48, moe_intermediate_size=20,
+                           intermediate_size=48, moe_intermediate_size=40,
                            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                            head_dim=12, rms_norm_eps=1e-6, rope_theta=1000000.0,
                            num_experts=8, num_experts_per_tok=3, norm_topk_prob=True,

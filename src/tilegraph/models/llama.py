@@ -822,7 +822,7 @@ class Llama(nn.Module):
         prefetches into L2 while attention runs beside it (tg.linear's l2_ahead): as many as
         l2_ahead_bytes holds for the cache's length; None where it holds none."""
         nbytes = self.l2_ahead_bytes.get(cache.max_seq, 0) if rows == 1 else 0
-        if not nbytes or not layer.w_gate_up.is_contiguous():
+        if not nbytes or not layer.w_gate_up.is_contiguous() or layer.w_router is not None:
             return None   # a strided gate/up's first bytes in memory are not its first rows
         weights = layer.w_gate_up.view(-1)
         return weights[:nbytes // weights.element_size()]

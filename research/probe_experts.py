@@ -1,0 +1,81 @@
+"""A mixture of experts' decode-step MLP (models/experts.py's fused path: tg.linear's router,
+then kernels/experts.py's two kernels) against the plain path's gather of the chosen
+experts, timed as the decode grid times a projection (graph replays over weights rotated
+past L2, PDL on), with the share of copy bandwidth on the bytes the rows' distinct experts
+and the router hold.
+
+    PYTHONPATH=src python3 research/probe_experts.py [--rows 1,4,8] [--shapes olmoe,...]
+"""
+
+import argparse
+import types
+
+import torch
+
+import tilegraph as tg
+from tilegraph.bench.compare import compare
+from tilegraph.bench.roofline import ceilings
+from tilegraph.kernels.experts import expert_down, expert_gate_up
+from tilegraph.models.experts import mixture
+from tilegraph.models.llama import _gated
+from tilegraph.testing import randn
+
+# name -> (dim, ffn, experts, a token's, renormalised): OLMoE 1B-7B, Qwen3-30B-A3B, Mixtral
+SHAPES = {"olmoe": (2048, 1024, 64, 8, False), "qwen3-30b-a3b": (2048, 768, 128, 8, True),
+          "mixtral": (4096, 14336, 8, 2, True)}
+EPS = 1e-6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rows", default="1,4,8")
+    parser.add_argument("--shapes", default=",".join(SHAPES))
+    args = parser.parse_args()
+    limits = ceilings()
+    print(f"{torch.cuda.get_device_name()}, copy {limits.get('copy_gbps', 0):.0f} GB/s")
+    for name in args.shapes.split(","):
+        probe_shape(name, [int(r) for r in args.rows.split(",")], limits)
+
+
+def probe_shape(name: str, row_counts: list[int], limits: dict) -> None:
+    dtype, device = torch.bfloat16, "cuda"
+    dim, ffn, n_experts, k, renormalized = SHAPES[name]
+    router = randn(n_experts, dim, dtype=dtype, device=device, scale=3 * dim ** -0.5)
+    w_gate_up = randn(n_experts, 2 * ffn, dim, dtype=dtype, device=device,
+                      scale=dim ** -0.5)
+    w_down = randn(n_experts, dim, ffn, dtype=dtype, device=device, scale=ffn ** -0.5)
+    ones = torch.ones(dim, dtype=dtype, device=device)
+    config = types.SimpleNamespace(experts_per_token=k, n_experts=n_experts,
+                                   router_renormalized=renormalized)
+
+    def fused(x, router, w_gate_up, w_down):
+        scores = tg.linear(x, router, norm_weight=ones, norm_eps=EPS)
+        hidden, weights, experts = expert_gate_up(x, scores, w_gate_up, k, renormalized,
+                                                  "swiglu", EPS)
+        return expert_down(hidden, weights, experts, w_down, residual=x)
+
+    def plain(x, router, w_gate_up, w_down):
+        layer = types.SimpleNamespace(w_router=router, w_gate_up=w_gate_up,
+                                      w_down=w_down)
+        normed = torch.nn.functional.rms_norm(x, (dim,), eps=EPS)
+        return x + mixture(normed, layer, config,
+                           lambda gate_up: _gated(gate_up, "swiglu", None))
+
+    for rows in row_counts:
+        x = randn(rows, dim, dtype=dtype, device=device)
+        scores = tg.linear(x, router, norm_weight=ones, norm_eps=EPS)
+        taken = expert_gate_up(x, scores, w_gate_up, k, renormalized, "swiglu", EPS)[2]
+        distinct = taken.unique().numel()
+        nbytes = (distinct * 3 * dim * ffn + n_experts * dim) * 2
+        result = compare({"tilegraph": fused, "plain gather": plain}, plain,
+                         (x, router, w_gate_up, w_down), bytes=nbytes, graph=True,
+                         rotate=(1, 2, 3), ceilings=limits)
+        for r in result.results:
+            us = r.stats.median * 1e3 if r.stats is not None else float("nan")
+            print(f"{name:14s} rows {rows:2d} experts {distinct:3d}/{rows * k:3d} "
+                  f"{r.name:12s} {r.status:6s} {us:9.1f} us  "
+                  f"{r.pct_ceiling or 0:5.1f}% of copy  err {r.rel_error or 0:.2g}")
+
+
+if __name__ == "__main__":
+    main()

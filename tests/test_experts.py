@@ -1,0 +1,195 @@
+"""A mixture of experts' decode kernels (kernels/experts.py) and its plain path
+(models/experts.py), against float64; the MoE families' configs. (The families against
+transformers: test_llama's and test_generate's family tests.)"""
+
+import pytest
+import torch
+
+import tilegraph as tg
+from _replays import assert_replays_equal_eager
+from _shapes import DTYPES
+from tilegraph.kernels.experts import expert_down, expert_gate_up
+from tilegraph.models import LlamaConfig
+from tilegraph.models.hf_presets import hf_config
+from tilegraph.testing import assert_close, poisoned, randn
+
+EPS = 1e-5
+
+
+def _experts(n_experts, dim, ffn, dtype, device):
+    """(router (E, dim), gate|up (E, 2 ffn, dim) interleaved, down (E, dim, ffn))."""
+    return (randn(n_experts, dim, dtype=dtype, device=device, scale=3 * dim ** -0.5),
+            randn(n_experts, 2 * ffn, dim, dtype=dtype, device=device, scale=dim ** -0.5),
+            randn(n_experts, dim, ffn, dtype=dtype, device=device, scale=ffn ** -0.5))
+
+
+def _reference_routes(scores, k, renormalized):
+    """(weights, experts) in float64, ties to the lower expert (a stable descending sort)."""
+    probs = torch.softmax(scores.double(), dim=-1)
+    experts = probs.argsort(dim=-1, descending=True, stable=True)[:, :k]
+    weights = probs.gather(1, experts)
+    if renormalized:
+        weights = weights / weights.sum(-1, keepdim=True)
+    return weights, experts
+
+
+def _glu(gate_up, activation):
+    gate, up = gate_up.unflatten(-1, (-1, 2)).unbind(-1)
+    if activation == "swiglu":
+        return torch.nn.functional.silu(gate) * up
+    return torch.nn.functional.gelu(gate, approximate="tanh") * up
+
+
+def _reference(x, scores, w_gate_up, w_down, k, renormalized, activation, residual):
+    """The mixture in float64 on the kernels' inputs (the scores as given)."""
+    x = x.double()
+    normed = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + EPS)
+    weights, experts = _reference_routes(scores, k, renormalized)
+    out = residual.double().clone()
+    for row in range(x.shape[0]):
+        for j in range(k):
+            e = experts[row, j]
+            hidden = _glu(w_gate_up[e].double() @ normed[row], activation)
+            out[row] += weights[row, j] * (w_down[e].double() @ hidden)
+    return out, weights, experts
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows, n_experts, k, dim, ffn, renormalized, activation", [
+    (1, 8, 2, 40, 24, True, "swiglu"),
+    (3, 5, 1, 33, 20, True, "swiglu"),
+    (2, 64, 8, 64, 12, False, "swiglu"),
+    (5, 7, 3, 100, 70, False, "geglu_tanh"),
+])
+def test_kernels_match_float64(rows, n_experts, k, dim, ffn, renormalized, activation, dtype,
+                               device):
+    """The two kernels at awkward sizes (dims no block divides, 5 to 64 experts, 1 to 8 a
+    row), into a poisoned output: the routes each row takes, their weights, and the
+    output with its residual against float64."""
+    router, w_gate_up, w_down = _experts(n_experts, dim, ffn, dtype, device)
+    x = randn(rows, dim, dtype=dtype, device=device, scale=2.0)
+    residual = randn(rows, dim, dtype=dtype, device=device)
+    scores = (x.double() @ router.double().T).to(dtype)
+    hidden, weights, experts = expert_gate_up(x, scores, w_gate_up, k, renormalized,
+                                              activation, EPS)
+    out = expert_down(hidden, weights, experts, w_down, residual=residual,
+                      out=poisoned((rows, dim), dtype, device))
+    expected, ref_weights, ref_experts = _reference(x, scores, w_gate_up, w_down, k,
+                                                    renormalized, activation, residual)
+    assert torch.equal(experts.long().cpu(), ref_experts.cpu())
+    torch.testing.assert_close(weights.double().cpu(), ref_weights.cpu(), rtol=1e-5, atol=1e-6)
+    assert_close(out, expected, dtype)
+
+
+def test_ties_go_to_the_lower_expert_and_weights_without_renormalising(device):
+    """Scores tied at the k-th place: the lower expert wins it. Without renormalising, a
+    weight is the expert's share of the softmax over every expert."""
+    dim, ffn = 16, 8
+    router, w_gate_up, w_down = _experts(6, dim, ffn, torch.float32, device)
+    x = randn(1, dim, device=device)
+    scores = torch.tensor([[0.5, 2.0, 1.0, 2.0, 1.0, -3.0]], device=device)
+    _, weights, experts = expert_gate_up(x, scores, w_gate_up, 3, False, "swiglu", EPS)
+    assert experts.tolist() == [[1, 3, 2]]
+    probs = torch.softmax(scores.double(), -1)[0]
+    torch.testing.assert_close(weights[0].double().cpu(), probs[[1, 3, 2]].cpu(), rtol=1e-6,
+                               atol=0)
+
+
+def test_without_residual_and_with_no_rows(device):
+    router, w_gate_up, w_down = _experts(4, 24, 16, torch.float32, device)
+    x = randn(2, 24, device=device)
+    scores = x @ router.T
+    hidden, weights, experts = expert_gate_up(x, scores, w_gate_up, 2, True, "swiglu", EPS)
+    expected, *_ = _reference(x, scores, w_gate_up, w_down, 2, True, "swiglu",
+                              torch.zeros_like(x))
+    assert_close(expert_down(hidden, weights, experts, w_down), expected, torch.float32)
+    empty = torch.empty(0, 24, device=device)
+    hidden, weights, experts = expert_gate_up(empty, empty @ router.T, w_gate_up, 2, True,
+                                              "swiglu", EPS)
+    assert expert_down(hidden, weights, experts, w_down).shape == (0, 24)
+
+
+def test_bad_arguments_are_refused(device):
+    router, w_gate_up, w_down = _experts(4, 24, 16, torch.float32, device)
+    x = randn(2, 24, device=device)
+    scores = x @ router.T
+    with pytest.raises(ValueError, match="experts_per_token"):
+        expert_gate_up(x, scores, w_gate_up, 5, True, "swiglu", EPS)
+    with pytest.raises(ValueError, match="activation"):
+        expert_gate_up(x, scores, w_gate_up, 2, True, "gelu", EPS)
+    with pytest.raises(ValueError, match="do not fit"):
+        expert_gate_up(x, scores[:, :3].contiguous(), w_gate_up, 2, True, "swiglu", EPS)
+    with pytest.raises(ValueError, match="do not fit"):
+        expert_gate_up(randn(2, 48, device=device)[:, ::2], scores, w_gate_up, 2, True,
+                       "swiglu", EPS)
+    hidden, weights, experts = expert_gate_up(x, scores, w_gate_up, 2, True, "swiglu", EPS)
+    with pytest.raises(ValueError, match="do not fit"):
+        expert_down(hidden[:3], weights, experts, w_down)
+    with pytest.raises(ValueError, match="do not fit"):
+        expert_down(hidden, weights, experts, w_down, residual=x[:1])
+
+
+def test_moe_configs():
+    """Each family's fields: the experts' count under either name transformers gives it,
+    their width (Qwen 3 MoE's own field), renormalising (Mixtral always, the others by
+    norm_topk_prob), OLMoE's whole-q and whole-k norms; and the refusals."""
+    mixtral = LlamaConfig.from_hf(hf_config("tiny-mixtral"))
+    assert (mixtral.n_experts, mixtral.experts_per_token, mixtral.ffn_dim) == (5, 2, 24)
+    assert mixtral.router_renormalized and mixtral.moe and not mixtral.qk_norm
+    qwen = LlamaConfig.from_hf(hf_config("tiny-qwen3-moe"))
+    assert (qwen.n_experts, qwen.experts_per_token, qwen.ffn_dim) == (8, 3, 40)
+    assert qwen.router_renormalized and qwen.qk_norm and not qwen.qk_norm_whole
+    olmoe = LlamaConfig.from_hf(hf_config("tiny-olmoe"))
+    assert (olmoe.n_experts, olmoe.experts_per_token) == (6, 4)
+    assert not olmoe.router_renormalized and olmoe.qk_norm_whole
+    values = hf_config("tiny-olmoe").to_dict()
+    values["num_local_experts"] = values.pop("num_experts")
+    assert LlamaConfig.from_hf(values).n_experts == 6
+    # one row reads its k experts (and the LM head, a row of the table); a batch the experts
+    # its rows are expected to take
+    idle = olmoe.n_layers * (6 - 4) * olmoe.expert_size
+    assert olmoe.decode_bytes(2) == 2 * (olmoe.parameter_count() - idle - 67 * 32 + 32)
+    assert olmoe.expert_bytes(2, 1) == 0
+    assert 0 < olmoe.expert_bytes(2, 4) < 2 * olmoe.n_layers * 2 * olmoe.expert_size
+    for change, field in (({"mlp_only_layers": [1]}, "mlp_only_layers"),
+                          ({"decoder_sparse_step": 2}, "decoder_sparse_step")):
+        with pytest.raises(ValueError, match=field):
+            LlamaConfig.from_hf({**hf_config("tiny-qwen3-moe").to_dict(), **change})
+    with pytest.raises(ValueError, match="num_local_experts"):
+        LlamaConfig.from_hf({**hf_config("tiny-llama3").to_dict(), "num_local_experts": 4})
+    with pytest.raises(ValueError, match="experts_per_token"):
+        LlamaConfig.from_hf({**hf_config("tiny-mixtral").to_dict(), "num_experts_per_tok": 6})
+    with pytest.raises(ValueError, match="gated MLPs"):
+        LlamaConfig(vocab_size=8, dim=8, n_layers=1, n_heads=2, n_kv_heads=2, ffn_dim=8,
+                    n_experts=4, experts_per_token=2, mlp_bias=True)
+
+
+def test_tensor_parallel_is_refused_by_name():
+    from tilegraph.dist.sharding import local_config
+    with pytest.raises(ValueError, match="mixture of experts"):
+        local_config(LlamaConfig.from_hf(hf_config("tiny-mixtral")), 2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("rows", [1, 8])
+def test_router_and_experts_in_a_graph_equal_eager_over_replays(rows, dtype):
+    """A layer's mixture as the decode step runs it (tg.linear's router with the norm in its
+    prologue, then the two kernels, each launched with PDL where the GPU has it): 50
+    replays with fresh inputs equal the same calls run eagerly, bit for bit, and float64
+    within tolerance."""
+    dim, ffn, n_experts, k = 512, 352, 16, 4
+    router, w_gate_up, w_down = _experts(n_experts, dim, ffn, dtype, "cuda")
+    ones = torch.ones(dim, dtype=dtype, device="cuda")
+
+    def chain(x):
+        scores = tg.linear(x, router, norm_weight=ones, norm_eps=EPS)
+        hidden, weights, experts = expert_gate_up(x, scores, w_gate_up, k, True, "swiglu",
+                                                  EPS)
+        return expert_down(hidden, weights, experts, w_down, residual=x)
+
+    def reference(x):   # (on the router's own scores: a near tie may go either way)
+        scores = tg.linear(x, router, norm_weight=ones, norm_eps=EPS)
+        return _reference(x, scores, w_gate_up, w_down, k, True, "swiglu", x)[0]
+
+    assert_replays_equal_eager(chain, reference, (rows, dim), dtype)
