@@ -136,15 +136,17 @@ def _expert_down_kernel(out_ptr, hidden_ptr, weights_ptr, experts_ptr, w_ptr, re
              mask=out_cols < dim)
 
 
-def _block_shape(outputs: int, programs_a_block: int, element_size: int,
-                 device: torch.device, widest: int) -> tuple[int, int]:
-    """(BLOCK_N, BLOCK_K): the widest BLOCK_N (a power of two, 4..widest) that still gives
-    two programs an SM; BLOCK_K 256 bytes of each weight row a step."""
+def _block_shape(outputs: int, rows_a_program: int, inputs: int, programs_a_block: int,
+                 element_size: int, device: torch.device) -> tuple[int, int]:
+    """(BLOCK_N, BLOCK_K): the widest BLOCK_N (a power of two, 4..32) that still gives two
+    programs an SM; BLOCK_K as wide as a tile of 4096 weights (32 a thread) makes it, at
+    least 256 bytes of a weight row and at most the row."""
     sms = sm_count(device) or _ASSUMED_SMS
-    block_n = widest
+    block_n = 32
     while block_n > 4 and triton.cdiv(outputs, block_n) * programs_a_block < 2 * sms:
         block_n //= 2
-    return block_n, 256 // element_size
+    block_k = max(256 // element_size, 4096 // (block_n * rows_a_program))
+    return block_n, min(block_k, max(triton.next_power_of_2(inputs), 256 // element_size))
 
 
 def _pdl(device: torch.device, programs: int) -> bool:
@@ -179,7 +181,7 @@ def expert_gate_up(x: torch.Tensor, scores: torch.Tensor, w_gate_up: torch.Tenso
     experts = torch.empty((rows, k), dtype=torch.int32, device=x.device)
     if not rows:
         return hidden, weights, experts
-    block_n, block_k = _block_shape(ffn, rows * k, x.element_size(), x.device, 32)
+    block_n, block_k = _block_shape(ffn, 2, dim, rows * k, x.element_size(), x.device)
     grid = (triton.cdiv(ffn, block_n), rows * k)
     pdl = _pdl(x.device, grid[0] * grid[1])
     _expert_gate_up_kernel[grid](
@@ -209,7 +211,7 @@ def expert_down(hidden: torch.Tensor, weights: torch.Tensor, experts: torch.Tens
         out = torch.empty((rows, dim), dtype=hidden.dtype, device=hidden.device)
     if not rows:
         return out
-    block_n, block_k = _block_shape(dim, rows, hidden.element_size(), hidden.device, 32)
+    block_n, block_k = _block_shape(dim, 1, ffn, rows, hidden.element_size(), hidden.device)
     grid = (triton.cdiv(dim, block_n), rows)
     pdl = _pdl(hidden.device, grid[0] * grid[1])
     _expert_down_kernel[grid](
