@@ -23,13 +23,20 @@ def _experts(n_experts, dim, ffn, dtype, device):
             randn(n_experts, dim, ffn, dtype=dtype, device=device, scale=ffn ** -0.5))
 
 
-def _reference_routes(scores, k, renormalized):
-    """(weights, experts) in float64, ties to the lower expert (a stable descending sort)."""
-    probs = torch.softmax(scores.double(), dim=-1)
+def _reference_routes(scores, k, renormalized, shared=0):
+    """(weights, experts) in float64, ties to the lower expert (a stable descending sort);
+    a shared expert's parts after them, weighted by the sigmoid of the last score."""
+    n_experts = scores.shape[1] - (shared > 0)
+    probs = torch.softmax(scores[:, :n_experts].double(), dim=-1)
     experts = probs.argsort(dim=-1, descending=True, stable=True)[:, :k]
     weights = probs.gather(1, experts)
     if renormalized:
         weights = weights / weights.sum(-1, keepdim=True)
+    if shared:
+        parts = torch.arange(n_experts, n_experts + shared, device=scores.device)
+        experts = torch.cat([experts, parts.expand(len(scores), -1)], 1)
+        share = torch.sigmoid(scores[:, n_experts:].double())
+        weights = torch.cat([weights, share.expand(-1, shared)], 1)
     return weights, experts
 
 
@@ -40,14 +47,15 @@ def _glu(gate_up, activation):
     return torch.nn.functional.gelu(gate, approximate="tanh") * up
 
 
-def _reference(x, scores, w_gate_up, w_down, k, renormalized, activation, residual):
+def _reference(x, scores, w_gate_up, w_down, k, renormalized, activation, residual,
+               shared=0):
     """The mixture in float64 on the kernels' inputs (the scores as given)."""
     x = x.double()
     normed = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + EPS)
-    weights, experts = _reference_routes(scores, k, renormalized)
+    weights, experts = _reference_routes(scores, k, renormalized, shared)
     out = residual.double().clone()
     for row in range(x.shape[0]):
-        for j in range(k):
+        for j in range(k + shared):
             e = experts[row, j]
             hidden = _glu(w_gate_up[e].double() @ normed[row], activation)
             out[row] += weights[row, j] * (w_down[e].double() @ hidden)
@@ -55,27 +63,30 @@ def _reference(x, scores, w_gate_up, w_down, k, renormalized, activation, residu
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("rows, n_experts, k, dim, ffn, renormalized, activation", [
-    (1, 8, 2, 40, 24, True, "swiglu"),
-    (3, 5, 1, 33, 20, True, "swiglu"),
-    (2, 64, 8, 64, 12, False, "swiglu"),
-    (5, 7, 3, 100, 70, False, "geglu_tanh"),
+@pytest.mark.parametrize("rows, n_experts, k, shared, dim, ffn, renormalized, activation", [
+    (1, 8, 2, 0, 40, 24, True, "swiglu"),
+    (3, 5, 1, 0, 33, 20, True, "swiglu"),
+    (2, 64, 8, 0, 64, 12, False, "swiglu"),
+    (5, 7, 3, 0, 100, 70, False, "geglu_tanh"),
+    (2, 6, 2, 3, 40, 24, False, "swiglu"),
 ])
-def test_kernels_match_float64(rows, n_experts, k, dim, ffn, renormalized, activation, dtype,
-                               device):
+def test_kernels_match_float64(rows, n_experts, k, shared, dim, ffn, renormalized,
+                               activation, dtype, device):
     """The two kernels at awkward sizes (dims no block divides, 5 to 64 experts, 1 to 8 a
-    row), into a poisoned output: the routes each row takes, their weights, and the
-    output with its residual against float64."""
-    router, w_gate_up, w_down = _experts(n_experts, dim, ffn, dtype, device)
+    row; a shared expert of three parts), into a poisoned output: the routes each row
+    takes, their weights, and the output with its residual against float64."""
+    router, w_gate_up, w_down = _experts(n_experts + shared, dim, ffn, dtype, device)
+    router = router[:n_experts + (shared > 0)]   # (the shared expert's score last)
     x = randn(rows, dim, dtype=dtype, device=device, scale=2.0)
     residual = randn(rows, dim, dtype=dtype, device=device)
     scores = (x.double() @ router.double().T).to(dtype)
     hidden, weights, experts = expert_gate_up(x, scores, w_gate_up, k, renormalized,
-                                              activation, EPS)
+                                              activation, EPS, shared)
     out = expert_down(hidden, weights, experts, w_down, residual=residual,
                       out=poisoned((rows, dim), dtype, device))
     expected, ref_weights, ref_experts = _reference(x, scores, w_gate_up, w_down, k,
-                                                    renormalized, activation, residual)
+                                                    renormalized, activation, residual,
+                                                    shared)
     assert torch.equal(experts.long().cpu(), ref_experts.cpu())
     torch.testing.assert_close(weights.double().cpu(), ref_weights.cpu(), rtol=1e-5, atol=1e-6)
     assert_close(out, expected, dtype)
@@ -131,14 +142,20 @@ def test_bad_arguments_are_refused(device):
 
 def test_moe_configs():
     """Each family's fields: the experts' count under either name transformers gives it,
-    their width (Qwen 3 MoE's own field), renormalising (Mixtral always, the others by
-    norm_topk_prob), OLMoE's whole-q and whole-k norms; and the refusals."""
+    their width (Qwen 2 and 3 MoE's own field), renormalising (Mixtral always, the others
+    by norm_topk_prob), Qwen 2 MoE's shared expert in experts' widths, OLMoE's whole-q and
+    whole-k norms; and the refusals."""
     mixtral = LlamaConfig.from_hf(hf_config("tiny-mixtral"))
     assert (mixtral.n_experts, mixtral.experts_per_token, mixtral.ffn_dim) == (5, 2, 24)
     assert mixtral.router_renormalized and mixtral.moe and not mixtral.qk_norm
     qwen = LlamaConfig.from_hf(hf_config("tiny-qwen3-moe"))
     assert (qwen.n_experts, qwen.experts_per_token, qwen.ffn_dim) == (8, 3, 40)
     assert qwen.router_renormalized and qwen.qk_norm and not qwen.qk_norm_whole
+    qwen2 = LlamaConfig.from_hf(hf_config("tiny-qwen2-moe"))
+    assert (qwen2.n_experts, qwen2.shared_experts, qwen2.ffn_dim) == (6, 3, 16)
+    assert qwen2.qkv_bias and not qwen2.router_renormalized
+    with pytest.raises(ValueError, match="shared_expert_intermediate_size"):
+        LlamaConfig.from_hf(hf_config("tiny-qwen2-moe", shared_expert_intermediate_size=40))
     olmoe = LlamaConfig.from_hf(hf_config("tiny-olmoe"))
     assert (olmoe.n_experts, olmoe.experts_per_token) == (6, 4)
     assert not olmoe.router_renormalized and olmoe.qk_norm_whole
@@ -172,24 +189,25 @@ def test_tensor_parallel_is_refused_by_name():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("rows", [1, 8])
-def test_router_and_experts_in_a_graph_equal_eager_over_replays(rows, dtype):
+@pytest.mark.parametrize("rows, shared", [(1, 0), (8, 0), (3, 2)])
+def test_router_and_experts_in_a_graph_equal_eager_over_replays(rows, shared, dtype):
     """A layer's mixture as the decode step runs it (tg.linear's router with the norm in its
     prologue, then the two kernels, each launched with PDL where the GPU has it): 50
     replays with fresh inputs equal the same calls run eagerly, bit for bit, and float64
-    within tolerance."""
+    within tolerance (with a shared expert of two parts too)."""
     dim, ffn, n_experts, k = 512, 352, 16, 4
-    router, w_gate_up, w_down = _experts(n_experts, dim, ffn, dtype, "cuda")
+    router, w_gate_up, w_down = _experts(n_experts + shared, dim, ffn, dtype, "cuda")
+    router = router[:n_experts + (shared > 0)]
     ones = torch.ones(dim, dtype=dtype, device="cuda")
 
     def chain(x):
         scores = tg.linear(x, router, norm_weight=ones, norm_eps=EPS)
         hidden, weights, experts = expert_gate_up(x, scores, w_gate_up, k, True, "swiglu",
-                                                  EPS)
+                                                  EPS, shared)
         return expert_down(hidden, weights, experts, w_down, residual=x)
 
     def reference(x):   # (on the router's own scores: a near tie may go either way)
         scores = tg.linear(x, router, norm_weight=ones, norm_eps=EPS)
-        return _reference(x, scores, w_gate_up, w_down, k, True, "swiglu", x)[0]
+        return _reference(x, scores, w_gate_up, w_down, k, True, "swiglu", x, shared)[0]
 
     assert_replays_equal_eager(chain, reference, (rows, dim), dtype)

@@ -26,7 +26,8 @@ TINY = ("tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3",
         "tiny-falcon", "tiny-gpt2", "tiny-opt", "tiny-opt-350m", "tiny-biogpt", "tiny-xglm",
         "tiny-openai-gpt", "tiny-gpt_bigcode",
         "tiny-gpt_neo", "tiny-bloom", "tiny-mpt", "tiny-falcon-rw", "tiny-gemma", "tiny-gemma2",
-        "tiny-vaultgemma", "tiny-gemma3", "tiny-mixtral", "tiny-qwen3-moe", "tiny-olmoe")
+        "tiny-vaultgemma", "tiny-gemma3", "tiny-mixtral", "tiny-qwen2-moe", "tiny-qwen3-moe",
+        "tiny-olmoe")
 
 
 def _load_through_directory(hf, tmp_path, device, **save):

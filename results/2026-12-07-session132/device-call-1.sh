@@ -1,6 +1,6 @@
 #!/bin/bash
 # Session 132, call 1: the mixtures of experts on a GPU. Their tests (the kernels against
-# float64, the router and experts in a graph over 50 replays, tiny Mixtral, Qwen 3 MoE and
+# float64, the router and experts in a graph over 50 replays, tiny Mixtral, Qwen 2 and 3 MoE and
 # OLMoE through the kernels against transformers and through the Generator's graphs); the
 # expert kernels alone against the plain path's gather (research/probe_experts.py); OLMoE
 # 1B-7B's shape at batch 1 and 8. GUARD (default 575 s) skips what would pass the limit.
@@ -11,7 +11,7 @@ left() { echo $((START + ${GUARD:-575} - $(date +%s))); }
 nvidia-smi --query-gpu=name,driver_version --format=csv > $OUT/0-log.txt 2>&1
 timeout 150 python3 -m pytest -q -rfE --tb=short -p no:cacheprovider -n 8 \
   tests/test_experts.py tests/test_llama.py tests/test_generate.py \
-  -k "experts or mixtral or qwen3-moe or olmoe" > $OUT/1-tests.txt 2>&1
+  -k "experts or mixtral or qwen2-moe or qwen3-moe or olmoe" > $OUT/1-tests.txt 2>&1
 echo "tests rc=$? at $(( $(date +%s) - START )) s" >> $OUT/0-log.txt
 timeout 150 python3 research/probe_experts.py > $OUT/2-probe.txt 2>&1
 echo "probe rc=$? at $(( $(date +%s) - START )) s" >> $OUT/0-log.txt

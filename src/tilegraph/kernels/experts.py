@@ -10,7 +10,9 @@ columns): it picks the row's experts from its router scores itself (so no kernel
 own routes them), reads the chosen expert's interleaved gate|up rows (tg.linear's gated
 layout, a (n_experts, 2 ffn, dim) stack) against the row, normalised by the RMS it sums in
 the same pass (the norm's weight is folded into the weights), and writes act(gate) * up
-for each (row, expert) and, once a row, the experts and their weights. expert_down sums
+for each (row, expert) and, once a row, the experts and their weights (a shared expert,
+Qwen 2 MoE's, runs as parts of ffn each that every row takes, weighted by the sigmoid of a
+router score of its own). expert_down sums
 each row's k experts' down projections, weighted, and the residual, in fp32, one program a
 block of output columns a row: no atomics, the same sum every replay.
 
@@ -40,12 +42,15 @@ _ASSUMED_SMS = 132   # (an H100's, for block choices where kernels run interpret
 
 @triton.jit
 def _chosen_expert(scores_ptr, row, slot, n_experts, TOP_K: tl.constexpr,
-                   E_BLOCK: tl.constexpr, RENORMALIZED: tl.constexpr):
-    """(expert, weight) of choice `slot` (0: the best) among the TOP_K best of row `row`'s
-    router scores (n_experts of them, contiguous rows): softmax in fp32, ties to the lower
-    expert; the weight renormalised over the TOP_K chosen where RENORMALIZED."""
+                   SHARED: tl.constexpr, E_BLOCK: tl.constexpr, RENORMALIZED: tl.constexpr):
+    """(expert, weight) of choice `slot` of row `row`: below TOP_K, the slot-th best (0: the
+    best) of its n_experts router scores by a softmax in fp32, ties to the lower expert, the
+    weight renormalised over the TOP_K chosen where RENORMALIZED; from TOP_K on, the shared
+    expert's parts n_experts.., weighted by sigmoid of the row's score after the routed
+    ones (SHARED: how many parts; the rows of scores hold that score where SHARED > 0)."""
+    stride = n_experts + (SHARED > 0)
     experts = tl.arange(0, E_BLOCK)
-    scores = tl.load(scores_ptr + row * n_experts + experts, mask=experts < n_experts,
+    scores = tl.load(scores_ptr + row * stride + experts, mask=experts < n_experts,
                      other=float("-inf")).to(tl.float32)
     top = tl.max(scores, 0)
     total = tl.sum(tl.exp(scores - top), 0)
@@ -62,23 +67,30 @@ def _chosen_expert(scores_ptr, row, slot, n_experts, TOP_K: tl.constexpr,
         left = tl.where(experts == index, float("-inf"), left)
     if RENORMALIZED:
         total = chosen_total
-    return expert, tl.exp(expert_score - top) / total
+    weight = tl.exp(expert_score - top) / total
+    if SHARED > 0:
+        shared_score = tl.load(scores_ptr + row * stride + n_experts).to(tl.float32)
+        expert = tl.where(slot < TOP_K, expert, n_experts + slot - TOP_K)
+        weight = tl.where(slot < TOP_K, weight, 1.0 / (1.0 + tl.exp(-shared_score)))
+    return expert, weight
 
 
 @triton.jit
 def _expert_gate_up_kernel(hidden_ptr, weights_ptr, experts_ptr, x_ptr, scores_ptr, w_ptr,
                            dim, ffn, n_experts, eps, TOP_K: tl.constexpr,
-                           E_BLOCK: tl.constexpr, RENORMALIZED: tl.constexpr,
+                           SHARED: tl.constexpr, E_BLOCK: tl.constexpr,
+                           RENORMALIZED: tl.constexpr,
                            ACTIVATION: tl.constexpr, BLOCK_N: tl.constexpr,
                            BLOCK_K: tl.constexpr, PDL: tl.constexpr):
-    """hidden[row k + slot, block] = act(gate) * up of the chosen expert's rows of the block
-    against rms_norm(x[row]); the program of block 0 stores the choice's expert and weight."""
+    """hidden[row slots + slot, block] = act(gate) * up of the chosen expert's rows of the
+    block against rms_norm(x[row]) (slots: TOP_K + SHARED); the program of block 0 stores
+    the choice's expert and weight."""
     block, pair = tl.program_id(0), tl.program_id(1)
-    row, slot = pair // TOP_K, pair % TOP_K
+    row, slot = pair // (TOP_K + SHARED), pair % (TOP_K + SHARED)
     if PDL:
         tl.extra.cuda.gdc_wait()               # the scores (and x) are final
         tl.extra.cuda.gdc_launch_dependents()  # the next kernel may start; it waits for us
-    expert, weight = _chosen_expert(scores_ptr, row, slot, n_experts, TOP_K, E_BLOCK,
+    expert, weight = _chosen_expert(scores_ptr, row, slot, n_experts, TOP_K, SHARED, E_BLOCK,
                                     RENORMALIZED)
     if block == 0:
         tl.store(weights_ptr + pair, weight)
@@ -106,9 +118,9 @@ def _expert_gate_up_kernel(hidden_ptr, weights_ptr, experts_ptr, x_ptr, scores_p
 
 @triton.jit
 def _expert_down_kernel(out_ptr, hidden_ptr, weights_ptr, experts_ptr, w_ptr, residual_ptr,
-                        dim, ffn, TOP_K: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
+                        dim, ffn, SLOTS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
                         BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr):
-    """out[row, block] = residual + sum over the row's TOP_K choices of weight * the
+    """out[row, block] = residual + sum over the row's SLOTS choices of weight * the
     expert's down rows of the block against its hidden row."""
     block, row = tl.program_id(0), tl.program_id(1)
     if PDL:
@@ -116,8 +128,8 @@ def _expert_down_kernel(out_ptr, hidden_ptr, weights_ptr, experts_ptr, w_ptr, re
         tl.extra.cuda.gdc_launch_dependents()
     out_cols = block * BLOCK_N + tl.arange(0, BLOCK_N)
     total = tl.zeros((BLOCK_N,), dtype=tl.float32)
-    for slot in tl.static_range(TOP_K):
-        pair = row * TOP_K + slot
+    for slot in tl.static_range(SLOTS):
+        pair = row * SLOTS + slot
         expert = tl.load(experts_ptr + pair)
         expert_w = w_ptr + expert.to(tl.int64) * dim * ffn
         hidden_row = hidden_ptr + pair.to(tl.int64) * ffn
@@ -156,37 +168,43 @@ def _pdl(device: torch.device, programs: int) -> bool:
 
 
 def expert_gate_up(x: torch.Tensor, scores: torch.Tensor, w_gate_up: torch.Tensor,
-                   experts_per_token: int, renormalized: bool, activation: str, eps: float
-                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                   experts_per_token: int, renormalized: bool, activation: str, eps: float,
+                   shared: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Each row's experts chosen from its router scores (rows, n_experts), and their
     act(gate) * up of rms_norm(x) (x (rows, dim) contiguous, the norm's weight folded into
-    w_gate_up (n_experts, 2 ffn, dim), gate|up rows interleaved). Returns (hidden (rows k,
-    ffn) in x's dtype, weights (rows, k) fp32, experts (rows, k) int32). For the model's own
-    tensors: shapes checked, no autograd."""
+    w_gate_up (n_experts, 2 ffn, dim), gate|up rows interleaved). With `shared` parts of a
+    shared expert (Qwen 2 MoE's, split along its inner width into experts of ffn each),
+    w_gate_up's last `shared` experts are those parts, which every row takes weighted by
+    sigmoid of a score after the routed ones (scores (rows, n_experts + 1)). Returns (hidden
+    (rows slots, ffn) in x's dtype, weights (rows, slots) fp32, experts (rows, slots)
+    int32), slots = k + shared. For the model's own tensors: shapes checked, no
+    autograd."""
     rows, dim = x.shape
-    n_experts, two_ffn, _ = w_gate_up.shape
-    k, ffn = experts_per_token, two_ffn // 2
+    stacked, two_ffn, _ = w_gate_up.shape
+    n_experts = stacked - shared
+    k, ffn, slots = experts_per_token, two_ffn // 2, experts_per_token + shared
     if activation not in GLU_ACTIVATIONS:
         raise ValueError(f"the experts' activation must be one of {GLU_ACTIVATIONS}, got "
                          f"{activation!r}")
     if not 1 <= k <= min(n_experts, MAX_EXPERTS_PER_TOKEN):
         raise ValueError(f"experts_per_token must be in 1..{min(n_experts, 16)}, got {k}")
-    if (scores.shape != (rows, n_experts) or w_gate_up.shape[2] != dim or two_ffn % 2
+    if (scores.shape != (rows, n_experts + (shared > 0)) or w_gate_up.shape[2] != dim
+            or two_ffn % 2
             or not (x.is_contiguous() and scores.is_contiguous()
                     and w_gate_up.is_contiguous())):
         raise ValueError(f"expert_gate_up: x {tuple(x.shape)}, scores {tuple(scores.shape)}, "
                          f"w_gate_up {tuple(w_gate_up.shape)} (all contiguous) do not fit")
-    hidden = torch.empty((rows * k, ffn), dtype=x.dtype, device=x.device)
-    weights = torch.empty((rows, k), dtype=torch.float32, device=x.device)
-    experts = torch.empty((rows, k), dtype=torch.int32, device=x.device)
+    hidden = torch.empty((rows * slots, ffn), dtype=x.dtype, device=x.device)
+    weights = torch.empty((rows, slots), dtype=torch.float32, device=x.device)
+    experts = torch.empty((rows, slots), dtype=torch.int32, device=x.device)
     if not rows:
         return hidden, weights, experts
-    block_n, block_k = _block_shape(ffn, 2, dim, rows * k, x.element_size(), x.device)
-    grid = (triton.cdiv(ffn, block_n), rows * k)
+    block_n, block_k = _block_shape(ffn, 2, dim, rows * slots, x.element_size(), x.device)
+    grid = (triton.cdiv(ffn, block_n), rows * slots)
     pdl = _pdl(x.device, grid[0] * grid[1])
     _expert_gate_up_kernel[grid](
         hidden, weights, experts, x, scores, w_gate_up, dim, ffn, n_experts, eps, TOP_K=k,
-        E_BLOCK=triton.next_power_of_2(n_experts), RENORMALIZED=renormalized,
+        SHARED=shared, E_BLOCK=triton.next_power_of_2(n_experts), RENORMALIZED=renormalized,
         ACTIVATION=activation, BLOCK_N=block_n, BLOCK_K=block_k, PDL=pdl, num_warps=4,
         **({"launch_pdl": True} if pdl else {}))
     launched(x.device, pdl, (hidden, weights, experts))
@@ -198,7 +216,8 @@ def expert_down(hidden: torch.Tensor, weights: torch.Tensor, experts: torch.Tens
                 out: torch.Tensor | None = None) -> torch.Tensor:
     """residual + sum_j weights[:, j] * (w_down[experts[:, j]] @ hidden's row of choice j),
     (rows, dim) in hidden's dtype, into `out` (contiguous) or a new tensor: expert_gate_up's
-    outputs through the experts' down projections (n_experts, dim, ffn)."""
+    outputs through the experts' down projections (n_experts (and shared parts), dim,
+    ffn)."""
     rows, k = weights.shape
     _, dim, ffn = w_down.shape
     if (hidden.shape != (rows * k, ffn) or experts.shape != (rows, k)
@@ -216,7 +235,7 @@ def expert_down(hidden: torch.Tensor, weights: torch.Tensor, experts: torch.Tens
     pdl = _pdl(hidden.device, grid[0] * grid[1])
     _expert_down_kernel[grid](
         out, hidden, weights, experts, w_down, residual if residual is not None else out,
-        dim, ffn, TOP_K=k, HAS_RESIDUAL=residual is not None, BLOCK_N=block_n,
+        dim, ffn, SLOTS=k, HAS_RESIDUAL=residual is not None, BLOCK_N=block_n,
         BLOCK_K=block_k, PDL=pdl, num_warps=4, **({"launch_pdl": True} if pdl else {}))
     launched(hidden.device, pdl, (out,))
     return out

@@ -4,7 +4,10 @@ path (the reference, prefill's) and the decode step's kernels (kernels/experts.p
 The router scores the normed row against each expert, softmax in fp32 picks the k best,
 and the row's MLP output is their outputs weighted by their probabilities (renormalised
 over the k where the model does so), as transformers' Mixtral, Qwen 3 MoE and OLMoE blocks
-compute it. Ties go to the lower expert.
+compute it. Ties go to the lower expert. A shared expert (Qwen 2 MoE's), which every row
+takes weighted by the sigmoid of a score of its own (the router's last row), is held as
+LlamaConfig.shared_experts more experts of ffn_dim each: its inner width split, whose
+outputs sum to its own.
 """
 
 from __future__ import annotations
@@ -21,12 +24,19 @@ from ..kernels.experts import MAX_EXPERTS_PER_TOKEN, expert_down, expert_gate_up
 KERNEL_PAIRS = 64
 
 
-def route(scores: torch.Tensor, k: int, renormalized: bool
-          ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(weights (..., k) fp32, experts (..., k)) of router scores (..., n_experts)."""
-    weights, experts = torch.softmax(scores.float(), dim=-1).topk(k, dim=-1)
-    if renormalized:
+def route(scores: torch.Tensor, config) -> tuple[torch.Tensor, torch.Tensor]:
+    """(weights (..., slots) fp32, experts (..., slots)) of router scores (..., n_experts,
+    then the shared expert's where the model has one): the k best, then the shared
+    expert's parts."""
+    routed = scores[..., :config.n_experts].float()
+    weights, experts = torch.softmax(routed, dim=-1).topk(config.experts_per_token, dim=-1)
+    if config.router_renormalized:
         weights = weights / weights.sum(-1, keepdim=True)
+    if config.shared_experts:
+        parts = torch.arange(config.n_experts, config.n_experts + config.shared_experts,
+                             device=scores.device).expand(*experts.shape[:-1], -1)
+        shares = torch.sigmoid(scores[..., config.n_experts:].float()).expand_as(parts)
+        weights, experts = torch.cat([weights, shares], -1), torch.cat([experts, parts], -1)
     return weights, experts
 
 
@@ -37,17 +47,17 @@ def mixture(normed: torch.Tensor, layer, config, gated) -> torch.Tensor:
     weight the outputs (zero for the experts a row did not take): no host sync either way,
     so a graph can hold it."""
     rows = normed.reshape(-1, normed.shape[-1])
-    weights, experts = route(F.linear(rows, layer.w_router), config.experts_per_token,
-                             config.router_renormalized)
-    if rows.shape[0] * config.experts_per_token <= config.n_experts:
+    weights, experts = route(F.linear(rows, layer.w_router), config)
+    stacked = layer.w_gate_up.shape[0]
+    if experts.numel() <= stacked:
         hidden = gated(torch.einsum("rkod,rd->rko", layer.w_gate_up[experts], rows))
         outputs = torch.einsum("rkdf,rkf->rkd", layer.w_down[experts], hidden)
         out = (outputs.float() * weights[..., None]).sum(1)
     else:
-        dense = torch.zeros(rows.shape[0], config.n_experts, device=rows.device)
+        dense = torch.zeros(rows.shape[0], stacked, device=rows.device)
         dense.scatter_(1, experts, weights)
         out = torch.zeros(rows.shape, dtype=torch.float32, device=rows.device)
-        for expert in range(config.n_experts):
+        for expert in range(stacked):
             hidden = gated(F.linear(rows, layer.w_gate_up[expert]))
             out += dense[:, expert, None] * F.linear(hidden, layer.w_down[expert]).float()
     return out.to(normed.dtype).view(normed.shape)
@@ -58,11 +68,12 @@ def fused_mixture(x: torch.Tensor, layer, config, gated) -> torch.Tensor:
     the experts) for a decode step's rows x (rows, dim): the router by tg.linear, the
     experts by kernels/experts.py's two kernels; steps of many rows by `mixture`."""
     k = config.experts_per_token
-    if x.shape[0] * k > KERNEL_PAIRS or k > MAX_EXPERTS_PER_TOKEN or x.device.type != "cuda":
+    if x.shape[0] * (k + config.shared_experts) > KERNEL_PAIRS or k > MAX_EXPERTS_PER_TOKEN:
         normed = tg.rms_norm(x, layer.mlp_norm, config.norm_eps) if x.shape[0] else x
         return x + mixture(normed, layer, config, gated)
     scores = tg.linear(x, layer.w_router, norm_weight=layer.mlp_norm, norm_eps=config.norm_eps)
     hidden, weights, experts = expert_gate_up(x, scores, layer.w_gate_up, k,
                                               config.router_renormalized,
-                                              config.mlp_activation, config.norm_eps)
+                                              config.mlp_activation, config.norm_eps,
+                                              config.shared_experts)
     return expert_down(hidden, weights, experts, layer.w_down, residual=x)

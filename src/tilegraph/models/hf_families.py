@@ -35,8 +35,9 @@ layer with ALiBi, its bias rounded to bf16 as transformers rounds it), Apertus a
 1.5's decoder (Qwen 3's head norms, an ungated MLP of xIELU with scalars a layer; Apertus
 1.5's LM head pruned to the first output_vocab_size ids), Persimmon (LayerNorms of each q
 and k head with a bias), Emu3's decoder (Llama's), the mixtures of experts of Mixtral
-(Mistral's attention), Qwen 3 MoE (Qwen 3's) and OLMoE (q and k normalised as OLMo 2's, norms
-before attention and the MLP), the families SUPPORTED_TYPES names
+(Mistral's attention), Qwen 2 MoE (Qwen2's; a shared expert), Qwen 3 MoE (Qwen 3's) and OLMoE
+(q and k normalised as OLMo 2's, norms before attention and the MLP), the families
+SUPPORTED_TYPES names
 besides, and the language models of the multimodal checkpoints
 _LANGUAGE_MODELS names (on text); sliding windows in the layers each family's config names.
 Anything else raises a ValueError that names the field, so a model is never run with a part
@@ -57,7 +58,8 @@ SUPPORTED_TYPES = ("llama", "mistral", "ministral", "phi3", "qwen2", "qwen3", "s
                    "phi", "cohere", "cohere2", "gpt_neox", "gptj", "falcon", "gpt2",
                    "gpt_bigcode", "opt", "gpt_neo", "codegen", "bloom", "mpt", "biogpt",
                    "xglm", "jais2", "iquestcoder", "openai-gpt", "granite_swa", "apertus",
-                   "persimmon", "emu3_text_model", "mixtral", "qwen3_moe", "olmoe")
+                   "persimmon", "emu3_text_model", "mixtral", "qwen3_moe", "olmoe",
+                   "qwen2_moe")
 GEMMA_TYPES = ("gemma", "gemma2", "vaultgemma", "gemma3_text")
 # Gemma 2's attention: scores softcapped, scaled by query_pre_attn_scalar, alternate layers
 # sliding (VaultGemma's too, whose layers have no norms after attention and the MLP)
@@ -452,7 +454,7 @@ def fields_from_hf(values: dict) -> dict:
                                           or values.get("rope_scaling")):
         values["rope_parameters"] = _CLASS_ROPE[model_type]
     experts = _expert_fields(values, model_type)
-    if model_type == "qwen3_moe":   # (its intermediate_size is that of dense layers, if any)
+    if model_type in ("qwen2_moe", "qwen3_moe"):   # (intermediate_size: dense layers')
         values = {**values, "intermediate_size": values["moe_intermediate_size"]}
     activation = values.get("hidden_activation") or values.get("hidden_act") or "silu"
     if model_type == "gemma" and activation == "gelu":
@@ -507,6 +509,8 @@ def fields_from_hf(values: dict) -> dict:
     elif model_type == "gpt_neox":   # q|k|v and o by attention_bias, the MLP always
         qkv_bias = o_bias = bool(values.get("attention_bias", True))
         mlp_bias = True
+    elif model_type == "qwen2_moe":   # q, k and v (older configs: always)
+        qkv_bias, o_bias, mlp_bias = bool(values.get("qkv_bias", True)), False, False
     elif model_type in ("glm", "glm4"):   # q, k and v, never o or the MLP
         qkv_bias, o_bias, mlp_bias = bool(values["attention_bias"]), False, False
     elif model_type in ("olmo", "olmo2", "olmo3", "olmoe", "hunyuan_v1_dense",
@@ -600,11 +604,11 @@ def fields_from_hf(values: dict) -> dict:
         **experts)
 
 
-# Mixtures of experts. Each layer's MLP is one (Qwen 3 MoE's configs may name dense layers,
-# refused); Mixtral renormalises the chosen experts' weights, the others where
-# norm_topk_prob says so. Their count is num_local_experts or num_experts (transformers'
-# versions map one to the other, each its own way).
-_EXPERT_TYPES = ("mixtral", "qwen3_moe", "olmoe")
+# Mixtures of experts. Each layer's MLP is one (Qwen 2 and 3 MoE's configs may name dense
+# layers, refused); Mixtral renormalises the chosen experts' weights, the others where
+# norm_topk_prob says so; Qwen 2 MoE adds a shared expert. Their count is num_local_experts
+# or num_experts (transformers' versions map one to the other, each its own way).
+_EXPERT_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe")
 
 
 def _expert_fields(values: dict, model_type: str) -> dict:
@@ -617,7 +621,14 @@ def _expert_fields(values: dict, model_type: str) -> dict:
                                    "is not implemented (Mixtral's, Qwen 3 MoE's and OLMoE's "
                                    "are)")
         return {}
-    if model_type == "qwen3_moe":
+    shared = 0
+    if model_type == "qwen2_moe":   # the shared expert, in experts' widths
+        width, expert = values["shared_expert_intermediate_size"], values["moe_intermediate_size"]
+        if not width or width % expert:
+            raise _unsupported("shared_expert_intermediate_size", width, "a multiple of "
+                               f"moe_intermediate_size ({expert}), held as that many experts")
+        shared = width // expert
+    if model_type in ("qwen2_moe", "qwen3_moe"):
         if values.get("mlp_only_layers"):
             raise _unsupported("mlp_only_layers", values["mlp_only_layers"],
                                "every layer's MLP is a mixture of experts")
@@ -626,7 +637,8 @@ def _expert_fields(values: dict, model_type: str) -> dict:
     return {"n_experts": values.get("num_local_experts") or values["num_experts"],
             "experts_per_token": values["num_experts_per_tok"],
             "router_renormalized": (model_type == "mixtral"
-                                    or bool(values.get("norm_topk_prob", False)))}
+                                    or bool(values.get("norm_topk_prob", False))),
+            "shared_experts": shared}
 
 
 def _openai_gpt_activation(afn: str) -> str:

@@ -150,6 +150,17 @@ SHAPES: dict[str, dict] = {
                           norm_topk_prob=True, max_position_embeddings=40960,
                           use_sliding_window=False, tie_word_embeddings=False,
                           bos_token_id=151643, eos_token_id=151645),
+    # Qwen1.5-MoE-A2.7B (Qwen/Qwen1.5-MoE-A2.7B): 60 experts of 1408, 4 a token, and a shared
+    # expert four times as wide
+    "qwen1.5-moe-a2.7b": dict(model_type="qwen2_moe", vocab_size=151936, hidden_size=2048,
+                              intermediate_size=5632, moe_intermediate_size=1408,
+                              shared_expert_intermediate_size=5632, num_hidden_layers=24,
+                              num_attention_heads=16, num_key_value_heads=16,
+                              rms_norm_eps=1e-6, rope_theta=1000000.0, num_experts=60,
+                              num_experts_per_tok=4, norm_topk_prob=False,
+                              max_position_embeddings=8192, use_sliding_window=False,
+                              tie_word_embeddings=False, bos_token_id=151643,
+                              eos_token_id=151643),
     # Mixtral 8x7B (mistralai/Mixtral-8x7B-v0.1): 8 experts, 2 a token (93 GB in bf16: more
     # than one 80 GB GPU holds)
     "mixtral-8x7b": dict(model_type="mixtral", vocab_size=32000, hidden_size=4096,
@@ -243,6 +254,13 @@ SHAPES: dict[str, dict] = {
                            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                            head_dim=12, rms_norm_eps=1e-6, rope_theta=1000000.0,
                            num_experts=8, num_experts_per_tok=3, norm_topk_prob=True,
+                           max_position_embeddings=256, use_sliding_window=False),
+    # Qwen 2 MoE: a shared expert three experts wide (q, k and v biased)
+    "tiny-qwen2-moe": dict(model_type="qwen2_moe", vocab_size=67, hidden_size=32,
+                           intermediate_size=48, moe_intermediate_size=16,
+                           shared_expert_intermediate_size=48, num_hidden_layers=2,
+                           num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-6,
+                           num_experts=6, num_experts_per_tok=2, norm_topk_prob=False,
                            max_position_embeddings=256, use_sliding_window=False),
     "tiny-olmoe": dict(model_type="olmoe", vocab_size=67, hidden_size=32, intermediate_size=16,
                        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,

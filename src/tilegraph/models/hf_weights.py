@@ -521,7 +521,12 @@ def _our_name(name: str) -> tuple[str, str] | None:
     experts = {("mlp.gate", "weight"): ("w_router", ""),
                # transformers 5's stacks: each expert's gate rows, then its up rows
                ("mlp.experts", "gate_up_proj"): ("w_gate_up", "stacked"),
-               ("mlp.experts", "down_proj"): ("w_down", "stacked")}
+               ("mlp.experts", "down_proj"): ("w_down", "stacked"),
+               # Qwen 2 MoE's shared expert and its score (the router's row after the rest)
+               ("mlp.shared_expert.gate_proj", "weight"): ("w_gate_up", "shared gate"),
+               ("mlp.shared_expert.up_proj", "weight"): ("w_gate_up", "shared up"),
+               ("mlp.shared_expert.down_proj", "weight"): ("w_down", "shared down"),
+               ("mlp.shared_expert_gate", "weight"): ("w_router", "shared")}
     if (module, kind) in experts:
         target, part = experts[module, kind]
         return prefix + target, part
@@ -535,25 +540,37 @@ def _stacked_experts(name: str, parts: dict[str, torch.Tensor], config: LlamaCon
                      ) -> torch.Tensor:
     """A mixture's gate|up (n_experts, 2 ffn, dim), each expert's rows interleaved as
     tg.linear's gated layout, or its down projections (n_experts, dim, ffn): from
-    transformers 5's stack or from one tensor an expert."""
+    transformers 5's stack or from one tensor an expert; a shared expert's parts after them
+    (its inner width cut into experts' widths)."""
     gate_up = name.endswith(".w_gate_up")
+    kinds = ("gate", "up") if gate_up else ("down",)
+    shared = {kind: parts.pop(f"shared {kind}") for kind in kinds if f"shared {kind}" in parts}
+    if len(shared) != len(kinds) * bool(config.shared_experts):
+        raise ValueError(f"{name}: the checkpoint's shared expert is {sorted(shared)}; the "
+                         f"config's has {config.shared_experts} parts")
     if "stacked" in parts:
-        stacked = parts["stacked"]
-        if not gate_up:
-            return stacked
-        gate, up = stacked.chunk(2, dim=1)
+        routed = (_interleaved(*parts["stacked"].chunk(2, dim=1)) if gate_up
+                  else parts["stacked"])
     else:
-        kinds = ("gate", "up") if gate_up else ("down",)
         wanted = [f"{kind}.{j}" for kind in kinds for j in range(config.n_experts)]
         if sorted(parts) != sorted(wanted):
             absent = [part for part in wanted if part not in parts]
             raise ValueError(f"{name}: the checkpoint's experts are not {config.n_experts} "
                              f"(lacks {absent[:4]}, or has more)")
-        gate, *up = (torch.stack([parts[f"{kind}.{j}"] for j in range(config.n_experts)])
-                     for kind in kinds)
-        if not gate_up:
-            return gate
-        up = up[0]
+        stacks = [torch.stack([parts[f"{kind}.{j}"] for j in range(config.n_experts)])
+                  for kind in kinds]
+        routed = _interleaved(*stacks) if gate_up else stacks[0]
+    if not shared:
+        return routed
+    cut = config.shared_experts, config.ffn_dim
+    pieces = (_interleaved(shared["gate"].unflatten(0, cut), shared["up"].unflatten(0, cut))
+              if gate_up else shared["down"].unflatten(1, cut).transpose(0, 1))
+    return torch.cat([routed, pieces])
+
+
+def _interleaved(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """Experts' gate (E, ffn, dim) and up rows as their gate|up stack, each expert's rows
+    interleaved (gate_0, up_0, gate_1, ...)."""
     return torch.stack([gate, up], dim=2).flatten(1, 2)
 
 
@@ -805,6 +822,8 @@ def load_llama(cls, model_or_path, dtype: torch.dtype | None, device,
         ordered = [parts[p] for p in sorted(parts, key=lambda p: _ORDER.get(p, 0))]
         if config.moe and name.endswith((".w_gate_up", ".w_down")):
             value = _stacked_experts(name, parts, config)
+        elif name.endswith(".w_router"):   # (the shared expert's score last)
+            value = torch.cat([parts[""], *([parts["shared"]] if "shared" in parts else [])])
         elif len(ordered) == 1:
             value = ordered[0]
         elif "gate" in parts and "up" in parts and parts["gate"].shape == parts["up"].shape:

@@ -184,6 +184,10 @@ class LlamaConfig:
     n_experts: int = 0
     experts_per_token: int = 0
     router_renormalized: bool = True
+    # A shared expert besides (Qwen 2 MoE's), which every row takes, weighted by the sigmoid
+    # of a score of its own (the router's last row): its inner width in experts' widths
+    # (ffn_dim), held as that many more experts whose outputs sum to its own; 0: none.
+    shared_experts: int = 0
 
     def __post_init__(self):
         if self.head_dim == 0:
@@ -236,7 +240,7 @@ class LlamaConfig:
             raise ValueError("LlamaConfig.layer_norm needs the residual stream read only "
                              "through the norms before attention and the MLP: no post_norms, "
                              "pre_norms on")
-        if self.n_experts or self.experts_per_token:
+        if self.n_experts or self.experts_per_token or self.shared_experts:
             self._check_experts()
         if self.mlp_activation not in _MLP_KINDS:
             raise ValueError(f"LlamaConfig.mlp_activation must be one of {_MLP_KINDS}, got "
@@ -294,6 +298,9 @@ class LlamaConfig:
                 and 1 <= self.experts_per_token <= self.n_experts):
             raise ValueError(f"LlamaConfig.experts_per_token must be an int in 1..n_experts "
                              f"({self.n_experts!r}), got {self.experts_per_token!r}")
+        if not isinstance(self.shared_experts, int) or self.shared_experts < 0:
+            raise ValueError(f"LlamaConfig.shared_experts must be an int >= 0, got "
+                             f"{self.shared_experts!r}")
         if self.experts_per_token > 16:
             raise ValueError(f"LlamaConfig.experts_per_token is at most 16 (a row's experts "
                              f"are chosen in the kernel), got {self.experts_per_token}")
@@ -362,8 +369,10 @@ class LlamaConfig:
                  + (self.q_dim + self.kv_dim if self.qk_norm_whole or self.qk_norm_per_head
                     else 2 * self.head_dim) * self.qk_norm * (1 + self.qk_norm_bias))
         per_layer = (self.dim * (self.q_dim + 2 * self.kv_dim) + self.q_dim * self.dim
-                     + (2 + self.mlp_gated) * self.dim * self.ffn_dim * max(self.n_experts, 1)
-                     + self.n_experts * self.dim   # (the router)
+                     + (2 + self.mlp_gated) * self.dim * self.ffn_dim
+                     * max(self.n_experts + self.shared_experts, 1)
+                     # (the router, the shared expert's score too)
+                     + (self.n_experts + bool(self.shared_experts)) * self.dim
                      + (self.q_dim + 2 * self.kv_dim) * self.qkv_bias + self.dim * self.o_bias
                      + ((1 + self.mlp_gated) * self.ffn_dim + self.dim) * self.mlp_bias
                      + norms * (not self.weightless_norms)
@@ -422,7 +431,8 @@ class LlamaConfig:
 
     @property
     def expert_size(self) -> int:
-        """The parameters of one expert of a mixture (gate, up and down); 0 without one."""
+        """The parameters of one expert of a mixture (gate, up and down; a shared expert
+        holds shared_experts times as many, every row reads them); 0 without one."""
         return 3 * self.dim * self.ffn_dim if self.moe else 0
 
     def expert_bytes(self, element_size: int, rows: int) -> float:
