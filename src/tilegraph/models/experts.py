@@ -3,7 +3,7 @@ path (the reference, prefill's) and the decode step's kernels (kernels/experts.p
 
 The router scores the normed row against each expert, softmax in fp32 picks the k best,
 and the row's MLP output is their outputs weighted by their probabilities (renormalised
-over the k where the model does so), as transformers' Mixtral, Qwen 3 MoE and OLMoE blocks
+over the k where the model does so), as transformers' Mixtral, Qwen 2 and 3 MoE and OLMoE blocks
 compute it. Ties go to the lower expert. A shared expert (Qwen 2 MoE's), which every row
 takes weighted by the sigmoid of a score of its own (the router's last row), is held as
 LlamaConfig.shared_experts more experts of ffn_dim each: its inner width split, whose
