@@ -143,8 +143,8 @@ def test_bad_arguments_are_refused(device):
 def test_moe_configs():
     """Each family's fields: the experts' count under either name transformers gives it,
     their width (Qwen 2 and 3 MoE's own field), renormalising (Mixtral always, the others
-    by norm_topk_prob), Qwen 2 MoE's shared expert in experts' widths, OLMoE's whole-q and
-    whole-k norms; and the refusals."""
+    by norm_topk_prob; Granite MoE's softmax of the best scores), Qwen 2 MoE's shared
+    expert in experts' widths, OLMoE's whole-q and whole-k norms; and the refusals."""
     mixtral = LlamaConfig.from_hf(hf_config("tiny-mixtral"))
     assert (mixtral.n_experts, mixtral.experts_per_token, mixtral.ffn_dim) == (5, 2, 24)
     assert mixtral.router_renormalized and mixtral.moe and not mixtral.qk_norm
@@ -159,6 +159,9 @@ def test_moe_configs():
     olmoe = LlamaConfig.from_hf(hf_config("tiny-olmoe"))
     assert (olmoe.n_experts, olmoe.experts_per_token) == (6, 4)
     assert not olmoe.router_renormalized and olmoe.qk_norm_whole
+    granite = LlamaConfig.from_hf(hf_config("tiny-granitemoe"))
+    assert (granite.n_experts, granite.experts_per_token) == (5, 3)
+    assert granite.router_renormalized and granite.residual_multiplier == 0.5
     values = hf_config("tiny-olmoe").to_dict()
     values["num_local_experts"] = values.pop("num_experts")
     assert LlamaConfig.from_hf(values).n_experts == 6

@@ -700,7 +700,8 @@ def test_noise_is_uniform_and_decorrelated():
                                   "tiny-gpt_bigcode", "tiny-gpt_neo",
                                   "tiny-bloom", "tiny-mpt", "tiny-falcon-rw", "tiny-gemma2",
                                   "tiny-vaultgemma", "tiny-gemma3", "tiny-mixtral",
-                                  "tiny-qwen2-moe", "tiny-qwen3-moe", "tiny-olmoe"])
+                                  "tiny-qwen2-moe", "tiny-qwen3-moe", "tiny-olmoe",
+                                  "tiny-granitemoe"])
 def test_greedy_tokens_equal_hf_per_family(name):
     """Qwen3's norms of each q and k head (a head_dim of 12 over a width of 32), Phi-3's
     stacked checkpoint matrices and sliding window, Granite's scalars (Granite SWA's with
@@ -721,7 +722,7 @@ def test_greedy_tokens_equal_hf_per_family(name):
     longer prompt passes and the shorter one while it decodes), Gemma 2's softcapped scores
     and logits (VaultGemma's without norms after attention and the MLP), Gemma 3's local
     rotary base, the mixtures of experts (Mixtral's, Qwen 2 MoE's with its shared
-    expert, Qwen 3 MoE's, OLMoE's: a row's experts chosen in the graph), through the
+    expert, Qwen 3 MoE's, OLMoE's, Granite MoE's: a row's experts chosen in the graph), through the
     Generator's graphs: 8 greedy tokens, transformers' at batch 1 and 2 (Gemma's, OLMo 3's
     and EXAONE 4's two layers, a sliding one and a global one, Granite SWA's four; the
     others' first)."""

@@ -35,9 +35,9 @@ layer with ALiBi, its bias rounded to bf16 as transformers rounds it), Apertus a
 1.5's decoder (Qwen 3's head norms, an ungated MLP of xIELU with scalars a layer; Apertus
 1.5's LM head pruned to the first output_vocab_size ids), Persimmon (LayerNorms of each q
 and k head with a bias), Emu3's decoder (Llama's), the mixtures of experts of Mixtral
-(Mistral's attention), Qwen 2 MoE (Qwen2's; a shared expert), Qwen 3 MoE (Qwen 3's) and OLMoE
-(q and k normalised as OLMo 2's, norms before attention and the MLP), the families
-SUPPORTED_TYPES names
+(Mistral's attention), Qwen 2 MoE (Qwen2's; a shared expert), Qwen 3 MoE (Qwen 3's), OLMoE
+(q and k normalised as OLMo 2's, norms before attention and the MLP) and Granite MoE
+(Granite's scalars), the families SUPPORTED_TYPES names
 besides, and the language models of the multimodal checkpoints
 _LANGUAGE_MODELS names (on text); sliding windows in the layers each family's config names.
 Anything else raises a ValueError that names the field, so a model is never run with a part
@@ -59,7 +59,7 @@ SUPPORTED_TYPES = ("llama", "mistral", "ministral", "phi3", "qwen2", "qwen3", "s
                    "gpt_bigcode", "opt", "gpt_neo", "codegen", "bloom", "mpt", "biogpt",
                    "xglm", "jais2", "iquestcoder", "openai-gpt", "granite_swa", "apertus",
                    "persimmon", "emu3_text_model", "mixtral", "qwen3_moe", "olmoe",
-                   "qwen2_moe")
+                   "qwen2_moe", "granitemoe")
 GEMMA_TYPES = ("gemma", "gemma2", "vaultgemma", "gemma3_text")
 # Gemma 2's attention: scores softcapped, scaled by query_pre_attn_scalar, alternate layers
 # sliding (VaultGemma's too, whose layers have no norms after attention and the MLP)
@@ -161,7 +161,7 @@ _NEVER_WINDOWED = ("llama", "granite", "exaone", "internlm3", "ernie4_5", "glm",
                    "hyperclovax", "gemma", "stablelm", "nemotron", "olmo", "phi", "cohere",
                    "gpt_neox", "gptj", "codegen", "falcon", "gpt2", "gpt_bigcode", "opt",
                    "bloom", "mpt", "biogpt", "xglm", "jais2", "iquestcoder", "openai-gpt",
-                   "apertus", "persimmon", "emu3_text_model", "olmoe")
+                   "apertus", "persimmon", "emu3_text_model", "olmoe", "granitemoe")
 # The families whose attention scores or logits may be softcapped
 _SOFTCAPPED = {"attn_logit_softcapping": GEMMA_TYPES,
                "final_logit_softcapping": (*GEMMA_TYPES, "nanochat")}
@@ -495,7 +495,7 @@ def fields_from_hf(values: dict) -> dict:
     head_layer_norms = bool(values.get("qk_layernorm") or values.get("use_qk_norm"))
     per_head_norms = head_layer_norms and model_type != "persimmon"
     if model_type in ("llama", "qwen3", "qwen3_moe", "smollm3", "granite", "granite_swa",
-                      "exaone", "internlm3",
+                      "granitemoe", "exaone", "internlm3",
                       "arcee", "hyperclovax", "nemotron", "cohere", "cohere2", "jais2",
                       "iquestcoder", "apertus", "emu3_text_model", *GEMMA_TYPES):
         qkv_bias = o_bias = bool(values.get("attention_bias", False))
@@ -596,7 +596,7 @@ def fields_from_hf(values: dict) -> dict:
         **({"logits_scaling": 1.0 / _positive(values, "logit_scale", 0.0625)}
            if model_type in ("cohere", "cohere2") else {}),
         **(_granite_scalars(values, model_type)
-           if model_type in ("granite", "granite_swa", "hyperclovax") else {}),
+           if model_type in ("granite", "granite_swa", "granitemoe", "hyperclovax") else {}),
         # Granite SWA's attention sinks, a logit a head in each layer's softmax
         **({"attention_sinks": True} if model_type == "granite_swa" else {}),
         **(_attention_temperature(values) if model_type == "ministral3" else {}),
@@ -606,9 +606,10 @@ def fields_from_hf(values: dict) -> dict:
 
 # Mixtures of experts. Each layer's MLP is one (Qwen 2 and 3 MoE's configs may name dense
 # layers, refused); Mixtral renormalises the chosen experts' weights, the others where
-# norm_topk_prob says so; Qwen 2 MoE adds a shared expert. Their count is num_local_experts
-# or num_experts (transformers' versions map one to the other, each its own way).
-_EXPERT_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe")
+# norm_topk_prob says so (Granite MoE's softmax of the k best scores is that renormalised);
+# Qwen 2 MoE adds a shared expert. Their count is num_local_experts or num_experts
+# (transformers' versions map one to the other, each its own way).
+_EXPERT_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "granitemoe")
 
 
 def _expert_fields(values: dict, model_type: str) -> dict:
@@ -636,7 +637,7 @@ def _expert_fields(values: dict, model_type: str) -> dict:
             raise _unsupported("decoder_sparse_step", values["decoder_sparse_step"], "use 1")
     return {"n_experts": values.get("num_local_experts") or values["num_experts"],
             "experts_per_token": values["num_experts_per_tok"],
-            "router_renormalized": (model_type == "mixtral"
+            "router_renormalized": (model_type in ("mixtral", "granitemoe")
                                     or bool(values.get("norm_topk_prob", False))),
             "shared_experts": shared}
 

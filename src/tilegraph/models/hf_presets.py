@@ -262,6 +262,15 @@ SHAPES: dict[str, dict] = {
                            num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-6,
                            num_experts=6, num_experts_per_tok=2, norm_topk_prob=False,
                            max_position_embeddings=256, use_sliding_window=False),
+    # Granite MoE: Granite's scalars (folded into the weights: the experts' down projections
+    # times the residual multiplier)
+    "tiny-granitemoe": dict(model_type="granitemoe", vocab_size=67, hidden_size=32,
+                            intermediate_size=24, num_hidden_layers=2, num_attention_heads=4,
+                            num_key_value_heads=2, rms_norm_eps=1e-6, num_local_experts=5,
+                            num_experts_per_tok=3, embedding_multiplier=3.0,
+                            attention_multiplier=0.2, residual_multiplier=0.5,
+                            logits_scaling=2.0, tie_word_embeddings=True,
+                            max_position_embeddings=256),
     "tiny-olmoe": dict(model_type="olmoe", vocab_size=67, hidden_size=32, intermediate_size=16,
                        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                        rms_norm_eps=1e-5, num_experts=6, num_experts_per_tok=4,

@@ -281,6 +281,11 @@ _RENAMES = {"exaone": [(r"^transformer\.wte\.", "model.embed_tokens."),
                           (r"\.self_attn\.([qk])_layernorm\.", r".self_attn.\1_norm."),
                           (r"\.mlp\.dense_h_to_4h\.", ".mlp.up_proj."),
                           (r"\.mlp\.dense_4h_to_h\.", ".mlp.down_proj.")],
+            # (Granite MoE's experts and router as its checkpoints and transformers 5 name them)
+            "granitemoe": [(r"\.block_sparse_moe\.", ".mlp."),
+                           (r"\.mlp\.input_linear\.weight$", ".mlp.experts.gate_up_proj"),
+                           (r"\.mlp\.output_linear\.weight$", ".mlp.experts.down_proj"),
+                           (r"\.mlp\.router\.(layer\.)?weight$", ".mlp.gate.weight")],
             # (Mixtral's original names: its experts' w1, w3 and w2)
             "mixtral": [(r"\.block_sparse_moe\.", ".mlp."),
                         (r"\.experts\.(\d+)\.w1\.", r".experts.\1.gate_proj."),
