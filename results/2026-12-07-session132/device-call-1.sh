@@ -11,7 +11,7 @@ left() { echo $((START + ${GUARD:-575} - $(date +%s))); }
 nvidia-smi --query-gpu=name,driver_version --format=csv > $OUT/0-log.txt 2>&1
 timeout 150 python3 -m pytest -q -rfE --tb=short -p no:cacheprovider -n 8 \
   tests/test_experts.py tests/test_llama.py tests/test_generate.py \
-  -k "experts or mixtral or qwen2-moe or qwen3-moe or olmoe" > $OUT/1-tests.txt 2>&1
+  -k "experts or mixtral or qwen2-moe or qwen3-moe or olmoe or granitemoe" > $OUT/1-tests.txt 2>&1
 echo "tests rc=$? at $(( $(date +%s) - START )) s" >> $OUT/0-log.txt
 timeout 150 python3 research/probe_experts.py > $OUT/2-probe.txt 2>&1
 echo "probe rc=$? at $(( $(date +%s) - START )) s" >> $OUT/0-log.txt
