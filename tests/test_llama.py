@@ -1272,7 +1272,7 @@ def test_config_from_a_directory(tmp_path):
 
 
 @pytest.mark.parametrize("change, field", [
-    ({"model_type": "mixtral"}, "model_type"),
+    ({"model_type": "jamba"}, "model_type"),
     ({"num_local_experts": 8}, "num_local_experts"),
     ({"rope_scaling": {"rope_type": "dynamic", "factor": 4.0}}, "rope_type"),
     ({"rope_scaling": {"rope_type": "linear", "factor": 0.0}}, "factor"),
