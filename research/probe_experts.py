@@ -5,9 +5,14 @@ past L2, PDL on), with the share of copy bandwidth on the bytes the rows' distin
 and the router hold.
 
     PYTHONPATH=src python3 research/probe_experts.py [--rows 1,4,8] [--shapes olmoe,...]
+        [--blocks]
+
+--blocks times the kernels' block shapes of BLOCKS besides the rule's (experts._block_shape
+replaced while a variant is captured).
 """
 
 import argparse
+import contextlib
 import types
 
 import torch
@@ -15,6 +20,7 @@ import torch
 import tilegraph as tg
 from tilegraph.bench.compare import compare
 from tilegraph.bench.roofline import ceilings
+from tilegraph.kernels import experts as experts_module
 from tilegraph.kernels.experts import expert_down, expert_gate_up
 from tilegraph.models.experts import mixture
 from tilegraph.models.llama import _gated
@@ -24,20 +30,38 @@ from tilegraph.testing import randn
 SHAPES = {"olmoe": (2048, 1024, 64, 8, False), "qwen3-30b-a3b": (2048, 768, 128, 8, True),
           "mixtral": (4096, 14336, 8, 2, True)}
 EPS = 1e-6
+# (gate/up's BLOCK_N, BLOCK_K, down's BLOCK_N, BLOCK_K)
+BLOCKS = ((8, 256, 4, 1024), (32, 64, 8, 512), (16, 256, 16, 256), (4, 512, 8, 256),
+          (16, 128, 2, 1024), (8, 128, 4, 512))
+
+
+@contextlib.contextmanager
+def block_shapes(gate_up: tuple[int, int], down: tuple[int, int]):
+    """experts._block_shape giving these shapes (gate/up's: two rows a program's output)."""
+    rule = experts_module._block_shape
+
+    def chosen(outputs, rows_a_program, *args):
+        return gate_up if rows_a_program == 2 else down
+    experts_module._block_shape = chosen
+    try:
+        yield
+    finally:
+        experts_module._block_shape = rule
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", default="1,4,8")
     parser.add_argument("--shapes", default=",".join(SHAPES))
+    parser.add_argument("--blocks", action="store_true")
     args = parser.parse_args()
     limits = ceilings()
     print(f"{torch.cuda.get_device_name()}, copy {limits.get('copy_gbps', 0):.0f} GB/s")
     for name in args.shapes.split(","):
-        probe_shape(name, [int(r) for r in args.rows.split(",")], limits)
+        probe_shape(name, [int(r) for r in args.rows.split(",")], limits, args.blocks)
 
 
-def probe_shape(name: str, row_counts: list[int], limits: dict) -> None:
+def probe_shape(name: str, row_counts: list[int], limits: dict, blocks: bool) -> None:
     dtype, device = torch.bfloat16, "cuda"
     dim, ffn, n_experts, k, renormalized = SHAPES[name]
     router = randn(n_experts, dim, dtype=dtype, device=device, scale=3 * dim ** -0.5)
@@ -46,7 +70,7 @@ def probe_shape(name: str, row_counts: list[int], limits: dict) -> None:
     w_down = randn(n_experts, dim, ffn, dtype=dtype, device=device, scale=ffn ** -0.5)
     ones = torch.ones(dim, dtype=dtype, device=device)
     config = types.SimpleNamespace(experts_per_token=k, n_experts=n_experts,
-                                   router_renormalized=renormalized)
+                                   router_renormalized=renormalized, shared_experts=0)
 
     def fused(x, router, w_gate_up, w_down):
         scores = tg.linear(x, router, norm_weight=ones, norm_eps=EPS)
@@ -67,13 +91,19 @@ def probe_shape(name: str, row_counts: list[int], limits: dict) -> None:
         taken = expert_gate_up(x, scores, w_gate_up, k, renormalized, "swiglu", EPS)[2]
         distinct = taken.unique().numel()
         nbytes = (distinct * 3 * dim * ffn + n_experts * dim) * 2
-        result = compare({"tilegraph": fused, "plain gather": plain}, plain,
+        variants = {"tilegraph": fused, "plain gather": plain}
+        for shape in BLOCKS if blocks else ():
+            def patched(*args, shape=shape):
+                with block_shapes(shape[:2], shape[2:]):
+                    return fused(*args)
+            variants["blocks %dx%d %dx%d" % shape] = patched
+        result = compare(variants, plain,
                          (x, router, w_gate_up, w_down), bytes=nbytes, graph=True,
                          rotate=(1, 2, 3), ceilings=limits)
         for r in result.results:
             us = r.stats.median * 1e3 if r.stats is not None else float("nan")
             print(f"{name:14s} rows {rows:2d} experts {distinct:3d}/{rows * k:3d} "
-                  f"{r.name:12s} {r.status:6s} {us:9.1f} us  "
+                  f"{r.name:22s} {r.status:6s} {us:9.1f} us  "
                   f"{r.pct_ceiling or 0:5.1f}% of copy  err {r.rel_error or 0:.2g}")
 
 
