@@ -96,7 +96,7 @@ def probe_shape(name: str, row_counts: list[int], limits: dict, blocks: bool) ->
             def patched(*args, shape=shape):
                 with block_shapes(shape[:2], shape[2:]):
                     return fused(*args)
-            variants["blocks %dx%d %dx%d" % shape] = patched
+            variants["blocks {}x{} {}x{}".format(*shape)] = patched
         result = compare(variants, plain,
                          (x, router, w_gate_up, w_down), bytes=nbytes, graph=True,
                          rotate=(1, 2, 3), ceilings=limits)
