@@ -148,16 +148,27 @@ def _expert_down_kernel(out_ptr, hidden_ptr, weights_ptr, experts_ptr, w_ptr, re
              mask=out_cols < dim)
 
 
+# Small tiles, many programs: at one row on an H100 (bf16, graph replays over weights
+# rotated past L2, research/probe_experts.py --blocks, session 132), gate/up programs of 8
+# output columns (16 weight rows) by 128 and down programs of 4 by 512 read the chosen
+# experts at 69.7% of copy bandwidth for OLMoE's shape (64 x 1024-wide experts of 2048),
+# 60.6% for Qwen3-30B-A3B's (128 x 768) and 95.8% for Mixtral's (8 x 14336 of 4096), the
+# best of seven shapes on all three; a rule of the widest tile that keeps two programs an
+# SM (16-32 columns, tiles of 4096 weights) read 62.3%, 50.1% and 81.6%.
+_TILE_WEIGHTS = 2048
+_WIDEST = {2: 8, 1: 4}   # weight rows of an output column (gate|up's two, down's one) -> it
+
+
 def _block_shape(outputs: int, rows_a_program: int, inputs: int, programs_a_block: int,
                  element_size: int, device: torch.device) -> tuple[int, int]:
-    """(BLOCK_N, BLOCK_K): the widest BLOCK_N (a power of two, 4..32) that still gives two
-    programs an SM; BLOCK_K as wide as a tile of 4096 weights (32 a thread) makes it, at
-    least 256 bytes of a weight row and at most the row."""
+    """(BLOCK_N, BLOCK_K): BLOCK_N _WIDEST's, halved (to 1) while that leaves fewer than
+    two programs an SM; BLOCK_K what makes a tile of _TILE_WEIGHTS weights, at least 256
+    bytes of a weight row and at most the row."""
     sms = sm_count(device) or _ASSUMED_SMS
-    block_n = 32
-    while block_n > 4 and triton.cdiv(outputs, block_n) * programs_a_block < 2 * sms:
+    block_n = _WIDEST[rows_a_program]
+    while block_n > 1 and triton.cdiv(outputs, block_n) * programs_a_block < 2 * sms:
         block_n //= 2
-    block_k = max(256 // element_size, 4096 // (block_n * rows_a_program))
+    block_k = max(256 // element_size, _TILE_WEIGHTS // (block_n * rows_a_program))
     return block_n, min(block_k, max(triton.next_power_of_2(inputs), 256 // element_size))
 
 
