@@ -161,12 +161,12 @@ _WIDEST = {2: 8, 1: 4}   # weight rows of an output column (gate|up's two, down'
 
 def _block_shape(outputs: int, rows_a_program: int, inputs: int, programs_a_block: int,
                  element_size: int, device: torch.device) -> tuple[int, int]:
-    """(BLOCK_N, BLOCK_K): BLOCK_N _WIDEST's, halved (to 1) while that leaves fewer than
+    """(BLOCK_N, BLOCK_K): BLOCK_N _WIDEST's, halved (to 4) while that leaves fewer than
     two programs an SM; BLOCK_K what makes a tile of _TILE_WEIGHTS weights, at least 256
     bytes of a weight row and at most the row."""
     sms = sm_count(device) or _ASSUMED_SMS
     block_n = _WIDEST[rows_a_program]
-    while block_n > 1 and triton.cdiv(outputs, block_n) * programs_a_block < 2 * sms:
+    while block_n > 4 and triton.cdiv(outputs, block_n) * programs_a_block < 2 * sms:
         block_n //= 2
     block_k = max(256 // element_size, _TILE_WEIGHTS // (block_n * rows_a_program))
     return block_n, min(block_k, max(triton.next_power_of_2(inputs), 256 // element_size))
