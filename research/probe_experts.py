@@ -40,8 +40,8 @@ def block_shapes(gate_up: tuple[int, int], down: tuple[int, int]):
     """experts._block_shape giving these shapes (gate/up's: two rows a program's output)."""
     rule = experts_module._block_shape
 
-    def chosen(outputs, rows_a_program, *args):
-        return gate_up if rows_a_program == 2 else down
+    def chosen(outputs, rows_an_output, *args):
+        return gate_up if rows_an_output == 2 else down
     experts_module._block_shape = chosen
     try:
         yield

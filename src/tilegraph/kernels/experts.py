@@ -12,9 +12,9 @@ layout, a (n_experts, 2 ffn, dim) stack) against the row, normalised by the RMS 
 the same pass (the norm's weight is folded into the weights), and writes act(gate) * up
 for each (row, expert) and, once a row, the experts and their weights (a shared expert,
 Qwen 2 MoE's, runs as parts of ffn each that every row takes, weighted by the sigmoid of a
-router score of its own). expert_down sums
-each row's k experts' down projections, weighted, and the residual, in fp32, one program a
-block of output columns a row: no atomics, the same sum every replay.
+router score of its own). expert_down sums each row's k experts' down projections,
+weighted, and the residual, in fp32, one program a block of output columns a row: no
+atomics, the same sum every replay.
 
 Each (row, expert) pair streams its expert's weights, so rows taking the same expert read
 it again: at one row the step reads k experts, the least it can; a batch reads up to rows
@@ -156,19 +156,19 @@ def _expert_down_kernel(out_ptr, hidden_ptr, weights_ptr, experts_ptr, w_ptr, re
 # best of seven shapes on all three; a rule of the widest tile that keeps two programs an
 # SM (16-32 columns, tiles of 4096 weights) read 62.3%, 50.1% and 81.6%.
 _TILE_WEIGHTS = 2048
-_WIDEST = {2: 8, 1: 4}   # weight rows of an output column (gate|up's two, down's one) -> it
+_WIDEST = {2: 8, 1: 4}   # weight rows an output column reads (gate|up's 2, down's 1) -> it
 
 
-def _block_shape(outputs: int, rows_a_program: int, inputs: int, programs_a_block: int,
+def _block_shape(outputs: int, rows_an_output: int, inputs: int, programs_a_block: int,
                  element_size: int, device: torch.device) -> tuple[int, int]:
     """(BLOCK_N, BLOCK_K): BLOCK_N _WIDEST's, halved (to 4) while that leaves fewer than
     two programs an SM; BLOCK_K what makes a tile of _TILE_WEIGHTS weights, at least 256
     bytes of a weight row and at most the row."""
     sms = sm_count(device) or _ASSUMED_SMS
-    block_n = _WIDEST[rows_a_program]
+    block_n = _WIDEST[rows_an_output]
     while block_n > 4 and triton.cdiv(outputs, block_n) * programs_a_block < 2 * sms:
         block_n //= 2
-    block_k = max(256 // element_size, _TILE_WEIGHTS // (block_n * rows_a_program))
+    block_k = max(256 // element_size, _TILE_WEIGHTS // (block_n * rows_an_output))
     return block_n, min(block_k, max(triton.next_power_of_2(inputs), 256 // element_size))
 
 
