@@ -24,8 +24,9 @@ one captured graph serves every position. Gemma gates by GELU instead, and norma
 attention and MLP outputs before their residual adds: there the two residual projections write
 their outputs alone and tg.rms_norm(residual=) adds them. A parallel layer (Phi's, Cohere's,
 GPT-NeoX's) runs gate/up on the layer's input rather than on the stream after attention.
-A mixture of experts (Mixtral's, Qwen 2 and 3 MoE's, OLMoE's: models/experts.py) takes the MLP's
-place: its router by tg.linear, then two kernels that read only the experts each row takes.
+A mixture of experts (Mixtral's, Qwen 2 and 3 MoE's, OLMoE's, Granite MoE's:
+models/experts.py) takes the MLP's place: its router by tg.linear, then two kernels that
+read only the experts each row takes.
 
 Tensor parallel (tp=N under torchrun, tilegraph.dist): each rank holds its heads and its
 share of the MLP, and the output and down projections' partial results are summed by one

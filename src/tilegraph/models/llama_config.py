@@ -176,11 +176,12 @@ class LlamaConfig:
     # pretrained context); beta 0: none
     q_scale_beta: float = 0.0
     q_scale_length: int = 1
-    # A mixture of experts in place of every layer's MLP (Mixtral's, Qwen 3 MoE's,
-    # OLMoE's): n_experts gated MLPs of ffn_dim each; a router (n_experts, dim) scores them
-    # on the normed row, softmax in fp32, and the row takes the experts_per_token best,
-    # weighted by their probabilities (renormalised to sum to one where router_renormalized,
-    # else as the softmax over all experts gave them). 0: a dense MLP.
+    # A mixture of experts in place of every layer's MLP (Mixtral's, Qwen 2 and 3 MoE's,
+    # OLMoE's, Granite MoE's): n_experts gated MLPs of ffn_dim each; a router (n_experts,
+    # dim) scores them on the normed row, softmax in fp32, and the row takes the
+    # experts_per_token best, weighted by their probabilities (renormalised to sum to one
+    # where router_renormalized, else as the softmax over all experts gave them). 0: a
+    # dense MLP.
     n_experts: int = 0
     experts_per_token: int = 0
     router_renormalized: bool = True
