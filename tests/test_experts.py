@@ -8,9 +8,10 @@ import torch
 import tilegraph as tg
 from _replays import assert_replays_equal_eager
 from _shapes import DTYPES
+from tilegraph.dist.group import TensorParallel
 from tilegraph.kernels.experts import expert_down, expert_gate_up
-from tilegraph.models import LlamaConfig
-from tilegraph.models.hf_presets import hf_config
+from tilegraph.models import Llama, LlamaConfig
+from tilegraph.models.hf_presets import hf_config, random_hf_model
 from tilegraph.testing import assert_close, poisoned, randn
 
 EPS = 1e-5
@@ -184,10 +185,22 @@ def test_moe_configs():
                     n_experts=4, experts_per_token=2, mlp_bias=True)
 
 
-def test_tensor_parallel_is_refused_by_name():
-    from tilegraph.dist.sharding import local_config
-    with pytest.raises(ValueError, match="mixture of experts"):
-        local_config(LlamaConfig.from_hf(hf_config("tiny-mixtral")), 2)
+@pytest.mark.parametrize("name", ["tiny-qwen2-moe", "tiny-mixtral"])
+def test_a_rank_reads_one_share_from_stacked_and_separate_experts(name, tmp_path):
+    """Under tensor parallelism a rank holds its share of every expert's width (the shared
+    expert's parts too): read from transformers 5's stacked experts (cut after reading) and
+    from a checkpoint's one tensor an expert (split as read), the same tensors. (Each
+    share's logits against TP=1: test_tensor_parallel's families.)"""
+    hf = random_hf_model(name)
+    hf.save_pretrained(tmp_path)
+    for rank in range(2):
+        tp = TensorParallel(rank, 2)
+        stacked = Llama.from_hf(hf, dtype=torch.float32, tp=tp).state_dict()
+        separate = Llama.from_hf(tmp_path, dtype=torch.float32, tp=tp).state_dict()
+        assert stacked["layers.0.w_down"].shape[2] == hf.config.moe_intermediate_size // 2 \
+            if name == "tiny-qwen2-moe" else hf.config.intermediate_size // 2
+        for key, value in stacked.items():
+            assert torch.equal(value, separate[key]), f"rank {rank}: {key}"
 
 
 @pytest.mark.gpu

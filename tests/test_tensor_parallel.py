@@ -265,7 +265,9 @@ TP_FAMILIES = [
     ("tiny-bloom", {"n_head": 6, "hidden_size": 48}),
     ("tiny-mpt", {"n_heads": 6, "d_model": 48}), ("tiny-falcon-rw", {}),
     ("tiny-granite-swa", {"sliding_window": 3}),
-    ("tiny-gemma2", {"sliding_window": 3}), ("tiny-gemma3", {"sliding_window": 3})]
+    ("tiny-gemma2", {"sliding_window": 3}), ("tiny-gemma3", {"sliding_window": 3}),
+    ("tiny-mixtral", {}), ("tiny-qwen2-moe", {}), ("tiny-qwen3-moe", {}),
+    ("tiny-granitemoe", {})]
 
 
 def _compare_families_with_tp1(directories: dict) -> dict:

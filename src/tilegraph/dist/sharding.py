@@ -1,7 +1,8 @@
 """Which part of each Llama weight a rank holds (Megatron-style tensor parallelism).
 
 Column-parallel (split along the output rows): q|k|v by heads, gate|up by the SwiGLU inner
-size, the LM head (and its bias) by vocabulary rows. Row-parallel (split along the input
+size (each expert's of a mixture too, whose router every rank holds whole, so that every
+rank picks the same experts), the LM head (and its bias) by vocabulary rows. Row-parallel (split along the input
 columns): the output projection by heads, the down projection by the inner size; their
 partial products are summed by one all-reduce each. Norms, the embedding table and the
 row-parallel biases (added once, by rank 0) are whole on every rank. Where there are fewer
@@ -12,6 +13,7 @@ the one kv head its q heads attend to, which the ranks of its group all hold.
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:   # an annotation only: models import this module
@@ -24,6 +26,9 @@ _SPLITS = {
     ("w_gate_up", "gate"): (0, "ffn"), ("w_gate_up", "up"): (0, "ffn"),
     ("b_gate_up", "gate"): (0, "ffn"), ("b_gate_up", "up"): (0, "ffn"),
     ("wo", ""): (1, "q"), ("w_down", ""): (1, "ffn"),
+    # a mixture's expert j, one tensor an expert ("gate.j" ...): split as the dense MLP
+    ("w_gate_up", "gate.j"): (0, "ffn"), ("w_gate_up", "up.j"): (0, "ffn"),
+    ("w_down", "down.j"): (1, "ffn"),
 }
 
 
@@ -32,9 +37,6 @@ def local_config(config: LlamaConfig, size: int, rank: int = 0) -> LlamaConfig:
     rank `rank`'s block of the q heads' ALiBi slopes)."""
     if size == 1:
         return config
-    if config.moe:
-        raise ValueError(f"{config.model_type}'s mixture of experts is not split between "
-                         f"ranks yet (tp={size}): run it on one GPU")
     if config.qk_norm_whole:
         raise ValueError(f"{config.model_type}'s q and k norms span every head, which tp="
                          f"{size} splits between ranks: run it on one GPU")
@@ -66,13 +68,14 @@ def vocab_shard(vocab_size: int, rank: int, size: int) -> tuple[int, int, int]:
 def split_of(name: str, part: str, config: LlamaConfig, rank: int, size: int
              ) -> tuple[int, int, int] | None:
     """(dimension, start, stop) of checkpoint tensor `part` of our parameter `name` that
-    rank `rank` holds, or None for the whole tensor."""
+    rank `rank` holds, or None for the whole tensor (and for tensors whose share is no one
+    range: a mixture's stacked experts, read whole and cut by ffn_share)."""
     if size == 1:
         return None
     if name in ("lm_head", "head_bias"):
         start, stop, _ = vocab_shard(config.head_rows, rank, size)
         return 0, start, stop
-    key = (name.rsplit(".", 1)[-1], part)
+    key = (name.rsplit(".", 1)[-1], re.sub(r"\.\d+$", ".j", part))
     per_row = 1   # the elements of q (kv, ffn) a row of the tensor holds
     if key[0] in ("q_norm", "k_norm", "q_norm_bias", "k_norm_bias") and \
             config.qk_norm_per_head:
@@ -91,3 +94,11 @@ def split_of(name: str, part: str, config: LlamaConfig, rank: int, size: int
         share = {"q": config.q_dim, "kv": config.kv_dim, "ffn": config.ffn_dim}[unit] // size
         start, stop = rank * share, (rank + 1) * share
     return dim, start // per_row, stop // per_row
+
+
+def ffn_share(tensor, dim: int, config: LlamaConfig, rank: int, size: int):
+    """Rank `rank`'s share of `tensor`'s dimension `dim`, one MLP's inner size
+    (config.ffn_dim) long: a mixture's experts stacked, whose shares split_of cannot
+    give as one range."""
+    share = config.ffn_dim // size
+    return tensor.narrow(dim, rank * share, share)

@@ -63,17 +63,22 @@ def mixture(normed: torch.Tensor, layer, config, gated) -> torch.Tensor:
     return out.to(normed.dtype).view(normed.shape)
 
 
-def fused_mixture(x: torch.Tensor, layer, config, gated) -> torch.Tensor:
-    """x + the mixture's output of rms_norm(x) (the norm's weight folded into the router and
-    the experts) for a decode step's rows x (rows, dim): the router by tg.linear, the
-    experts by kernels/experts.py's two kernels; steps of many rows by `mixture`."""
+def fused_mixture(x: torch.Tensor, layer, config, gated, residual: torch.Tensor | None,
+                  out: torch.Tensor | None = None) -> torch.Tensor:
+    """residual + the mixture's output of rms_norm(x) (the norm's weight folded into the
+    router and the experts; under tensor parallelism this rank's share of the experts'
+    width, its partial sum) for a decode step's rows x (rows, dim), into `out` or a new
+    tensor: the router by tg.linear, the experts by kernels/experts.py's two kernels;
+    steps of many rows by `mixture`."""
     k = config.experts_per_token
     if x.shape[0] * (k + config.shared_experts) > KERNEL_PAIRS or k > MAX_EXPERTS_PER_TOKEN:
         normed = tg.rms_norm(x, layer.mlp_norm, config.norm_eps) if x.shape[0] else x
-        return x + mixture(normed, layer, config, gated)
+        result = mixture(normed, layer, config, gated)
+        result = result if residual is None else residual + result
+        return result if out is None else out.copy_(result)
     scores = tg.linear(x, layer.w_router, norm_weight=layer.mlp_norm, norm_eps=config.norm_eps)
     hidden, weights, experts = expert_gate_up(x, scores, layer.w_gate_up, k,
                                               config.router_renormalized,
                                               config.mlp_activation, config.norm_eps,
                                               config.shared_experts)
-    return expert_down(hidden, weights, experts, layer.w_down, residual=x)
+    return expert_down(hidden, weights, experts, layer.w_down, residual=residual, out=out)

@@ -26,7 +26,7 @@ import torch
 import tilegraph as tg
 
 from ..dist.group import TensorParallel
-from ..dist.sharding import split_of, vocab_shard
+from ..dist.sharding import ffn_share, split_of, vocab_shard
 from .hf_families import GEMMA_TYPES, SINUSOIDAL_POSITION_TYPES, position_rows_before
 from .llama_config import LlamaConfig
 
@@ -541,12 +541,17 @@ def _our_name(name: str) -> tuple[str, str] | None:
 _EXPERT_NAME = re.compile(r"^mlp\.experts\.(?P<expert>\d+)\.(?P<projection>gate|up|down)_proj$")
 
 
-def _stacked_experts(name: str, parts: dict[str, torch.Tensor], config: LlamaConfig
-                     ) -> torch.Tensor:
+def _stacked_experts(name: str, parts: dict[str, torch.Tensor], config: LlamaConfig,
+                     tp: TensorParallel) -> torch.Tensor:
     """A mixture's gate|up (n_experts, 2 ffn, dim), each expert's rows interleaved as
     tg.linear's gated layout, or its down projections (n_experts, dim, ffn): from
     transformers 5's stack or from one tensor an expert; a shared expert's parts after them
-    (its inner width cut into experts' widths)."""
+    (its inner width cut into experts' widths). Under tensor parallelism, the rank's share
+    of each expert's inner size (one tensor an expert comes split already: split_of)."""
+
+    def share(tensor: torch.Tensor, dim: int) -> torch.Tensor:
+        return ffn_share(tensor, dim, config, tp.rank, tp.size)
+
     gate_up = name.endswith(".w_gate_up")
     kinds = ("gate", "up") if gate_up else ("down",)
     shared = {kind: parts.pop(f"shared {kind}") for kind in kinds if f"shared {kind}" in parts}
@@ -554,8 +559,8 @@ def _stacked_experts(name: str, parts: dict[str, torch.Tensor], config: LlamaCon
         raise ValueError(f"{name}: the checkpoint's shared expert is {sorted(shared)}; the "
                          f"config's has {config.shared_experts} parts")
     if "stacked" in parts:
-        routed = (_interleaved(*parts["stacked"].chunk(2, dim=1)) if gate_up
-                  else parts["stacked"])
+        routed = (_interleaved(*(share(half, 1) for half in parts["stacked"].chunk(2, dim=1)))
+                  if gate_up else share(parts["stacked"], 2))
     else:
         wanted = [f"{kind}.{j}" for kind in kinds for j in range(config.n_experts)]
         if sorted(parts) != sorted(wanted):
@@ -568,8 +573,9 @@ def _stacked_experts(name: str, parts: dict[str, torch.Tensor], config: LlamaCon
     if not shared:
         return routed
     cut = config.shared_experts, config.ffn_dim
-    pieces = (_interleaved(shared["gate"].unflatten(0, cut), shared["up"].unflatten(0, cut))
-              if gate_up else shared["down"].unflatten(1, cut).transpose(0, 1))
+    pieces = (_interleaved(share(shared["gate"].unflatten(0, cut), 1),
+                           share(shared["up"].unflatten(0, cut), 1)) if gate_up
+              else share(shared["down"].unflatten(1, cut), 2).transpose(0, 1))
     return torch.cat([routed, pieces])
 
 
@@ -826,7 +832,7 @@ def load_llama(cls, model_or_path, dtype: torch.dtype | None, device,
                 parts[part] = (heads * sign).flatten(0, 2)
         ordered = [parts[p] for p in sorted(parts, key=lambda p: _ORDER.get(p, 0))]
         if config.moe and name.endswith((".w_gate_up", ".w_down")):
-            value = _stacked_experts(name, parts, config)
+            value = _stacked_experts(name, parts, config, tp)
         elif name.endswith(".w_router"):   # (the shared expert's score last)
             value = torch.cat([parts[""], *([parts["shared"]] if "shared" in parts else [])])
         elif len(ordered) == 1:

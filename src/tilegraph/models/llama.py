@@ -772,9 +772,11 @@ class Llama(nn.Module):
             x, pending = self._stream_after(x, self._reduce(output, 0, index),
                                             layer.post_attn_norm)
             x = self._sum_normed(x, 0, index, fused=True)
-            if c.moe:   # (no tensor parallelism, post norms or norms after the adds)
-                x = fused_mixture(x, layer, c, functools.partial(
-                    _gated, activation=c.mlp_activation, xielu=None))
+            if c.moe:   # (no post norms or norms after the adds)
+                gated = functools.partial(_gated, activation=c.mlp_activation, xielu=None)
+                output = fused_mixture(x, layer, c, gated, residual=self._once(x),
+                                       out=self.all_reduce.output(1, rows))
+                x = self._reduce(output, 1, index)
                 continue
             stream, added = self._pending_sum(x, pending)
             hidden = tg.linear(layer_input if c.parallel_residual else x, layer.w_gate_up,
