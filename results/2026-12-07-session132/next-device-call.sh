@@ -8,6 +8,9 @@
 # old rule: 62.3% / 50.1% / 81.6% of copy at one row); OLMoE 1B-7B's shape at batch 1 and 8
 # (call 1, the old rule: 1.300 ms, 60.9% of the floor; 5.273 ms, 59.5%); Qwen1.5-MoE-A2.7B's
 # at batch 1 (a shared expert). GUARD (default 575 s) skips what would pass the limit.
+# Not here: the MoE families under tensor parallelism on GPUs (CPU only so far), on a
+# two-GPU machine: `PYTHONPATH=src python3 -m pytest -q tests/test_tensor_parallel.py -k
+# families`, then Mixtral 8x7B's shape at tp=2.
 set -u
 export PYTHONPATH=$PWD/src TILEGRAPH_CACHE_DIR=/tmp/tg-demo
 START=$(date +%s)
