@@ -619,7 +619,7 @@ def _expert_fields(values: dict, model_type: str) -> dict:
         for name in ("num_local_experts", "num_experts", "n_routed_experts"):
             if values.get(name) and model_type != "hunyuan_v1_dense":
                 raise _unsupported(name, values[name], f"{model_type}'s mixture of experts "
-                                   "is not implemented (Mixtral's, Qwen 3 MoE's and OLMoE's "
+                                   f"is not implemented (those of {', '.join(_EXPERT_TYPES)} "
                                    "are)")
         return {}
     shared = 0
