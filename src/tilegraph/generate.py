@@ -253,9 +253,9 @@ class Generator:
                                    "output": (*layer.wo.shape, False), **mlp},
                     dtype, capture_step, positions, self.max_seq, tolerance, plain_step,
                     run_step)
-                projections = {"output": tuple(layer.wo.shape),
-                               **({"gate/up": mlp["gate/up"][:2]} if "gate/up" in mlp
-                                  else {})}
+                projections = {"output": tuple(layer.wo.shape)}
+                if "gate/up" in mlp:   # (a mixture's experts are no tg.linear)
+                    projections["gate/up"] = mlp["gate/up"][:2]
                 self._progress("choosing the batch-1 step's release points")
                 tune_release_in_step_once(one_row_step, projections, dtype, capture_step,
                                           positions, self.max_seq, tolerance, plain_step,

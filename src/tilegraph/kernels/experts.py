@@ -198,7 +198,8 @@ def expert_gate_up(x: torch.Tensor, scores: torch.Tensor, w_gate_up: torch.Tenso
         raise ValueError(f"the experts' activation must be one of {GLU_ACTIVATIONS}, got "
                          f"{activation!r}")
     if not 1 <= k <= min(n_experts, MAX_EXPERTS_PER_TOKEN):
-        raise ValueError(f"experts_per_token must be in 1..{min(n_experts, 16)}, got {k}")
+        raise ValueError(f"experts_per_token must be in 1.."
+                         f"{min(n_experts, MAX_EXPERTS_PER_TOKEN)}, got {k}")
     if (scores.shape != (rows, n_experts + (shared > 0)) or w_gate_up.shape[2] != dim
             or two_ffn % 2
             or not (x.is_contiguous() and scores.is_contiguous()

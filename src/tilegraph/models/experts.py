@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 import tilegraph as tg
 
-from ..kernels.experts import MAX_EXPERTS_PER_TOKEN, expert_down, expert_gate_up
+from ..kernels.experts import expert_down, expert_gate_up
 
 # Steps of more (row, expert) pairs than this run the plain path's dense loop over experts:
 # the kernels stream an expert once a pair, a prefill's rows would read each many times.
@@ -71,7 +71,7 @@ def fused_mixture(x: torch.Tensor, layer, config, gated, residual: torch.Tensor 
     tensor: the router by tg.linear, the experts by kernels/experts.py's two kernels;
     steps of many rows by `mixture`."""
     k = config.experts_per_token
-    if x.shape[0] * (k + config.shared_experts) > KERNEL_PAIRS or k > MAX_EXPERTS_PER_TOKEN:
+    if x.shape[0] * (k + config.shared_experts) > KERNEL_PAIRS:
         normed = tg.rms_norm(x, layer.mlp_norm, config.norm_eps) if x.shape[0] else x
         result = mixture(normed, layer, config, gated)
         result = result if residual is None else residual + result

@@ -19,6 +19,7 @@ import torch
 
 from ..kernels._activation import ACTIVATIONS
 from ..kernels._activation import GLU_ACTIVATIONS as _GATED
+from ..kernels.experts import MAX_EXPERTS_PER_TOKEN
 from .hf_families import SINUSOIDAL_POSITION_TYPES, fields_from_hf, position_rows_before
 
 # What LlamaConfig.mlp_activation may be: a gated activation or an ungated one (xIELU, with
@@ -302,9 +303,10 @@ class LlamaConfig:
         if not isinstance(self.shared_experts, int) or self.shared_experts < 0:
             raise ValueError(f"LlamaConfig.shared_experts must be an int >= 0, got "
                              f"{self.shared_experts!r}")
-        if self.experts_per_token > 16:
-            raise ValueError(f"LlamaConfig.experts_per_token is at most 16 (a row's experts "
-                             f"are chosen in the kernel), got {self.experts_per_token}")
+        if self.experts_per_token > MAX_EXPERTS_PER_TOKEN:
+            raise ValueError(f"LlamaConfig.experts_per_token is at most {MAX_EXPERTS_PER_TOKEN}"
+                             f" (a row's experts are chosen in the kernel), got "
+                             f"{self.experts_per_token}")
         if (not self.mlp_gated or self.mlp_bias or self.norm_bias or self.layer_norm
                 or self.parallel_residual or self.post_norms or not self.pre_norms):
             raise ValueError("LlamaConfig.n_experts: the experts are gated MLPs without "
