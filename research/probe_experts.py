@@ -7,8 +7,10 @@ and the router hold.
     PYTHONPATH=src python3 research/probe_experts.py [--rows 1,4,8] [--shapes olmoe,...]
         [--blocks]
 
---blocks times the kernels' block shapes of BLOCKS besides the rule's (experts._block_shape
-replaced while a variant is captured).
+--blocks times the pair kernels' block shapes of BLOCKS besides the rule's
+(experts._block_shape replaced while a variant is captured). --layouts times each step in
+both layouts (the pair kernels, the by-expert kernels of _experts_by_expert.py, and gate/up
+by expert with the pair kernels' down) and the by-expert kernels' shapes of BY_EXPERT_BLOCKS.
 """
 
 import argparse
@@ -33,6 +35,8 @@ EPS = 1e-6
 # (gate/up's BLOCK_N, BLOCK_K, down's BLOCK_N, BLOCK_K)
 BLOCKS = ((8, 256, 4, 1024), (32, 64, 8, 512), (16, 256, 16, 256), (4, 512, 8, 256),
           (16, 128, 2, 1024), (8, 128, 4, 512))
+BY_EXPERT_BLOCKS = ((8, 256, 16, 256), (32, 64, 16, 256), (16, 256, 16, 128),
+                    (16, 64, 16, 512), (8, 128, 32, 128))
 
 
 @contextlib.contextmanager
@@ -49,19 +53,36 @@ def block_shapes(gate_up: tuple[int, int], down: tuple[int, int]):
         experts_module._block_shape = rule
 
 
+@contextlib.contextmanager
+def layout(by_expert: bool, blocks: tuple[int, int] | None = None):
+    """The kernels launched in the meantime by expert or in pairs, the by-expert ones'
+    (BLOCK_N, BLOCK_K) `blocks` where given."""
+    saved = experts_module._by_expert, experts_module._by_expert_blocks
+    experts_module._by_expert = lambda rows: by_expert
+    if blocks is not None:
+        experts_module._by_expert_blocks = lambda *shape: blocks
+    try:
+        yield
+    finally:
+        experts_module._by_expert, experts_module._by_expert_blocks = saved
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", default="1,4,8")
     parser.add_argument("--shapes", default=",".join(SHAPES))
     parser.add_argument("--blocks", action="store_true")
+    parser.add_argument("--layouts", action="store_true")
     args = parser.parse_args()
     limits = ceilings()
     print(f"{torch.cuda.get_device_name()}, copy {limits.get('copy_gbps', 0):.0f} GB/s")
     for name in args.shapes.split(","):
-        probe_shape(name, [int(r) for r in args.rows.split(",")], limits, args.blocks)
+        probe_shape(name, [int(r) for r in args.rows.split(",")], limits, args.blocks,
+                    args.layouts)
 
 
-def probe_shape(name: str, row_counts: list[int], limits: dict, blocks: bool) -> None:
+def probe_shape(name: str, row_counts: list[int], limits: dict, blocks: bool,
+                layouts: bool) -> None:
     dtype, device = torch.bfloat16, "cuda"
     dim, ffn, n_experts, k, renormalized = SHAPES[name]
     router = randn(n_experts, dim, dtype=dtype, device=device, scale=3 * dim ** -0.5)
@@ -77,6 +98,17 @@ def probe_shape(name: str, row_counts: list[int], limits: dict, blocks: bool) ->
         hidden, weights, experts = expert_gate_up(x, scores, w_gate_up, k, renormalized,
                                                   "swiglu", EPS)
         return expert_down(hidden, weights, experts, w_down, residual=x)
+
+    def laid_out(gate_up: tuple, down: tuple):
+        """fused, its gate/up and down kernels in the layouts (by_expert, blocks) given."""
+        def run(x, router, w_gate_up, w_down):
+            scores = tg.linear(x, router, norm_weight=ones, norm_eps=EPS)
+            with layout(*gate_up):
+                hidden, weights, experts = expert_gate_up(x, scores, w_gate_up, k,
+                                                          renormalized, "swiglu", EPS)
+            with layout(*down):
+                return expert_down(hidden, weights, experts, w_down, residual=x)
+        return run
 
     def plain(x, router, w_gate_up, w_down):
         layer = types.SimpleNamespace(w_router=router, w_gate_up=w_gate_up,
@@ -97,13 +129,20 @@ def probe_shape(name: str, row_counts: list[int], limits: dict, blocks: bool) ->
                 with block_shapes(shape[:2], shape[2:]):
                     return fused(*args)
             variants["blocks {}x{} {}x{}".format(*shape)] = patched
+        if layouts:
+            variants["pairs"] = laid_out((False, None), (False, None))
+            variants["gate/up by expert, down pairs"] = laid_out((True, None), (False, None))
+            variants["by expert"] = laid_out((True, None), (True, None))
+            for shape in BY_EXPERT_BLOCKS:
+                variants["by expert {}x{} {}x{}".format(*shape)] = laid_out(
+                    (True, shape[:2]), (True, shape[2:]))
         result = compare(variants, plain,
                          (x, router, w_gate_up, w_down), bytes=nbytes, graph=True,
                          rotate=(1, 2, 3), ceilings=limits)
         for r in result.results:
             us = r.stats.median * 1e3 if r.stats is not None else float("nan")
             print(f"{name:14s} rows {rows:2d} experts {distinct:3d}/{rows * k:3d} "
-                  f"{r.name:22s} {r.status:6s} {us:9.1f} us  "
+                  f"{r.name:36s} {r.status:6s} {us:9.1f} us  "
                   f"{r.pct_ceiling or 0:5.1f}% of copy  err {r.rel_error or 0:.2g}")
 
 

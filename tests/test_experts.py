@@ -9,12 +9,23 @@ import tilegraph as tg
 from _replays import assert_replays_equal_eager
 from _shapes import DTYPES
 from tilegraph.dist.group import TensorParallel
-from tilegraph.kernels.experts import expert_down, expert_gate_up
+from tilegraph.kernels import experts as experts_kernels
+from tilegraph.kernels.experts import KERNEL_ROWS, expert_down, expert_gate_up
 from tilegraph.models import Llama, LlamaConfig
 from tilegraph.models.hf_presets import hf_config, random_hf_model
 from tilegraph.testing import assert_close, poisoned, randn
 
 EPS = 1e-5
+# The kernels' two layouts: a program a (row, choice) for every step, or a program an
+# expert's block for every step (experts_kernels.BY_EXPERT_ROWS, the rows from which a step
+# takes the second).
+LAYOUTS = {"pairs": KERNEL_ROWS + 1, "by expert": 1}
+
+
+@pytest.fixture(params=list(LAYOUTS))
+def layout(request, monkeypatch):
+    monkeypatch.setattr(experts_kernels, "BY_EXPERT_ROWS", LAYOUTS[request.param])
+    return request.param
 
 
 def _experts(n_experts, dim, ffn, dtype, device):
@@ -70,12 +81,14 @@ def _reference(x, scores, w_gate_up, w_down, k, renormalized, activation, residu
     (2, 64, 8, 0, 64, 12, False, "swiglu"),
     (5, 7, 3, 0, 100, 70, False, "geglu_tanh"),
     (2, 6, 2, 3, 40, 24, False, "swiglu"),
+    (23, 12, 4, 0, 72, 40, True, "swiglu"),
 ])
 def test_kernels_match_float64(rows, n_experts, k, shared, dim, ffn, renormalized,
-                               activation, dtype, device):
+                               activation, dtype, device, layout):
     """The two kernels at awkward sizes (dims no block divides, 5 to 64 experts, 1 to 8 a
-    row; a shared expert of three parts), into a poisoned output: the routes each row
-    takes, their weights, and the output with its residual against float64."""
+    row, 1 to 23 rows, so experts taken by several rows; a shared expert of three parts),
+    in either layout, into a poisoned output: the routes each row takes, their weights,
+    and the output with its residual against float64."""
     router, w_gate_up, w_down = _experts(n_experts + shared, dim, ffn, dtype, device)
     router = router[:n_experts + (shared > 0)]   # (the shared expert's score last)
     x = randn(rows, dim, dtype=dtype, device=device, scale=2.0)
@@ -93,21 +106,23 @@ def test_kernels_match_float64(rows, n_experts, k, shared, dim, ffn, renormalize
     assert_close(out, expected, dtype)
 
 
-def test_ties_go_to_the_lower_expert_and_weights_without_renormalising(device):
+def test_ties_go_to_the_lower_expert_and_weights_without_renormalising(device, layout):
     """Scores tied at the k-th place: the lower expert wins it. Without renormalising, a
     weight is the expert's share of the softmax over every expert."""
     dim, ffn = 16, 8
     router, w_gate_up, w_down = _experts(6, dim, ffn, torch.float32, device)
-    x = randn(1, dim, device=device)
-    scores = torch.tensor([[0.5, 2.0, 1.0, 2.0, 1.0, -3.0]], device=device)
+    x = randn(2, dim, device=device)
+    scores = torch.tensor([[0.5, 2.0, 1.0, 2.0, 1.0, -3.0], [1.0, 1.0, 1.0, 0.0, 1.0, 3.0]],
+                          device=device)
     _, weights, experts = expert_gate_up(x, scores, w_gate_up, 3, False, "swiglu", EPS)
-    assert experts.tolist() == [[1, 3, 2]]
-    probs = torch.softmax(scores.double(), -1)[0]
-    torch.testing.assert_close(weights[0].double().cpu(), probs[[1, 3, 2]].cpu(), rtol=1e-6,
-                               atol=0)
+    assert experts.tolist() == [[1, 3, 2], [5, 0, 1]]
+    probs = torch.softmax(scores.double(), -1)
+    torch.testing.assert_close(weights.double().cpu(),
+                               torch.stack([probs[0, [1, 3, 2]], probs[1, [5, 0, 1]]]).cpu(),
+                               rtol=1e-6, atol=0)
 
 
-def test_without_residual_and_with_no_rows(device):
+def test_without_residual_and_with_no_rows(device, layout):
     router, w_gate_up, w_down = _experts(4, 24, 16, torch.float32, device)
     x = randn(2, 24, device=device)
     scores = x @ router.T
@@ -206,7 +221,7 @@ def test_a_rank_reads_one_share_from_stacked_and_separate_experts(name, tmp_path
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("rows, shared", [(1, 0), (8, 0), (3, 2)])
+@pytest.mark.parametrize("rows, shared", [(1, 0), (8, 0), (3, 2), (24, 0)])
 def test_router_and_experts_in_a_graph_equal_eager_over_replays(rows, shared, dtype):
     """A layer's mixture as the decode step runs it (tg.linear's router with the norm in its
     prologue, then the two kernels, each launched with PDL where the GPU has it): 50

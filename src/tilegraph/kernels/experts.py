@@ -16,10 +16,11 @@ router score of its own). expert_down sums each row's k experts' down projection
 weighted, and the residual, in fp32, one program a block of output columns a row: no
 atomics, the same sum every replay.
 
-Each (row, expert) pair streams its expert's weights, so rows taking the same expert read
-it again: at one row the step reads k experts, the least it can; a batch reads up to rows
-x k where fewer distinct experts would do (LlamaConfig.expert_bytes counts those). Many
-rows (a prefill) take the dense path of models/experts.py instead. Both kernels wait for
+Each (row, expert) pair streams its expert's weights, so rows taking the same expert
+would read it again: these pair kernels run a step of one row (k experts, the least it can
+read), and steps of more rows run _experts_by_expert.py's, which read each expert the rows
+take once (the distinct experts LlamaConfig.expert_bytes counts). Many rows (a prefill)
+take the dense path of models/experts.py instead. All the kernels wait for
 the kernel before them at once: nothing they read is known before it ends (which experts
 the scores choose), so PDL only hides their launch.
 """
@@ -30,7 +31,9 @@ import torch
 import triton
 import triton.language as tl
 
+from .._runtime import INTERPRET
 from ._activation import GLU_ACTIVATIONS, glu
+from ._experts_by_expert import MAX_ROWS, down_by_expert_kernel, gate_up_by_expert_kernel
 from ._launch import sm_count, supports_pdl
 from ._pdl import ENABLED as PDL_ENABLED
 from ._pdl import launched
@@ -172,6 +175,40 @@ def _block_shape(outputs: int, rows_an_output: int, inputs: int, programs_a_bloc
     return block_n, min(block_k, max(triton.next_power_of_2(inputs), 256 // element_size))
 
 
+# Steps of more rows (a prefill's) take models/experts.py's dense loop over the experts.
+KERNEL_ROWS = MAX_ROWS
+# Steps of this many rows or more run _experts_by_expert.py's kernels, which read each
+# expert taken once, where the pair kernels read it once a row taking it.
+BY_EXPERT_ROWS = 2
+# (BLOCK_N, BLOCK_K) of the by-expert kernels: gate/up's (16 (gate, up) pairs, 32 weight
+# rows), down's.
+_BY_EXPERT_BLOCKS = {2: (16, 128), 1: (16, 256)}
+
+
+def _by_expert_blocks(outputs: int, rows_an_output: int, inputs: int
+                      ) -> tuple[int, int]:
+    """(BLOCK_N, BLOCK_K) of a by-expert kernel: _BY_EXPERT_BLOCKS', BLOCK_K at most the
+    row."""
+    block_n, block_k = _BY_EXPERT_BLOCKS[rows_an_output]
+    return block_n, min(block_k, max(triton.next_power_of_2(inputs), 16))
+
+
+def _by_expert(rows: int) -> bool:
+    """Whether a step of `rows` rows runs the by-expert kernels."""
+    return BY_EXPERT_ROWS <= rows <= MAX_ROWS
+
+
+def _rows_block(rows: int) -> int:
+    """The by-expert kernels' rows tile: the rows, padded to a power of two of 16 or more
+    (an mma's least)."""
+    return max(16, triton.next_power_of_2(rows))
+
+
+def _dot_precision(weight: torch.Tensor) -> str:
+    """The by-expert kernels' mma precision: fp32 weights at about fp32's accuracy."""
+    return "tf32x3" if weight.dtype == torch.float32 else "tf32"
+
+
 def _pdl(device: torch.device, programs: int) -> bool:
     """PDL for a grid of one wave (as kernels/xielu.py's: the next kernel's programs,
     started early, would otherwise hold SMs this grid's later waves need)."""
@@ -211,14 +248,26 @@ def expert_gate_up(x: torch.Tensor, scores: torch.Tensor, w_gate_up: torch.Tenso
     experts = torch.empty((rows, slots), dtype=torch.int32, device=x.device)
     if not rows:
         return hidden, weights, experts
-    block_n, block_k = _block_shape(ffn, 2, dim, rows * slots, x.element_size(), x.device)
-    grid = (triton.cdiv(ffn, block_n), rows * slots)
-    pdl = _pdl(x.device, grid[0] * grid[1])
-    _expert_gate_up_kernel[grid](
-        hidden, weights, experts, x, scores, w_gate_up, dim, ffn, n_experts, eps, TOP_K=k,
-        SHARED=shared, E_BLOCK=triton.next_power_of_2(n_experts), RENORMALIZED=renormalized,
-        ACTIVATION=activation, BLOCK_N=block_n, BLOCK_K=block_k, PDL=pdl, num_warps=4,
-        **({"launch_pdl": True} if pdl else {}))
+    routing = dict(TOP_K=k, SHARED=shared, E_BLOCK=triton.next_power_of_2(n_experts),
+                   RENORMALIZED=renormalized, ACTIVATION=activation)
+    if _by_expert(rows):
+        block_n, block_k = _by_expert_blocks(ffn, 2, dim)
+        grid = (triton.cdiv(ffn, block_n), stacked)
+        pdl = _pdl(x.device, grid[0] * grid[1])
+        gate_up_by_expert_kernel[grid](
+            hidden, weights, experts, x, scores, w_gate_up, rows, dim, ffn, n_experts, eps,
+            ROWS_BLOCK=_rows_block(rows), DOT_PRECISION=_dot_precision(w_gate_up),
+            UPCAST_DOT=INTERPRET and x.dtype == torch.bfloat16, BLOCK_N=block_n,
+            BLOCK_K=block_k, PDL=pdl, num_warps=4, **routing,
+            **({"launch_pdl": True} if pdl else {}))
+    else:
+        block_n, block_k = _block_shape(ffn, 2, dim, rows * slots, x.element_size(), x.device)
+        grid = (triton.cdiv(ffn, block_n), rows * slots)
+        pdl = _pdl(x.device, grid[0] * grid[1])
+        _expert_gate_up_kernel[grid](
+            hidden, weights, experts, x, scores, w_gate_up, dim, ffn, n_experts, eps,
+            BLOCK_N=block_n, BLOCK_K=block_k, PDL=pdl, num_warps=4, **routing,
+            **({"launch_pdl": True} if pdl else {}))
     launched(x.device, pdl, (hidden, weights, experts))
     return hidden, weights, experts
 
@@ -242,12 +291,27 @@ def expert_down(hidden: torch.Tensor, weights: torch.Tensor, experts: torch.Tens
         out = torch.empty((rows, dim), dtype=hidden.dtype, device=hidden.device)
     if not rows:
         return out
-    block_n, block_k = _block_shape(dim, 1, ffn, rows, hidden.element_size(), hidden.device)
-    grid = (triton.cdiv(dim, block_n), rows)
-    pdl = _pdl(hidden.device, grid[0] * grid[1])
-    _expert_down_kernel[grid](
-        out, hidden, weights, experts, w_down, residual if residual is not None else out,
-        dim, ffn, SLOTS=k, HAS_RESIDUAL=residual is not None, BLOCK_N=block_n,
-        BLOCK_K=block_k, PDL=pdl, num_warps=4, **({"launch_pdl": True} if pdl else {}))
+    residual_in = dict(residual_ptr=residual if residual is not None else out,
+                       HAS_RESIDUAL=residual is not None)
+    if _by_expert(rows):
+        block_n, block_k = _by_expert_blocks(dim, 1, ffn)
+        grid = (triton.cdiv(dim, block_n),)
+        pdl = _pdl(hidden.device, grid[0])
+        down_by_expert_kernel[grid](
+            out, hidden, weights, experts, w_down, rows=rows, stacked=w_down.shape[0],
+            dim=dim, ffn=ffn, SLOTS=k, SLOTS_BLOCK=triton.next_power_of_2(k),
+            ROWS_BLOCK=_rows_block(rows), DOT_PRECISION=_dot_precision(w_down),
+            UPCAST_DOT=INTERPRET and hidden.dtype == torch.bfloat16, BLOCK_N=block_n,
+            BLOCK_K=block_k, PDL=pdl, num_warps=4, **residual_in,
+            **({"launch_pdl": True} if pdl else {}))
+    else:
+        block_n, block_k = _block_shape(dim, 1, ffn, rows, hidden.element_size(),
+                                        hidden.device)
+        grid = (triton.cdiv(dim, block_n), rows)
+        pdl = _pdl(hidden.device, grid[0] * grid[1])
+        _expert_down_kernel[grid](
+            out, hidden, weights, experts, w_down, dim=dim, ffn=ffn, SLOTS=k,
+            BLOCK_N=block_n, BLOCK_K=block_k, PDL=pdl, num_warps=4, **residual_in,
+            **({"launch_pdl": True} if pdl else {}))
     launched(hidden.device, pdl, (out,))
     return out

@@ -17,11 +17,7 @@ import torch.nn.functional as F
 
 import tilegraph as tg
 
-from ..kernels.experts import expert_down, expert_gate_up
-
-# Steps of more (row, expert) pairs than this run the plain path's dense loop over experts:
-# the kernels stream an expert once a pair, a prefill's rows would read each many times.
-KERNEL_PAIRS = 64
+from ..kernels.experts import KERNEL_ROWS, expert_down, expert_gate_up
 
 
 def route(scores: torch.Tensor, config) -> tuple[torch.Tensor, torch.Tensor]:
@@ -69,15 +65,15 @@ def fused_mixture(x: torch.Tensor, layer, config, gated, residual: torch.Tensor 
     router and the experts; under tensor parallelism this rank's share of the experts'
     width, its partial sum) for a decode step's rows x (rows, dim), into `out` or a new
     tensor: the router by tg.linear, the experts by kernels/experts.py's two kernels;
-    steps of many rows by `mixture`."""
-    k = config.experts_per_token
-    if x.shape[0] * (k + config.shared_experts) > KERNEL_PAIRS:
-        normed = tg.rms_norm(x, layer.mlp_norm, config.norm_eps) if x.shape[0] else x
+    steps of more rows (a prefill's) by `mixture`."""
+    if x.shape[0] > KERNEL_ROWS:
+        normed = tg.rms_norm(x, layer.mlp_norm, config.norm_eps)
         result = mixture(normed, layer, config, gated)
         result = result if residual is None else residual + result
         return result if out is None else out.copy_(result)
     scores = tg.linear(x, layer.w_router, norm_weight=layer.mlp_norm, norm_eps=config.norm_eps)
-    hidden, weights, experts = expert_gate_up(x, scores, layer.w_gate_up, k,
+    hidden, weights, experts = expert_gate_up(x, scores, layer.w_gate_up,
+                                              config.experts_per_token,
                                               config.router_renormalized,
                                               config.mlp_activation, config.norm_eps,
                                               config.shared_experts)
