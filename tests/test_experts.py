@@ -211,7 +211,8 @@ def test_a_rank_reads_one_share_from_stacked_and_separate_experts(name, tmp_path
     for rank in range(2):
         tp = TensorParallel(rank, 2)
         stacked = Llama.from_hf(hf, dtype=torch.float32, tp=tp).state_dict()
-        separate = Llama.from_hf(tmp_path, dtype=torch.float32, tp=tp).state_dict()
+        separate = Llama.from_hf(tmp_path, dtype=torch.float32, device="cpu",
+                                 tp=tp).state_dict()
         width = (hf.config.moe_intermediate_size if name == "tiny-qwen2-moe"
                  else hf.config.intermediate_size)
         assert stacked["layers.0.w_down"].shape[2] == width // 2

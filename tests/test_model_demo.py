@@ -1,11 +1,17 @@
 """The model demo's decode harness (model_demo.GreedyDecoder), off any model."""
 
+import copy
 from types import SimpleNamespace
 
 import pytest
 import torch
 
-from tilegraph.model_demo import INTERPRETER_MAX_PARAMETERS, DemoModel, GreedyDecoder
+from tilegraph.model_demo import (
+    INTERPRETER_MAX_PARAMETERS,
+    DemoModel,
+    GreedyDecoder,
+    reference_logits,
+)
 from tilegraph.models.hf_presets import random_hf_model
 
 
@@ -41,6 +47,23 @@ def test_score_keeps_every_step_of_a_step_with_one_output_buffer():
         for i in range(1, 4):
             expected = continuation[:, i - 1:i].float() * columns + 5 + (i - 1) + 1
             torch.testing.assert_close(logits[:, i], expected, rtol=0, atol=0)
+
+
+def test_the_fp32_reference_is_a_copy_s_and_leaves_the_model_as_it_was():
+    """The reference logits equal an fp32 copy's of the 16-bit model, computed on the
+    model itself (no copy: its weights upcast in place), which keeps its dtypes and its
+    values bit for bit; the rounding errors are the model's own against them."""
+    hf = random_hf_model("tiny-llama3").to(torch.bfloat16)
+    before = {name: t.clone() for name, t in hf.state_dict().items()}
+    prompts, continuation = torch.randint(0, 64, (2, 5)), torch.randint(0, 64, (2, 3))
+    reference, rounding = reference_logits(hf, prompts, continuation)
+    ids = torch.cat([prompts, continuation], 1)
+    with torch.no_grad():
+        expected = copy.deepcopy(hf).float()(ids).logits[:, 4:7]
+    assert reference.dtype == torch.float32 and torch.equal(reference, expected)
+    assert len(rounding) == 3 and all(error > 0 for error in rounding)
+    for name, t in hf.state_dict().items():
+        assert t.dtype == before[name].dtype and torch.equal(t, before[name]), name
 
 
 def test_demo_model_is_a_shape_or_a_checkpoint_directory(tmp_path):

@@ -88,7 +88,7 @@ def _expert_gate_up_kernel(hidden_ptr, weights_ptr, experts_ptr, x_ptr, scores_p
     """hidden[row slots + slot, block] = act(gate) * up of the chosen expert's rows of the
     block against rms_norm(x[row]) (slots: TOP_K + SHARED); the program of block 0 stores
     the choice's expert and weight."""
-    block, pair = tl.program_id(0), tl.program_id(1)
+    pair, block = tl.program_id(0), tl.program_id(1)
     row, slot = pair // (TOP_K + SHARED), pair % (TOP_K + SHARED)
     if PDL:
         tl.extra.cuda.gdc_wait()               # the scores (and x) are final
@@ -125,7 +125,7 @@ def _expert_down_kernel(out_ptr, hidden_ptr, weights_ptr, experts_ptr, w_ptr, re
                         BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr):
     """out[row, block] = residual + sum over the row's SLOTS choices of weight * the
     expert's down rows of the block against its hidden row."""
-    block, row = tl.program_id(0), tl.program_id(1)
+    row, block = tl.program_id(0), tl.program_id(1)
     if PDL:
         tl.extra.cuda.gdc_wait()               # hidden, the experts and weights are final
         tl.extra.cuda.gdc_launch_dependents()
@@ -180,9 +180,11 @@ KERNEL_ROWS = MAX_ROWS
 # Steps of this many rows or more run _experts_by_expert.py's kernels, which read each
 # expert taken once, where the pair kernels read it once a row taking it.
 BY_EXPERT_ROWS = 2
-# (BLOCK_N, BLOCK_K) of the by-expert kernels: gate/up's (16 (gate, up) pairs, 32 weight
-# rows), down's.
-_BY_EXPERT_BLOCKS = {2: (16, 128), 1: (16, 256)}
+# (BLOCK_N, BLOCK_K) of the by-expert kernels, gate/up's (32 (gate, up) pairs, 64 weight
+# rows) and down's: the best of six shapes for OLMoE's, Qwen3-30B-A3B's and Mixtral's
+# experts at 1 to 32 rows (H100, research/probe_experts.py --layouts, session 133), by
+# 1.1-2x over 16 x 128 for gate/up, the shape first tried.
+_BY_EXPERT_BLOCKS = {2: (32, 64), 1: (16, 256)}
 
 
 def _by_expert_blocks(outputs: int, rows_an_output: int, inputs: int
@@ -262,7 +264,7 @@ def expert_gate_up(x: torch.Tensor, scores: torch.Tensor, w_gate_up: torch.Tenso
             **({"launch_pdl": True} if pdl else {}))
     else:
         block_n, block_k = _block_shape(ffn, 2, dim, rows * slots, x.element_size(), x.device)
-        grid = (triton.cdiv(ffn, block_n), rows * slots)
+        grid = (rows * slots, triton.cdiv(ffn, block_n))
         pdl = _pdl(x.device, grid[0] * grid[1])
         _expert_gate_up_kernel[grid](
             hidden, weights, experts, x, scores, w_gate_up, dim, ffn, n_experts, eps,
@@ -307,7 +309,7 @@ def expert_down(hidden: torch.Tensor, weights: torch.Tensor, experts: torch.Tens
     else:
         block_n, block_k = _block_shape(dim, 1, ffn, rows, hidden.element_size(),
                                         hidden.device)
-        grid = (triton.cdiv(dim, block_n), rows)
+        grid = (rows, triton.cdiv(dim, block_n))
         pdl = _pdl(hidden.device, grid[0] * grid[1])
         _expert_down_kernel[grid](
             out, hidden, weights, experts, w_down, dim=dim, ffn=ffn, SLOTS=k,
