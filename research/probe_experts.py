@@ -58,7 +58,7 @@ def layout(by_expert: bool, blocks: tuple[int, int] | None = None):
     """The kernels launched in the meantime by expert or in pairs, the by-expert ones'
     (BLOCK_N, BLOCK_K) `blocks` where given."""
     saved = experts_module._by_expert, experts_module._by_expert_blocks
-    experts_module._by_expert = lambda rows: by_expert
+    experts_module._by_expert = lambda *step: by_expert
     if blocks is not None:
         experts_module._by_expert_blocks = lambda *shape: blocks
     try:

@@ -10,21 +10,21 @@ from _replays import assert_replays_equal_eager
 from _shapes import DTYPES
 from tilegraph.dist.group import TensorParallel
 from tilegraph.kernels import experts as experts_kernels
-from tilegraph.kernels.experts import KERNEL_ROWS, expert_down, expert_gate_up
+from tilegraph.kernels.experts import MAX_ROWS, expert_down, expert_gate_up
 from tilegraph.models import Llama, LlamaConfig
 from tilegraph.models.hf_presets import hf_config, random_hf_model
 from tilegraph.testing import assert_close, poisoned, randn
 
 EPS = 1e-5
 # The kernels' two layouts: a program a (row, choice) for every step, or a program an
-# expert's block for every step (experts_kernels.BY_EXPERT_ROWS, the rows from which a step
-# takes the second).
-LAYOUTS = {"pairs": KERNEL_ROWS + 1, "by expert": 1}
+# expert's block for every step (experts_kernels.BY_EXPERT_SHARING, the times a step's rows
+# are expected to take each expert from which it takes the second).
+LAYOUTS = {"pairs": float("inf"), "by expert": 0.0}
 
 
 @pytest.fixture(params=list(LAYOUTS))
 def layout(request, monkeypatch):
-    monkeypatch.setattr(experts_kernels, "BY_EXPERT_ROWS", LAYOUTS[request.param])
+    monkeypatch.setattr(experts_kernels, "BY_EXPERT_SHARING", LAYOUTS[request.param])
     return request.param
 
 
@@ -97,7 +97,7 @@ def test_kernels_match_float64(rows, n_experts, k, shared, dim, ffn, renormalize
     hidden, weights, experts = expert_gate_up(x, scores, w_gate_up, k, renormalized,
                                               activation, EPS, shared)
     out = expert_down(hidden, weights, experts, w_down, residual=residual,
-                      out=poisoned((rows, dim), dtype, device))
+                      out=poisoned((rows, dim), dtype, device), shared=shared)
     expected, ref_weights, ref_experts = _reference(x, scores, w_gate_up, w_down, k,
                                                     renormalized, activation, residual,
                                                     shared)
@@ -154,6 +154,19 @@ def test_bad_arguments_are_refused(device):
         expert_down(hidden[:3], weights, experts, w_down)
     with pytest.raises(ValueError, match="do not fit"):
         expert_down(hidden, weights, experts, w_down, residual=x[:1])
+    with pytest.raises(ValueError, match="do not fit"):
+        expert_down(hidden, weights, experts, w_down, shared=2)
+
+
+def test_a_step_reads_experts_by_expert_where_its_rows_share_them():
+    """One row never shares an expert; rows expected to take each expert they take twice
+    or more go by expert (8 rows of Mixtral's 8 experts, 2 a row), fewer in pairs (8 rows
+    of OLMoE's 64, 8 a row; 2 of Mixtral's), and more rows than the tiles hold in pairs."""
+    by_expert = experts_kernels._by_expert
+    assert not any(by_expert(1, n, k, 0) for n, k in ((8, 2), (64, 8), (4, 4)))
+    assert by_expert(8, 8, 2, 0) and by_expert(16, 64, 8, 0)
+    assert not by_expert(8, 64, 8, 0) and not by_expert(2, 8, 2, 0)
+    assert not by_expert(MAX_ROWS + 1, 8, 2, 0)
 
 
 def test_moe_configs():
@@ -237,7 +250,7 @@ def test_router_and_experts_in_a_graph_equal_eager_over_replays(rows, shared, dt
         scores = tg.linear(x, router, norm_weight=ones, norm_eps=EPS)
         hidden, weights, experts = expert_gate_up(x, scores, w_gate_up, k, True, "swiglu",
                                                   EPS, shared)
-        return expert_down(hidden, weights, experts, w_down, residual=x)
+        return expert_down(hidden, weights, experts, w_down, residual=x, shared=shared)
 
     def reference(x):   # (on the router's own scores: a near tie may go either way)
         scores = tg.linear(x, router, norm_weight=ones, norm_eps=EPS)

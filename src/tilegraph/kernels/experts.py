@@ -177,27 +177,40 @@ def _block_shape(outputs: int, rows_an_output: int, inputs: int, programs_a_bloc
 
 # Steps of more rows (a prefill's) take models/experts.py's dense loop over the experts.
 KERNEL_ROWS = MAX_ROWS
-# Steps of this many rows or more run _experts_by_expert.py's kernels, which read each
-# expert taken once, where the pair kernels read it once a row taking it.
-BY_EXPERT_ROWS = 2
-# (BLOCK_N, BLOCK_K) of the by-expert kernels, gate/up's (32 (gate, up) pairs, 64 weight
-# rows) and down's: the best of six shapes for OLMoE's, Qwen3-30B-A3B's and Mixtral's
-# experts at 1 to 32 rows (H100, research/probe_experts.py --layouts, session 133), by
-# 1.1-2x over 16 x 128 for gate/up, the shape first tried.
-_BY_EXPERT_BLOCKS = {2: (32, 64), 1: (16, 256)}
+# A step runs _experts_by_expert.py's kernels, which read each expert the rows take once,
+# where its rows are expected to take each expert they take this many times or more (the
+# pair kernels read an expert once a row taking it). The pair kernels read a block's pairs
+# side by side, so a row taking an expert already read finds much of it in L2: at one layer
+# of OLMoE's, Qwen3-30B-A3B's and Mixtral's experts (bf16, H100, research/probe_experts.py
+# --layouts, session 133) they read 67-81% of copy bandwidth on the distinct experts' bytes
+# at 2-16 rows to the by-expert kernels' 44-69% where each expert is taken under twice
+# (1.1-1.6 times expected); at 2.2-2.3 times the two were within 3 points for OLMoE and
+# Qwen3 (16 and 32 rows), and the by-expert kernels won by 18-39 points for Mixtral (8 and
+# 16 rows: 88-94% of copy) and OLMoE at 32 rows (65% to 44%). The one step the rule gives
+# away: Mixtral at 4 rows (1.5 times), 73% of copy in pairs where by expert read 88%.
+BY_EXPERT_SHARING = 2.0
+# (BLOCK_N, BLOCK_K) of the by-expert kernels, gate/up's ((gate, up) pairs) and down's,
+# for tiles of up to 16 rows and of more: the best of six shapes on those three at 1-16
+# rows and at 32 (the same runs), gate/up's 1.1-2x faster than the 16 x 128 first tried.
+_BY_EXPERT_BLOCKS = {(2, False): (32, 64), (1, False): (16, 512),
+                     (2, True): (64, 64), (1, True): (16, 256)}
 
 
-def _by_expert_blocks(outputs: int, rows_an_output: int, inputs: int
+def _by_expert_blocks(outputs: int, rows_an_output: int, inputs: int, rows: int
                       ) -> tuple[int, int]:
-    """(BLOCK_N, BLOCK_K) of a by-expert kernel: _BY_EXPERT_BLOCKS', BLOCK_K at most the
-    row."""
-    block_n, block_k = _BY_EXPERT_BLOCKS[rows_an_output]
+    """(BLOCK_N, BLOCK_K) of a by-expert kernel (gate/up's: rows_an_output 2) at `rows`
+    rows: _BY_EXPERT_BLOCKS', BLOCK_K at most the row."""
+    block_n, block_k = _BY_EXPERT_BLOCKS[rows_an_output, _rows_block(rows) > 16]
     return block_n, min(block_k, max(triton.next_power_of_2(inputs), 16))
 
 
-def _by_expert(rows: int) -> bool:
-    """Whether a step of `rows` rows runs the by-expert kernels."""
-    return BY_EXPERT_ROWS <= rows <= MAX_ROWS
+def _by_expert(rows: int, n_experts: int, k: int, shared: int) -> bool:
+    """Whether a step of `rows` rows, each taking k of n_experts and `shared` parts of a
+    shared expert, runs the by-expert kernels: pairs over the distinct experts expected
+    (rows taking theirs at random, as LlamaConfig.expert_bytes counts) of
+    BY_EXPERT_SHARING or more, and rows the kernels' tiles hold."""
+    distinct = n_experts * (1 - (1 - k / n_experts) ** rows) + shared
+    return rows <= MAX_ROWS and rows * (k + shared) >= BY_EXPERT_SHARING * distinct
 
 
 def _rows_block(rows: int) -> int:
@@ -252,8 +265,8 @@ def expert_gate_up(x: torch.Tensor, scores: torch.Tensor, w_gate_up: torch.Tenso
         return hidden, weights, experts
     routing = dict(TOP_K=k, SHARED=shared, E_BLOCK=triton.next_power_of_2(n_experts),
                    RENORMALIZED=renormalized, ACTIVATION=activation)
-    if _by_expert(rows):
-        block_n, block_k = _by_expert_blocks(ffn, 2, dim)
+    if _by_expert(rows, n_experts, k, shared):
+        block_n, block_k = _by_expert_blocks(ffn, 2, dim, rows)
         grid = (triton.cdiv(ffn, block_n), stacked)
         pdl = _pdl(x.device, grid[0] * grid[1])
         gate_up_by_expert_kernel[grid](
@@ -276,15 +289,15 @@ def expert_gate_up(x: torch.Tensor, scores: torch.Tensor, w_gate_up: torch.Tenso
 
 def expert_down(hidden: torch.Tensor, weights: torch.Tensor, experts: torch.Tensor,
                 w_down: torch.Tensor, residual: torch.Tensor | None = None,
-                out: torch.Tensor | None = None) -> torch.Tensor:
+                out: torch.Tensor | None = None, shared: int = 0) -> torch.Tensor:
     """residual + sum_j weights[:, j] * (w_down[experts[:, j]] @ hidden's row of choice j),
     (rows, dim) in hidden's dtype, into `out` (contiguous) or a new tensor: expert_gate_up's
-    outputs through the experts' down projections (n_experts (and shared parts), dim,
-    ffn)."""
+    outputs through the experts' down projections (n_experts (and `shared` parts, as
+    expert_gate_up's), dim, ffn)."""
     rows, k = weights.shape
     _, dim, ffn = w_down.shape
     if (hidden.shape != (rows * k, ffn) or experts.shape != (rows, k)
-            or not w_down.is_contiguous()
+            or not 0 <= shared < min(k, w_down.shape[0]) or not w_down.is_contiguous()
             or (residual is not None and (residual.shape != (rows, dim)
                                           or not residual.is_contiguous()))):
         raise ValueError(f"expert_down: hidden {tuple(hidden.shape)}, weights "
@@ -295,8 +308,8 @@ def expert_down(hidden: torch.Tensor, weights: torch.Tensor, experts: torch.Tens
         return out
     residual_in = dict(residual_ptr=residual if residual is not None else out,
                        HAS_RESIDUAL=residual is not None)
-    if _by_expert(rows):
-        block_n, block_k = _by_expert_blocks(dim, 1, ffn)
+    if _by_expert(rows, w_down.shape[0] - shared, k - shared, shared):
+        block_n, block_k = _by_expert_blocks(dim, 1, ffn, rows)
         grid = (triton.cdiv(dim, block_n),)
         pdl = _pdl(hidden.device, grid[0])
         down_by_expert_kernel[grid](

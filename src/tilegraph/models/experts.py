@@ -77,4 +77,5 @@ def fused_mixture(x: torch.Tensor, layer, config, gated, residual: torch.Tensor 
                                               config.router_renormalized,
                                               config.mlp_activation, config.norm_eps,
                                               config.shared_experts)
-    return expert_down(hidden, weights, experts, layer.w_down, residual=residual, out=out)
+    return expert_down(hidden, weights, experts, layer.w_down, residual=residual, out=out,
+                       shared=config.shared_experts)
