@@ -16,11 +16,12 @@ router score of its own). expert_down sums each row's k experts' down projection
 weighted, and the residual, in fp32, one program a block of output columns a row: no
 atomics, the same sum every replay.
 
-Each (row, expert) pair streams its expert's weights, so rows taking the same expert
-would read it again: these pair kernels run a step of one row (k experts, the least it can
-read), and steps of more rows run _experts_by_expert.py's, which read each expert the rows
-take once (the distinct experts LlamaConfig.expert_bytes counts). Many rows (a prefill)
-take the dense path of models/experts.py instead. All the kernels wait for
+Each (row, expert) pair streams its expert's weights, so rows taking the same expert read
+it again, from L2 where they read it side by side (a block's pairs run next to each
+other): a step of one row reads its k experts, the least it can, and steps whose rows share
+their experts enough run _experts_by_expert.py's kernels instead, which read each expert
+the rows take once (BY_EXPERT_SHARING). Many rows (a prefill) take the dense path of
+models/experts.py. All the kernels wait for
 the kernel before them at once: nothing they read is known before it ends (which experts
 the scores choose), so PDL only hides their launch.
 """
@@ -179,15 +180,16 @@ def _block_shape(outputs: int, rows_an_output: int, inputs: int, programs_a_bloc
 KERNEL_ROWS = MAX_ROWS
 # A step runs _experts_by_expert.py's kernels, which read each expert the rows take once,
 # where its rows are expected to take each expert they take this many times or more (the
-# pair kernels read an expert once a row taking it). The pair kernels read a block's pairs
-# side by side, so a row taking an expert already read finds much of it in L2: at one layer
-# of OLMoE's, Qwen3-30B-A3B's and Mixtral's experts (bf16, H100, research/probe_experts.py
-# --layouts, session 133) they read 67-81% of copy bandwidth on the distinct experts' bytes
-# at 2-16 rows to the by-expert kernels' 44-69% where each expert is taken under twice
-# (1.1-1.6 times expected); at 2.2-2.3 times the two were within 3 points for OLMoE and
-# Qwen3 (16 and 32 rows), and the by-expert kernels won by 18-39 points for Mixtral (8 and
-# 16 rows: 88-94% of copy) and OLMoE at 32 rows (65% to 44%). The one step the rule gives
-# away: Mixtral at 4 rows (1.5 times), 73% of copy in pairs where by expert read 88%.
+# pair kernels read an expert once a row taking it, but a block's pairs side by side, so a
+# row taking an expert already read finds much of it in L2). One layer, bf16 on an H100
+# (research/probe_experts.py --layouts, session 133), % of copy bandwidth on the distinct
+# experts' bytes: where each expert is expected to be taken under twice (OLMoE's 64
+# experts, 8 a row, at 2-8 rows; Qwen3-30B-A3B's 128, 8 a row, at 2-16; Mixtral's 8, 2 a
+# row, at 2) the pairs read 60-91%, the by-expert kernels' best block 39-86%; at 2.2-2.3
+# times the two were within 3 points for OLMoE and Qwen3 (16 and 32 rows), and by expert
+# won by 21 points for Mixtral at 8 rows (91% to 70%), by 21 for OLMoE at 32 rows (65% to
+# 44%). The step the rule gives away: Mixtral at 4 rows (1.46 times), 73% in pairs where
+# by expert read 88%.
 BY_EXPERT_SHARING = 2.0
 # (BLOCK_N, BLOCK_K) of the by-expert kernels, gate/up's ((gate, up) pairs) and down's,
 # for tiles of up to 16 rows and of more: the best of six shapes on those three at 1-16
@@ -196,8 +198,7 @@ _BY_EXPERT_BLOCKS = {(2, False): (32, 64), (1, False): (16, 512),
                      (2, True): (64, 64), (1, True): (16, 256)}
 
 
-def _by_expert_blocks(outputs: int, rows_an_output: int, inputs: int, rows: int
-                      ) -> tuple[int, int]:
+def _by_expert_blocks(rows_an_output: int, inputs: int, rows: int) -> tuple[int, int]:
     """(BLOCK_N, BLOCK_K) of a by-expert kernel (gate/up's: rows_an_output 2) at `rows`
     rows: _BY_EXPERT_BLOCKS', BLOCK_K at most the row."""
     block_n, block_k = _BY_EXPERT_BLOCKS[rows_an_output, _rows_block(rows) > 16]
@@ -266,7 +267,7 @@ def expert_gate_up(x: torch.Tensor, scores: torch.Tensor, w_gate_up: torch.Tenso
     routing = dict(TOP_K=k, SHARED=shared, E_BLOCK=triton.next_power_of_2(n_experts),
                    RENORMALIZED=renormalized, ACTIVATION=activation)
     if _by_expert(rows, n_experts, k, shared):
-        block_n, block_k = _by_expert_blocks(ffn, 2, dim, rows)
+        block_n, block_k = _by_expert_blocks(2, dim, rows)
         grid = (triton.cdiv(ffn, block_n), stacked)
         pdl = _pdl(x.device, grid[0] * grid[1])
         gate_up_by_expert_kernel[grid](
@@ -309,7 +310,7 @@ def expert_down(hidden: torch.Tensor, weights: torch.Tensor, experts: torch.Tens
     residual_in = dict(residual_ptr=residual if residual is not None else out,
                        HAS_RESIDUAL=residual is not None)
     if _by_expert(rows, w_down.shape[0] - shared, k - shared, shared):
-        block_n, block_k = _by_expert_blocks(dim, 1, ffn, rows)
+        block_n, block_k = _by_expert_blocks(1, ffn, rows)
         grid = (triton.cdiv(dim, block_n),)
         pdl = _pdl(hidden.device, grid[0])
         down_by_expert_kernel[grid](
