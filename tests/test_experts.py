@@ -35,10 +35,11 @@ def _experts(n_experts, dim, ffn, dtype, device):
             randn(n_experts, dim, ffn, dtype=dtype, device=device, scale=ffn ** -0.5))
 
 
-def _reference_routes(scores, k, renormalized, shared=0):
+def _reference_routes(scores, k, renormalized, shared=0, n_experts=None):
     """(weights, experts) in float64, ties to the lower expert (a stable descending sort);
-    a shared expert's parts after them, weighted by the sigmoid of the last score."""
-    n_experts = scores.shape[1] - (shared > 0)
+    a shared expert's parts after them, weighted by the sigmoid of the score after the
+    n_experts routed ones where scores has one, else by 1."""
+    n_experts = n_experts or scores.shape[1] - (shared > 0)
     probs = torch.softmax(scores[:, :n_experts].double(), dim=-1)
     experts = probs.argsort(dim=-1, descending=True, stable=True)[:, :k]
     weights = probs.gather(1, experts)
@@ -47,7 +48,8 @@ def _reference_routes(scores, k, renormalized, shared=0):
     if shared:
         parts = torch.arange(n_experts, n_experts + shared, device=scores.device)
         experts = torch.cat([experts, parts.expand(len(scores), -1)], 1)
-        share = torch.sigmoid(scores[:, n_experts:].double())
+        share = (torch.sigmoid(scores[:, n_experts:].double())
+                 if scores.shape[1] > n_experts else scores.new_ones(len(scores), 1).double())
         weights = torch.cat([weights, share.expand(-1, shared)], 1)
     return weights, experts
 
@@ -64,7 +66,8 @@ def _reference(x, scores, w_gate_up, w_down, k, renormalized, activation, residu
     """The mixture in float64 on the kernels' inputs (the scores as given)."""
     x = x.double()
     normed = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + EPS)
-    weights, experts = _reference_routes(scores, k, renormalized, shared)
+    weights, experts = _reference_routes(scores, k, renormalized, shared,
+                                         w_gate_up.shape[0] - shared)
     out = residual.double().clone()
     for row in range(x.shape[0]):
         for j in range(k + shared):
@@ -75,22 +78,25 @@ def _reference(x, scores, w_gate_up, w_down, k, renormalized, activation, residu
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("rows, n_experts, k, shared, dim, ffn, renormalized, activation", [
-    (1, 8, 2, 0, 40, 24, True, "swiglu"),
-    (3, 5, 1, 0, 33, 20, True, "swiglu"),
-    (2, 64, 8, 0, 64, 12, False, "swiglu"),
-    (5, 7, 3, 0, 100, 70, False, "geglu_tanh"),
-    (2, 6, 2, 3, 40, 24, False, "swiglu"),
-    (23, 12, 4, 0, 72, 40, True, "swiglu"),
-])
-def test_kernels_match_float64(rows, n_experts, k, shared, dim, ffn, renormalized,
+@pytest.mark.parametrize(
+    "rows, n_experts, k, shared, scored, dim, ffn, renormalized, activation", [
+        (1, 8, 2, 0, False, 40, 24, True, "swiglu"),
+        (3, 5, 1, 0, False, 33, 20, True, "swiglu"),
+        (2, 64, 8, 0, False, 64, 12, False, "swiglu"),
+        (5, 7, 3, 0, False, 100, 70, False, "geglu_tanh"),
+        (2, 6, 2, 3, True, 40, 24, False, "swiglu"),
+        (4, 5, 2, 2, False, 24, 40, True, "swiglu"),
+        (23, 12, 4, 0, False, 72, 40, True, "swiglu"),
+    ])
+def test_kernels_match_float64(rows, n_experts, k, shared, scored, dim, ffn, renormalized,
                                activation, dtype, device, layout):
     """The two kernels at awkward sizes (dims no block divides, 5 to 64 experts, 1 to 8 a
-    row, 1 to 23 rows, so experts taken by several rows; a shared expert of three parts),
-    in either layout, into a poisoned output: the routes each row takes, their weights,
-    and the output with its residual against float64."""
+    row, 1 to 23 rows, so experts taken by several rows; a shared expert of three parts
+    weighted by a score of its own, one of two taken whole), in either layout, into a
+    poisoned output: the routes each row takes, their weights, and the output with its
+    residual against float64."""
     router, w_gate_up, w_down = _experts(n_experts + shared, dim, ffn, dtype, device)
-    router = router[:n_experts + (shared > 0)]   # (the shared expert's score last)
+    router = router[:n_experts + scored]   # (the shared expert's score last)
     x = randn(rows, dim, dtype=dtype, device=device, scale=2.0)
     residual = randn(rows, dim, dtype=dtype, device=device)
     scores = (x.double() @ router.double().T).to(dtype)
@@ -173,7 +179,8 @@ def test_moe_configs():
     """Each family's fields: the experts' count under either name transformers gives it,
     their width (Qwen 2 and 3 MoE's own field), renormalising (Mixtral always, the others
     by norm_topk_prob; Granite MoE's softmax of the best scores), Qwen 2 MoE's shared
-    expert in experts' widths, OLMoE's whole-q and whole-k norms; and the refusals."""
+    expert in experts' widths and Granite's shared MLP, OLMoE's whole-q and whole-k norms;
+    and the refusals."""
     mixtral = LlamaConfig.from_hf(hf_config("tiny-mixtral"))
     assert (mixtral.n_experts, mixtral.experts_per_token, mixtral.ffn_dim) == (5, 2, 24)
     assert mixtral.router_renormalized and mixtral.moe and not mixtral.qk_norm
@@ -191,6 +198,12 @@ def test_moe_configs():
     granite = LlamaConfig.from_hf(hf_config("tiny-granitemoe"))
     assert (granite.n_experts, granite.experts_per_token) == (5, 3)
     assert granite.router_renormalized and granite.residual_multiplier == 0.5
+    # Granite's shared MLP, taken whole: no score of its own among the router's
+    shared = LlamaConfig.from_hf(hf_config("tiny-granitemoe-shared"))
+    assert (shared.shared_experts, shared.shared_expert_scored, shared.router_rows) == (2, False, 5)
+    assert (qwen2.shared_expert_scored, qwen2.router_rows) == (True, 7)
+    with pytest.raises(ValueError, match="shared_intermediate_size"):
+        LlamaConfig.from_hf(hf_config("tiny-granitemoe-shared", shared_intermediate_size=36))
     values = hf_config("tiny-olmoe").to_dict()
     values["num_local_experts"] = values.pop("num_experts")
     assert LlamaConfig.from_hf(values).n_experts == 6

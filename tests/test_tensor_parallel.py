@@ -267,7 +267,8 @@ TP_FAMILIES = [
     ("tiny-granite-swa", {"sliding_window": 3}),
     ("tiny-gemma2", {"sliding_window": 3}), ("tiny-gemma3", {"sliding_window": 3}),
     ("tiny-mixtral", {}), ("tiny-qwen2-moe", {}), ("tiny-qwen3-moe", {}),
-    ("tiny-granitemoe", {})]
+    ("tiny-granitemoe", {}), ("tiny-granitemoe-shared", {}),
+    ("tiny-granitemoe-swa", {"sliding_window": 3})]
 
 
 def _compare_families_with_tp1(directories: dict) -> dict:

@@ -27,13 +27,14 @@ MAX_ROWS = 64
 
 @triton.jit
 def _slot_of_expert(scores_ptr, rows, expert, n_experts, TOP_K: tl.constexpr,
-                    SHARED: tl.constexpr, E_BLOCK: tl.constexpr, ROWS_BLOCK: tl.constexpr,
-                    RENORMALIZED: tl.constexpr):
+                    SHARED: tl.constexpr, SHARED_SCORED: tl.constexpr, E_BLOCK: tl.constexpr,
+                    ROWS_BLOCK: tl.constexpr, RENORMALIZED: tl.constexpr):
     """(slot, weight) of `expert` for each row (ROWS_BLOCK,): the expert's place among the
     row's choices (below TOP_K the routed ones best first, as experts._chosen_expert
-    orders them; a shared part n_experts + j at TOP_K + j, every row's) and its weight;
-    slot -1 where the row does not take it, or is past `rows`."""
-    stride = n_experts + (SHARED > 0)
+    orders them; a shared part n_experts + j at TOP_K + j, every row's) and its weight (a
+    shared part's as the pair kernel's: SHARED_SCORED); slot -1 where the row does not
+    take it, or is past `rows`."""
+    stride = n_experts + (1 if SHARED_SCORED else 0)
     row = tl.arange(0, ROWS_BLOCK)
     experts = tl.arange(0, E_BLOCK)
     scores = tl.load(scores_ptr + row[:, None] * stride + experts[None, :],
@@ -56,10 +57,12 @@ def _slot_of_expert(scores_ptr, rows, expert, n_experts, TOP_K: tl.constexpr,
         total = chosen_total
     weight = tl.exp(expert_score - top) / total
     if SHARED > 0:
-        shared_score = tl.load(scores_ptr + row * stride + n_experts, mask=row < rows,
-                               other=0.0).to(tl.float32)
+        share = tl.full((ROWS_BLOCK,), 1.0, tl.float32)
+        if SHARED_SCORED:
+            share = 1.0 / (1.0 + tl.exp(-tl.load(scores_ptr + row * stride + n_experts,
+                                                 mask=row < rows, other=0.0).to(tl.float32)))
         slot = tl.where(expert >= n_experts, TOP_K + expert - n_experts, slot)
-        weight = tl.where(expert >= n_experts, 1.0 / (1.0 + tl.exp(-shared_score)), weight)
+        weight = tl.where(expert >= n_experts, share, weight)
     return tl.where(row < rows, slot, -1), weight
 
 
@@ -76,8 +79,9 @@ def _dot(x, w, acc, DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr):
 @triton.jit
 def gate_up_by_expert_kernel(hidden_ptr, weights_ptr, experts_ptr, x_ptr, scores_ptr, w_ptr,
                              rows, dim, ffn, n_experts, eps, TOP_K: tl.constexpr,
-                             SHARED: tl.constexpr, E_BLOCK: tl.constexpr,
-                             ROWS_BLOCK: tl.constexpr, RENORMALIZED: tl.constexpr,
+                             SHARED: tl.constexpr, SHARED_SCORED: tl.constexpr,
+                             E_BLOCK: tl.constexpr, ROWS_BLOCK: tl.constexpr,
+                             RENORMALIZED: tl.constexpr,
                              ACTIVATION: tl.constexpr, DOT_PRECISION: tl.constexpr,
                              UPCAST_DOT: tl.constexpr, BLOCK_N: tl.constexpr,
                              BLOCK_K: tl.constexpr, PDL: tl.constexpr):
@@ -89,7 +93,7 @@ def gate_up_by_expert_kernel(hidden_ptr, weights_ptr, experts_ptr, x_ptr, scores
         tl.extra.cuda.gdc_wait()               # the scores (and x) are final
         tl.extra.cuda.gdc_launch_dependents()  # the next kernel may start; it waits for us
     slot, weight = _slot_of_expert(scores_ptr, rows, expert, n_experts, TOP_K, SHARED,
-                                   E_BLOCK, ROWS_BLOCK, RENORMALIZED)
+                                   SHARED_SCORED, E_BLOCK, ROWS_BLOCK, RENORMALIZED)
     if tl.max(slot, 0) >= 0:   # some row takes this expert: read its block once
         row = tl.arange(0, ROWS_BLOCK)
         pair = row * (TOP_K + SHARED) + slot

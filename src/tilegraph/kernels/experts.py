@@ -46,13 +46,14 @@ _ASSUMED_SMS = 132   # (an H100's, for block choices where kernels run interpret
 
 @triton.jit
 def _chosen_expert(scores_ptr, row, slot, n_experts, TOP_K: tl.constexpr,
-                   SHARED: tl.constexpr, E_BLOCK: tl.constexpr, RENORMALIZED: tl.constexpr):
+                   SHARED: tl.constexpr, SHARED_SCORED: tl.constexpr, E_BLOCK: tl.constexpr,
+                   RENORMALIZED: tl.constexpr):
     """(expert, weight) of choice `slot` of row `row`: below TOP_K, the slot-th best (0: the
     best) of its n_experts router scores by a softmax in fp32, ties to the lower expert, the
     weight renormalised over the TOP_K chosen where RENORMALIZED; from TOP_K on, the shared
-    expert's parts n_experts.., weighted by sigmoid of the row's score after the routed
-    ones (SHARED: how many parts; the rows of scores hold that score where SHARED > 0)."""
-    stride = n_experts + (SHARED > 0)
+    expert's parts n_experts.. (SHARED: how many), weighted by sigmoid of the row's score
+    after the routed ones where SHARED_SCORED (the rows of scores hold it), else by 1."""
+    stride = n_experts + (1 if SHARED_SCORED else 0)
     experts = tl.arange(0, E_BLOCK)
     scores = tl.load(scores_ptr + row * stride + experts, mask=experts < n_experts,
                      other=float("-inf")).to(tl.float32)
@@ -73,17 +74,20 @@ def _chosen_expert(scores_ptr, row, slot, n_experts, TOP_K: tl.constexpr,
         total = chosen_total
     weight = tl.exp(expert_score - top) / total
     if SHARED > 0:
-        shared_score = tl.load(scores_ptr + row * stride + n_experts).to(tl.float32)
+        share = 1.0
+        if SHARED_SCORED:
+            share = 1.0 / (1.0 + tl.exp(-tl.load(scores_ptr + row * stride + n_experts)
+                                        .to(tl.float32)))
         expert = tl.where(slot < TOP_K, expert, n_experts + slot - TOP_K)
-        weight = tl.where(slot < TOP_K, weight, 1.0 / (1.0 + tl.exp(-shared_score)))
+        weight = tl.where(slot < TOP_K, weight, share)
     return expert, weight
 
 
 @triton.jit
 def _expert_gate_up_kernel(hidden_ptr, weights_ptr, experts_ptr, x_ptr, scores_ptr, w_ptr,
                            dim, ffn, n_experts, eps, TOP_K: tl.constexpr,
-                           SHARED: tl.constexpr, E_BLOCK: tl.constexpr,
-                           RENORMALIZED: tl.constexpr,
+                           SHARED: tl.constexpr, SHARED_SCORED: tl.constexpr,
+                           E_BLOCK: tl.constexpr, RENORMALIZED: tl.constexpr,
                            ACTIVATION: tl.constexpr, BLOCK_N: tl.constexpr,
                            BLOCK_K: tl.constexpr, PDL: tl.constexpr):
     """hidden[row slots + slot, block] = act(gate) * up of the chosen expert's rows of the
@@ -94,8 +98,8 @@ def _expert_gate_up_kernel(hidden_ptr, weights_ptr, experts_ptr, x_ptr, scores_p
     if PDL:
         tl.extra.cuda.gdc_wait()               # the scores (and x) are final
         tl.extra.cuda.gdc_launch_dependents()  # the next kernel may start; it waits for us
-    expert, weight = _chosen_expert(scores_ptr, row, slot, n_experts, TOP_K, SHARED, E_BLOCK,
-                                    RENORMALIZED)
+    expert, weight = _chosen_expert(scores_ptr, row, slot, n_experts, TOP_K, SHARED,
+                                    SHARED_SCORED, E_BLOCK, RENORMALIZED)
     if block == 0:
         tl.store(weights_ptr + pair, weight)
         tl.store(experts_ptr + pair, expert)
@@ -237,9 +241,10 @@ def expert_gate_up(x: torch.Tensor, scores: torch.Tensor, w_gate_up: torch.Tenso
     """Each row's experts chosen from its router scores (rows, n_experts), and their
     act(gate) * up of rms_norm(x) (x (rows, dim) contiguous, the norm's weight folded into
     w_gate_up (n_experts, 2 ffn, dim), gate|up rows interleaved). With `shared` parts of a
-    shared expert (Qwen 2 MoE's, split along its inner width into experts of ffn each),
-    w_gate_up's last `shared` experts are those parts, which every row takes weighted by
-    sigmoid of a score after the routed ones (scores (rows, n_experts + 1)). Returns (hidden
+    shared expert (split along its inner width into experts of ffn each), w_gate_up's last
+    `shared` experts are those parts, which every row takes: weighted by sigmoid of a score
+    after the routed ones where scores has one (rows, n_experts + 1: Qwen 2 MoE's), else
+    whole (Granite MoE's shared MLP). Returns (hidden
     (rows slots, ffn) in x's dtype, weights (rows, slots) fp32, experts (rows, slots)
     int32), slots = k + shared. For the model's own tensors: shapes checked, no
     autograd."""
@@ -253,7 +258,8 @@ def expert_gate_up(x: torch.Tensor, scores: torch.Tensor, w_gate_up: torch.Tenso
     if not 1 <= k <= min(n_experts, MAX_EXPERTS_PER_TOKEN):
         raise ValueError(f"experts_per_token must be in 1.."
                          f"{min(n_experts, MAX_EXPERTS_PER_TOKEN)}, got {k}")
-    if (scores.shape != (rows, n_experts + (shared > 0)) or w_gate_up.shape[2] != dim
+    scored = shared > 0 and scores.shape[-1] == n_experts + 1
+    if (scores.shape != (rows, n_experts + scored) or w_gate_up.shape[2] != dim
             or two_ffn % 2
             or not (x.is_contiguous() and scores.is_contiguous()
                     and w_gate_up.is_contiguous())):
@@ -264,8 +270,9 @@ def expert_gate_up(x: torch.Tensor, scores: torch.Tensor, w_gate_up: torch.Tenso
     experts = torch.empty((rows, slots), dtype=torch.int32, device=x.device)
     if not rows:
         return hidden, weights, experts
-    routing = dict(TOP_K=k, SHARED=shared, E_BLOCK=triton.next_power_of_2(n_experts),
-                   RENORMALIZED=renormalized, ACTIVATION=activation)
+    routing = dict(TOP_K=k, SHARED=shared, SHARED_SCORED=scored,
+                   E_BLOCK=triton.next_power_of_2(n_experts), RENORMALIZED=renormalized,
+                   ACTIVATION=activation)
     if _by_expert(rows, n_experts, k, shared):
         block_n, block_k = _by_expert_blocks(2, dim, rows)
         grid = (triton.cdiv(ffn, block_n), stacked)

@@ -3,11 +3,11 @@ path (the reference, prefill's) and the decode step's kernels (kernels/experts.p
 
 The router scores the normed row against each expert, softmax in fp32 picks the k best,
 and the row's MLP output is their outputs weighted by their probabilities (renormalised
-over the k where the model does so), as transformers' Mixtral, Qwen 2 and 3 MoE and OLMoE blocks
-compute it. Ties go to the lower expert. A shared expert (Qwen 2 MoE's), which every row
-takes weighted by the sigmoid of a score of its own (the router's last row), is held as
-LlamaConfig.shared_experts more experts of ffn_dim each: its inner width split, whose
-outputs sum to its own.
+over the k where the model does so), as transformers' Mixtral, Qwen 2 and 3 MoE, OLMoE
+and Granite MoE blocks compute it. Ties go to the lower expert. A shared expert, which
+every row takes, weighted by the sigmoid of a score of its own (the router's last row:
+Qwen 2 MoE's) or whole (Granite MoE's shared MLP), is held as LlamaConfig.shared_experts
+more experts of ffn_dim each: its inner width split, whose outputs sum to its own.
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ def route(scores: torch.Tensor, config) -> tuple[torch.Tensor, torch.Tensor]:
     if config.shared_experts:
         parts = torch.arange(config.n_experts, config.n_experts + config.shared_experts,
                              device=scores.device).expand(*experts.shape[:-1], -1)
-        shares = torch.sigmoid(scores[..., config.n_experts:].float()).expand_as(parts)
+        shares = (torch.sigmoid(scores[..., config.n_experts:].float()).expand_as(parts)
+                  if config.shared_expert_scored else torch.ones_like(parts, dtype=torch.float))
         weights, experts = torch.cat([weights, shares], -1), torch.cat([experts, parts], -1)
     return weights, experts
 

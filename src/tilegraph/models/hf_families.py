@@ -37,7 +37,8 @@ layer with ALiBi, its bias rounded to bf16 as transformers rounds it), Apertus a
 and k head with a bias), Emu3's decoder (Llama's), the mixtures of experts of Mixtral
 (Mistral's attention), Qwen 2 MoE (Qwen2's; a shared expert), Qwen 3 MoE (Qwen 3's), OLMoE
 (q and k normalised as OLMo 2's, norms before attention and the MLP) and Granite MoE
-(Granite's scalars), the families SUPPORTED_TYPES names
+(Granite's scalars; its shared and SWA variants with a shared MLP taken whole, the second
+with Granite SWA's attention), the families SUPPORTED_TYPES names
 besides, and the language models of the multimodal checkpoints
 _LANGUAGE_MODELS names (on text); sliding windows in the layers each family's config names.
 Anything else raises a ValueError that names the field, so a model is never run with a part
@@ -59,8 +60,13 @@ SUPPORTED_TYPES = ("llama", "mistral", "ministral", "phi3", "qwen2", "qwen3", "s
                    "gpt_bigcode", "opt", "gpt_neo", "codegen", "bloom", "mpt", "biogpt",
                    "xglm", "jais2", "iquestcoder", "openai-gpt", "granite_swa", "apertus",
                    "persimmon", "emu3_text_model", "mixtral", "qwen3_moe", "olmoe",
-                   "qwen2_moe", "granitemoe")
+                   "qwen2_moe", "granitemoe", "granitemoeshared", "granitemoe_swa")
 GEMMA_TYPES = ("gemma", "gemma2", "vaultgemma", "gemma3_text")
+# Granite SWA's attention (sinks, sliding layers, a rotary base a layer), dense or with experts
+_GRANITE_SWA_TYPES = ("granite_swa", "granitemoe_swa")
+# Granite MoE, with a shared MLP where shared_intermediate_size is set (its shared and SWA
+# variants)
+_GRANITE_MOE_TYPES = ("granitemoe", "granitemoeshared", "granitemoe_swa")
 # Gemma 2's attention: scores softcapped, scaled by query_pre_attn_scalar, alternate layers
 # sliding (VaultGemma's too, whose layers have no norms after attention and the MLP)
 _GEMMA2_ATTENTION = ("gemma2", "vaultgemma")
@@ -161,7 +167,8 @@ _NEVER_WINDOWED = ("llama", "granite", "exaone", "internlm3", "ernie4_5", "glm",
                    "hyperclovax", "gemma", "stablelm", "nemotron", "olmo", "phi", "cohere",
                    "gpt_neox", "gptj", "codegen", "falcon", "gpt2", "gpt_bigcode", "opt",
                    "bloom", "mpt", "biogpt", "xglm", "jais2", "iquestcoder", "openai-gpt",
-                   "apertus", "persimmon", "emu3_text_model", "olmoe", "granitemoe")
+                   "apertus", "persimmon", "emu3_text_model", "olmoe", "granitemoe",
+                   "granitemoeshared")
 # The families whose attention scores or logits may be softcapped
 _SOFTCAPPED = {"attn_logit_softcapping": GEMMA_TYPES,
                "final_logit_softcapping": (*GEMMA_TYPES, "nanochat")}
@@ -195,6 +202,7 @@ _CLASS_DEFAULTS = {"glm": {"partial_rotary_factor": 0.5, "attention_bias": True}
                                  "partial_rotary_factor": 0.5, "qk_layernorm": True},
                    "granite_swa": {"rms_norm_eps": 1e-5, "sliding_window": 128,
                                    "tie_word_embeddings": True},
+                   "granitemoe_swa": {"sliding_window": 128},
                    "phi": {"rms_norm_eps": 1e-5, "partial_rotary_factor": 0.5,
                            "hidden_act": "gelu_new"},
                    "cohere": {"rms_norm_eps": 1e-5, "tie_word_embeddings": True},
@@ -495,7 +503,7 @@ def fields_from_hf(values: dict) -> dict:
     head_layer_norms = bool(values.get("qk_layernorm") or values.get("use_qk_norm"))
     per_head_norms = head_layer_norms and model_type != "persimmon"
     if model_type in ("llama", "qwen3", "qwen3_moe", "smollm3", "granite", "granite_swa",
-                      "granitemoe", "exaone", "internlm3",
+                      *_GRANITE_MOE_TYPES, "exaone", "internlm3",
                       "arcee", "hyperclovax", "nemotron", "cohere", "cohere2", "jais2",
                       "iquestcoder", "apertus", "emu3_text_model", *GEMMA_TYPES):
         qkv_bias = o_bias = bool(values.get("attention_bias", False))
@@ -579,13 +587,13 @@ def fields_from_hf(values: dict) -> dict:
         **(_gemma_fields(values, model_type) if gemma else
            _layer_type_rope(values, 500_000.0, values.get("rope_theta", 500_000.0))
            if model_type == "olmo3" else
-           _layer_theta_rope(values, sliding) if model_type == "granite_swa" else
+           _layer_theta_rope(values, sliding) if model_type in _GRANITE_SWA_TYPES else
            _rope_fields(values)),
         # SmolLM3's layers without rotary embeddings, EXAONE 4's global ones; none rotates
         # where a learned table positions the tokens
         rope_layers=((False,) * values["num_hidden_layers"] if learned or alibi else
                      _rope_layers(values) if model_type == "smollm3" else
-                     _theta_layers(values) if model_type == "granite_swa" else
+                     _theta_layers(values) if model_type in _GRANITE_SWA_TYPES else
                      rotating if rotating is not None and not all(rotating) else None),
         **learned,
         **alibi,
@@ -596,9 +604,10 @@ def fields_from_hf(values: dict) -> dict:
         **({"logits_scaling": 1.0 / _positive(values, "logit_scale", 0.0625)}
            if model_type in ("cohere", "cohere2") else {}),
         **(_granite_scalars(values, model_type)
-           if model_type in ("granite", "granite_swa", "granitemoe", "hyperclovax") else {}),
+           if model_type in ("granite", "granite_swa", *_GRANITE_MOE_TYPES, "hyperclovax")
+           else {}),
         # Granite SWA's attention sinks, a logit a head in each layer's softmax
-        **({"attention_sinks": True} if model_type == "granite_swa" else {}),
+        **({"attention_sinks": True} if model_type in _GRANITE_SWA_TYPES else {}),
         **(_attention_temperature(values) if model_type == "ministral3" else {}),
         **(_nanochat_fields(values) if model_type == "nanochat" else {}),
         **experts)
@@ -607,9 +616,11 @@ def fields_from_hf(values: dict) -> dict:
 # Mixtures of experts. Each layer's MLP is one (Qwen 2 and 3 MoE's configs may name dense
 # layers, refused); Mixtral renormalises the chosen experts' weights, the others where
 # norm_topk_prob says so (Granite MoE's softmax of the k best scores is that renormalised);
-# Qwen 2 MoE adds a shared expert. Their count is num_local_experts or num_experts
-# (transformers' versions map one to the other, each its own way).
-_EXPERT_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "granitemoe")
+# Qwen 2 MoE adds a shared expert, weighted by a score of its own, Granite MoE's shared and
+# SWA variants a shared MLP taken whole where shared_intermediate_size is set. Their count
+# is num_local_experts or num_experts (transformers' versions map one to the other, each
+# its own way).
+_EXPERT_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", *_GRANITE_MOE_TYPES)
 
 
 def _expert_fields(values: dict, model_type: str) -> dict:
@@ -629,6 +640,12 @@ def _expert_fields(values: dict, model_type: str) -> dict:
             raise _unsupported("shared_expert_intermediate_size", width, "a multiple of "
                                f"moe_intermediate_size ({expert}), held as that many experts")
         shared = width // expert
+    elif values.get("shared_intermediate_size"):   # Granite's shared MLP
+        width, expert = values["shared_intermediate_size"], values["intermediate_size"]
+        if width % expert:
+            raise _unsupported("shared_intermediate_size", width, "a multiple of "
+                               f"intermediate_size ({expert}), held as that many experts")
+        shared = width // expert
     if model_type in ("qwen2_moe", "qwen3_moe"):
         if values.get("mlp_only_layers"):
             raise _unsupported("mlp_only_layers", values["mlp_only_layers"],
@@ -637,9 +654,9 @@ def _expert_fields(values: dict, model_type: str) -> dict:
             raise _unsupported("decoder_sparse_step", values["decoder_sparse_step"], "use 1")
     return {"n_experts": values.get("num_local_experts") or values["num_experts"],
             "experts_per_token": values["num_experts_per_tok"],
-            "router_renormalized": (model_type in ("mixtral", "granitemoe")
+            "router_renormalized": (model_type in ("mixtral", *_GRANITE_MOE_TYPES)
                                     or bool(values.get("norm_topk_prob", False))),
-            "shared_experts": shared}
+            "shared_experts": shared, "shared_expert_scored": model_type == "qwen2_moe"}
 
 
 def _openai_gpt_activation(afn: str) -> str:
@@ -928,7 +945,7 @@ def _sliding_layers(values: dict, model_type: str) -> tuple[bool, ...] | None:
         return None
     layers = values["num_hidden_layers"]
     if (model_type not in ("ministral", "cwm", "exaone4", "olmo3", "cohere2", "gpt_neo",
-                           "granite_swa", *GEMMA_TYPES)
+                           *_GRANITE_SWA_TYPES, *GEMMA_TYPES)
             and not values.get("use_sliding_window", False)):
         return (False,) * layers
     layer_types = values.get("layer_types")
@@ -947,7 +964,7 @@ def _sliding_layers(values: dict, model_type: str) -> tuple[bool, ...] | None:
         return tuple((i + 1) % pattern != 0 for i in range(layers))
     if model_type == "smollm3":
         return tuple(not rotates for rotates in (_rope_layers(values) or (True,) * layers))
-    if model_type in ("cwm", "granite_swa"):
+    if model_type in ("cwm", *_GRANITE_SWA_TYPES):
         return tuple(i % 4 != 0 for i in range(layers))
     if model_type == "gpt_neo":
         return tuple(kind == "local" for kind in _gpt_neo_layers(values))

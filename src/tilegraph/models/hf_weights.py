@@ -282,10 +282,11 @@ _RENAMES = {"exaone": [(r"^transformer\.wte\.", "model.embed_tokens."),
                           (r"\.mlp\.dense_h_to_4h\.", ".mlp.up_proj."),
                           (r"\.mlp\.dense_4h_to_h\.", ".mlp.down_proj.")],
             # (Granite MoE's experts and router as its checkpoints and transformers 5 name them)
-            "granitemoe": [(r"\.block_sparse_moe\.", ".mlp."),
-                           (r"\.mlp\.input_linear\.weight$", ".mlp.experts.gate_up_proj"),
-                           (r"\.mlp\.output_linear\.weight$", ".mlp.experts.down_proj"),
-                           (r"\.mlp\.router\.(layer\.)?weight$", ".mlp.gate.weight")],
+            **dict.fromkeys(("granitemoe", "granitemoeshared", "granitemoe_swa"), [
+                (r"\.block_sparse_moe\.", ".mlp."),
+                (r"\.mlp\.input_linear\.weight$", ".mlp.experts.gate_up_proj"),
+                (r"\.mlp\.output_linear\.weight$", ".mlp.experts.down_proj"),
+                (r"\.mlp\.router\.(layer\.)?weight$", ".mlp.gate.weight")]),
             # (Mixtral's original names: its experts' w1, w3 and w2)
             "mixtral": [(r"\.block_sparse_moe\.", ".mlp."),
                         (r"\.experts\.(\d+)\.w1\.", r".experts.\1.gate_proj."),
@@ -531,7 +532,10 @@ def _our_name(name: str) -> tuple[str, str] | None:
                ("mlp.shared_expert.gate_proj", "weight"): ("w_gate_up", "shared gate"),
                ("mlp.shared_expert.up_proj", "weight"): ("w_gate_up", "shared up"),
                ("mlp.shared_expert.down_proj", "weight"): ("w_down", "shared down"),
-               ("mlp.shared_expert_gate", "weight"): ("w_router", "shared")}
+               ("mlp.shared_expert_gate", "weight"): ("w_router", "shared"),
+               # Granite MoE's shared MLP: its gate rows, then its up rows, in one tensor
+               ("shared_mlp.input_linear", "weight"): ("w_gate_up", "shared gate|up"),
+               ("shared_mlp.output_linear", "weight"): ("w_down", "shared down")}
     if (module, kind) in experts:
         target, part = experts[module, kind]
         return prefix + target, part
@@ -554,6 +558,8 @@ def _stacked_experts(name: str, parts: dict[str, torch.Tensor], config: LlamaCon
 
     gate_up = name.endswith(".w_gate_up")
     kinds = ("gate", "up") if gate_up else ("down",)
+    if "shared gate|up" in parts:
+        parts["shared gate"], parts["shared up"] = parts.pop("shared gate|up").chunk(2)
     shared = {kind: parts.pop(f"shared {kind}") for kind in kinds if f"shared {kind}" in parts}
     if len(shared) != len(kinds) * bool(config.shared_experts):
         raise ValueError(f"{name}: the checkpoint's shared expert is {sorted(shared)}; the "

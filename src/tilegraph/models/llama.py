@@ -132,10 +132,9 @@ class LlamaLayer(nn.Module):
         up_rows = c.ffn_dim * (2 if c.mlp_gated else 1)   # gate|up, or up alone (Arcee)
         # a mixture's experts stacked: (n_experts, 2 ffn_dim, dim) and (n_experts, dim,
         # ffn_dim), and its router's scores of them (n_experts, dim); a shared expert's
-        # parts after them, and its score after theirs (models/experts.py)
+        # parts after them, and its score after theirs where scored (models/experts.py)
         experts = (c.n_experts + c.shared_experts,) if c.moe else ()
-        self.w_router = (_parameter(c.n_experts + bool(c.shared_experts), c.dim, **kw)
-                         if c.moe else None)
+        self.w_router = _parameter(c.router_rows, c.dim, **kw) if c.moe else None
         self.w_gate_up = _parameter(*experts, up_rows, c.dim, **kw)
         self.b_gate_up = (_parameter(up_rows, fill=0.0, **kw) if c.mlp_bias or c.norm_bias
                           else None)

@@ -186,10 +186,12 @@ class LlamaConfig:
     n_experts: int = 0
     experts_per_token: int = 0
     router_renormalized: bool = True
-    # A shared expert besides (Qwen 2 MoE's), which every row takes, weighted by the sigmoid
-    # of a score of its own (the router's last row): its inner width in experts' widths
-    # (ffn_dim), held as that many more experts whose outputs sum to its own; 0: none.
+    # A shared expert besides (Qwen 2 MoE's, Granite MoE's shared MLP), which every row
+    # takes: its inner width in experts' widths (ffn_dim), held as that many more experts
+    # whose outputs sum to its own; 0: none. Weighted by the sigmoid of a score of its own
+    # (the router's last row) where shared_expert_scored (Qwen 2 MoE's), else whole.
     shared_experts: int = 0
+    shared_expert_scored: bool = True
 
     def __post_init__(self):
         if self.head_dim == 0:
@@ -319,6 +321,12 @@ class LlamaConfig:
         return self.n_experts > 0
 
     @property
+    def router_rows(self) -> int:
+        """The router's scores a row: one an expert, and the shared expert's where scored;
+        0 without a mixture."""
+        return self.n_experts + (self.shared_experts > 0 and self.shared_expert_scored)
+
+    @property
     def mlp_gated(self) -> bool:
         """Whether the MLP multiplies an activated gate projection by an up projection."""
         return self.mlp_activation in _GATED
@@ -374,8 +382,7 @@ class LlamaConfig:
         per_layer = (self.dim * (self.q_dim + 2 * self.kv_dim) + self.q_dim * self.dim
                      + (2 + self.mlp_gated) * self.dim * self.ffn_dim
                      * max(self.n_experts + self.shared_experts, 1)
-                     # (the router, the shared expert's score too)
-                     + (self.n_experts + bool(self.shared_experts)) * self.dim
+                     + self.router_rows * self.dim
                      + (self.q_dim + 2 * self.kv_dim) * self.qkv_bias + self.dim * self.o_bias
                      + ((1 + self.mlp_gated) * self.ffn_dim + self.dim) * self.mlp_bias
                      + norms * (not self.weightless_norms)
