@@ -56,24 +56,33 @@ def _reference_routes(scores, k, renormalized, shared=0, n_experts=None):
 
 def _glu(gate_up, activation):
     gate, up = gate_up.unflatten(-1, (-1, 2)).unbind(-1)
+    if activation == "swiglu_oss":   # GPT-OSS's: clamped, sigmoid(1.702 gate), up + 1
+        gate, up = gate.clamp(max=7.0), up.clamp(-7.0, 7.0)
+        return gate * torch.sigmoid(1.702 * gate) * (up + 1)
     if activation == "swiglu":
         return torch.nn.functional.silu(gate) * up
     return torch.nn.functional.gelu(gate, approximate="tanh") * up
 
 
 def _reference(x, scores, w_gate_up, w_down, k, renormalized, activation, residual,
-               shared=0):
-    """The mixture in float64 on the kernels' inputs (the scores as given)."""
+               shared=0, biases=(None, None)):
+    """The mixture in float64 on the kernels' inputs (the scores as given); `biases`, the
+    experts' gate|up and down biases where given."""
     x = x.double()
     normed = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + EPS)
     weights, experts = _reference_routes(scores, k, renormalized, shared,
                                          w_gate_up.shape[0] - shared)
+    b_gate_up, b_down = (b.double() if b is not None else torch.zeros(len(w_gate_up), n,
+                                                                      dtype=torch.float64,
+                                                                      device=x.device)
+                         for b, n in zip(biases, (w_gate_up.shape[1], w_down.shape[1]),
+                                         strict=True))
     out = residual.double().clone()
     for row in range(x.shape[0]):
         for j in range(k + shared):
             e = experts[row, j]
-            hidden = _glu(w_gate_up[e].double() @ normed[row], activation)
-            out[row] += weights[row, j] * (w_down[e].double() @ hidden)
+            hidden = _glu(w_gate_up[e].double() @ normed[row] + b_gate_up[e], activation)
+            out[row] += weights[row, j] * (w_down[e].double() @ hidden + b_down[e])
     return out, weights, experts
 
 
@@ -110,6 +119,33 @@ def test_kernels_match_float64(rows, n_experts, k, shared, scored, dim, ffn, ren
     assert torch.equal(experts.long().cpu(), ref_experts.cpu())
     torch.testing.assert_close(weights.double().cpu(), ref_weights.cpu(), rtol=1e-5, atol=1e-6)
     assert_close(out, expected, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows", [1, 5])
+def test_biases_and_gpt_oss_swiglu_match_float64(rows, dtype, device, layout):
+    """GPT-OSS's experts: gate|up and down biases, and its SwiGLU, whose clamps the wide
+    gate|up rows here reach (|gate|, |up| past 7 for some rows)."""
+    n_experts, k, dim, ffn = 6, 2, 48, 40
+    router, w_gate_up, w_down = _experts(n_experts, dim, ffn, dtype, device)
+    w_gate_up = (w_gate_up.float() * 12).to(dtype)
+    b_gate_up = randn(n_experts, 2 * ffn, dtype=dtype, device=device)
+    b_down = randn(n_experts, dim, dtype=dtype, device=device)
+    x = randn(rows, dim, dtype=dtype, device=device, scale=2.0)
+    residual = randn(rows, dim, dtype=dtype, device=device)
+    scores = (x.double() @ router.double().T).to(dtype)
+    hidden, weights, experts = expert_gate_up(x, scores, w_gate_up, k, True, "swiglu_oss",
+                                              EPS, bias=b_gate_up)
+    out = expert_down(hidden, weights, experts, w_down, residual=residual,
+                      out=poisoned((rows, dim), dtype, device), bias=b_down)
+    expected, *_ = _reference(x, scores, w_gate_up, w_down, k, True, "swiglu_oss", residual,
+                              biases=(b_gate_up, b_down))
+    gate_up = w_gate_up.double() @ (x.double() * torch.rsqrt(
+        x.double().pow(2).mean(-1, keepdim=True) + EPS)).T
+    assert (gate_up.abs() > 7).any()   # (the clamps are reached)
+    assert_close(out, expected, dtype)
+    with pytest.raises(ValueError, match="do not fit"):
+        expert_down(hidden, weights, experts, w_down, bias=b_down[:, :-1])
 
 
 def test_ties_go_to_the_lower_expert_and_weights_without_renormalising(device, layout):

@@ -14,11 +14,17 @@ import triton.language as tl
 
 ACTIVATIONS = ("none", "relu", "gelu", "gelu_tanh", "relu2")
 GLU_ACTIVATIONS = ("swiglu", "geglu", "geglu_tanh")
+# A mixture's experts (kernels/experts.py) take GPT-OSS's SwiGLU besides: (up + 1) * gate *
+# sigmoid(1.702 gate), gate clamped to at most 7 and up to [-7, 7] first.
+EXPERT_GLU_ACTIVATIONS = (*GLU_ACTIVATIONS, "swiglu_oss")
+SWIGLU_OSS_ALPHA, SWIGLU_OSS_LIMIT = 1.702, 7.0
 
 # Globals read inside @triton.jit must be constexpr.
 _SQRT_2_OVER_PI = tl.constexpr(0.7978845608028654)
 _INV_SQRT_2 = tl.constexpr(0.7071067811865476)
 _INV_SQRT_2PI = tl.constexpr(0.3989422804014327)
+_OSS_ALPHA = tl.constexpr(SWIGLU_OSS_ALPHA)
+_OSS_LIMIT = tl.constexpr(SWIGLU_OSS_LIMIT)
 
 
 @triton.jit
@@ -90,8 +96,13 @@ def glu_pairs(acc, cols, ROWS: tl.constexpr, COLS: tl.constexpr, ACTIVATION: tl.
 
 @triton.jit
 def glu(gate, up, ACTIVATION: tl.constexpr):
-    """act(gate) * up for a GLU ACTIVATION; silu(gate) = gate * sigmoid(gate)."""
-    if ACTIVATION == "swiglu":
+    """act(gate) * up for a GLU ACTIVATION (an EXPERT_GLU_ACTIVATIONS one); silu(gate) =
+    gate * sigmoid(gate)."""
+    if ACTIVATION == "swiglu_oss":
+        gate = tl.minimum(gate, _OSS_LIMIT)
+        up = tl.minimum(tl.maximum(up, -_OSS_LIMIT), _OSS_LIMIT) + 1.0
+        gated = gate / (1.0 + tl.exp(-(gate * _OSS_ALPHA)))
+    elif ACTIVATION == "swiglu":
         gated = gate / (1.0 + tl.exp(-gate))
     elif ACTIVATION == "geglu":
         gated = gelu_erf(gate)
@@ -135,9 +146,18 @@ def activation_ref(y: torch.Tensor, activation: str | None) -> torch.Tensor:
         return torch.nn.functional.gelu(y)
     if activation == "gelu_tanh":
         return torch.nn.functional.gelu(y, approximate="tanh")
-    if activation in GLU_ACTIVATIONS:
+    if activation in EXPERT_GLU_ACTIVATIONS:
         gate, up = y.unflatten(-1, (-1, 2)).unbind(-1)
+        if activation == "swiglu_oss":
+            return swiglu_oss_ref(gate, up)
         if activation == "swiglu":
             return torch.nn.functional.silu(gate) * up
         return activation_ref(gate, "gelu" if activation == "geglu" else "gelu_tanh") * up
     return y
+
+
+def swiglu_oss_ref(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """GPT-OSS's SwiGLU in PyTorch, in the inputs' dtype, as transformers computes it."""
+    gate = gate.clamp(max=SWIGLU_OSS_LIMIT)
+    up = up.clamp(-SWIGLU_OSS_LIMIT, SWIGLU_OSS_LIMIT)
+    return (up + 1) * (gate * torch.sigmoid(gate * SWIGLU_OSS_ALPHA))

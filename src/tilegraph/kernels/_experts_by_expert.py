@@ -78,7 +78,8 @@ def _dot(x, w, acc, DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr):
 
 @triton.jit
 def gate_up_by_expert_kernel(hidden_ptr, weights_ptr, experts_ptr, x_ptr, scores_ptr, w_ptr,
-                             rows, dim, ffn, n_experts, eps, TOP_K: tl.constexpr,
+                             bias_ptr, rows, dim, ffn, n_experts, eps, HAS_BIAS: tl.constexpr,
+                             TOP_K: tl.constexpr,
                              SHARED: tl.constexpr, SHARED_SCORED: tl.constexpr,
                              E_BLOCK: tl.constexpr, ROWS_BLOCK: tl.constexpr,
                              RENORMALIZED: tl.constexpr,
@@ -86,8 +87,9 @@ def gate_up_by_expert_kernel(hidden_ptr, weights_ptr, experts_ptr, x_ptr, scores
                              UPCAST_DOT: tl.constexpr, BLOCK_N: tl.constexpr,
                              BLOCK_K: tl.constexpr, PDL: tl.constexpr):
     """hidden[row slots + slot, block] = act(gate) * up of expert `program_id(1)`'s rows of
-    the block against rms_norm(x[row]), for each row taking it at `slot`; the programs of
-    block 0 store the expert and weight of each such choice."""
+    the block against rms_norm(x[row]) (plus their biases where HAS_BIAS), for each row
+    taking it at `slot`; the programs of block 0 store the expert and weight of each such
+    choice."""
     block, expert = tl.program_id(0), tl.program_id(1)
     if PDL:
         tl.extra.cuda.gdc_wait()               # the scores (and x) are final
@@ -116,7 +118,11 @@ def gate_up_by_expert_kernel(hidden_ptr, weights_ptr, experts_ptr, x_ptr, scores
             acc = _dot(x, w, acc, DOT_PRECISION, UPCAST_DOT)
         # W (x / rms(x)) = (W x) / rms(x): the norm applied once, after the sums
         inv_rms = 1.0 / tl.sqrt(squares / dim + eps)
-        gate, up = tl.split(tl.reshape(acc * inv_rms[:, None], (ROWS_BLOCK, BLOCK_N, 2)))
+        outputs = acc * inv_rms[:, None]
+        if HAS_BIAS:
+            outputs += tl.load(bias_ptr + expert.to(tl.int64) * 2 * ffn + w_rows,
+                               mask=w_rows < 2 * ffn, other=0.0).to(tl.float32)[None, :]
+        gate, up = tl.split(tl.reshape(outputs, (ROWS_BLOCK, BLOCK_N, 2)))
         out_cols = block * BLOCK_N + tl.arange(0, BLOCK_N)
         tl.store(hidden_ptr + pair.to(tl.int64)[:, None] * ffn + out_cols[None, :],
                  glu(gate, up, ACTIVATION).to(hidden_ptr.dtype.element_ty),
@@ -124,14 +130,16 @@ def gate_up_by_expert_kernel(hidden_ptr, weights_ptr, experts_ptr, x_ptr, scores
 
 
 @triton.jit
-def down_by_expert_kernel(out_ptr, hidden_ptr, weights_ptr, experts_ptr, w_ptr, residual_ptr,
-                          rows, stacked, dim, ffn, SLOTS: tl.constexpr,
+def down_by_expert_kernel(out_ptr, hidden_ptr, weights_ptr, experts_ptr, w_ptr, bias_ptr,
+                          residual_ptr, rows, stacked, dim, ffn, SLOTS: tl.constexpr,
                           SLOTS_BLOCK: tl.constexpr, ROWS_BLOCK: tl.constexpr,
-                          HAS_RESIDUAL: tl.constexpr, DOT_PRECISION: tl.constexpr,
+                          HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
+                          DOT_PRECISION: tl.constexpr,
                           UPCAST_DOT: tl.constexpr, BLOCK_N: tl.constexpr,
                           BLOCK_K: tl.constexpr, PDL: tl.constexpr):
     """out[:, block] = residual + sum over the experts the rows take of each taking row's
-    weight * the expert's down rows of the block against that row's hidden row."""
+    weight * (the expert's down rows of the block against that row's hidden row, plus
+    their biases where HAS_BIAS)."""
     block = tl.program_id(0)
     if PDL:
         tl.extra.cuda.gdc_wait()               # hidden, the experts and weights are final
@@ -160,6 +168,9 @@ def down_by_expert_kernel(out_ptr, hidden_ptr, weights_ptr, experts_ptr, w_ptr, 
                 w = tl.load(expert_w + cols[None, :],
                             mask=(out_cols < dim)[:, None] & (cols < ffn)[None, :], other=0.0)
                 acc = _dot(h, w, acc, DOT_PRECISION, UPCAST_DOT)
+            if HAS_BIAS:
+                acc += tl.load(bias_ptr + tl.cast(expert, tl.int64) * dim + out_cols,
+                               mask=out_cols < dim, other=0.0).to(tl.float32)[None, :]
             total += tl.sum(tl.where(mine, weights, 0.0), 1)[:, None] * acc
     outputs = (row < rows)[:, None] & (out_cols < dim)[None, :]
     if HAS_RESIDUAL:

@@ -33,7 +33,7 @@ import triton
 import triton.language as tl
 
 from .._runtime import INTERPRET
-from ._activation import GLU_ACTIVATIONS, glu
+from ._activation import EXPERT_GLU_ACTIVATIONS, glu
 from ._experts_by_expert import MAX_ROWS, down_by_expert_kernel, gate_up_by_expert_kernel
 from ._launch import sm_count, supports_pdl
 from ._pdl import ENABLED as PDL_ENABLED
@@ -85,14 +85,15 @@ def _chosen_expert(scores_ptr, row, slot, n_experts, TOP_K: tl.constexpr,
 
 @triton.jit
 def _expert_gate_up_kernel(hidden_ptr, weights_ptr, experts_ptr, x_ptr, scores_ptr, w_ptr,
-                           dim, ffn, n_experts, eps, TOP_K: tl.constexpr,
+                           bias_ptr, dim, ffn, n_experts, eps, HAS_BIAS: tl.constexpr,
+                           TOP_K: tl.constexpr,
                            SHARED: tl.constexpr, SHARED_SCORED: tl.constexpr,
                            E_BLOCK: tl.constexpr, RENORMALIZED: tl.constexpr,
                            ACTIVATION: tl.constexpr, BLOCK_N: tl.constexpr,
                            BLOCK_K: tl.constexpr, PDL: tl.constexpr):
     """hidden[row slots + slot, block] = act(gate) * up of the chosen expert's rows of the
-    block against rms_norm(x[row]) (slots: TOP_K + SHARED); the program of block 0 stores
-    the choice's expert and weight."""
+    block against rms_norm(x[row]), plus their biases where HAS_BIAS (slots: TOP_K +
+    SHARED); the program of block 0 stores the choice's expert and weight."""
     pair, block = tl.program_id(0), tl.program_id(1)
     row, slot = pair // (TOP_K + SHARED), pair % (TOP_K + SHARED)
     if PDL:
@@ -118,18 +119,24 @@ def _expert_gate_up_kernel(hidden_ptr, weights_ptr, experts_ptr, x_ptr, scores_p
         squares += x * x
     # W (x / rms(x)) = (W x) / rms(x): the norm applied once, after the sums
     inv_rms = 1.0 / tl.sqrt(tl.sum(squares, 0) / dim + eps)
-    gate, up = tl.split(tl.reshape(tl.sum(acc, 1) * inv_rms, (BLOCK_N, 2)))
+    outputs = tl.sum(acc, 1) * inv_rms
+    if HAS_BIAS:
+        outputs += tl.load(bias_ptr + expert.to(tl.int64) * 2 * ffn + rows,
+                           mask=rows < 2 * ffn, other=0.0).to(tl.float32)
+    gate, up = tl.split(tl.reshape(outputs, (BLOCK_N, 2)))
     out_cols = block * BLOCK_N + tl.arange(0, BLOCK_N)
     tl.store(hidden_ptr + pair.to(tl.int64) * ffn + out_cols,
              glu(gate, up, ACTIVATION).to(hidden_ptr.dtype.element_ty), mask=out_cols < ffn)
 
 
 @triton.jit
-def _expert_down_kernel(out_ptr, hidden_ptr, weights_ptr, experts_ptr, w_ptr, residual_ptr,
-                        dim, ffn, SLOTS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
-                        BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr):
-    """out[row, block] = residual + sum over the row's SLOTS choices of weight * the
-    expert's down rows of the block against its hidden row."""
+def _expert_down_kernel(out_ptr, hidden_ptr, weights_ptr, experts_ptr, w_ptr, bias_ptr,
+                        residual_ptr, dim, ffn, SLOTS: tl.constexpr, HAS_BIAS: tl.constexpr,
+                        HAS_RESIDUAL: tl.constexpr, BLOCK_N: tl.constexpr,
+                        BLOCK_K: tl.constexpr, PDL: tl.constexpr):
+    """out[row, block] = residual + sum over the row's SLOTS choices of weight * (the
+    expert's down rows of the block against its hidden row, plus their biases where
+    HAS_BIAS)."""
     row, block = tl.program_id(0), tl.program_id(1)
     if PDL:
         tl.extra.cuda.gdc_wait()               # hidden, the experts and weights are final
@@ -148,7 +155,11 @@ def _expert_down_kernel(out_ptr, hidden_ptr, weights_ptr, experts_ptr, w_ptr, re
             w = tl.load(expert_w + out_cols[:, None] * ffn + cols[None, :],
                         mask=(out_cols[:, None] < dim) & (cols[None, :] < ffn), other=0.0)
             acc += w.to(tl.float32) * h[None, :]
-        total += tl.load(weights_ptr + pair) * tl.sum(acc, 1)
+        outputs = tl.sum(acc, 1)
+        if HAS_BIAS:
+            outputs += tl.load(bias_ptr + expert.to(tl.int64) * dim + out_cols,
+                               mask=out_cols < dim, other=0.0).to(tl.float32)
+        total += tl.load(weights_ptr + pair) * outputs
     if HAS_RESIDUAL:
         total += tl.load(residual_ptr + row.to(tl.int64) * dim + out_cols,
                          mask=out_cols < dim, other=0.0).to(tl.float32)
@@ -229,6 +240,11 @@ def _dot_precision(weight: torch.Tensor) -> str:
     return "tf32x3" if weight.dtype == torch.float32 else "tf32"
 
 
+def _fits(bias: torch.Tensor | None, shape: tuple[int, ...]) -> bool:
+    """Whether an optional bias is absent or contiguous of `shape`."""
+    return bias is None or (bias.shape == shape and bias.is_contiguous())
+
+
 def _pdl(device: torch.device, programs: int) -> bool:
     """PDL for a grid of one wave (as kernels/xielu.py's: the next kernel's programs,
     started early, would otherwise hold SMs this grid's later waves need)."""
@@ -237,30 +253,31 @@ def _pdl(device: torch.device, programs: int) -> bool:
 
 def expert_gate_up(x: torch.Tensor, scores: torch.Tensor, w_gate_up: torch.Tensor,
                    experts_per_token: int, renormalized: bool, activation: str, eps: float,
-                   shared: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                   shared: int = 0, bias: torch.Tensor | None = None
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Each row's experts chosen from its router scores (rows, n_experts), and their
     act(gate) * up of rms_norm(x) (x (rows, dim) contiguous, the norm's weight folded into
     w_gate_up (n_experts, 2 ffn, dim), gate|up rows interleaved). With `shared` parts of a
     shared expert (split along its inner width into experts of ffn each), w_gate_up's last
     `shared` experts are those parts, which every row takes: weighted by sigmoid of a score
     after the routed ones where scores has one (rows, n_experts + 1: Qwen 2 MoE's), else
-    whole (Granite MoE's shared MLP). Returns (hidden
-    (rows slots, ffn) in x's dtype, weights (rows, slots) fp32, experts (rows, slots)
-    int32), slots = k + shared. For the model's own tensors: shapes checked, no
-    autograd."""
+    whole (Granite MoE's shared MLP). `bias` (n_experts, 2 ffn), interleaved as the rows:
+    each expert's gate|up biases (GPT-OSS's). Returns (hidden (rows slots, ffn) in x's
+    dtype, weights (rows, slots) fp32, experts (rows, slots) int32), slots = k + shared.
+    For the model's own tensors: shapes checked, no autograd."""
     rows, dim = x.shape
     stacked, two_ffn, _ = w_gate_up.shape
     n_experts = stacked - shared
     k, ffn, slots = experts_per_token, two_ffn // 2, experts_per_token + shared
-    if activation not in GLU_ACTIVATIONS:
-        raise ValueError(f"the experts' activation must be one of {GLU_ACTIVATIONS}, got "
-                         f"{activation!r}")
+    if activation not in EXPERT_GLU_ACTIVATIONS:
+        raise ValueError(f"the experts' activation must be one of {EXPERT_GLU_ACTIVATIONS}, "
+                         f"got {activation!r}")
     if not 1 <= k <= min(n_experts, MAX_EXPERTS_PER_TOKEN):
         raise ValueError(f"experts_per_token must be in 1.."
                          f"{min(n_experts, MAX_EXPERTS_PER_TOKEN)}, got {k}")
     scored = shared > 0 and scores.shape[-1] == n_experts + 1
     if (scores.shape != (rows, n_experts + scored) or w_gate_up.shape[2] != dim
-            or two_ffn % 2
+            or two_ffn % 2 or not _fits(bias, (stacked, two_ffn))
             or not (x.is_contiguous() and scores.is_contiguous()
                     and w_gate_up.is_contiguous())):
         raise ValueError(f"expert_gate_up: x {tuple(x.shape)}, scores {tuple(scores.shape)}, "
@@ -270,7 +287,8 @@ def expert_gate_up(x: torch.Tensor, scores: torch.Tensor, w_gate_up: torch.Tenso
     experts = torch.empty((rows, slots), dtype=torch.int32, device=x.device)
     if not rows:
         return hidden, weights, experts
-    routing = dict(TOP_K=k, SHARED=shared, SHARED_SCORED=scored,
+    routing = dict(bias_ptr=bias if bias is not None else w_gate_up,
+                   HAS_BIAS=bias is not None, TOP_K=k, SHARED=shared, SHARED_SCORED=scored,
                    E_BLOCK=triton.next_power_of_2(n_experts), RENORMALIZED=renormalized,
                    ACTIVATION=activation)
     if _by_expert(rows, n_experts, k, shared):
@@ -278,8 +296,9 @@ def expert_gate_up(x: torch.Tensor, scores: torch.Tensor, w_gate_up: torch.Tenso
         grid = (triton.cdiv(ffn, block_n), stacked)
         pdl = _pdl(x.device, grid[0] * grid[1])
         gate_up_by_expert_kernel[grid](
-            hidden, weights, experts, x, scores, w_gate_up, rows, dim, ffn, n_experts, eps,
-            ROWS_BLOCK=_rows_block(rows), DOT_PRECISION=_dot_precision(w_gate_up),
+            hidden, weights, experts, x, scores, w_gate_up, rows=rows, dim=dim, ffn=ffn,
+            n_experts=n_experts, eps=eps, ROWS_BLOCK=_rows_block(rows),
+            DOT_PRECISION=_dot_precision(w_gate_up),
             UPCAST_DOT=INTERPRET and x.dtype == torch.bfloat16, BLOCK_N=block_n,
             BLOCK_K=block_k, PDL=pdl, num_warps=4, **routing,
             **({"launch_pdl": True} if pdl else {}))
@@ -288,8 +307,9 @@ def expert_gate_up(x: torch.Tensor, scores: torch.Tensor, w_gate_up: torch.Tenso
         grid = (rows * slots, triton.cdiv(ffn, block_n))
         pdl = _pdl(x.device, grid[0] * grid[1])
         _expert_gate_up_kernel[grid](
-            hidden, weights, experts, x, scores, w_gate_up, dim, ffn, n_experts, eps,
-            BLOCK_N=block_n, BLOCK_K=block_k, PDL=pdl, num_warps=4, **routing,
+            hidden, weights, experts, x, scores, w_gate_up, dim=dim, ffn=ffn,
+            n_experts=n_experts, eps=eps, BLOCK_N=block_n, BLOCK_K=block_k, PDL=pdl,
+            num_warps=4, **routing,
             **({"launch_pdl": True} if pdl else {}))
     launched(x.device, pdl, (hidden, weights, experts))
     return hidden, weights, experts
@@ -297,15 +317,18 @@ def expert_gate_up(x: torch.Tensor, scores: torch.Tensor, w_gate_up: torch.Tenso
 
 def expert_down(hidden: torch.Tensor, weights: torch.Tensor, experts: torch.Tensor,
                 w_down: torch.Tensor, residual: torch.Tensor | None = None,
-                out: torch.Tensor | None = None, shared: int = 0) -> torch.Tensor:
-    """residual + sum_j weights[:, j] * (w_down[experts[:, j]] @ hidden's row of choice j),
-    (rows, dim) in hidden's dtype, into `out` (contiguous) or a new tensor: expert_gate_up's
-    outputs through the experts' down projections (n_experts (and `shared` parts, as
-    expert_gate_up's), dim, ffn)."""
+                out: torch.Tensor | None = None, shared: int = 0,
+                bias: torch.Tensor | None = None) -> torch.Tensor:
+    """residual + sum_j weights[:, j] * (w_down[experts[:, j]] @ hidden's row of choice j
+    + bias[experts[:, j]] where `bias` (n_experts, dim) is given), (rows, dim) in hidden's
+    dtype, into `out` (contiguous) or a new tensor: expert_gate_up's outputs through the
+    experts' down projections (n_experts (and `shared` parts, as expert_gate_up's), dim,
+    ffn)."""
     rows, k = weights.shape
     _, dim, ffn = w_down.shape
     if (hidden.shape != (rows * k, ffn) or experts.shape != (rows, k)
             or not 0 <= shared < min(k, w_down.shape[0]) or not w_down.is_contiguous()
+            or not _fits(bias, w_down.shape[:2])
             or (residual is not None and (residual.shape != (rows, dim)
                                           or not residual.is_contiguous()))):
         raise ValueError(f"expert_down: hidden {tuple(hidden.shape)}, weights "
@@ -315,7 +338,8 @@ def expert_down(hidden: torch.Tensor, weights: torch.Tensor, experts: torch.Tens
     if not rows:
         return out
     residual_in = dict(residual_ptr=residual if residual is not None else out,
-                       HAS_RESIDUAL=residual is not None)
+                       HAS_RESIDUAL=residual is not None,
+                       bias_ptr=bias if bias is not None else w_down, HAS_BIAS=bias is not None)
     if _by_expert(rows, w_down.shape[0] - shared, k - shared, shared):
         block_n, block_k = _by_expert_blocks(1, ffn, rows)
         grid = (triton.cdiv(dim, block_n),)

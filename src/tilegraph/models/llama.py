@@ -915,7 +915,7 @@ def _gated(gate_up: torch.Tensor, activation: str, xielu: torch.Tensor | None
     scalars, `xielu`)."""
     if activation == "xielu":
         return xielu_ref(gate_up, xielu)
-    if activation not in GLU_ACTIVATIONS:
+    if activation not in GLU_ACTIVATIONS:   # (GPT-OSS's experts' SwiGLU too)
         return activation_ref(gate_up, activation)
     gate, up = gate_up.unflatten(-1, (-1, 2)).unbind(-1)
     if activation == "swiglu":

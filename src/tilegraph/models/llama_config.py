@@ -18,12 +18,13 @@ from typing import Any
 import torch
 
 from ..kernels._activation import ACTIVATIONS
-from ..kernels._activation import GLU_ACTIVATIONS as _GATED
+from ..kernels._activation import EXPERT_GLU_ACTIVATIONS as _GATED
 from ..kernels.experts import MAX_EXPERTS_PER_TOKEN
 from .hf_families import SINUSOIDAL_POSITION_TYPES, fields_from_hf, position_rows_before
 
-# What LlamaConfig.mlp_activation may be: a gated activation or an ungated one (xIELU, with
-# its scalars a layer, applied by a kernel of its own after the up projection)
+# What LlamaConfig.mlp_activation may be: a gated activation (GPT-OSS's SwiGLU, experts'
+# only) or an ungated one (xIELU, with its scalars a layer, applied by a kernel of its own
+# after the up projection)
 _MLP_KINDS = _GATED + tuple(a for a in ACTIVATIONS if a != "none") + ("xielu",)
 
 
@@ -249,6 +250,9 @@ class LlamaConfig:
         if self.mlp_activation not in _MLP_KINDS:
             raise ValueError(f"LlamaConfig.mlp_activation must be one of {_MLP_KINDS}, got "
                              f"{self.mlp_activation!r}")
+        if self.mlp_activation == "swiglu_oss" and not self.n_experts:
+            raise ValueError("LlamaConfig.mlp_activation 'swiglu_oss' (GPT-OSS's) is a "
+                             "mixture of experts' only (n_experts)")
         for name in ("rope_layers", "sliding_layers"):
             layers = getattr(self, name)
             if layers is not None:
