@@ -8,6 +8,7 @@ import torch
 import tilegraph as tg
 from _replays import assert_replays_equal_eager
 from _shapes import DTYPES
+from tilegraph.dist import local_config
 from tilegraph.dist.group import TensorParallel
 from tilegraph.kernels import experts as experts_kernels
 from tilegraph.kernels.experts import MAX_ROWS, expert_down, expert_gate_up
@@ -240,6 +241,19 @@ def test_moe_configs():
     assert (qwen2.shared_expert_scored, qwen2.router_rows) == (True, 7)
     with pytest.raises(ValueError, match="shared_intermediate_size"):
         LlamaConfig.from_hf(hf_config("tiny-granitemoe-shared", shared_intermediate_size=36))
+    # GPT-OSS's router and experts' biases, its SwiGLU (with its constants only), and no
+    # tensor parallelism for the biased experts yet
+    oss = LlamaConfig.from_hf(hf_config("tiny-gpt-oss"))
+    assert oss.router_bias and oss.mlp_bias and oss.mlp_activation == "swiglu_oss"
+    assert oss.attention_sinks and oss.sliding_layers == (True, False)
+    assert oss.expert_size == 3 * 32 * 24 + 2 * 24 + 32
+    with pytest.raises(ValueError, match="swiglu_limit"):
+        LlamaConfig.from_hf(hf_config("tiny-gpt-oss", swiglu_limit=10.0))
+    with pytest.raises(ValueError, match="biases"):
+        local_config(oss, 2)
+    with pytest.raises(ValueError, match="swiglu_oss"):
+        LlamaConfig(vocab_size=8, dim=8, n_layers=1, n_heads=2, n_kv_heads=2, ffn_dim=8,
+                    mlp_activation="swiglu_oss")
     values = hf_config("tiny-olmoe").to_dict()
     values["num_local_experts"] = values.pop("num_experts")
     assert LlamaConfig.from_hf(values).n_experts == 6
@@ -257,9 +271,10 @@ def test_moe_configs():
         LlamaConfig.from_hf({**hf_config("tiny-llama3").to_dict(), "num_local_experts": 4})
     with pytest.raises(ValueError, match="experts_per_token"):
         LlamaConfig.from_hf({**hf_config("tiny-mixtral").to_dict(), "num_experts_per_tok": 6})
-    with pytest.raises(ValueError, match="gated MLPs"):
-        LlamaConfig(vocab_size=8, dim=8, n_layers=1, n_heads=2, n_kv_heads=2, ffn_dim=8,
-                    n_experts=4, experts_per_token=2, mlp_bias=True)
+    for ungated_or_layer_norm in ({"mlp_activation": "relu2"}, {"layer_norm": True}):
+        with pytest.raises(ValueError, match="gated MLPs"):
+            LlamaConfig(vocab_size=8, dim=8, n_layers=1, n_heads=2, n_kv_heads=2, ffn_dim=8,
+                        n_experts=4, experts_per_token=2, **ungated_or_layer_norm)
 
 
 @pytest.mark.parametrize("name", ["tiny-qwen2-moe", "tiny-mixtral"])

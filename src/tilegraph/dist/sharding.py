@@ -40,6 +40,9 @@ def local_config(config: LlamaConfig, size: int, rank: int = 0) -> LlamaConfig:
     if config.qk_norm_whole:
         raise ValueError(f"{config.model_type}'s q and k norms span every head, which tp="
                          f"{size} splits between ranks: run it on one GPU")
+    if config.moe and config.mlp_bias:
+        raise ValueError(f"{config.model_type}'s experts' biases are not split between ranks "
+                         f"yet (tp={size}): run it on one GPU")
     for name, value in (("num_attention_heads", config.n_heads),
                         ("intermediate_size", config.ffn_dim)):
         if value % size:

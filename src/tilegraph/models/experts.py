@@ -3,8 +3,9 @@ path (the reference, prefill's) and the decode step's kernels (kernels/experts.p
 
 The router scores the normed row against each expert, softmax in fp32 picks the k best,
 and the row's MLP output is their outputs weighted by their probabilities (renormalised
-over the k where the model does so), as transformers' Mixtral, Qwen 2 and 3 MoE, OLMoE
-and Granite MoE blocks compute it. Ties go to the lower expert. A shared expert, which
+over the k where the model does so), as transformers' Mixtral, Qwen 2 and 3 MoE, OLMoE,
+Granite MoE and GPT-OSS blocks compute it (GPT-OSS's router and experts with biases).
+Ties go to the lower expert. A shared expert, which
 every row takes, weighted by the sigmoid of a score of its own (the router's last row:
 Qwen 2 MoE's) or whole (Granite MoE's shared MLP), is held as LlamaConfig.shared_experts
 more experts of ffn_dim each: its inner width split, whose outputs sum to its own.
@@ -44,19 +45,24 @@ def mixture(normed: torch.Tensor, layer, config, gated) -> torch.Tensor:
     weight the outputs (zero for the experts a row did not take): no host sync either way,
     so a graph can hold it."""
     rows = normed.reshape(-1, normed.shape[-1])
-    weights, experts = route(F.linear(rows, layer.w_router), config)
+    weights, experts = route(F.linear(rows, layer.w_router, layer.b_router), config)
     stacked = layer.w_gate_up.shape[0]
+    b_gate_up, b_down = layer.b_gate_up, layer.b_down   # (GPT-OSS's experts' biases)
     if experts.numel() <= stacked:
-        hidden = gated(torch.einsum("rkod,rd->rko", layer.w_gate_up[experts], rows))
+        gate_up = torch.einsum("rkod,rd->rko", layer.w_gate_up[experts], rows)
+        hidden = gated(gate_up if b_gate_up is None else gate_up + b_gate_up[experts])
         outputs = torch.einsum("rkdf,rkf->rkd", layer.w_down[experts], hidden)
+        outputs = outputs if b_down is None else outputs + b_down[experts]
         out = (outputs.float() * weights[..., None]).sum(1)
     else:
         dense = torch.zeros(rows.shape[0], stacked, device=rows.device)
         dense.scatter_(1, experts, weights)
         out = torch.zeros(rows.shape, dtype=torch.float32, device=rows.device)
         for expert in range(stacked):
-            hidden = gated(F.linear(rows, layer.w_gate_up[expert]))
-            out += dense[:, expert, None] * F.linear(hidden, layer.w_down[expert]).float()
+            hidden = gated(F.linear(rows, layer.w_gate_up[expert],
+                                    None if b_gate_up is None else b_gate_up[expert]))
+            out += dense[:, expert, None] * F.linear(
+                hidden, layer.w_down[expert], None if b_down is None else b_down[expert]).float()
     return out.to(normed.dtype).view(normed.shape)
 
 
@@ -72,11 +78,12 @@ def fused_mixture(x: torch.Tensor, layer, config, gated, residual: torch.Tensor 
         result = mixture(normed, layer, config, gated)
         result = result if residual is None else residual + result
         return result if out is None else out.copy_(result)
-    scores = tg.linear(x, layer.w_router, norm_weight=layer.mlp_norm, norm_eps=config.norm_eps)
+    scores = tg.linear(x, layer.w_router, layer.b_router, norm_weight=layer.mlp_norm,
+                       norm_eps=config.norm_eps)
     hidden, weights, experts = expert_gate_up(x, scores, layer.w_gate_up,
                                               config.experts_per_token,
                                               config.router_renormalized,
                                               config.mlp_activation, config.norm_eps,
-                                              config.shared_experts)
+                                              config.shared_experts, layer.b_gate_up)
     return expert_down(hidden, weights, experts, layer.w_down, residual=residual, out=out,
-                       shared=config.shared_experts)
+                       shared=config.shared_experts, bias=layer.b_down)

@@ -38,7 +38,8 @@ and k head with a bias), Emu3's decoder (Llama's), the mixtures of experts of Mi
 (Mistral's attention), Qwen 2 MoE (Qwen2's; a shared expert), Qwen 3 MoE (Qwen 3's), OLMoE
 (q and k normalised as OLMo 2's, norms before attention and the MLP) and Granite MoE
 (Granite's scalars; its shared and SWA variants with a shared MLP taken whole, the second
-with Granite SWA's attention), the families SUPPORTED_TYPES names
+with Granite SWA's attention), GPT-OSS (biased router and experts, a clamped SwiGLU,
+attention sinks, every other layer sliding), the families SUPPORTED_TYPES names
 besides, and the language models of the multimodal checkpoints
 _LANGUAGE_MODELS names (on text); sliding windows in the layers each family's config names.
 Anything else raises a ValueError that names the field, so a model is never run with a part
@@ -51,6 +52,8 @@ import math
 
 import torch
 
+from ..kernels._activation import SWIGLU_OSS_ALPHA, SWIGLU_OSS_LIMIT
+
 SUPPORTED_TYPES = ("llama", "mistral", "ministral", "phi3", "qwen2", "qwen3", "smollm3",
                    "granite", "exaone", "internlm3", "ernie4_5", "glm", "glm4", "helium",
                    "seed_oss", "cwm", "exaone4", "olmo2", "olmo3", "hunyuan_v1_dense",
@@ -60,7 +63,8 @@ SUPPORTED_TYPES = ("llama", "mistral", "ministral", "phi3", "qwen2", "qwen3", "s
                    "gpt_bigcode", "opt", "gpt_neo", "codegen", "bloom", "mpt", "biogpt",
                    "xglm", "jais2", "iquestcoder", "openai-gpt", "granite_swa", "apertus",
                    "persimmon", "emu3_text_model", "mixtral", "qwen3_moe", "olmoe",
-                   "qwen2_moe", "granitemoe", "granitemoeshared", "granitemoe_swa")
+                   "qwen2_moe", "granitemoe", "granitemoeshared", "granitemoe_swa",
+                   "gpt_oss")
 GEMMA_TYPES = ("gemma", "gemma2", "vaultgemma", "gemma3_text")
 # Granite SWA's attention (sinks, sliding layers, a rotary base a layer), dense or with experts
 _GRANITE_SWA_TYPES = ("granite_swa", "granitemoe_swa")
@@ -203,6 +207,8 @@ _CLASS_DEFAULTS = {"glm": {"partial_rotary_factor": 0.5, "attention_bias": True}
                    "granite_swa": {"rms_norm_eps": 1e-5, "sliding_window": 128,
                                    "tie_word_embeddings": True},
                    "granitemoe_swa": {"sliding_window": 128},
+                   "gpt_oss": {"rms_norm_eps": 1e-5, "sliding_window": 128, "head_dim": 64,
+                               "attention_bias": True},
                    "phi": {"rms_norm_eps": 1e-5, "partial_rotary_factor": 0.5,
                            "hidden_act": "gelu_new"},
                    "cohere": {"rms_norm_eps": 1e-5, "tie_word_embeddings": True},
@@ -251,7 +257,10 @@ _CLASS_DEFAULTS = {"glm": {"partial_rotary_factor": 0.5, "attention_bias": True}
                             "vocab_size": 256008, "scale_embedding": True}}
 # The rotary settings of a family's config class where a config.json names none (neither
 # rope_parameters nor rope_scaling)
-_CLASS_ROPE = {"ministral3": {"rope_type": "yarn", "rope_theta": 1e6, "factor": 16.0,
+_CLASS_ROPE = {"gpt_oss": {"rope_type": "yarn", "rope_theta": 150000.0, "factor": 32.0,
+                           "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False,
+                           "original_max_position_embeddings": 4096},
+               "ministral3": {"rope_type": "yarn", "rope_theta": 1e6, "factor": 16.0,
                               "original_max_position_embeddings": 16384, "beta_fast": 32.0,
                               "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0,
                               "llama_4_scaling_beta": 0.1},
@@ -538,6 +547,9 @@ def fields_from_hf(values: dict) -> dict:
         qkv_bias = o_bias = mlp_bias = bool(values["enable_bias"])
     elif model_type == "gpt_neo":   # o's and the MLP's
         qkv_bias, o_bias, mlp_bias = False, True, True
+    elif model_type == "gpt_oss":   # q|k|v and o by attention_bias; the router and experts
+        qkv_bias = o_bias = bool(values.get("attention_bias", True))
+        mlp_bias = True
     elif model_type == "stablelm":   # q, k and v only (use_qkv_bias)
         qkv_bias, o_bias, mlp_bias = bool(values.get("attention_bias", False)), False, False
     else:
@@ -573,7 +585,8 @@ def fields_from_hf(values: dict) -> dict:
         qk_norm_bias=head_layer_norms and model_type == "persimmon",
         qk_norm_whole=model_type in ("olmo2", "olmo3", "olmoe"),
         qk_norm_after_rotary=model_type in ("hunyuan_v1_dense", "nanochat"),
-        mlp_activation=activations[activation],
+        # (GPT-OSS's experts: a SwiGLU of its own, whatever hidden_act says)
+        mlp_activation="swiglu_oss" if model_type == "gpt_oss" else activations[activation],
         max_position_embeddings=values.get("max_position_embeddings", 4096),
         sliding_window=window, sliding_layers=sliding, model_type=model_type,
         rotary_interleaved=model_type in INTERLEAVED_ROTARY_TYPES,
@@ -607,7 +620,8 @@ def fields_from_hf(values: dict) -> dict:
            if model_type in ("granite", "granite_swa", *_GRANITE_MOE_TYPES, "hyperclovax")
            else {}),
         # Granite SWA's attention sinks, a logit a head in each layer's softmax
-        **({"attention_sinks": True} if model_type in _GRANITE_SWA_TYPES else {}),
+        **({"attention_sinks": True} if model_type in (*_GRANITE_SWA_TYPES, "gpt_oss")
+           else {}),
         **(_attention_temperature(values) if model_type == "ministral3" else {}),
         **(_nanochat_fields(values) if model_type == "nanochat" else {}),
         **experts)
@@ -617,10 +631,11 @@ def fields_from_hf(values: dict) -> dict:
 # layers, refused); Mixtral renormalises the chosen experts' weights, the others where
 # norm_topk_prob says so (Granite MoE's softmax of the k best scores is that renormalised);
 # Qwen 2 MoE adds a shared expert, weighted by a score of its own, Granite MoE's shared and
-# SWA variants a shared MLP taken whole where shared_intermediate_size is set. Their count
-# is num_local_experts or num_experts (transformers' versions map one to the other, each
-# its own way).
-_EXPERT_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", *_GRANITE_MOE_TYPES)
+# SWA variants a shared MLP taken whole where shared_intermediate_size is set; GPT-OSS
+# biases its router and experts (a softmax of the k best scores, which is the renormalised
+# softmax) and gates them by a SwiGLU of its own. Their count is num_local_experts or
+# num_experts (transformers' versions map one to the other, each its own way).
+_EXPERT_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", *_GRANITE_MOE_TYPES, "gpt_oss")
 
 
 def _expert_fields(values: dict, model_type: str) -> dict:
@@ -646,6 +661,10 @@ def _expert_fields(values: dict, model_type: str) -> dict:
             raise _unsupported("shared_intermediate_size", width, "a multiple of "
                                f"intermediate_size ({expert}), held as that many experts")
         shared = width // expert
+    if model_type == "gpt_oss":   # its SwiGLU's constants, the kernels' (_activation.py)
+        for name, value in (("swiglu_alpha", SWIGLU_OSS_ALPHA), ("swiglu_limit", SWIGLU_OSS_LIMIT)):
+            if values.get(name, value) != value:
+                raise _unsupported(name, values[name], f"GPT-OSS's {value}")
     if model_type in ("qwen2_moe", "qwen3_moe"):
         if values.get("mlp_only_layers"):
             raise _unsupported("mlp_only_layers", values["mlp_only_layers"],
@@ -654,9 +673,10 @@ def _expert_fields(values: dict, model_type: str) -> dict:
             raise _unsupported("decoder_sparse_step", values["decoder_sparse_step"], "use 1")
     return {"n_experts": values.get("num_local_experts") or values["num_experts"],
             "experts_per_token": values["num_experts_per_tok"],
-            "router_renormalized": (model_type in ("mixtral", *_GRANITE_MOE_TYPES)
+            "router_renormalized": (model_type in ("mixtral", *_GRANITE_MOE_TYPES, "gpt_oss")
                                     or bool(values.get("norm_topk_prob", False))),
-            "shared_experts": shared, "shared_expert_scored": model_type == "qwen2_moe"}
+            "shared_experts": shared, "shared_expert_scored": model_type == "qwen2_moe",
+            "router_bias": model_type == "gpt_oss"}
 
 
 def _openai_gpt_activation(afn: str) -> str:
@@ -945,7 +965,7 @@ def _sliding_layers(values: dict, model_type: str) -> tuple[bool, ...] | None:
         return None
     layers = values["num_hidden_layers"]
     if (model_type not in ("ministral", "cwm", "exaone4", "olmo3", "cohere2", "gpt_neo",
-                           *_GRANITE_SWA_TYPES, *GEMMA_TYPES)
+                           *_GRANITE_SWA_TYPES, "gpt_oss", *GEMMA_TYPES)
             and not values.get("use_sliding_window", False)):
         return (False,) * layers
     layer_types = values.get("layer_types")
@@ -970,6 +990,8 @@ def _sliding_layers(values: dict, model_type: str) -> tuple[bool, ...] | None:
         return tuple(kind == "local" for kind in _gpt_neo_layers(values))
     if model_type == "olmo3":
         return tuple((i + 1) % 4 != 0 for i in range(layers))
+    if model_type == "gpt_oss":   # every other layer, from the first
+        return tuple(i % 2 == 0 for i in range(layers))
     return tuple(i >= values.get("max_window_layers", 28) for i in range(layers))
 
 

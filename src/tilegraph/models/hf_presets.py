@@ -163,6 +163,15 @@ SHAPES: dict[str, dict] = {
                               eos_token_id=151643),
     # Mixtral 8x7B (mistralai/Mixtral-8x7B-v0.1): 8 experts, 2 a token (93 GB in bf16: more
     # than one 80 GB GPU holds)
+    # GPT-OSS 20B (openai/gpt-oss-20b, dequantized: its checkpoints hold the experts in
+    # MXFP4): 32 experts of 2880 with biases, 4 a token, attention sinks, every other layer
+    # sliding over 128 positions, YaRN
+    "gpt-oss-20b": dict(model_type="gpt_oss", vocab_size=201088, hidden_size=2880,
+                        intermediate_size=2880, num_hidden_layers=24, num_attention_heads=64,
+                        num_key_value_heads=8, head_dim=64, num_local_experts=32,
+                        num_experts_per_tok=4, sliding_window=128, rms_norm_eps=1e-5,
+                        max_position_embeddings=131072, eos_token_id=200002,
+                        pad_token_id=199999),
     "mixtral-8x7b": dict(model_type="mixtral", vocab_size=32000, hidden_size=4096,
                          intermediate_size=14336, num_hidden_layers=32,
                          num_attention_heads=32, num_key_value_heads=8, rms_norm_eps=1e-5,
@@ -291,6 +300,18 @@ SHAPES: dict[str, dict] = {
                                 max_position_embeddings=256, embedding_multiplier=12.0,
                                 attention_multiplier=0.0625, residual_multiplier=0.22,
                                 logits_scaling=8.0, bos_token_id=1, eos_token_id=2),
+    # GPT-OSS: q|k|v and o biased, sinks, a sliding layer (a window the tests pass) then a
+    # full one, YaRN past a pretrained context of 16, the router's and experts' biases and
+    # its clamped SwiGLU
+    "tiny-gpt-oss": dict(model_type="gpt_oss", vocab_size=67, hidden_size=32,
+                         intermediate_size=24, num_hidden_layers=2, num_attention_heads=4,
+                         num_key_value_heads=2, head_dim=16, num_local_experts=6,
+                         num_experts_per_tok=2, sliding_window=7, rms_norm_eps=1e-5,
+                         max_position_embeddings=64,
+                         rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0,
+                                          "factor": 4.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                                          "truncate": False,
+                                          "original_max_position_embeddings": 16}),
     "tiny-olmoe": dict(model_type="olmoe", vocab_size=67, hidden_size=32, intermediate_size=16,
                        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                        rms_norm_eps=1e-5, num_experts=6, num_experts_per_tok=4,

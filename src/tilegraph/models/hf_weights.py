@@ -287,6 +287,10 @@ _RENAMES = {"exaone": [(r"^transformer\.wte\.", "model.embed_tokens."),
                 (r"\.mlp\.input_linear\.weight$", ".mlp.experts.gate_up_proj"),
                 (r"\.mlp\.output_linear\.weight$", ".mlp.experts.down_proj"),
                 (r"\.mlp\.router\.(layer\.)?weight$", ".mlp.gate.weight")]),
+            # (GPT-OSS's router and its experts' stacks, stored transposed: (n_experts, dim,
+            # 2 ffn) with gate and up columns interleaved, and (n_experts, ffn, dim))
+            "gpt_oss": [(r"\.mlp\.router\.", ".mlp.gate."),
+                        (r"\.mlp\.experts\.(gate_up|down)_proj$", r".mlp.experts.\1_proj_t")],
             # (Mixtral's original names: its experts' w1, w3 and w2)
             "mixtral": [(r"\.block_sparse_moe\.", ".mlp."),
                         (r"\.experts\.(\d+)\.w1\.", r".experts.\1.gate_proj."),
@@ -525,6 +529,12 @@ def _our_name(name: str) -> tuple[str, str] | None:
         projection, j = expert["projection"], expert["expert"]
         return prefix + ("w_down" if projection == "down" else "w_gate_up"), f"{projection}.{j}"
     experts = {("mlp.gate", "weight"): ("w_router", ""),
+               ("mlp.gate", "bias"): ("b_router", ""),
+               # GPT-OSS's stacks, transposed (_RENAMES), and its experts' biases
+               ("mlp.experts", "gate_up_proj_t"): ("w_gate_up", "stacked^T"),
+               ("mlp.experts", "down_proj_t"): ("w_down", "stacked^T"),
+               ("mlp.experts", "gate_up_proj_bias"): ("b_gate_up", ""),
+               ("mlp.experts", "down_proj_bias"): ("b_down", ""),
                # transformers 5's stacks: each expert's gate rows, then its up rows
                ("mlp.experts", "gate_up_proj"): ("w_gate_up", "stacked"),
                ("mlp.experts", "down_proj"): ("w_down", "stacked"),
@@ -564,7 +574,9 @@ def _stacked_experts(name: str, parts: dict[str, torch.Tensor], config: LlamaCon
     if len(shared) != len(kinds) * bool(config.shared_experts):
         raise ValueError(f"{name}: the checkpoint's shared expert is {sorted(shared)}; the "
                          f"config's has {config.shared_experts} parts")
-    if "stacked" in parts:
+    if "stacked^T" in parts:   # (GPT-OSS's: gate|up interleaved already; no tp)
+        routed = parts["stacked^T"].transpose(1, 2).contiguous()
+    elif "stacked" in parts:
         routed = (_interleaved(*(share(half, 1) for half in parts["stacked"].chunk(2, dim=1)))
                   if gate_up else share(parts["stacked"], 2))
     else:

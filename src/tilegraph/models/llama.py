@@ -24,7 +24,7 @@ one captured graph serves every position. Gemma gates by GELU instead, and norma
 attention and MLP outputs before their residual adds: there the two residual projections write
 their outputs alone and tg.rms_norm(residual=) adds them. A parallel layer (Phi's, Cohere's,
 GPT-NeoX's) runs gate/up on the layer's input rather than on the stream after attention.
-A mixture of experts (Mixtral's, Qwen 2 and 3 MoE's, OLMoE's, Granite MoE's:
+A mixture of experts (Mixtral's, Qwen 2 and 3 MoE's, OLMoE's, Granite MoE's, GPT-OSS's:
 models/experts.py) takes the MLP's place: its router by tg.linear, then two kernels that
 read only the experts each row takes.
 
@@ -135,11 +135,12 @@ class LlamaLayer(nn.Module):
         # parts after them, and its score after theirs where scored (models/experts.py)
         experts = (c.n_experts + c.shared_experts,) if c.moe else ()
         self.w_router = _parameter(c.router_rows, c.dim, **kw) if c.moe else None
+        self.b_router = _parameter(c.router_rows, fill=0.0, **kw) if c.router_bias else None
         self.w_gate_up = _parameter(*experts, up_rows, c.dim, **kw)
-        self.b_gate_up = (_parameter(up_rows, fill=0.0, **kw) if c.mlp_bias or c.norm_bias
-                          else None)
+        self.b_gate_up = (_parameter(*experts, up_rows, fill=0.0, **kw)
+                          if c.mlp_bias or c.norm_bias else None)
         self.w_down = _parameter(*experts, c.dim, c.ffn_dim, **kw)
-        self.b_down = _parameter(c.dim, fill=0.0, **kw) if c.mlp_bias else None
+        self.b_down = _parameter(*experts, c.dim, fill=0.0, **kw) if c.mlp_bias else None
         # xIELU's scalars as it applies them (alpha_p, alpha_n, beta, eps: kernels/xielu.py),
         # from the checkpoint's by hf_weights
         self.xielu = (_parameter(4, fill=0.0, **kw) if c.mlp_activation == "xielu"

@@ -193,6 +193,9 @@ class LlamaConfig:
     # (the router's last row) where shared_expert_scored (Qwen 2 MoE's), else whole.
     shared_experts: int = 0
     shared_expert_scored: bool = True
+    # A bias a router score (GPT-OSS's); the experts' biases are mlp_bias's (each expert's
+    # gate|up and down biases)
+    router_bias: bool = False
 
     def __post_init__(self):
         if self.head_dim == 0:
@@ -245,7 +248,7 @@ class LlamaConfig:
             raise ValueError("LlamaConfig.layer_norm needs the residual stream read only "
                              "through the norms before attention and the MLP: no post_norms, "
                              "pre_norms on")
-        if self.n_experts or self.experts_per_token or self.shared_experts:
+        if self.n_experts or self.experts_per_token or self.shared_experts or self.router_bias:
             self._check_experts()
         if self.mlp_activation not in _MLP_KINDS:
             raise ValueError(f"LlamaConfig.mlp_activation must be one of {_MLP_KINDS}, got "
@@ -313,11 +316,11 @@ class LlamaConfig:
             raise ValueError(f"LlamaConfig.experts_per_token is at most {MAX_EXPERTS_PER_TOKEN}"
                              f" (a row's experts are chosen in the kernel), got "
                              f"{self.experts_per_token}")
-        if (not self.mlp_gated or self.mlp_bias or self.norm_bias or self.layer_norm
+        if (not self.mlp_gated or self.norm_bias or self.layer_norm
                 or self.parallel_residual or self.post_norms or not self.pre_norms):
-            raise ValueError("LlamaConfig.n_experts: the experts are gated MLPs without "
-                             "biases, after an RMSNorm before them (pre_norms; no layer_norm, "
-                             "norm_bias, post_norms or parallel_residual)")
+            raise ValueError("LlamaConfig.n_experts: the experts are gated MLPs after an "
+                             "RMSNorm before them (pre_norms; no layer_norm, norm_bias, "
+                             "post_norms or parallel_residual)")
 
     @property
     def moe(self) -> bool:
@@ -386,9 +389,10 @@ class LlamaConfig:
         per_layer = (self.dim * (self.q_dim + 2 * self.kv_dim) + self.q_dim * self.dim
                      + (2 + self.mlp_gated) * self.dim * self.ffn_dim
                      * max(self.n_experts + self.shared_experts, 1)
-                     + self.router_rows * self.dim
+                     + self.router_rows * (self.dim + self.router_bias)
                      + (self.q_dim + 2 * self.kv_dim) * self.qkv_bias + self.dim * self.o_bias
                      + ((1 + self.mlp_gated) * self.ffn_dim + self.dim) * self.mlp_bias
+                     * max(self.n_experts + self.shared_experts, 1)
                      + norms * (not self.weightless_norms)
                      + before * self.dim * self.norm_bias)
         # (a LayerNorm's weight and bias after each residual add instead; a sink a q head;
@@ -445,9 +449,11 @@ class LlamaConfig:
 
     @property
     def expert_size(self) -> int:
-        """The parameters of one expert of a mixture (gate, up and down; a shared expert
-        holds shared_experts times as many, every row reads them); 0 without one."""
-        return 3 * self.dim * self.ffn_dim if self.moe else 0
+        """The parameters of one expert of a mixture (gate, up and down, and their biases
+        where mlp_bias; a shared expert holds shared_experts times as many, every row reads
+        them); 0 without one."""
+        return (3 * self.dim * self.ffn_dim + (2 * self.ffn_dim + self.dim) * self.mlp_bias
+                if self.moe else 0)
 
     def expert_bytes(self, element_size: int, rows: int) -> float:
         """Expert bytes a decode step of `rows` rows reads beyond decode_bytes' (one row's
