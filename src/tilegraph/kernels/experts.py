@@ -287,10 +287,10 @@ def expert_gate_up(x: torch.Tensor, scores: torch.Tensor, w_gate_up: torch.Tenso
     experts = torch.empty((rows, slots), dtype=torch.int32, device=x.device)
     if not rows:
         return hidden, weights, experts
-    routing = dict(bias_ptr=bias if bias is not None else w_gate_up,
-                   HAS_BIAS=bias is not None, TOP_K=k, SHARED=shared, SHARED_SCORED=scored,
-                   E_BLOCK=triton.next_power_of_2(n_experts), RENORMALIZED=renormalized,
-                   ACTIVATION=activation)
+    common = dict(bias_ptr=bias if bias is not None else w_gate_up,
+                  HAS_BIAS=bias is not None, TOP_K=k, SHARED=shared, SHARED_SCORED=scored,
+                  E_BLOCK=triton.next_power_of_2(n_experts), RENORMALIZED=renormalized,
+                  ACTIVATION=activation)   # (both layouts' arguments)
     if _by_expert(rows, n_experts, k, shared):
         block_n, block_k = _by_expert_blocks(2, dim, rows)
         grid = (triton.cdiv(ffn, block_n), stacked)
@@ -300,7 +300,7 @@ def expert_gate_up(x: torch.Tensor, scores: torch.Tensor, w_gate_up: torch.Tenso
             n_experts=n_experts, eps=eps, ROWS_BLOCK=_rows_block(rows),
             DOT_PRECISION=_dot_precision(w_gate_up),
             UPCAST_DOT=INTERPRET and x.dtype == torch.bfloat16, BLOCK_N=block_n,
-            BLOCK_K=block_k, PDL=pdl, num_warps=4, **routing,
+            BLOCK_K=block_k, PDL=pdl, num_warps=4, **common,
             **({"launch_pdl": True} if pdl else {}))
     else:
         block_n, block_k = _block_shape(ffn, 2, dim, rows * slots, x.element_size(), x.device)
@@ -309,7 +309,7 @@ def expert_gate_up(x: torch.Tensor, scores: torch.Tensor, w_gate_up: torch.Tenso
         _expert_gate_up_kernel[grid](
             hidden, weights, experts, x, scores, w_gate_up, dim=dim, ffn=ffn,
             n_experts=n_experts, eps=eps, BLOCK_N=block_n, BLOCK_K=block_k, PDL=pdl,
-            num_warps=4, **routing,
+            num_warps=4, **common,
             **({"launch_pdl": True} if pdl else {}))
     launched(x.device, pdl, (hidden, weights, experts))
     return hidden, weights, experts
@@ -337,9 +337,9 @@ def expert_down(hidden: torch.Tensor, weights: torch.Tensor, experts: torch.Tens
         out = torch.empty((rows, dim), dtype=hidden.dtype, device=hidden.device)
     if not rows:
         return out
-    residual_in = dict(residual_ptr=residual if residual is not None else out,
-                       HAS_RESIDUAL=residual is not None,
-                       bias_ptr=bias if bias is not None else w_down, HAS_BIAS=bias is not None)
+    common = dict(residual_ptr=residual if residual is not None else out,
+                  HAS_RESIDUAL=residual is not None,
+                  bias_ptr=bias if bias is not None else w_down, HAS_BIAS=bias is not None)
     if _by_expert(rows, w_down.shape[0] - shared, k - shared, shared):
         block_n, block_k = _by_expert_blocks(1, ffn, rows)
         grid = (triton.cdiv(dim, block_n),)
@@ -349,7 +349,7 @@ def expert_down(hidden: torch.Tensor, weights: torch.Tensor, experts: torch.Tens
             dim=dim, ffn=ffn, SLOTS=k, SLOTS_BLOCK=triton.next_power_of_2(k),
             ROWS_BLOCK=_rows_block(rows), DOT_PRECISION=_dot_precision(w_down),
             UPCAST_DOT=INTERPRET and hidden.dtype == torch.bfloat16, BLOCK_N=block_n,
-            BLOCK_K=block_k, PDL=pdl, num_warps=4, **residual_in,
+            BLOCK_K=block_k, PDL=pdl, num_warps=4, **common,
             **({"launch_pdl": True} if pdl else {}))
     else:
         block_n, block_k = _block_shape(dim, 1, ffn, rows, hidden.element_size(),
@@ -358,7 +358,7 @@ def expert_down(hidden: torch.Tensor, weights: torch.Tensor, experts: torch.Tens
         pdl = _pdl(hidden.device, grid[0] * grid[1])
         _expert_down_kernel[grid](
             out, hidden, weights, experts, w_down, dim=dim, ffn=ffn, SLOTS=k,
-            BLOCK_N=block_n, BLOCK_K=block_k, PDL=pdl, num_warps=4, **residual_in,
+            BLOCK_N=block_n, BLOCK_K=block_k, PDL=pdl, num_warps=4, **common,
             **({"launch_pdl": True} if pdl else {}))
     launched(hidden.device, pdl, (out,))
     return out

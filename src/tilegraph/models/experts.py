@@ -5,10 +5,10 @@ The router scores the normed row against each expert, softmax in fp32 picks the 
 and the row's MLP output is their outputs weighted by their probabilities (renormalised
 over the k where the model does so), as transformers' Mixtral, Qwen 2 and 3 MoE, OLMoE,
 Granite MoE and GPT-OSS blocks compute it (GPT-OSS's router and experts with biases).
-Ties go to the lower expert. A shared expert, which
-every row takes, weighted by the sigmoid of a score of its own (the router's last row:
-Qwen 2 MoE's) or whole (Granite MoE's shared MLP), is held as LlamaConfig.shared_experts
-more experts of ffn_dim each: its inner width split, whose outputs sum to its own.
+Ties go to the lower expert. A shared expert, which every row takes, weighted by the
+sigmoid of a score of its own (the router's last row: Qwen 2 MoE's) or whole (Granite
+MoE's shared MLP), is held as LlamaConfig.shared_experts more experts of ffn_dim each: its
+inner width split, whose outputs sum to its own.
 """
 
 from __future__ import annotations

@@ -161,8 +161,6 @@ SHAPES: dict[str, dict] = {
                               max_position_embeddings=8192, use_sliding_window=False,
                               tie_word_embeddings=False, bos_token_id=151643,
                               eos_token_id=151643),
-    # Mixtral 8x7B (mistralai/Mixtral-8x7B-v0.1): 8 experts, 2 a token (93 GB in bf16: more
-    # than one 80 GB GPU holds)
     # GPT-OSS 20B (openai/gpt-oss-20b, dequantized: its checkpoints hold the experts in
     # MXFP4): 32 experts of 2880 with biases, 4 a token, attention sinks, every other layer
     # sliding over 128 positions, YaRN
@@ -172,6 +170,8 @@ SHAPES: dict[str, dict] = {
                         num_experts_per_tok=4, sliding_window=128, rms_norm_eps=1e-5,
                         max_position_embeddings=131072, eos_token_id=200002,
                         pad_token_id=199999),
+    # Mixtral 8x7B (mistralai/Mixtral-8x7B-v0.1): 8 experts, 2 a token (93 GB in bf16: more
+    # than one 80 GB GPU holds)
     "mixtral-8x7b": dict(model_type="mixtral", vocab_size=32000, hidden_size=4096,
                          intermediate_size=14336, num_hidden_layers=32,
                          num_attention_heads=32, num_key_value_heads=8, rms_norm_eps=1e-5,

@@ -131,8 +131,9 @@ class LlamaLayer(nn.Module):
                              persistent=False)
         up_rows = c.ffn_dim * (2 if c.mlp_gated else 1)   # gate|up, or up alone (Arcee)
         # a mixture's experts stacked: (n_experts, 2 ffn_dim, dim) and (n_experts, dim,
-        # ffn_dim), and its router's scores of them (n_experts, dim); a shared expert's
-        # parts after them, and its score after theirs where scored (models/experts.py)
+        # ffn_dim) (their biases, where mlp_bias, (n_experts, 2 ffn_dim) and (n_experts,
+        # dim)), and its router's scores of them (n_experts, dim); a shared expert's parts
+        # after them, and its score after theirs where scored (models/experts.py)
         experts = (c.n_experts + c.shared_experts,) if c.moe else ()
         self.w_router = _parameter(c.router_rows, c.dim, **kw) if c.moe else None
         self.b_router = _parameter(c.router_rows, fill=0.0, **kw) if c.router_bias else None
