@@ -702,7 +702,7 @@ def test_noise_is_uniform_and_decorrelated():
                                   "tiny-vaultgemma", "tiny-gemma3", "tiny-mixtral",
                                   "tiny-qwen2-moe", "tiny-qwen3-moe", "tiny-olmoe",
                                   "tiny-granitemoe", "tiny-granitemoe-shared",
-                                  "tiny-granitemoe-swa", "tiny-gpt-oss"])
+                                  "tiny-gpt-oss"])
 def test_greedy_tokens_equal_hf_per_family(name):
     """Qwen3's norms of each q and k head (a head_dim of 12 over a width of 32), Phi-3's
     stacked checkpoint matrices and sliding window, Granite's scalars (Granite SWA's with
@@ -723,15 +723,14 @@ def test_greedy_tokens_equal_hf_per_family(name):
     longer prompt passes and the shorter one while it decodes), Gemma 2's softcapped scores
     and logits (VaultGemma's without norms after attention and the MLP), Gemma 3's local
     rotary base, the mixtures of experts (Mixtral's, Qwen 2 MoE's with its shared
-    expert, Qwen 3 MoE's, OLMoE's, Granite MoE's, with a shared MLP and with Granite SWA's
-    attention, GPT-OSS's with its biases, clamped SwiGLU, sinks and YaRN: a row's experts
-    chosen in the graph), through the Generator's graphs: 8 greedy tokens, transformers'
-    at batch 1 and 2 (Gemma's, OLMo 3's, EXAONE 4's and GPT-OSS's two layers, a sliding one
-    and a global one, Granite SWA's and Granite MoE SWA's four; the others' first)."""
+    expert, Qwen 3 MoE's, OLMoE's, Granite MoE's, with a shared MLP (Granite MoE SWA's,
+    its attention Granite SWA's, in test_llama's), GPT-OSS's with its biases, clamped
+    SwiGLU, sinks, YaRN and a sliding layer: a row's experts chosen in the graph), through
+    the Generator's graphs: 8 greedy tokens, transformers' at batch 1 and 2 (Gemma's, OLMo
+    3's and EXAONE 4's two layers, a sliding one and a global one, Granite SWA's four; the
+    others' first)."""
     every_layer = name.startswith("tiny-gemma") or name in ("tiny-exaone4", "tiny-olmo3",
-                                                            "tiny-granite-swa",
-                                                            "tiny-granitemoe-swa",
-                                                            "tiny-gpt-oss")
+                                                            "tiny-granite-swa")
     layers = ({"sliding_window": 7} if every_layer else
               {} if name == "tiny-gpt_neo" else {"num_hidden_layers": 1})
     # no end token, which transformers' generate would hold back until min_new_tokens
