@@ -10,9 +10,11 @@ from tilegraph.model_demo import (
     INTERPRETER_MAX_PARAMETERS,
     DemoModel,
     GreedyDecoder,
+    memory_shortfall,
     reference_logits,
 )
-from tilegraph.models.hf_presets import random_hf_model
+from tilegraph.models import LlamaConfig
+from tilegraph.models.hf_presets import hf_config, random_hf_model
 
 
 class StaticOutputDecoder(GreedyDecoder):
@@ -64,6 +66,17 @@ def test_the_fp32_reference_is_a_copy_s_and_leaves_the_model_as_it_was():
     assert len(rounding) == 3 and all(error > 0 for error in rounding)
     for name, t in hf.state_dict().items():
         assert t.dtype == before[name].dtype and torch.equal(t, before[name]), name
+
+
+def test_a_model_whose_two_copies_pass_the_free_memory_is_refused_with_the_sizes():
+    """The demo holds transformers' weights and tilegraph's: GPT-OSS 20B's 20.9B parameters
+    in bf16 need 83.7 GB, more than an H100's 80; an H200's 140 hold them, and fp32 doubles
+    the need."""
+    config = LlamaConfig.from_hf(hf_config("gpt-oss-20b"))
+    short = memory_shortfall(config, torch.bfloat16, 79 * 10**9)
+    assert short is not None and "83.7 GB" in short and "79.0 GB" in short
+    assert memory_shortfall(config, torch.bfloat16, 140 * 10**9) is None
+    assert memory_shortfall(config, torch.float32, 140 * 10**9) is not None
 
 
 def test_demo_model_is_a_shape_or_a_checkpoint_directory(tmp_path):

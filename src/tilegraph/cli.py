@@ -455,6 +455,10 @@ def cmd_model_demo(args: argparse.Namespace) -> int:
         console.print(f"[red]--prompt-tokens {prompt} + --new-tokens {new} exceed --max-seq "
                       f"{max_seq}[/red]")
         return 2
+    if not INTERPRET and args.tp == 1 and (short := model_demo.memory_shortfall(
+            config, dtype, torch.cuda.mem_get_info()[0])) is not None:
+        console.print(f"[red]{name}: {short}[/red]")
+        return 2
     batches = args.batch or (1,)
     if args.tp > 1:
         if args.variants:

@@ -297,6 +297,18 @@ def _in_float32(module: torch.nn.Module):
             tensor.data = tensor.data.to(dtype)
 
 
+def memory_shortfall(config: LlamaConfig, dtype: torch.dtype, free_bytes: int) -> str | None:
+    """Why a GPU of `free_bytes` free cannot hold the demo's weights, or None: transformers'
+    model and tilegraph's copy of it, each the parameters in `dtype` (the fp32 reference,
+    upcast in place before tilegraph's copy exists, peaks at as much for 16-bit weights)."""
+    weights = 2 * config.parameter_count() * torch.empty((), dtype=dtype).element_size()
+    if weights <= free_bytes:
+        return None
+    return (f"transformers' model and tilegraph's copy of its weights need {weights / 1e9:.1f} "
+            f"GB, more than the {free_bytes / 1e9:.1f} GB free on this GPU: run it on a GPU "
+            "of more memory, or with --tp over several")
+
+
 def check_logits(logits: torch.Tensor, reference: torch.Tensor, rounding: list[float],
                  tolerance: float) -> tuple[str, float, str]:
     """(status, worst relative error of a step, reason). A step passes within `tolerance`,
