@@ -19,13 +19,18 @@ from tilegraph.testing import assert_close, poisoned, randn
 EPS = 1e-5
 # The kernels' two layouts: a program a (row, choice) for every step, or a program an
 # expert's block for every step (experts_kernels.BY_EXPERT_SHARING, the times a step's rows
-# are expected to take each expert from which it takes the second).
-LAYOUTS = {"pairs": float("inf"), "by expert": 0.0}
+# are expected to take each expert from which it takes the second), its routes in one tile
+# or a few rows at a time (experts_kernels._ROUTE_TILE, the (row, expert) scores a tile).
+LAYOUTS = {"pairs": (float("inf"), None), "by expert": (0.0, None),
+           "by expert, routes in chunks": (0.0, 32)}
 
 
 @pytest.fixture(params=list(LAYOUTS))
 def layout(request, monkeypatch):
-    monkeypatch.setattr(experts_kernels, "BY_EXPERT_SHARING", LAYOUTS[request.param])
+    sharing, route_tile = LAYOUTS[request.param]
+    monkeypatch.setattr(experts_kernels, "BY_EXPERT_SHARING", sharing)
+    if route_tile is not None:
+        monkeypatch.setattr(experts_kernels, "_ROUTE_TILE", route_tile)
     return request.param
 
 

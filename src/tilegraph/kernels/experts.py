@@ -34,7 +34,12 @@ import triton.language as tl
 
 from .._runtime import INTERPRET
 from ._activation import EXPERT_GLU_ACTIVATIONS, glu
-from ._experts_by_expert import MAX_ROWS, down_by_expert_kernel, gate_up_by_expert_kernel
+from ._experts_by_expert import (
+    MAX_ROWS,
+    down_by_expert_kernel,
+    gate_up_by_expert_kernel,
+    route_kernel,
+)
 from ._launch import sm_count, supports_pdl
 from ._pdl import ENABLED as PDL_ENABLED
 from ._pdl import launched
@@ -213,6 +218,10 @@ _BY_EXPERT_BLOCKS = {(2, False): (32, 64), (1, False): (16, 512),
                      (2, True): (64, 64), (1, True): (16, 256)}
 
 
+# The route kernel's rows at a time: tiles of this many (row, expert) scores at most.
+_ROUTE_TILE = 4096
+
+
 def _by_expert_blocks(rows_an_output: int, inputs: int, rows: int) -> tuple[int, int]:
     """(BLOCK_N, BLOCK_K) of a by-expert kernel (gate/up's: rows_an_output 2) at `rows`
     rows: _BY_EXPERT_BLOCKS', BLOCK_K at most the row."""
@@ -287,20 +296,31 @@ def expert_gate_up(x: torch.Tensor, scores: torch.Tensor, w_gate_up: torch.Tenso
     experts = torch.empty((rows, slots), dtype=torch.int32, device=x.device)
     if not rows:
         return hidden, weights, experts
-    common = dict(bias_ptr=bias if bias is not None else w_gate_up,
-                  HAS_BIAS=bias is not None, TOP_K=k, SHARED=shared, SHARED_SCORED=scored,
-                  E_BLOCK=triton.next_power_of_2(n_experts), RENORMALIZED=renormalized,
-                  ACTIVATION=activation)   # (both layouts' arguments)
+    routing = dict(TOP_K=k, SHARED=shared, SHARED_SCORED=scored, RENORMALIZED=renormalized)
+    bias_args = dict(bias_ptr=bias if bias is not None else w_gate_up,
+                     HAS_BIAS=bias is not None)
     if _by_expert(rows, n_experts, k, shared):
+        # the rows routed once, by a kernel of their own, for every expert's programs;
+        # the gate/up programs run on the experts taken only, packed at the grid's start
+        rows_block, e_block = _rows_block(rows), triton.next_power_of_2(stacked)
+        taken = torch.empty(1 + stacked, dtype=torch.int32, device=x.device)
+        row_slots = torch.empty((stacked, rows_block), dtype=torch.int32, device=x.device)
+        pdl = _pdl(x.device, 1)
+        route_kernel[(1,)](
+            experts, weights, taken, row_slots, scores, rows=rows, n_experts=n_experts,
+            stacked=stacked, E_BLOCK=e_block, ROWS_BLOCK=rows_block,
+            CHUNK=min(rows_block, max(1, _ROUTE_TILE // e_block)), PDL=pdl, num_warps=4,
+            **routing, **({"launch_pdl": True} if pdl else {}))
+        launched(x.device, pdl, (weights, experts, taken, row_slots))
         block_n, block_k = _by_expert_blocks(2, dim, rows)
-        grid = (triton.cdiv(ffn, block_n), stacked)
+        grid = (triton.cdiv(ffn, block_n), min(stacked, rows * slots))
         pdl = _pdl(x.device, grid[0] * grid[1])
         gate_up_by_expert_kernel[grid](
-            hidden, weights, experts, x, scores, w_gate_up, rows=rows, dim=dim, ffn=ffn,
-            n_experts=n_experts, eps=eps, ROWS_BLOCK=_rows_block(rows),
+            hidden, taken, row_slots, x, w_gate_up, rows=rows, dim=dim, ffn=ffn, eps=eps,
+            SLOTS=slots, ROWS_BLOCK=rows_block, ACTIVATION=activation,
             DOT_PRECISION=_dot_precision(w_gate_up),
             UPCAST_DOT=INTERPRET and x.dtype == torch.bfloat16, BLOCK_N=block_n,
-            BLOCK_K=block_k, PDL=pdl, num_warps=4, **common,
+            BLOCK_K=block_k, PDL=pdl, num_warps=4, **bias_args,
             **({"launch_pdl": True} if pdl else {}))
     else:
         block_n, block_k = _block_shape(ffn, 2, dim, rows * slots, x.element_size(), x.device)
@@ -308,8 +328,9 @@ def expert_gate_up(x: torch.Tensor, scores: torch.Tensor, w_gate_up: torch.Tenso
         pdl = _pdl(x.device, grid[0] * grid[1])
         _expert_gate_up_kernel[grid](
             hidden, weights, experts, x, scores, w_gate_up, dim=dim, ffn=ffn,
-            n_experts=n_experts, eps=eps, BLOCK_N=block_n, BLOCK_K=block_k, PDL=pdl,
-            num_warps=4, **common,
+            n_experts=n_experts, eps=eps, E_BLOCK=triton.next_power_of_2(n_experts),
+            ACTIVATION=activation, BLOCK_N=block_n, BLOCK_K=block_k, PDL=pdl,
+            num_warps=4, **routing, **bias_args,
             **({"launch_pdl": True} if pdl else {}))
     launched(x.device, pdl, (hidden, weights, experts))
     return hidden, weights, experts
@@ -345,7 +366,7 @@ def expert_down(hidden: torch.Tensor, weights: torch.Tensor, experts: torch.Tens
         grid = (triton.cdiv(dim, block_n),)
         pdl = _pdl(hidden.device, grid[0])
         down_by_expert_kernel[grid](
-            out, hidden, weights, experts, w_down, rows=rows, stacked=w_down.shape[0],
+            out, hidden, weights, experts, w_down, rows=rows,
             dim=dim, ffn=ffn, SLOTS=k, SLOTS_BLOCK=triton.next_power_of_2(k),
             ROWS_BLOCK=_rows_block(rows), DOT_PRECISION=_dot_precision(w_down),
             UPCAST_DOT=INTERPRET and hidden.dtype == torch.bfloat16, BLOCK_N=block_n,
