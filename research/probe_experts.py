@@ -10,7 +10,8 @@ and the router hold.
 --blocks times the pair kernels' block shapes of BLOCKS besides the rule's
 (experts._block_shape replaced while a variant is captured). --layouts times each step in
 both layouts (the pair kernels, the by-expert kernels of _experts_by_expert.py, and gate/up
-by expert with the pair kernels' down) and the by-expert kernels' shapes of BY_EXPERT_BLOCKS.
+by expert with the pair kernels' down), the by-expert kernels' shapes of BY_EXPERT_BLOCKS and
+their down's split into programs of DOWN_PROGRAMS_AN_SM.
 """
 
 import argparse
@@ -35,6 +36,8 @@ EPS = 1e-6
 # (gate/up's BLOCK_N, BLOCK_K, down's BLOCK_N, BLOCK_K)
 BLOCKS = ((8, 256, 4, 1024), (32, 64, 8, 512), (16, 256, 16, 256), (4, 512, 8, 256),
           (16, 128, 2, 1024), (8, 128, 4, 512))
+# the by-expert down's programs an SM tried (0: one a block of output columns, unsplit)
+DOWN_PROGRAMS_AN_SM = (0, 2, 8)
 BY_EXPERT_BLOCKS = ((64, 32, 16, 256), (64, 64, 16, 256), (32, 128, 16, 256),
                     (32, 64, 32, 128), (32, 64, 16, 512))
 
@@ -54,17 +57,23 @@ def block_shapes(gate_up: tuple[int, int], down: tuple[int, int]):
 
 
 @contextlib.contextmanager
-def layout(by_expert: bool, blocks: tuple[int, int] | None = None):
+def layout(by_expert: bool, blocks: tuple[int, int] | None = None,
+           down_programs: int | None = None):
     """The kernels launched in the meantime by expert or in pairs, the by-expert ones'
-    (BLOCK_N, BLOCK_K) `blocks` where given."""
-    saved = experts_module._by_expert, experts_module._by_expert_blocks
+    (BLOCK_N, BLOCK_K) `blocks` and the by-expert down's programs an SM (its split) where
+    given."""
+    saved = (experts_module._by_expert, experts_module._by_expert_blocks,
+             getattr(experts_module, "_DOWN_PROGRAMS_AN_SM", None))
     experts_module._by_expert = lambda *step: by_expert
     if blocks is not None:
         experts_module._by_expert_blocks = lambda *shape: blocks
+    if down_programs is not None:
+        experts_module._DOWN_PROGRAMS_AN_SM = down_programs
     try:
         yield
     finally:
-        experts_module._by_expert, experts_module._by_expert_blocks = saved
+        (experts_module._by_expert, experts_module._by_expert_blocks,
+         experts_module._DOWN_PROGRAMS_AN_SM) = saved
 
 
 def main() -> None:
@@ -136,6 +145,10 @@ def probe_shape(name: str, row_counts: list[int], limits: dict, blocks: bool,
             for shape in BY_EXPERT_BLOCKS:
                 variants["by expert {}x{} {}x{}".format(*shape)] = laid_out(
                     (True, shape[:2]), (True, shape[2:]))
+            if hasattr(experts_module, "_DOWN_PROGRAMS_AN_SM"):
+                for programs in DOWN_PROGRAMS_AN_SM:
+                    variants[f"by expert, down {programs} an SM"] = laid_out(
+                        (True, None), (True, None, programs))
         result = compare(variants, plain,
                          (x, router, w_gate_up, w_down), bytes=nbytes, graph=True,
                          rotate=(1, 2, 3), ceilings=limits)

@@ -154,8 +154,9 @@ def gate_up_by_expert_kernel(hidden_ptr, taken_ptr, row_slots_ptr, x_ptr, w_ptr,
 
 
 @triton.jit
-def down_by_expert_kernel(out_ptr, hidden_ptr, weights_ptr, experts_ptr, w_ptr, bias_ptr,
-                          residual_ptr, rows, dim, ffn, SLOTS: tl.constexpr,
+def down_by_expert_kernel(out_ptr, partial_ptr, hidden_ptr, weights_ptr, experts_ptr, w_ptr,
+                          bias_ptr, residual_ptr, rows, dim, ffn, part_width,
+                          SPLIT: tl.constexpr, SLOTS: tl.constexpr,
                           SLOTS_BLOCK: tl.constexpr, ROWS_BLOCK: tl.constexpr,
                           HAS_BIAS: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
                           DOT_PRECISION: tl.constexpr,
@@ -163,8 +164,10 @@ def down_by_expert_kernel(out_ptr, hidden_ptr, weights_ptr, experts_ptr, w_ptr, 
                           BLOCK_K: tl.constexpr, PDL: tl.constexpr):
     """out[:, block] = residual + sum over the experts the rows take of each taking row's
     weight * (the expert's down rows of the block against that row's hidden row, plus
-    their biases where HAS_BIAS)."""
-    block = tl.program_id(0)
+    their biases where HAS_BIAS). With SPLIT parts, program (block, part) sums over
+    `part_width` of the inner columns from part * part_width only, into partial[part]
+    (fp32, the residual left to sum_parts_kernel; part 0 adds the biases)."""
+    block, part = tl.program_id(0), tl.program_id(1)
     if PDL:
         tl.extra.cuda.gdc_wait()               # hidden, the experts and weights are final
         tl.extra.cuda.gdc_launch_dependents()
@@ -175,6 +178,7 @@ def down_by_expert_kernel(out_ptr, hidden_ptr, weights_ptr, experts_ptr, w_ptr, 
     weights = tl.load(weights_ptr + row[:, None] * SLOTS + slots[None, :], mask=choices,
                       other=0.0)
     out_cols = block * BLOCK_N + tl.arange(0, BLOCK_N)
+    first, end = part * part_width, tl.minimum(part * part_width + part_width, ffn)
     total = tl.zeros((ROWS_BLOCK, BLOCK_N), dtype=tl.float32)
     # the experts some row takes, in order: the least in the table past the last
     expert = tl.min(tl.where(table >= 0, table, _NONE))
@@ -186,21 +190,40 @@ def down_by_expert_kernel(out_ptr, hidden_ptr, weights_ptr, experts_ptr, w_ptr, 
         expert_w = (w_ptr + tl.cast(expert, tl.int64) * dim * ffn
                     + out_cols.to(tl.int64)[:, None] * ffn)
         acc = tl.zeros((ROWS_BLOCK, BLOCK_N), dtype=tl.float32)
-        for start in range(0, ffn, BLOCK_K):
+        for start in range(first, end, BLOCK_K):
             cols = start + tl.arange(0, BLOCK_K)
             h = tl.load(hidden_rows + cols[None, :],
-                        mask=taken[:, None] & (cols < ffn)[None, :], other=0.0)
+                        mask=taken[:, None] & (cols < end)[None, :], other=0.0)
             w = tl.load(expert_w + cols[None, :],
-                        mask=(out_cols < dim)[:, None] & (cols < ffn)[None, :], other=0.0)
+                        mask=(out_cols < dim)[:, None] & (cols < end)[None, :], other=0.0)
             acc = _dot(h, w, acc, DOT_PRECISION, UPCAST_DOT)
-        if HAS_BIAS:
+        if HAS_BIAS and part == 0:
             acc += tl.load(bias_ptr + tl.cast(expert, tl.int64) * dim + out_cols,
                            mask=out_cols < dim, other=0.0).to(tl.float32)[None, :]
         total += tl.sum(tl.where(mine, weights, 0.0), 1)[:, None] * acc
         expert = tl.min(tl.where(table > expert, table, _NONE))
     outputs = (row < rows)[:, None] & (out_cols < dim)[None, :]
+    at = row.to(tl.int64)[:, None] * dim + out_cols[None, :]
+    if SPLIT > 1:
+        tl.store(partial_ptr + part.to(tl.int64) * rows * dim + at, total, mask=outputs)
+    else:
+        if HAS_RESIDUAL:
+            total += tl.load(residual_ptr + at, mask=outputs, other=0.0).to(tl.float32)
+        tl.store(out_ptr + at, total.to(out_ptr.dtype.element_ty), mask=outputs)
+
+
+@triton.jit
+def sum_parts_kernel(out_ptr, partial_ptr, residual_ptr, size, SPLIT: tl.constexpr,
+                     HAS_RESIDUAL: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr):
+    """out = residual + partial[0] + ... + partial[SPLIT - 1], in that order (fp32), over
+    `size` elements."""
+    if PDL:
+        tl.extra.cuda.gdc_wait()               # the parts are final
+        tl.extra.cuda.gdc_launch_dependents()
+    at = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    total = tl.zeros((BLOCK,), dtype=tl.float32)
     if HAS_RESIDUAL:
-        total += tl.load(residual_ptr + row.to(tl.int64)[:, None] * dim + out_cols[None, :],
-                         mask=outputs, other=0.0).to(tl.float32)
-    tl.store(out_ptr + row.to(tl.int64)[:, None] * dim + out_cols[None, :],
-             total.to(out_ptr.dtype.element_ty), mask=outputs)
+        total += tl.load(residual_ptr + at, mask=at < size, other=0.0).to(tl.float32)
+    for part in tl.static_range(SPLIT):
+        total += tl.load(partial_ptr + part * size + at, mask=at < size, other=0.0)
+    tl.store(out_ptr + at, total.to(out_ptr.dtype.element_ty), mask=at < size)

@@ -39,6 +39,7 @@ from ._experts_by_expert import (
     down_by_expert_kernel,
     gate_up_by_expert_kernel,
     route_kernel,
+    sum_parts_kernel,
 )
 from ._launch import sm_count, supports_pdl
 from ._pdl import ENABLED as PDL_ENABLED
@@ -229,6 +230,26 @@ def _by_expert_blocks(rows_an_output: int, inputs: int, rows: int) -> tuple[int,
     return block_n, min(block_k, max(triton.next_power_of_2(inputs), 16))
 
 
+# The by-expert down's programs: its blocks of output columns split along the inner width
+# into parts of their own until there are this many programs an SM (each walks every
+# expert taken, one after the other: few programs leave the memory system idle), its parts
+# summed by sum_parts_kernel (in order: the same sums every replay).
+_DOWN_PROGRAMS_AN_SM = 4
+_SUM_BLOCK = 1024
+
+
+def _down_split(blocks: int, ffn: int, block_k: int, device: torch.device
+                ) -> tuple[int, int, int]:
+    """(parts, inner columns a part, BLOCK_K) of the by-expert down over `blocks` blocks
+    of output columns: parts up to _DOWN_PROGRAMS_AN_SM programs an SM, each of whole
+    BLOCK_K tiles (BLOCK_K no wider than a part, 16 at least)."""
+    sms = sm_count(device) or _ASSUMED_SMS
+    parts = max(1, min(_DOWN_PROGRAMS_AN_SM * sms // blocks, triton.cdiv(ffn, 16)))
+    block_k = min(block_k, max(16, triton.next_power_of_2(triton.cdiv(ffn, parts))))
+    width = triton.cdiv(triton.cdiv(ffn, parts), block_k) * block_k
+    return triton.cdiv(ffn, width), width, block_k
+
+
 def _by_expert(rows: int, n_experts: int, k: int, shared: int) -> bool:
     """Whether a step of `rows` rows, each taking k of n_experts and `shared` parts of a
     shared expert, runs the by-expert kernels: pairs over the distinct experts expected
@@ -363,15 +384,28 @@ def expert_down(hidden: torch.Tensor, weights: torch.Tensor, experts: torch.Tens
                   bias_ptr=bias if bias is not None else w_down, HAS_BIAS=bias is not None)
     if _by_expert(rows, w_down.shape[0] - shared, k - shared, shared):
         block_n, block_k = _by_expert_blocks(1, ffn, rows)
-        grid = (triton.cdiv(dim, block_n),)
-        pdl = _pdl(hidden.device, grid[0])
+        split, part_width, block_k = _down_split(triton.cdiv(dim, block_n), ffn, block_k,
+                                                 hidden.device)
+        partial = (torch.empty((split, rows, dim), dtype=torch.float32, device=out.device)
+                   if split > 1 else out)
+        grid = (triton.cdiv(dim, block_n), split)
+        pdl = _pdl(hidden.device, grid[0] * grid[1])
         down_by_expert_kernel[grid](
-            out, hidden, weights, experts, w_down, rows=rows,
-            dim=dim, ffn=ffn, SLOTS=k, SLOTS_BLOCK=triton.next_power_of_2(k),
-            ROWS_BLOCK=_rows_block(rows), DOT_PRECISION=_dot_precision(w_down),
+            out, partial, hidden, weights, experts, w_down, rows=rows, dim=dim, ffn=ffn,
+            part_width=part_width, SPLIT=split, SLOTS=k,
+            SLOTS_BLOCK=triton.next_power_of_2(k), ROWS_BLOCK=_rows_block(rows),
+            DOT_PRECISION=_dot_precision(w_down),
             UPCAST_DOT=INTERPRET and hidden.dtype == torch.bfloat16, BLOCK_N=block_n,
             BLOCK_K=block_k, PDL=pdl, num_warps=4, **common,
             **({"launch_pdl": True} if pdl else {}))
+        if split > 1:
+            launched(hidden.device, pdl, (partial,))
+            grid = (triton.cdiv(rows * dim, _SUM_BLOCK),)
+            pdl = _pdl(hidden.device, grid[0])
+            sum_parts_kernel[grid](out, partial, common["residual_ptr"], rows * dim,
+                                   SPLIT=split, HAS_RESIDUAL=residual is not None,
+                                   BLOCK=_SUM_BLOCK, PDL=pdl, num_warps=4,
+                                   **({"launch_pdl": True} if pdl else {}))
     else:
         block_n, block_k = _block_shape(dim, 1, ffn, rows, hidden.element_size(),
                                         hidden.device)
