@@ -1,9 +1,11 @@
 #!/bin/bash
 # Session 134, call 1: the by-expert kernels routed once a step (route_kernel: one program
 # routes every row, lists the experts taken; gate/up's programs run on those only; down
-# walks the taken experts, not all) against session 133's (each gate/up program routed every
-# row, down scanned every expert): the probe's layouts on both (the old from baseline/src,
-# HEAD's tree), at 2-32 rows. First the MoE tests, with session 133's new families (GPT-OSS,
+# walks the taken experts, not all, its blocks split along the inner width to 4 programs an
+# SM, the parts summed in order by a kernel of their own) against session 133's (each
+# gate/up program routed every row, down scanned every expert, a program a block): the
+# probe's layouts on both (the old from baseline/src: session 133's tree), at 2-32 rows.
+# First the MoE tests, with session 133's new families (GPT-OSS,
 # Granite MoE shared and SWA, the experts' biases: CPU only so far); then OLMoE 1B-7B's
 # whole step at batch 1 and 8 and Qwen2-0.5B at batch 1 (issue 20: 60% of the floor;
 # 62.1% on an H100 in session 123, 49.3% on an H200 in session 108) if time is left.
@@ -17,10 +19,10 @@ PYTHONPATH=src timeout 170 python3 -m pytest -q -rfE --tb=short -p no:cacheprovi
   -k "experts or mixtral or qwen2-moe or qwen3-moe or olmoe or granitemoe or gpt-oss" \
   > $OUT/1-tests.txt 2>&1
 echo "tests rc=$? at $(( $(date +%s) - START )) s" >> $OUT/0-log.txt
-PYTHONPATH=src timeout 170 python3 -u research/probe_experts.py --rows 2,4,8,16,32 --layouts \
+PYTHONPATH=src timeout 200 python3 -u research/probe_experts.py --rows 4,8,16,32 --layouts \
   > $OUT/2-probe-new.txt 2>&1
 echo "probe new rc=$? at $(( $(date +%s) - START )) s" >> $OUT/0-log.txt
-PYTHONPATH=baseline/src timeout 120 python3 -u research/probe_experts.py --rows 2,8,16 \
+PYTHONPATH=baseline/src timeout 70 python3 -u research/probe_experts.py --rows 16 \
   --layouts > $OUT/3-probe-old.txt 2>&1
 echo "probe old rc=$? at $(( $(date +%s) - START )) s" >> $OUT/0-log.txt
 export PYTHONPATH=src
