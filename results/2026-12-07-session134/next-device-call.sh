@@ -1,5 +1,8 @@
 #!/bin/bash
-# Session 134, call 1: the by-expert kernels routed once a step (route_kernel: one program
+# For the session after 134 (whose device starts all failed, then were paused), on this
+# branch (by-expert-routes) with session 133's tree beside it, made before the call:
+#     mkdir -p baseline && git archive 64fe2a4 src | tar -x -C baseline
+# The by-expert kernels routed once a step (route_kernel: one program
 # routes every row, lists the experts taken; gate/up's programs run on those only; down
 # walks the taken experts, not all, its blocks split along the inner width to 4 programs an
 # SM, the parts summed in order by a kernel of their own) against session 133's (each
