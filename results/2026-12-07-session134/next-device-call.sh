@@ -22,10 +22,10 @@ PYTHONPATH=src timeout 170 python3 -m pytest -q -rfE --tb=short -p no:cacheprovi
   -k "experts or mixtral or qwen2-moe or qwen3-moe or olmoe or granitemoe or gpt-oss" \
   > $OUT/1-tests.txt 2>&1
 echo "tests rc=$? at $(( $(date +%s) - START )) s" >> $OUT/0-log.txt
-PYTHONPATH=src timeout 200 python3 -u research/probe_experts.py --rows 4,8,16,32 --layouts \
+PYTHONPATH=src timeout 200 python3 -u research/probe_experts.py --rows 2,4,8,16,32 --layouts \
   > $OUT/2-probe-new.txt 2>&1
 echo "probe new rc=$? at $(( $(date +%s) - START )) s" >> $OUT/0-log.txt
-PYTHONPATH=baseline/src timeout 70 python3 -u research/probe_experts.py --rows 16 \
+PYTHONPATH=baseline/src timeout 90 python3 -u research/probe_experts.py --rows 4,16 \
   --layouts > $OUT/3-probe-old.txt 2>&1
 echo "probe old rc=$? at $(( $(date +%s) - START )) s" >> $OUT/0-log.txt
 export PYTHONPATH=src
