@@ -197,9 +197,10 @@ def down_by_expert_kernel(out_ptr, partial_ptr, hidden_ptr, weights_ptr, experts
             w = tl.load(expert_w + cols[None, :],
                         mask=(out_cols < dim)[:, None] & (cols < end)[None, :], other=0.0)
             acc = _dot(h, w, acc, DOT_PRECISION, UPCAST_DOT)
-        if HAS_BIAS and part == 0:
-            acc += tl.load(bias_ptr + tl.cast(expert, tl.int64) * dim + out_cols,
-                           mask=out_cols < dim, other=0.0).to(tl.float32)[None, :]
+        if HAS_BIAS:
+            if part == 0:   # (the biases once, whatever the parts)
+                acc += tl.load(bias_ptr + tl.cast(expert, tl.int64) * dim + out_cols,
+                               mask=out_cols < dim, other=0.0).to(tl.float32)[None, :]
         total += tl.sum(tl.where(mine, weights, 0.0), 1)[:, None] * acc
         expert = tl.min(tl.where(table > expert, table, _NONE))
     outputs = (row < rows)[:, None] & (out_cols < dim)[None, :]
