@@ -121,7 +121,8 @@ def probe_shape(name: str, row_counts: list[int], limits: dict, blocks: bool,
 
     def plain(x, router, w_gate_up, w_down):
         layer = types.SimpleNamespace(w_router=router, w_gate_up=w_gate_up,
-                                      w_down=w_down)
+                                      w_down=w_down, b_router=None, b_gate_up=None,
+                                      b_down=None)
         normed = torch.nn.functional.rms_norm(x, (dim,), eps=EPS)
         return x + mixture(normed, layer, config,
                            lambda gate_up: _gated(gate_up, "swiglu", None))

@@ -11,7 +11,8 @@ to 16, an mma's least), writing each taking row's act(gate) * up where the pair 
 would. Down runs a program a block of output columns: it walks the experts some row takes,
 reading each one's rows of the block once against the taking rows' hidden rows, and sums
 them weighted with the residual in fp32 (no atomics; the sum in expert order, where the
-pair kernel's is in choice order).
+pair kernel's is in choice order); where its blocks are few for the SMs, each is split
+along the inner width into parts summed in order by a kernel of their own.
 """
 
 from __future__ import annotations

@@ -203,14 +203,13 @@ KERNEL_ROWS = MAX_ROWS
 # where its rows are expected to take each expert they take this many times or more (the
 # pair kernels read an expert once a row taking it, but a block's pairs side by side, so a
 # row taking an expert already read finds much of it in L2). One layer, bf16 on an H100
-# (research/probe_experts.py --layouts, session 133), % of copy bandwidth on the distinct
-# experts' bytes: where each expert is expected to be taken under twice (OLMoE's 64
-# experts, 8 a row, at 2-8 rows; Qwen3-30B-A3B's 128, 8 a row, at 2-16; Mixtral's 8, 2 a
-# row, at 2) the pairs read 60-91%, the by-expert kernels' best block 39-86%; at 2.2-2.3
-# times the two were within 3 points for OLMoE and Qwen3 (16 and 32 rows), and by expert
-# won by 21 points for Mixtral at 8 rows (91% to 70%), by 21 for OLMoE at 32 rows (65% to
-# 44%). The step the rule gives away: Mixtral at 4 rows (1.46 times), 73% in pairs where
-# by expert read 88%.
+# (research/probe_experts.py --layouts, session 135, the rows routed once a step), time
+# by expert against pairs: under twice (OLMoE's 64 experts, 8 a row, at 2-8 rows, 1.1-1.5
+# times; Qwen3-30B-A3B's 128, 8 a row, at 2-16, 1.0-1.6; Mixtral's 8, 2 a row, at 2-4,
+# 1.1-1.5) the pairs took 0.86-1.0 of by expert's time (the two equal for Mixtral at 4
+# rows and Qwen3 at 2); at 2.2 times and more by expert took 0.82-0.94 of the pairs'
+# (OLMoE at 16 rows 312 to 345 us, Qwen3 at 32 518 to 554, Mixtral at 8 857 to 1047),
+# and 0.31-0.69 further out (OLMoE at 32 rows, Mixtral at 16 and 32).
 BY_EXPERT_SHARING = 2.0
 # (BLOCK_N, BLOCK_K) of the by-expert kernels, gate/up's ((gate, up) pairs) and down's,
 # for tiles of up to 16 rows and of more: the best of six shapes on those three at 1-16
@@ -233,7 +232,10 @@ def _by_expert_blocks(rows_an_output: int, inputs: int, rows: int) -> tuple[int,
 # The by-expert down's programs: its blocks of output columns split along the inner width
 # into parts of their own until there are this many programs an SM (each walks every
 # expert taken, one after the other: few programs leave the memory system idle), its parts
-# summed by sum_parts_kernel (in order: the same sums every replay).
+# summed by sum_parts_kernel (in order: the same sums every replay). Where the rule runs
+# by expert (session 135's probe, H100), 4 against 0 (unsplit), 2 and 8: OLMoE at 16 rows
+# 312 us (350, 325, 412), Qwen3-30B-A3B at 32 519 (542, 517, 538); Mixtral's 14336-wide
+# experts fill the SMs unsplit (845-857 us at 8 rows whatever the split).
 _DOWN_PROGRAMS_AN_SM = 4
 _SUM_BLOCK = 1024
 
