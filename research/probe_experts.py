@@ -72,8 +72,9 @@ def layout(by_expert: bool, blocks: tuple[int, int] | None = None,
     try:
         yield
     finally:
-        (experts_module._by_expert, experts_module._by_expert_blocks,
-         experts_module._DOWN_PROGRAMS_AN_SM) = saved
+        experts_module._by_expert, experts_module._by_expert_blocks = saved[:2]
+        if saved[2] is not None:   # (a tree before the split has none to restore)
+            experts_module._DOWN_PROGRAMS_AN_SM = saved[2]
 
 
 def main() -> None:
