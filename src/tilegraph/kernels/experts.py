@@ -214,7 +214,10 @@ BY_EXPERT_SHARING = 2.0
 # (BLOCK_N, BLOCK_K) of the by-expert kernels, gate/up's ((gate, up) pairs) and down's,
 # for tiles of up to 16 rows and of more: the best of six shapes on those three at 1-16
 # rows and at 32 (the same runs), gate/up's 1.1-2x faster than the 16 x 128 first tried.
-_BY_EXPERT_BLOCKS = {(2, False): (32, 64), (1, False): (16, 512),
+# Down's at up to 16 rows, once the rows were routed once a step and down split: 32 x 128
+# against session 133's 16 x 512 took 0.92-0.995 of the time at every point of session
+# 135's probe (OLMoE, Qwen3-30B-A3B, Mixtral at 2-16 rows; OLMoE at 16 rows 286 to 312 us).
+_BY_EXPERT_BLOCKS = {(2, False): (32, 64), (1, False): (32, 128),
                      (2, True): (64, 64), (1, True): (16, 256)}
 
 
