@@ -237,8 +237,8 @@ def _by_expert_blocks(rows_an_output: int, inputs: int, rows: int) -> tuple[int,
 # expert taken, one after the other: few programs leave the memory system idle), its parts
 # summed by sum_parts_kernel (in order: the same sums every replay). Where the rule runs
 # by expert (session 135's probe, H100), 4 against 0 (unsplit), 2 and 8: OLMoE at 16 rows
-# 312 us (350, 325, 412), Qwen3-30B-A3B at 32 519 (542, 517, 538); Mixtral's 14336-wide
-# experts fill the SMs unsplit (845-857 us at 8 rows whatever the split).
+# 312 us (350, 325, 412), Qwen3-30B-A3B at 32 519 (542, 517, 538); Mixtral at 8 rows
+# 845-857 us whatever the split (down blocks 16 wide then).
 _DOWN_PROGRAMS_AN_SM = 4
 _SUM_BLOCK = 1024
 
