@@ -60,6 +60,22 @@ def _reference_routes(scores, k, renormalized, shared=0, n_experts=None):
     return weights, experts
 
 
+def _sigmoid_routes(scores, k, renormalized, choice_bias, scale, shared=0):
+    """MiniMax-M2's and Solar Open's (weights, experts) in float64: each expert's score's
+    sigmoid, the k best of it plus choice_bias (ties to the lower expert), renormalised
+    where asked, times scale; a shared expert's parts after them, weighted by 1."""
+    probs = torch.sigmoid(scores.double())
+    keys = probs + choice_bias.double()
+    experts = keys.argsort(dim=-1, descending=True, stable=True)[:, :k]
+    weights = probs.gather(1, experts)
+    if renormalized:
+        weights = weights / weights.sum(-1, keepdim=True)
+    weights = weights * scale
+    parts = torch.arange(scores.shape[1], scores.shape[1] + shared, device=scores.device)
+    return (torch.cat([weights, weights.new_ones(len(scores), shared)], 1),
+            torch.cat([experts, parts.expand(len(scores), -1)], 1))
+
+
 def _glu(gate_up, activation):
     gate, up = gate_up.unflatten(-1, (-1, 2)).unbind(-1)
     if activation == "swiglu_oss":   # GPT-OSS's: clamped, sigmoid(1.702 gate), up + 1
@@ -71,13 +87,14 @@ def _glu(gate_up, activation):
 
 
 def _reference(x, scores, w_gate_up, w_down, k, renormalized, activation, residual,
-               shared=0, biases=(None, None)):
-    """The mixture in float64 on the kernels' inputs (the scores as given); `biases`, the
-    experts' gate|up and down biases where given."""
+               shared=0, biases=(None, None), routes=None):
+    """The mixture in float64 on the kernels' inputs (the scores as given, or the routes
+    (weights, experts) given); `biases`, the experts' gate|up and down biases where
+    given."""
     x = x.double()
     normed = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + EPS)
-    weights, experts = _reference_routes(scores, k, renormalized, shared,
-                                         w_gate_up.shape[0] - shared)
+    weights, experts = routes or _reference_routes(scores, k, renormalized, shared,
+                                                   w_gate_up.shape[0] - shared)
     b_gate_up, b_down = (b.double() if b is not None else torch.zeros(len(w_gate_up), n,
                                                                       dtype=torch.float64,
                                                                       device=x.device)
@@ -122,6 +139,37 @@ def test_kernels_match_float64(rows, n_experts, k, shared, scored, dim, ffn, ren
     expected, ref_weights, ref_experts = _reference(x, scores, w_gate_up, w_down, k,
                                                     renormalized, activation, residual,
                                                     shared)
+    assert torch.equal(experts.long().cpu(), ref_experts.cpu())
+    torch.testing.assert_close(weights.double().cpu(), ref_weights.cpu(), rtol=1e-5, atol=1e-6)
+    assert_close(out, expected, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows, n_experts, k, shared, renormalized, scale", [
+    (1, 6, 3, 0, True, 1.0), (4, 7, 3, 2, True, 2.5), (19, 9, 2, 0, False, 1.0)])
+def test_sigmoid_routing_matches_float64(rows, n_experts, k, shared, renormalized, scale,
+                                         dtype, device, layout):
+    """MiniMax-M2's and Solar Open's routes (each expert's sigmoid, the experts chosen by
+    it plus a bias an expert wide enough to reorder them, renormalised or not, scaled; a
+    shared expert of two parts besides): the experts, their weights and the output against
+    float64, in either layout."""
+    dim, ffn = 40, 24
+    router, w_gate_up, w_down = _experts(n_experts + shared, dim, ffn, dtype, device)
+    x = randn(rows, dim, dtype=dtype, device=device, scale=2.0)
+    residual = randn(rows, dim, dtype=dtype, device=device)
+    scores = (x.double() @ router[:n_experts].double().T).to(dtype)
+    choice_bias = randn(n_experts, dtype=torch.float32, device=device, scale=0.3)
+    hidden, weights, experts = expert_gate_up(x, scores, w_gate_up, k, renormalized, "swiglu",
+                                              EPS, shared, scoring="sigmoid",
+                                              choice_bias=choice_bias, routed_scale=scale)
+    out = expert_down(hidden, weights, experts, w_down, residual=residual,
+                      out=poisoned((rows, dim), dtype, device), shared=shared)
+    routes = _sigmoid_routes(scores, k, renormalized, choice_bias, scale, shared)
+    expected, ref_weights, ref_experts = _reference(x, scores, w_gate_up, w_down, k,
+                                                    renormalized, "swiglu", residual, shared,
+                                                    routes=routes)
+    unbiased = _sigmoid_routes(scores, k, renormalized, torch.zeros_like(choice_bias), scale)
+    assert not torch.equal(unbiased[1][:, :k].cpu(), ref_experts[:, :k].cpu())   # (it chose)
     assert torch.equal(experts.long().cpu(), ref_experts.cpu())
     torch.testing.assert_close(weights.double().cpu(), ref_weights.cpu(), rtol=1e-5, atol=1e-6)
     assert_close(out, expected, dtype)
@@ -194,6 +242,14 @@ def test_bad_arguments_are_refused(device):
         expert_gate_up(x, scores, w_gate_up, 2, True, "gelu", EPS)
     with pytest.raises(ValueError, match="do not fit"):
         expert_gate_up(x, scores[:, :3].contiguous(), w_gate_up, 2, True, "swiglu", EPS)
+    with pytest.raises(ValueError, match="scoring"):
+        expert_gate_up(x, scores, w_gate_up, 2, True, "swiglu", EPS, scoring="softplus")
+    bias = torch.zeros(4, device=device)
+    for scoring, wrong in (("softmax", bias), ("sigmoid", bias.double()),
+                           ("sigmoid", bias[:3])):
+        with pytest.raises(ValueError, match="choice_bias"):
+            expert_gate_up(x, scores, w_gate_up, 2, True, "swiglu", EPS, scoring=scoring,
+                           choice_bias=wrong)
     with pytest.raises(ValueError, match="do not fit"):
         expert_gate_up(randn(2, 48, device=device)[:, ::2], scores, w_gate_up, 2, True,
                        "swiglu", EPS)
@@ -221,8 +277,8 @@ def test_moe_configs():
     """Each family's fields: the experts' count under either name transformers gives it,
     their width (Qwen 2 and 3 MoE's own field), renormalising (Mixtral always, the others
     by norm_topk_prob; Granite MoE's softmax of the best scores), Qwen 2 MoE's shared
-    expert in experts' widths and Granite's shared MLP, OLMoE's whole-q and whole-k norms;
-    and the refusals."""
+    expert in experts' widths and Granite's shared MLP, OLMoE's whole-q and whole-k norms,
+    MiniMax-M2's and Solar Open's sigmoid routes; and the refusals."""
     mixtral = LlamaConfig.from_hf(hf_config("tiny-mixtral"))
     assert (mixtral.n_experts, mixtral.experts_per_token, mixtral.ffn_dim) == (5, 2, 24)
     assert mixtral.router_renormalized and mixtral.moe and not mixtral.qk_norm
@@ -259,6 +315,33 @@ def test_moe_configs():
     with pytest.raises(ValueError, match="swiglu_oss"):
         LlamaConfig(vocab_size=8, dim=8, n_layers=1, n_heads=2, n_kv_heads=2, ffn_dim=8,
                     mlp_activation="swiglu_oss")
+    # MiniMax-M2's sigmoid routes chosen with a bias, its whole-q and whole-k norms (so no
+    # tensor parallelism) and half-rotated heads, as its released configs spell them too
+    # (use_qk_norm, rotary_dim); Solar Open's scaled routes beside its shared expert
+    minimax = LlamaConfig.from_hf(hf_config("tiny-minimax-m2"))
+    assert (minimax.router_scoring, minimax.router_choice_bias, minimax.router_scale) == (
+        "sigmoid", True, 1.0)
+    assert minimax.router_renormalized and minimax.qk_norm_whole and minimax.rotary_dim == 8
+    released = {**hf_config("tiny-minimax-m2").to_dict(), "use_qk_norm": True,
+                "rope_parameters": {"rope_theta": 5e6, "rope_type": "default"}}
+    assert LlamaConfig.from_hf(released) == minimax
+    with pytest.raises(ValueError, match="span every head"):
+        local_config(minimax, 2)
+    solar = LlamaConfig.from_hf(hf_config("tiny-solar-open"))
+    assert (solar.n_experts, solar.experts_per_token, solar.ffn_dim) == (7, 3, 16)
+    assert (solar.shared_experts, solar.shared_expert_scored, solar.router_rows) == (2, False, 7)
+    assert (solar.router_scoring, solar.router_choice_bias, solar.router_scale) == (
+        "sigmoid", True, 2.5)
+    assert solar.qkv_bias and not solar.o_bias and solar.router_renormalized
+    with pytest.raises(ValueError, match="topk_group"):
+        LlamaConfig.from_hf(hf_config("tiny-solar-open", n_group=7, topk_group=1))
+    assert LlamaConfig.from_hf(hf_config("tiny-solar-open", n_group=7, topk_group=7)) == solar
+    with pytest.raises(ValueError, match="router_choice_bias"):
+        LlamaConfig(vocab_size=8, dim=8, n_layers=1, n_heads=2, n_kv_heads=2, ffn_dim=8,
+                    n_experts=4, experts_per_token=2, router_choice_bias=True)
+    with pytest.raises(ValueError, match="router_scoring"):
+        LlamaConfig(vocab_size=8, dim=8, n_layers=1, n_heads=2, n_kv_heads=2, ffn_dim=8,
+                    n_experts=4, experts_per_token=2, router_scoring="softplus")
     values = hf_config("tiny-olmoe").to_dict()
     values["num_local_experts"] = values.pop("num_experts")
     assert LlamaConfig.from_hf(values).n_experts == 6
@@ -282,7 +365,23 @@ def test_moe_configs():
                         n_experts=4, experts_per_token=2, **ungated_or_layer_norm)
 
 
-@pytest.mark.parametrize("name", ["tiny-qwen2-moe", "tiny-mixtral"])
+def test_the_choice_bias_stays_fp32_through_conversions():
+    """MiniMax-M2's bias an expert, which chooses among sigmoids that differ past bf16's
+    precision, loads into fp32 and stays so, unrounded, through .to(bfloat16); the rest
+    converts."""
+    hf = random_hf_model("tiny-minimax-m2")
+    stored = hf.model.layers[0].mlp.e_score_correction_bias.detach().clone()
+    stored += 1e-4   # (a step bf16 cannot hold beside values near 0.25)
+    hf.model.layers[0].mlp.e_score_correction_bias.copy_(stored)
+    model = Llama.from_hf(hf, dtype=torch.bfloat16)
+    assert model.layers[0].b_choice.dtype == torch.float32
+    assert torch.equal(model.layers[0].b_choice, stored)
+    model = model.to(torch.float16)
+    assert model.layers[0].wqkv.dtype == torch.float16
+    assert torch.equal(model.layers[0].b_choice, stored)
+
+
+@pytest.mark.parametrize("name", ["tiny-qwen2-moe", "tiny-mixtral", "tiny-solar-open"])
 def test_a_rank_reads_one_share_from_stacked_and_separate_experts(name, tmp_path):
     """Under tensor parallelism a rank holds its share of every expert's width (the shared
     expert's parts too): read from transformers 5's stacked experts (cut after reading) and
@@ -295,8 +394,8 @@ def test_a_rank_reads_one_share_from_stacked_and_separate_experts(name, tmp_path
         stacked = Llama.from_hf(hf, dtype=torch.float32, tp=tp).state_dict()
         separate = Llama.from_hf(tmp_path, dtype=torch.float32, device="cpu",
                                  tp=tp).state_dict()
-        width = (hf.config.moe_intermediate_size if name == "tiny-qwen2-moe"
-                 else hf.config.intermediate_size)
+        width = (hf.config.intermediate_size if name == "tiny-mixtral"
+                 else hf.config.moe_intermediate_size)
         assert stacked["layers.0.w_down"].shape[2] == width // 2
         for key, value in stacked.items():
             assert torch.equal(value, separate[key]), f"rank {rank}: {key}"

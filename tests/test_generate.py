@@ -702,7 +702,7 @@ def test_noise_is_uniform_and_decorrelated():
                                   "tiny-vaultgemma", "tiny-gemma3", "tiny-mixtral",
                                   "tiny-qwen2-moe", "tiny-qwen3-moe", "tiny-olmoe",
                                   "tiny-granitemoe", "tiny-granitemoe-shared",
-                                  "tiny-gpt-oss"])
+                                  "tiny-gpt-oss", "tiny-minimax-m2", "tiny-solar-open"])
 def test_greedy_tokens_equal_hf_per_family(name):
     """Qwen3's norms of each q and k head (a head_dim of 12 over a width of 32), Phi-3's
     stacked checkpoint matrices and sliding window, Granite's scalars (Granite SWA's with
@@ -725,7 +725,9 @@ def test_greedy_tokens_equal_hf_per_family(name):
     rotary base, the mixtures of experts (Mixtral's, Qwen 2 MoE's with its shared
     expert, Qwen 3 MoE's, OLMoE's, Granite MoE's, with a shared MLP (Granite MoE SWA's,
     its attention Granite SWA's, in test_llama's), GPT-OSS's with its biases, clamped
-    SwiGLU, sinks, YaRN and a sliding layer: a row's experts chosen in the graph), through
+    SwiGLU, sinks, YaRN and a sliding layer, MiniMax-M2's weighted by sigmoids and chosen
+    with a bias, Solar Open's scaled beside a shared expert: a row's experts chosen in the
+    graph), through
     the Generator's graphs: 8 greedy tokens, transformers' at batch 1 and 2 (Gemma's, OLMo
     3's and EXAONE 4's two layers, a sliding one and a global one, Granite SWA's four; the
     others' first)."""

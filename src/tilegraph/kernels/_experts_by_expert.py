@@ -3,7 +3,7 @@ each expert a step's rows take is read once, whatever the number of rows taking 
 
 kernels/experts.py's pair kernels run a program a (row, choice): rows choosing the same
 expert each stream it (Mixtral's 8 experts at 8 rows read 16 where at most 8 are taken).
-Here one program routes every row first (the same softmax and ties as the pair kernel's)
+Here one program routes every row first (the same choices and ties as the pair kernel's)
 and lists the experts taken. Gate/up runs a program a (taken expert, block of its inner
 columns), the grid's later programs, past the experts taken, returning at once: it
 multiplies its weight tile against all the rows at once on the tensor cores (rows padded
@@ -29,36 +29,48 @@ _NONE: tl.constexpr = tl.constexpr(2 ** 31 - 1)   # past every expert
 
 
 @triton.jit
-def _routes(scores_ptr, row, rows, n_experts, stacked, TOP_K: tl.constexpr,
-            SHARED: tl.constexpr, SHARED_SCORED: tl.constexpr, E_BLOCK: tl.constexpr,
-            RENORMALIZED: tl.constexpr):
+def _routes(scores_ptr, choice_bias_ptr, routed_scale, row, rows, n_experts, stacked,
+            TOP_K: tl.constexpr, SHARED: tl.constexpr, SHARED_SCORED: tl.constexpr,
+            E_BLOCK: tl.constexpr, RENORMALIZED: tl.constexpr, SIGMOID: tl.constexpr,
+            HAS_CHOICE_BIAS: tl.constexpr):
     """(slot, weight), each (rows `row`, E_BLOCK experts): the expert's place among the
     row's choices (below TOP_K the routed ones best first, as experts._chosen_expert
-    orders them; a shared part n_experts + j at TOP_K + j, every row's) and its weight (as
-    the pair kernel's, a shared part's by SHARED_SCORED); slot -1 where the row does not
-    take the expert, or is past `rows`."""
+    chooses and orders them; a shared part n_experts + j at TOP_K + j, every row's) and
+    its weight (as the pair kernel's, a shared part's by SHARED_SCORED); slot -1 where the
+    row does not take the expert, or is past `rows`."""
     stride = n_experts + (1 if SHARED_SCORED else 0)
     experts = tl.arange(0, E_BLOCK)
+    routed = (experts < n_experts)[None, :]
     scores = tl.load(scores_ptr + row[:, None] * stride + experts[None, :],
-                     mask=(row < rows)[:, None] & (experts < n_experts)[None, :], other=0.0)
-    scores = tl.where((experts < n_experts)[None, :], scores.to(tl.float32), float("-inf"))
-    top = tl.max(scores, 1)
-    total = tl.sum(tl.exp(scores - top[:, None]), 1)
-    left = scores
-    chosen_total = tl.zeros(top.shape, dtype=tl.float32)
+                     mask=(row < rows)[:, None] & routed, other=0.0)
+    scores = tl.where(routed, scores.to(tl.float32), float("-inf"))
+    if SIGMOID:
+        probabilities = 1.0 / (1.0 + tl.exp(-scores))
+        keys = probabilities
+        if HAS_CHOICE_BIAS:
+            keys += tl.load(choice_bias_ptr + experts, mask=experts < n_experts,
+                            other=0.0)[None, :]
+        keys = tl.where(routed, keys, float("-inf"))
+        total = tl.full(row.shape, 1.0, tl.float32)
+    else:
+        probabilities = tl.exp(scores - tl.max(scores, 1)[:, None])
+        keys = scores
+        total = tl.sum(probabilities, 1)
+    left = keys
+    chosen_total = tl.zeros(row.shape, dtype=tl.float32)
     slot = tl.full(scores.shape, -1, tl.int32)
     for choice in tl.static_range(TOP_K):
         best = tl.max(left, 1)
         index = tl.min(tl.where(left == best[:, None], experts[None, :], E_BLOCK), 1)
-        chosen_total += tl.exp(best - top)
         hit = experts[None, :] == index[:, None]
+        chosen_total += tl.sum(tl.where(hit, probabilities, 0.0), 1)
         slot = tl.where(hit, choice, slot)
         left = tl.where(hit, float("-inf"), left)
     if RENORMALIZED:
         total = chosen_total
-    weight = tl.exp(scores - top[:, None]) / total[:, None]
+    weight = probabilities / total[:, None] * routed_scale
     if SHARED > 0:
-        share = tl.full(top.shape, 1.0, tl.float32)
+        share = tl.full(row.shape, 1.0, tl.float32)
         if SHARED_SCORED:
             share = 1.0 / (1.0 + tl.exp(-tl.load(scores_ptr + row * stride + n_experts,
                                                  mask=row < rows, other=0.0).to(tl.float32)))
@@ -69,11 +81,12 @@ def _routes(scores_ptr, row, rows, n_experts, stacked, TOP_K: tl.constexpr,
 
 
 @triton.jit
-def route_kernel(experts_ptr, weights_ptr, taken_ptr, row_slots_ptr, scores_ptr, rows,
-                 n_experts, stacked, TOP_K: tl.constexpr, SHARED: tl.constexpr,
-                 SHARED_SCORED: tl.constexpr, E_BLOCK: tl.constexpr,
-                 ROWS_BLOCK: tl.constexpr, CHUNK: tl.constexpr,
-                 RENORMALIZED: tl.constexpr, PDL: tl.constexpr):
+def route_kernel(experts_ptr, weights_ptr, taken_ptr, row_slots_ptr, scores_ptr,
+                 choice_bias_ptr, routed_scale, rows, n_experts, stacked,
+                 TOP_K: tl.constexpr, SHARED: tl.constexpr, SHARED_SCORED: tl.constexpr,
+                 E_BLOCK: tl.constexpr, ROWS_BLOCK: tl.constexpr, CHUNK: tl.constexpr,
+                 RENORMALIZED: tl.constexpr, SIGMOID: tl.constexpr,
+                 HAS_CHOICE_BIAS: tl.constexpr, PDL: tl.constexpr):
     """A step's routes, once for all the programs after, in one program (CHUNK rows at a
     time): each row's experts and weights at [row, slot], as the pair kernel stores them;
     row_slots[expert, row], the slot at which the row takes the expert or -1, for each of
@@ -86,8 +99,9 @@ def route_kernel(experts_ptr, weights_ptr, taken_ptr, row_slots_ptr, scores_ptr,
     taken = tl.zeros((E_BLOCK,), dtype=tl.int32)
     for first in range(0, rows, CHUNK):
         row = first + tl.arange(0, CHUNK)
-        slot, weight = _routes(scores_ptr, row, rows, n_experts, stacked, TOP_K, SHARED,
-                               SHARED_SCORED, E_BLOCK, RENORMALIZED)
+        slot, weight = _routes(scores_ptr, choice_bias_ptr, routed_scale, row, rows,
+                               n_experts, stacked, TOP_K, SHARED, SHARED_SCORED, E_BLOCK,
+                               RENORMALIZED, SIGMOID, HAS_CHOICE_BIAS)
         chosen = slot >= 0
         pair = row[:, None] * (TOP_K + SHARED) + slot
         tl.store(experts_ptr + pair, experts[None, :] + 0 * row[:, None], mask=chosen)

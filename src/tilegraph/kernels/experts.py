@@ -2,7 +2,8 @@
 experts each row takes.
 
     scores = router(rms_norm(x))                                  (tg.linear, before these)
-    e_1..e_k, p_1..p_k = the k best experts of softmax(scores)    (renormalised, or not)
+    e_1..e_k, p_1..p_k = the k best experts of softmax(scores)    (renormalised, or not;
+                         or of sigmoid(scores), chosen with a bias an expert; scaled)
     out = residual + sum_j p_j down_{e_j}(act(gate_{e_j}(n)) * up_{e_j}(n)),  n = rms_norm(x)
 
 expert_gate_up runs one program a (row, chosen expert, block of the expert's inner
@@ -51,34 +52,50 @@ _ASSUMED_SMS = 132   # (an H100's, for block choices where kernels run interpret
 
 
 @triton.jit
-def _chosen_expert(scores_ptr, row, slot, n_experts, TOP_K: tl.constexpr,
-                   SHARED: tl.constexpr, SHARED_SCORED: tl.constexpr, E_BLOCK: tl.constexpr,
-                   RENORMALIZED: tl.constexpr):
+def _chosen_expert(scores_ptr, choice_bias_ptr, routed_scale, row, slot, n_experts,
+                   TOP_K: tl.constexpr, SHARED: tl.constexpr, SHARED_SCORED: tl.constexpr,
+                   E_BLOCK: tl.constexpr, RENORMALIZED: tl.constexpr, SIGMOID: tl.constexpr,
+                   HAS_CHOICE_BIAS: tl.constexpr):
     """(expert, weight) of choice `slot` of row `row`: below TOP_K, the slot-th best (0: the
-    best) of its n_experts router scores by a softmax in fp32, ties to the lower expert, the
-    weight renormalised over the TOP_K chosen where RENORMALIZED; from TOP_K on, the shared
+    best) of its n_experts router scores in fp32, ties to the lower expert, weighted by its
+    probability (a softmax over the experts, or each score's sigmoid where SIGMOID, then
+    chosen by probability plus a bias an expert where HAS_CHOICE_BIAS), renormalised over
+    the TOP_K chosen where RENORMALIZED, times routed_scale; from TOP_K on, the shared
     expert's parts n_experts.. (SHARED: how many), weighted by sigmoid of the row's score
     after the routed ones where SHARED_SCORED (the rows of scores hold it), else by 1."""
     stride = n_experts + (1 if SHARED_SCORED else 0)
     experts = tl.arange(0, E_BLOCK)
     scores = tl.load(scores_ptr + row * stride + experts, mask=experts < n_experts,
                      other=float("-inf")).to(tl.float32)
-    top = tl.max(scores, 0)
-    total = tl.sum(tl.exp(scores - top), 0)
-    left = scores
+    if SIGMOID:
+        probabilities = 1.0 / (1.0 + tl.exp(-scores))
+        keys = probabilities
+        if HAS_CHOICE_BIAS:
+            keys += tl.load(choice_bias_ptr + experts, mask=experts < n_experts, other=0.0)
+        keys = tl.where(experts < n_experts, keys, float("-inf"))
+        total = 1.0
+    else:
+        top = tl.max(scores, 0)
+        keys = scores
+        total = tl.sum(tl.exp(scores - top), 0)
+    left = keys
     chosen_total = 0.0
     expert = 0
-    expert_score = top
+    expert_probability = 0.0
     for choice in tl.static_range(TOP_K):
         best = tl.max(left, 0)
         index = tl.min(tl.where(left == best, experts, E_BLOCK), 0)
-        chosen_total += tl.exp(best - top)
+        if SIGMOID:   # (chosen by its key: its probability read from the row)
+            probability = tl.sum(tl.where(experts == index, probabilities, 0.0), 0)
+        else:
+            probability = tl.exp(best - top)
+        chosen_total += probability
         expert = tl.where(choice == slot, index, expert)
-        expert_score = tl.where(choice == slot, best, expert_score)
+        expert_probability = tl.where(choice == slot, probability, expert_probability)
         left = tl.where(experts == index, float("-inf"), left)
     if RENORMALIZED:
         total = chosen_total
-    weight = tl.exp(expert_score - top) / total
+    weight = expert_probability / total * routed_scale
     if SHARED > 0:
         share = 1.0
         if SHARED_SCORED:
@@ -90,11 +107,13 @@ def _chosen_expert(scores_ptr, row, slot, n_experts, TOP_K: tl.constexpr,
 
 
 @triton.jit
-def _expert_gate_up_kernel(hidden_ptr, weights_ptr, experts_ptr, x_ptr, scores_ptr, w_ptr,
-                           bias_ptr, dim, ffn, n_experts, eps, HAS_BIAS: tl.constexpr,
-                           TOP_K: tl.constexpr,
+def _expert_gate_up_kernel(hidden_ptr, weights_ptr, experts_ptr, x_ptr, scores_ptr,
+                           choice_bias_ptr, routed_scale, w_ptr, bias_ptr, dim, ffn,
+                           n_experts, eps,
+                           HAS_BIAS: tl.constexpr, TOP_K: tl.constexpr,
                            SHARED: tl.constexpr, SHARED_SCORED: tl.constexpr,
                            E_BLOCK: tl.constexpr, RENORMALIZED: tl.constexpr,
+                           SIGMOID: tl.constexpr, HAS_CHOICE_BIAS: tl.constexpr,
                            ACTIVATION: tl.constexpr, BLOCK_N: tl.constexpr,
                            BLOCK_K: tl.constexpr, PDL: tl.constexpr):
     """hidden[row slots + slot, block] = act(gate) * up of the chosen expert's rows of the
@@ -105,8 +124,9 @@ def _expert_gate_up_kernel(hidden_ptr, weights_ptr, experts_ptr, x_ptr, scores_p
     if PDL:
         tl.extra.cuda.gdc_wait()               # the scores (and x) are final
         tl.extra.cuda.gdc_launch_dependents()  # the next kernel may start; it waits for us
-    expert, weight = _chosen_expert(scores_ptr, row, slot, n_experts, TOP_K, SHARED,
-                                    SHARED_SCORED, E_BLOCK, RENORMALIZED)
+    expert, weight = _chosen_expert(scores_ptr, choice_bias_ptr, routed_scale, row, slot,
+                                    n_experts, TOP_K, SHARED, SHARED_SCORED, E_BLOCK,
+                                    RENORMALIZED, SIGMOID, HAS_CHOICE_BIAS)
     if block == 0:
         tl.store(weights_ptr + pair, weight)
         tl.store(experts_ptr + pair, expert)
@@ -288,8 +308,9 @@ def _pdl(device: torch.device, programs: int) -> bool:
 
 def expert_gate_up(x: torch.Tensor, scores: torch.Tensor, w_gate_up: torch.Tensor,
                    experts_per_token: int, renormalized: bool, activation: str, eps: float,
-                   shared: int = 0, bias: torch.Tensor | None = None
-                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                   shared: int = 0, bias: torch.Tensor | None = None,
+                   scoring: str = "softmax", choice_bias: torch.Tensor | None = None,
+                   routed_scale: float = 1.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Each row's experts chosen from its router scores (rows, n_experts), and their
     act(gate) * up of rms_norm(x) (x (rows, dim) contiguous, the norm's weight folded into
     w_gate_up (n_experts, 2 ffn, dim), gate|up rows interleaved). With `shared` parts of a
@@ -297,9 +318,15 @@ def expert_gate_up(x: torch.Tensor, scores: torch.Tensor, w_gate_up: torch.Tenso
     `shared` experts are those parts, which every row takes: weighted by sigmoid of a score
     after the routed ones where scores has one (rows, n_experts + 1: Qwen 2 MoE's), else
     whole (Granite MoE's shared MLP). `bias` (n_experts, 2 ffn), interleaved as the rows:
-    each expert's gate|up biases (GPT-OSS's). Returns (hidden (rows slots, ffn) in x's
-    dtype, weights (rows, slots) fp32, experts (rows, slots) int32), slots = k + shared.
-    For the model's own tensors: shapes checked, no autograd."""
+    each expert's gate|up biases (GPT-OSS's). The routed experts' probabilities are the
+    softmax of the scores, or each score's sigmoid where `scoring` is "sigmoid", the
+    experts then chosen by probability plus `choice_bias` (n_experts,) fp32 where given
+    (MiniMax-M2's and DeepSeek V3's correction of each expert's load: it chooses, it does not
+    weight); the routed experts' weights times `routed_scale` (DeepSeek V3's
+    routed_scaling_factor).
+    Returns (hidden (rows slots, ffn) in x's dtype, weights (rows, slots) fp32, experts
+    (rows, slots) int32), slots = k + shared. For the model's own tensors: shapes checked,
+    no autograd."""
     rows, dim = x.shape
     stacked, two_ffn, _ = w_gate_up.shape
     n_experts = stacked - shared
@@ -310,6 +337,15 @@ def expert_gate_up(x: torch.Tensor, scores: torch.Tensor, w_gate_up: torch.Tenso
     if not 1 <= k <= min(n_experts, MAX_EXPERTS_PER_TOKEN):
         raise ValueError(f"experts_per_token must be in 1.."
                          f"{min(n_experts, MAX_EXPERTS_PER_TOKEN)}, got {k}")
+    if scoring not in ("softmax", "sigmoid"):
+        raise ValueError(f"scoring must be 'softmax' or 'sigmoid', got {scoring!r}")
+    if choice_bias is not None and (
+            scoring != "sigmoid" or choice_bias.shape != (n_experts,)
+            or choice_bias.dtype != torch.float32 or choice_bias.device != x.device
+            or not choice_bias.is_contiguous()):
+        raise ValueError(f"choice_bias must be a contiguous fp32 ({n_experts},) on "
+                         f"{x.device}, with sigmoid scoring; got {choice_bias.dtype} "
+                         f"{tuple(choice_bias.shape)} on {choice_bias.device}, {scoring}")
     scored = shared > 0 and scores.shape[-1] == n_experts + 1
     if (scores.shape != (rows, n_experts + scored) or w_gate_up.shape[2] != dim
             or two_ffn % 2 or not _fits(bias, (stacked, two_ffn))
@@ -322,7 +358,10 @@ def expert_gate_up(x: torch.Tensor, scores: torch.Tensor, w_gate_up: torch.Tenso
     experts = torch.empty((rows, slots), dtype=torch.int32, device=x.device)
     if not rows:
         return hidden, weights, experts
-    routing = dict(TOP_K=k, SHARED=shared, SHARED_SCORED=scored, RENORMALIZED=renormalized)
+    routing = dict(TOP_K=k, SHARED=shared, SHARED_SCORED=scored, RENORMALIZED=renormalized,
+                   SIGMOID=scoring == "sigmoid", HAS_CHOICE_BIAS=choice_bias is not None,
+                   choice_bias_ptr=choice_bias if choice_bias is not None else scores,
+                   routed_scale=float(routed_scale))
     bias_args = dict(bias_ptr=bias if bias is not None else w_gate_up,
                      HAS_BIAS=bias is not None)
     if _by_expert(rows, n_experts, k, shared):
@@ -353,7 +392,7 @@ def expert_gate_up(x: torch.Tensor, scores: torch.Tensor, w_gate_up: torch.Tenso
         grid = (rows * slots, triton.cdiv(ffn, block_n))
         pdl = _pdl(x.device, grid[0] * grid[1])
         _expert_gate_up_kernel[grid](
-            hidden, weights, experts, x, scores, w_gate_up, dim=dim, ffn=ffn,
+            hidden, weights, experts, x, scores, w_ptr=w_gate_up, dim=dim, ffn=ffn,
             n_experts=n_experts, eps=eps, E_BLOCK=triton.next_power_of_2(n_experts),
             ACTIVATION=activation, BLOCK_N=block_n, BLOCK_K=block_k, PDL=pdl,
             num_warps=4, **routing, **bias_args,

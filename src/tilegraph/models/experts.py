@@ -5,10 +5,12 @@ The router scores the normed row against each expert, softmax in fp32 picks the 
 and the row's MLP output is their outputs weighted by their probabilities (renormalised
 over the k where the model does so), as transformers' Mixtral, Qwen 2 and 3 MoE, OLMoE,
 Granite MoE and GPT-OSS blocks compute it (GPT-OSS's router and experts with biases).
-Ties go to the lower expert. A shared expert, which every row takes, weighted by the
-sigmoid of a score of its own (the router's last row: Qwen 2 MoE's) or whole (Granite
-MoE's shared MLP), is held as LlamaConfig.shared_experts more experts of ffn_dim each: its
-inner width split, whose outputs sum to its own.
+MiniMax-M2's takes each score's sigmoid as its expert's probability and chooses by the
+probability plus a bias an expert (Solar Open's, as DeepSeek V3's with one group, scales
+the routed experts' weights too). Ties go to the lower expert. A shared expert, which
+every row takes, weighted by the sigmoid of a score of its own (the router's last row:
+Qwen 2 MoE's) or whole (Granite MoE's shared MLP), is held as LlamaConfig.shared_experts
+more experts of ffn_dim each: its inner width split, whose outputs sum to its own.
 """
 
 from __future__ import annotations
@@ -21,14 +23,22 @@ import tilegraph as tg
 from ..kernels.experts import KERNEL_ROWS, expert_down, expert_gate_up
 
 
-def route(scores: torch.Tensor, config) -> tuple[torch.Tensor, torch.Tensor]:
+def route(scores: torch.Tensor, config, choice_bias: torch.Tensor | None = None
+          ) -> tuple[torch.Tensor, torch.Tensor]:
     """(weights (..., slots) fp32, experts (..., slots)) of router scores (..., n_experts,
-    then the shared expert's where the model has one): the k best, then the shared
-    expert's parts."""
+    then the shared expert's where the model has one): the k best (by probability plus
+    choice_bias (n_experts,) where given), then the shared expert's parts."""
     routed = scores[..., :config.n_experts].float()
-    weights, experts = torch.softmax(routed, dim=-1).topk(config.experts_per_token, dim=-1)
+    if config.router_scoring == "sigmoid":
+        probabilities = torch.sigmoid(routed)
+        keys = probabilities if choice_bias is None else probabilities + choice_bias.float()
+        experts = keys.topk(config.experts_per_token, dim=-1).indices
+        weights = probabilities.gather(-1, experts)
+    else:
+        weights, experts = torch.softmax(routed, dim=-1).topk(config.experts_per_token, dim=-1)
     if config.router_renormalized:
         weights = weights / weights.sum(-1, keepdim=True)
+    weights = weights * config.router_scale
     if config.shared_experts:
         parts = torch.arange(config.n_experts, config.n_experts + config.shared_experts,
                              device=scores.device).expand(*experts.shape[:-1], -1)
@@ -45,7 +55,8 @@ def mixture(normed: torch.Tensor, layer, config, gated) -> torch.Tensor:
     weight the outputs (zero for the experts a row did not take): no host sync either way,
     so a graph can hold it."""
     rows = normed.reshape(-1, normed.shape[-1])
-    weights, experts = route(F.linear(rows, layer.w_router, layer.b_router), config)
+    weights, experts = route(F.linear(rows, layer.w_router, layer.b_router), config,
+                             layer.b_choice)
     stacked = layer.w_gate_up.shape[0]
     b_gate_up, b_down = layer.b_gate_up, layer.b_down   # (GPT-OSS's experts' biases)
     if experts.numel() <= stacked:
@@ -84,6 +95,8 @@ def fused_mixture(x: torch.Tensor, layer, config, gated, residual: torch.Tensor 
                                               config.experts_per_token,
                                               config.router_renormalized,
                                               config.mlp_activation, config.norm_eps,
-                                              config.shared_experts, layer.b_gate_up)
+                                              config.shared_experts, layer.b_gate_up,
+                                              config.router_scoring, layer.b_choice,
+                                              config.router_scale)
     return expert_down(hidden, weights, experts, layer.w_down, residual=residual, out=out,
                        shared=config.shared_experts, bias=layer.b_down)

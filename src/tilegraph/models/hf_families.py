@@ -64,7 +64,7 @@ SUPPORTED_TYPES = ("llama", "mistral", "ministral", "phi3", "qwen2", "qwen3", "s
                    "xglm", "jais2", "iquestcoder", "openai-gpt", "granite_swa", "apertus",
                    "persimmon", "emu3_text_model", "mixtral", "qwen3_moe", "olmoe",
                    "qwen2_moe", "granitemoe", "granitemoeshared", "granitemoe_swa",
-                   "gpt_oss")
+                   "gpt_oss", "minimax_m2", "solar_open")
 GEMMA_TYPES = ("gemma", "gemma2", "vaultgemma", "gemma3_text")
 # Granite SWA's attention (sinks, sliding layers, a rotary base a layer), dense or with experts
 _GRANITE_SWA_TYPES = ("granite_swa", "granitemoe_swa")
@@ -83,7 +83,7 @@ INTERLEAVED_ROTARY_TYPES = ("glm", "glm4", "ernie4_5", "helium", "cohere", "cohe
 # (partial_rotary_factor; GPT-J's rotary_dim counts them): Phi-3 (Phi-4-mini's
 # checkpoints), GLM, StableLM, Nemotron, Phi, GPT-NeoX, Persimmon
 PARTIAL_ROTARY_TYPES = ("phi3", "glm", "glm4", "stablelm", "nemotron", "phi", "gpt_neox",
-                        "persimmon")
+                        "persimmon", "minimax_m2")
 # Families that position tokens by a learned table of position embeddings added to the
 # token embeddings, not by rotary embeddings (GPT-2, StarCoder's GPT-BigCode, OPT, GPT-Neo,
 # BioGPT, XGLM, the first GPT)
@@ -207,6 +207,9 @@ _CLASS_DEFAULTS = {"glm": {"partial_rotary_factor": 0.5, "attention_bias": True}
                    "granite_swa": {"rms_norm_eps": 1e-5, "sliding_window": 128,
                                    "tie_word_embeddings": True},
                    "granitemoe_swa": {"sliding_window": 128},
+                   "minimax_m2": {"rope_theta": 5e6, "head_dim": 128},
+                   "solar_open": {"rms_norm_eps": 1e-5, "rope_theta": 1e6, "head_dim": 128,
+                                  "norm_topk_prob": True, "n_shared_experts": 1},
                    "gpt_oss": {"rms_norm_eps": 1e-5, "sliding_window": 128, "head_dim": 64,
                                "attention_bias": True},
                    "phi": {"rms_norm_eps": 1e-5, "partial_rotary_factor": 0.5,
@@ -355,6 +358,8 @@ def _rotary_dim(rope: dict, values: dict) -> int:
                                "embeddings need a count of dims")
         return values["rotary_dim"]
     partial = rope.get("partial_rotary_factor", values.get("partial_rotary_factor", 1.0))
+    if values.get("model_type") == "minimax_m2" and values.get("rotary_dim"):
+        return values["rotary_dim"]   # (its released configs count the dims, as GPT-J's)
     if partial in (None, 1, 1.0):
         return 0
     if values.get("model_type") not in PARTIAL_ROTARY_TYPES:
@@ -471,7 +476,7 @@ def fields_from_hf(values: dict) -> dict:
                                           or values.get("rope_scaling")):
         values["rope_parameters"] = _CLASS_ROPE[model_type]
     experts = _expert_fields(values, model_type)
-    if model_type in ("qwen2_moe", "qwen3_moe"):   # (intermediate_size: dense layers')
+    if model_type in ("qwen2_moe", "qwen3_moe", "solar_open"):   # (not dense layers' width)
         values = {**values, "intermediate_size": values["moe_intermediate_size"]}
     activation = values.get("hidden_activation") or values.get("hidden_act") or "silu"
     if model_type == "gemma" and activation == "gelu":
@@ -503,6 +508,9 @@ def fields_from_hf(values: dict) -> dict:
         window = sliding = None
     if values.get("clip_qkv") is not None:
         raise _unsupported("clip_qkv", values["clip_qkv"], "q, k and v are not clipped")
+    if model_type == "minimax_m2":   # (its released configs' use_qk_norm: its class norms
+        # all of q and all of k whatever the field says)
+        values = {key: value for key, value in values.items() if key != "use_qk_norm"}
     # StableLM's and Cohere's LayerNorms of each q and k head, a weight a head; Persimmon's,
     # one weight and bias for all heads
     for name, families in (("qk_layernorm", ("stablelm", "persimmon")),
@@ -550,6 +558,8 @@ def fields_from_hf(values: dict) -> dict:
     elif model_type == "gpt_oss":   # q|k|v and o by attention_bias; the router and experts
         qkv_bias = o_bias = bool(values.get("attention_bias", True))
         mlp_bias = True
+    elif model_type == "solar_open":   # q, k and v by attention_bias, never o
+        qkv_bias, o_bias, mlp_bias = bool(values.get("attention_bias", False)), False, False
     elif model_type == "stablelm":   # q, k and v only (use_qkv_bias)
         qkv_bias, o_bias, mlp_bias = bool(values.get("attention_bias", False)), False, False
     else:
@@ -578,12 +588,13 @@ def fields_from_hf(values: dict) -> dict:
         **({"weightless_norms": True} if model_type == "olmo" else {}),
         qk_norm=head_layer_norms or model_type in ("qwen3", "qwen3_moe", "exaone4", "olmo2",
                                                  "olmo3", "olmoe", "hunyuan_v1_dense",
-                                                 "nanochat", "gemma3_text", "apertus"),
+                                                 "nanochat", "gemma3_text", "apertus",
+                                                 "minimax_m2"),
         qk_norm_per_head=per_head_norms,
         output_vocab_size=(values.get("output_vocab_size") or 0
                            if model_type == "apertus" else 0),
         qk_norm_bias=head_layer_norms and model_type == "persimmon",
-        qk_norm_whole=model_type in ("olmo2", "olmo3", "olmoe"),
+        qk_norm_whole=model_type in ("olmo2", "olmo3", "olmoe", "minimax_m2"),
         qk_norm_after_rotary=model_type in ("hunyuan_v1_dense", "nanochat"),
         # (GPT-OSS's experts: a SwiGLU of its own, whatever hidden_act says)
         mlp_activation="swiglu_oss" if model_type == "gpt_oss" else activations[activation],
@@ -633,9 +644,15 @@ def fields_from_hf(values: dict) -> dict:
 # Qwen 2 MoE adds a shared expert, weighted by a score of its own, Granite MoE's shared and
 # SWA variants a shared MLP taken whole where shared_intermediate_size is set; GPT-OSS
 # biases its router and experts (a softmax of the k best scores, which is the renormalised
-# softmax) and gates them by a SwiGLU of its own. Their count is num_local_experts or
-# num_experts (transformers' versions map one to the other, each its own way).
-_EXPERT_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", *_GRANITE_MOE_TYPES, "gpt_oss")
+# softmax) and gates them by a SwiGLU of its own. MiniMax-M2 weights each expert by the
+# sigmoid of its score, chosen with a bias an expert, renormalised; Solar Open routes as
+# DeepSeek V3 does with one group of experts (MiniMax-M2's, its weights times
+# routed_scaling_factor) beside a shared expert taken whole. Their count is
+# num_local_experts, num_experts or n_routed_experts (transformers' versions map one to
+# another, each its own way).
+_SIGMOID_ROUTED_TYPES = ("minimax_m2", "solar_open")
+_EXPERT_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", *_GRANITE_MOE_TYPES, "gpt_oss",
+                 *_SIGMOID_ROUTED_TYPES)
 
 
 def _expert_fields(values: dict, model_type: str) -> dict:
@@ -655,6 +672,8 @@ def _expert_fields(values: dict, model_type: str) -> dict:
             raise _unsupported("shared_expert_intermediate_size", width, "a multiple of "
                                f"moe_intermediate_size ({expert}), held as that many experts")
         shared = width // expert
+    elif model_type == "solar_open":   # n_shared_experts of the experts' width
+        shared = values.get("n_shared_experts") or 0
     elif values.get("shared_intermediate_size"):   # Granite's shared MLP
         width, expert = values["shared_intermediate_size"], values["intermediate_size"]
         if width % expert:
@@ -671,12 +690,24 @@ def _expert_fields(values: dict, model_type: str) -> dict:
                                "every layer's MLP is a mixture of experts")
         if values.get("decoder_sparse_step", 1) != 1:
             raise _unsupported("decoder_sparse_step", values["decoder_sparse_step"], "use 1")
-    return {"n_experts": values.get("num_local_experts") or values["num_experts"],
+    sigmoid = model_type in _SIGMOID_ROUTED_TYPES
+    if model_type == "solar_open":
+        groups, kept = values.get("n_group") or 1, values.get("topk_group") or 1
+        if groups > 1 and kept < groups:
+            raise _unsupported("topk_group", kept, f"all {groups} groups (n_group): routing "
+                               "within the best groups is not implemented")
+    return {"n_experts": (values.get("num_local_experts") or values.get("num_experts")
+                          or values["n_routed_experts"]),
             "experts_per_token": values["num_experts_per_tok"],
-            "router_renormalized": (model_type in ("mixtral", *_GRANITE_MOE_TYPES, "gpt_oss")
+            "router_renormalized": (model_type in ("mixtral", *_GRANITE_MOE_TYPES, "gpt_oss",
+                                                   "minimax_m2")
                                     or bool(values.get("norm_topk_prob", False))),
             "shared_experts": shared, "shared_expert_scored": model_type == "qwen2_moe",
-            "router_bias": model_type == "gpt_oss"}
+            "router_bias": model_type == "gpt_oss",
+            "router_scoring": "sigmoid" if sigmoid else "softmax",
+            "router_choice_bias": sigmoid,
+            "router_scale": float(values.get("routed_scaling_factor") or 1.0)
+            if model_type == "solar_open" else 1.0}
 
 
 def _openai_gpt_activation(afn: str) -> str:

@@ -312,6 +312,22 @@ SHAPES: dict[str, dict] = {
                                           "factor": 4.0, "beta_fast": 32.0, "beta_slow": 1.0,
                                           "truncate": False,
                                           "original_max_position_embeddings": 16}),
+    # MiniMax-M2: norms of all of q and all of k, half of each head rotated (its configs'
+    # rotary_dim), experts weighted by their scores' sigmoids, chosen with a bias each
+    "tiny-minimax-m2": dict(model_type="minimax_m2", vocab_size=67, hidden_size=32,
+                            intermediate_size=24, num_hidden_layers=2, num_attention_heads=4,
+                            num_key_value_heads=2, head_dim=16, rotary_dim=8,
+                            num_local_experts=6, num_experts_per_tok=3, rms_norm_eps=1e-6,
+                            max_position_embeddings=256, bos_token_id=1, eos_token_id=2),
+    # Solar Open: DeepSeek V3's routing with one group (sigmoid, a bias that chooses, the
+    # weights renormalised and scaled), a shared expert two experts wide, q, k and v biased
+    "tiny-solar-open": dict(model_type="solar_open", vocab_size=67, hidden_size=32,
+                            moe_intermediate_size=16, num_hidden_layers=2,
+                            num_attention_heads=4, num_key_value_heads=2, head_dim=12,
+                            n_routed_experts=7, num_experts_per_tok=3, n_shared_experts=2,
+                            routed_scaling_factor=2.5, norm_topk_prob=True,
+                            attention_bias=True, rms_norm_eps=1e-5,
+                            max_position_embeddings=256),
     "tiny-olmoe": dict(model_type="olmoe", vocab_size=67, hidden_size=32, intermediate_size=16,
                        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                        rms_norm_eps=1e-5, num_experts=6, num_experts_per_tok=4,
@@ -791,4 +807,7 @@ def random_hf_model(name, dtype: torch.dtype = torch.float32, device="cpu",
                 param.normal_(0.0, 0.02 * scale)
             else:
                 param.add_(torch.randn_like(param), alpha=0.1)
+        for name, buffer in model.named_buffers():
+            if name.endswith("e_score_correction_bias"):   # (chooses experts: a buffer)
+                buffer.normal_(0.0, 0.25)
     return model.eval()

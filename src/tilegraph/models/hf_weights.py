@@ -291,11 +291,12 @@ _RENAMES = {"exaone": [(r"^transformer\.wte\.", "model.embed_tokens."),
             # 2 ffn) with gate and up columns interleaved, and (n_experts, ffn, dim))
             "gpt_oss": [(r"\.mlp\.router\.", ".mlp.gate."),
                         (r"\.mlp\.experts\.(gate_up|down)_proj$", r".mlp.experts.\1_proj_t")],
-            # (Mixtral's original names: its experts' w1, w3 and w2)
-            "mixtral": [(r"\.block_sparse_moe\.", ".mlp."),
-                        (r"\.experts\.(\d+)\.w1\.", r".experts.\1.gate_proj."),
-                        (r"\.experts\.(\d+)\.w3\.", r".experts.\1.up_proj."),
-                        (r"\.experts\.(\d+)\.w2\.", r".experts.\1.down_proj.")],
+            # (Mixtral's original names: its experts' w1, w3 and w2; MiniMax-M2's too)
+            **dict.fromkeys(("mixtral", "minimax_m2"), [
+                (r"\.block_sparse_moe\.", ".mlp."),
+                (r"\.experts\.(\d+)\.w1\.", r".experts.\1.gate_proj."),
+                (r"\.experts\.(\d+)\.w3\.", r".experts.\1.up_proj."),
+                (r"\.experts\.(\d+)\.w2\.", r".experts.\1.down_proj.")]),
             "apertus": [(r"\.attention_layernorm\.", ".input_layernorm."),
                         (r"\.feedforward_layernorm\.", ".post_attention_layernorm.")]}
 
@@ -530,6 +531,9 @@ def _our_name(name: str) -> tuple[str, str] | None:
         return prefix + ("w_down" if projection == "down" else "w_gate_up"), f"{projection}.{j}"
     experts = {("mlp.gate", "weight"): ("w_router", ""),
                ("mlp.gate", "bias"): ("b_router", ""),
+               # the bias that chooses the experts (MiniMax-M2's on the block)
+               ("mlp", "e_score_correction_bias"): ("b_choice", ""),
+               ("mlp.gate", "e_score_correction_bias"): ("b_choice", ""),
                # GPT-OSS's stacks, transposed (_RENAMES), and its experts' biases
                ("mlp.experts", "gate_up_proj_t"): ("w_gate_up", "stacked^T"),
                ("mlp.experts", "down_proj_t"): ("w_down", "stacked^T"),
@@ -543,6 +547,10 @@ def _our_name(name: str) -> tuple[str, str] | None:
                ("mlp.shared_expert.up_proj", "weight"): ("w_gate_up", "shared up"),
                ("mlp.shared_expert.down_proj", "weight"): ("w_down", "shared down"),
                ("mlp.shared_expert_gate", "weight"): ("w_router", "shared"),
+               # Solar Open's (DeepSeek V3's) shared experts, taken whole
+               ("mlp.shared_experts.gate_proj", "weight"): ("w_gate_up", "shared gate"),
+               ("mlp.shared_experts.up_proj", "weight"): ("w_gate_up", "shared up"),
+               ("mlp.shared_experts.down_proj", "weight"): ("w_down", "shared down"),
                # Granite MoE's shared MLP: its gate rows, then its up rows, in one tensor
                ("shared_mlp.input_linear", "weight"): ("w_gate_up", "shared gate|up"),
                ("shared_mlp.output_linear", "weight"): ("w_down", "shared down")}
@@ -790,7 +798,9 @@ def load_llama(cls, model_or_path, dtype: torch.dtype | None, device,
         value = read(split)
         if config.norm_plus_one and (target == "norm" or target.endswith("_norm")):
             value = value.float() + 1.0   # Gemma's and Nemotron's norms scale by 1 + weight
-        pieces.setdefault(target, {})[part] = value.to(device=device, dtype=dtype)
+        # (in the dtype of its place: the model's, the experts' choice bias's fp32)
+        kept = params[target].dtype if target in params else dtype
+        pieces.setdefault(target, {})[part] = value.to(device=device, dtype=kept)
     if config.model_type in SINUSOIDAL_POSITION_TYPES:   # (no checkpoint stores it)
         table = sinusoidal_positions(config.learned_positions, config.dim)
         pieces["positions"] = {"": table.to(device=device, dtype=dtype)}

@@ -137,6 +137,10 @@ class LlamaLayer(nn.Module):
         experts = (c.n_experts + c.shared_experts,) if c.moe else ()
         self.w_router = _parameter(c.router_rows, c.dim, **kw) if c.moe else None
         self.b_router = _parameter(c.router_rows, fill=0.0, **kw) if c.router_bias else None
+        # the bias an expert that chooses the experts (router_choice_bias), fp32 whatever the
+        # model's dtype: its values differ past bf16's precision (_apply keeps it so)
+        self.b_choice = (_parameter(c.n_experts, fill=0.0, dtype=torch.float32, device=device)
+                         if c.router_choice_bias else None)
         self.w_gate_up = _parameter(*experts, up_rows, c.dim, **kw)
         self.b_gate_up = (_parameter(*experts, up_rows, fill=0.0, **kw)
                           if c.mlp_bias or c.norm_bias else None)
@@ -159,8 +163,12 @@ class LlamaLayer(nn.Module):
 
     def _apply(self, fn, recurse: bool = True):
         """As nn.Module's (.to(), .cuda(), .half() ...), the norms again ones expanded from one
-        value: a conversion writes every element out."""
+        value: a conversion writes every element out; the experts' choice bias moved, never
+        rounded."""
+        choice_bias = None if self.b_choice is None else self.b_choice.data
         super()._apply(fn, recurse)
+        if choice_bias is not None:
+            self.b_choice.data = choice_bias.to(self.b_choice.device)
         if self.attn_norm is not None:
             kw = {"dtype": self.wqkv.dtype, "device": self.wqkv.device}
             self.attn_norm = _folded_norm(self.attn_norm.shape[0], **kw)

@@ -196,6 +196,15 @@ class LlamaConfig:
     # A bias a router score (GPT-OSS's); the experts' biases are mlp_bias's (each expert's
     # gate|up and down biases)
     router_bias: bool = False
+    # The experts' probabilities: "softmax" (above), or "sigmoid" (MiniMax-M2's): each
+    # expert's the sigmoid of its score alone, the experts chosen by probability plus a bias
+    # an expert where router_choice_bias (a correction of the experts' load, held in fp32:
+    # it chooses, it does not weight)
+    router_scoring: str = "softmax"
+    router_choice_bias: bool = False
+    # The routed experts' weights times this (DeepSeek V3's routed_scaling_factor; a shared
+    # expert's not)
+    router_scale: float = 1.0
 
     def __post_init__(self):
         if self.head_dim == 0:
@@ -248,7 +257,9 @@ class LlamaConfig:
             raise ValueError("LlamaConfig.layer_norm needs the residual stream read only "
                              "through the norms before attention and the MLP: no post_norms, "
                              "pre_norms on")
-        if self.n_experts or self.experts_per_token or self.shared_experts or self.router_bias:
+        if (self.n_experts or self.experts_per_token or self.shared_experts or self.router_bias
+                or self.router_scoring != "softmax" or self.router_choice_bias
+                or self.router_scale != 1.0):
             self._check_experts()
         if self.mlp_activation not in _MLP_KINDS:
             raise ValueError(f"LlamaConfig.mlp_activation must be one of {_MLP_KINDS}, got "
@@ -312,6 +323,15 @@ class LlamaConfig:
         if not isinstance(self.shared_experts, int) or self.shared_experts < 0:
             raise ValueError(f"LlamaConfig.shared_experts must be an int >= 0, got "
                              f"{self.shared_experts!r}")
+        if self.router_scoring not in ("softmax", "sigmoid"):
+            raise ValueError(f"LlamaConfig.router_scoring must be 'softmax' or 'sigmoid', got "
+                             f"{self.router_scoring!r}")
+        if not (isinstance(self.router_scale, (int, float)) and 0 < self.router_scale < math.inf):
+            raise ValueError(f"LlamaConfig.router_scale must be a positive number, got "
+                             f"{self.router_scale!r}")
+        if self.router_choice_bias and self.router_scoring != "sigmoid":
+            raise ValueError("LlamaConfig.router_choice_bias: a bias that chooses the experts "
+                             "is implemented with sigmoid scoring only")
         if self.experts_per_token > MAX_EXPERTS_PER_TOKEN:
             raise ValueError(f"LlamaConfig.experts_per_token is at most {MAX_EXPERTS_PER_TOKEN}"
                              f" (a row's experts are chosen in the kernel), got "
