@@ -101,7 +101,8 @@ def probe_shape(name: str, row_counts: list[int], limits: dict, blocks: bool,
     w_down = randn(n_experts, dim, ffn, dtype=dtype, device=device, scale=ffn ** -0.5)
     ones = torch.ones(dim, dtype=dtype, device=device)
     config = types.SimpleNamespace(experts_per_token=k, n_experts=n_experts,
-                                   router_renormalized=renormalized, shared_experts=0)
+                                   router_renormalized=renormalized, shared_experts=0,
+                                   router_scoring="softmax", router_scale=1.0)
 
     def fused(x, router, w_gate_up, w_down):
         scores = tg.linear(x, router, norm_weight=ones, norm_eps=EPS)
@@ -123,7 +124,7 @@ def probe_shape(name: str, row_counts: list[int], limits: dict, blocks: bool,
     def plain(x, router, w_gate_up, w_down):
         layer = types.SimpleNamespace(w_router=router, w_gate_up=w_gate_up,
                                       w_down=w_down, b_router=None, b_gate_up=None,
-                                      b_down=None)
+                                      b_down=None, b_choice=None)
         normed = torch.nn.functional.rms_norm(x, (dim,), eps=EPS)
         return x + mixture(normed, layer, config,
                            lambda gate_up: _gated(gate_up, "swiglu", None))

@@ -323,7 +323,7 @@ def test_moe_configs():
         "sigmoid", True, 1.0)
     assert minimax.router_renormalized and minimax.qk_norm_whole and minimax.rotary_dim == 8
     released = {**hf_config("tiny-minimax-m2").to_dict(), "use_qk_norm": True,
-                "rope_parameters": {"rope_theta": 5e6, "rope_type": "default"}}
+                "rotary_dim": 8, "rope_parameters": {"rope_theta": 5e6, "rope_type": "default"}}
     assert LlamaConfig.from_hf(released) == minimax
     with pytest.raises(ValueError, match="span every head"):
         local_config(minimax, 2)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import os
 import signal
 import sys
@@ -494,6 +495,13 @@ def cmd_model_demo(args: argparse.Namespace) -> int:
             rows += model_demo.summarize(name, batch, result["runs"], result["config"],
                                          element, prompt + new / 2, copy_gbps)
             builds[batch] = result["builds"]
+            # the batch's models, graphs and caches, which reference cycles hold, freed
+            # before the next batch loads its own (Solar Open's first 6 layers, 14 B
+            # parameters, fit an H100 once and ran out of its memory at the second batch)
+            del result
+            gc.collect()
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
     tables.show(console, tables.model_table(rows, f"{name}: decode, token after token"))
     for batch, seconds in builds.items():
         if seconds:

@@ -645,9 +645,9 @@ def fields_from_hf(values: dict) -> dict:
 # SWA variants a shared MLP taken whole where shared_intermediate_size is set; GPT-OSS
 # biases its router and experts (a softmax of the k best scores, which is the renormalised
 # softmax) and gates them by a SwiGLU of its own. MiniMax-M2 weights each expert by the
-# sigmoid of its score, chosen with a bias an expert, renormalised; Solar Open routes as
-# DeepSeek V3 does with one group of experts (MiniMax-M2's, its weights times
-# routed_scaling_factor) beside a shared expert taken whole. Their count is
+# sigmoid of its score, chosen with a bias an expert, renormalised; Solar Open routes so
+# too (DeepSeek V3's routing with one group of experts), its weights times
+# routed_scaling_factor, beside a shared expert taken whole. Their count is
 # num_local_experts, num_experts or n_routed_experts (transformers' versions map one to
 # another, each its own way).
 _SIGMOID_ROUTED_TYPES = ("minimax_m2", "solar_open")

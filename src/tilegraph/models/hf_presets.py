@@ -312,12 +312,16 @@ SHAPES: dict[str, dict] = {
                                           "factor": 4.0, "beta_fast": 32.0, "beta_slow": 1.0,
                                           "truncate": False,
                                           "original_max_position_embeddings": 16}),
-    # MiniMax-M2: norms of all of q and all of k, half of each head rotated (its configs'
-    # rotary_dim), experts weighted by their scores' sigmoids, chosen with a bias each
+    # MiniMax-M2: norms of all of q and all of k, half of each head rotated, experts weighted
+    # by their scores' sigmoids, chosen with a bias each. (Its released configs' rotary_dim,
+    # which transformers 5.17 ignores and rotates whole heads, and 5.25 reads: the factor
+    # here, which both read.)
     "tiny-minimax-m2": dict(model_type="minimax_m2", vocab_size=67, hidden_size=32,
                             intermediate_size=24, num_hidden_layers=2, num_attention_heads=4,
-                            num_key_value_heads=2, head_dim=16, rotary_dim=8,
-                            num_local_experts=6, num_experts_per_tok=3, rms_norm_eps=1e-6,
+                            num_key_value_heads=2, head_dim=16, num_local_experts=6,
+                            num_experts_per_tok=3, rms_norm_eps=1e-6,
+                            rope_parameters={"rope_type": "default", "rope_theta": 5e6,
+                                             "partial_rotary_factor": 0.5},
                             max_position_embeddings=256, bos_token_id=1, eos_token_id=2),
     # Solar Open: DeepSeek V3's routing with one group (sigmoid, a bias that chooses, the
     # weights renormalised and scaled), a shared expert two experts wide, q, k and v biased
