@@ -278,7 +278,8 @@ def test_moe_configs():
     their width (Qwen 2 and 3 MoE's own field), renormalising (Mixtral always, the others
     by norm_topk_prob; Granite MoE's softmax of the best scores), Qwen 2 MoE's shared
     expert in experts' widths and Granite's shared MLP, OLMoE's whole-q and whole-k norms,
-    MiniMax-M2's and Solar Open's sigmoid routes; and the refusals."""
+    MiniMax-M2's and Solar Open's sigmoid routes, Hunyuan's per-layer counts; and the
+    refusals."""
     mixtral = LlamaConfig.from_hf(hf_config("tiny-mixtral"))
     assert (mixtral.n_experts, mixtral.experts_per_token, mixtral.ffn_dim) == (5, 2, 24)
     assert mixtral.router_renormalized and mixtral.moe and not mixtral.qk_norm
@@ -336,6 +337,14 @@ def test_moe_configs():
     with pytest.raises(ValueError, match="topk_group"):
         LlamaConfig.from_hf(hf_config("tiny-solar-open", n_group=7, topk_group=1))
     assert LlamaConfig.from_hf(hf_config("tiny-solar-open", n_group=7, topk_group=7)) == solar
+    # Hunyuan's MoE: its top-k a layer at a time (one value for all, else refused), a
+    # shared MLP of the experts' width taken whole
+    hunyuan = LlamaConfig.from_hf(hf_config("tiny-hunyuan-moe"))
+    assert (hunyuan.n_experts, hunyuan.experts_per_token, hunyuan.ffn_dim) == (7, 3, 16)
+    assert (hunyuan.shared_experts, hunyuan.shared_expert_scored) == (1, False)
+    assert hunyuan.router_renormalized and hunyuan.qk_norm_after_rotary
+    with pytest.raises(ValueError, match="moe_topk"):
+        LlamaConfig.from_hf(hf_config("tiny-hunyuan-moe", moe_topk=[3, 2]))
     with pytest.raises(ValueError, match="router_choice_bias"):
         LlamaConfig(vocab_size=8, dim=8, n_layers=1, n_heads=2, n_kv_heads=2, ffn_dim=8,
                     n_experts=4, experts_per_token=2, router_choice_bias=True)

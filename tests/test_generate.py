@@ -702,7 +702,8 @@ def test_noise_is_uniform_and_decorrelated():
                                   "tiny-vaultgemma", "tiny-gemma3", "tiny-mixtral",
                                   "tiny-qwen2-moe", "tiny-qwen3-moe", "tiny-olmoe",
                                   "tiny-granitemoe", "tiny-granitemoe-shared",
-                                  "tiny-gpt-oss", "tiny-minimax-m2", "tiny-solar-open"])
+                                  "tiny-gpt-oss", "tiny-minimax-m2", "tiny-solar-open",
+                                  "tiny-hunyuan-moe"])
 def test_greedy_tokens_equal_hf_per_family(name):
     """Qwen3's norms of each q and k head (a head_dim of 12 over a width of 32), Phi-3's
     stacked checkpoint matrices and sliding window, Granite's scalars (Granite SWA's with
@@ -726,8 +727,8 @@ def test_greedy_tokens_equal_hf_per_family(name):
     expert, Qwen 3 MoE's, OLMoE's, Granite MoE's, with a shared MLP (Granite MoE SWA's,
     its attention Granite SWA's, in test_llama's), GPT-OSS's with its biases, clamped
     SwiGLU, sinks, YaRN and a sliding layer, MiniMax-M2's weighted by sigmoids and chosen
-    with a bias, Solar Open's scaled beside a shared expert: a row's experts chosen in the
-    graph), through
+    with a bias, Solar Open's scaled beside a shared expert, Hunyuan's MoE with its shared
+    MLP: a row's experts chosen in the graph), through
     the Generator's graphs: 8 greedy tokens, transformers' at batch 1 and 2 (Gemma's, OLMo
     3's and EXAONE 4's two layers, a sliding one and a global one, Granite SWA's four; the
     others' first)."""

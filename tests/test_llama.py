@@ -28,7 +28,7 @@ TINY = ("tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-mistral", "tiny-phi3",
         "tiny-gpt_neo", "tiny-bloom", "tiny-mpt", "tiny-falcon-rw", "tiny-gemma", "tiny-gemma2",
         "tiny-vaultgemma", "tiny-gemma3", "tiny-mixtral", "tiny-qwen2-moe", "tiny-qwen3-moe",
         "tiny-olmoe", "tiny-granitemoe", "tiny-granitemoe-shared", "tiny-granitemoe-swa",
-        "tiny-gpt-oss", "tiny-minimax-m2", "tiny-solar-open")
+        "tiny-gpt-oss", "tiny-minimax-m2", "tiny-solar-open", "tiny-hunyuan-moe")
 
 
 def _load_through_directory(hf, tmp_path, device, **save):

@@ -268,7 +268,8 @@ TP_FAMILIES = [
     ("tiny-gemma2", {"sliding_window": 3}), ("tiny-gemma3", {"sliding_window": 3}),
     ("tiny-mixtral", {}), ("tiny-qwen2-moe", {}), ("tiny-qwen3-moe", {}),
     ("tiny-granitemoe", {}), ("tiny-granitemoe-shared", {}),
-    ("tiny-granitemoe-swa", {"sliding_window": 3}), ("tiny-solar-open", {})]
+    ("tiny-granitemoe-swa", {"sliding_window": 3}), ("tiny-solar-open", {}),
+    ("tiny-hunyuan-moe", {})]
 
 
 def _compare_families_with_tp1(directories: dict) -> dict:

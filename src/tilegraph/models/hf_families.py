@@ -64,13 +64,16 @@ SUPPORTED_TYPES = ("llama", "mistral", "ministral", "phi3", "qwen2", "qwen3", "s
                    "xglm", "jais2", "iquestcoder", "openai-gpt", "granite_swa", "apertus",
                    "persimmon", "emu3_text_model", "mixtral", "qwen3_moe", "olmoe",
                    "qwen2_moe", "granitemoe", "granitemoeshared", "granitemoe_swa",
-                   "gpt_oss", "minimax_m2", "solar_open")
+                   "gpt_oss", "minimax_m2", "solar_open", "hunyuan_v1_moe")
 GEMMA_TYPES = ("gemma", "gemma2", "vaultgemma", "gemma3_text")
 # Granite SWA's attention (sinks, sliding layers, a rotary base a layer), dense or with experts
 _GRANITE_SWA_TYPES = ("granite_swa", "granitemoe_swa")
 # Granite MoE, with a shared MLP where shared_intermediate_size is set (its shared and SWA
 # variants)
 _GRANITE_MOE_TYPES = ("granitemoe", "granitemoeshared", "granitemoe_swa")
+# Hunyuan's attention (head norms after the rotation, NTK-alpha rotary bases), dense or with
+# experts
+_HUNYUAN_TYPES = ("hunyuan_v1_dense", "hunyuan_v1_moe")
 # Gemma 2's attention: scores softcapped, scaled by query_pre_attn_scalar, alternate layers
 # sliding (VaultGemma's too, whose layers have no norms after attention and the MLP)
 _GEMMA2_ATTENTION = ("gemma2", "vaultgemma")
@@ -167,7 +170,7 @@ _FIELD_ALIASES = {
 }
 # Families whose attention transformers never windows, whatever sliding_window says
 _NEVER_WINDOWED = ("llama", "granite", "exaone", "internlm3", "ernie4_5", "glm", "glm4",
-                   "helium", "seed_oss", "olmo2", "hunyuan_v1_dense", "arcee", "nanochat",
+                   "helium", "seed_oss", "olmo2", *_HUNYUAN_TYPES, "arcee", "nanochat",
                    "hyperclovax", "gemma", "stablelm", "nemotron", "olmo", "phi", "cohere",
                    "gpt_neox", "gptj", "codegen", "falcon", "gpt2", "gpt_bigcode", "opt",
                    "bloom", "mpt", "biogpt", "xglm", "jais2", "iquestcoder", "openai-gpt",
@@ -319,7 +322,7 @@ def _rope_fields(values: dict) -> dict:
         rope_type = "default"
     theta = merged.get("rope_theta", values.get("rope_theta", 10000.0))
     if (rope_type == "dynamic" and merged.get("alpha")
-            and values.get("model_type") == "hunyuan_v1_dense"):
+            and values.get("model_type") in _HUNYUAN_TYPES):
         # Hunyuan's NTK-alpha scaling (labelled "dynamic"): a fixed alpha stretches the base,
         # theta alpha^(d / (d - 2)), whatever the sequence's length
         head_dim = (values.get("head_dim")
@@ -538,7 +541,7 @@ def fields_from_hf(values: dict) -> dict:
         qkv_bias, o_bias, mlp_bias = bool(values.get("qkv_bias", True)), False, False
     elif model_type in ("glm", "glm4"):   # q, k and v, never o or the MLP
         qkv_bias, o_bias, mlp_bias = bool(values["attention_bias"]), False, False
-    elif model_type in ("olmo", "olmo2", "olmo3", "olmoe", "hunyuan_v1_dense",
+    elif model_type in ("olmo", "olmo2", "olmo3", "olmoe", *_HUNYUAN_TYPES,
                         "nanochat"):   # q|k|v, o
         qkv_bias = o_bias = bool(values.get("attention_bias", False))
         mlp_bias = False
@@ -587,7 +590,7 @@ def fields_from_hf(values: dict) -> dict:
         **({"norm_plus_one": True} if model_type == "nemotron" else {}),
         **({"weightless_norms": True} if model_type == "olmo" else {}),
         qk_norm=head_layer_norms or model_type in ("qwen3", "qwen3_moe", "exaone4", "olmo2",
-                                                 "olmo3", "olmoe", "hunyuan_v1_dense",
+                                                 "olmo3", "olmoe", *_HUNYUAN_TYPES,
                                                  "nanochat", "gemma3_text", "apertus",
                                                  "minimax_m2"),
         qk_norm_per_head=per_head_norms,
@@ -595,7 +598,7 @@ def fields_from_hf(values: dict) -> dict:
                            if model_type == "apertus" else 0),
         qk_norm_bias=head_layer_norms and model_type == "persimmon",
         qk_norm_whole=model_type in ("olmo2", "olmo3", "olmoe", "minimax_m2"),
-        qk_norm_after_rotary=model_type in ("hunyuan_v1_dense", "nanochat"),
+        qk_norm_after_rotary=model_type in (*_HUNYUAN_TYPES, "nanochat"),
         # (GPT-OSS's experts: a SwiGLU of its own, whatever hidden_act says)
         mlp_activation="swiglu_oss" if model_type == "gpt_oss" else activations[activation],
         max_position_embeddings=values.get("max_position_embeddings", 4096),
@@ -647,12 +650,15 @@ def fields_from_hf(values: dict) -> dict:
 # softmax) and gates them by a SwiGLU of its own. MiniMax-M2 weights each expert by the
 # sigmoid of its score, chosen with a bias an expert, renormalised; Solar Open routes so
 # too (DeepSeek V3's routing with one group of experts), its weights times
-# routed_scaling_factor, beside a shared expert taken whole. Their count is
+# routed_scaling_factor, beside a shared expert taken whole. Hunyuan's MoE renormalises its
+# softmax's k best beside a shared MLP of the experts' width taken whole (the same
+# intermediate_size: transformers reads no other, nor a count of shared experts). Their
+# count is
 # num_local_experts, num_experts or n_routed_experts (transformers' versions map one to
 # another, each its own way).
 _SIGMOID_ROUTED_TYPES = ("minimax_m2", "solar_open")
 _EXPERT_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", *_GRANITE_MOE_TYPES, "gpt_oss",
-                 *_SIGMOID_ROUTED_TYPES)
+                 *_SIGMOID_ROUTED_TYPES, "hunyuan_v1_moe")
 
 
 def _expert_fields(values: dict, model_type: str) -> dict:
@@ -674,6 +680,10 @@ def _expert_fields(values: dict, model_type: str) -> dict:
         shared = width // expert
     elif model_type == "solar_open":   # n_shared_experts of the experts' width
         shared = values.get("n_shared_experts") or 0
+    elif model_type == "hunyuan_v1_moe":
+        shared = 1
+        values = {**values, **{name: _one_for_every_layer(values, name)
+                               for name in ("num_experts", "moe_topk")}}
     elif values.get("shared_intermediate_size"):   # Granite's shared MLP
         width, expert = values["shared_intermediate_size"], values["intermediate_size"]
         if width % expert:
@@ -698,9 +708,9 @@ def _expert_fields(values: dict, model_type: str) -> dict:
                                "within the best groups is not implemented")
     return {"n_experts": (values.get("num_local_experts") or values.get("num_experts")
                           or values["n_routed_experts"]),
-            "experts_per_token": values["num_experts_per_tok"],
+            "experts_per_token": values.get("num_experts_per_tok") or values["moe_topk"],
             "router_renormalized": (model_type in ("mixtral", *_GRANITE_MOE_TYPES, "gpt_oss",
-                                                   "minimax_m2")
+                                                   "minimax_m2", "hunyuan_v1_moe")
                                     or bool(values.get("norm_topk_prob", False))),
             "shared_experts": shared, "shared_expert_scored": model_type == "qwen2_moe",
             "router_bias": model_type == "gpt_oss",
@@ -708,6 +718,17 @@ def _expert_fields(values: dict, model_type: str) -> dict:
             "router_choice_bias": sigmoid,
             "router_scale": float(values.get("routed_scaling_factor") or 1.0)
             if model_type == "solar_open" else 1.0}
+
+
+def _one_for_every_layer(values: dict, name: str) -> int:
+    """A field Hunyuan's MoE configs may give a layer at a time (a list), as one value:
+    refused where the layers differ."""
+    value = values[name]
+    if isinstance(value, list):
+        if len(set(value)) != 1:
+            raise _unsupported(name, value, "the same for every layer")
+        value = value[0]
+    return value
 
 
 def _openai_gpt_activation(afn: str) -> str:

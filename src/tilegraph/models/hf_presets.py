@@ -332,6 +332,17 @@ SHAPES: dict[str, dict] = {
                             routed_scaling_factor=2.5, norm_topk_prob=True,
                             attention_bias=True, rms_norm_eps=1e-5,
                             max_position_embeddings=256),
+    # Hunyuan's MoE: its dense sibling's attention (head norms after the rotation, an NTK
+    # alpha) with experts, their count a token given a layer at a time, and a shared MLP
+    # taken whole
+    "tiny-hunyuan-moe": dict(model_type="hunyuan_v1_moe", vocab_size=67, hidden_size=32,
+                             intermediate_size=16, num_hidden_layers=2, num_attention_heads=4,
+                             num_key_value_heads=2, head_dim=8, rms_norm_eps=1e-5,
+                             attention_bias=True, num_experts=7, moe_topk=[3, 3],
+                             rope_parameters={"rope_type": "dynamic", "alpha": 1000.0,
+                                              "factor": 1.0, "rope_theta": 10000.0},
+                             max_position_embeddings=256, eos_token_id=2, pad_token_id=0,
+                             bos_token_id=1),
     "tiny-olmoe": dict(model_type="olmoe", vocab_size=67, hidden_size=32, intermediate_size=16,
                        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                        rms_norm_eps=1e-5, num_experts=6, num_experts_per_tok=4,

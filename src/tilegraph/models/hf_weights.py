@@ -176,6 +176,8 @@ _GPT2_NAMES = [(r"^(transformer\.)?wte\.", "model.embed_tokens."),
                (r"\.mlp\.c_fc\.", ".mlp.up_proj."), (r"\.mlp\.c_proj\.", ".mlp.down_proj.")]
 # Families whose checkpoints name Llama's tensors their own way: (pattern, Llama's name),
 # applied in order (as transformers converts them when it loads one).
+_HUNYUAN_HEAD_NORMS = [(r"\.self_attn\.query_layernorm\.", ".self_attn.q_norm."),
+                       (r"\.self_attn\.key_layernorm\.", ".self_attn.k_norm.")]
 _RENAMES = {"exaone": [(r"^transformer\.wte\.", "model.embed_tokens."),
                        (r"^transformer\.h\.", "model.layers."),
                        (r"^transformer\.ln_f\.", "model.norm."),
@@ -195,8 +197,9 @@ _RENAMES = {"exaone": [(r"^transformer\.wte\.", "model.embed_tokens."),
             "exaone4": _POST_NORMS,
             "olmo2": _POST_NORMS,
             "olmo3": _POST_NORMS,
-            "hunyuan_v1_dense": [(r"\.self_attn\.query_layernorm\.", ".self_attn.q_norm."),
-                                 (r"\.self_attn\.key_layernorm\.", ".self_attn.k_norm.")],
+            "hunyuan_v1_dense": _HUNYUAN_HEAD_NORMS,
+            # (Hunyuan's MoE: its router's linear inside the gate)
+            "hunyuan_v1_moe": [*_HUNYUAN_HEAD_NORMS, (r"\.mlp\.gate\.wg\.", ".mlp.gate.")],
             # HyperCLOVA X's norms after attention and the MLP
             "hyperclovax": [(r"\.post_norm1\.", ".post_attn_norm."),
                             (r"\.post_norm2\.", ".post_mlp_norm.")],
@@ -547,6 +550,10 @@ def _our_name(name: str) -> tuple[str, str] | None:
                ("mlp.shared_expert.up_proj", "weight"): ("w_gate_up", "shared up"),
                ("mlp.shared_expert.down_proj", "weight"): ("w_down", "shared down"),
                ("mlp.shared_expert_gate", "weight"): ("w_router", "shared"),
+               # Hunyuan's MoE's shared MLP, taken whole
+               ("mlp.shared_mlp.gate_proj", "weight"): ("w_gate_up", "shared gate"),
+               ("mlp.shared_mlp.up_proj", "weight"): ("w_gate_up", "shared up"),
+               ("mlp.shared_mlp.down_proj", "weight"): ("w_down", "shared down"),
                # Solar Open's (DeepSeek V3's) shared experts, taken whole
                ("mlp.shared_experts.gate_proj", "weight"): ("w_gate_up", "shared gate"),
                ("mlp.shared_experts.up_proj", "weight"): ("w_gate_up", "shared up"),
