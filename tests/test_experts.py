@@ -376,11 +376,11 @@ def test_moe_configs():
 
 def test_the_choice_bias_stays_fp32_through_conversions():
     """MiniMax-M2's bias an expert, which chooses among sigmoids that differ past bf16's
-    precision, loads into fp32 and stays so, unrounded, through .to(bfloat16); the rest
-    converts."""
+    precision, loads into fp32 in a bf16 model and stays so, unrounded, through
+    .to(float16); the rest converts."""
     hf = random_hf_model("tiny-minimax-m2")
     stored = hf.model.layers[0].mlp.e_score_correction_bias.detach().clone()
-    stored += 1e-4   # (a step bf16 cannot hold beside values near 0.25)
+    stored += 1e-4   # (a step neither bf16 nor fp16 holds beside values near 0.25)
     hf.model.layers[0].mlp.e_score_correction_bias.copy_(stored)
     model = Llama.from_hf(hf, dtype=torch.bfloat16)
     assert model.layers[0].b_choice.dtype == torch.float32
